@@ -1,0 +1,119 @@
+// Copyright 2026 The Strata Authors.
+//
+// toy-trainer: a deterministic training loop that uses libstrata the way a
+// real trainer does. Its output lines are a contract the tests and the demo
+// read:
+//   fresh start | restored step=S
+//   ondemand checkpoint step=S
+//   final step=N digest=<16 hex digits>
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <thread>
+
+#include "model.h"
+#include "strata/checkpointer.h"
+
+namespace {
+
+struct Flags {
+  std::string dir;
+  int64_t steps = 100;
+  int64_t save_interval_steps = 0;
+  double save_interval_seconds = 0;
+  int state_mb = 64;
+  int step_ms = 0;
+  uint64_t seed = 1;
+  int max_to_keep = 2;
+  bool exit_after_ondemand = false;
+  bool sync = false;
+};
+
+void Say(const std::string& line) {
+  std::fputs((line + "\n").c_str(), stdout);
+  std::fflush(stdout);
+}
+
+// Restores the newest valid checkpoint into `model`; returns the first step
+// to train, or -1 on an error that should stop the trainer.
+int64_t RestoreOrStartFresh(strata::Checkpointer& ckpt, toy::Model& model) {
+  auto into = model.MutableItems();
+  auto restored = ckpt.RestoreInto(into);
+  if (restored.ok()) {
+    Say("restored step=" + std::to_string(*restored));
+    return *restored + 1;
+  }
+  if (restored.status().code() == strata::StatusCode::kNotFound) {
+    Say("fresh start");
+    return 1;
+  }
+  std::fprintf(stderr, "toy-trainer: %s\n", restored.status().ToString().c_str());
+  return -1;
+}
+
+// Returns true when the trainer should exit now (after an on-demand save).
+bool MaybeSave(strata::Checkpointer& ckpt, const toy::Model& model, int64_t step) {
+  if (!ckpt.ShouldSave(step)) return false;
+  auto items = model.Items();
+  auto result = ckpt.Save(step, items);
+  if (!result.ok()) {
+    std::fprintf(stderr, "toy-trainer: save failed, training continues: %s\n",
+                 result.status().ToString().c_str());
+    return false;
+  }
+  if (result->on_demand) Say("ondemand checkpoint step=" + std::to_string(step));
+  return result->should_exit;
+}
+
+int Run(const Flags& f) {
+  strata::CheckpointerOptions opts;
+  opts.save_interval_steps = f.save_interval_steps;
+  opts.save_interval_seconds = f.save_interval_seconds;
+  opts.max_to_keep = f.max_to_keep;
+  opts.exit_after_ondemand = f.exit_after_ondemand;
+  opts.async = !f.sync;
+  auto ckpt = strata::Checkpointer::Open(f.dir, opts);
+  if (!ckpt.ok()) {
+    std::fprintf(stderr, "toy-trainer: %s\n", ckpt.status().ToString().c_str());
+    return 1;
+  }
+  toy::Model model(f.seed, f.state_mb);
+  int64_t first = RestoreOrStartFresh(**ckpt, model);
+  if (first < 0) return 1;
+  for (int64_t step = first; step <= f.steps; ++step) {
+    model.Train(step);
+    if (f.step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(f.step_ms));
+    if (MaybeSave(**ckpt, model, step)) return 0;
+  }
+  strata::Status s = (*ckpt)->Wait();
+  if (!s.ok()) std::fprintf(stderr, "toy-trainer: last save failed: %s\n", s.ToString().c_str());
+  char digest[17];
+  std::snprintf(digest, sizeof digest, "%016" PRIx64, model.Digest());
+  Say("final step=" + std::to_string(model.step()) + " digest=" + digest);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags f;
+  CLI::App app("toy-trainer: a deterministic trainer that checkpoints with libstrata");
+  app.add_option("--dir", f.dir, "Checkpoint directory (the node's RAM disk)")->required();
+  app.add_option("--steps", f.steps, "Train until this step")->capture_default_str();
+  app.add_option("--save-interval-steps", f.save_interval_steps, "Save every K steps (0: off)")
+      ->capture_default_str();
+  app.add_option("--save-interval-seconds", f.save_interval_seconds,
+                 "Save every S seconds (0: off)")->capture_default_str();
+  app.add_option("--state-mb", f.state_mb, "Size of the model state in MiB")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  app.add_option("--step-ms", f.step_ms, "Extra sleep per step, standing for accelerator time")
+      ->capture_default_str();
+  app.add_option("--seed", f.seed, "Seed of the initial state and data")->capture_default_str();
+  app.add_option("--max-to-keep", f.max_to_keep, "Checkpoints to keep (0: all)")->capture_default_str();
+  app.add_flag("--exit-after-ondemand", f.exit_after_ondemand,
+               "Exit 0 after the on-demand checkpoint that follows SIGTERM");
+  app.add_flag("--sync", f.sync, "Save synchronously (default: async)");
+  CLI11_PARSE(app, argc, argv);
+  return Run(f);
+}

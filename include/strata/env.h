@@ -1,0 +1,103 @@
+// Copyright 2026 The Strata Authors.
+//
+// Env: every file-system operation Strata performs goes through this
+// interface, so tests can inject faults (a failing write, a full disk, a
+// failing fsync) deterministically. Env::Default() is the POSIX
+// implementation. Implementations must be thread-safe; file objects are used
+// by one thread at a time.
+#ifndef STRATA_ENV_H_
+#define STRATA_ENV_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strata/status.h"
+
+namespace strata {
+
+// A file opened for writing at explicit offsets. PWrite may be called from
+// several threads at once on one file; the other methods may not.
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;
+  // Writes all `n` bytes at `offset` (retrying short writes).
+  virtual Status PWrite(uint64_t offset, const void* data, size_t n) = 0;
+  // Sets the file's size to exactly `size` bytes.
+  virtual Status Truncate(uint64_t size) = 0;
+  // Makes the written data durable (fdatasync).
+  virtual Status Sync() = 0;
+  virtual Status Close() = 0;
+};
+
+// A file opened for reading at explicit offsets. Thread-safe.
+class ReadableFile {
+ public:
+  virtual ~ReadableFile() = default;
+  // Reads exactly `n` bytes at `offset`; a short file is DATA_LOSS.
+  virtual Status PRead(uint64_t offset, size_t n, void* dst) const = 0;
+  virtual StatusOr<uint64_t> Size() const = 0;
+};
+
+struct DirEntry {
+  std::string name;
+  enum class Type { kFile, kDirectory, kSymlink, kOther } type = Type::kOther;
+};
+
+class Env {
+ public:
+  virtual ~Env() = default;
+
+  // The process-wide POSIX Env. Never null; never deleted.
+  static Env* Default();
+
+  // Opens `path` for writing, creating it if needed. An existing file keeps
+  // its contents (and its allocated space) until overwritten or truncated.
+  virtual StatusOr<std::unique_ptr<WritableFile>> OpenWritable(const std::string& path) = 0;
+  virtual StatusOr<std::unique_ptr<ReadableFile>> OpenReadable(const std::string& path) = 0;
+
+  virtual Status CreateDir(const std::string& path) = 0;  // one level; OK if it exists
+  virtual Status Rename(const std::string& from, const std::string& to) = 0;
+  virtual Status SyncDir(const std::string& path) = 0;
+  virtual Status RemoveFile(const std::string& path) = 0;
+  // Removes a directory tree; does not follow symlinks. OK if missing.
+  virtual Status RemoveAll(const std::string& path) = 0;
+  // Entries of `path` without "." and "..", unsorted.
+  virtual StatusOr<std::vector<DirEntry>> ListDir(const std::string& path) = 0;
+  // True if `path` exists (without following a final symlink).
+  virtual bool Exists(const std::string& path) = 0;
+};
+
+// Forwards every call to a target Env; override what you want to change.
+class EnvWrapper : public Env {
+ public:
+  explicit EnvWrapper(Env* target) : target_(target) {}
+  Env* target() const { return target_; }
+
+  StatusOr<std::unique_ptr<WritableFile>> OpenWritable(const std::string& p) override {
+    return target_->OpenWritable(p);
+  }
+  StatusOr<std::unique_ptr<ReadableFile>> OpenReadable(const std::string& p) override {
+    return target_->OpenReadable(p);
+  }
+  Status CreateDir(const std::string& p) override { return target_->CreateDir(p); }
+  Status Rename(const std::string& a, const std::string& b) override {
+    return target_->Rename(a, b);
+  }
+  Status SyncDir(const std::string& p) override { return target_->SyncDir(p); }
+  Status RemoveFile(const std::string& p) override { return target_->RemoveFile(p); }
+  Status RemoveAll(const std::string& p) override { return target_->RemoveAll(p); }
+  StatusOr<std::vector<DirEntry>> ListDir(const std::string& p) override {
+    return target_->ListDir(p);
+  }
+  bool Exists(const std::string& p) override { return target_->Exists(p); }
+
+ private:
+  Env* target_;
+};
+
+}  // namespace strata
+
+#endif  // STRATA_ENV_H_

@@ -1,0 +1,493 @@
+// Copyright 2026 The Strata Authors.
+#include "strata/checkpointer.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "engine/preemption.h"
+#include "engine/staging.h"
+#include "engine/step_io.h"
+#include "format/manifest.h"
+#include "format/naming.h"
+#include "util/crash_point.h"
+#include "util/file_util.h"
+#include "util/logging.h"
+#include "util/thread_pool.h"
+
+namespace strata {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+Status ValidateOptions(const CheckpointerOptions& o) {
+  if (o.save_interval_steps < 0) return InvalidArgumentError("save_interval_steps is negative");
+  if (o.save_interval_seconds < 0) return InvalidArgumentError("save_interval_seconds is negative");
+  if (o.max_to_keep < 0) return InvalidArgumentError("max_to_keep is negative");
+  if (o.io_threads < 0) return InvalidArgumentError("io_threads is negative");
+  if (o.chunk_size < kMinChunkSize || o.chunk_size > kMaxChunkSize ||
+      (o.chunk_size & (o.chunk_size - 1)) != 0) {
+    return InvalidArgumentError("chunk_size " + std::to_string(o.chunk_size) +
+                                " is not a power of two in [4 KiB, 1 GiB]");
+  }
+  return Status::Ok();
+}
+
+// mkdir -p.
+Status CreateDirs(Env* env, const std::string& dir) {
+  if (dir.empty() || dir == "/" || dir == "." || env->Exists(dir)) return Status::Ok();
+  STRATA_RETURN_IF_ERROR(CreateDirs(env, Dirname(dir)));
+  return env->CreateDir(dir);
+}
+
+// Takes an exclusive flock on dir/.strata-lock; returns the descriptor.
+StatusOr<int> LockDirectory(const std::string& dir) {
+  std::string path = JoinPath(dir, std::string(kLockFileName));
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoToStatus(errno, "open lock file " + path);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    char holder[32] = {0};
+    ssize_t n = ::pread(fd, holder, sizeof holder - 1, 0);
+    ::close(fd);
+    if (err == EWOULDBLOCK) {
+      return FailedPreconditionError(dir + " is in use by another Strata checkpointer (pid " +
+                                     std::string(holder, n > 0 ? static_cast<size_t>(n) : 0) +
+                                     ")");
+    }
+    return ErrnoToStatus(err, "lock " + path);
+  }
+  std::string pid = std::to_string(::getpid());
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+    // The pid is informational only; the lock itself is held.
+  }
+  return fd;
+}
+
+class CheckpointerImpl final : public Checkpointer {
+ public:
+  CheckpointerImpl(std::string dir, CheckpointerOptions options, int lock_fd)
+      : dir_(std::move(dir)),
+        options_(std::move(options)),
+        env_(options_.env != nullptr ? options_.env : Env::Default()),
+        lock_fd_(lock_fd),
+        pool_((options_.io_threads > 0 ? options_.io_threads : ThreadPool::DefaultThreads()) - 1),
+        last_save_time_(Clock::now()) {}
+
+  ~CheckpointerImpl() override;
+
+  Status Init();
+
+  bool ShouldSave(int64_t step) const noexcept override {
+    if (PreemptionNotices() != served_notices_.load(std::memory_order_relaxed)) return true;
+    if (options_.save_interval_steps > 0 && step % options_.save_interval_steps == 0) return true;
+    return time_due_.load(std::memory_order_relaxed);
+  }
+
+  StatusOr<SaveResult> Save(int64_t step, std::span<const Item> items) override;
+  Status Wait() override;
+  StatusOr<int64_t> RestoreInto(std::span<const MutableItem> into,
+                                const RestoreOptions& options) override;
+  StatusOr<RestoredStep> Restore(const RestoreOptions& options) override;
+  void RequestOnDemand() noexcept override { NotePreemption(); }
+  CheckpointerStatus status() const override;
+  const std::string& dir() const override { return dir_; }
+
+ private:
+  struct Job {
+    int64_t step;
+    std::vector<Item> items;  // data points into staging_
+  };
+
+  Status RemoveLeftovers();
+  Status Snapshot(int64_t step, std::span<const Item> items, Job* job);
+  Status Commit(int64_t step, std::span<const Item> items);
+  StatusOr<std::string> RetireForRecycling(int64_t new_step);
+  Status DropStep(int64_t step);
+  Status ApplyRetention();
+  void RecordResult(int64_t step, const Status& s, double seconds);
+  void LogOnDemand(int64_t step, Clock::time_point start) const;
+  void SaverMain();
+  void TimerMain();
+  void ResetTimer();
+  // Tries steps newest first; `read` restores one step's data given its
+  // manifest. Mismatches between manifest and caller are not skipped.
+  StatusOr<int64_t> RestoreNewest(const RestoreOptions& options,
+                                  const std::function<Status(const StepInfo&)>& read);
+
+  const std::string dir_;
+  const CheckpointerOptions options_;
+  Env* const env_;
+  const int lock_fd_;
+  ThreadPool pool_;
+  StagingBuffer staging_;  // used by the caller while no job is in flight, by the saver otherwise
+
+  std::atomic<uint64_t> served_notices_{0};
+  std::atomic<bool> time_due_{false};
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<Job> job_;                   // GUARDED_BY(mu_): handed to the saver
+  bool busy_ = false;                        // GUARDED_BY(mu_): a job is queued or running
+  bool stop_ = false;                        // GUARDED_BY(mu_)
+  Status unreported_error_;                  // GUARDED_BY(mu_)
+  Status last_error_;                        // GUARDED_BY(mu_)
+  std::optional<int64_t> in_flight_step_;    // GUARDED_BY(mu_)
+  std::optional<int64_t> last_committed_;    // GUARDED_BY(mu_)
+  Clock::time_point last_save_time_;         // GUARDED_BY(mu_)
+  bool timer_reset_ = false;                 // GUARDED_BY(mu_)
+  std::thread saver_;
+  std::thread timer_;
+};
+
+Status CheckpointerImpl::Init() {
+  STRATA_RETURN_IF_ERROR(RemoveLeftovers());
+  STRATA_RETURN_IF_ERROR(InstallPreemptionHandlers(options_.preemption_signals));
+  saver_ = std::thread([this] { SaverMain(); });
+  if (options_.save_interval_seconds > 0) timer_ = std::thread([this] { TimerMain(); });
+  return Status::Ok();
+}
+
+CheckpointerImpl::~CheckpointerImpl() {
+  Status s = Wait();
+  if (!s.ok()) Log()->error("{}", s.message());
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (saver_.joinable()) saver_.join();
+  if (timer_.joinable()) timer_.join();
+  ::close(lock_fd_);
+}
+
+Status CheckpointerImpl::RemoveLeftovers() {
+  STRATA_ASSIGN_OR_RETURN(auto entries, env_->ListDir(dir_));
+  for (const auto& e : entries) {
+    if (!IsTempName(e.name)) continue;
+    Log()->info("removing leftover temporary {}", JoinPath(dir_, e.name));
+    STRATA_RETURN_IF_ERROR(env_->RemoveAll(JoinPath(dir_, e.name)));
+  }
+  return Status::Ok();
+}
+
+StatusOr<SaveResult> CheckpointerImpl::Save(int64_t step, std::span<const Item> items) {
+  if (step < 0) return InvalidArgumentError("step " + std::to_string(step) + " is negative");
+  STRATA_RETURN_IF_ERROR(ValidateItems(items).WithContext("saving step " + std::to_string(step)));
+  const Clock::time_point start = Clock::now();
+  const uint64_t notices = PreemptionNotices();
+  SaveResult result;
+  result.step = step;
+  result.on_demand = notices != served_notices_.load(std::memory_order_relaxed);
+  Status previous = Wait();
+  if (!previous.ok()) {
+    if (!result.on_demand) return previous;
+    Log()->warn("{}; writing the on-demand step {} anyway", previous.message(), step);
+  }
+  if (result.on_demand || !options_.async) {
+    Status s = Commit(step, items);
+    RecordResult(step, s, SecondsSince(start));
+    if (!s.ok()) return s;
+    result.committed = true;
+    if (result.on_demand) {
+      served_notices_.store(notices, std::memory_order_relaxed);
+      result.should_exit = options_.exit_after_ondemand;
+      LogOnDemand(step, start);
+    }
+  } else {
+    Job job;
+    STRATA_RETURN_IF_ERROR(Snapshot(step, items, &job));
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      job_ = std::move(job);
+      busy_ = true;
+      in_flight_step_ = step;
+    }
+    cv_.notify_all();
+  }
+  ResetTimer();
+  return result;
+}
+
+// Copies the caller's buffers into staging memory, in parallel pieces.
+Status CheckpointerImpl::Snapshot(int64_t step, std::span<const Item> items, Job* job) {
+  size_t total = 0;
+  for (const Item& it : items) total += it.size;
+  STRATA_RETURN_IF_ERROR(staging_.Reserve(total).WithContext("saving step " + std::to_string(step)));
+  constexpr size_t kPiece = 8 << 20;
+  struct Piece {
+    const std::byte* src;
+    std::byte* dst;
+    size_t n;
+  };
+  std::vector<Piece> pieces;
+  std::byte* cursor = staging_.data();
+  job->step = step;
+  for (const Item& it : items) {
+    const auto* src = static_cast<const std::byte*>(it.data);
+    for (size_t off = 0; off < it.size; off += kPiece) {
+      pieces.push_back({src + off, cursor + off, std::min(kPiece, it.size - off)});
+    }
+    job->items.push_back({it.name, it.dtype, it.shape, cursor, it.size});
+    cursor += it.size;
+  }
+  pool_.ParallelFor(pieces.size(),
+                    [&](size_t i) { std::memcpy(pieces[i].dst, pieces[i].src, pieces[i].n); });
+  CrashPoint("save.after_snapshot");
+  return Status::Ok();
+}
+
+// Writes and commits `step`, then applies retention. Runs on the saver
+// thread (async) or the caller's (sync / on-demand), never both at once.
+Status CheckpointerImpl::Commit(int64_t step, std::span<const Item> items) {
+  WriteStepRequest req;
+  req.dir = dir_;
+  req.step = step;
+  req.items = items;
+  req.chunk_size = options_.chunk_size;
+  req.max_files = pool_.parallelism();
+  STRATA_ASSIGN_OR_RETURN(req.recycle_dir, RetireForRecycling(step));
+  STRATA_RETURN_IF_ERROR(WriteStep(env_, &pool_, req).status());
+  CrashPoint("save.before_retention");
+  return ApplyRetention().WithContext("after saving step " + std::to_string(step));
+}
+
+// With recycling on and max_to_keep steps already committed, the oldest is
+// leaving anyway: rename it out of the step namespace now and hand its
+// directory to the writer, whose data files it will overwrite.
+StatusOr<std::string> CheckpointerImpl::RetireForRecycling(int64_t new_step) {
+  if (!options_.recycle_space || options_.max_to_keep < 2) return std::string();
+  STRATA_ASSIGN_OR_RETURN(auto steps, ListSteps(dir_, env_));
+  if (static_cast<int>(steps.size()) < options_.max_to_keep || steps.front() >= new_step) {
+    return std::string();
+  }
+  STRATA_ASSIGN_OR_RETURN(auto entries, env_->ListDir(dir_));
+  std::string oldest = StepDirName(steps.front());
+  for (const auto& e : entries) {
+    if (e.name != oldest || e.type != DirEntry::Type::kDirectory) continue;
+    std::string tmp = JoinPath(dir_, TempDirName(new_step));
+    STRATA_RETURN_IF_ERROR(env_->Rename(JoinPath(dir_, oldest), tmp));
+    return tmp;
+  }
+  return std::string();
+}
+
+// Renames the step out of the namespace first, so a crash mid-removal never
+// leaves a manifest beside missing data.
+Status CheckpointerImpl::DropStep(int64_t step) {
+  std::string tmp = JoinPath(dir_, TempDirName(step));
+  STRATA_RETURN_IF_ERROR(env_->Rename(JoinPath(dir_, StepDirName(step)), tmp));
+  CrashPoint("retention.after_rename");
+  return env_->RemoveAll(tmp);
+}
+
+Status CheckpointerImpl::ApplyRetention() {
+  if (options_.max_to_keep <= 0) return Status::Ok();
+  STRATA_ASSIGN_OR_RETURN(auto steps, ListSteps(dir_, env_));
+  size_t keep = static_cast<size_t>(options_.max_to_keep);
+  for (size_t i = 0; i + keep < steps.size(); ++i) STRATA_RETURN_IF_ERROR(DropStep(steps[i]));
+  return Status::Ok();
+}
+
+void CheckpointerImpl::RecordResult(int64_t step, const Status& s, double seconds) {
+  std::lock_guard<std::mutex> l(mu_);
+  in_flight_step_.reset();
+  if (s.ok()) {
+    last_committed_ = step;
+    last_error_ = Status::Ok();
+    Log()->debug("committed step {} in {} in {:.3f} s", step, dir_, seconds);
+  } else {
+    last_error_ = s;
+    Log()->error("{}", s.message());
+  }
+}
+
+void CheckpointerImpl::LogOnDemand(int64_t step, Clock::time_point start) const {
+  double since_notice = 0;
+  if (int64_t ns = LastNoticeMonotonicNs(); ns > 0) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    since_notice = (static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec) -
+                    static_cast<double>(ns)) / 1e9;
+  }
+  double grace = static_cast<double>(options_.grace_period.count());
+  if (since_notice > grace) {
+    Log()->error("on-demand checkpoint of step {} committed {:.1f} s after the notice, past the "
+                 "{:.0f} s grace period", step, since_notice, grace);
+  } else {
+    Log()->info("on-demand checkpoint of step {} committed in {:.3f} s ({:.1f} s after the notice)",
+                step, SecondsSince(start), since_notice);
+  }
+}
+
+Status CheckpointerImpl::Wait() {
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait(l, [this] { return !busy_; });
+  Status s = std::move(unreported_error_);
+  unreported_error_ = Status::Ok();
+  return s;
+}
+
+void CheckpointerImpl::SaverMain() {
+  std::unique_lock<std::mutex> l(mu_);
+  for (;;) {
+    cv_.wait(l, [this] { return stop_ || job_.has_value(); });
+    if (!job_) return;
+    Job job = std::move(*job_);
+    job_.reset();
+    l.unlock();
+    Clock::time_point start = Clock::now();
+    Status s = Commit(job.step, job.items);
+    RecordResult(job.step, s, SecondsSince(start));
+    l.lock();
+    if (!s.ok()) unreported_error_ = s;
+    busy_ = false;
+    cv_.notify_all();
+  }
+}
+
+void CheckpointerImpl::TimerMain() {
+  const auto interval = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(options_.save_interval_seconds));
+  std::unique_lock<std::mutex> l(mu_);
+  while (!stop_) {
+    timer_reset_ = false;
+    bool woken = cv_.wait_until(l, last_save_time_ + interval,
+                                [this] { return stop_ || timer_reset_; });
+    if (woken) continue;
+    time_due_.store(true, std::memory_order_relaxed);
+    cv_.wait(l, [this] { return stop_ || timer_reset_; });
+  }
+}
+
+void CheckpointerImpl::ResetTimer() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    last_save_time_ = Clock::now();
+    timer_reset_ = true;
+    time_due_.store(false, std::memory_order_relaxed);
+  }
+  cv_.notify_all();
+}
+
+StatusOr<int64_t> CheckpointerImpl::RestoreNewest(
+    const RestoreOptions& options, const std::function<Status(const StepInfo&)>& read) {
+  std::vector<int64_t> steps;
+  if (options.step) {
+    steps.push_back(*options.step);
+  } else {
+    STRATA_ASSIGN_OR_RETURN(steps, ListSteps(dir_, env_));
+    std::reverse(steps.begin(), steps.end());
+  }
+  std::string skipped;
+  for (int64_t step : steps) {
+    Status s;
+    auto info = ReadStepInfo(dir_, step, env_);
+    s = info.ok() ? read(*info) : info.status();
+    if (s.ok()) {
+      ResetTimer();
+      return step;
+    }
+    if (s.code() == StatusCode::kInvalidArgument || options.step) return s;
+    Log()->warn("skipping step {} in {}: {}", step, dir_, s.message());
+    skipped += (skipped.empty() ? "" : ", ") + std::to_string(step);
+  }
+  return NotFoundError("no checkpoint in " + dir_ + " verifies" +
+                       (skipped.empty() ? "" : " (skipped corrupt steps " + skipped + ")"));
+}
+
+StatusOr<int64_t> CheckpointerImpl::RestoreInto(std::span<const MutableItem> into,
+                                                const RestoreOptions& options) {
+  STRATA_RETURN_IF_ERROR(Wait());
+  return RestoreNewest(options, [&](const StepInfo& info) -> Status {
+    std::vector<std::byte*> dst;
+    for (const ItemInfo& ii : info.items) {
+      auto it = std::find_if(into.begin(), into.end(),
+                             [&](const MutableItem& m) { return m.name == ii.name; });
+      std::string where = "restoring step " + std::to_string(info.step) + " item \"" + ii.name + "\"";
+      if (it == into.end()) return InvalidArgumentError(where + ": no buffer with that name");
+      if (it->dtype != ii.dtype || it->shape != ii.shape || it->size != ii.nbytes) {
+        return InvalidArgumentError(where + ": checkpoint has " + std::string(DTypeName(ii.dtype)) +
+                                    ShapeString(ii.shape) + ", buffer is " +
+                                    std::string(DTypeName(it->dtype)) + ShapeString(it->shape));
+      }
+      dst.push_back(static_cast<std::byte*>(it->data));
+    }
+    if (into.size() != info.items.size()) {
+      for (const MutableItem& m : into) {
+        bool found = std::any_of(info.items.begin(), info.items.end(),
+                                 [&](const ItemInfo& ii) { return ii.name == m.name; });
+        if (!found) {
+          return InvalidArgumentError("restoring step " + std::to_string(info.step) + ": item \"" +
+                                      m.name + "\" is not in the checkpoint");
+        }
+      }
+    }
+    return ReadStepData(env_, &pool_, JoinPath(dir_, StepDirName(info.step)), info, dst);
+  });
+}
+
+StatusOr<RestoredStep> CheckpointerImpl::Restore(const RestoreOptions& options) {
+  STRATA_RETURN_IF_ERROR(Wait());
+  RestoredStep out;
+  auto step = RestoreNewest(options, [&](const StepInfo& info) -> Status {
+    out.storage = std::make_unique_for_overwrite<std::byte[]>(std::max<uint64_t>(info.total_bytes(), 1));
+    out.items.clear();
+    std::vector<std::byte*> dst;
+    std::byte* cursor = out.storage.get();
+    for (const ItemInfo& ii : info.items) {
+      out.items.push_back({ii.name, ii.dtype, ii.shape, std::span<std::byte>(cursor, ii.nbytes)});
+      dst.push_back(cursor);
+      cursor += ii.nbytes;
+    }
+    return ReadStepData(env_, &pool_, JoinPath(dir_, StepDirName(info.step)), info, dst);
+  });
+  if (!step.ok()) return step.status();
+  out.step = *step;
+  return out;
+}
+
+CheckpointerStatus CheckpointerImpl::status() const {
+  std::lock_guard<std::mutex> l(mu_);
+  CheckpointerStatus s;
+  s.in_flight_step = in_flight_step_;
+  s.last_committed_step = last_committed_;
+  s.last_error = last_error_;
+  s.notices = PreemptionNotices();
+  return s;
+}
+
+}  // namespace
+
+const RestoredItem* RestoredStep::Find(std::string_view name) const {
+  for (const auto& it : items) {
+    if (it.name == name) return &it;
+  }
+  return nullptr;
+}
+
+StatusOr<std::unique_ptr<Checkpointer>> Checkpointer::Open(const std::string& dir,
+                                                           CheckpointerOptions options) {
+  STRATA_RETURN_IF_ERROR(ValidateOptions(options).WithContext("opening " + dir));
+  Env* env = options.env != nullptr ? options.env : Env::Default();
+  STRATA_RETURN_IF_ERROR(CreateDirs(env, dir));
+  STRATA_ASSIGN_OR_RETURN(int fd, LockDirectory(dir));
+  auto impl = std::make_unique<CheckpointerImpl>(dir, std::move(options), fd);
+  STRATA_RETURN_IF_ERROR(impl->Init());
+  return std::unique_ptr<Checkpointer>(std::move(impl));
+}
+
+const char* Version() { return STRATA_VERSION; }
+
+}  // namespace strata

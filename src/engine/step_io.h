@@ -1,0 +1,56 @@
+// Copyright 2026 The Strata Authors.
+//
+// Writing and reading one step directory. These functions implement the
+// on-disk format of docs/format.md; the Checkpointer adds policy on top.
+#ifndef STRATA_ENGINE_STEP_IO_H_
+#define STRATA_ENGINE_STEP_IO_H_
+
+#include <cstddef>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "strata/catalog.h"
+#include "strata/env.h"
+#include "strata/status.h"
+#include "strata/types.h"
+#include "util/thread_pool.h"
+
+namespace strata {
+
+struct WriteStepRequest {
+  std::string dir;  // the checkpoint directory (parent of <step>/)
+  int64_t step = 0;
+  std::span<const Item> items;  // validated; data valid until WriteStep returns
+  uint64_t chunk_size = 4ull << 20;
+  int max_files = 1;  // data files to spread the items over
+  // Optional: a temporary directory (already renamed out of the step
+  // namespace) whose data files may be overwritten instead of allocating
+  // new space. It becomes the new step's directory.
+  std::string recycle_dir;
+};
+
+// Checks names (unique, valid), dtypes and that size == product(shape) *
+// DTypeSize(dtype). Errors name the item.
+Status ValidateItems(std::span<const Item> items);
+
+// Writes `req.items` as dir/<step>/ with the commit protocol: data files and
+// manifest under a temporary name, fsync, rename, fsync dir. Replaces an
+// existing dir/<step>. On failure removes everything it created and leaves
+// every committed step as it was. Returns the manifest written.
+StatusOr<StepInfo> WriteStep(Env* env, ThreadPool* pool, const WriteStepRequest& req);
+
+// Reads every item of `info` (the manifest of `step_dir`) into dst[i]
+// (info.items[i].nbytes bytes each), verifying every chunk. The first
+// corruption is DATA_LOSS naming the step, item, chunk and file.
+Status ReadStepData(Env* env, ThreadPool* pool, const std::string& step_dir, const StepInfo& info,
+                    std::span<std::byte* const> dst);
+
+// Verifies every chunk of `step_dir` without keeping the data; appends one
+// problem per corrupt chunk or unreadable file to `report`.
+void VerifyStepData(Env* env, ThreadPool* pool, const std::string& step_dir, const StepInfo& info,
+                    VerifyReport* report);
+
+}  // namespace strata
+
+#endif  // STRATA_ENGINE_STEP_IO_H_

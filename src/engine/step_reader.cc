@@ -1,0 +1,124 @@
+// Copyright 2026 The Strata Authors.
+#include <algorithm>
+#include <memory>
+#include <mutex>
+
+#include "engine/step_io.h"
+#include "util/file_util.h"
+#include "util/hash.h"
+
+namespace strata {
+namespace {
+
+// One chunk to read and check.
+struct ReadTask {
+  size_t item;
+  uint64_t chunk;
+};
+
+std::vector<ReadTask> ReadTasks(const StepInfo& info) {
+  std::vector<ReadTask> tasks;
+  for (size_t i = 0; i < info.items.size(); ++i) {
+    for (uint64_t c = 0; c < info.items[i].chunk_xxh3.size(); ++c) tasks.push_back({i, c});
+  }
+  return tasks;
+}
+
+// Opens every data file and checks its size against the manifest.
+Status OpenDataFiles(Env* env, const std::string& step_dir, const StepInfo& info,
+                     std::vector<std::unique_ptr<ReadableFile>>* files) {
+  for (const auto& f : info.files) {
+    std::string path = JoinPath(step_dir, f.name);
+    STRATA_ASSIGN_OR_RETURN(auto file, env->OpenReadable(path));
+    STRATA_ASSIGN_OR_RETURN(uint64_t size, file->Size());
+    if (size != f.size) {
+      return DataLossError(path + " is " + std::to_string(size) + " bytes, the manifest says " +
+                           std::to_string(f.size));
+    }
+    files->push_back(std::move(file));
+  }
+  return Status::Ok();
+}
+
+std::string ChunkError(const std::string& step_dir, const StepInfo& info, const ReadTask& t,
+                       const std::string& what) {
+  const ItemInfo& ii = info.items[t.item];
+  return "step " + std::to_string(info.step) + " item \"" + ii.name + "\" chunk " +
+         std::to_string(t.chunk) + " (" + JoinPath(step_dir, info.files[ii.file].name) +
+         " offset " + std::to_string(ii.offset + t.chunk * info.chunk_size) + "): " + what;
+}
+
+// Reads one chunk into `dst` and checks it. `dst` holds the chunk's bytes.
+Status ReadChunk(const std::vector<std::unique_ptr<ReadableFile>>& files,
+                 const std::string& step_dir, const StepInfo& info, const ReadTask& t,
+                 std::byte* dst, uint64_t len) {
+  const ItemInfo& ii = info.items[t.item];
+  Status s = files[ii.file]->PRead(ii.offset + t.chunk * info.chunk_size, len, dst);
+  if (!s.ok()) return DataLossError(ChunkError(step_dir, info, t, s.message()));
+  if (Xxh3(dst, len) != ii.chunk_xxh3[t.chunk]) {
+    return DataLossError(ChunkError(step_dir, info, t, "checksum mismatch"));
+  }
+  return Status::Ok();
+}
+
+uint64_t ChunkLen(const StepInfo& info, const ReadTask& t) {
+  const ItemInfo& ii = info.items[t.item];
+  return std::min(info.chunk_size, ii.nbytes - t.chunk * info.chunk_size);
+}
+
+}  // namespace
+
+Status ReadStepData(Env* env, ThreadPool* pool, const std::string& step_dir, const StepInfo& info,
+                    std::span<std::byte* const> dst) {
+  std::vector<std::unique_ptr<ReadableFile>> files;
+  STRATA_RETURN_IF_ERROR(OpenDataFiles(env, step_dir, info, &files));
+  std::vector<ReadTask> tasks = ReadTasks(info);
+  std::mutex mu;
+  Status first_error;
+  pool->ParallelFor(tasks.size(), [&](size_t i) {
+    const ReadTask& t = tasks[i];
+    std::byte* out = dst[t.item] + t.chunk * info.chunk_size;
+    Status s = ReadChunk(files, step_dir, info, t, out, ChunkLen(info, t));
+    if (!s.ok()) {
+      std::lock_guard<std::mutex> l(mu);
+      if (first_error.ok()) first_error = s;
+    }
+  });
+  return first_error;
+}
+
+void VerifyStepData(Env* env, ThreadPool* pool, const std::string& step_dir, const StepInfo& info,
+                    VerifyReport* report) {
+  std::vector<std::unique_ptr<ReadableFile>> files;
+  Status opened = OpenDataFiles(env, step_dir, info, &files);
+  if (!opened.ok()) {
+    report->problems.push_back({"", -1, opened.message()});
+    return;
+  }
+  std::vector<ReadTask> tasks = ReadTasks(info);
+  std::mutex mu;
+  pool->ParallelFor(tasks.size(), [&](size_t i) {
+    thread_local std::unique_ptr<std::byte[]> scratch;
+    thread_local uint64_t scratch_size = 0;
+    if (scratch_size < info.chunk_size) {
+      scratch = std::make_unique_for_overwrite<std::byte[]>(info.chunk_size);
+      scratch_size = info.chunk_size;
+    }
+    const ReadTask& t = tasks[i];
+    uint64_t len = ChunkLen(info, t);
+    Status s = ReadChunk(files, step_dir, info, t, scratch.get(), len);
+    std::lock_guard<std::mutex> l(mu);
+    if (s.ok()) {
+      report->bytes_verified += len;
+    } else {
+      report->problems.push_back(
+          {info.items[t.item].name, static_cast<int64_t>(t.chunk), s.message()});
+    }
+  });
+  std::sort(report->problems.begin(), report->problems.end(),
+            [](const VerifyProblem& a, const VerifyProblem& b) {
+              return a.item != b.item ? a.item < b.item : a.chunk < b.chunk;
+            });
+}
+
+}  // namespace strata

@@ -1,0 +1,189 @@
+// Copyright 2026 The Strata Authors.
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <numeric>
+#include <set>
+
+#include "engine/step_io.h"
+#include "format/manifest.h"
+#include "format/naming.h"
+#include "util/crash_point.h"
+#include "util/file_util.h"
+#include "util/hash.h"
+
+namespace strata {
+namespace {
+
+// Assigns items to at most `max_files` files, balancing bytes (largest item
+// first to the emptiest file), and packs each file in item order.
+StepInfo PlanLayout(const WriteStepRequest& req) {
+  StepInfo info;
+  info.step = req.step;
+  info.format_version = kFormatVersion;
+  info.chunk_size = req.chunk_size;
+  info.created_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  size_t nfiles = std::clamp<size_t>(static_cast<size_t>(req.max_files), 1,
+                                     std::max<size_t>(req.items.size(), 1));
+  std::vector<size_t> order(req.items.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return req.items[a].size > req.items[b].size; });
+  std::vector<uint64_t> load(nfiles, 0);
+  std::vector<uint32_t> file_of(req.items.size());
+  for (size_t i : order) {
+    auto f = static_cast<uint32_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    file_of[i] = f;
+    load[f] += req.items[i].size;
+  }
+  std::vector<uint64_t> end(nfiles, 0);
+  for (size_t i = 0; i < req.items.size(); ++i) {
+    const Item& it = req.items[i];
+    ItemInfo ii{it.name, it.dtype, it.shape, it.size, file_of[i], end[file_of[i]], {}};
+    ii.chunk_xxh3.resize(ChunkCount(it.size, req.chunk_size));
+    end[file_of[i]] += it.size;
+    info.items.push_back(std::move(ii));
+  }
+  for (size_t f = 0; f < nfiles; ++f) {
+    info.files.push_back({DataFileName(static_cast<uint32_t>(f)), end[f]});
+  }
+  return info;
+}
+
+// Opens the data files in `tmp_dir` (reusing existing ones) at their final
+// sizes, and removes data files the new layout does not use.
+Status OpenDataFiles(Env* env, const std::string& tmp_dir, const StepInfo& info,
+                     std::vector<std::unique_ptr<WritableFile>>* files) {
+  STRATA_ASSIGN_OR_RETURN(auto entries, env->ListDir(tmp_dir));
+  std::set<std::string> wanted;
+  for (const auto& f : info.files) wanted.insert(f.name);
+  for (const auto& e : entries) {
+    if (!wanted.count(e.name)) STRATA_RETURN_IF_ERROR(env->RemoveAll(JoinPath(tmp_dir, e.name)));
+  }
+  for (const auto& f : info.files) {
+    STRATA_ASSIGN_OR_RETURN(auto file, env->OpenWritable(JoinPath(tmp_dir, f.name)));
+    STRATA_RETURN_IF_ERROR(file->Truncate(f.size));
+    files->push_back(std::move(file));
+  }
+  return Status::Ok();
+}
+
+struct ChunkTask {
+  size_t item;
+  uint64_t chunk;
+};
+
+std::vector<ChunkTask> ChunkTasks(const StepInfo& info) {
+  std::vector<ChunkTask> tasks;
+  for (size_t i = 0; i < info.items.size(); ++i) {
+    for (uint64_t c = 0; c < info.items[i].chunk_xxh3.size(); ++c) tasks.push_back({i, c});
+  }
+  return tasks;
+}
+
+// Checksums and writes every chunk in parallel, then syncs every file.
+Status WriteData(ThreadPool* pool, std::span<const Item> items, StepInfo* info,
+                 std::vector<std::unique_ptr<WritableFile>>& files) {
+  std::vector<ChunkTask> tasks = ChunkTasks(*info);
+  std::mutex mu;
+  Status first_error;
+  const size_t crash_at = tasks.size() / 2;
+  pool->ParallelFor(tasks.size(), [&](size_t t) {
+    if (t == crash_at) CrashPoint("save.mid_data");
+    ItemInfo& ii = info->items[tasks[t].item];
+    uint64_t off = tasks[t].chunk * info->chunk_size;
+    uint64_t len = std::min(info->chunk_size, ii.nbytes - off);
+    const auto* src = static_cast<const std::byte*>(items[tasks[t].item].data) + off;
+    ii.chunk_xxh3[tasks[t].chunk] = Xxh3(src, len);
+    Status s = files[ii.file]->PWrite(ii.offset + off, src, len);
+    if (!s.ok()) {
+      std::lock_guard<std::mutex> l(mu);
+      if (first_error.ok()) first_error = s;
+    }
+  });
+  STRATA_RETURN_IF_ERROR(first_error);
+  pool->ParallelFor(files.size(), [&](size_t f) {
+    Status s = files[f]->Sync();
+    if (s.ok()) s = files[f]->Close();
+    std::lock_guard<std::mutex> l(mu);
+    if (!s.ok() && first_error.ok()) first_error = s;
+  });
+  return first_error;
+}
+
+// Moves an existing committed `final_dir` out of the way so the new one can
+// take its name; returns the temporary name it now has (or "" if none).
+StatusOr<std::string> MoveAsideExisting(Env* env, const std::string& dir,
+                                        const std::string& final_dir, int64_t step) {
+  if (!env->Exists(final_dir)) return std::string();
+  std::string aside = JoinPath(dir, TempDirName(step));
+  STRATA_RETURN_IF_ERROR(env->Rename(final_dir, aside));
+  return aside;
+}
+
+Status WriteAndCommit(Env* env, ThreadPool* pool, const WriteStepRequest& req,
+                      const std::string& tmp_dir, StepInfo* info) {
+  std::vector<std::unique_ptr<WritableFile>> files;
+  STRATA_RETURN_IF_ERROR(OpenDataFiles(env, tmp_dir, *info, &files));
+  CrashPoint("save.before_data");
+  STRATA_RETURN_IF_ERROR(WriteData(pool, req.items, info, files));
+  CrashPoint("save.after_data");
+  std::string manifest = EncodeManifest(*info);
+  STRATA_RETURN_IF_ERROR(
+      WriteFileSynced(env, JoinPath(tmp_dir, std::string(kManifestFileName)), manifest));
+  CrashPoint("save.after_manifest");
+  std::string final_dir = JoinPath(req.dir, StepDirName(req.step));
+  STRATA_ASSIGN_OR_RETURN(std::string aside, MoveAsideExisting(env, req.dir, final_dir, req.step));
+  STRATA_RETURN_IF_ERROR(CommitDir(env, tmp_dir, final_dir));
+  if (!aside.empty()) env->RemoveAll(aside).IgnoreError();  // re-removed at next Open if this fails
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ValidateItems(std::span<const Item> items) {
+  std::set<std::string_view> names;
+  for (const Item& it : items) {
+    STRATA_RETURN_IF_ERROR(ValidateItemName(it.name));
+    if (!names.insert(it.name).second) {
+      return InvalidArgumentError("duplicate item name \"" + it.name + "\"");
+    }
+    if (DTypeName(it.dtype) == "invalid") {
+      return InvalidArgumentError("item \"" + it.name + "\": invalid dtype");
+    }
+    auto bytes = ShapeBytes(it.dtype, it.shape);
+    if (!bytes.ok()) return bytes.status().WithContext("item \"" + it.name + "\"");
+    if (*bytes != it.size) {
+      return InvalidArgumentError("item \"" + it.name + "\": " + std::to_string(it.size) +
+                                  " bytes, but dtype " + std::string(DTypeName(it.dtype)) +
+                                  " and shape " + ShapeString(it.shape) + " need " +
+                                  std::to_string(*bytes));
+    }
+    if (it.size > 0 && it.data == nullptr) {
+      return InvalidArgumentError("item \"" + it.name + "\": data is null");
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<StepInfo> WriteStep(Env* env, ThreadPool* pool, const WriteStepRequest& req) {
+  StepInfo info = PlanLayout(req);
+  std::string tmp_dir = req.recycle_dir;
+  Status s;
+  if (tmp_dir.empty()) {
+    tmp_dir = JoinPath(req.dir, TempDirName(req.step));
+    s = env->CreateDir(tmp_dir);
+  } else {
+    s = env->RemoveFile(JoinPath(tmp_dir, std::string(kManifestFileName)));
+  }
+  if (s.ok()) s = WriteAndCommit(env, pool, req, tmp_dir, &info);
+  if (!s.ok()) {
+    env->RemoveAll(tmp_dir).IgnoreError();  // free the space; committed steps are untouched
+    return s.WithContext("saving step " + std::to_string(req.step) + " in " + req.dir);
+  }
+  return info;
+}
+
+}  // namespace strata

@@ -1,0 +1,95 @@
+// Copyright 2026 The Strata Authors.
+#include "format/naming.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <charconv>
+#include <cstdio>
+#include <limits>
+
+namespace strata {
+
+std::string StepDirName(int64_t step) { return std::to_string(step); }
+
+std::optional<int64_t> ParseStepDirName(std::string_view name) {
+  if (name.empty() || name.size() > 19) return std::nullopt;
+  if (name.size() > 1 && name[0] == '0') return std::nullopt;
+  for (char c : name) {
+    if (c < '0' || c > '9') return std::nullopt;
+  }
+  int64_t v = 0;
+  auto [ptr, ec] = std::from_chars(name.data(), name.data() + name.size(), v);
+  if (ec != std::errc() || ptr != name.data() + name.size()) return std::nullopt;
+  return v;
+}
+
+std::string DataFileName(uint32_t index) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "data-%05u.bin", index);
+  return buf;
+}
+
+std::optional<uint32_t> ParseDataFileName(std::string_view name) {
+  constexpr std::string_view kPrefix = "data-", kSuffix = ".bin";
+  if (name.size() != kPrefix.size() + 5 + kSuffix.size()) return std::nullopt;
+  if (!name.starts_with(kPrefix) || !name.ends_with(kSuffix)) return std::nullopt;
+  std::string_view digits = name.substr(kPrefix.size(), 5);
+  uint32_t v = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<uint32_t>(c - '0');
+  }
+  return v;
+}
+
+std::string TempDirName(int64_t step) {
+  static std::atomic<uint64_t> seq{0};
+  return std::string(kTempPrefix) + std::to_string(step) + "-" + std::to_string(::getpid()) +
+         "-" + std::to_string(seq.fetch_add(1));
+}
+
+bool IsTempName(std::string_view name) { return name.starts_with(kTempPrefix); }
+
+namespace {
+
+// True iff `s` is well-formed UTF-8 (manifests are JSON, which requires it).
+bool IsUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    if (len == 0 || i + len > s.size()) return false;
+    for (size_t k = 1; k < len; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+}  // namespace
+
+Status ValidateItemName(std::string_view name) {
+  auto bad = [&](std::string_view why) {
+    std::string shown(name.substr(0, 64));
+    for (char& c : shown) {
+      if (c == '\0') c = '?';
+    }
+    return InvalidArgumentError("item name \"" + shown + (name.size() > 64 ? "..." : "") +
+                                "\" " + std::string(why));
+  };
+  if (name.empty()) return InvalidArgumentError("item name is empty");
+  if (name.size() > kMaxItemNameBytes) {
+    return bad("is longer than " + std::to_string(kMaxItemNameBytes) + " bytes");
+  }
+  if (name.find('\0') != std::string_view::npos) return bad("contains a NUL byte");
+  if (name.find('/') != std::string_view::npos) return bad("contains '/'");
+  if (!IsUtf8(name)) return bad("is not valid UTF-8");
+  if (name == "." || name == ".." || name.find("..") != std::string_view::npos) {
+    return bad("contains \"..\"");
+  }
+  return Status::Ok();
+}
+
+}  // namespace strata

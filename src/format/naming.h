@@ -1,0 +1,48 @@
+// Copyright 2026 The Strata Authors.
+//
+// Every name Strata puts in a checkpoint directory is built and parsed here,
+// so the library, the agent and the CLI can never disagree about one.
+//
+//   <dir>/<step>/                      committed step (decimal, no padding)
+//   <dir>/<step>/strata.manifest       its manifest
+//   <dir>/<step>/data-NNNNN.bin        its data files
+//   <dir>/.strata-tmp-<step>-<pid>-<n> a step being written (never a checkpoint)
+//   <dir>/.strata-lock                 held (flock) by the open Checkpointer
+#ifndef STRATA_FORMAT_NAMING_H_
+#define STRATA_FORMAT_NAMING_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "strata/status.h"
+
+namespace strata {
+
+inline constexpr std::string_view kManifestFileName = "strata.manifest";
+inline constexpr std::string_view kLockFileName = ".strata-lock";
+inline constexpr std::string_view kTempPrefix = ".strata-tmp-";
+
+// Largest accepted item name, in bytes.
+inline constexpr size_t kMaxItemNameBytes = 1024;
+
+std::string StepDirName(int64_t step);
+// Accepts only canonical decimal names: digits, no sign, no leading zero
+// (except "0"), fits in int64.
+std::optional<int64_t> ParseStepDirName(std::string_view name);
+
+std::string DataFileName(uint32_t index);  // "data-00007.bin"
+std::optional<uint32_t> ParseDataFileName(std::string_view name);
+
+// A unique temporary directory name for writing `step` in this process.
+std::string TempDirName(int64_t step);
+bool IsTempName(std::string_view name);
+
+// OK iff `name` is a valid item name: non-empty, at most kMaxItemNameBytes,
+// no '/', no NUL, not "." or "..", no ".." path component.
+Status ValidateItemName(std::string_view name);
+
+}  // namespace strata
+
+#endif  // STRATA_FORMAT_NAMING_H_
