@@ -83,6 +83,7 @@ class CheckpointerImpl final : public Checkpointer {
         env_(options_.env != nullptr ? options_.env : Env::Default()),
         lock_fd_(lock_fd),
         pool_((options_.io_threads > 0 ? options_.io_threads : ThreadPool::DefaultThreads()) - 1),
+        served_notices_(PreemptionNotices()),
         last_save_time_(Clock::now()) {}
 
   ~CheckpointerImpl() override;
@@ -133,7 +134,9 @@ class CheckpointerImpl final : public Checkpointer {
   ThreadPool pool_;
   StagingBuffer staging_;  // used by the caller while no job is in flight, by the saver otherwise
 
-  std::atomic<uint64_t> served_notices_{0};
+  // Notices already answered by an on-demand save; starts at the count seen
+  // at Open, so a notice delivered before Open is not this one's to serve.
+  std::atomic<uint64_t> served_notices_;
   std::atomic<bool> time_due_{false};
 
   mutable std::mutex mu_;
@@ -278,6 +281,7 @@ StatusOr<std::string> CheckpointerImpl::RetireForRecycling(int64_t new_step) {
     if (e.name != oldest || e.type != DirEntry::Type::kDirectory) continue;
     std::string tmp = JoinPath(dir_, TempDirName(new_step));
     STRATA_RETURN_IF_ERROR(env_->Rename(JoinPath(dir_, oldest), tmp));
+    CrashPoint("save.after_retire");
     return tmp;
   }
   return std::string();

@@ -1,0 +1,458 @@
+// Copyright 2026 The Strata Authors.
+#include "strata/checkpointer.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <numeric>
+#include <thread>
+
+#include "fault_env.h"
+#include "format/naming.h"
+#include "strata/catalog.h"
+#include "test_util.h"
+
+namespace strata {
+namespace {
+
+using testing::FaultInjectionEnv;
+using testing::Op;
+using testing::ScratchDir;
+
+// A small model: three tensors whose contents depend on a version number.
+struct State {
+  std::vector<float> w = std::vector<float>(300000);
+  std::vector<int32_t> ids = std::vector<int32_t>(777);
+  std::vector<int64_t> step = {0};
+
+  void Fill(int v) {
+    for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 1000) * 0.5f + static_cast<float>(v);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i) * v;
+    step[0] = v;
+  }
+  std::vector<Item> Items() const {
+    return {{"w", DType::kFloat32, {300, 1000}, w.data(), w.size() * 4},
+            {"ids", DType::kInt32, {777}, ids.data(), ids.size() * 4},
+            {"step", DType::kInt64, {}, step.data(), 8}};
+  }
+  std::vector<MutableItem> Mutable() {
+    return {{"w", DType::kFloat32, {300, 1000}, w.data(), w.size() * 4},
+            {"ids", DType::kInt32, {777}, ids.data(), ids.size() * 4},
+            {"step", DType::kInt64, {}, step.data(), 8}};
+  }
+  bool operator==(const State& o) const { return w == o.w && ids == o.ids && step == o.step; }
+};
+
+CheckpointerOptions Quiet() {
+  CheckpointerOptions o;
+  o.preemption_signals = {};
+  o.chunk_size = 64 << 10;  // several chunks per item
+  return o;
+}
+
+std::unique_ptr<Checkpointer> MustOpen(const std::string& dir, CheckpointerOptions o = Quiet()) {
+  auto c = Checkpointer::Open(dir, o);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? std::move(*c) : nullptr;
+}
+
+void SaveVersion(Checkpointer& c, int v, bool wait = true) {
+  State s;
+  s.Fill(v);
+  auto items = s.Items();
+  auto r = c.Save(v, items);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  if (wait) {
+    ASSERT_TRUE(c.Wait().ok());
+  }
+}
+
+std::vector<int64_t> Steps(const std::string& dir) {
+  auto s = ListSteps(dir);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? *s : std::vector<int64_t>{};
+}
+
+TEST(CheckpointerTest, AsyncSaveThenRestoreIsExact) {
+  ScratchDir d;
+  auto c = MustOpen(d.path());
+  State saved;
+  saved.Fill(7);
+  auto items = saved.Items();
+  auto r = c->Save(7, items);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->committed);
+  saved.w[0] = -1;  // the caller may reuse its buffers as soon as Save returns
+  ASSERT_TRUE(c->Wait().ok());
+  saved.w[0] = 7;
+  State restored;
+  auto into = restored.Mutable();
+  auto step = c->RestoreInto(into);
+  ASSERT_TRUE(step.ok()) << step.status().ToString();
+  EXPECT_EQ(*step, 7);
+  EXPECT_TRUE(restored == saved);
+  auto report = VerifyStep(d.path(), 7);
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok());
+  EXPECT_EQ(report->bytes_verified, 300000u * 4 + 777 * 4 + 8);
+}
+
+TEST(CheckpointerTest, SyncSaveIsCommittedOnReturn) {
+  ScratchDir d;
+  auto o = Quiet();
+  o.async = false;
+  auto c = MustOpen(d.path(), o);
+  State s;
+  s.Fill(3);
+  auto items = s.Items();
+  auto r = c->Save(3, items);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->committed);
+  EXPECT_EQ(Steps(d.path()), std::vector<int64_t>{3});
+}
+
+TEST(CheckpointerTest, RestoreIntoOwnedBuffers) {
+  ScratchDir d;
+  auto c = MustOpen(d.path());
+  SaveVersion(*c, 4);
+  auto r = c->Restore();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->step, 4);
+  const RestoredItem* ids = r->Find("ids");
+  ASSERT_NE(ids, nullptr);
+  EXPECT_EQ(ids->dtype, DType::kInt32);
+  EXPECT_EQ(ids->shape, std::vector<int64_t>{777});
+  int32_t v;
+  std::memcpy(&v, ids->data.data() + 4 * 5, 4);
+  EXPECT_EQ(v, 20);
+}
+
+TEST(CheckpointerTest, EmptyDirectoryIsNotFound) {
+  ScratchDir d;
+  auto c = MustOpen(d.path());
+  State s;
+  auto into = s.Mutable();
+  auto r = c->RestoreInto(into);
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(r.status().message().find(d.path()), std::string::npos);
+}
+
+TEST(CheckpointerTest, CorruptNewestStepFallsBackToOlder) {
+  ScratchDir d;
+  auto c = MustOpen(d.path());
+  SaveVersion(*c, 1);
+  SaveVersion(*c, 2);
+  testing::FlipByte(d.path() + "/2/" + DataFileName(0), 100);
+  State restored;
+  auto into = restored.Mutable();
+  auto step = c->RestoreInto(into);
+  ASSERT_TRUE(step.ok()) << step.status().ToString();
+  EXPECT_EQ(*step, 1);
+  State expected;
+  expected.Fill(1);
+  EXPECT_TRUE(restored == expected);
+  auto report = VerifyStep(d.path(), 2);
+  ASSERT_TRUE(report.ok());
+  ASSERT_EQ(report->problems.size(), 1u);
+  EXPECT_EQ(report->problems[0].chunk, 0);
+  EXPECT_NE(report->problems[0].message.find("checksum mismatch"), std::string::npos);
+}
+
+TEST(CheckpointerTest, TruncatedDataFileIsSkipped) {
+  ScratchDir d;
+  auto c = MustOpen(d.path());
+  SaveVersion(*c, 1);
+  SaveVersion(*c, 2);
+  ASSERT_EQ(::truncate((d.path() + "/2/" + DataFileName(0)).c_str(), 10), 0);
+  State restored;
+  auto into = restored.Mutable();
+  auto step = c->RestoreInto(into);
+  ASSERT_TRUE(step.ok());
+  EXPECT_EQ(*step, 1);
+}
+
+TEST(CheckpointerTest, ExplicitStepDoesNotFallBack) {
+  ScratchDir d;
+  auto c = MustOpen(d.path());
+  SaveVersion(*c, 1);
+  SaveVersion(*c, 2);
+  testing::FlipByte(d.path() + "/2/" + DataFileName(0), 100);
+  State restored;
+  auto into = restored.Mutable();
+  auto step = c->RestoreInto(into, RestoreOptions{2});
+  EXPECT_EQ(step.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(step.status().message().find("step 2 item"), std::string::npos);
+}
+
+TEST(CheckpointerTest, ShapeMismatchIsAnErrorNamingTheItem) {
+  ScratchDir d;
+  auto c = MustOpen(d.path());
+  SaveVersion(*c, 1);
+  State s;
+  auto into = s.Mutable();
+  into[1].shape = {776};
+  into[1].size = 776 * 4;
+  auto r = c->RestoreInto(into);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("\"ids\""), std::string::npos) << r.status().message();
+  into = s.Mutable();
+  into.push_back({"extra", DType::kUInt8, {1}, s.w.data(), 1});
+  r = c->RestoreInto(into);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("\"extra\""), std::string::npos);
+}
+
+TEST(CheckpointerTest, RejectsBadItems) {
+  ScratchDir d;
+  auto c = MustOpen(d.path());
+  State s;
+  auto items = s.Items();
+  items[1].name = "w";
+  EXPECT_EQ(c->Save(1, items).status().code(), StatusCode::kInvalidArgument);
+  items = s.Items();
+  items[0].name = "../escape";
+  auto r = c->Save(1, items);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("step 1"), std::string::npos);
+  items = s.Items();
+  items[0].size -= 4;
+  r = c->Save(1, items);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("\"w\""), std::string::npos);
+  EXPECT_EQ(c->Save(-1, s.Items()).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Steps(d.path()).empty());
+}
+
+TEST(CheckpointerTest, KeepsNewestMaxToKeep) {
+  ScratchDir d;
+  auto o = Quiet();
+  o.max_to_keep = 3;
+  auto c = MustOpen(d.path(), o);
+  for (int v = 1; v <= 6; ++v) SaveVersion(*c, v);
+  EXPECT_EQ(Steps(d.path()), (std::vector<int64_t>{4, 5, 6}));
+  for (int64_t s : Steps(d.path())) EXPECT_TRUE(VerifyStep(d.path(), s)->ok()) << s;
+}
+
+TEST(CheckpointerTest, MaxToKeepZeroKeepsAll) {
+  ScratchDir d;
+  auto o = Quiet();
+  o.max_to_keep = 0;
+  auto c = MustOpen(d.path(), o);
+  for (int v = 1; v <= 4; ++v) SaveVersion(*c, v);
+  EXPECT_EQ(Steps(d.path()), (std::vector<int64_t>{1, 2, 3, 4}));
+}
+
+ino_t Inode(const std::string& path) {
+  struct stat st;
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+  return st.st_ino;
+}
+
+TEST(CheckpointerTest, RecyclingReusesTheRetiredStepsFiles) {
+  ScratchDir d;
+  auto c = MustOpen(d.path());  // max_to_keep 2, recycle_space on
+  SaveVersion(*c, 1);
+  SaveVersion(*c, 2);
+  ino_t first = Inode(d.path() + "/1/" + DataFileName(0));
+  SaveVersion(*c, 3);
+  EXPECT_EQ(Steps(d.path()), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(Inode(d.path() + "/3/" + DataFileName(0)), first);
+  State restored;
+  auto into = restored.Mutable();
+  ASSERT_EQ(*c->RestoreInto(into), 3);
+  State expected;
+  expected.Fill(3);
+  EXPECT_TRUE(restored == expected);
+}
+
+TEST(CheckpointerTest, ResavingAStepReplacesIt) {
+  ScratchDir d;
+  auto c = MustOpen(d.path());
+  SaveVersion(*c, 5);
+  State s;
+  s.Fill(9);
+  s.step[0] = 5;
+  auto items = s.Items();
+  ASSERT_TRUE(c->Save(5, items).ok());
+  ASSERT_TRUE(c->Wait().ok());
+  State restored;
+  auto into = restored.Mutable();
+  ASSERT_EQ(*c->RestoreInto(into), 5);
+  EXPECT_TRUE(restored == s);
+}
+
+TEST(CheckpointerTest, IntervalInSteps) {
+  ScratchDir d;
+  auto o = Quiet();
+  o.save_interval_steps = 5;
+  auto c = MustOpen(d.path(), o);
+  std::vector<int64_t> due;
+  for (int64_t s = 1; s <= 20; ++s) {
+    if (c->ShouldSave(s)) due.push_back(s);
+  }
+  EXPECT_EQ(due, (std::vector<int64_t>{5, 10, 15, 20}));
+}
+
+TEST(CheckpointerTest, IntervalInSecondsFlipsWithoutPolling) {
+  ScratchDir d;
+  auto o = Quiet();
+  o.save_interval_seconds = 0.2;
+  auto c = MustOpen(d.path(), o);
+  EXPECT_FALSE(c->ShouldSave(1));
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!c->ShouldSave(1) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(c->ShouldSave(1));
+  SaveVersion(*c, 1);
+  EXPECT_FALSE(c->ShouldSave(2));  // the save restarted the interval
+}
+
+TEST(CheckpointerTest, OnDemandSaveIsCommittedAndAsksToExit) {
+  ScratchDir d;
+  auto o = Quiet();
+  o.save_interval_steps = 1000;
+  o.exit_after_ondemand = true;
+  auto c = MustOpen(d.path(), o);
+  EXPECT_FALSE(c->ShouldSave(17));
+  c->RequestOnDemand();
+  EXPECT_TRUE(c->ShouldSave(17));
+  State s;
+  s.Fill(17);
+  auto items = s.Items();
+  auto r = c->Save(17, items);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->on_demand);
+  EXPECT_TRUE(r->committed);
+  EXPECT_TRUE(r->should_exit);
+  EXPECT_EQ(Steps(d.path()), std::vector<int64_t>{17});
+  EXPECT_FALSE(c->ShouldSave(18));  // the notice has been served
+}
+
+int g_previous_handler_calls = 0;
+void PreviousHandler(int) { ++g_previous_handler_calls; }
+
+TEST(CheckpointerTest, SigtermSetsTheFlagAndChainsThePreviousHandler) {
+  struct sigaction sa {};
+  sa.sa_handler = PreviousHandler;
+  sigemptyset(&sa.sa_mask);
+  struct sigaction old {};
+  ASSERT_EQ(sigaction(SIGUSR2, &sa, &old), 0);
+  ScratchDir d;
+  auto o = Quiet();
+  o.preemption_signals = {SIGUSR2};
+  o.save_interval_steps = 1000;
+  auto c = MustOpen(d.path(), o);
+  EXPECT_FALSE(c->ShouldSave(3));
+  ASSERT_EQ(::raise(SIGUSR2), 0);
+  EXPECT_TRUE(c->ShouldSave(3));
+  EXPECT_EQ(g_previous_handler_calls, 1);
+  State s;
+  s.Fill(3);
+  auto items = s.Items();
+  auto r = c->Save(3, items);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->on_demand);
+  EXPECT_FALSE(r->should_exit);  // exit_after_ondemand is off
+}
+
+TEST(CheckpointerTest, SecondCheckpointerOnTheSameDirectoryIsRefused) {
+  ScratchDir d;
+  auto c = MustOpen(d.path());
+  auto second = Checkpointer::Open(d.path(), Quiet());
+  EXPECT_EQ(second.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(second.status().message().find("in use"), std::string::npos);
+}
+
+TEST(CheckpointerTest, OpenRemovesLeftoverTempsAndIgnoresStepsWithoutManifest) {
+  ScratchDir d;
+  std::string tmp = d.Sub(TempDirName(8));
+  ASSERT_TRUE(Env::Default()->CreateDir(tmp).ok());
+  testing::WriteFile(tmp + "/data-00000.bin", "partial");
+  ASSERT_TRUE(Env::Default()->CreateDir(d.Sub("9")).ok());  // no manifest: not a checkpoint
+  auto c = MustOpen(d.path());
+  EXPECT_FALSE(Env::Default()->Exists(tmp));
+  EXPECT_TRUE(Steps(d.path()).empty());
+}
+
+TEST(CheckpointerTest, OptionsAreValidated) {
+  ScratchDir d;
+  auto o = Quiet();
+  o.chunk_size = 3000;
+  EXPECT_EQ(Checkpointer::Open(d.path(), o).status().code(), StatusCode::kInvalidArgument);
+  o = Quiet();
+  o.max_to_keep = -1;
+  EXPECT_EQ(Checkpointer::Open(d.path(), o).status().code(), StatusCode::kInvalidArgument);
+}
+
+// A failing background save surfaces on the next call, names its step, and
+// leaves the previous checkpoint intact; the following save succeeds.
+TEST(CheckpointerFaultTest, BackgroundFailureSurfacesOnNextCall) {
+  ScratchDir d;
+  FaultInjectionEnv env;
+  auto o = Quiet();
+  o.env = &env;
+  auto c = MustOpen(d.path(), o);
+  SaveVersion(*c, 1);
+  env.FailAt(Op::kWrite, 1, ENOSPC);
+  SaveVersion(*c, 2, /*wait=*/false);
+  State s;
+  s.Fill(3);
+  auto items = s.Items();
+  auto r = c->Save(3, items);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(r.status().message().find("saving step 2 in " + d.path()), std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("No space left"), std::string::npos);
+  EXPECT_EQ(c->status().last_error.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(Steps(d.path()), std::vector<int64_t>{1});
+  EXPECT_TRUE(VerifyStep(d.path(), 1)->ok());
+  r = c->Save(3, items);  // the error was reported once; this save runs
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(c->Wait().ok());
+  EXPECT_EQ(Steps(d.path()), (std::vector<int64_t>{1, 3}));
+  EXPECT_TRUE(c->status().last_error.ok());
+}
+
+// Every failure point of a save leaves the committed steps intact and no
+// temporary directory behind.
+TEST(CheckpointerFaultTest, EveryFailurePointPreservesCommittedSteps) {
+  const std::vector<Op> ops = {Op::kOpenWritable, Op::kTruncate, Op::kWrite,
+                               Op::kSync,         Op::kSyncDir,  Op::kRename};
+  for (Op op : ops) {
+    for (int nth : {1, 2, 3}) {
+      ScratchDir d;
+      FaultInjectionEnv env;
+      auto o = Quiet();
+      o.env = &env;
+      o.async = false;
+      o.max_to_keep = 0;
+      auto c = MustOpen(d.path(), o);
+      SaveVersion(*c, 1);
+      SaveVersion(*c, 2);
+      env.FailAt(op, nth, EIO);
+      State s;
+      s.Fill(3);
+      auto items = s.Items();
+      auto r = c->Save(3, items);
+      env.Clear();
+      auto steps = Steps(d.path());
+      ASSERT_GE(steps.size(), 2u) << "op " << static_cast<int>(op) << " nth " << nth;
+      for (int64_t step : steps) {
+        EXPECT_TRUE(VerifyStep(d.path(), step)->ok()) << step;
+      }
+      auto entries = Env::Default()->ListDir(d.path());
+      for (const auto& e : *entries) {
+        if (!r.ok()) {
+          EXPECT_FALSE(IsTempName(e.name)) << e.name;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,144 @@
+// Copyright 2026 The Strata Authors.
+#include "test_util.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "strata/env.h"
+
+extern char** environ;
+
+namespace strata::testing {
+
+ScratchDir::ScratchDir(const std::string& tag) {
+  static std::atomic<int> seq{0};
+  path_ = "/dev/shm/strata-test-" + std::to_string(::getpid()) + "-" + tag + "-" +
+          std::to_string(seq.fetch_add(1));
+  Env::Default()->RemoveAll(path_).IgnoreError();
+  EXPECT_TRUE(Env::Default()->CreateDir(path_).ok()) << path_;
+}
+
+ScratchDir::~ScratchDir() { Env::Default()->RemoveAll(path_).IgnoreError(); }
+
+std::string BinaryPath(const std::string& name) { return std::string(STRATA_BINARY_DIR) + "/" + name; }
+
+Child::Child(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  static std::atomic<int> seq{0};
+  std::string base = "/tmp/strata-child-" + std::to_string(::getpid()) + "-" +
+                     std::to_string(seq.fetch_add(1));
+  out_path_ = base + ".out";
+  err_path_ = base + ".err";
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::vector<std::string> envs;
+  for (char** e = environ; *e; ++e) envs.emplace_back(*e);
+  for (const auto& e : env) envs.push_back(e);
+  std::vector<char*> cargv, cenv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  for (const auto& e : envs) cenv.push_back(const_cast<char*>(e.c_str()));
+  cenv.push_back(nullptr);
+  int rc = posix_spawn(&pid_, cargv[0], &fa, nullptr, cargv.data(), cenv.data());
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) {
+    ADD_FAILURE() << "cannot start " << argv[0] << ": " << std::strerror(rc);
+    pid_ = -1;
+    exited_ = true;
+  }
+}
+
+Child::~Child() {
+  if (!exited_ && pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    Wait(std::chrono::seconds(30));
+  }
+  ::unlink(out_path_.c_str());
+  ::unlink(err_path_.c_str());
+}
+
+void Child::Signal(int sig) const {
+  if (!exited_) ::kill(pid_, sig);
+}
+
+int Child::Wait(std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!exited_) {
+    pid_t r = ::waitpid(pid_, &status_, WNOHANG);
+    if (r == pid_) {
+      exited_ = true;
+      break;
+    }
+    if (std::chrono::steady_clock::now() > deadline) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (WIFEXITED(status_)) return WEXITSTATUS(status_);
+  if (WIFSIGNALED(status_)) return 128 + WTERMSIG(status_);
+  return -1;
+}
+
+std::string Child::Stdout() const { return ReadFile(out_path_); }
+std::string Child::Stderr() const { return ReadFile(err_path_); }
+
+bool Child::WaitForOutput(const std::string& text, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (Stdout().find(text) != std::string::npos) return true;
+    if (!exited_ && ::waitpid(pid_, &status_, WNOHANG) == pid_) exited_ = true;
+    if (exited_) return Stdout().find(text) != std::string::npos;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+int Run(const std::vector<std::string>& argv, std::string* out, const std::vector<std::string>& env) {
+  Child c(argv, env);
+  int rc = c.Wait();
+  if (out) *out = c.Stdout() + c.Stderr();
+  return rc;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void WriteFile(const std::string& path, const std::string& data) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << data;
+}
+
+void FlipByte(const std::string& path, uint64_t offset) {
+  int fd = ::open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0) << path;
+  unsigned char b = 0;
+  ASSERT_EQ(::pread(fd, &b, 1, static_cast<off_t>(offset)), 1);
+  b ^= 0x01;
+  ASSERT_EQ(::pwrite(fd, &b, 1, static_cast<off_t>(offset)), 1);
+  ::close(fd);
+}
+
+std::string LastValue(const std::string& text, const std::string& key) {
+  std::string needle = key + "=";
+  auto pos = text.rfind(needle);
+  if (pos == std::string::npos) return "";
+  pos += needle.size();
+  auto end = text.find_first_of(" \n", pos);
+  return text.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+}
+
+}  // namespace strata::testing

@@ -1,0 +1,76 @@
+// Copyright 2026 The Strata Authors.
+//
+// Helpers for tests: scratch directories and child processes.
+#ifndef STRATA_TESTS_TEST_UTIL_H_
+#define STRATA_TESTS_TEST_UTIL_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace strata::testing {
+
+// A fresh directory under /dev/shm (tmpfs, like a node's RAM disk), removed
+// with everything in it when the object goes away.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& tag = "t");
+  ~ScratchDir();
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string Sub(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// Path of a binary built next to the tests ("strata", "toy-trainer").
+std::string BinaryPath(const std::string& name);
+
+// A child process whose stdout and stderr go to files.
+class Child {
+ public:
+  // Starts argv[0] with the given arguments; `env` entries ("K=V") are added
+  // to the inherited environment.
+  explicit Child(const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
+  ~Child();  // kills (SIGKILL) and reaps a child still running
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+
+  pid_t pid() const { return pid_; }
+  void Signal(int sig) const;
+  // Waits for exit; returns the exit code, or 128+signal if killed, or -1 on
+  // timeout (the child keeps running).
+  int Wait(std::chrono::milliseconds timeout = std::chrono::minutes(5));
+  bool Exited() const { return exited_; }
+  std::string Stdout() const;
+  std::string Stderr() const;
+  // Waits until stdout contains `text`; false on timeout or exit.
+  bool WaitForOutput(const std::string& text,
+                     std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
+ private:
+  pid_t pid_ = -1;
+  bool exited_ = false;
+  int status_ = 0;
+  std::string out_path_, err_path_;
+};
+
+// Runs a command to completion; returns its exit code; fills *out.
+int Run(const std::vector<std::string>& argv, std::string* out = nullptr,
+        const std::vector<std::string>& env = {});
+
+std::string ReadFile(const std::string& path);
+void WriteFile(const std::string& path, const std::string& data);
+// Flips one bit of the byte at `offset` in `path`.
+void FlipByte(const std::string& path, uint64_t offset);
+
+// The value after "key=" on the last line of `text` that contains it, or "".
+std::string LastValue(const std::string& text, const std::string& key);
+
+}  // namespace strata::testing
+
+#endif  // STRATA_TESTS_TEST_UTIL_H_
