@@ -11,6 +11,7 @@
 
 #include "fault_env.h"
 #include "format/naming.h"
+#include "util/file_util.h"
 #include "strata/catalog.h"
 #include "test_util.h"
 
@@ -452,6 +453,34 @@ TEST(CheckpointerFaultTest, EveryFailurePointPreservesCommittedSteps) {
       }
     }
   }
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+TEST(FileUtilTest, WriteFileAtomicReplacesAndLeavesNoTemp) {
+  testing::ScratchDir d;
+  std::string path = d.Sub("replicator.prerestore");
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), path, "restore-step: 1\n").ok());
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), path, "restore-step: 2\n").ok());
+  EXPECT_EQ(testing::ReadFile(path), "restore-step: 2\n");
+  auto entries = Env::Default()->ListDir(d.path());
+  ASSERT_EQ(entries->size(), 1u);
+}
+
+TEST(FileUtilTest, FailedWriteKeepsTheOldContents) {
+  testing::ScratchDir d;
+  testing::FaultInjectionEnv env;
+  std::string path = d.Sub("state");
+  ASSERT_TRUE(WriteFileAtomic(&env, path, "old").ok());
+  env.FailAt(testing::Op::kSync, 1, EIO);
+  Status s = WriteFileAtomic(&env, path, "new");
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(testing::ReadFile(path), "old");
+  EXPECT_EQ(Env::Default()->ListDir(d.path())->size(), 1u);
 }
 
 }  // namespace
