@@ -205,7 +205,9 @@ Status DecodeItem(const json& item, const std::string& where, const StepInfo& in
 
 Status CheckNoOverlap(const StepInfo& info, const std::string& where) {
   std::vector<const ItemInfo*> sorted;
-  for (const auto& it : info.items) sorted.push_back(&it);
+  for (const auto& it : info.items) {
+    if (it.nbytes > 0) sorted.push_back(&it);  // empty items occupy no bytes
+  }
   std::sort(sorted.begin(), sorted.end(), [](const ItemInfo* a, const ItemInfo* b) {
     return a->file != b->file ? a->file < b->file : a->offset < b->offset;
   });
@@ -225,6 +227,9 @@ Status DecodeBody(const json& doc, const std::string& where, StepInfo* info) {
   std::string format;
   STRATA_RETURN_IF_ERROR(top.String("format", &format));
   if (format != "strata-checkpoint") return top.Bad("format", "is not \"strata-checkpoint\"");
+  std::string hash;
+  STRATA_RETURN_IF_ERROR(top.String("hash", &hash));
+  if (hash != "xxh3-64") return top.Bad("hash", "is not \"xxh3-64\"");
   int64_t chunk_size;
   STRATA_RETURN_IF_ERROR(top.Int("step", 0, INT64_MAX, &info->step));
   STRATA_RETURN_IF_ERROR(top.Int("created_unix_ms", 0, INT64_MAX, &info->created_unix_ms));
@@ -257,6 +262,9 @@ StatusOr<uint64_t> ShapeBytes(DType dtype, const std::vector<int64_t>& shape) {
   uint64_t n = DTypeSize(dtype);
   for (int64_t d : shape) {
     if (d < 0) return InvalidArgumentError("shape " + ShapeString(shape) + " has a negative dimension");
+  }
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return uint64_t{0};
+  for (int64_t d : shape) {
     if (MulOverflows(n, static_cast<uint64_t>(d), &n) || n > static_cast<uint64_t>(INT64_MAX)) {
       return InvalidArgumentError("shape " + ShapeString(shape) + " overflows");
     }

@@ -53,16 +53,34 @@ bool IsTempName(std::string_view name) { return name.starts_with(kTempPrefix); }
 
 namespace {
 
-// True iff `s` is well-formed UTF-8 (manifests are JSON, which requires it).
+// True iff `s` is well-formed UTF-8 (RFC 3629): no over-long forms, no
+// surrogates, nothing above U+10FFFF. Manifests are JSON, which requires it.
 bool IsUtf8(std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
     auto c = static_cast<unsigned char>(s[i]);
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-    if (len == 0 || i + len > s.size()) return false;
-    for (size_t k = 1; k < len; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return false;
+    size_t len;
+    uint32_t cp;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c >> 5) == 0x6) {
+      len = 2, cp = c & 0x1f;
+    } else if ((c >> 4) == 0xe) {
+      len = 3, cp = c & 0x0f;
+    } else if ((c >> 3) == 0x1e) {
+      len = 4, cp = c & 0x07;
+    } else {
+      return false;
     }
+    if (i + len > s.size()) return false;
+    for (size_t k = 1; k < len; ++k) {
+      auto b = static_cast<unsigned char>(s[i + k]);
+      if ((b >> 6) != 0x2) return false;
+      cp = (cp << 6) | (b & 0x3f);
+    }
+    static constexpr uint32_t kMinForLength[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMinForLength[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
     i += len;
   }
   return true;

@@ -40,7 +40,7 @@ std::string TempDirName(int64_t step);
 bool IsTempName(std::string_view name);
 
 // OK iff `name` is a valid item name: non-empty, at most kMaxItemNameBytes,
-// no '/', no NUL, not "." or "..", no ".." path component.
+// well-formed UTF-8, no '/', no NUL, no ".." anywhere, not ".".
 Status ValidateItemName(std::string_view name);
 
 }  // namespace strata
