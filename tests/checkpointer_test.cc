@@ -11,9 +11,9 @@
 
 #include "fault_env.h"
 #include "format/naming.h"
-#include "util/file_util.h"
 #include "strata/catalog.h"
 #include "test_util.h"
+#include "util/file_util.h"
 
 namespace strata {
 namespace {
@@ -29,7 +29,8 @@ struct State {
   std::vector<int64_t> step = {0};
 
   void Fill(int v) {
-    for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 1000) * 0.5f + static_cast<float>(v);
+    for (size_t i = 0; i < w.size(); ++i)
+      w[i] = static_cast<float>(i % 1000) * 0.5f + static_cast<float>(v);
     for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i) * v;
     step[0] = v;
   }

@@ -31,12 +31,14 @@ ScratchDir::ScratchDir(const std::string& tag) {
 
 ScratchDir::~ScratchDir() { Env::Default()->RemoveAll(path_).IgnoreError(); }
 
-std::string BinaryPath(const std::string& name) { return std::string(STRATA_BINARY_DIR) + "/" + name; }
+std::string BinaryPath(const std::string& name) {
+  return std::string(STRATA_BINARY_DIR) + "/" + name;
+}
 
 Child::Child(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
   static std::atomic<int> seq{0};
-  std::string base = "/tmp/strata-child-" + std::to_string(::getpid()) + "-" +
-                     std::to_string(seq.fetch_add(1));
+  std::string base =
+      "/tmp/strata-child-" + std::to_string(::getpid()) + "-" + std::to_string(seq.fetch_add(1));
   out_path_ = base + ".out";
   err_path_ = base + ".err";
   posix_spawn_file_actions_t fa;
@@ -103,7 +105,8 @@ bool Child::WaitForOutput(const std::string& text, std::chrono::milliseconds tim
   return false;
 }
 
-int Run(const std::vector<std::string>& argv, std::string* out, const std::vector<std::string>& env) {
+int Run(const std::vector<std::string>& argv, std::string* out,
+        const std::vector<std::string>& env) {
   Child c(argv, env);
   int rc = c.Wait();
   if (out) *out = c.Stdout() + c.Stderr();

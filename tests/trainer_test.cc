@@ -8,8 +8,8 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
-#include <map>
 #include <cstring>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -35,12 +35,18 @@ struct TrainerFlags {
 
 std::vector<std::string> TrainerArgs(const std::string& dir, const TrainerFlags& f) {
   std::vector<std::string> a = {testing::BinaryPath("toy-trainer"),
-                                "--dir", dir,
-                                "--steps", std::to_string(f.steps),
-                                "--save-interval-steps", std::to_string(f.save_interval_steps),
-                                "--state-mb", std::to_string(f.state_mb),
-                                "--step-ms", std::to_string(f.step_ms),
-                                "--max-to-keep", std::to_string(f.max_to_keep)};
+                                "--dir",
+                                dir,
+                                "--steps",
+                                std::to_string(f.steps),
+                                "--save-interval-steps",
+                                std::to_string(f.save_interval_steps),
+                                "--state-mb",
+                                std::to_string(f.state_mb),
+                                "--step-ms",
+                                std::to_string(f.step_ms),
+                                "--max-to-keep",
+                                std::to_string(f.max_to_keep)};
   if (f.exit_after_ondemand) a.push_back("--exit-after-ondemand");
   return a;
 }
@@ -99,9 +105,9 @@ TEST(TrainerCrashTest, KillNineInEveryPhaseAndAtRandomMoments) {
   // With the default max_to_keep 2 the oldest step is recycled; with 1 it is
   // removed after the commit, which is the retention path.
   const std::vector<std::pair<std::string, int>> phases = {
-      {"save.after_snapshot", 2},   {"save.after_retire", 2},    {"save.before_data", 2},
-      {"save.mid_data", 2},         {"save.after_data", 2},      {"save.after_manifest", 2},
-      {"commit.before_rename", 2},  {"commit.after_rename", 2},  {"save.before_retention", 2},
+      {"save.after_snapshot", 2},   {"save.after_retire", 2},   {"save.before_data", 2},
+      {"save.mid_data", 2},         {"save.after_data", 2},     {"save.after_manifest", 2},
+      {"commit.before_rename", 2},  {"commit.after_rename", 2}, {"save.before_retention", 2},
       {"retention.after_rename", 1}};
   for (const auto& [phase, keep] : phases) {
     int64_t newest = NewestStep(d.path());

@@ -104,13 +104,16 @@ int main(int argc, char** argv) {
   app.add_option("--save-interval-steps", f.save_interval_steps, "Save every K steps (0: off)")
       ->capture_default_str();
   app.add_option("--save-interval-seconds", f.save_interval_seconds,
-                 "Save every S seconds (0: off)")->capture_default_str();
+                 "Save every S seconds (0: off)")
+      ->capture_default_str();
   app.add_option("--state-mb", f.state_mb, "Size of the model state in MiB")
-      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--step-ms", f.step_ms, "Extra sleep per step, standing for accelerator time")
       ->capture_default_str();
   app.add_option("--seed", f.seed, "Seed of the initial state and data")->capture_default_str();
-  app.add_option("--max-to-keep", f.max_to_keep, "Checkpoints to keep (0: all)")->capture_default_str();
+  app.add_option("--max-to-keep", f.max_to_keep, "Checkpoints to keep (0: all)")
+      ->capture_default_str();
   app.add_flag("--exit-after-ondemand", f.exit_after_ondemand,
                "Exit 0 after the on-demand checkpoint that follows SIGTERM");
   app.add_flag("--sync", f.sync, "Save synchronously (default: async)");

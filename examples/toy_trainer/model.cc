@@ -52,7 +52,8 @@ Model::Model(uint64_t seed, int state_mb) {
   for (size_t i = 0; i < embed_.size(); ++i) embed_[i] = FloatToBf16(Unit(Hash32(~seed, i)));
   step_ = {0};
   rng_.resize(4);
-  for (int i = 0; i < 4; ++i) rng_[static_cast<size_t>(i)] = SplitMix(seed + static_cast<uint64_t>(i));
+  for (int i = 0; i < 4; ++i)
+    rng_[static_cast<size_t>(i)] = SplitMix(seed + static_cast<uint64_t>(i));
 }
 
 uint64_t Model::NextRandom() {
@@ -78,7 +79,8 @@ void Model::Train(int64_t step) {
     kernel_[i] -= lr * momentum_[i];
   }
   for (size_t j = 0; j < bias_.size(); ++j) {
-    bias_[j] += 0.001f * static_cast<float>((j + static_cast<size_t>(batch)) % 7) - 0.003f * bias_[j];
+    bias_[j] +=
+        0.001f * static_cast<float>((j + static_cast<size_t>(batch)) % 7) - 0.003f * bias_[j];
   }
   for (size_t i = 0; i < embed_.size(); ++i) {
     float e = Bf16ToFloat(embed_[i]);
@@ -101,8 +103,16 @@ std::vector<strata::Item> Model::Items() const {
   return {
       {"model.dense.kernel", DType::kFloat32, {rows_, kCols}, kernel_.data(), kernel_.size() * 4},
       {"model.dense.bias", DType::kFloat32, {kCols}, bias_.data(), bias_.size() * 4},
-      {"model.embed", DType::kBFloat16, {embed_rows_, kEmbedCols}, embed_.data(), embed_.size() * 2},
-      {"opt.momentum.kernel", DType::kFloat32, {rows_, kCols}, momentum_.data(), momentum_.size() * 4},
+      {"model.embed",
+       DType::kBFloat16,
+       {embed_rows_, kEmbedCols},
+       embed_.data(),
+       embed_.size() * 2},
+      {"opt.momentum.kernel",
+       DType::kFloat32,
+       {rows_, kCols},
+       momentum_.data(),
+       momentum_.size() * 4},
       {"opt.step", DType::kInt64, {}, step_.data(), 8},
       {"rng.state", DType::kUInt64, {4}, rng_.data(), 32},
   };

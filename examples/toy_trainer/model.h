@@ -35,12 +35,12 @@ class Model {
 
   int64_t rows_ = 0, embed_rows_ = 0;
   static constexpr int64_t kCols = 1024, kEmbedCols = 512;
-  std::vector<float> kernel_;     // model.dense.kernel [rows, 1024] float32
-  std::vector<float> bias_;       // model.dense.bias [1024] float32
-  std::vector<uint16_t> embed_;   // model.embed [embed_rows, 512] bfloat16
-  std::vector<float> momentum_;   // opt.momentum.kernel [rows, 1024] float32
-  std::vector<int64_t> step_;     // opt.step [] int64
-  std::vector<uint64_t> rng_;     // rng.state [4] uint64 (xoshiro256**)
+  std::vector<float> kernel_;    // model.dense.kernel [rows, 1024] float32
+  std::vector<float> bias_;      // model.dense.bias [1024] float32
+  std::vector<uint16_t> embed_;  // model.embed [embed_rows, 512] bfloat16
+  std::vector<float> momentum_;  // opt.momentum.kernel [rows, 1024] float32
+  std::vector<int64_t> step_;    // opt.step [] int64
+  std::vector<uint64_t> rng_;    // rng.state [4] uint64 (xoshiro256**)
 };
 
 }  // namespace toy

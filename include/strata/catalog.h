@@ -23,8 +23,8 @@ struct ItemInfo {
   DType dtype = DType::kBytes;
   std::vector<int64_t> shape;
   uint64_t nbytes = 0;
-  uint32_t file = 0;     // index into StepInfo::files
-  uint64_t offset = 0;   // byte offset of the item within that file
+  uint32_t file = 0;                 // index into StepInfo::files
+  uint64_t offset = 0;               // byte offset of the item within that file
   std::vector<uint64_t> chunk_xxh3;  // XXH3-64 of each chunk_size slice
 };
 
@@ -56,8 +56,8 @@ StatusOr<std::vector<int64_t>> ListSteps(const std::string& dir, Env* env = Env:
 StatusOr<StepInfo> ReadStepInfo(const std::string& dir, int64_t step, Env* env = Env::Default());
 
 struct VerifyProblem {
-  std::string item;   // empty when the problem is not about one item
-  int64_t chunk = -1; // chunk index within the item, or -1
+  std::string item;    // empty when the problem is not about one item
+  int64_t chunk = -1;  // chunk index within the item, or -1
   std::string message;
 };
 

@@ -117,10 +117,10 @@ struct RestoreOptions {
 
 // A snapshot of the checkpointer's state, for status displays.
 struct CheckpointerStatus {
-  std::optional<int64_t> in_flight_step;    // a background save not yet finished
+  std::optional<int64_t> in_flight_step;  // a background save not yet finished
   std::optional<int64_t> last_committed_step;
-  Status last_error;                         // the newest save failure, until a save succeeds
-  uint64_t notices = 0;                      // preemption notices seen so far
+  Status last_error;     // the newest save failure, until a save succeeds
+  uint64_t notices = 0;  // preemption notices seen so far
 };
 
 class Checkpointer {

@@ -123,10 +123,10 @@ class [[nodiscard]] StatusOr {
 }  // namespace strata
 
 // Returns from the enclosing function if `expr` (a Status) is not OK.
-#define STRATA_RETURN_IF_ERROR(expr)                  \
-  do {                                                \
-    ::strata::Status strata_status_ = (expr);         \
-    if (!strata_status_.ok()) return strata_status_;  \
+#define STRATA_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::strata::Status strata_status_ = (expr);        \
+    if (!strata_status_.ok()) return strata_status_; \
   } while (0)
 
 #define STRATA_CONCAT_INNER_(a, b) a##b

@@ -1,9 +1,10 @@
 // Copyright 2026 The Strata Authors.
 //
 // strata ls / verify / inspect: read-only views of a checkpoint directory.
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <chrono>
-#include <fmt/format.h>
 #include <ctime>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -28,8 +29,12 @@ std::string Rfc3339Ms(int64_t unix_ms) {
 }
 
 json ItemJson(const ItemInfo& it, bool with_chunks) {
-  json j = {{"name", it.name},   {"dtype", DTypeName(it.dtype)}, {"shape", it.shape},
-            {"nbytes", it.nbytes}, {"file", it.file},            {"offset", it.offset},
+  json j = {{"name", it.name},
+            {"dtype", DTypeName(it.dtype)},
+            {"shape", it.shape},
+            {"nbytes", it.nbytes},
+            {"file", it.file},
+            {"offset", it.offset},
             {"chunks", it.chunk_xxh3.size()}};
   if (with_chunks) {
     json c = json::array();
@@ -66,12 +71,16 @@ void Ls(Context& ctx, const std::string& dir, bool as_json) {
     return;
   }
   json rows = json::array();
-  if (!as_json) ctx.out << fmt::format("{:>12}  {:>10}  {:>6}  {:<20}  {}\n", "STEP", "SIZE", "ITEMS", "CREATED", "DIGEST");
+  if (!as_json)
+    ctx.out << fmt::format("{:>12}  {:>10}  {:>6}  {:<20}  {}\n", "STEP", "SIZE", "ITEMS",
+                           "CREATED", "DIGEST");
   for (int64_t step : *steps) {
     auto info = ReadStepInfo(dir, step);
     if (!info.ok()) {
-      if (as_json) rows.push_back({{"step", step}, {"error", info.status().message()}});
-      else ctx.out << fmt::format("{:>12}  unreadable: {}\n", step, info.status().message());
+      if (as_json)
+        rows.push_back({{"step", step}, {"error", info.status().message()}});
+      else
+        ctx.out << fmt::format("{:>12}  unreadable: {}\n", step, info.status().message());
       continue;
     }
     if (as_json) {
@@ -149,7 +158,8 @@ void Inspect(Context& ctx, const std::string& dir, int64_t step, bool as_json) {
                          info->step, info->format_version, Rfc3339Ms(info->created_unix_ms),
                          HumanBytes(info->total_bytes()), info->items.size(),
                          HumanBytes(info->chunk_size), Hex64(info->ContentDigest()));
-  for (const auto& f : info->files) ctx.out << fmt::format("  file {}  {}\n", f.name, HumanBytes(f.size));
+  for (const auto& f : info->files)
+    ctx.out << fmt::format("  file {}  {}\n", f.name, HumanBytes(f.size));
   ctx.out << fmt::format("  {:<32} {:<9} {:<20} {:>10} {:>15} {:>6}\n", "ITEM", "DTYPE", "SHAPE",
                          "BYTES", "FILE:OFFSET", "CHUNKS");
   for (const auto& it : info->items) {
@@ -177,15 +187,16 @@ void RegisterCatalogCommands(CLI::App& app, Context& ctx) {
   ls->callback([&ctx, args] { Ls(ctx, args->dir, args->json); });
 
   CLI::App* verify = app.add_subcommand(
-      "verify", "Check every byte of every step (or one) against its checksums; exit 0 iff all verify");
+      "verify",
+      "Check every byte of every step (or one) against its checksums; exit 0 iff all verify");
   verify->add_option("DIR", args->dir, "Checkpoint directory")->required();
   verify->add_option("--step", args->step, "Verify only this step");
   verify->add_option("--threads", args->threads, "Reader threads (default: one per CPU)");
   verify->add_flag("--json", args->json, "Print JSON");
-  verify->callback(
-      [&ctx, args] { Verify(ctx, args->dir, args->step, args->threads, args->json); });
+  verify->callback([&ctx, args] { Verify(ctx, args->dir, args->step, args->threads, args->json); });
 
-  CLI::App* inspect = app.add_subcommand("inspect", "Show a step's manifest: items, dtypes, shapes, layout");
+  CLI::App* inspect =
+      app.add_subcommand("inspect", "Show a step's manifest: items, dtypes, shapes, layout");
   inspect->add_option("DIR", args->dir, "Checkpoint directory")->required();
   inspect->add_option("--step", args->inspect_step, "Step to inspect")->required();
   inspect->add_flag("--json", args->json, "Print JSON, including every chunk checksum");

@@ -46,8 +46,7 @@ StatusOr<std::vector<int64_t>> ListSteps(const std::string& dir, Env* env) {
 }
 
 StatusOr<StepInfo> ReadStepInfo(const std::string& dir, int64_t step, Env* env) {
-  std::string path =
-      JoinPath(JoinPath(dir, StepDirName(step)), std::string(kManifestFileName));
+  std::string path = JoinPath(JoinPath(dir, StepDirName(step)), std::string(kManifestFileName));
   STRATA_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(env, path, kMaxManifestBytes));
   STRATA_ASSIGN_OR_RETURN(StepInfo info, DecodeManifest(bytes, path));
   if (info.step != step) {

@@ -17,6 +17,7 @@
 #include "engine/step_io.h"
 #include "format/manifest.h"
 #include "format/naming.h"
+#include "util/copy.h"
 #include "util/crash_point.h"
 #include "util/file_util.h"
 #include "util/logging.h"
@@ -63,8 +64,7 @@ StatusOr<int> LockDirectory(const std::string& dir) {
     ::close(fd);
     if (err == EWOULDBLOCK) {
       return FailedPreconditionError(dir + " is in use by another Strata checkpointer (pid " +
-                                     std::string(holder, n > 0 ? static_cast<size_t>(n) : 0) +
-                                     ")");
+                                     std::string(holder, n > 0 ? static_cast<size_t>(n) : 0) + ")");
     }
     return ErrnoToStatus(err, "lock " + path);
   }
@@ -141,15 +141,15 @@ class CheckpointerImpl final : public Checkpointer {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::optional<Job> job_;                   // GUARDED_BY(mu_): handed to the saver
-  bool busy_ = false;                        // GUARDED_BY(mu_): a job is queued or running
-  bool stop_ = false;                        // GUARDED_BY(mu_)
-  Status unreported_error_;                  // GUARDED_BY(mu_)
-  Status last_error_;                        // GUARDED_BY(mu_)
-  std::optional<int64_t> in_flight_step_;    // GUARDED_BY(mu_)
-  std::optional<int64_t> last_committed_;    // GUARDED_BY(mu_)
-  Clock::time_point last_save_time_;         // GUARDED_BY(mu_)
-  bool timer_reset_ = false;                 // GUARDED_BY(mu_)
+  std::optional<Job> job_;                 // GUARDED_BY(mu_): handed to the saver
+  bool busy_ = false;                      // GUARDED_BY(mu_): a job is queued or running
+  bool stop_ = false;                      // GUARDED_BY(mu_)
+  Status unreported_error_;                // GUARDED_BY(mu_)
+  Status last_error_;                      // GUARDED_BY(mu_)
+  std::optional<int64_t> in_flight_step_;  // GUARDED_BY(mu_)
+  std::optional<int64_t> last_committed_;  // GUARDED_BY(mu_)
+  Clock::time_point last_save_time_;       // GUARDED_BY(mu_)
+  bool timer_reset_ = false;               // GUARDED_BY(mu_)
   std::thread saver_;
   std::thread timer_;
 };
@@ -227,7 +227,8 @@ StatusOr<SaveResult> CheckpointerImpl::Save(int64_t step, std::span<const Item> 
 Status CheckpointerImpl::Snapshot(int64_t step, std::span<const Item> items, Job* job) {
   size_t total = 0;
   for (const Item& it : items) total += it.size;
-  STRATA_RETURN_IF_ERROR(staging_.Reserve(total).WithContext("saving step " + std::to_string(step)));
+  STRATA_RETURN_IF_ERROR(
+      staging_.Reserve(total).WithContext("saving step " + std::to_string(step)));
   constexpr size_t kPiece = 8 << 20;
   struct Piece {
     const std::byte* src;
@@ -246,7 +247,7 @@ Status CheckpointerImpl::Snapshot(int64_t step, std::span<const Item> items, Job
     cursor += it.size;
   }
   pool_.ParallelFor(pieces.size(),
-                    [&](size_t i) { std::memcpy(pieces[i].dst, pieces[i].src, pieces[i].n); });
+                    [&](size_t i) { CopyNonTemporal(pieces[i].dst, pieces[i].src, pieces[i].n); });
   CrashPoint("save.after_snapshot");
   return Status::Ok();
 }
@@ -323,12 +324,15 @@ void CheckpointerImpl::LogOnDemand(int64_t step, Clock::time_point start) const 
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     since_notice = (static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec) -
-                    static_cast<double>(ns)) / 1e9;
+                    static_cast<double>(ns)) /
+                   1e9;
   }
   double grace = static_cast<double>(options_.grace_period.count());
   if (since_notice > grace) {
-    Log()->error("on-demand checkpoint of step {} committed {:.1f} s after the notice, past the "
-                 "{:.0f} s grace period", step, since_notice, grace);
+    Log()->error(
+        "on-demand checkpoint of step {} committed {:.1f} s after the notice, past the "
+        "{:.0f} s grace period",
+        step, since_notice, grace);
   } else {
     Log()->info("on-demand checkpoint of step {} committed in {:.3f} s ({:.1f} s after the notice)",
                 step, SecondsSince(start), since_notice);
@@ -367,8 +371,8 @@ void CheckpointerImpl::TimerMain() {
   std::unique_lock<std::mutex> l(mu_);
   while (!stop_) {
     timer_reset_ = false;
-    bool woken = cv_.wait_until(l, last_save_time_ + interval,
-                                [this] { return stop_ || timer_reset_; });
+    bool woken =
+        cv_.wait_until(l, last_save_time_ + interval, [this] { return stop_ || timer_reset_; });
     if (woken) continue;
     time_due_.store(true, std::memory_order_relaxed);
     cv_.wait(l, [this] { return stop_ || timer_reset_; });
@@ -419,7 +423,8 @@ StatusOr<int64_t> CheckpointerImpl::RestoreInto(std::span<const MutableItem> int
     for (const ItemInfo& ii : info.items) {
       auto it = std::find_if(into.begin(), into.end(),
                              [&](const MutableItem& m) { return m.name == ii.name; });
-      std::string where = "restoring step " + std::to_string(info.step) + " item \"" + ii.name + "\"";
+      std::string where =
+          "restoring step " + std::to_string(info.step) + " item \"" + ii.name + "\"";
       if (it == into.end()) return InvalidArgumentError(where + ": no buffer with that name");
       if (it->dtype != ii.dtype || it->shape != ii.shape || it->size != ii.nbytes) {
         return InvalidArgumentError(where + ": checkpoint has " + std::string(DTypeName(ii.dtype)) +
@@ -446,7 +451,8 @@ StatusOr<RestoredStep> CheckpointerImpl::Restore(const RestoreOptions& options) 
   STRATA_RETURN_IF_ERROR(Wait());
   RestoredStep out;
   auto step = RestoreNewest(options, [&](const StepInfo& info) -> Status {
-    out.storage = std::make_unique_for_overwrite<std::byte[]>(std::max<uint64_t>(info.total_bytes(), 1));
+    out.storage =
+        std::make_unique_for_overwrite<std::byte[]>(std::max<uint64_t>(info.total_bytes(), 1));
     out.items.clear();
     std::vector<std::byte*> dst;
     std::byte* cursor = out.storage.get();

@@ -28,7 +28,9 @@ uint64_t GetLE(std::string_view b, size_t offset, int bytes) {
   return v;
 }
 
-bool MulOverflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul_overflow(a, b, out); }
+bool MulOverflows(uint64_t a, uint64_t b, uint64_t* out) {
+  return __builtin_mul_overflow(a, b, out);
+}
 
 // Reads typed fields from a JSON object, naming the field in every error.
 class Fields {
@@ -131,7 +133,8 @@ Status DecodeFiles(const Fields& top, const std::string& where, StepInfo* info) 
     STRATA_RETURN_IF_ERROR(ff.String("name", &fi.name));
     STRATA_RETURN_IF_ERROR(ff.Int("size", 0, INT64_MAX, &size));
     auto index = ParseDataFileName(fi.name);
-    if (!index || *index != i) return ff.Bad("name", "is not \"" + DataFileName(static_cast<uint32_t>(i)) + "\"");
+    if (!index || *index != i)
+      return ff.Bad("name", "is not \"" + DataFileName(static_cast<uint32_t>(i)) + "\"");
     fi.size = static_cast<uint64_t>(size);
     info->files.push_back(std::move(fi));
   }
@@ -169,8 +172,7 @@ Status DecodeChunks(const Fields& f, uint64_t chunk_size, ItemInfo* out) {
   return Status::Ok();
 }
 
-Status DecodeItem(const json& item, const std::string& where, const StepInfo& info,
-                  ItemInfo* out) {
+Status DecodeItem(const json& item, const std::string& where, const StepInfo& info, ItemInfo* out) {
   if (!item.is_object()) return DataLossError(where + " is not an object");
   Fields f(item, where);
   STRATA_RETURN_IF_ERROR(f.String("name", &out->name));
@@ -191,7 +193,8 @@ Status DecodeItem(const json& item, const std::string& where, const StepInfo& in
   out->offset = static_cast<uint64_t>(offset);
   auto expected = ShapeBytes(out->dtype, out->shape);
   if (!expected.ok() || *expected != out->nbytes) {
-    return f.Bad("nbytes", "does not match dtype " + dtype + " and shape " + ShapeString(out->shape));
+    return f.Bad("nbytes",
+                 "does not match dtype " + dtype + " and shape " + ShapeString(out->shape));
   }
   if (out->file >= info.files.size()) {
     return f.Bad("file", "= " + std::to_string(out->file) + " names no file");
@@ -261,7 +264,8 @@ StatusOr<uint64_t> ShapeBytes(DType dtype, const std::vector<int64_t>& shape) {
   if (shape.size() > kMaxRank) return InvalidArgumentError("shape has more than 64 dimensions");
   uint64_t n = DTypeSize(dtype);
   for (int64_t d : shape) {
-    if (d < 0) return InvalidArgumentError("shape " + ShapeString(shape) + " has a negative dimension");
+    if (d < 0)
+      return InvalidArgumentError("shape " + ShapeString(shape) + " has a negative dimension");
   }
   if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return uint64_t{0};
   for (int64_t d : shape) {

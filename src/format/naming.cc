@@ -45,8 +45,8 @@ std::optional<uint32_t> ParseDataFileName(std::string_view name) {
 
 std::string TempDirName(int64_t step) {
   static std::atomic<uint64_t> seq{0};
-  return std::string(kTempPrefix) + std::to_string(step) + "-" + std::to_string(::getpid()) +
-         "-" + std::to_string(seq.fetch_add(1));
+  return std::string(kTempPrefix) + std::to_string(step) + "-" + std::to_string(::getpid()) + "-" +
+         std::to_string(seq.fetch_add(1));
 }
 
 bool IsTempName(std::string_view name) { return name.starts_with(kTempPrefix); }
@@ -94,8 +94,8 @@ Status ValidateItemName(std::string_view name) {
     for (char& c : shown) {
       if (c == '\0') c = '?';
     }
-    return InvalidArgumentError("item name \"" + shown + (name.size() > 64 ? "..." : "") +
-                                "\" " + std::string(why));
+    return InvalidArgumentError("item name \"" + shown + (name.size() > 64 ? "..." : "") + "\" " +
+                                std::string(why));
   };
   if (name.empty()) return InvalidArgumentError("item name is empty");
   if (name.size() > kMaxItemNameBytes) {

@@ -44,9 +44,9 @@ Status WriteFileSynced(Env* env, const std::string& path, std::string_view data)
 Status WriteFileAtomic(Env* env, const std::string& path, std::string_view data) {
   static std::atomic<uint64_t> seq{0};
   std::string base = path.substr(path.rfind('/') + 1);  // whole path if no '/'
-  std::string tmp = JoinPath(Dirname(path), ".strata-tmp-" + base + "-" +
-                                                std::to_string(::getpid()) + "-" +
-                                                std::to_string(seq.fetch_add(1)));
+  std::string tmp =
+      JoinPath(Dirname(path), ".strata-tmp-" + base + "-" + std::to_string(::getpid()) + "-" +
+                                  std::to_string(seq.fetch_add(1)));
   Status s = WriteFileSynced(env, tmp, data);
   if (s.ok()) s = env->Rename(tmp, path);
   if (!s.ok()) {

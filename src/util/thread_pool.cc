@@ -12,8 +12,8 @@ struct ThreadPool::Loop {
   size_t n = 0;
   const std::function<void(size_t)>* fn = nullptr;
   std::atomic<size_t> next{0};
-  size_t done = 0;   // GUARDED_BY(pool mu_)
-  int helpers = 0;   // workers currently inside this loop; GUARDED_BY(pool mu_)
+  size_t done = 0;  // GUARDED_BY(pool mu_)
+  int helpers = 0;  // workers currently inside this loop; GUARDED_BY(pool mu_)
   std::condition_variable finished;
 
   // Runs indices until none are left; returns how many it ran.

@@ -1,0 +1,64 @@
+// Copyright 2026 The Strata Authors.
+//
+// util/: the dispatched XXH3 and the non-temporal copy must be exact
+// drop-in replacements for libxxhash and memcpy.
+#include <gtest/gtest.h>
+#include <xxhash.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "util/copy.h"
+#include "util/hash.h"
+
+namespace strata {
+namespace {
+
+std::vector<unsigned char> RandomBytes(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<unsigned char> v(n);
+  for (auto& b : v) b = static_cast<unsigned char>(rng());
+  return v;
+}
+
+TEST(HashTest, DispatchedXxh3EqualsLibxxhash) {
+  auto data = RandomBytes((9 << 20) + 3, 1);
+  for (size_t n : {0, 1, 3, 16, 17, 128, 129, 240, 241, 1000, 4095, 4096, 65537}) {
+    for (size_t off : {0, 1, 7}) {
+      ASSERT_EQ(Xxh3(data.data() + off, n), XXH3_64bits(data.data() + off, n)) << n << "+" << off;
+    }
+  }
+  EXPECT_EQ(Xxh3(data.data(), data.size()), XXH3_64bits(data.data(), data.size()));
+}
+
+TEST(HashTest, HexRoundTrip) {
+  EXPECT_EQ(Hex64(0x0123456789abcdefull), "0123456789abcdef");
+  EXPECT_EQ(ParseHex64("0123456789ABCDEF"), 0x0123456789abcdefull);
+  EXPECT_FALSE(ParseHex64("0123456789abcde").has_value());
+  EXPECT_FALSE(ParseHex64("0123456789abcdeg").has_value());
+  Xxh3Stream s;
+  s.Update("abc");
+  EXPECT_EQ(s.Digest(), XXH3_64bits("abc", 3));
+}
+
+TEST(CopyTest, NonTemporalCopyIsExactAtEveryAlignment) {
+  auto src = RandomBytes((1 << 20) + 200, 2);
+  for (size_t n : {0, 5, 4096, (256 << 10) - 1, 256 << 10, (1 << 20) + 77}) {
+    for (size_t so : {0, 3}) {
+      for (size_t dof : {0, 1, 9, 16}) {
+        std::vector<unsigned char> dst(n + 64, 0xee);
+        CopyNonTemporal(dst.data() + dof, src.data() + so, n);
+        ASSERT_EQ(0, std::memcmp(dst.data() + dof, src.data() + so, n))
+            << n << " " << so << " " << dof;
+        ASSERT_EQ(dst[dof + n], 0xee) << "wrote past the end";
+        if (dof > 0) {
+          ASSERT_EQ(dst[dof - 1], 0xee) << "wrote before the start";
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace strata
