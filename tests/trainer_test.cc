@@ -119,7 +119,9 @@ TEST(TrainerCrashTest, KillNineInEveryPhaseAndAtRandomMoments) {
     ExpectRestoresNewest(c, newest);
     ExpectEveryStepVerifies(d.path(), "after a crash at " + phase);
   }
-  // SIGKILL from outside at random moments.
+  // SIGKILL from outside at random moments: mostly while training and
+  // saving (after the trainer has said where it restored from), every fourth
+  // time during start-up and restore.
   const unsigned seed = std::random_device{}();
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> delay_ms(20, 250);
@@ -127,10 +129,15 @@ TEST(TrainerCrashTest, KillNineInEveryPhaseAndAtRandomMoments) {
   for (int i = 0; i < 32; ++i) {
     int64_t newest = NewestStep(d.path());
     Child c(TrainerArgs(d.path(), f));
-    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
+    const bool during_startup = i % 4 == 3;
+    if (!during_startup) {
+      ASSERT_TRUE(c.WaitForOutput(newest < 0 ? "fresh start" : "restored step=")) << c.Stderr();
+      ExpectRestoresNewest(c, newest);
+    }
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(delay_ms(rng) / (during_startup ? 10 : 1)));
     c.Signal(SIGKILL);
     if (c.Wait() == 128 + SIGKILL) ++killed;
-    ExpectRestoresNewest(c, newest);
     ExpectEveryStepVerifies(d.path(), "after random kill " + std::to_string(i) + " (seed " +
                                           std::to_string(seed) + ")");
   }
