@@ -4,7 +4,11 @@ ASAN_DIR  ?= build-asan
 JOBS      ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build test test-asan demo bench format clean
+TSAN_DIR  ?= build-tsan
+# The concurrent parts, under ThreadSanitizer (where it runs clean).
+TSAN_FILTER ?= ThreadPool*:Checkpointer*:Hash*:Copy*
+
+.PHONY: all deps build test test-asan test-tsan demo bench format clean
 
 all: build
 
@@ -27,6 +31,12 @@ test-asan: deps
 	@cmake --build $(ASAN_DIR) -j $(JOBS)
 	@cd $(ASAN_DIR) && ctest --output-on-failure -j $(JOBS)
 
+test-tsan: deps
+	@cmake -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_TSAN=ON \
+	  -DSTRATA_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(TSAN_DIR) -j $(JOBS) --target unit_tests
+	@$(TSAN_DIR)/tests/unit_tests --gtest_filter='$(TSAN_FILTER)'
+
 demo: build
 	@bash scripts/demo.sh $(BUILD_DIR)
 
@@ -37,4 +47,4 @@ format:
 	@git ls-files '*.cc' '*.h' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR)
