@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "model.h"
+#include "replicator_client.h"
 #include "strata/checkpointer.h"
 
 namespace {
@@ -28,6 +29,8 @@ struct Flags {
   int max_to_keep = 2;
   bool exit_after_ondemand = false;
   bool sync = false;
+  std::string replicator;  // "", "orbax" or "nemo": talk to the node agent
+  toy::ReplicatorJob job;
 };
 
 void Say(const std::string& line) {
@@ -66,6 +69,27 @@ bool MaybeSave(strata::Checkpointer& ckpt, const toy::Model& model, int64_t step
   return result->should_exit;
 }
 
+// With a node agent: the replicator handshake decides what to restore.
+int64_t RestoreThroughAgent(const Flags& f, toy::Model& model) {
+  auto point = toy::Handshake(f.dir, f.job);
+  if (!point.ok()) {
+    std::fprintf(stderr, "toy-trainer: %s\n", point.status().ToString().c_str());
+    return -1;
+  }
+  if (!point->has_value()) {
+    Say("fresh start");
+    return 1;
+  }
+  auto into = model.MutableItems();
+  auto restored = strata::RestoreStepInto((*point)->steps_dir, (*point)->step, into);
+  if (!restored.ok()) {
+    std::fprintf(stderr, "toy-trainer: %s\n", restored.status().ToString().c_str());
+    return -1;
+  }
+  Say("restored step=" + std::to_string(*restored));
+  return *restored + 1;
+}
+
 int Run(const Flags& f) {
   strata::CheckpointerOptions opts;
   opts.save_interval_steps = f.save_interval_steps;
@@ -73,13 +97,15 @@ int Run(const Flags& f) {
   opts.max_to_keep = f.max_to_keep;
   opts.exit_after_ondemand = f.exit_after_ondemand;
   opts.async = !f.sync;
+  if (!f.replicator.empty()) opts.max_to_keep = 0;  // the agent owns the directory
   auto ckpt = strata::Checkpointer::Open(f.dir, opts);
   if (!ckpt.ok()) {
     std::fprintf(stderr, "toy-trainer: %s\n", ckpt.status().ToString().c_str());
     return 1;
   }
   toy::Model model(f.seed, f.state_mb);
-  int64_t first = RestoreOrStartFresh(**ckpt, model);
+  int64_t first =
+      f.replicator.empty() ? RestoreOrStartFresh(**ckpt, model) : RestoreThroughAgent(f, model);
   if (first < 0) return 1;
   for (int64_t step = first; step <= f.steps; ++step) {
     model.Train(step);
@@ -117,6 +143,15 @@ int main(int argc, char** argv) {
   app.add_flag("--exit-after-ondemand", f.exit_after_ondemand,
                "Exit 0 after the on-demand checkpoint that follows SIGTERM");
   app.add_flag("--sync", f.sync, "Save synchronously (default: async)");
+  app.add_option("--replicator", f.replicator,
+                 "Restore through the node agent, speaking the protocol like this client")
+      ->check(CLI::IsMember({"orbax", "nemo"}));
+  app.add_option("--job", f.job.job, "Job name (with --replicator)")->capture_default_str();
+  app.add_option("--node-rank", f.job.node_rank, "This node's rank (with --replicator)");
+  app.add_option("--nodes", f.job.nodes, "Number of nodes (with --replicator)");
+  app.add_option("--peers-per-node", f.job.peers_per_node, "Peer copies (with --replicator)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  f.job.style = f.replicator;
   return Run(f);
 }

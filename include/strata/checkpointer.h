@@ -169,6 +169,13 @@ class Checkpointer {
   virtual const std::string& dir() const = 0;
 };
 
+// Restores `dir/<step>` into the caller's buffers, verifying every chunk,
+// without opening a Checkpointer (no lock, no retention, no fallback): for
+// reading a directory another component manages, such as a step the node
+// agent restored. Buffers must match as for RestoreInto.
+StatusOr<int64_t> RestoreStepInto(const std::string& dir, int64_t step,
+                                  std::span<const MutableItem> into, int threads = 0);
+
 // Version of the library, e.g. "0.1.0".
 const char* Version();
 

@@ -26,6 +26,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   app.require_subcommand(1);
   Context ctx{out, err};
   RegisterCatalogCommands(app, ctx);
+  RegisterAgentCommands(app, ctx);
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 parses a reversed vector
   try {

@@ -33,6 +33,7 @@ struct Context {
 // Each group of commands registers its subcommands on the root app; the
 // callbacks run after parsing and set ctx.exit_code.
 void RegisterCatalogCommands(CLI::App& app, Context& ctx);
+void RegisterAgentCommands(CLI::App& app, Context& ctx);
 
 // "64.0 MiB"
 std::string HumanBytes(uint64_t bytes);

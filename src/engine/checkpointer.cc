@@ -75,6 +75,33 @@ StatusOr<int> LockDirectory(const std::string& dir) {
   return fd;
 }
 
+// Pairs every item of `info` with the caller's buffer of the same name,
+// dtype, shape and size; INVALID_ARGUMENT names the first mismatch.
+Status MatchBuffers(const StepInfo& info, std::span<const MutableItem> into,
+                    std::vector<std::byte*>* dst) {
+  for (const ItemInfo& ii : info.items) {
+    auto it = std::find_if(into.begin(), into.end(),
+                           [&](const MutableItem& m) { return m.name == ii.name; });
+    std::string where = "restoring step " + std::to_string(info.step) + " item \"" + ii.name + "\"";
+    if (it == into.end()) return InvalidArgumentError(where + ": no buffer with that name");
+    if (it->dtype != ii.dtype || it->shape != ii.shape || it->size != ii.nbytes) {
+      return InvalidArgumentError(where + ": checkpoint has " + std::string(DTypeName(ii.dtype)) +
+                                  ShapeString(ii.shape) + ", buffer is " +
+                                  std::string(DTypeName(it->dtype)) + ShapeString(it->shape));
+    }
+    dst->push_back(static_cast<std::byte*>(it->data));
+  }
+  for (const MutableItem& m : into) {
+    bool found = std::any_of(info.items.begin(), info.items.end(),
+                             [&](const ItemInfo& ii) { return ii.name == m.name; });
+    if (!found) {
+      return InvalidArgumentError("restoring step " + std::to_string(info.step) + ": item \"" +
+                                  m.name + "\" is not in the checkpoint");
+    }
+  }
+  return Status::Ok();
+}
+
 class CheckpointerImpl final : public Checkpointer {
  public:
   CheckpointerImpl(std::string dir, CheckpointerOptions options, int lock_fd)
@@ -420,29 +447,7 @@ StatusOr<int64_t> CheckpointerImpl::RestoreInto(std::span<const MutableItem> int
   STRATA_RETURN_IF_ERROR(Wait());
   return RestoreNewest(options, [&](const StepInfo& info) -> Status {
     std::vector<std::byte*> dst;
-    for (const ItemInfo& ii : info.items) {
-      auto it = std::find_if(into.begin(), into.end(),
-                             [&](const MutableItem& m) { return m.name == ii.name; });
-      std::string where =
-          "restoring step " + std::to_string(info.step) + " item \"" + ii.name + "\"";
-      if (it == into.end()) return InvalidArgumentError(where + ": no buffer with that name");
-      if (it->dtype != ii.dtype || it->shape != ii.shape || it->size != ii.nbytes) {
-        return InvalidArgumentError(where + ": checkpoint has " + std::string(DTypeName(ii.dtype)) +
-                                    ShapeString(ii.shape) + ", buffer is " +
-                                    std::string(DTypeName(it->dtype)) + ShapeString(it->shape));
-      }
-      dst.push_back(static_cast<std::byte*>(it->data));
-    }
-    if (into.size() != info.items.size()) {
-      for (const MutableItem& m : into) {
-        bool found = std::any_of(info.items.begin(), info.items.end(),
-                                 [&](const ItemInfo& ii) { return ii.name == m.name; });
-        if (!found) {
-          return InvalidArgumentError("restoring step " + std::to_string(info.step) + ": item \"" +
-                                      m.name + "\" is not in the checkpoint");
-        }
-      }
-    }
+    STRATA_RETURN_IF_ERROR(MatchBuffers(info, into, &dst));
     return ReadStepData(env_, &pool_, JoinPath(dir_, StepDirName(info.step)), info, dst);
   });
 }
@@ -496,6 +501,17 @@ StatusOr<std::unique_ptr<Checkpointer>> Checkpointer::Open(const std::string& di
   auto impl = std::make_unique<CheckpointerImpl>(dir, std::move(options), fd);
   STRATA_RETURN_IF_ERROR(impl->Init());
   return std::unique_ptr<Checkpointer>(std::move(impl));
+}
+
+StatusOr<int64_t> RestoreStepInto(const std::string& dir, int64_t step,
+                                  std::span<const MutableItem> into, int threads) {
+  STRATA_ASSIGN_OR_RETURN(StepInfo info, ReadStepInfo(dir, step));
+  std::vector<std::byte*> dst;
+  STRATA_RETURN_IF_ERROR(MatchBuffers(info, into, &dst));
+  ThreadPool pool((threads > 0 ? threads : ThreadPool::DefaultThreads()) - 1);
+  STRATA_RETURN_IF_ERROR(
+      ReadStepData(Env::Default(), &pool, JoinPath(dir, StepDirName(step)), info, dst));
+  return step;
 }
 
 const char* Version() { return STRATA_VERSION; }

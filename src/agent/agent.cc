@@ -1,0 +1,409 @@
+// Copyright 2026 The Strata Authors.
+//
+// The agent's main loop: the client file protocol, the incarnation (restore)
+// flow and ingestion. Replication and serving live in agent_replication.cc
+// and agent_server.cc.
+#include "agent/agent.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "agent/local_dir.h"
+#include "agent/planner.h"
+#include "agent/watcher.h"
+#include "format/naming.h"
+#include "util/file_util.h"
+#include "util/hash.h"
+#include "util/logging.h"
+
+namespace strata::agent {
+namespace {
+
+constexpr auto kCallTimeout = std::chrono::seconds(30);
+constexpr uint64_t kMaxYamlBytes = 1 << 20;
+
+// True if none of `files` in `dir` was modified in the last second. PyTorch
+// clients write .save files in place, so a file is only taken once settled.
+bool AllSettled(const std::string& dir, const std::vector<std::string>& files) {
+  const auto now = std::chrono::system_clock::now();
+  for (const auto& f : files) {
+    struct stat st;
+    if (::stat(JoinPath(dir, f).c_str(), &st) != 0) return false;
+    auto mtime = std::chrono::system_clock::time_point(
+        std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec));
+    if (now - mtime < std::chrono::seconds(1)) return false;
+  }
+  return true;
+}
+
+std::string YamlPath(const AgentConfig& c) {
+  return JoinPath(c.local_dir, std::string(kReplicatorYaml));
+}
+
+}  // namespace
+
+Agent::Agent(AgentConfig config)
+    : config_(std::move(config)), pool_(ThreadPool::DefaultThreads() - 1) {}
+
+StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config) {
+  std::unique_ptr<Agent> a(new Agent(std::move(config)));
+  STRATA_RETURN_IF_ERROR(Env::Default()->CreateDir(a->config_.local_dir));
+  STRATA_ASSIGN_OR_RETURN(a->store_, Store::Open(a->config_.local_dir, &a->pool_));
+  STRATA_ASSIGN_OR_RETURN(a->listener_,
+                          net::Socket::Listen(a->config_.listen.host, a->config_.listen.port, 128));
+  STRATA_ASSIGN_OR_RETURN(uint16_t port, a->listener_.LocalPort());
+  a->listen_ = Endpoint{a->config_.advertise.host, port};
+  a->LoadState();
+  a->server_ = std::thread([p = a.get()] { p->ServeMain(); });
+  a->replicator_ = std::thread([p = a.get()] { p->ReplicationMain(); });
+  Log()->info("agent for {} listening on {} ({} held)", a->config_.local_dir, a->listen_.ToString(),
+              a->store_->List().size());
+  return a;
+}
+
+Agent::~Agent() {
+  stopping_ = true;
+  cv_.notify_all();
+  if (server_.joinable()) server_.join();
+  if (replicator_.joinable()) replicator_.join();
+  while (connections_.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
+
+Status Agent::Run(const std::atomic<bool>& stop) {
+  STRATA_ASSIGN_OR_RETURN(DirWatcher watcher, DirWatcher::Open(config_.local_dir));
+  OnEvents(Env::Default()->Exists(YamlPath(config_)));  // a yaml written while we were down
+  auto last_scan = std::chrono::steady_clock::now();
+  while (!stop.load()) {
+    STRATA_ASSIGN_OR_RETURN(auto events, watcher.Wait(std::chrono::milliseconds(200)));
+    bool yaml = false, rescan = false;
+    for (const auto& e : events) {
+      yaml |= e.name == kReplicatorYaml && (e.closed_write || e.moved_in);
+      rescan |= e.overflow || e.moved_in || e.created || e.closed_write;
+    }
+    // Rescan at least every second: inotify can overflow, and PyTorch
+    // clients' .save files arrive as plain writes.
+    if (rescan || yaml || std::chrono::steady_clock::now() - last_scan > std::chrono::seconds(1)) {
+      last_scan = std::chrono::steady_clock::now();
+      OnEvents(yaml);
+    }
+  }
+  stopping_ = true;
+  return Status::Ok();
+}
+
+void Agent::OnEvents(bool yaml_complete) {
+  if (yaml_complete) OnReplicatorYaml();
+  IngestPytorchSaves();  // gathers .save files into step directories
+  IngestCommittedSteps();
+}
+
+// A complete replicator.yaml: validate, then run a new incarnation.
+void Agent::OnReplicatorYaml() {
+  std::string path = YamlPath(config_);
+  auto text = ReadFileToString(Env::Default(), path, kMaxYamlBytes);
+  StatusOr<ReplicatorConfig> parsed =
+      text.ok() ? ParseReplicatorConfig(*text) : StatusOr<ReplicatorConfig>(text.status());
+  if (!text.ok() && text.status().code() == StatusCode::kNotFound) return;  // already handled
+  if (!parsed.ok()) {
+    Log()->error("rejecting {}: {}", path, parsed.status().message());
+    CleanLocalDir(config_.local_dir, kReplicatorYaml).IgnoreError();
+    ReportToClient(config_.local_dir, parsed.status().message(), /*fatal=*/true);
+    Env::Default()->RemoveFile(path).IgnoreError();
+    return;
+  }
+  for (const auto& k : parsed->unknown_keys)
+    Log()->warn("{}: ignoring unknown key \"{}\"", path, k);
+  Status s = Incarnate(*parsed);
+  if (!s.ok()) {
+    Log()->error("job {} node {}: {}", parsed->job_name, parsed->node_rank, s.message());
+    ReportToClient(config_.local_dir, s.message(), /*fatal=*/true);
+    Env::Default()->RemoveFile(path).IgnoreError();
+  }
+}
+
+// Steps 2-6 of the protocol's start-up handshake.
+Status Agent::Incarnate(const ReplicatorConfig& config) {
+  STRATA_RETURN_IF_ERROR(CleanLocalDir(config_.local_dir, kReplicatorYaml));
+  Incarnation inc;
+  inc.config = config;
+  if (config.peer_ranks) {
+    inc.peers = *config.peer_ranks;
+  } else {
+    inc.peers = ChoosePeers(config.node_rank, config.nodes, config.peers_per_node.value_or(0),
+                            config.assume_data_parallelism.value_or(1));
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    inc_.reset();  // stop replicating for the old incarnation
+    to_replicate_.clear();
+  }
+  STRATA_RETURN_IF_ERROR(RegisterAndRestore(inc));
+  std::lock_guard<std::mutex> l(mu_);
+  inc_ = std::move(inc);
+  SaveState();
+  return Status::Ok();
+}
+
+// This node's verified copies of `job`, as [rank, step, digest] triples.
+// A copy that fails verification is dropped here, before anyone plans on it.
+json Agent::Inventory(const std::string& job) {
+  json inv = json::array();
+  for (const auto& [key, index] : store_->List()) {
+    if (key.job != job) continue;
+    Status v = store_->Verify(key);
+    if (!v.ok()) {
+      Log()->warn("dropping corrupt copy {}: {}", key.ToString(), v.message());
+      store_->Remove(key).IgnoreError();
+      continue;
+    }
+    inv.push_back({key.rank, key.step, Hex64(index.digest)});
+  }
+  return inv;
+}
+
+Status Agent::RegisterAndRestore(Incarnation& inc) {
+  const ReplicatorConfig& c = inc.config;
+  json reg = {{"op", "register"},
+              {"job", c.job_name},
+              {"node", c.node_rank},
+              {"nodes", c.nodes},
+              {"dp", c.assume_data_parallelism.value_or(1)},
+              {"address", listen_.ToString()},
+              {"inventory", Inventory(c.job_name)}};
+  bool yaml_deleted = false;
+  for (int attempt = 0; attempt < 1000 && !stopping_; ++attempt) {
+    auto registered = CallCoordinator(c, reg, kCallTimeout);
+    if (!registered.ok()) {
+      Log()->warn("registering with the coordinator: {}", registered.status().message());
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      continue;
+    }
+    inc.round = (*registered)["round"].get<int64_t>();
+    if (!yaml_deleted) {  // only now: clients look for markers once it is gone
+      STRATA_RETURN_IF_ERROR(Env::Default()->RemoveFile(YamlPath(config_)));
+      yaml_deleted = true;
+    }
+    auto done = FetchAndReport(inc, json());
+    if (done.ok() && *done) return Status::Ok();
+    if (!done.ok())
+      Log()->warn("round {}: {}; registering again", inc.round, done.status().message());
+  }
+  return AbortedError("node " + std::to_string(c.node_rank) + " could not complete a restore");
+}
+
+std::optional<Endpoint> Agent::CoordinatorEndpoint(const ReplicatorConfig& c) const {
+  if (c.master) {
+    auto e = ParseEndpoint(*c.master);
+    if (e.ok()) return *e;
+  }
+  if (config_.coordinator) {
+    Endpoint e{config_.coordinator->host, config_.coordinator->port};
+    if (c.master_port) e.port = static_cast<uint16_t>(*c.master_port);
+    return e;
+  }
+  if (c.node_rank == 0) return listen_;
+  return std::nullopt;
+}
+
+StatusOr<json> Agent::CallCoordinator(const ReplicatorConfig& c, json request,
+                                      std::chrono::milliseconds timeout) {
+  auto to = CoordinatorEndpoint(c);
+  if (!to) {
+    return FailedPreconditionError(
+        "no coordinator: pass --coordinator or set master in "
+        "replicator.yaml");
+  }
+  STRATA_ASSIGN_OR_RETURN(
+      RpcClient client,
+      RpcClient::Connect(*to, config_.secret, "node " + std::to_string(c.node_rank)));
+  return client.Call(request, timeout);
+}
+
+}  // namespace strata::agent
+
+namespace strata::agent {
+
+// Waits for the round's plan, gets this node's data, reports ready and, on
+// "go", creates the markers. Returns false... never: true when done, an
+// error (e.g. ABORTED: round superseded) when the caller should register again.
+StatusOr<bool> Agent::FetchAndReport(Incarnation& inc, const json&) {
+  const ReplicatorConfig& c = inc.config;
+  int64_t version = 0;
+  for (int attempt = 0; attempt < 10000 && !stopping_; ++attempt) {
+    json wait = {
+        {"op", "await_plan"}, {"job", c.job_name}, {"round", inc.round}, {"plan_version", version}};
+    auto plan = CallCoordinator(c, wait, kCallTimeout);
+    if (!plan.ok() && plan.status().code() == StatusCode::kDeadlineExceeded) continue;
+    if (!plan.ok()) return plan.status();
+    version = (*plan)["plan_version"].get<int64_t>();
+    for (const auto& [n, a] : (*plan)["addresses"].items()) inc.addresses[std::stoi(n)] = a;
+    Log()->info("job {} round {} plan {}: {}", c.job_name, inc.round, version,
+                (*plan)["reason"].get<std::string>());
+    std::optional<int64_t> step;
+    if (!(*plan)["step"].is_null()) step = (*plan)["step"].get<int64_t>();
+    STRATA_RETURN_IF_ERROR(WritePrerestore(config_.local_dir, step));
+    std::vector<json> bad;
+    Status got;
+    if (step) {
+      const json& src = (*plan)["sources"][std::to_string(c.node_rank)];
+      StepKey key{c.job_name, src["source_rank"].get<int>(), *step};
+      if (!store_->Has(key)) got = FetchStep(inc, key, src["holders"], (*plan)["addresses"], &bad);
+    }
+    json ready = {{"op", "ready"},       {"job", c.job_name},       {"round", inc.round},
+                  {"node", c.node_rank}, {"plan_version", version}, {"ok", got.ok()},
+                  {"bad", bad}};
+    for (;;) {
+      auto r = CallCoordinator(c, ready, kCallTimeout);
+      if (!r.ok() && r.status().code() == StatusCode::kDeadlineExceeded && !stopping_) continue;
+      if (!r.ok()) return r.status();
+      if (r->value("go", false)) {
+        STRATA_RETURN_IF_ERROR(CreateMarkers(inc, *plan));
+        return true;
+      }
+      break;  // replan: wait for the next plan version
+    }
+  }
+  return AbortedError("stopped while restoring");
+}
+
+// Fetches `key` from the first holder that serves a copy that verifies;
+// records the holders that failed in `bad`.
+Status Agent::FetchStep(const Incarnation& inc, const StepKey& key, const json& holders,
+                        const json& addresses, std::vector<json>* bad) {
+  Status last = NotFoundError("no holder of " + key.ToString());
+  for (const auto& h : holders) {
+    int holder = h.get<int>();
+    if (holder == inc.config.node_rank) continue;
+    auto addr = ParseEndpoint(addresses.value(std::to_string(holder), ""));
+    Status s = addr.status();
+    if (s.ok()) {
+      auto client =
+          RpcClient::Connect(*addr, config_.secret, "node " + std::to_string(inc.config.node_rank));
+      s = client.status();
+      if (s.ok()) {
+        auto reply =
+            client->Call({{"op", "fetch_step"}, {"key", StepKeyToJson(key)}}, kCallTimeout);
+        s = reply.status();
+        StatusOr<StepIndex> index = reply.ok() ? IndexFromJson((*reply)["index"]) : reply.status();
+        auto dir = store_->NewIncomingDir();
+        if (s.ok()) s = index.status();
+        if (s.ok()) s = dir.status();
+        if (s.ok()) s = RecvStepFiles(client->socket(), *dir, *index);
+        if (s.ok()) s = store_->Adopt(*dir, key, *index);
+        if (!s.ok() && dir.ok()) Env::Default()->RemoveAll(*dir).IgnoreError();
+      }
+    }
+    if (s.ok()) {
+      std::lock_guard<std::mutex> l(mu_);
+      last_restore_ = "step " + std::to_string(key.step) + " of node " + std::to_string(key.rank) +
+                      " from node " + std::to_string(holder);
+      Log()->info("restored {} from node {}", key.ToString(), holder);
+      return s;
+    }
+    Log()->warn("fetching {} from node {}: {}", key.ToString(), holder, s.message());
+    bad->push_back({holder, key.rank, key.step});
+    last = s;
+  }
+  return last;
+}
+
+Status Agent::CreateMarkers(const Incarnation& inc, const json& plan) {
+  const ReplicatorConfig& c = inc.config;
+  if (plan["step"].is_null()) {
+    std::lock_guard<std::mutex> l(mu_);
+    last_restore_ = "nothing to restore (fresh start)";
+    return WriteMarkers(config_.local_dir, c.job_name, c.node_rank, c.workers_per_node, 0, "");
+  }
+  int64_t step = plan["step"].get<int64_t>();
+  int src = plan["sources"][std::to_string(c.node_rank)]["source_rank"].get<int>();
+  StepKey key{c.job_name, src, step};
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (last_restore_.empty() || last_restore_.find(" from node ") == std::string::npos) {
+      last_restore_ = "step " + std::to_string(step) + " from own store";
+    }
+  }
+  std::string target = store_->RelativeStepPath(key);
+  if (c.framework != Framework::kPytorch) {
+    return WriteMarkers(config_.local_dir, c.job_name, c.node_rank, c.workers_per_node, step,
+                        target);
+  }
+  for (int w = 0; w < c.workers_per_node; ++w) {  // each worker's own .save file
+    std::string file = target + "/" + SaveFileName({c.job_name, step, src, w});
+    STRATA_RETURN_IF_ERROR(WriteMarkers(config_.local_dir, c.job_name, c.node_rank, 1, step, file)
+                               .WithContext("worker " + std::to_string(w)));
+    if (w > 0) {
+      std::string w0 = JoinPath(config_.local_dir, MarkerName({c.job_name, step, c.node_rank, 0}));
+      std::string wn = JoinPath(config_.local_dir, MarkerName({c.job_name, step, c.node_rank, w}));
+      STRATA_RETURN_IF_ERROR(Env::Default()->Rename(w0, wn));
+    }
+  }
+  return Status::Ok();
+}
+
+void Agent::IngestCommittedSteps() {
+  std::optional<ReplicatorConfig> c;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (inc_) c = inc_->config;
+  }
+  if (!c) return;
+  for (int64_t step : CommittedStepDirs(config_.local_dir)) {
+    StepKey key{c->job_name, c->node_rank, step};
+    auto index = store_->Ingest(JoinPath(config_.local_dir, std::to_string(step)), key);
+    if (!index.ok()) {
+      Log()->error("{}", index.status().message());
+      ReportToClient(config_.local_dir, index.status().message(), /*fatal=*/false);
+      continue;
+    }
+    Log()->info("ingested step {} ({} bytes, digest {})", step, index->total_bytes,
+                Hex64(index->digest));
+    std::lock_guard<std::mutex> l(mu_);
+    if (index->total_bytes > largest_step_bytes_) {
+      largest_step_bytes_ = index->total_bytes;
+      const uint64_t in = inc_ ? inc_->peers.size() : 0;  // copies others send here, by symmetry
+      Log()->info(
+          "RAM needed for {}-byte steps with {} peer(s): about {} bytes ({:.1f}x): the "
+          "client's step in progress, 2 own steps and 2 steps per node replicating here",
+          largest_step_bytes_, in, (3 + 2 * in) * largest_step_bytes_, 3.0 + 2.0 * in);
+    }
+    to_replicate_.push_back(key);
+    cv_.notify_all();
+  }
+}
+
+// PyTorch clients write one file per worker, <job>-s<step>-n<node>-w<w>.save;
+// once all workers' files of a step are there, they become one step.
+void Agent::IngestPytorchSaves() {
+  std::optional<ReplicatorConfig> c;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (inc_ && inc_->config.framework == Framework::kPytorch) c = inc_->config;
+  }
+  if (!c) return;
+  auto entries = Env::Default()->ListDir(config_.local_dir);
+  if (!entries.ok()) return;
+  std::map<int64_t, std::vector<std::string>> by_step;
+  for (const auto& e : *entries) {
+    auto n = ParseWorkerFileName(e.name, ".save");
+    if (n && e.type == DirEntry::Type::kFile && n->job == c->job_name && n->node == c->node_rank) {
+      by_step[n->step].push_back(e.name);
+    }
+  }
+  for (const auto& [step, files] : by_step) {
+    if (static_cast<int>(files.size()) < c->workers_per_node) continue;
+    if (!AllSettled(config_.local_dir, files)) continue;  // a worker may still be writing
+    std::string tmp = JoinPath(config_.local_dir, TempDirName(step));
+    Status s = Env::Default()->CreateDir(tmp);
+    for (const auto& f : files) {
+      if (s.ok()) s = Env::Default()->Rename(JoinPath(config_.local_dir, f), JoinPath(tmp, f));
+    }
+    std::string dir = JoinPath(config_.local_dir, std::to_string(step));
+    if (s.ok()) s = Env::Default()->Rename(tmp, dir);
+    if (!s.ok()) Log()->error("collecting the .save files of step {}: {}", step, s.message());
+  }
+}
+
+}  // namespace strata::agent

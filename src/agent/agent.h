@@ -1,0 +1,115 @@
+// Copyright 2026 The Strata Authors.
+//
+// Agent: the per-node replicator daemon behind `strata agent`. It
+//   * implements the client file protocol in the local directory
+//     (replicator.yaml handshake, cleanup, prerestore, restore markers);
+//   * ingests committed steps into its Store without copying;
+//   * replicates each new step to the node's peers;
+//   * plans and performs restores together with the other agents (the
+//     agent of node rank 0, or whichever --coordinator names, coordinates);
+//   * keeps RAM use bounded by garbage-collecting steps every node has
+//     replicated past.
+// See docs/agent.md. Threads: the main loop (Run), one server thread plus
+// one thread per connection, and one replication thread.
+#ifndef STRATA_AGENT_AGENT_H_
+#define STRATA_AGENT_AGENT_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "agent/config.h"
+#include "agent/coordinator.h"
+#include "agent/rpc.h"
+#include "agent/store.h"
+#include "net/socket.h"
+#include "util/thread_pool.h"
+
+namespace strata::agent {
+
+class Agent {
+ public:
+  // Opens the store, binds the listening socket and starts the server and
+  // replication threads.
+  static StatusOr<std::unique_ptr<Agent>> Start(AgentConfig config);
+  ~Agent();
+
+  // Runs the main loop until `stop` becomes true.
+  Status Run(const std::atomic<bool>& stop);
+
+  // The bound listening endpoint (useful with port 0).
+  Endpoint listen_endpoint() const { return listen_; }
+  // The state `strata status` shows.
+  json StatusJson() const;
+
+ private:
+  struct Incarnation {
+    ReplicatorConfig config;
+    int64_t round = 0;
+    std::map<int, std::string> addresses;  // node rank -> host:port
+    std::vector<int> peers;
+  };
+
+  explicit Agent(AgentConfig config);
+
+  // Main loop.
+  void OnEvents(bool yaml_complete);
+  void OnReplicatorYaml();
+  Status Incarnate(const ReplicatorConfig& config);
+  Status RegisterAndRestore(Incarnation& inc);
+  StatusOr<bool> FetchAndReport(Incarnation& inc, const json& plan);
+  Status FetchStep(const Incarnation& inc, const StepKey& key, const json& holders,
+                   const json& addresses, std::vector<json>* bad);
+  Status CreateMarkers(const Incarnation& inc, const json& plan);
+  void IngestCommittedSteps();
+  void IngestPytorchSaves();
+  json Inventory(const std::string& job);
+  std::optional<Endpoint> CoordinatorEndpoint(const ReplicatorConfig& config) const;
+  StatusOr<json> CallCoordinator(const ReplicatorConfig& config, json request,
+                                 std::chrono::milliseconds timeout);
+  void SaveState();
+  void LoadState();
+
+  // Replication thread.
+  void ReplicationMain();
+  Status ReplicateToPeer(const StepKey& key, const std::string& address);
+  void ReportReplicated(const StepKey& key);
+  void CollectGarbage();
+
+  // Server.
+  void ServeMain();
+  void ServeConnection(net::Socket socket);
+  StatusOr<json> HandleCall(const json& request, net::Socket& socket);
+  StatusOr<json> HandlePutStep(const json& request, net::Socket& socket);
+  StatusOr<json> HandleFetchStep(const json& request, net::Socket& socket);
+
+  const AgentConfig config_;
+  ThreadPool pool_;
+  std::unique_ptr<Store> store_;
+  Coordinator coordinator_;
+  net::Socket listener_;
+  Endpoint listen_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> connections_{0};
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<Incarnation> inc_;          // GUARDED_BY(mu_)
+  std::deque<StepKey> to_replicate_;        // GUARDED_BY(mu_)
+  std::map<StepKey, std::set<int>> acked_;  // GUARDED_BY(mu_): peers that hold the step
+  int64_t watermark_ = -1;                  // GUARDED_BY(mu_): every node replicated this
+  int64_t newest_replicated_ = -1;          // GUARDED_BY(mu_)
+  std::string last_restore_;                // GUARDED_BY(mu_): for status
+  uint64_t largest_step_bytes_ = 0;         // GUARDED_BY(mu_)
+  std::thread server_;
+  std::thread replicator_;
+};
+
+}  // namespace strata::agent
+
+#endif  // STRATA_AGENT_AGENT_H_

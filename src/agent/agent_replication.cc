@@ -1,0 +1,125 @@
+// Copyright 2026 The Strata Authors.
+//
+// The agent's replication thread: sends each ingested step to the node's
+// peers, reports fully replicated steps to the coordinator (which answers
+// with the job-wide watermark) and garbage-collects what everyone has
+// replicated past.
+#include <algorithm>
+
+#include "agent/agent.h"
+#include "agent/local_dir.h"
+#include "net/frame.h"
+#include "util/file_util.h"
+#include "util/logging.h"
+
+namespace strata::agent {
+namespace {
+
+constexpr auto kPutTimeout = std::chrono::minutes(30);
+
+}  // namespace
+
+void Agent::ReplicationMain() {
+  std::unique_lock<std::mutex> l(mu_);
+  while (!stopping_) {
+    cv_.wait_for(l, std::chrono::seconds(1),
+                 [this] { return stopping_ || !to_replicate_.empty(); });
+    if (stopping_) return;
+    if (to_replicate_.empty() || !inc_) {
+      l.unlock();
+      CollectGarbage();
+      l.lock();
+      continue;
+    }
+    // Newest first: an older step still queued is superseded anyway.
+    StepKey key = to_replicate_.back();
+    to_replicate_.clear();
+    std::vector<int> peers = inc_->peers;
+    std::map<int, std::string> addresses = inc_->addresses;
+    l.unlock();
+    std::set<int> done;
+    for (int peer : peers) {
+      auto addr = addresses.find(peer);
+      Status s = addr == addresses.end()
+                     ? UnavailableError("no address for node " + std::to_string(peer))
+                     : ReplicateToPeer(key, addr->second);
+      if (s.ok())
+        done.insert(peer);
+      else
+        Log()->warn("replicating {} to node {}: {}", key.ToString(), peer, s.message());
+    }
+    if (done.size() == peers.size()) ReportReplicated(key);
+    CollectGarbage();
+    l.lock();
+    acked_[key] = done;
+  }
+}
+
+Status Agent::ReplicateToPeer(const StepKey& key, const std::string& address) {
+  STRATA_ASSIGN_OR_RETURN(Endpoint to, ParseEndpoint(address));
+  STRATA_ASSIGN_OR_RETURN(StepIndex index, store_->GetIndex(key));
+  STRATA_ASSIGN_OR_RETURN(
+      RpcClient client, RpcClient::Connect(to, config_.secret, "node " + std::to_string(key.rank)));
+  json put = {{"op", "put_step"}, {"key", StepKeyToJson(key)}, {"index", IndexToJson(index)}};
+  STRATA_ASSIGN_OR_RETURN(json ready, client.Call(put, std::chrono::seconds(30)));
+  if (ready.value("have", false)) return Status::Ok();  // the peer already holds this copy
+  STRATA_RETURN_IF_ERROR(SendStepFiles(client.socket(), store_->StepPath(key), index));
+  // The peer verifies and commits, then acknowledges.
+  STRATA_ASSIGN_OR_RETURN(net::Frame ack, net::RecvFrame(client.socket(), kMaxControlBytes,
+                                                         net::DeadlineAfter(kPutTimeout)));
+  json reply = json::parse(ack.payload, nullptr, false);
+  return StatusFromJson(reply, address);
+}
+
+void Agent::ReportReplicated(const StepKey& key) {
+  std::optional<ReplicatorConfig> c;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    newest_replicated_ = std::max(newest_replicated_, key.step);
+    if (inc_) c = inc_->config;
+  }
+  if (!c) return;
+  json req = {
+      {"op", "replicated"}, {"job", c->job_name}, {"node", c->node_rank}, {"step", key.step}};
+  auto r = CallCoordinator(*c, req, std::chrono::seconds(10));
+  if (!r.ok()) {
+    Log()->warn("reporting step {} replicated: {}", key.step, r.status().message());
+    return;
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  watermark_ = std::max(watermark_, (*r)["watermark"].get<int64_t>());
+}
+
+// Keeps, per node rank, every step at or above the job-wide watermark (the
+// newest step every node has replicated) and the newest step held; plus
+// anything a client's symlink points to. Everything else goes.
+void Agent::CollectGarbage() {
+  std::string job;
+  int64_t watermark;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!inc_) return;
+    job = inc_->config.job_name;
+    watermark = watermark_;
+  }
+  const std::vector<std::string> targets = SymlinkTargets(config_.local_dir);
+  std::map<int, int64_t> newest;
+  auto held = store_->List();
+  for (const auto& [key, index] : held) {
+    if (key.job == job) newest[key.rank] = std::max(newest[key.rank], key.step);
+  }
+  for (const auto& [key, index] : held) {
+    if (key.job != job) continue;
+    if (key.step >= watermark || key.step == newest[key.rank]) continue;
+    const std::string rel = store_->RelativeStepPath(key);
+    if (std::any_of(targets.begin(), targets.end(),
+                    [&](const std::string& t) { return t == rel || t.starts_with(rel + "/"); })) {
+      continue;  // a client still reads it through a symlink
+    }
+    Log()->debug("gc: removing {}", key.ToString());
+    Status s = store_->Remove(key);
+    if (!s.ok()) Log()->warn("gc: {}", s.message());
+  }
+}
+
+}  // namespace strata::agent

@@ -1,0 +1,199 @@
+// Copyright 2026 The Strata Authors.
+//
+// The agent's server: every connection authenticates (HMAC challenge-
+// response), then sends calls. Malformed, oversized or unauthenticated input
+// is logged with its reason and the connection closed; the agent keeps
+// serving. Each connection has its own thread, at most kMaxConnections.
+#include "agent/agent.h"
+#include "net/auth.h"
+#include "net/frame.h"
+#include "util/file_util.h"
+#include "util/hash.h"
+#include "util/logging.h"
+
+namespace strata::agent {
+namespace {
+
+constexpr int kMaxConnections = 64;
+constexpr auto kAuthTimeout = std::chrono::seconds(5);
+constexpr auto kIdleTimeout = std::chrono::minutes(5);
+constexpr auto kReplyTimeout = std::chrono::seconds(30);
+
+Status SendReply(net::Socket& socket, const json& reply) {
+  return net::SendFrame(socket, kFrameReply, reply.dump(), net::DeadlineAfter(kReplyTimeout));
+}
+
+}  // namespace
+
+void Agent::ServeMain() {
+  while (!stopping_) {
+    auto conn = listener_.Accept(std::chrono::milliseconds(200));
+    if (!conn.ok()) {
+      if (conn.status().code() != StatusCode::kDeadlineExceeded) {
+        Log()->warn("accept: {}", conn.status().message());
+      }
+      continue;
+    }
+    if (connections_.load() >= kMaxConnections) {
+      Log()->warn("refusing {}: {} connections open", conn->peer(), kMaxConnections);
+      continue;
+    }
+    ++connections_;
+    std::thread([this, s = std::move(*conn)]() mutable {
+      ServeConnection(std::move(s));
+      --connections_;
+    }).detach();
+  }
+}
+
+void Agent::ServeConnection(net::Socket socket) {
+  auto who = net::AuthenticateAsServer(socket, config_.secret, net::DeadlineAfter(kAuthTimeout));
+  if (!who.ok()) {
+    Log()->warn("rejected connection from {}: {}", socket.peer(), who.status().message());
+    return;
+  }
+  while (!stopping_) {
+    auto frame = net::RecvFrame(socket, kMaxControlBytes, net::DeadlineAfter(kIdleTimeout));
+    if (!frame.ok()) {
+      if (frame.status().code() != StatusCode::kUnavailable) {
+        Log()->warn("{} ({}): {}", socket.peer(), *who, frame.status().message());
+      }
+      return;
+    }
+    json request = json::parse(frame->payload, nullptr, false);
+    StatusOr<json> reply = frame->type == kFrameCall && request.is_object()
+                               ? HandleCall(request, socket)
+                               : StatusOr<json>(InvalidArgumentError("malformed call"));
+    if (!reply.ok()) {
+      Log()->warn("{} ({}): {}", socket.peer(), *who, reply.status().message());
+      if (!SendReply(socket, StatusToJson(reply.status())).ok()) return;
+      if (reply.status().code() == StatusCode::kDataLoss) return;  // stream out of sync
+      continue;
+    }
+    if (reply->value("closed", false)) return;
+    json out = *reply;
+    out["ok"] = true;
+    if (!SendReply(socket, out).ok()) return;
+  }
+}
+
+StatusOr<json> Agent::HandleCall(const json& request, net::Socket& socket) {
+  std::string op = request.value("op", "");
+  if (op == "put_step") return HandlePutStep(request, socket);
+  if (op == "fetch_step") return HandleFetchStep(request, socket);
+  if (op == "status") return StatusJson();
+  return coordinator_.Handle(request);
+}
+
+// A peer sends us a copy: say whether we already have it, then receive the
+// files into a temporary directory, verify and commit them, and acknowledge.
+StatusOr<json> Agent::HandlePutStep(const json& request, net::Socket& socket) {
+  STRATA_ASSIGN_OR_RETURN(StepKey key, StepKeyFromJson(request.value("key", json())));
+  STRATA_ASSIGN_OR_RETURN(StepIndex index, IndexFromJson(request.value("index", json())));
+  auto held = store_->GetIndex(key);
+  if (held.ok() && held->digest == index.digest) return json{{"have", true}};
+  STRATA_RETURN_IF_ERROR(SendReply(socket, {{"ok", true}, {"have", false}}));
+  STRATA_ASSIGN_OR_RETURN(std::string dir, store_->NewIncomingDir());
+  Status s = RecvStepFiles(socket, dir, index);
+  if (s.ok()) s = store_->Adopt(dir, key, index);
+  if (!s.ok()) {
+    Env::Default()->RemoveAll(dir).IgnoreError();
+    return DataLossError("receiving " + key.ToString() + " from " + socket.peer() + ": " +
+                         s.message());
+  }
+  Log()->info("holding replica {} from {} ({} bytes)", key.ToString(), socket.peer(),
+              index.total_bytes);
+  return json{{"committed", true}};
+}
+
+// A peer restores from us: send the index in the reply, then the files.
+StatusOr<json> Agent::HandleFetchStep(const json& request, net::Socket& socket) {
+  STRATA_ASSIGN_OR_RETURN(StepKey key, StepKeyFromJson(request.value("key", json())));
+  STRATA_ASSIGN_OR_RETURN(StepIndex index, store_->GetIndex(key));
+  STRATA_RETURN_IF_ERROR(SendReply(socket, {{"ok", true}, {"index", IndexToJson(index)}}));
+  Status s = SendStepFiles(socket, store_->StepPath(key), index);
+  if (!s.ok()) return DataLossError(s.message());  // closes the connection
+  Log()->info("served {} to {}", key.ToString(), socket.peer());
+  return json{{"closed", true}};  // the data was the answer: no reply frame
+}
+
+// The incarnation survives an agent restart, so a restarted agent keeps
+// ingesting and replicating without a new replicator.yaml.
+void Agent::SaveState() {
+  const Incarnation& inc = *inc_;
+  const ReplicatorConfig& c = inc.config;
+  json addresses = json::object();
+  for (const auto& [n, a] : inc.addresses) addresses[std::to_string(n)] = a;
+  json j = {{"job", c.job_name},
+            {"framework", FrameworkName(c.framework)},
+            {"node", c.node_rank},
+            {"nodes", c.nodes},
+            {"workers", c.workers_per_node},
+            {"round", inc.round},
+            {"peers", inc.peers},
+            {"addresses", addresses},
+            {"dp", c.assume_data_parallelism.value_or(1)},
+            {"master", c.master.value_or("")}};
+  Status s = WriteFileAtomic(Env::Default(), JoinPath(store_->root(), "state.json"), j.dump());
+  if (!s.ok()) Log()->warn("saving agent state: {}", s.message());
+}
+
+void Agent::LoadState() {
+  std::string path = JoinPath(store_->root(), "state.json");
+  auto text = ReadFileToString(Env::Default(), path, 1 << 20);
+  if (!text.ok()) return;
+  json j = json::parse(*text, nullptr, false);
+  try {
+    Incarnation inc;
+    ReplicatorConfig& c = inc.config;
+    c.job_name = j.at("job").get<std::string>();
+    std::string fw = j.at("framework").get<std::string>();
+    c.framework = fw == "pytorch"               ? Framework::kPytorch
+                  : fw == "pytorch.distributed" ? Framework::kPytorchDistributed
+                                                : Framework::kOrbax;
+    c.node_rank = j.at("node").get<int>();
+    c.nodes = j.at("nodes").get<int>();
+    c.workers_per_node = j.at("workers").get<int>();
+    c.assume_data_parallelism = j.at("dp").get<int>();
+    if (!j.at("master").get<std::string>().empty()) c.master = j.at("master").get<std::string>();
+    inc.round = j.at("round").get<int64_t>();
+    inc.peers = j.at("peers").get<std::vector<int>>();
+    for (const auto& [n, a] : j.at("addresses").items()) inc.addresses[std::stoi(n)] = a;
+    if (!ValidateJobName(c.job_name).ok()) return;
+    Log()->info("resuming job {} as node {} of {}", c.job_name, c.node_rank, c.nodes);
+    std::lock_guard<std::mutex> l(mu_);
+    inc_ = std::move(inc);
+  } catch (const std::exception& e) {
+    Log()->warn("ignoring {}: {}", path, e.what());
+  }
+}
+
+json Agent::StatusJson() const {
+  json held = json::array();
+  for (const auto& [key, index] : store_->List()) {
+    held.push_back({{"job", key.job},
+                    {"rank", key.rank},
+                    {"step", key.step},
+                    {"bytes", index.total_bytes},
+                    {"digest", Hex64(index.digest)}});
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  json j = {{"local_dir", config_.local_dir},
+            {"address", listen_.ToString()},
+            {"steps", held},
+            {"ram_bytes", store_->BytesHeld()},
+            {"watermark", watermark_},
+            {"newest_replicated", newest_replicated_},
+            {"last_restore", last_restore_},
+            {"queued", to_replicate_.size()}};
+  if (inc_) {
+    j["job"] = inc_->config.job_name;
+    j["node"] = inc_->config.node_rank;
+    j["nodes"] = inc_->config.nodes;
+    j["peers"] = inc_->peers;
+    j["round"] = inc_->round;
+  }
+  return j;
+}
+
+}  // namespace strata::agent

@@ -1,0 +1,191 @@
+// Copyright 2026 The Strata Authors.
+//
+// Configuration of `strata agent`:
+//   - ReplicatorConfig: a client's `replicator.yaml`, parsed and validated
+//     (see ../shared/mission/replicator-protocol.md). Its error messages are
+//     written verbatim into the client-visible `replicator.failed`, so each is
+//     one line, starts with "replicator.yaml: ", names the key, and quotes at
+//     most kMaxQuotedBytes of the offending text.
+//   - AgentConfig: the daemon's own settings, resolved from a YAML file,
+//     the environment and command-line flags (flags > environment > file).
+//
+// Nothing here throws: yaml-cpp exceptions are caught and turned into Status.
+// All functions are thread-safe (they only read their arguments), except that
+// the convenience overloads read the process environment with std::getenv.
+#ifndef STRATA_AGENT_CONFIG_H_
+#define STRATA_AGENT_CONFIG_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "strata/status.h"
+
+namespace strata {
+
+// Looks up an environment variable; nullopt when unset.
+using GetenvFn = std::function<std::optional<std::string>(const std::string& name)>;
+// Reads a whole file.
+using ReadFileFn = std::function<StatusOr<std::string>(const std::string& path)>;
+
+// The process environment (std::getenv).
+GetenvFn ProcessGetenv();
+// Reads real files (Env::Default()), refusing any larger than
+// kMaxConfigFileBytes.
+ReadFileFn DefaultReadFile();
+
+// Largest replicator.yaml, agent config file or secret file accepted.
+inline constexpr size_t kMaxConfigFileBytes = size_t{1} << 20;
+// At most this many bytes of untrusted text are quoted in an error message.
+inline constexpr size_t kMaxQuotedBytes = 64;
+
+// ---------------------------------------------------------------------------
+// Network addresses
+
+struct HostPort {
+  std::string host;  // a name or IPv4/IPv6 literal, without brackets
+  uint16_t port = 0;
+
+  // "host:port", or "[v6]:port" when host contains ':'.
+  std::string ToString() const;
+  friend bool operator==(const HostPort&, const HostPort&) = default;
+};
+
+// Accepts "host:port", "tcp://host:port" and "[v6-literal]:port" (optionally
+// with tcp://). The port is decimal in 1..65535; a host is required. Errors
+// are INVALID_ARGUMENT and quote the (truncated) text.
+StatusOr<HostPort> ParseHostPort(std::string_view text);
+
+// ---------------------------------------------------------------------------
+// replicator.yaml
+
+enum class Framework { kOrbax, kPytorchDistributed, kPytorch };
+
+// "orbax", "pytorch.distributed" or "pytorch": the spelling in the yaml.
+std::string_view FrameworkName(Framework framework);
+
+// The validated content of a replicator.yaml. Keys in the yaml are spelled
+// with hyphens ("job-name"); the field names follow them.
+struct ReplicatorConfig {
+  // 1..128 bytes of [A-Za-z0-9._-]; not "." or "..", no "..". Safe to use in
+  // file names.
+  std::string job_name;
+  Framework framework = Framework::kOrbax;
+  int node_rank = 0;  // 0 <= node_rank < nodes
+  int nodes = 1;      // 1..kMaxNodes
+  // Explicit peers: distinct, in [0, nodes), never node_rank, at most
+  // kMaxPeers. Mutually exclusive with peers_per_node. Both unset: no peer
+  // replication.
+  std::optional<std::vector<int>> peer_ranks;
+  // Let the agent pick this many peers: 0..min(kMaxPeers, nodes - 1).
+  std::optional<int> peers_per_node;
+  // Number of identical data-parallel replicas; >= 1 and divides nodes.
+  std::optional<int> assume_data_parallelism;
+  // Backup cadence; each >= 1, at most one of them is set.
+  std::optional<int> backup_interval_minutes;
+  std::optional<int> backup_interval_steps;
+  int workers_per_node = 1;  // 1..kMaxWorkersPerNode
+  // "host:port" (HostPort::ToString() form), from "tcp://host:port" or
+  // "host:port".
+  std::optional<std::string> master;
+  std::optional<int> master_port;  // 1..65535
+  // Top-level keys the agent does not know, truncated to kMaxQuotedBytes, in
+  // file order; at most kMaxUnknownKeys are kept. For logging only.
+  std::vector<std::string> unknown_keys;
+};
+
+inline constexpr int kMaxNodes = 100000;
+inline constexpr int kMaxPeers = 64;
+inline constexpr int kMaxWorkersPerNode = 1024;
+inline constexpr size_t kMaxJobNameBytes = 128;
+inline constexpr size_t kMaxUnknownKeys = 32;
+
+// Parses and validates `yaml_text`. `$VAR` and `${VAR}` in any scalar value
+// are replaced by getenv(VAR), or by "" when unset; a `$` not followed by a
+// name stays as it is. Because the result can reach client-visible files,
+// names that may hold secrets are refused with an error: STRATA_* and any
+// containing SECRET, TOKEN, PASSWORD, PASSWD, CREDENTIAL or KEY (in any case).
+// Scalars that are exactly a
+// base-10 integer (optional sign, surrounding whitespace allowed) are accepted
+// for integer keys, quoted or not. Unknown keys are collected, not rejected.
+// Errors: INVALID_ARGUMENT, message "replicator.yaml: ..." (one line).
+StatusOr<ReplicatorConfig> ParseReplicatorConfig(std::string_view yaml_text,
+                                                 const GetenvFn& getenv);
+// Same, with the process environment.
+StatusOr<ReplicatorConfig> ParseReplicatorConfig(std::string_view yaml_text);
+
+// ---------------------------------------------------------------------------
+// The agent's own configuration
+
+inline constexpr uint16_t kDefaultAgentPort = 7701;
+
+struct AgentConfig {
+  // The node's RAM-disk checkpoint directory (the client's local directory).
+  // Required: --local-dir, STRATA_LOCAL_DIR or `local-dir:`.
+  std::string local_dir;
+  // Where this agent accepts peer connections. Default 0.0.0.0:7701.
+  HostPort listen{"0.0.0.0", kDefaultAgentPort};
+  // The address peers are told to use. Default: `listen` with a wildcard
+  // host (0.0.0.0 or ::) replaced by loopback (127.0.0.1 or ::1).
+  HostPort advertise{"127.0.0.1", kDefaultAgentPort};
+  // The rank-0 agent's coordination address. Default: unset (then taken from
+  // replicator.yaml's master / master-port, or this agent is rank 0).
+  std::optional<HostPort> coordinator;
+  // The job's shared secret, at least kMinSecretBytes. Required: from
+  // --secret-file FILE, STRATA_SECRET, STRATA_SECRET_FILE or `secret-file:`.
+  // One trailing newline of a secret file is stripped. Never logged.
+  std::string secret;
+  // trace, debug, info, warn, error, critical or off. Default "info".
+  std::string log_level = "info";
+  // This node's rank, used only when replicator.yaml does not give one.
+  // Default: unset.
+  std::optional<int> node_rank;
+  // Parallel TCP streams per large transfer, 1..kMaxDataStreams. Default 4.
+  int data_streams = 4;
+  // Largest protocol message accepted, in bytes, 64 KiB..1 GiB.
+  // Default 64 MiB.
+  uint64_t max_message_bytes = uint64_t{64} << 20;
+};
+
+inline constexpr size_t kMinSecretBytes = 16;
+inline constexpr int kMaxDataStreams = 64;
+
+// What a command-line layer parsed; unset fields fall through to the
+// environment and then to the config file.
+struct AgentFlags {
+  std::optional<std::string> config_file;    // --config FILE
+  std::optional<std::string> local_dir;      // --local-dir DIR
+  std::optional<std::string> listen;         // --listen HOST:PORT
+  std::optional<std::string> advertise;      // --advertise HOST:PORT
+  std::optional<std::string> coordinator;    // --coordinator HOST:PORT
+  std::optional<std::string> secret_file;    // --secret-file FILE
+  std::optional<std::string> log_level;      // --log-level LEVEL
+  std::optional<int64_t> node_rank;          // --node-rank N
+  std::optional<int64_t> data_streams;       // --data-streams N
+  std::optional<int64_t> max_message_bytes;  // --max-message-bytes N
+};
+
+// Resolves the agent configuration. Sources, lowest precedence first:
+//   1. the YAML file flags.config_file (a mapping; keys local-dir, listen,
+//      advertise, coordinator, secret-file, log-level, node-rank,
+//      data-streams, max-message-bytes; unknown keys are errors);
+//   2. the environment: STRATA_LOCAL_DIR, STRATA_LISTEN, STRATA_ADVERTISE,
+//      STRATA_COORDINATOR, STRATA_SECRET, STRATA_SECRET_FILE,
+//      STRATA_LOG_LEVEL;
+//   3. the flags.
+// A secret given inline (STRATA_SECRET) or as a file at a higher level
+// replaces either form at a lower level; both forms at one level is an error.
+// Errors are INVALID_ARGUMENT naming the source ("--listen",
+// "STRATA_LISTEN", "<file>: listen"), or the reader's status for files.
+StatusOr<AgentConfig> ResolveAgentConfig(const AgentFlags& flags, const GetenvFn& getenv,
+                                         const ReadFileFn& read_file);
+// Same, with the process environment and real files.
+StatusOr<AgentConfig> ResolveAgentConfig(const AgentFlags& flags);
+
+}  // namespace strata
+
+#endif  // STRATA_AGENT_CONFIG_H_

@@ -1,0 +1,186 @@
+// Copyright 2026 The Strata Authors.
+#include "agent/coordinator.h"
+
+#include "util/hash.h"
+#include "util/logging.h"
+
+namespace strata::agent {
+namespace {
+
+StatusOr<int> IntField(const json& j, const char* key, int min, int max) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number_integer()) {
+    return InvalidArgumentError(std::string("missing integer \"") + key + "\"");
+  }
+  int64_t v = it->get<int64_t>();
+  if (v < min || v > max) return InvalidArgumentError(std::string("\"") + key + "\" out of range");
+  return static_cast<int>(v);
+}
+
+StatusOr<std::string> JobField(const json& j) {
+  auto it = j.find("job");
+  if (it == j.end() || !it->is_string()) return InvalidArgumentError("missing \"job\"");
+  std::string job = it->get<std::string>();
+  STRATA_RETURN_IF_ERROR(ValidateJobName(job));
+  return job;
+}
+
+}  // namespace
+
+StatusOr<json> Coordinator::Handle(const json& req) {
+  std::string op = req.value("op", "");
+  if (op == "register") return Register(req);
+  if (op == "await_plan") return AwaitPlan(req);
+  if (op == "ready") return Ready(req);
+  if (op == "replicated") return Replicated(req);
+  if (op == "members") return Members(req);
+  return NotFoundError("unknown coordination call \"" + op.substr(0, 32) + "\"");
+}
+
+StatusOr<Coordinator::Job*> Coordinator::FindJob(const json& req, int64_t* round) {
+  STRATA_ASSIGN_OR_RETURN(std::string name, JobField(req));
+  auto it = jobs_.find(name);
+  if (it == jobs_.end()) return NotFoundError("job " + name + " is not registered");
+  if (round) {
+    auto r = req.find("round");
+    if (r == req.end() || !r->is_number_integer()) return InvalidArgumentError("missing \"round\"");
+    *round = r->get<int64_t>();
+    if (*round != it->second.round) {
+      return AbortedError("round " + std::to_string(*round) + " of job " + name +
+                          " was superseded by round " + std::to_string(it->second.round));
+    }
+  }
+  return &it->second;
+}
+
+StatusOr<json> Coordinator::Register(const json& req) {
+  STRATA_ASSIGN_OR_RETURN(std::string name, JobField(req));
+  STRATA_ASSIGN_OR_RETURN(int nodes, IntField(req, "nodes", 1, 100000));
+  STRATA_ASSIGN_OR_RETURN(int node, IntField(req, "node", 0, nodes - 1));
+  STRATA_ASSIGN_OR_RETURN(int dp, IntField(req, "dp", 1, nodes));
+  std::string address = req.value("address", "");
+  STRATA_RETURN_IF_ERROR(ParseEndpoint(address).status());
+  const json& inv = req.contains("inventory") ? req["inventory"] : json::array();
+  std::lock_guard<std::mutex> l(mu_);
+  Job& job = jobs_[name];
+  bool new_round =
+      job.nodes != nodes || job.dp != dp || job.plan.has_value() || job.members.count(node) > 0;
+  if (new_round) {
+    std::map<int, int64_t> replicated = std::move(job.replicated);
+    job = Job{nodes, dp, job.round + 1, 0, {}, {}, {}, std::nullopt, std::move(replicated)};
+    Log()->info("job {}: round {} begins (node {} registered)", name, job.round, node);
+  }
+  job.members[node] = Member{address};
+  for (const auto& c : inv) {
+    if (!c.is_array() || c.size() != 3 || !c[0].is_number_integer() || !c[1].is_number_integer() ||
+        !c[2].is_string()) {
+      return InvalidArgumentError("malformed inventory entry from node " + std::to_string(node));
+    }
+    auto digest = ParseHex64(c[2].get<std::string>());
+    if (!digest)
+      return InvalidArgumentError("bad digest in the inventory of node " + std::to_string(node));
+    job.inventory.Add(c[0].get<int>(), c[1].get<int64_t>(), node, *digest);
+  }
+  if (static_cast<int>(job.members.size()) == job.nodes) {
+    Replan(job);
+    Log()->info("job {} round {}: {}", name, job.round, job.plan->reason);
+  }
+  cv_.notify_all();
+  return json{{"round", job.round}};
+}
+
+void Coordinator::Replan(Job& job) {
+  job.plan = PlanRestore(job.inventory, job.nodes, job.dp, job.excluded);
+  ++job.plan_version;
+  for (auto& [n, m] : job.members) m.ready = m.failed = false;
+}
+
+json Coordinator::PlanJson(const Job& job) const {
+  json addresses = json::object();
+  for (const auto& [n, m] : job.members) addresses[std::to_string(n)] = m.address;
+  json sources = json::object();
+  for (const auto& [rank, src] : job.plan->sources) {
+    sources[std::to_string(rank)] = {
+        {"source_rank", src.source_rank}, {"holders", src.holders}, {"digest", Hex64(src.digest)}};
+  }
+  json step = job.plan->step ? json(*job.plan->step) : json(nullptr);
+  return {{"round", job.round}, {"plan_version", job.plan_version}, {"step", step},
+          {"sources", sources}, {"addresses", addresses},           {"reason", job.plan->reason}};
+}
+
+StatusOr<json> Coordinator::AwaitPlan(const json& req) {
+  std::unique_lock<std::mutex> l(mu_);
+  int64_t round;
+  STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req, &round));
+  int64_t seen = req.value("plan_version", int64_t{0});
+  bool ready = cv_.wait_for(
+      l, wait_, [&] { return job->round != round || (job->plan && job->plan_version > seen); });
+  if (job->round != round)
+    return AbortedError("round " + std::to_string(round) + " was superseded");
+  if (!ready) {
+    return DeadlineExceededError("waiting for " + std::to_string(job->nodes - job->members.size()) +
+                                 " more node(s) to register");
+  }
+  return PlanJson(*job);
+}
+
+// Records a node's result for the current plan and waits for the others:
+// {"go": true} when every node is ready, {"replan": true} when one failed.
+StatusOr<json> Coordinator::Ready(const json& req) {
+  std::unique_lock<std::mutex> l(mu_);
+  int64_t round;
+  STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req, &round));
+  STRATA_ASSIGN_OR_RETURN(int node, IntField(req, "node", 0, job->nodes - 1));
+  int64_t version = req.value("plan_version", int64_t{-1});
+  if (!job->plan || version != job->plan_version) return json{{"replan", true}};
+  Member& me = job->members[node];
+  me.ready = req.value("ok", false);
+  me.failed = !me.ready;
+  for (const auto& bad : req.value("bad", json::array())) {
+    if (bad.is_array() && bad.size() == 3) {
+      job->excluded.insert({bad[0].get<int>(), bad[1].get<int>(), bad[2].get<int64_t>()});
+    }
+  }
+  if (me.failed) {
+    Replan(*job);
+    Log()->warn("node {} could not get its data; new plan: {}", node, job->plan->reason);
+    cv_.notify_all();
+    return json{{"replan", true}};
+  }
+  cv_.notify_all();
+  auto all_ready = [&] {
+    if (job->round != round || job->plan_version != version) return true;
+    for (const auto& [n, m] : job->members) {
+      if (!m.ready) return false;
+    }
+    return true;
+  };
+  if (!cv_.wait_for(l, wait_, all_ready)) return DeadlineExceededError("waiting for other nodes");
+  if (job->round != round || job->plan_version != version) return json{{"replan", true}};
+  return json{{"go", true}};
+}
+
+StatusOr<json> Coordinator::Replicated(const json& req) {
+  std::lock_guard<std::mutex> l(mu_);
+  STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req, nullptr));
+  STRATA_ASSIGN_OR_RETURN(int node, IntField(req, "node", 0, job->nodes - 1));
+  int64_t step = req.value("step", int64_t{-1});
+  int64_t& r = job->replicated[node];
+  r = std::max(r, step);
+  int64_t watermark = INT64_MAX;
+  for (int n = 0; n < job->nodes; ++n) {
+    auto it = job->replicated.find(n);
+    watermark = std::min(watermark, it == job->replicated.end() ? -1 : it->second);
+  }
+  return json{{"watermark", watermark}};
+}
+
+StatusOr<json> Coordinator::Members(const json& req) {
+  std::lock_guard<std::mutex> l(mu_);
+  STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req, nullptr));
+  json addresses = json::object();
+  for (const auto& [n, m] : job->members) addresses[std::to_string(n)] = m.address;
+  return json{{"round", job->round}, {"addresses", addresses}};
+}
+
+}  // namespace strata::agent

@@ -1,0 +1,144 @@
+// Copyright 2026 The Strata Authors.
+#include "agent/local_dir.h"
+
+#include <unistd.h>
+
+#include <charconv>
+#include <climits>
+
+#include "agent/store.h"
+#include "format/naming.h"
+#include "util/file_util.h"
+#include "util/logging.h"
+
+namespace strata::agent {
+namespace {
+
+Env* env() { return Env::Default(); }
+
+std::string WorkerFile(const WorkerFileName& n, std::string_view suffix) {
+  return n.job + "-s" + std::to_string(n.step) + "-n" + std::to_string(n.node) + "-w" +
+         std::to_string(n.worker) + std::string(suffix);
+}
+
+// Parses the decimal number that follows `tag` at the end of `s`
+// ("...-n12" with tag "-n"); shrinks `s` to what precedes the tag.
+std::optional<int64_t> TakeNumber(std::string_view& s, std::string_view tag) {
+  size_t pos = s.rfind(tag);
+  if (pos == std::string_view::npos) return std::nullopt;
+  std::string_view digits = s.substr(pos + tag.size());
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (ec != std::errc() || p != digits.data() + digits.size() || digits.empty() || v < 0) {
+    return std::nullopt;
+  }
+  s = s.substr(0, pos);
+  return v;
+}
+
+bool IsClientTempDir(std::string_view name) {
+  return name.find(".orbax-checkpoint-tmp") != std::string_view::npos || IsTempName(name) ||
+         name.ends_with(".tmp");
+}
+
+// Should cleanup remove this entry of the local directory?
+bool IsProtocolLeftover(const DirEntry& e) {
+  const std::string& n = e.name;
+  if (n == kAgentDirName || n == kReplicatorYamlTmp) return false;
+  if (n == kPrerestoreFile || n == kErrorsFile || n == kFailedFile) return true;
+  if (n.ends_with(".restore") || n.ends_with(".save")) return true;
+  if (IsClientTempDir(n)) return true;
+  if (ParseStepDirName(n) || n.starts_with("step=")) return true;
+  return false;
+}
+
+}  // namespace
+
+std::string MarkerName(const WorkerFileName& n) { return WorkerFile(n, ".restore"); }
+std::string SaveFileName(const WorkerFileName& n) { return WorkerFile(n, ".save"); }
+
+std::optional<WorkerFileName> ParseWorkerFileName(std::string_view name, std::string_view suffix) {
+  if (!name.ends_with(suffix)) return std::nullopt;
+  name.remove_suffix(suffix.size());
+  auto worker = TakeNumber(name, "-w");
+  auto node = worker ? TakeNumber(name, "-n") : std::nullopt;
+  auto step = node ? TakeNumber(name, "-s") : std::nullopt;
+  if (!step || *worker > INT_MAX || *node > INT_MAX || !ValidateJobName(name).ok()) {
+    return std::nullopt;
+  }
+  return WorkerFileName{std::string(name), *step, static_cast<int>(*node),
+                        static_cast<int>(*worker)};
+}
+
+std::vector<int64_t> CommittedStepDirs(const std::string& local_dir) {
+  std::vector<int64_t> steps;
+  auto entries = env()->ListDir(local_dir);
+  if (!entries.ok()) return steps;
+  for (const auto& e : *entries) {
+    if (e.type != DirEntry::Type::kDirectory) continue;  // symlinks are restore links
+    if (auto s = ParseStepDirName(e.name)) steps.push_back(*s);
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+Status CleanLocalDir(const std::string& local_dir, std::string_view keep) {
+  STRATA_ASSIGN_OR_RETURN(auto entries, env()->ListDir(local_dir));
+  for (const auto& e : entries) {
+    if (e.name == keep || !IsProtocolLeftover(e)) continue;
+    STRATA_RETURN_IF_ERROR(env()->RemoveAll(JoinPath(local_dir, e.name)));
+  }
+  return Status::Ok();
+}
+
+Status WritePrerestore(const std::string& local_dir, std::optional<int64_t> step,
+                       const std::string& backup_id) {
+  std::string text = "{}\n";
+  if (step) {
+    text = "restore-step: " + std::to_string(*step) + "\n";
+    if (!backup_id.empty()) text += "restore-backup: " + backup_id + "\n";
+  }
+  return WriteFileAtomic(env(), JoinPath(local_dir, std::string(kPrerestoreFile)), text);
+}
+
+Status WriteMarkers(const std::string& local_dir, const std::string& job, int node, int workers,
+                    int64_t step, const std::string& target) {
+  for (int w = 0; w < workers; ++w) {
+    std::string name = MarkerName({job, target.empty() ? 0 : step, node, w});
+    std::string tmp = JoinPath(local_dir, std::string(kTempPrefix) + name);
+    env()->RemoveFile(tmp).IgnoreError();
+    if (target.empty()) {
+      STRATA_RETURN_IF_ERROR(WriteFileSynced(env(), tmp, ""));
+    } else if (::symlink(target.c_str(), tmp.c_str()) != 0) {
+      return ErrnoToStatus(errno, "symlink " + tmp + " -> " + target);
+    }
+    STRATA_RETURN_IF_ERROR(env()->Rename(tmp, JoinPath(local_dir, name)));
+  }
+  return env()->SyncDir(local_dir);
+}
+
+void ReportToClient(const std::string& local_dir, const std::string& message, bool fatal) {
+  std::string errors = JoinPath(local_dir, std::string(kErrorsFile));
+  auto old = ReadFileToString(env(), errors, 1 << 20);
+  std::string text = (old.ok() ? *old : "") + message + "\n";
+  Status s = WriteFileAtomic(env(), errors, text);
+  if (s.ok() && fatal) {
+    s = WriteFileAtomic(env(), JoinPath(local_dir, std::string(kFailedFile)), message + "\n");
+  }
+  if (!s.ok()) Log()->error("cannot report \"{}\" to the client: {}", message, s.message());
+}
+
+std::vector<std::string> SymlinkTargets(const std::string& local_dir) {
+  std::vector<std::string> targets;
+  auto entries = env()->ListDir(local_dir);
+  if (!entries.ok()) return targets;
+  for (const auto& e : *entries) {
+    if (e.type != DirEntry::Type::kSymlink) continue;
+    char buf[4096];
+    ssize_t n = ::readlink(JoinPath(local_dir, e.name).c_str(), buf, sizeof buf - 1);
+    if (n > 0) targets.emplace_back(buf, static_cast<size_t>(n));
+  }
+  return targets;
+}
+
+}  // namespace strata::agent

@@ -1,0 +1,69 @@
+// Copyright 2026 The Strata Authors.
+//
+// The replicator protocol's files in the client's local directory
+// (../shared/mission/replicator-protocol.md): building and parsing their
+// names, the cleanup before a job is accepted, restore markers, and the
+// files through which the agent talks to the client.
+#ifndef STRATA_AGENT_LOCAL_DIR_H_
+#define STRATA_AGENT_LOCAL_DIR_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "strata/status.h"
+
+namespace strata::agent {
+
+inline constexpr std::string_view kReplicatorYaml = "replicator.yaml";
+inline constexpr std::string_view kReplicatorYamlTmp = "replicator.yaml.tmp";
+inline constexpr std::string_view kPrerestoreFile = "replicator.prerestore";
+inline constexpr std::string_view kErrorsFile = "replicator.errors";
+inline constexpr std::string_view kFailedFile = "replicator.failed";
+
+// "<job>-s<step>-n<node>-w<worker>" + suffix (".restore" or ".save").
+struct WorkerFileName {
+  std::string job;
+  int64_t step = 0;
+  int node = 0;
+  int worker = 0;
+};
+std::string MarkerName(const WorkerFileName& n);    // ...restore
+std::string SaveFileName(const WorkerFileName& n);  // ...save
+std::optional<WorkerFileName> ParseWorkerFileName(std::string_view name, std::string_view suffix);
+
+// A committed client step directory: a real directory (not a symlink) whose
+// name is a canonical step number.
+std::vector<int64_t> CommittedStepDirs(const std::string& local_dir);
+
+// Removes everything in the local directory except the agent's own data and
+// `keep` (the new replicator.yaml): restore markers, replicator.prerestore,
+// .errors, .failed, temporary directories, step directories and links,
+// PyTorch .save files.
+Status CleanLocalDir(const std::string& local_dir, std::string_view keep);
+
+// Writes replicator.prerestore atomically: "restore-step: N" (plus
+// "restore-backup: ID") or "{}" when there is nothing to restore.
+Status WritePrerestore(const std::string& local_dir, std::optional<int64_t> step,
+                       const std::string& backup_id = "");
+
+// Creates one marker per worker: a relative symlink to `target` (relative to
+// the local directory), or, when `target` is empty, an empty regular file
+// with step 0. Each marker is created under a temporary name and renamed,
+// so a client never sees a half-made marker.
+Status WriteMarkers(const std::string& local_dir, const std::string& job, int node, int workers,
+                    int64_t step, const std::string& target);
+
+// Appends a line to replicator.errors; with `fatal`, also writes
+// replicator.failed. Never throws the message away silently: failures to
+// write are logged.
+void ReportToClient(const std::string& local_dir, const std::string& message, bool fatal);
+
+// Paths (relative to the local directory) that symlinks in it point to —
+// data a client still uses (e.g. Orbax's renamed marker "<step>").
+std::vector<std::string> SymlinkTargets(const std::string& local_dir);
+
+}  // namespace strata::agent
+
+#endif  // STRATA_AGENT_LOCAL_DIR_H_

@@ -1,0 +1,135 @@
+// Copyright 2026 The Strata Authors.
+#include "agent/rpc.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <charconv>
+
+#include "net/auth.h"
+#include "net/frame.h"
+#include "util/file_util.h"
+
+namespace strata::agent {
+namespace {
+
+// Generous: a 100 GB step over a slow link still fits.
+constexpr auto kDataTimeout = std::chrono::minutes(30);
+
+Status MkdirsFor(const std::string& file_path, const std::string& root) {
+  std::string dir = Dirname(file_path);
+  if (dir.size() <= root.size() || Env::Default()->Exists(dir)) return Status::Ok();
+  STRATA_RETURN_IF_ERROR(MkdirsFor(dir, root));
+  return Env::Default()->CreateDir(dir);
+}
+
+}  // namespace
+
+std::string Endpoint::ToString() const { return net::HostPort(host, port); }
+
+StatusOr<Endpoint> ParseEndpoint(std::string_view text) {
+  std::string_view t = text;
+  if (t.starts_with("tcp://")) t.remove_prefix(6);
+  size_t colon = t.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) {
+    return InvalidArgumentError("\"" + std::string(text.substr(0, 64)) + "\" is not host:port");
+  }
+  std::string host(t.substr(0, colon));
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  unsigned port = 0;
+  std::string_view digits = t.substr(colon + 1);
+  auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+  if (ec != std::errc() || p != digits.data() + digits.size() || port == 0 || port > 65535) {
+    return InvalidArgumentError("\"" + std::string(text.substr(0, 64)) + "\" has no valid port");
+  }
+  return Endpoint{host, static_cast<uint16_t>(port)};
+}
+
+StatusOr<RpcClient> RpcClient::Connect(const Endpoint& to, const std::string& secret,
+                                       const std::string& client_id,
+                                       std::chrono::milliseconds timeout) {
+  RpcClient c;
+  c.peer_ = to.ToString();
+  STRATA_ASSIGN_OR_RETURN(c.socket_, net::Socket::Connect(to.host, to.port, timeout));
+  STRATA_RETURN_IF_ERROR(
+      net::AuthenticateAsClient(c.socket_, secret, client_id, net::DeadlineAfter(timeout)));
+  return c;
+}
+
+StatusOr<json> RpcClient::Call(const json& request, std::chrono::milliseconds timeout) {
+  auto deadline = net::DeadlineAfter(timeout);
+  STRATA_RETURN_IF_ERROR(net::SendFrame(socket_, kFrameCall, request.dump(), deadline));
+  STRATA_ASSIGN_OR_RETURN(net::Frame f, net::RecvFrame(socket_, kMaxControlBytes, deadline));
+  if (f.type != kFrameReply) return InvalidArgumentError(peer_ + " sent an unexpected frame");
+  json reply = json::parse(f.payload, nullptr, false);
+  if (!reply.is_object()) return InvalidArgumentError(peer_ + " sent a reply that is not JSON");
+  STRATA_RETURN_IF_ERROR(StatusFromJson(reply, peer_));
+  return reply;
+}
+
+json StatusToJson(const Status& s) {
+  if (s.ok()) return {{"ok", true}};
+  return {{"ok", false}, {"code", static_cast<int>(s.code())}, {"error", s.message()}};
+}
+
+Status StatusFromJson(const json& reply, const std::string& peer) {
+  auto ok = reply.find("ok");
+  if (ok != reply.end() && ok->is_boolean() && ok->get<bool>()) return Status::Ok();
+  int code = reply.value("code", static_cast<int>(StatusCode::kInternal));
+  std::string msg = reply.value("error", std::string("malformed reply"));
+  if (code <= 0 || code > static_cast<int>(StatusCode::kInternal))
+    code = static_cast<int>(StatusCode::kInternal);
+  return Status(static_cast<StatusCode>(code), peer + ": " + msg);
+}
+
+json StepKeyToJson(const StepKey& key) {
+  return {{"job", key.job}, {"rank", key.rank}, {"step", key.step}};
+}
+
+StatusOr<StepKey> StepKeyFromJson(const json& j) {
+  if (!j.is_object() || !j.contains("job") || !j["job"].is_string() || !j.contains("rank") ||
+      !j["rank"].is_number_integer() || !j.contains("step") || !j["step"].is_number_integer()) {
+    return InvalidArgumentError("malformed step key");
+  }
+  StepKey key{j["job"].get<std::string>(), j["rank"].get<int>(), j["step"].get<int64_t>()};
+  STRATA_RETURN_IF_ERROR(ValidateStepKey(key));
+  return key;
+}
+
+json IndexToJson(const StepIndex& index) { return json::parse(EncodeStepIndex(index)); }
+
+StatusOr<StepIndex> IndexFromJson(const json& j) { return DecodeStepIndex(j.dump(), "peer index"); }
+
+Status SendStepFiles(net::Socket& socket, const std::string& dir, const StepIndex& index) {
+  auto deadline =
+      net::DeadlineAfter(std::chrono::duration_cast<std::chrono::milliseconds>(kDataTimeout));
+  for (const auto& f : index.files) {
+    std::string path = JoinPath(dir, f.path);
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ErrnoToStatus(errno, "open " + path);
+    Status s = socket.SendFile(fd, 0, f.size, deadline);
+    ::close(fd);
+    STRATA_RETURN_IF_ERROR(s.WithContext("sending " + path + " to " + socket.peer()));
+  }
+  return Status::Ok();
+}
+
+Status RecvStepFiles(net::Socket& socket, const std::string& dir, const StepIndex& index) {
+  auto deadline =
+      net::DeadlineAfter(std::chrono::duration_cast<std::chrono::milliseconds>(kDataTimeout));
+  for (const auto& f : index.files) {
+    STRATA_RETURN_IF_ERROR(ValidateRelativePath(f.path));  // never write outside `dir`
+    std::string path = JoinPath(dir, f.path);
+    STRATA_RETURN_IF_ERROR(MkdirsFor(path, dir));
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) return ErrnoToStatus(errno, "create " + path);
+    Status s = socket.RecvToFile(fd, 0, f.size, deadline);
+    if (s.ok() && ::fdatasync(fd) != 0) s = ErrnoToStatus(errno, "fsync " + path);
+    ::close(fd);
+    STRATA_RETURN_IF_ERROR(s.WithContext("receiving " + path + " from " + socket.peer()));
+  }
+  return Status::Ok();
+}
+
+}  // namespace strata::agent

@@ -1,0 +1,68 @@
+// Copyright 2026 The Strata Authors.
+//
+// Calls between agents (and from `strata status`): a request frame carrying
+// JSON {"op": ..., ...} answered by a reply frame carrying JSON {"ok": true,
+// ...} or {"ok": false, "code": ..., "error": ...}. Step transfers follow a
+// call with the raw bytes of each file of the step, in index order, sent
+// with sendfile(2). Every connection is authenticated first (net/auth.h).
+#ifndef STRATA_AGENT_RPC_H_
+#define STRATA_AGENT_RPC_H_
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "agent/step_index.h"
+#include "agent/store.h"
+#include "net/socket.h"
+#include "strata/status.h"
+
+namespace strata::agent {
+
+using json = nlohmann::json;
+
+inline constexpr uint16_t kFrameCall = 16;
+inline constexpr uint16_t kFrameReply = 17;
+// Control messages are small; step data never travels in a frame.
+inline constexpr uint32_t kMaxControlBytes = 16u << 20;
+
+struct Endpoint {
+  std::string host;
+  uint16_t port = 0;
+  std::string ToString() const;
+};
+StatusOr<Endpoint> ParseEndpoint(std::string_view text);
+
+// An authenticated connection to another agent. Used by one thread at a time.
+class RpcClient {
+ public:
+  static StatusOr<RpcClient> Connect(const Endpoint& to, const std::string& secret,
+                                     const std::string& client_id,
+                                     std::chrono::milliseconds timeout = std::chrono::seconds(5));
+  // Sends a call and waits up to `timeout` for its reply. A reply with
+  // ok=false becomes a Status with the remote code and message.
+  StatusOr<json> Call(const json& request, std::chrono::milliseconds timeout);
+  net::Socket& socket() { return socket_; }
+  const std::string& peer() const { return peer_; }
+
+ private:
+  net::Socket socket_;
+  std::string peer_;
+};
+
+json StatusToJson(const Status& s);
+Status StatusFromJson(const json& reply, const std::string& peer);
+
+json StepKeyToJson(const StepKey& key);
+StatusOr<StepKey> StepKeyFromJson(const json& j);
+json IndexToJson(const StepIndex& index);
+StatusOr<StepIndex> IndexFromJson(const json& j);
+
+// Streams every file of `index` from `dir`, in index order.
+Status SendStepFiles(net::Socket& socket, const std::string& dir, const StepIndex& index);
+// Receives the files of `index` into `dir` (created by the caller).
+Status RecvStepFiles(net::Socket& socket, const std::string& dir, const StepIndex& index);
+
+}  // namespace strata::agent
+
+#endif  // STRATA_AGENT_RPC_H_

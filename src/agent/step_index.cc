@@ -1,0 +1,242 @@
+// Copyright 2026 The Strata Authors.
+#include "agent/step_index.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "engine/step_io.h"
+#include "format/manifest.h"
+#include "format/naming.h"
+#include "strata/catalog.h"
+#include "util/file_util.h"
+#include "util/hash.h"
+
+namespace strata::agent {
+namespace {
+
+using json = nlohmann::json;
+
+// Lists regular files under `root` recursively (relative paths, sorted).
+Status ListFiles(const std::string& root, const std::string& rel, std::vector<IndexedFile>* out,
+                 int depth) {
+  if (depth > 32) return InvalidArgumentError(root + "/" + rel + ": directories nested too deep");
+  std::string dir = rel.empty() ? root : JoinPath(root, rel);
+  STRATA_ASSIGN_OR_RETURN(auto entries, Env::Default()->ListDir(dir));
+  for (const auto& e : entries) {
+    std::string child = rel.empty() ? e.name : rel + "/" + e.name;
+    std::string full = JoinPath(root, child);
+    struct stat st;
+    if (::lstat(full.c_str(), &st) != 0) return ErrnoToStatus(errno, "stat " + full);
+    if (S_ISDIR(st.st_mode)) {
+      STRATA_RETURN_IF_ERROR(ListFiles(root, child, out, depth + 1));
+    } else if (S_ISREG(st.st_mode)) {
+      out->push_back({child, static_cast<uint64_t>(st.st_size), {}});
+    } else {
+      return InvalidArgumentError(full + " is not a regular file or directory");
+    }
+  }
+  return Status::Ok();
+}
+
+struct ChunkRef {
+  size_t file;
+  uint64_t chunk;
+};
+
+std::vector<ChunkRef> Chunks(const std::vector<IndexedFile>& files) {
+  std::vector<ChunkRef> refs;
+  for (size_t f = 0; f < files.size(); ++f) {
+    uint64_t n = files[f].size == 0 ? 0 : (files[f].size - 1) / kIndexChunkBytes + 1;
+    for (uint64_t c = 0; c < n; ++c) refs.push_back({f, c});
+  }
+  return refs;
+}
+
+// Hashes every chunk of every file in parallel into `hashes` (one vector per
+// file). Each worker reuses one buffer.
+Status HashChunks(const std::string& dir, const std::vector<IndexedFile>& files, ThreadPool* pool,
+                  std::vector<std::vector<uint64_t>>* hashes) {
+  std::vector<ChunkRef> refs = Chunks(files);
+  hashes->assign(files.size(), {});
+  for (size_t f = 0; f < files.size(); ++f) {
+    (*hashes)[f].resize(files[f].size == 0 ? 0 : (files[f].size - 1) / kIndexChunkBytes + 1);
+  }
+  std::mutex mu;
+  Status first;
+  pool->ParallelFor(refs.size(), [&](size_t i) {
+    thread_local std::unique_ptr<std::byte[]> buf;
+    if (!buf) buf = std::make_unique_for_overwrite<std::byte[]>(kIndexChunkBytes);
+    const IndexedFile& f = files[refs[i].file];
+    uint64_t off = refs[i].chunk * kIndexChunkBytes;
+    uint64_t len = std::min(kIndexChunkBytes, f.size - off);
+    std::string path = JoinPath(dir, f.path);
+    Status s;
+    auto file = Env::Default()->OpenReadable(path);
+    if (file.ok())
+      s = (*file)->PRead(off, len, buf.get());
+    else
+      s = file.status();
+    std::lock_guard<std::mutex> l(mu);
+    if (!s.ok()) {
+      if (first.ok()) first = s;
+      return;
+    }
+    (*hashes)[refs[i].file][refs[i].chunk] = Xxh3(buf.get(), len);
+  });
+  return first;
+}
+
+uint64_t MerkleDigest(const std::vector<IndexedFile>& files) {
+  Xxh3Stream h;
+  for (const auto& f : files) {
+    h.Update(f.path);
+    h.UpdateU64(0);
+    h.UpdateU64(f.size);
+    for (uint64_t c : f.chunk_xxh3) h.UpdateU64(c);
+  }
+  return h.Digest();
+}
+
+// The manifest of the Strata checkpoint in `dir`, if it is one. The
+// directory's own name does not matter (it may be a transfer's temp dir).
+std::optional<StepInfo> StrataManifest(const std::string& dir) {
+  std::string path = JoinPath(dir, std::string(kManifestFileName));
+  if (!Env::Default()->Exists(path)) return std::nullopt;
+  auto bytes = ReadFileToString(Env::Default(), path, kMaxManifestBytes);
+  if (!bytes.ok()) return std::nullopt;
+  auto info = DecodeManifest(*bytes, path);
+  if (!info.ok()) return std::nullopt;
+  return *info;
+}
+
+// A Strata checkpoint: the manifest gives the digest; no hashing needed.
+bool IndexAsStrata(const std::string& dir, StepIndex* index) {
+  auto info = StrataManifest(dir);
+  if (!info) return false;
+  index->strata = true;
+  index->digest = info->ContentDigest();
+  return true;
+}
+
+}  // namespace
+
+Status ValidateRelativePath(std::string_view path) {
+  if (path.empty() || path.size() > 4096 || path.front() == '/' ||
+      path.find('\0') != std::string_view::npos) {
+    return InvalidArgumentError("unsafe relative path \"" + std::string(path.substr(0, 64)) + "\"");
+  }
+  size_t parts = 0;
+  for (size_t start = 0; start <= path.size(); ++parts) {
+    size_t end = path.find('/', start);
+    if (end == std::string_view::npos) end = path.size();
+    std::string_view part = path.substr(start, end - start);
+    if (part.empty() || part == "." || part == ".." || parts >= 32) {
+      return InvalidArgumentError("unsafe relative path \"" + std::string(path.substr(0, 64)) +
+                                  "\"");
+    }
+    start = end + 1;
+  }
+  return Status::Ok();
+}
+
+StatusOr<StepIndex> BuildStepIndex(const std::string& dir, ThreadPool* pool) {
+  StepIndex index;
+  STRATA_RETURN_IF_ERROR(ListFiles(dir, "", &index.files, 0));
+  std::sort(index.files.begin(), index.files.end(),
+            [](const IndexedFile& a, const IndexedFile& b) { return a.path < b.path; });
+  for (const auto& f : index.files) index.total_bytes += f.size;
+  if (IndexAsStrata(dir, &index)) return index;
+  std::vector<std::vector<uint64_t>> hashes;
+  STRATA_RETURN_IF_ERROR(HashChunks(dir, index.files, pool, &hashes));
+  for (size_t f = 0; f < index.files.size(); ++f) index.files[f].chunk_xxh3 = std::move(hashes[f]);
+  index.digest = MerkleDigest(index.files);
+  return index;
+}
+
+Status VerifyStepIndex(const std::string& dir, const StepIndex& index, ThreadPool* pool) {
+  std::vector<IndexedFile> present;
+  STRATA_RETURN_IF_ERROR(ListFiles(dir, "", &present, 0));
+  std::sort(present.begin(), present.end(),
+            [](const IndexedFile& a, const IndexedFile& b) { return a.path < b.path; });
+  if (present.size() != index.files.size()) {
+    return DataLossError(dir + " holds " + std::to_string(present.size()) +
+                         " files, the index lists " + std::to_string(index.files.size()));
+  }
+  for (size_t i = 0; i < present.size(); ++i) {
+    if (present[i].path != index.files[i].path || present[i].size != index.files[i].size) {
+      return DataLossError(JoinPath(dir, index.files[i].path) +
+                           " is missing or has the wrong size");
+    }
+  }
+  if (index.strata) {
+    auto info = StrataManifest(dir);
+    if (!info || info->ContentDigest() != index.digest) {
+      return DataLossError(dir + ": manifest is unreadable or does not match the recorded digest");
+    }
+    VerifyReport report;
+    VerifyStepData(Env::Default(), pool, dir, *info, &report);
+    if (!report.ok()) return DataLossError(report.problems.front().message);
+    return Status::Ok();
+  }
+  std::vector<std::vector<uint64_t>> hashes;
+  STRATA_RETURN_IF_ERROR(HashChunks(dir, index.files, pool, &hashes));
+  for (size_t f = 0; f < index.files.size(); ++f) {
+    for (size_t c = 0; c < hashes[f].size(); ++c) {
+      if (hashes[f][c] != index.files[f].chunk_xxh3[c]) {
+        return DataLossError(JoinPath(dir, index.files[f].path) + " chunk " + std::to_string(c) +
+                             ": checksum mismatch");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+std::string EncodeStepIndex(const StepIndex& index) {
+  json files = json::array();
+  for (const auto& f : index.files) {
+    json chunks = json::array();
+    for (uint64_t c : f.chunk_xxh3) chunks.push_back(Hex64(c));
+    files.push_back({{"path", f.path}, {"size", f.size}, {"chunks", std::move(chunks)}});
+  }
+  json doc = {{"strata", index.strata},
+              {"digest", Hex64(index.digest)},
+              {"total_bytes", index.total_bytes},
+              {"files", std::move(files)}};
+  return doc.dump();
+}
+
+StatusOr<StepIndex> DecodeStepIndex(std::string_view text, std::string_view source) {
+  json doc = json::parse(text.begin(), text.end(), nullptr, false);
+  std::string where(source);
+  auto bad = [&](const std::string& why) { return DataLossError(where + ": " + why); };
+  if (!doc.is_object()) return bad("step index is not a JSON object");
+  try {
+    StepIndex index;
+    index.strata = doc.at("strata").get<bool>();
+    auto digest = ParseHex64(doc.at("digest").get<std::string>());
+    if (!digest) return bad("bad digest");
+    index.digest = *digest;
+    index.total_bytes = doc.at("total_bytes").get<uint64_t>();
+    for (const auto& f : doc.at("files")) {
+      IndexedFile file{f.at("path").get<std::string>(), f.at("size").get<uint64_t>(), {}};
+      STRATA_RETURN_IF_ERROR(ValidateRelativePath(file.path).WithContext(where));
+      for (const auto& c : f.at("chunks")) {
+        auto h = ParseHex64(c.get<std::string>());
+        if (!h) return bad("bad chunk checksum");
+        file.chunk_xxh3.push_back(*h);
+      }
+      index.files.push_back(std::move(file));
+    }
+    return index;
+  } catch (const json::exception& e) {
+    return bad(std::string("malformed step index: ") + e.what());
+  }
+}
+
+}  // namespace strata::agent

@@ -1,0 +1,57 @@
+// Copyright 2026 The Strata Authors.
+//
+// StepIndex: what the agent knows about one step directory it holds — every
+// file with its size and chunk checksums, and a content digest — so that it
+// can verify a copy, send it file by file, and compare copies across nodes
+// without reading them.
+//
+// A Strata checkpoint (a step directory with a valid strata.manifest) needs
+// no hashing: its digest is the manifest's ContentDigest and its bytes are
+// verified against the manifest's chunk checksums. Any other step (Orbax,
+// PyTorch) is hashed in parallel, 16 MiB chunks per file, and its digest is
+// a Merkle-style XXH3 over the sorted relative paths, sizes and chunk hashes.
+#ifndef STRATA_AGENT_STEP_INDEX_H_
+#define STRATA_AGENT_STEP_INDEX_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "strata/status.h"
+#include "util/thread_pool.h"
+
+namespace strata::agent {
+
+inline constexpr uint64_t kIndexChunkBytes = 16ull << 20;
+
+struct IndexedFile {
+  std::string path;  // relative to the step directory, '/'-separated, no ".."
+  uint64_t size = 0;
+  std::vector<uint64_t> chunk_xxh3;  // empty for Strata checkpoints
+};
+
+struct StepIndex {
+  bool strata = false;  // verified through strata.manifest
+  uint64_t digest = 0;
+  uint64_t total_bytes = 0;
+  std::vector<IndexedFile> files;  // sorted by path
+};
+
+// Indexes the step directory `dir`. Symlinks, devices and paths that are not
+// safe relative names are errors naming the path.
+StatusOr<StepIndex> BuildStepIndex(const std::string& dir, ThreadPool* pool);
+
+// Checks that `dir` holds exactly the indexed files with the indexed bytes.
+// DATA_LOSS names the file (and chunk) that differs.
+Status VerifyStepIndex(const std::string& dir, const StepIndex& index, ThreadPool* pool);
+
+std::string EncodeStepIndex(const StepIndex& index);
+StatusOr<StepIndex> DecodeStepIndex(std::string_view json, std::string_view source);
+
+// OK iff `path` is a relative path of safe components: no "", ".", "..",
+// no leading '/', no NUL, at most 4096 bytes, at most 32 components.
+Status ValidateRelativePath(std::string_view path);
+
+}  // namespace strata::agent
+
+#endif  // STRATA_AGENT_STEP_INDEX_H_

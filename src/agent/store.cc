@@ -1,0 +1,195 @@
+// Copyright 2026 The Strata Authors.
+#include "agent/store.h"
+
+#include "format/naming.h"
+#include "util/file_util.h"
+#include "util/logging.h"
+
+namespace strata::agent {
+namespace {
+
+Env* env() { return Env::Default(); }
+
+Status MkdirP(const std::string& path) {
+  if (path.empty() || path == "/" || env()->Exists(path)) return Status::Ok();
+  STRATA_RETURN_IF_ERROR(MkdirP(Dirname(path)));
+  return env()->CreateDir(path);
+}
+
+}  // namespace
+
+std::string StepKey::ToString() const {
+  return job + "/" + std::to_string(rank) + "/" + std::to_string(step);
+}
+
+Status ValidateJobName(std::string_view job) {
+  auto bad = [&](const char* why) {
+    return InvalidArgumentError("job name \"" + std::string(job.substr(0, 64)) + "\" " + why);
+  };
+  if (job.empty() || job.size() > 128) return bad("must be 1 to 128 characters");
+  if (job == "." || job.find("..") != std::string_view::npos) return bad("must not contain \"..\"");
+  for (char c : job) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-';
+    if (!ok) return bad("may only contain letters, digits, '.', '_' and '-'");
+  }
+  return Status::Ok();
+}
+
+Status ValidateStepKey(const StepKey& key) {
+  STRATA_RETURN_IF_ERROR(ValidateJobName(key.job));
+  if (key.rank < 0 || key.rank > 1000000)
+    return InvalidArgumentError("bad node rank " + std::to_string(key.rank));
+  if (key.step < 0) return InvalidArgumentError("bad step " + std::to_string(key.step));
+  return Status::Ok();
+}
+
+Store::Store(std::string local_dir, ThreadPool* pool)
+    : local_dir_(std::move(local_dir)),
+      root_(JoinPath(local_dir_, std::string(kAgentDirName))),
+      pool_(pool) {}
+
+StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& local_dir, ThreadPool* pool) {
+  std::unique_ptr<Store> store(new Store(local_dir, pool));
+  STRATA_RETURN_IF_ERROR(MkdirP(JoinPath(store->root_, "steps")));
+  STRATA_RETURN_IF_ERROR(MkdirP(JoinPath(store->root_, "incoming")));
+  STRATA_RETURN_IF_ERROR(store->Recover());
+  return store;
+}
+
+std::string Store::StepPath(const StepKey& key) const {
+  return JoinPath(root_, RelativeStepPath(key).substr(kAgentDirName.size() + 1));
+}
+
+std::string Store::RelativeStepPath(const StepKey& key) const {
+  return std::string(kAgentDirName) + "/steps/" + key.job + "/" + std::to_string(key.rank) + "/" +
+         std::to_string(key.step);
+}
+
+// Walks steps/<job>/<rank>/ and reconciles data directories with indexes.
+Status Store::Recover() {
+  STRATA_RETURN_IF_ERROR(env()->RemoveAll(JoinPath(root_, "incoming")));
+  STRATA_RETURN_IF_ERROR(env()->CreateDir(JoinPath(root_, "incoming")));
+  std::string steps = JoinPath(root_, "steps");
+  STRATA_ASSIGN_OR_RETURN(auto jobs, env()->ListDir(steps));
+  for (const auto& j : jobs) {
+    if (!ValidateJobName(j.name).ok()) continue;
+    STRATA_ASSIGN_OR_RETURN(auto ranks, env()->ListDir(JoinPath(steps, j.name)));
+    for (const auto& r : ranks) {
+      auto rank = ParseStepDirName(r.name);
+      if (!rank) continue;
+      std::string rank_dir = JoinPath(JoinPath(steps, j.name), r.name);
+      STRATA_ASSIGN_OR_RETURN(auto entries, env()->ListDir(rank_dir));
+      for (const auto& e : entries) {
+        if (IsTempName(e.name)) {
+          STRATA_RETURN_IF_ERROR(env()->RemoveAll(JoinPath(rank_dir, e.name)));
+          continue;
+        }
+        auto step = ParseStepDirName(e.name);
+        if (!step || e.type != DirEntry::Type::kDirectory) continue;
+        StepKey key{j.name, static_cast<int>(*rank), *step};
+        auto text = ReadFileToString(env(), StepPath(key) + ".index", 64 << 20);
+        auto index = text.ok() ? DecodeStepIndex(*text, StepPath(key) + ".index") : text.status();
+        if (!index.ok()) index = BuildStepIndex(StepPath(key), pool_);
+        if (!index.ok()) {
+          Log()->warn("dropping {}: {}", StepPath(key), index.status().message());
+          STRATA_RETURN_IF_ERROR(Remove(key));
+          continue;
+        }
+        if (!text.ok()) STRATA_RETURN_IF_ERROR(WriteIndex(key, *index));
+        held_[key] = std::move(*index);
+      }
+      for (const auto& e : entries) {  // indexes whose data is gone
+        if (e.name.ends_with(".index") &&
+            !env()->Exists(JoinPath(rank_dir, e.name.substr(0, e.name.size() - 6)))) {
+          STRATA_RETURN_IF_ERROR(env()->RemoveFile(JoinPath(rank_dir, e.name)));
+        }
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status Store::WriteIndex(const StepKey& key, const StepIndex& index) {
+  return WriteFileAtomic(env(), StepPath(key) + ".index", EncodeStepIndex(index));
+}
+
+StatusOr<StepIndex> Store::Ingest(const std::string& client_dir, const StepKey& key) {
+  STRATA_RETURN_IF_ERROR(ValidateStepKey(key));
+  std::string dst = StepPath(key);
+  STRATA_RETURN_IF_ERROR(MkdirP(Dirname(dst)));
+  if (env()->Exists(dst)) STRATA_RETURN_IF_ERROR(Remove(key));
+  STRATA_RETURN_IF_ERROR(env()->Rename(client_dir, dst));
+  auto index = BuildStepIndex(dst, pool_);
+  if (!index.ok()) {
+    env()->RemoveAll(dst).IgnoreError();
+    return index.status().WithContext("ingesting " + client_dir);
+  }
+  STRATA_RETURN_IF_ERROR(WriteIndex(key, *index));
+  std::lock_guard<std::mutex> l(mu_);
+  held_[key] = *index;
+  return index;
+}
+
+StatusOr<std::string> Store::NewIncomingDir() {
+  std::string dir = JoinPath(JoinPath(root_, "incoming"), TempDirName(0));
+  STRATA_RETURN_IF_ERROR(env()->CreateDir(dir));
+  return dir;
+}
+
+Status Store::Adopt(const std::string& dir, const StepKey& key, const StepIndex& index) {
+  STRATA_RETURN_IF_ERROR(ValidateStepKey(key));
+  STRATA_RETURN_IF_ERROR(VerifyStepIndex(dir, index, pool_).WithContext(key.ToString()));
+  std::string dst = StepPath(key);
+  STRATA_RETURN_IF_ERROR(MkdirP(Dirname(dst)));
+  if (env()->Exists(dst)) STRATA_RETURN_IF_ERROR(Remove(key));
+  STRATA_RETURN_IF_ERROR(CommitDir(env(), dir, dst));
+  STRATA_RETURN_IF_ERROR(WriteIndex(key, index));
+  std::lock_guard<std::mutex> l(mu_);
+  held_[key] = index;
+  return Status::Ok();
+}
+
+bool Store::Has(const StepKey& key) const {
+  std::lock_guard<std::mutex> l(mu_);
+  return held_.count(key) > 0;
+}
+
+StatusOr<StepIndex> Store::GetIndex(const StepKey& key) const {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = held_.find(key);
+  if (it == held_.end()) return NotFoundError("this agent holds no step " + key.ToString());
+  return it->second;
+}
+
+std::map<StepKey, StepIndex> Store::List() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return held_;
+}
+
+Status Store::Verify(const StepKey& key) {
+  STRATA_ASSIGN_OR_RETURN(StepIndex index, GetIndex(key));
+  return VerifyStepIndex(StepPath(key), index, pool_);
+}
+
+Status Store::Remove(const StepKey& key) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    held_.erase(key);
+  }
+  std::string path = StepPath(key);
+  STRATA_RETURN_IF_ERROR(env()->RemoveFile(path + ".index"));
+  if (!env()->Exists(path)) return Status::Ok();
+  std::string aside = JoinPath(Dirname(path), TempDirName(key.step));
+  STRATA_RETURN_IF_ERROR(env()->Rename(path, aside));
+  return env()->RemoveAll(aside);
+}
+
+uint64_t Store::BytesHeld() const {
+  std::lock_guard<std::mutex> l(mu_);
+  uint64_t n = 0;
+  for (const auto& [key, index] : held_) n += index.total_bytes;
+  return n;
+}
+
+}  // namespace strata::agent

@@ -1,0 +1,90 @@
+// Copyright 2026 The Strata Authors.
+//
+// Store: the agent's own data in the node's local directory. It lives under
+// a hidden directory that no client name can match:
+//
+//   <local>/.strata-agent/
+//     steps/<job>/<rank>/<step>/        a step of node <rank> (own or a replica)
+//     steps/<job>/<rank>/<step>.index   its StepIndex; written last, so a step
+//                                       is held iff both exist
+//     incoming/.strata-tmp-*            transfers in progress (removed at open)
+//
+// Steps enter by rename from the client's directory (Ingest: same file
+// system, no copy) or from a verified transfer (Adopt). Thread-safe.
+#ifndef STRATA_AGENT_STORE_H_
+#define STRATA_AGENT_STORE_H_
+
+#include <compare>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "agent/step_index.h"
+#include "strata/status.h"
+#include "util/thread_pool.h"
+
+namespace strata::agent {
+
+inline constexpr std::string_view kAgentDirName = ".strata-agent";
+
+struct StepKey {
+  std::string job;
+  int rank = 0;
+  int64_t step = 0;
+  auto operator<=>(const StepKey&) const = default;
+  std::string ToString() const;  // "job/rank/step"
+};
+
+// OK iff the key is safe to turn into a path (see ValidateJobName).
+Status ValidateStepKey(const StepKey& key);
+// A job name: 1..128 of [A-Za-z0-9._-], not "." or "..", no "..".
+Status ValidateJobName(std::string_view job);
+
+class Store {
+ public:
+  // Opens (creating) the store in `local_dir`; finishes or undoes whatever a
+  // crash interrupted: removes incoming transfers, indexes step directories
+  // that lack an index, drops indexes without data.
+  static StatusOr<std::unique_ptr<Store>> Open(const std::string& local_dir, ThreadPool* pool);
+
+  const std::string& root() const { return root_; }
+  std::string StepPath(const StepKey& key) const;
+  // The step's path relative to the local directory (for restore markers).
+  std::string RelativeStepPath(const StepKey& key) const;
+
+  // Moves the committed client directory `client_dir` into the store and
+  // indexes it. The client directory is gone afterwards.
+  StatusOr<StepIndex> Ingest(const std::string& client_dir, const StepKey& key);
+
+  // A fresh directory for an incoming transfer.
+  StatusOr<std::string> NewIncomingDir();
+  // Verifies `dir` against `index` and moves it into the store as `key`,
+  // replacing an existing copy.
+  Status Adopt(const std::string& dir, const StepKey& key, const StepIndex& index);
+
+  bool Has(const StepKey& key) const;
+  StatusOr<StepIndex> GetIndex(const StepKey& key) const;
+  // Every step held, with its index.
+  std::map<StepKey, StepIndex> List() const;
+  // Re-verifies a held step's bytes.
+  Status Verify(const StepKey& key);
+  // Removes a step (index first, then the data, renamed out of the way).
+  Status Remove(const StepKey& key);
+  uint64_t BytesHeld() const;
+
+ private:
+  Store(std::string local_dir, ThreadPool* pool);
+  Status Recover();
+  Status WriteIndex(const StepKey& key, const StepIndex& index);
+
+  const std::string local_dir_;
+  const std::string root_;
+  ThreadPool* const pool_;
+  mutable std::mutex mu_;
+  std::map<StepKey, StepIndex> held_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace strata::agent
+
+#endif  // STRATA_AGENT_STORE_H_

@@ -1,0 +1,137 @@
+// Copyright 2026 The Strata Authors.
+//
+// strata agent: run the per-node replicator. strata status: ask one.
+#include <fmt/format.h>
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <cstdlib>
+
+#include "agent/agent.h"
+#include "agent/config.h"
+#include "agent/rpc.h"
+#include "cli/cli.h"
+#include "util/file_util.h"
+#include "util/logging.h"
+
+namespace strata::cli {
+namespace {
+
+std::atomic<bool> g_stop{false};
+void OnStopSignal(int) { g_stop.store(true); }
+
+void RunAgent(Context& ctx, const AgentFlags& flags) {
+  auto config = ResolveAgentConfig(flags);
+  if (!config.ok()) {
+    ctx.err << "strata agent: " << config.status().message() << "\n";
+    ctx.exit_code = 2;
+    return;
+  }
+  SetLogLevel(config->log_level);
+  struct sigaction sa {};
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  auto agent = agent::Agent::Start(*config);
+  Status s = agent.ok() ? (*agent)->Run(g_stop) : agent.status();
+  if (!s.ok()) {
+    ctx.err << "strata agent: " << s.message() << "\n";
+    ctx.exit_code = 1;
+  }
+}
+
+// The secret for talking to an agent: --secret-file, STRATA_SECRET_FILE or STRATA_SECRET.
+StatusOr<std::string> ClientSecret(const std::string& secret_file) {
+  std::string file = secret_file;
+  if (file.empty() && std::getenv("STRATA_SECRET_FILE")) file = std::getenv("STRATA_SECRET_FILE");
+  if (!file.empty()) {
+    STRATA_ASSIGN_OR_RETURN(std::string s, ReadFileToString(Env::Default(), file, 4096));
+    if (!s.empty() && s.back() == '\n') s.pop_back();
+    return s;
+  }
+  if (const char* s = std::getenv("STRATA_SECRET")) return std::string(s);
+  return InvalidArgumentError("no secret: pass --secret-file or set STRATA_SECRET");
+}
+
+void PrintStatus(Context& ctx, const nlohmann::json& j) {
+  ctx.out << fmt::format("agent {}  dir {}\n", j.value("address", ""), j.value("local_dir", ""));
+  if (j.contains("job")) {
+    ctx.out << fmt::format("job {}  node {} of {}  round {}  peers {}\n",
+                           j["job"].get<std::string>(), j["node"].get<int>(), j["nodes"].get<int>(),
+                           j["round"].get<int64_t>(), j["peers"].dump());
+  } else {
+    ctx.out << "no job yet (waiting for replicator.yaml)\n";
+  }
+  ctx.out << fmt::format(
+      "RAM held {}  newest replicated step {}  job-wide watermark {}  queued {}\n",
+      HumanBytes(j.value("ram_bytes", uint64_t{0})), j.value("newest_replicated", int64_t{-1}),
+      j.value("watermark", int64_t{-1}), j.value("queued", 0));
+  ctx.out << "last restore: " << j.value("last_restore", std::string("none")) << "\n";
+  ctx.out << fmt::format("  {:<24} {:>6} {:>10} {:>10}  {}\n", "JOB", "NODE", "STEP", "SIZE",
+                         "DIGEST");
+  for (const auto& s : j["steps"]) {
+    ctx.out << fmt::format("  {:<24} {:>6} {:>10} {:>10}  {}\n", s["job"].get<std::string>(),
+                           s["rank"].get<int>(), s["step"].get<int64_t>(),
+                           HumanBytes(s["bytes"].get<uint64_t>()), s["digest"].get<std::string>());
+  }
+}
+
+void Status_(Context& ctx, const std::string& address, const std::string& secret_file,
+             bool as_json) {
+  auto to = agent::ParseEndpoint(address);
+  auto secret = ClientSecret(secret_file);
+  StatusOr<nlohmann::json> reply = !to.ok() ? to.status() : secret.status();
+  if (to.ok() && secret.ok()) {
+    auto client = agent::RpcClient::Connect(*to, *secret, "strata status");
+    reply =
+        client.ok() ? client->Call({{"op", "status"}}, std::chrono::seconds(10)) : client.status();
+  }
+  if (!reply.ok()) {
+    ctx.err << "strata status: " << reply.status().message() << "\n";
+    ctx.exit_code = 1;
+    return;
+  }
+  reply->erase("ok");
+  if (as_json)
+    ctx.out << reply->dump(2) << "\n";
+  else
+    PrintStatus(ctx, *reply);
+}
+
+}  // namespace
+
+void RegisterAgentCommands(CLI::App& app, Context& ctx) {
+  auto flags = std::make_shared<AgentFlags>();
+  CLI::App* agent = app.add_subcommand("agent", "Run the per-node replicator (see docs/agent.md)");
+  auto opt = [&](const char* name, std::optional<std::string>& field, const char* help) {
+    agent->add_option_function<std::string>(
+        name, [&field](const std::string& v) { field = v; }, help);
+  };
+  opt("--config", flags->config_file, "YAML configuration file");
+  opt("--local-dir", flags->local_dir, "The node's RAM-disk checkpoint directory");
+  opt("--listen", flags->listen, "HOST:PORT to accept peers on (default 0.0.0.0:7701)");
+  opt("--advertise", flags->advertise, "HOST:PORT peers should use (default: --listen)");
+  opt("--coordinator", flags->coordinator, "HOST:PORT of the coordinating (rank 0) agent");
+  opt("--secret-file", flags->secret_file,
+      "File holding the job's shared secret (or STRATA_SECRET)");
+  opt("--log-level", flags->log_level, "trace, debug, info, warn, error");
+  agent->callback([&ctx, flags] { RunAgent(ctx, *flags); });
+
+  struct StatusArgs {
+    std::string agent = "127.0.0.1:7701";
+    std::string secret_file;
+    bool json = false;
+  };
+  auto sargs = std::make_shared<StatusArgs>();
+  CLI::App* status =
+      app.add_subcommand("status", "Show an agent's job, peers, steps held and replication");
+  status->add_option("--agent", sargs->agent, "HOST:PORT of the agent")->capture_default_str();
+  status->add_option("--secret-file", sargs->secret_file, "File holding the job's shared secret");
+  status->add_flag("--json", sargs->json, "Print JSON");
+  status->callback([&ctx, sargs] { Status_(ctx, sargs->agent, sargs->secret_file, sargs->json); });
+}
+
+}  // namespace strata::cli

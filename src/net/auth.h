@@ -1,0 +1,54 @@
+// Copyright 2026 The Strata Authors.
+//
+// Mutual authentication of agent connections: each side proves it knows the
+// job's shared secret with HMAC-SHA256 over fresh nonces. The secret never
+// crosses the wire, and a client checks the server's proof before sending its
+// own, so it never answers an impostor. Run it first on every new connection.
+//
+//   client -> HELLO      u32 version (1) | 32-byte client nonce | client id
+//   server -> CHALLENGE  32-byte server nonce |
+//                        HMAC(secret, "strata-server" | client nonce | server nonce)
+//   client -> PROOF      HMAC(secret, "strata-client" | server nonce | client nonce)
+//   server -> OK         empty
+// Either side sends an ERROR frame with a reason instead of the next message
+// when it rejects the other, and the caller then closes the connection.
+// All integers are little-endian; the client id is 1..256 printable ASCII
+// bytes (e.g. "node 3"), used only to name the peer in logs.
+//
+// This authenticates the connection's start only: it neither encrypts nor
+// signs later frames.
+//
+// Errors: PERMISSION_DENIED when either side fails the check (wrong secret or
+// impostor), naming the peer; INVALID_ARGUMENT for a malformed handshake;
+// FAILED_PRECONDITION for an unsupported protocol version; the Socket's codes
+// (UNAVAILABLE, DEADLINE_EXCEEDED) otherwise. Pass a short deadline so a
+// silent peer cannot hold the thread.
+#ifndef STRATA_NET_AUTH_H_
+#define STRATA_NET_AUTH_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "net/socket.h"
+#include "strata/status.h"
+
+namespace strata::net {
+
+inline constexpr uint32_t kAuthProtocolVersion = 1;
+inline constexpr size_t kMaxClientIdSize = 256;
+
+// REQUIRES: a freshly connected socket. OK once the server has proved it
+// knows `secret` and accepted our proof.
+Status AuthenticateAsClient(Socket& socket, std::string_view secret, std::string_view client_id,
+                            Deadline deadline);
+
+// REQUIRES: a freshly accepted socket. Returns the client's id once it has
+// proved it knows `secret`.
+StatusOr<std::string> AuthenticateAsServer(Socket& socket, std::string_view secret,
+                                           Deadline deadline);
+
+}  // namespace strata::net
+
+#endif  // STRATA_NET_AUTH_H_

@@ -1,0 +1,468 @@
+// Copyright 2026 The Strata Authors.
+#include "net/socket.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <memory>
+
+namespace strata::net {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Bounce buffer for RecvToFile and the pread fallback of SendFile: large
+// enough to amortise system calls, small enough to stay in the CPU caches
+// between the two copies.
+constexpr uint64_t kCopyBufferSize = 1 << 20;
+// sendfile(2) moves at most 0x7ffff000 bytes per call.
+constexpr uint64_t kMaxSendfileChunk = 1 << 30;
+
+std::atomic<bool> g_sendfile_disabled{false};
+
+// Closes the descriptor unless released.
+class UniqueFd {
+ public:
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  ~UniqueFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  int get() const { return fd_; }
+  int Release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
+struct AddrInfoDeleter {
+  void operator()(addrinfo* a) const { ::freeaddrinfo(a); }
+};
+using AddrInfoPtr = std::unique_ptr<addrinfo, AddrInfoDeleter>;
+
+// Failures the peer or the network causes are UNAVAILABLE (retry may work);
+// the rest map as ErrnoToStatus does.
+Status NetErrnoToStatus(int err, const std::string& context) {
+  switch (err) {
+    case EPIPE:
+    case ECONNRESET:
+    case ECONNREFUSED:
+    case ECONNABORTED:
+    case EHOSTUNREACH:
+    case EHOSTDOWN:
+    case ENETUNREACH:
+    case ENETDOWN:
+    case ENOTCONN:
+    case ETIMEDOUT:
+    case EADDRNOTAVAIL:
+      return UnavailableError(context + ": " + std::strerror(err));
+    default:
+      return ErrnoToStatus(err, context);
+  }
+}
+
+std::string Str(uint64_t v) { return std::to_string(v); }
+
+int RemainingMs(Deadline deadline) {
+  auto left = deadline - Clock::now();
+  if (left <= Clock::duration::zero()) return 0;
+  auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+  return static_cast<int>(std::min<int64_t>(ms, INT_MAX));
+}
+
+// Returns 1 when `events` are ready (or an error is pending), 0 once the
+// deadline has passed, -errno if poll fails.
+int PollUntil(int fd, short events, Deadline deadline) {
+  for (;;) {
+    int ms = RemainingMs(deadline);
+    pollfd p{fd, events, 0};
+    int r = ::poll(&p, 1, ms);
+    if (r > 0) return 1;
+    if (r == 0 && ms == 0) return 0;
+    if (r < 0 && errno != EINTR) return -errno;
+  }
+}
+
+std::string FormatAddress(const sockaddr_storage& ss) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  uint16_t port = 0;
+  if (ss.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&ss);
+    ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+    port = ntohs(in->sin_port);
+  } else if (ss.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&ss);
+    ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+    port = ntohs(in6->sin6_port);
+  }
+  return HostPort(host, port);
+}
+
+std::string FormatAddress(const sockaddr* sa, socklen_t len) {
+  sockaddr_storage ss{};
+  std::memcpy(&ss, sa, std::min<size_t>(len, sizeof ss));
+  return FormatAddress(ss);
+}
+
+std::string LocalName(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
+  return FormatAddress(ss);
+}
+
+void SetNoDelay(int fd) {
+  int one = 1;
+  // Best effort: without it small frames wait for Nagle, but still arrive.
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+Status ResolveError(int rc, const std::string& where) {
+  std::string m = "resolve " + where + ": " + ::gai_strerror(rc);
+  switch (rc) {
+    case EAI_AGAIN:
+      return UnavailableError(std::move(m));
+    case EAI_NONAME:
+    case EAI_NODATA:
+      return NotFoundError(std::move(m));
+    case EAI_SYSTEM:
+      return ErrnoToStatus(errno, "resolve " + where);
+    default:
+      return InvalidArgumentError(std::move(m));
+  }
+}
+
+StatusOr<AddrInfoPtr> Resolve(const std::string& host, uint16_t port, bool passive) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
+  const std::string service = Str(port);
+  addrinfo* res = nullptr;
+  int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res);
+  if (rc != 0) return ResolveError(rc, HostPort(host, port));
+  return AddrInfoPtr(res);
+}
+
+// "where" or "where (address)" when the resolved address reads differently.
+std::string Describe(const std::string& where, const addrinfo* a) {
+  std::string address = FormatAddress(a->ai_addr, a->ai_addrlen);
+  return address == where ? where : where + " (" + address + ")";
+}
+
+Status ListenError(int err, const std::string& op, const std::string& where) {
+  std::string context = op + " " + where;
+  if (err == EADDRINUSE || err == EADDRNOTAVAIL) {
+    return FailedPreconditionError(context + ": " + std::strerror(err));
+  }
+  return ErrnoToStatus(err, context);
+}
+
+// A non-blocking descriptor listening on `a`.
+StatusOr<int> ListenOn(const addrinfo* a, int backlog, const std::string& where) {
+  const std::string what = Describe(where, a);
+  UniqueFd fd(
+      ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
+  if (fd.get() < 0) return ListenError(errno, "socket to listen on", what);
+  int one = 1;
+  if (::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) {
+    return ListenError(errno, "set SO_REUSEADDR on", what);
+  }
+  if (::bind(fd.get(), a->ai_addr, a->ai_addrlen) != 0) return ListenError(errno, "bind", what);
+  if (::listen(fd.get(), backlog) != 0) return ListenError(errno, "listen on", what);
+  return fd.Release();
+}
+
+// A non-blocking descriptor connected to `a`.
+StatusOr<int> ConnectTo(const addrinfo* a, Deadline deadline, const std::string& where) {
+  const std::string what = Describe(where, a);
+  UniqueFd fd(
+      ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
+  if (fd.get() < 0) return ErrnoToStatus(errno, "socket to connect to " + what);
+  if (::connect(fd.get(), a->ai_addr, a->ai_addrlen) == 0) return fd.Release();
+  // EINTR leaves a non-blocking connect in progress, like EINPROGRESS.
+  if (errno != EINPROGRESS && errno != EINTR) return NetErrnoToStatus(errno, "connect to " + what);
+  int r = PollUntil(fd.get(), POLLOUT, deadline);
+  if (r == 0) {
+    return DeadlineExceededError("connect to " + what + ": no answer before the deadline");
+  }
+  if (r < 0) return ErrnoToStatus(-r, "poll while connecting to " + what);
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+  if (err != 0) return NetErrnoToStatus(err, "connect to " + what);
+  return fd.Release();
+}
+
+Status FileEndedError(const std::string& peer, uint64_t at, uint64_t done, uint64_t len) {
+  return DataLossError("sending file to " + peer + ": the file ends at offset " + Str(at) +
+                       ", after " + Str(done) + " of " + Str(len) + " bytes");
+}
+
+Status PWriteAll(int file_fd, const char* p, size_t n, uint64_t offset, const std::string& peer) {
+  while (n > 0) {
+    ssize_t r = ::pwrite(file_fd, p, n, static_cast<off_t>(offset));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      return ErrnoToStatus(errno, "write data from " + peer + " at file offset " + Str(offset));
+    }
+    p += r;
+    n -= r;
+    offset += r;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+namespace internal {
+void DisableSendfileForTesting(bool disable) { g_sendfile_disabled = disable; }
+}  // namespace internal
+
+Deadline DeadlineAfter(std::chrono::milliseconds timeout) { return Clock::now() + timeout; }
+
+std::string HostPort(const std::string& host, uint16_t port) {
+  if (host.find(':') != std::string::npos) return "[" + host + "]:" + Str(port);
+  return host + ":" + Str(port);
+}
+
+struct Socket::Progress {
+  const char* op;  // "receiving from", "sending to", ...
+  uint64_t done;
+  uint64_t total;
+};
+
+Socket::~Socket() { Close(); }
+
+Socket::Socket(Socket&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), peer_(std::move(other.peer_)) {}
+
+Socket& Socket::operator=(Socket&& other) noexcept {
+  if (this != &other) {
+    Close();
+    fd_ = std::exchange(other.fd_, -1);
+    peer_ = std::move(other.peer_);
+  }
+  return *this;
+}
+
+StatusOr<Socket> Socket::Listen(const std::string& host, uint16_t port, int backlog) {
+  const std::string where = HostPort(host, port);
+  STRATA_ASSIGN_OR_RETURN(AddrInfoPtr addrs, Resolve(host, port, /*passive=*/true));
+  Status last = UnavailableError("listen on " + where + ": no address");
+  for (const addrinfo* a = addrs.get(); a != nullptr; a = a->ai_next) {
+    StatusOr<int> fd = ListenOn(a, backlog, where);
+    if (fd.ok()) return Socket(*fd, LocalName(*fd));
+    last = fd.status();
+  }
+  return last;
+}
+
+StatusOr<Socket> Socket::Connect(const std::string& host, uint16_t port,
+                                 std::chrono::milliseconds timeout) {
+  const Deadline deadline = DeadlineAfter(timeout);
+  const std::string where = HostPort(host, port);
+  STRATA_ASSIGN_OR_RETURN(AddrInfoPtr addrs, Resolve(host, port, /*passive=*/false));
+  Status last = UnavailableError("connect to " + where + ": no address");
+  for (const addrinfo* a = addrs.get(); a != nullptr; a = a->ai_next) {
+    StatusOr<int> fd = ConnectTo(a, deadline, where);
+    if (fd.ok()) {
+      SetNoDelay(*fd);
+      return Socket(*fd, FormatAddress(a->ai_addr, a->ai_addrlen));
+    }
+    last = fd.status();
+    if (last.code() == StatusCode::kDeadlineExceeded) break;
+  }
+  return last;
+}
+
+StatusOr<Socket> Socket::Accept(std::chrono::milliseconds timeout) {
+  STRATA_RETURN_IF_ERROR(CheckOpen("accept"));
+  const Deadline deadline = DeadlineAfter(timeout);
+  for (;;) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    int fd = ::accept4(fd_, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+      SetNoDelay(fd);
+      return Socket(fd, FormatAddress(ss));
+    }
+    // A connection reset before we took it is not our error: wait for the next.
+    if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return ErrnoToStatus(errno, "accept on " + peer_);
+    int r = PollUntil(fd_, POLLIN, deadline);
+    if (r == 0) {
+      return DeadlineExceededError("accept on " + peer_ + ": no connection within " +
+                                   Str(timeout.count()) + " ms");
+    }
+    if (r < 0) return ErrnoToStatus(-r, "poll for accept on " + peer_);
+  }
+}
+
+StatusOr<uint16_t> Socket::LocalPort() const {
+  STRATA_RETURN_IF_ERROR(CheckOpen("local port"));
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+    return ErrnoToStatus(errno, "getsockname of " + peer_);
+  }
+  if (ss.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  if (ss.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+  return InternalError("getsockname of " + peer_ + ": not an IP socket");
+}
+
+Status Socket::SendAll(const void* data, size_t n, Deadline deadline) {
+  STRATA_RETURN_IF_ERROR(CheckOpen("send"));
+  return SendRange(static_cast<const char*>(data), n, deadline, 0, n);
+}
+
+Status Socket::RecvAll(void* data, size_t n, Deadline deadline) {
+  STRATA_RETURN_IF_ERROR(CheckOpen("receive"));
+  return RecvRange(static_cast<char*>(data), n, deadline, 0, n);
+}
+
+Status Socket::SendFile(int file_fd, uint64_t offset, uint64_t len, Deadline deadline) {
+  STRATA_RETURN_IF_ERROR(CheckOpen("send file"));
+  uint64_t done = 0;
+  while (done < len) {
+    if (g_sendfile_disabled) return SendFileByCopy(file_fd, offset, len, done, deadline);
+    off_t off = static_cast<off_t>(offset + done);
+    ssize_t r = ::sendfile(fd_, file_fd, &off, std::min(len - done, kMaxSendfileChunk));
+    if (r > 0) {
+      done += r;
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    // The file system or file type cannot sendfile: copy through user space.
+    if (r < 0 && (errno == EINVAL || errno == ENOSYS)) {
+      return SendFileByCopy(file_fd, offset, len, done, deadline);
+    }
+    const Progress progress{"sending file to", done, len};
+    if (r == 0) {
+      return FileEndedError(peer_, offset + done, done, len);
+    }
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return IoError(errno, progress);
+    STRATA_RETURN_IF_ERROR(Await(POLLOUT, deadline, progress));
+  }
+  return Status::Ok();
+}
+
+Status Socket::SendFileByCopy(int file_fd, uint64_t offset, uint64_t len, uint64_t done,
+                              Deadline deadline) {
+  auto buf = std::make_unique_for_overwrite<char[]>(std::min(len - done, kCopyBufferSize));
+  while (done < len) {
+    size_t chunk = std::min(len - done, kCopyBufferSize);
+    ssize_t r = ::pread(file_fd, buf.get(), chunk, static_cast<off_t>(offset + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return ErrnoToStatus(errno, "read the file to send to " + peer_);
+    if (r == 0) {
+      return FileEndedError(peer_, offset + done, done, len);
+    }
+    STRATA_RETURN_IF_ERROR(SendRange(buf.get(), r, deadline, done, len));
+    done += r;
+  }
+  return Status::Ok();
+}
+
+Status Socket::RecvToFile(int file_fd, uint64_t offset, uint64_t len, Deadline deadline) {
+  STRATA_RETURN_IF_ERROR(CheckOpen("receive file"));
+  if (len == 0) return Status::Ok();
+  auto buf = std::make_unique_for_overwrite<char[]>(std::min(len, kCopyBufferSize));
+  for (uint64_t done = 0; done < len;) {
+    size_t chunk = std::min(len - done, kCopyBufferSize);
+    STRATA_RETURN_IF_ERROR(RecvRange(buf.get(), chunk, deadline, done, len));
+    STRATA_RETURN_IF_ERROR(PWriteAll(file_fd, buf.get(), chunk, offset + done, peer_));
+    done += chunk;
+  }
+  return Status::Ok();
+}
+
+Status Socket::SetBufferSizes(int bytes) {
+  STRATA_RETURN_IF_ERROR(CheckOpen("set buffer sizes"));
+  if (::setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes) != 0 ||
+      ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes) != 0) {
+    return ErrnoToStatus(errno, "set socket buffer sizes for " + peer_);
+  }
+  return Status::Ok();
+}
+
+void Socket::Shutdown() {
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+}
+
+void Socket::Close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+Status Socket::CheckOpen(const char* op) const {
+  if (fd_ >= 0) return Status::Ok();
+  std::string m = std::string(op) + ": the socket is closed";
+  if (!peer_.empty()) m += " (it was connected to " + peer_ + ")";
+  return FailedPreconditionError(std::move(m));
+}
+
+Status Socket::Await(short events, Deadline deadline, const Progress& progress) const {
+  int r = PollUntil(fd_, events, deadline);
+  if (r > 0) return Status::Ok();
+  if (r < 0) return IoError(-r, progress);
+  return DeadlineExceededError("timed out " + std::string(progress.op) + " " + peer_ + " after " +
+                               Str(progress.done) + " of " + Str(progress.total) + " bytes");
+}
+
+Status Socket::IoError(int err, const Progress& progress) const {
+  return NetErrnoToStatus(err, std::string(progress.op) + " " + peer_ + " after " +
+                                   Str(progress.done) + " of " + Str(progress.total) + " bytes");
+}
+
+Status Socket::SendRange(const char* p, size_t n, Deadline deadline, uint64_t base,
+                         uint64_t total) {
+  size_t sent = 0;
+  while (sent < n) {
+    ssize_t r = ::send(fd_, p + sent, n - sent, MSG_NOSIGNAL);
+    if (r > 0) {
+      sent += r;
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    const Progress progress{"sending to", base + sent, total};
+    if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return IoError(errno, progress);
+    STRATA_RETURN_IF_ERROR(Await(POLLOUT, deadline, progress));
+  }
+  return Status::Ok();
+}
+
+Status Socket::RecvRange(char* p, size_t n, Deadline deadline, uint64_t base, uint64_t total) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = ::recv(fd_, p + got, n - got, 0);
+    if (r > 0) {
+      got += r;
+      continue;
+    }
+    if (r == 0) {
+      return UnavailableError("connection closed by " + peer_ + " after " + Str(base + got) +
+                              " of " + Str(total) + " bytes");
+    }
+    if (errno == EINTR) continue;
+    const Progress progress{"receiving from", base + got, total};
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return IoError(errno, progress);
+    STRATA_RETURN_IF_ERROR(Await(POLLIN, deadline, progress));
+  }
+  return Status::Ok();
+}
+
+}  // namespace strata::net

@@ -1,0 +1,125 @@
+// Copyright 2026 The Strata Authors.
+//
+// TCP sockets for agent-to-agent traffic (Linux only). Every call blocks the
+// caller until it is done or its deadline passes; internally the descriptor
+// is non-blocking and waits use poll(), so a silent or slow peer can never
+// hold a thread past the deadline it was given. No call raises SIGPIPE.
+//
+// Errors name the peer ("127.0.0.1:34567") and the operation. Codes:
+//   UNAVAILABLE        refused, reset or closed by the peer: retry may succeed.
+//   DEADLINE_EXCEEDED  the deadline passed; the message says how far it got.
+//   FAILED_PRECONDITION the socket is closed, or the listen address is in use.
+// After any error from a send or receive the byte stream is out of sync:
+// close the socket.
+//
+// Thread-safety: a Socket is used by one thread at a time, except Shutdown(),
+// which another thread may call to wake a blocked call.
+#ifndef STRATA_NET_SOCKET_H_
+#define STRATA_NET_SOCKET_H_
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "strata/status.h"
+
+namespace strata::net {
+
+using Deadline = std::chrono::steady_clock::time_point;
+
+// now + timeout.
+Deadline DeadlineAfter(std::chrono::milliseconds timeout);
+
+// "host:port", or "[host]:port" when host is an IPv6 literal.
+std::string HostPort(const std::string& host, uint16_t port);
+
+class Socket {
+ public:
+  Socket() = default;  // not open
+  ~Socket();
+  Socket(Socket&& other) noexcept;
+  Socket& operator=(Socket&& other) noexcept;
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+
+  // Binds and listens on host:port with SO_REUSEADDR. Port 0 picks an
+  // ephemeral port (see LocalPort()). An empty host means every interface.
+  static StatusOr<Socket> Listen(const std::string& host, uint16_t port, int backlog);
+
+  // Resolves host (IPv4 or IPv6; getaddrinfo) and connects to the first
+  // address that answers within `timeout` overall. Refused or unreachable is
+  // UNAVAILABLE and names host:port. The result has TCP_NODELAY set.
+  static StatusOr<Socket> Connect(const std::string& host, uint16_t port,
+                                  std::chrono::milliseconds timeout);
+
+  // REQUIRES: a listening socket. Waits up to `timeout` for a connection;
+  // DEADLINE_EXCEEDED when none came, so an accept loop can check a stop flag.
+  // The result has TCP_NODELAY set.
+  StatusOr<Socket> Accept(std::chrono::milliseconds timeout);
+
+  // The bound local port (of a listening or connected socket).
+  StatusOr<uint16_t> LocalPort() const;
+
+  // Sends or receives exactly n bytes. If the peer closes first, RecvAll
+  // returns UNAVAILABLE "connection closed by <peer> after N of M bytes".
+  Status SendAll(const void* data, size_t n, Deadline deadline);
+  Status RecvAll(void* data, size_t n, Deadline deadline);
+
+  // Sends bytes [offset, offset+len) of the open file `file_fd` with
+  // sendfile(2) (no copy through user space; best from tmpfs or the page
+  // cache), falling back to pread+send where sendfile is unsupported.
+  // A file shorter than offset+len is DATA_LOSS. Does not move file_fd's offset.
+  Status SendFile(int file_fd, uint64_t offset, uint64_t len, Deadline deadline);
+
+  // Receives exactly len bytes and writes them at [offset, offset+len) of the
+  // open, writable file `file_fd` (pwrite; the file's offset is unchanged).
+  // On error the range holds an unspecified prefix of the data.
+  Status RecvToFile(int file_fd, uint64_t offset, uint64_t len, Deadline deadline);
+
+  // Sets SO_SNDBUF and SO_RCVBUF to `bytes` (Linux caps them at
+  // net.core.wmem_max / rmem_max and turns off auto-tuning). Call on a
+  // listening socket before Accept (accepted sockets inherit it) or right
+  // after Connect.
+  Status SetBufferSizes(int bytes);
+
+  // shutdown(SHUT_RDWR): the peer sees end of stream and a call blocked in
+  // another thread returns. The descriptor stays open until Close().
+  void Shutdown();
+  void Close();
+
+  bool is_open() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+  // The remote address of a connected socket ("127.0.0.1:34567",
+  // "[::1]:34567"); the local address of a listening one.
+  const std::string& peer() const { return peer_; }
+
+ private:
+  struct Progress;  // what a wait reports when the deadline passes
+
+  Socket(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {}
+
+  Status CheckOpen(const char* op) const;
+  // Waits until `events` are ready; DEADLINE_EXCEEDED describes `progress`.
+  Status Await(short events, Deadline deadline, const Progress& progress) const;
+  Status IoError(int err, const Progress& progress) const;
+  // Send or receive [p, p+n), which is bytes [base, base+n) of a transfer of
+  // `total` bytes (for messages).
+  Status SendRange(const char* p, size_t n, Deadline deadline, uint64_t base, uint64_t total);
+  Status RecvRange(char* p, size_t n, Deadline deadline, uint64_t base, uint64_t total);
+  Status SendFileByCopy(int file_fd, uint64_t offset, uint64_t len, uint64_t done,
+                        Deadline deadline);
+
+  int fd_ = -1;
+  std::string peer_;
+};
+
+namespace internal {
+// Makes SendFile take its pread+send fallback path, for tests.
+void DisableSendfileForTesting(bool disable);
+}  // namespace internal
+
+}  // namespace strata::net
+
+#endif  // STRATA_NET_SOCKET_H_

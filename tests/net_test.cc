@@ -1,0 +1,493 @@
+// Copyright 2026 The Strata Authors.
+//
+// net/: sockets, frames and the handshake over loopback, with both ends in
+// this process (the far end on a thread). Hostile peers are written by hand
+// from raw bytes.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "net/auth.h"
+#include "net/frame.h"
+#include "net/socket.h"
+#include "test_util.h"
+#include "util/hash.h"
+
+namespace strata::net {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+constexpr uint32_t kLimit = 64 << 20;
+
+Deadline Soon() { return DeadlineAfter(30s); }
+
+std::string Pattern(size_t n, uint64_t seed) {
+  std::string s(n, '\0');
+  uint64_t x = seed;
+  for (size_t i = 0; i < n; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    s[i] = static_cast<char>(x >> 56);
+  }
+  return s;
+}
+
+// A file of `size` pseudo-random bytes; returns the open descriptor.
+int MakeFile(const std::string& path, size_t size) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  EXPECT_GE(fd, 0) << path;
+  const std::string chunk = Pattern(1 << 20, 7);
+  for (size_t off = 0; off < size; off += chunk.size()) {
+    // Vary each chunk so a misplaced chunk changes the hash.
+    std::string c = chunk;
+    std::memcpy(c.data(), &off, sizeof off);
+    size_t n = std::min(chunk.size(), size - off);
+    EXPECT_EQ(::pwrite(fd, c.data(), n, off), static_cast<ssize_t>(n));
+  }
+  return fd;
+}
+
+std::string ReadRange(int fd, uint64_t offset, size_t n) {
+  std::string s(n, '\0');
+  EXPECT_EQ(::pread(fd, s.data(), n, offset), static_cast<ssize_t>(n));
+  return s;
+}
+
+// Peak resident set size of this process in KiB (VmHWM).
+long PeakRssKiB() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+double Seconds(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// A connected pair over 127.0.0.1: client_ (made by Connect) and server_
+// (made by Accept).
+class Loopback : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto listener = Socket::Listen("127.0.0.1", 0, 8);
+    ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+    listener_ = std::move(*listener);
+    auto port = listener_.LocalPort();
+    ASSERT_TRUE(port.ok()) << port.status().ToString();
+    port_ = *port;
+    auto client = Socket::Connect("127.0.0.1", port_, 5s);
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    client_ = std::move(*client);
+    auto server = listener_.Accept(5s);
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(*server);
+  }
+
+  void SendRaw(std::string_view bytes) {
+    ASSERT_TRUE(client_.SendAll(bytes.data(), bytes.size(), Soon()).ok());
+  }
+
+  Socket listener_, client_, server_;
+  uint16_t port_ = 0;
+};
+
+using NetTest = Loopback;
+using FrameTest = Loopback;
+using AuthTest = Loopback;
+
+// ---- Sockets ----
+
+TEST_F(NetTest, PeerNamesTheOtherEnd) {
+  EXPECT_EQ(client_.peer(), "127.0.0.1:" + std::to_string(port_));
+  auto client_port = client_.LocalPort();
+  ASSERT_TRUE(client_port.ok());
+  EXPECT_EQ(server_.peer(), "127.0.0.1:" + std::to_string(*client_port));
+}
+
+TEST_F(NetTest, ConnectToClosedPortIsUnavailable) {
+  listener_.Close();
+  auto s = Socket::Connect("127.0.0.1", port_, 5s);
+  ASSERT_EQ(s.status().code(), StatusCode::kUnavailable) << s.status().ToString();
+  EXPECT_NE(s.status().message().find("connect to 127.0.0.1:" + std::to_string(port_)),
+            std::string::npos)
+      << s.status().message();
+  EXPECT_NE(s.status().message().find("refused"), std::string::npos) << s.status().message();
+}
+
+TEST_F(NetTest, ListenOnAPortInUseIsFailedPrecondition) {
+  auto s = Socket::Listen("127.0.0.1", port_, 8);
+  ASSERT_EQ(s.status().code(), StatusCode::kFailedPrecondition) << s.status().ToString();
+  EXPECT_NE(s.status().message().find("bind 127.0.0.1:" + std::to_string(port_)), std::string::npos)
+      << s.status().message();
+}
+
+TEST_F(NetTest, AcceptTimesOutSoALoopCanCheckAStopFlag) {
+  auto start = Clock::now();
+  auto s = listener_.Accept(100ms);
+  ASSERT_EQ(s.status().code(), StatusCode::kDeadlineExceeded) << s.status().ToString();
+  EXPECT_NE(s.status().message().find("accept on " + listener_.peer()), std::string::npos);
+  EXPECT_GE(Seconds(start), 0.09);
+}
+
+TEST_F(NetTest, SilentPeerTimesOut) {
+  auto start = Clock::now();
+  auto frame = RecvFrame(server_, kLimit, DeadlineAfter(200ms));
+  ASSERT_EQ(frame.status().code(), StatusCode::kDeadlineExceeded) << frame.status().ToString();
+  EXPECT_NE(frame.status().message().find("timed out receiving from " + server_.peer() +
+                                          " after 0 of 16 bytes"),
+            std::string::npos)
+      << frame.status().message();
+  EXPECT_GE(Seconds(start), 0.19);
+  EXPECT_LT(Seconds(start), 5);
+}
+
+TEST_F(NetTest, SendToAClosedPeerFailsWithoutSigpipe) {
+  server_.Close();
+  const std::string chunk(1 << 20, 'x');
+  Status s;
+  for (int i = 0; i < 50 && s.ok(); ++i) s = client_.SendAll(chunk.data(), chunk.size(), Soon());
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_NE(s.message().find("sending to " + client_.peer()), std::string::npos) << s.message();
+}
+
+TEST_F(NetTest, ShutdownFromAnotherThreadWakesABlockedReceive) {
+  auto start = Clock::now();
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(100ms);
+    server_.Shutdown();
+  });
+  char byte;
+  Status s = server_.RecvAll(&byte, 1, Soon());
+  stopper.join();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_LT(Seconds(start), 5);
+}
+
+TEST_F(NetTest, ClosedSocketIsFailedPrecondition) {
+  client_.Close();
+  char byte = 0;
+  Status s = client_.SendAll(&byte, 1, Soon());
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.ToString();
+  EXPECT_NE(s.message().find("127.0.0.1:" + std::to_string(port_)), std::string::npos);
+}
+
+TEST(NetIpv6Test, LoopbackRoundTrip) {
+  auto listener = Socket::Listen("::1", 0, 4);
+  if (!listener.ok()) GTEST_SKIP() << "no IPv6 loopback: " << listener.status().ToString();
+  auto port = listener->LocalPort();
+  ASSERT_TRUE(port.ok());
+  auto client = Socket::Connect("::1", *port, 5s);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  EXPECT_EQ(client->peer(), "[::1]:" + std::to_string(*port));
+  auto server = listener->Accept(5s);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  ASSERT_TRUE(SendFrame(*client, 20, "over v6", Soon()).ok());
+  auto frame = RecvFrame(*server, kLimit, Soon());
+  ASSERT_TRUE(frame.ok()) << frame.status().ToString();
+  EXPECT_EQ(frame->payload, "over v6");
+}
+
+// ---- Bulk data: SendFile / RecvToFile ----
+
+TEST_F(NetTest, SendFileToRecvToFile64MiBOnTmpfs) {
+  testing::ScratchDir dir("net");
+  constexpr size_t kSize = 64 << 20;
+  int src = MakeFile(dir.Sub("src"), kSize);
+  int dst = ::open(dir.Sub("dst").c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_GE(dst, 0);
+  Status sent;
+  std::thread sender([&] { sent = client_.SendFile(src, 0, kSize, Soon()); });
+  Status received = server_.RecvToFile(dst, 0, kSize, Soon());
+  sender.join();
+  ASSERT_TRUE(sent.ok()) << sent.ToString();
+  ASSERT_TRUE(received.ok()) << received.ToString();
+  std::string a = ReadRange(src, 0, kSize), b = ReadRange(dst, 0, kSize);
+  EXPECT_EQ(Xxh3(a.data(), a.size()), Xxh3(b.data(), b.size()));
+  EXPECT_EQ(::lseek(dst, 0, SEEK_END), static_cast<off_t>(kSize));
+  ::close(src);
+  ::close(dst);
+}
+
+TEST_F(NetTest, SendFileFallbackCopiesTheRequestedRangeToTheRequestedOffset) {
+  testing::ScratchDir dir("net");
+  int src = MakeFile(dir.Sub("src"), 8 << 20);
+  int dst = ::open(dir.Sub("dst").c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  constexpr uint64_t kFrom = 12345, kLen = (5 << 20) + 7, kTo = 999;
+  for (bool use_sendfile : {true, false}) {
+    internal::DisableSendfileForTesting(!use_sendfile);
+    Status sent;
+    std::thread sender([&] { sent = client_.SendFile(src, kFrom, kLen, Soon()); });
+    Status received = server_.RecvToFile(dst, kTo, kLen, Soon());
+    sender.join();
+    internal::DisableSendfileForTesting(false);
+    ASSERT_TRUE(sent.ok()) << sent.ToString();
+    ASSERT_TRUE(received.ok()) << received.ToString();
+    EXPECT_TRUE(ReadRange(src, kFrom, kLen) == ReadRange(dst, kTo, kLen)) << use_sendfile;
+  }
+  ::close(src);
+  ::close(dst);
+}
+
+TEST_F(NetTest, SendFileOfAShortFileIsDataLoss) {
+  testing::ScratchDir dir("net");
+  int src = MakeFile(dir.Sub("src"), 1000);
+  for (bool use_sendfile : {true, false}) {
+    internal::DisableSendfileForTesting(!use_sendfile);
+    Status s = client_.SendFile(src, 0, 5000, Soon());
+    internal::DisableSendfileForTesting(false);
+    EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
+    EXPECT_NE(s.message().find("after 1000 of 5000 bytes"), std::string::npos) << s.message();
+  }
+  ::close(src);
+}
+
+TEST_F(NetTest, RecvToFileFromAPeerThatClosesEarlyIsUnavailable) {
+  testing::ScratchDir dir("net");
+  int dst = ::open(dir.Sub("dst").c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  SendRaw(Pattern(1000, 1));
+  client_.Close();
+  Status s = server_.RecvToFile(dst, 0, 5000, Soon());
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_NE(s.message().find("connection closed by " + server_.peer() + " after 1000 of 5000"),
+            std::string::npos)
+      << s.message();
+  ::close(dst);
+}
+
+// ---- Frames ----
+
+TEST_F(FrameTest, RoundTripsPayloadsOfEverySize) {
+  const std::vector<size_t> sizes = {0, 1, 64 << 10, 8 << 20};
+  Status sent;
+  std::thread sender([&] {
+    for (size_t i = 0; i < sizes.size() && sent.ok(); ++i) {
+      sent = SendFrame(client_, static_cast<uint16_t>(16 + i), Pattern(sizes[i], i), Soon(),
+                       static_cast<uint16_t>(0x8000 | i));
+    }
+  });
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    auto frame = RecvFrame(server_, kLimit, Soon());
+    ASSERT_TRUE(frame.ok()) << frame.status().ToString();
+    EXPECT_EQ(frame->type, 16 + i);
+    EXPECT_EQ(frame->flags, 0x8000 | i);
+    EXPECT_EQ(frame->payload.size(), sizes[i]);
+    EXPECT_TRUE(frame->payload == Pattern(sizes[i], i)) << sizes[i];
+  }
+  sender.join();
+  EXPECT_TRUE(sent.ok()) << sent.ToString();
+}
+
+TEST_F(FrameTest, OversizedFrameIsRejectedWithoutAllocatingIt) {
+  const auto header = EncodeFrameHeader(kFirstAgentFrameType, 0, 0x80000000u);
+  SendRaw(std::string_view(header.data(), header.size()));
+  const long rss_before = PeakRssKiB();
+  auto start = Clock::now();
+  auto frame = RecvFrame(server_, kLimit, Soon());
+  EXPECT_LT(Seconds(start), 2) << "it waited for the payload";
+  EXPECT_LT(PeakRssKiB() - rss_before, 512 << 10) << "it allocated the announced payload";
+  ASSERT_EQ(frame.status().code(), StatusCode::kInvalidArgument) << frame.status().ToString();
+  EXPECT_NE(frame.status().message().find(server_.peer() +
+                                          " sent a 2.0 GiB message (frame type 16); the limit "
+                                          "is 64 MiB"),
+            std::string::npos)
+      << frame.status().message();
+}
+
+TEST_F(FrameTest, GarbageIsRejectedNamingThePeer) {
+  SendRaw("GET / HTTP/1.1\r\nHost: agent\r\n\r\n");
+  auto frame = RecvFrame(server_, kLimit, Soon());
+  ASSERT_EQ(frame.status().code(), StatusCode::kInvalidArgument) << frame.status().ToString();
+  EXPECT_NE(frame.status().message().find("garbage from " + server_.peer()), std::string::npos)
+      << frame.status().message();
+  EXPECT_NE(frame.status().message().find(R"("GET / HTTP/1.1\r\n")"), std::string::npos)
+      << frame.status().message();
+}
+
+TEST_F(FrameTest, CorruptHeaderIsDataLoss) {
+  auto header = EncodeFrameHeader(17, 0, 100);
+  header[9] ^= 0x04;  // length 100 -> 1124
+  SendRaw(std::string_view(header.data(), header.size()));
+  auto frame = RecvFrame(server_, kLimit, Soon());
+  ASSERT_EQ(frame.status().code(), StatusCode::kDataLoss) << frame.status().ToString();
+  EXPECT_NE(frame.status().message().find("corrupt frame header from " + server_.peer()),
+            std::string::npos)
+      << frame.status().message();
+}
+
+TEST_F(FrameTest, TruncatedPayloadIsUnavailableAndSaysHowMuchArrived) {
+  const auto header = EncodeFrameHeader(17, 0, 1000);
+  SendRaw(std::string(header.data(), header.size()) + Pattern(300, 2));
+  client_.Close();
+  auto frame = RecvFrame(server_, kLimit, Soon());
+  ASSERT_EQ(frame.status().code(), StatusCode::kUnavailable) << frame.status().ToString();
+  EXPECT_NE(frame.status().message().find("connection closed by " + server_.peer() +
+                                          " after 300 of 1000 bytes"),
+            std::string::npos)
+      << frame.status().message();
+}
+
+TEST(FrameFormatTest, HeaderLayoutAndSizes) {
+  const auto h = EncodeFrameHeader(0x1234, 0x5678, 0x9abcdef0);
+  EXPECT_EQ(std::string(h.data(), 4), "STRF");
+  EXPECT_EQ(static_cast<unsigned char>(h[4]), 0x34);
+  EXPECT_EQ(static_cast<unsigned char>(h[8]), 0xf0);
+  uint32_t checksum;
+  std::memcpy(&checksum, h.data() + 12, 4);  // little-endian host
+  EXPECT_EQ(checksum, static_cast<uint32_t>(Xxh3(h.data(), 12)));
+  EXPECT_EQ(FormatBytes(17), "17 bytes");
+  EXPECT_EQ(FormatBytes(1536), "1.5 KiB");
+  EXPECT_EQ(FormatBytes(64 << 20), "64 MiB");
+  EXPECT_EQ(FormatBytes(2ull << 30), "2.0 GiB");
+  EXPECT_EQ(Quote(std::string("a\"\x01\n", 4)), R"("a\"\x01\n")");
+  EXPECT_EQ(Quote("abcdef", 3), R"("abc"...)");
+}
+
+// ---- Authentication ----
+
+// Runs AuthenticateAsServer on server_ in a thread while `client` runs here.
+template <typename ClientFn>
+StatusOr<std::string> WithServer(Socket& server, std::string_view secret, ClientFn client,
+                                 Deadline deadline) {
+  StatusOr<std::string> result = InternalError("server did not run");
+  std::thread t([&] { result = AuthenticateAsServer(server, secret, deadline); });
+  client();
+  t.join();
+  return result;
+}
+
+TEST_F(AuthTest, SameSecretSucceedsAndTheStreamStaysInSync) {
+  Status client;
+  auto server = WithServer(
+      server_, "s3cret",
+      [&] { client = AuthenticateAsClient(client_, "s3cret", "node 3", Soon()); }, Soon());
+  ASSERT_TRUE(client.ok()) << client.ToString();
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  EXPECT_EQ(*server, "node 3");
+  ASSERT_TRUE(SendFrame(client_, kFirstAgentFrameType, "after auth", Soon()).ok());
+  auto frame = RecvFrame(server_, kLimit, Soon());
+  ASSERT_TRUE(frame.ok()) << frame.status().ToString();
+  EXPECT_EQ(frame->payload, "after auth");
+}
+
+TEST_F(AuthTest, WrongSecretIsPermissionDeniedOnBothSides) {
+  Status client;
+  auto server = WithServer(
+      server_, "secret-B",
+      [&] { client = AuthenticateAsClient(client_, "secret-A", "node 1", Soon()); }, Soon());
+  ASSERT_EQ(client.code(), StatusCode::kPermissionDenied) << client.ToString();
+  EXPECT_NE(client.message().find("server " + client_.peer()), std::string::npos)
+      << client.message();
+  ASSERT_EQ(server.status().code(), StatusCode::kPermissionDenied) << server.status().ToString();
+  EXPECT_NE(server.status().message().find("client " + server_.peer()), std::string::npos)
+      << server.status().message();
+  EXPECT_NE(server.status().message().find("authentication failed"), std::string::npos);
+}
+
+TEST_F(AuthTest, ClientThatDoesNotKnowTheSecretIsDenied) {
+  // A hand-written client: a valid HELLO, then a made-up proof.
+  std::string hello("\x01\x00\x00\x00", 4);
+  hello += std::string(32, 'n') + "mallory";
+  auto server = WithServer(
+      server_, "s3cret",
+      [&] {
+        ASSERT_TRUE(SendFrame(client_, kFrameHello, hello, Soon()).ok());
+        auto challenge = RecvFrame(client_, 1024, Soon());
+        ASSERT_TRUE(challenge.ok()) << challenge.status().ToString();
+        ASSERT_EQ(challenge->type, kFrameChallenge);
+        ASSERT_TRUE(SendFrame(client_, kFrameProof, std::string(32, '\0'), Soon()).ok());
+        auto reply = RecvFrame(client_, 1024, Soon());
+        ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+        EXPECT_EQ(reply->type, kFrameError);
+        EXPECT_EQ(reply->payload, "authentication failed");
+      },
+      Soon());
+  ASSERT_EQ(server.status().code(), StatusCode::kPermissionDenied) << server.status().ToString();
+  EXPECT_NE(server.status().message().find("client " + server_.peer() + " (\"mallory\")"),
+            std::string::npos)
+      << server.status().message();
+}
+
+TEST_F(AuthTest, ImpostorServerIsDetectedBeforeTheClientProvesAnything) {
+  // A hand-written server that does not know the secret.
+  StatusOr<Frame> hello = InternalError("unset"), after = InternalError("unset");
+  std::thread impostor([&] {
+    hello = RecvFrame(server_, 1024, Soon());
+    SendFrame(server_, kFrameChallenge, Pattern(64, 9), Soon()).IgnoreError();
+    after = RecvFrame(server_, 1024, Soon());
+  });
+  Status client = AuthenticateAsClient(client_, "the-job-secret", "node 2", Soon());
+  impostor.join();
+  ASSERT_EQ(client.code(), StatusCode::kPermissionDenied) << client.ToString();
+  EXPECT_NE(client.message().find("server " + client_.peer() + " could not prove"),
+            std::string::npos)
+      << client.message();
+  EXPECT_NE(client.message().find("impostor"), std::string::npos);
+  ASSERT_TRUE(hello.ok());
+  EXPECT_EQ(hello->payload.find("the-job-secret"), std::string::npos);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_EQ(after->type, kFrameError) << "the client sent a proof to an impostor";
+}
+
+TEST_F(AuthTest, SilentServerTimesOut) {
+  auto start = Clock::now();
+  Status s = AuthenticateAsClient(client_, "s3cret", "node 0", DeadlineAfter(200ms));
+  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
+  EXPECT_NE(s.message().find(client_.peer()), std::string::npos) << s.message();
+  EXPECT_LT(Seconds(start), 5);
+}
+
+TEST_F(AuthTest, MalformedHellosAreRejected) {
+  std::string long_id("\x01\x00\x00\x00", 4);
+  long_id += std::string(32, 'n') + std::string(300, 'x');
+  SendFrame(client_, kFrameHello, long_id, Soon()).IgnoreError();
+  auto server = AuthenticateAsServer(server_, "s3cret", Soon());
+  ASSERT_EQ(server.status().code(), StatusCode::kInvalidArgument) << server.status().ToString();
+  EXPECT_NE(server.status().message().find("malformed HELLO from client " + server_.peer()),
+            std::string::npos)
+      << server.status().message();
+  auto reply = RecvFrame(client_, 1024, Soon());
+  ASSERT_TRUE(reply.ok());
+  EXPECT_EQ(reply->type, kFrameError);
+}
+
+TEST_F(AuthTest, UnsupportedVersionIsFailedPrecondition) {
+  std::string hello("\x02\x00\x00\x00", 4);
+  hello += std::string(32, 'n') + "node 9";
+  SendFrame(client_, kFrameHello, hello, Soon()).IgnoreError();
+  auto server = AuthenticateAsServer(server_, "s3cret", Soon());
+  ASSERT_EQ(server.status().code(), StatusCode::kFailedPrecondition) << server.status().ToString();
+  EXPECT_NE(server.status().message().find("unsupported protocol version 2"), std::string::npos);
+}
+
+TEST_F(AuthTest, GarbageInsteadOfHelloIsRejected) {
+  SendRaw("SSH-2.0-OpenSSH_9.2\r\n");
+  auto server = AuthenticateAsServer(server_, "s3cret", Soon());
+  ASSERT_EQ(server.status().code(), StatusCode::kInvalidArgument) << server.status().ToString();
+  EXPECT_NE(server.status().message().find("garbage from " + server_.peer()), std::string::npos);
+}
+
+TEST_F(AuthTest, BadArgumentsAreRejectedBeforeSending) {
+  EXPECT_EQ(AuthenticateAsClient(client_, "", "node 1", Soon()).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(AuthenticateAsClient(client_, "s", std::string(257, 'x'), Soon()).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(AuthenticateAsClient(client_, "s", "node\n1", Soon()).code(),
+            StatusCode::kInvalidArgument);
+  // Nothing reached the server.
+  char byte;
+  EXPECT_EQ(server_.RecvAll(&byte, 1, DeadlineAfter(50ms)).code(), StatusCode::kDeadlineExceeded);
+}
+
+}  // namespace
+}  // namespace strata::net

@@ -1,0 +1,132 @@
+// Copyright 2026 The Strata Authors.
+#include "agent/planner.h"
+
+#include <gtest/gtest.h>
+
+namespace strata::agent {
+namespace {
+
+TEST(ChoosePeersTest, SpreadsAroundTheRing) {
+  EXPECT_EQ(ChoosePeers(0, 4, 1), std::vector<int>{2});
+  EXPECT_EQ(ChoosePeers(1, 4, 1), std::vector<int>{3});
+  EXPECT_EQ(ChoosePeers(3, 4, 1), std::vector<int>{1});
+  EXPECT_EQ(ChoosePeers(0, 8, 1), std::vector<int>{4});
+  EXPECT_EQ(ChoosePeers(0, 9, 2), (std::vector<int>{3, 6}));
+  EXPECT_EQ(ChoosePeers(2, 4, 3), (std::vector<int>{3, 0, 1}));
+}
+
+TEST(ChoosePeersTest, EdgeCases) {
+  EXPECT_TRUE(ChoosePeers(0, 1, 1).empty());
+  EXPECT_TRUE(ChoosePeers(0, 4, 0).empty());
+  EXPECT_EQ(ChoosePeers(0, 2, 5), std::vector<int>{1});  // at most nodes - 1
+  EXPECT_EQ(ChoosePeers(1, 3, 1), std::vector<int>{0});  // stride 2 from rank 1 -> 0
+  for (int n = 2; n <= 12; ++n) {
+    for (int k = 1; k < n; ++k) {
+      for (int r = 0; r < n; ++r) {
+        auto p = ChoosePeers(r, n, k);
+        ASSERT_EQ(p.size(), static_cast<size_t>(k)) << n << " " << k << " " << r;
+        for (int x : p) ASSERT_NE(x, r);
+      }
+    }
+  }
+}
+
+TEST(ChoosePeersTest, DataParallelPeersLiveInAnotherReplica) {
+  // 8 nodes, 2 replicas of 4: node r's peer is r + 4.
+  EXPECT_EQ(ChoosePeers(1, 8, 1, 2), std::vector<int>{5});
+  EXPECT_EQ(ChoosePeers(6, 8, 1, 2), std::vector<int>{2});
+}
+
+Inventory FourNodesWithPeers(std::vector<int64_t> steps) {
+  Inventory inv;
+  for (int64_t s : steps) {
+    for (int r = 0; r < 4; ++r) {
+      inv.Add(r, s, r, 1000 + static_cast<uint64_t>(r * 100 + s));            // own copy
+      inv.Add(r, s, (r + 2) % 4, 1000 + static_cast<uint64_t>(r * 100 + s));  // its peer's
+    }
+  }
+  return inv;
+}
+
+Inventory Without(Inventory inv, std::set<int> lost) {
+  for (auto& [rank, by_step] : inv.copies) {
+    for (auto& [step, copies] : by_step) {
+      std::erase_if(copies, [&](const Copy& c) { return lost.count(c.holder) > 0; });
+    }
+  }
+  return inv;
+}
+
+TEST(PlanRestoreTest, NewestCompleteStepFromOwnStores) {
+  auto plan = PlanRestore(FourNodesWithPeers({10, 20}), 4, 1);
+  ASSERT_TRUE(plan.step.has_value());
+  EXPECT_EQ(*plan.step, 20);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(plan.sources[r].source_rank, r);
+    EXPECT_EQ(plan.sources[r].holders.front(), r) << "own store first";
+  }
+}
+
+TEST(PlanRestoreTest, LostNodeIsRestoredFromItsPeer) {
+  auto plan = PlanRestore(Without(FourNodesWithPeers({10, 20}), {1}), 4, 1);
+  ASSERT_EQ(plan.step, 20);
+  EXPECT_EQ(plan.sources[1].holders, std::vector<int>{3});
+}
+
+TEST(PlanRestoreTest, TwoLostNodesThatAreNotPeers) {
+  auto plan = PlanRestore(Without(FourNodesWithPeers({10, 20}), {0, 1}), 4, 1);
+  ASSERT_EQ(plan.step, 20);
+  EXPECT_EQ(plan.sources[0].holders, std::vector<int>{2});
+  EXPECT_EQ(plan.sources[1].holders, std::vector<int>{3});
+}
+
+TEST(PlanRestoreTest, NodeAndItsPeerLostFallsBackToAnOlderCompleteStep) {
+  Inventory inv = Without(FourNodesWithPeers({20}), {0, 2});
+  auto plan = PlanRestore(inv, 4, 1);
+  EXPECT_FALSE(plan.step.has_value());
+  EXPECT_NE(plan.reason.find("step 20 has no usable copy for node 0"), std::string::npos)
+      << plan.reason;
+  // An older step that a third node also holds for node 0 is chosen instead.
+  inv = FourNodesWithPeers({20});
+  inv.Add(0, 10, 1, 5);
+  inv.Add(1, 10, 1, 6);
+  inv.Add(2, 10, 1, 7);
+  inv.Add(3, 10, 1, 8);
+  plan = PlanRestore(Without(inv, {0, 2}), 4, 1);
+  ASSERT_EQ(plan.step, 10);
+}
+
+TEST(PlanRestoreTest, ExcludedAndDisagreeingCopiesAreNotUsed) {
+  Inventory inv = FourNodesWithPeers({10, 20});
+  auto plan = PlanRestore(inv, 4, 1, {{1, 1, 20}});  // node 1's own copy failed verification
+  ASSERT_EQ(plan.step, 20);
+  EXPECT_EQ(plan.sources[1].holders, std::vector<int>{3});
+  plan = PlanRestore(inv, 4, 1, {{1, 1, 20}, {3, 1, 20}});
+  ASSERT_EQ(plan.step, 10);
+  inv.Add(2, 20, 0, 999);  // a third copy of node 2's step 20 that disagrees
+  plan = PlanRestore(inv, 4, 1);
+  ASSERT_EQ(plan.step, 10);
+}
+
+TEST(PlanRestoreTest, DataParallelSubstitution) {
+  // 4 nodes, 2 replicas: {0,1} and {2,3}; node 0 == node 2 column-wise.
+  Inventory inv;
+  inv.Add(1, 30, 1, 11);
+  inv.Add(2, 30, 2, 20);
+  inv.Add(3, 30, 3, 11);
+  auto plan = PlanRestore(inv, 4, 2);
+  ASSERT_EQ(plan.step, 30);
+  EXPECT_EQ(plan.sources[0].source_rank, 2);
+  EXPECT_EQ(plan.sources[0].holders, std::vector<int>{2});
+  EXPECT_EQ(plan.sources[1].source_rank, 1);
+  EXPECT_FALSE(PlanRestore(inv, 4, 1).step.has_value()) << "without substitution node 0 lacks data";
+}
+
+TEST(PlanRestoreTest, EmptyInventoryMeansFreshStart) {
+  auto plan = PlanRestore(Inventory{}, 4, 1);
+  EXPECT_FALSE(plan.step.has_value());
+  EXPECT_TRUE(plan.sources.empty());
+}
+
+}  // namespace
+}  // namespace strata::agent
