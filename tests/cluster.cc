@@ -1,0 +1,153 @@
+// Copyright 2026 The Strata Authors.
+#include "cluster.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <map>
+#include <thread>
+
+#include "strata/env.h"
+
+namespace strata::testing {
+
+uint16_t FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  uint16_t port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+Cluster::Cluster(int nodes, const std::string& tag)
+    : nodes_(nodes),
+      root_(tag),
+      agents_(static_cast<size_t>(nodes)),
+      old_logs_(static_cast<size_t>(nodes)) {
+  secret_ = "test-secret-" + std::to_string(::getpid()) + "-0123456789";
+  secret_file_ = root_.Sub("secret");
+  WriteFile(secret_file_, secret_ + "\n");
+  for (int i = 0; i < nodes; ++i) ports_.push_back(FreePort());
+}
+
+Cluster::~Cluster() {
+  for (auto& a : agents_) {
+    if (a) a->Signal(SIGTERM);
+  }
+  for (auto& a : agents_) {
+    if (a) a->Wait(std::chrono::seconds(10));
+  }
+}
+
+std::string Cluster::dir(int node) const { return root_.Sub("node" + std::to_string(node)); }
+std::string Cluster::address(int node) const {
+  return "127.0.0.1:" + std::to_string(ports_[static_cast<size_t>(node)]);
+}
+
+void Cluster::StartAgent(int node) {
+  auto& slot = agents_[static_cast<size_t>(node)];
+  if (slot) old_logs_[static_cast<size_t>(node)] += slot->Stderr();
+  slot = std::make_unique<Child>(std::vector<std::string>{
+      BinaryPath("strata"), "agent", "--local-dir", dir(node), "--listen", address(node),
+      "--coordinator", address(0), "--secret-file", secret_file_});
+  // Ready once it listens.
+  for (int i = 0; i < 500 && slot->Stderr().find("listening on") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_NE(slot->Stderr().find("listening on"), std::string::npos) << slot->Stderr();
+}
+
+void Cluster::StartAll() {
+  for (int i = 0; i < nodes_; ++i) StartAgent(i);
+}
+
+void Cluster::KillAgent(int node) {
+  auto& slot = agents_[static_cast<size_t>(node)];
+  slot->Signal(SIGKILL);
+  slot->Wait(std::chrono::seconds(10));
+}
+
+void Cluster::WipeDir(int node) { ASSERT_TRUE(Env::Default()->RemoveAll(dir(node)).ok()); }
+
+std::string Cluster::AgentLog(int node) const {
+  const auto& slot = agents_[static_cast<size_t>(node)];
+  return old_logs_[static_cast<size_t>(node)] + (slot ? slot->Stderr() : "");
+}
+
+std::vector<TrainerRun> Cluster::Train(int64_t steps, int64_t interval, const std::string& style,
+                                       int state_mb) {
+  std::vector<std::unique_ptr<Child>> trainers;
+  for (int i = 0; i < nodes_; ++i) {
+    trainers.push_back(std::make_unique<Child>(std::vector<std::string>{BinaryPath("toy-trainer"),
+                                                                        "--dir",
+                                                                        dir(i),
+                                                                        "--steps",
+                                                                        std::to_string(steps),
+                                                                        "--save-interval-steps",
+                                                                        std::to_string(interval),
+                                                                        "--state-mb",
+                                                                        std::to_string(state_mb),
+                                                                        "--seed",
+                                                                        std::to_string(100 + i),
+                                                                        "--replicator",
+                                                                        style,
+                                                                        "--job",
+                                                                        "job1",
+                                                                        "--node-rank",
+                                                                        std::to_string(i),
+                                                                        "--nodes",
+                                                                        std::to_string(nodes_),
+                                                                        "--peers-per-node",
+                                                                        "1"}));
+  }
+  std::vector<TrainerRun> runs;
+  for (auto& t : trainers) {
+    TrainerRun r;
+    r.exit_code = t->Wait(std::chrono::minutes(3));
+    r.out = t->Stdout();
+    r.err = t->Stderr();
+    r.restored = r.out.find("fresh start") != std::string::npos ? "fresh"
+                                                                : LastValue(r.out, "restored step");
+    r.digest = LastValue(r.out, "digest");
+    runs.push_back(std::move(r));
+  }
+  // Let the agents ingest and replicate the last steps.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  return runs;
+}
+
+nlohmann::json Cluster::Status(int node) const {
+  std::string out;
+  Run({BinaryPath("strata"), "status", "--agent", address(node), "--json", "--secret-file",
+       secret_file_},
+      &out);
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  EXPECT_TRUE(j.is_object()) << out;
+  return j;
+}
+
+std::string Cluster::ReferenceDigest(int node, int64_t steps, int state_mb) {
+  static std::map<std::tuple<int, int64_t, int>, std::string> cache;
+  auto key = std::make_tuple(node, steps, state_mb);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  ScratchDir d("ref");
+  std::string out;
+  Run({BinaryPath("toy-trainer"), "--dir", d.path(), "--steps", std::to_string(steps), "--state-mb",
+       std::to_string(state_mb), "--seed", std::to_string(100 + node)},
+      &out);
+  return cache[key] = LastValue(out, "digest");
+}
+
+}  // namespace strata::testing
