@@ -26,7 +26,14 @@ void Agent::ReplicationMain() {
                  [this] { return stopping_ || !to_replicate_.empty(); });
     if (stopping_) return;
     if (to_replicate_.empty() || !inc_) {
+      // Idle: refresh the job-wide watermark (other nodes may have caught
+      // up since we last reported) and collect what it frees.
+      std::optional<StepKey> newest;
+      if (inc_ && newest_replicated_ >= 0) {
+        newest = StepKey{inc_->config.job_name, inc_->config.node_rank, newest_replicated_};
+      }
       l.unlock();
+      if (newest) ReportReplicated(*newest);
       CollectGarbage();
       l.lock();
       continue;
