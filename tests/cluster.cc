@@ -123,8 +123,16 @@ std::vector<TrainerRun> Cluster::Train(int64_t steps, int64_t interval, const st
     r.digest = LastValue(r.out, "digest");
     runs.push_back(std::move(r));
   }
-  // Let the agents ingest and replicate the last steps.
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  // Wait until every agent has ingested and replicated the last step saved.
+  const int64_t last = steps - steps % interval;
+  for (int i = 0; i < nodes_; ++i) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (Status(i).value("newest_replicated", int64_t{-1}) < last &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_GE(Status(i).value("newest_replicated", int64_t{-1}), last) << "node " << i;
+  }
   return runs;
 }
 
