@@ -5,17 +5,20 @@
 // an uninterrupted run of that node.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "cluster.h"
 #include "format/naming.h"
 
 namespace strata::testing {
 namespace {
 
-void ExpectAll(const std::vector<TrainerRun>& runs, const std::string& restored, int64_t steps) {
+void ExpectAll(const std::vector<TrainerRun>& runs, const std::string& restored, int64_t steps,
+               int state_mb = 2) {
   for (size_t i = 0; i < runs.size(); ++i) {
     EXPECT_EQ(runs[i].exit_code, 0) << "node " << i << ": " << runs[i].err;
     EXPECT_EQ(runs[i].restored, restored) << "node " << i << ": " << runs[i].out;
-    EXPECT_EQ(runs[i].digest, Cluster::ReferenceDigest(static_cast<int>(i), steps))
+    EXPECT_EQ(runs[i].digest, Cluster::ReferenceDigest(static_cast<int>(i), steps, state_mb))
         << "node " << i << " did not end where an uninterrupted run ends";
   }
 }
@@ -100,6 +103,43 @@ TEST(AgentClusterTest, NemoStyleClientWorks) {
   c.WipeDir(1);
   c.StartAgent(1);
   ExpectAll(c.Train(15, 5, "nemo"), "10", 15);
+}
+
+// An agent restarted while its trainer keeps saving resumes the job from its
+// saved state (no new replicator.yaml) and catches up.
+TEST(AgentClusterTest, RestartedAgentResumesWithoutANewYaml) {
+  Cluster c(2, "restart");
+  c.StartAll();
+  std::vector<TrainerRun> runs;
+  std::thread train([&] { runs = c.Train(300, 10, "orbax", 2, /*step_ms=*/10); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  c.KillAgent(1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  c.StartAgent(1);
+  train.join();  // Train waits until both agents replicated step 300
+  ExpectAll(runs, "fresh", 300);
+  EXPECT_NE(c.AgentLog(1).find("resuming job job1 as node 1 of 2"), std::string::npos);
+}
+
+// A peer that dies in the middle of receiving a copy gets a clean retry once
+// it is back; the half-received transfer is discarded.
+TEST(AgentClusterTest, PeerRestartMidTransferIsRetried) {
+  Cluster c(2, "retry");
+  c.StartAll();
+  std::vector<TrainerRun> runs;
+  std::thread train([&] { runs = c.Train(40, 10, "orbax", 48, /*step_ms=*/20); });
+  // Kill node 1's agent repeatedly while steps of 48 MiB stream to it.
+  for (int i = 0; i < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    c.KillAgent(1);
+    c.StartAgent(1);
+  }
+  train.join();
+  ExpectAll(runs, "fresh", 40, 48);
+  const auto status = c.Status(1);  // keep it alive through the loop
+  bool have = false;
+  for (const auto& s : status["steps"]) have |= s["rank"] == 0 && s["step"] == 40;
+  EXPECT_TRUE(have) << status.dump(2);
 }
 
 }  // namespace

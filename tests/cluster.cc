@@ -87,30 +87,24 @@ std::string Cluster::AgentLog(int node) const {
 }
 
 std::vector<TrainerRun> Cluster::Train(int64_t steps, int64_t interval, const std::string& style,
-                                       int state_mb) {
+                                       int state_mb, int step_ms) {
   std::vector<std::unique_ptr<Child>> trainers;
   for (int i = 0; i < nodes_; ++i) {
-    trainers.push_back(std::make_unique<Child>(std::vector<std::string>{BinaryPath("toy-trainer"),
-                                                                        "--dir",
-                                                                        dir(i),
-                                                                        "--steps",
-                                                                        std::to_string(steps),
-                                                                        "--save-interval-steps",
-                                                                        std::to_string(interval),
-                                                                        "--state-mb",
-                                                                        std::to_string(state_mb),
-                                                                        "--seed",
-                                                                        std::to_string(100 + i),
-                                                                        "--replicator",
-                                                                        style,
-                                                                        "--job",
-                                                                        "job1",
-                                                                        "--node-rank",
-                                                                        std::to_string(i),
-                                                                        "--nodes",
-                                                                        std::to_string(nodes_),
-                                                                        "--peers-per-node",
-                                                                        "1"}));
+    std::vector<std::string> args = {BinaryPath("toy-trainer"), "--dir", dir(i)};
+    auto flag = [&](const char* name, int64_t value) {
+      args.push_back(name);
+      args.push_back(std::to_string(value));
+    };
+    flag("--steps", steps);
+    flag("--step-ms", step_ms);
+    flag("--save-interval-steps", interval);
+    flag("--state-mb", state_mb);
+    flag("--seed", 100 + i);
+    flag("--node-rank", i);
+    flag("--nodes", nodes_);
+    flag("--peers-per-node", 1);
+    for (const char* a : {"--replicator", style.c_str(), "--job", "job1"}) args.push_back(a);
+    trainers.push_back(std::make_unique<Child>(args));
   }
   std::vector<TrainerRun> runs;
   for (auto& t : trainers) {
@@ -127,7 +121,7 @@ std::vector<TrainerRun> Cluster::Train(int64_t steps, int64_t interval, const st
   const int64_t last = steps - steps % interval;
   for (int i = 0; i < nodes_; ++i) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-    while (Status(i).value("newest_replicated", int64_t{-1}) < last &&
+    while (TryStatus(i).value("newest_replicated", int64_t{-1}) < last &&
            std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
@@ -136,13 +130,23 @@ std::vector<TrainerRun> Cluster::Train(int64_t steps, int64_t interval, const st
   return runs;
 }
 
-nlohmann::json Cluster::Status(int node) const {
+nlohmann::json Cluster::TryStatus(int node, std::string* error) const {
   std::string out;
-  Run({BinaryPath("strata"), "status", "--agent", address(node), "--json", "--secret-file",
-       secret_file_},
-      &out);
+  int rc = Run({BinaryPath("strata"), "status", "--agent", address(node), "--json", "--secret-file",
+                secret_file_},
+               &out);
   auto j = nlohmann::json::parse(out, nullptr, false);
-  EXPECT_TRUE(j.is_object()) << out;
+  if (rc != 0 || !j.is_object()) {
+    if (error) *error = out;
+    return nlohmann::json::object();
+  }
+  return j;
+}
+
+nlohmann::json Cluster::Status(int node) const {
+  std::string error;
+  auto j = TryStatus(node, &error);
+  EXPECT_FALSE(j.empty()) << "strata status of node " << node << ": " << error;
   return j;
 }
 

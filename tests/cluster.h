@@ -44,9 +44,11 @@ class Cluster {
   // Runs one trainer per node (node i uses seed 100 + i) to `steps`,
   // saving every `interval` steps, and waits for all of them.
   std::vector<TrainerRun> Train(int64_t steps, int64_t interval, const std::string& style = "orbax",
-                                int state_mb = 2);
-  // `strata status --json` of a node's agent.
+                                int state_mb = 2, int step_ms = 0);
+  // `strata status --json` of a node's agent; a test failure if it fails.
   nlohmann::json Status(int node) const;
+  // The same, or an empty object (and *error) while the agent is down.
+  nlohmann::json TryStatus(int node, std::string* error = nullptr) const;
 
   // The digest an uninterrupted run of node `node` reaches at `steps`.
   static std::string ReferenceDigest(int node, int64_t steps, int state_mb = 2);

@@ -54,7 +54,9 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config) {
   STRATA_ASSIGN_OR_RETURN(a->listener_,
                           net::Socket::Listen(a->config_.listen.host, a->config_.listen.port, 128));
   STRATA_ASSIGN_OR_RETURN(uint16_t port, a->listener_.LocalPort());
-  a->listen_ = Endpoint{a->config_.advertise.host, port};
+  // Advertise the configured port, or the bound one when listening on port 0.
+  uint16_t advertised = a->config_.listen.port == 0 ? port : a->config_.advertise.port;
+  a->listen_ = Endpoint{a->config_.advertise.host, advertised};
   a->LoadState();
   a->server_ = std::thread([p = a.get()] { p->ServeMain(); });
   a->replicator_ = std::thread([p = a.get()] { p->ReplicationMain(); });

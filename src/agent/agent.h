@@ -77,6 +77,8 @@ class Agent {
 
   // Replication thread.
   void ReplicationMain();
+  bool ReplicateEverywhere(const StepKey& key);
+  void RefreshWatermark();
   Status ReplicateToPeer(const StepKey& key, const std::string& address);
   void ReportReplicated(const StepKey& key);
   void CollectGarbage();

@@ -16,50 +16,86 @@ namespace strata::agent {
 namespace {
 
 constexpr auto kPutTimeout = std::chrono::minutes(30);
+constexpr auto kMinRetry = std::chrono::milliseconds(500);
+constexpr auto kMaxRetry = std::chrono::milliseconds(30000);
 
 }  // namespace
 
 void Agent::ReplicationMain() {
+  auto backoff = kMinRetry;
+  std::optional<StepKey> retry;  // the newest step some peer still lacks
+  auto retry_at = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> l(mu_);
   while (!stopping_) {
-    cv_.wait_for(l, std::chrono::seconds(1),
+    cv_.wait_for(l, std::chrono::milliseconds(500),
                  [this] { return stopping_ || !to_replicate_.empty(); });
     if (stopping_) return;
-    if (to_replicate_.empty() || !inc_) {
-      // Idle: refresh the job-wide watermark (other nodes may have caught
-      // up since we last reported) and collect what it frees.
-      std::optional<StepKey> newest;
-      if (inc_ && newest_replicated_ >= 0) {
-        newest = StepKey{inc_->config.job_name, inc_->config.node_rank, newest_replicated_};
-      }
+    std::optional<StepKey> key;
+    if (!to_replicate_.empty()) {
+      key = to_replicate_.back();  // newest first: older queued steps are superseded
+      to_replicate_.clear();
+      backoff = kMinRetry;
+    } else if (retry && std::chrono::steady_clock::now() >= retry_at) {
+      key = retry;
+    }
+    if (!key || !inc_) {
       l.unlock();
-      if (newest) ReportReplicated(*newest);
+      RefreshWatermark();
       CollectGarbage();
       l.lock();
       continue;
     }
-    // Newest first: an older step still queued is superseded anyway.
-    StepKey key = to_replicate_.back();
-    to_replicate_.clear();
-    std::vector<int> peers = inc_->peers;
-    std::map<int, std::string> addresses = inc_->addresses;
     l.unlock();
-    std::set<int> done;
-    for (int peer : peers) {
-      auto addr = addresses.find(peer);
-      Status s = addr == addresses.end()
-                     ? UnavailableError("no address for node " + std::to_string(peer))
-                     : ReplicateToPeer(key, addr->second);
-      if (s.ok())
-        done.insert(peer);
-      else
-        Log()->warn("replicating {} to node {}: {}", key.ToString(), peer, s.message());
-    }
-    if (done.size() == peers.size()) ReportReplicated(key);
+    bool all = ReplicateEverywhere(*key);
     CollectGarbage();
     l.lock();
-    acked_[key] = done;
+    if (all) {
+      retry.reset();
+    } else {  // try again later; a peer may be restarting
+      retry = key;
+      retry_at = std::chrono::steady_clock::now() + backoff;
+      backoff = std::min(backoff * 2, kMaxRetry);
+    }
   }
+}
+
+// Sends `key` to every peer; true when all of them hold it.
+bool Agent::ReplicateEverywhere(const StepKey& key) {
+  std::vector<int> peers;
+  std::map<int, std::string> addresses;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!inc_ || key.job != inc_->config.job_name) return true;  // a past incarnation's step
+    peers = inc_->peers;
+    addresses = inc_->addresses;
+  }
+  size_t done = 0;
+  for (int peer : peers) {
+    auto addr = addresses.find(peer);
+    Status s = addr == addresses.end()
+                   ? UnavailableError("no address for node " + std::to_string(peer))
+                   : ReplicateToPeer(key, addr->second);
+    if (s.ok())
+      ++done;
+    else
+      Log()->warn("replicating {} to node {}: {} (will retry)", key.ToString(), peer, s.message());
+  }
+  if (done < peers.size()) return false;
+  ReportReplicated(key);
+  return true;
+}
+
+// Idle: re-report the newest replicated step; the answer carries the
+// job-wide watermark, which moves as the other nodes catch up.
+void Agent::RefreshWatermark() {
+  std::optional<StepKey> newest;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (inc_ && newest_replicated_ >= 0) {
+      newest = StepKey{inc_->config.job_name, inc_->config.node_rank, newest_replicated_};
+    }
+  }
+  if (newest) ReportReplicated(*newest);
 }
 
 Status Agent::ReplicateToPeer(const StepKey& key, const std::string& address) {
@@ -97,9 +133,10 @@ void Agent::ReportReplicated(const StepKey& key) {
   watermark_ = std::max(watermark_, (*r)["watermark"].get<int64_t>());
 }
 
-// Keeps, per node rank, every step at or above the job-wide watermark (the
-// newest step every node has replicated) and the newest step held; plus
-// anything a client's symlink points to. Everything else goes.
+// Keeps, per node rank of the current job, every step at or above the
+// job-wide watermark (the newest step every node has replicated) and the
+// newest step held; plus anything a client's symlink points to. Everything
+// else goes, including steps of earlier job names.
 void Agent::CollectGarbage() {
   std::string job;
   int64_t watermark;
@@ -116,8 +153,8 @@ void Agent::CollectGarbage() {
     if (key.job == job) newest[key.rank] = std::max(newest[key.rank], key.step);
   }
   for (const auto& [key, index] : held) {
-    if (key.job != job) continue;
-    if (key.step >= watermark || key.step == newest[key.rank]) continue;
+    // Steps of an earlier job name cannot be restored by this job: they go.
+    if (key.job == job && (key.step >= watermark || key.step == newest[key.rank])) continue;
     const std::string rel = store_->RelativeStepPath(key);
     if (std::any_of(targets.begin(), targets.end(),
                     [&](const std::string& t) { return t == rel || t.starts_with(rel + "/"); })) {

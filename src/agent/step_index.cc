@@ -231,8 +231,18 @@ StatusOr<StepIndex> DecodeStepIndex(std::string_view text, std::string_view sour
         if (!h) return bad("bad chunk checksum");
         file.chunk_xxh3.push_back(*h);
       }
+      // A peer's index drives reads and comparisons: its shape must be exact.
+      uint64_t want =
+          index.strata ? 0 : (file.size == 0 ? 0 : (file.size - 1) / kIndexChunkBytes + 1);
+      if (file.chunk_xxh3.size() != want) {
+        return bad(file.path.substr(0, 64) + ": " + std::to_string(file.chunk_xxh3.size()) +
+                   " chunk checksums, expected " + std::to_string(want));
+      }
       index.files.push_back(std::move(file));
     }
+    uint64_t sum = 0;
+    for (const auto& f : index.files) sum += f.size;
+    if (sum != index.total_bytes) return bad("total_bytes does not match the files");
     return index;
   } catch (const json::exception& e) {
     return bad(std::string("malformed step index: ") + e.what());
