@@ -74,6 +74,7 @@ Agent::~Agent() {
 }
 
 Status Agent::Run(const std::atomic<bool>& stop) {
+  stop_flag_ = &stop;
   STRATA_ASSIGN_OR_RETURN(DirWatcher watcher, DirWatcher::Open(config_.local_dir));
   OnEvents(Env::Default()->Exists(YamlPath(config_)));  // a yaml written while we were down
   auto last_scan = std::chrono::steady_clock::now();
@@ -108,16 +109,27 @@ void Agent::OnReplicatorYaml() {
   StatusOr<ReplicatorConfig> parsed =
       text.ok() ? ParseReplicatorConfig(*text) : StatusOr<ReplicatorConfig>(text.status());
   if (!text.ok() && text.status().code() == StatusCode::kNotFound) return;  // already handled
+  if (!text.ok() && text.status().code() == StatusCode::kResourceExhausted) {
+    parsed = InvalidArgumentError("replicator.yaml: larger than 1 MiB");
+  }
   if (!parsed.ok()) {
     Log()->error("rejecting {}: {}", path, parsed.status().message());
-    CleanLocalDir(config_.local_dir, kReplicatorYaml).IgnoreError();
     ReportToClient(config_.local_dir, parsed.status().message(), /*fatal=*/true);
     Env::Default()->RemoveFile(path).IgnoreError();
     return;
   }
   for (const auto& k : parsed->unknown_keys)
     Log()->warn("{}: ignoring unknown key \"{}\"", path, k);
-  Status s = Incarnate(*parsed);
+  Status s;
+  try {  // the coordinator's replies are checked, but never trusted to be well-typed
+    s = Incarnate(*parsed);
+  } catch (const json::exception& e) {
+    s = InternalError(std::string("malformed reply from the coordinator: ") + e.what());
+  }
+  if (s.code() == StatusCode::kCancelled) {  // a newer yaml or shutdown: not the client's error
+    Log()->info("job {} node {}: {}", parsed->job_name, parsed->node_rank, s.message());
+    return;
+  }
   if (!s.ok()) {
     Log()->error("job {} node {}: {}", parsed->job_name, parsed->node_rank, s.message());
     ReportToClient(config_.local_dir, s.message(), /*fatal=*/true);
@@ -175,7 +187,10 @@ Status Agent::RegisterAndRestore(Incarnation& inc) {
               {"address", listen_.ToString()},
               {"inventory", Inventory(c.job_name)}};
   bool yaml_deleted = false;
-  for (int attempt = 0; attempt < 1000 && !stopping_; ++attempt) {
+  for (int attempt = 0; attempt < 1000 && !Stopping(); ++attempt) {
+    if (yaml_deleted && SupersededByNewYaml()) {
+      return CancelledError("a new replicator.yaml replaces this incarnation");
+    }
     auto registered = CallCoordinator(c, reg, kCallTimeout);
     if (!registered.ok()) {
       Log()->warn("registering with the coordinator: {}", registered.status().message());
@@ -194,6 +209,10 @@ Status Agent::RegisterAndRestore(Incarnation& inc) {
   }
   return AbortedError("node " + std::to_string(c.node_rank) + " could not complete a restore");
 }
+
+// After this incarnation's yaml was deleted, a yaml in the directory is a
+// new one: the client restarted and the current restore is moot.
+bool Agent::SupersededByNewYaml() const { return Env::Default()->Exists(YamlPath(config_)); }
 
 std::optional<Endpoint> Agent::CoordinatorEndpoint(const ReplicatorConfig& c) const {
   if (c.master) {
@@ -233,7 +252,9 @@ namespace strata::agent {
 StatusOr<bool> Agent::FetchAndReport(Incarnation& inc, const json&) {
   const ReplicatorConfig& c = inc.config;
   int64_t version = 0;
-  for (int attempt = 0; attempt < 10000 && !stopping_; ++attempt) {
+  for (int attempt = 0; attempt < 10000 && !Stopping(); ++attempt) {
+    if (SupersededByNewYaml())
+      return CancelledError("a new replicator.yaml replaces this incarnation");
     json wait = {
         {"op", "await_plan"}, {"job", c.job_name}, {"round", inc.round}, {"plan_version", version}};
     auto plan = CallCoordinator(c, wait, kCallTimeout);
@@ -258,7 +279,9 @@ StatusOr<bool> Agent::FetchAndReport(Incarnation& inc, const json&) {
                   {"bad", bad}};
     for (;;) {
       auto r = CallCoordinator(c, ready, kCallTimeout);
-      if (!r.ok() && r.status().code() == StatusCode::kDeadlineExceeded && !stopping_) continue;
+      if (SupersededByNewYaml())
+        return CancelledError("a new replicator.yaml replaces this incarnation");
+      if (!r.ok() && r.status().code() == StatusCode::kDeadlineExceeded && !Stopping()) continue;
       if (!r.ok()) return r.status();
       if (r->value("go", false)) {
         STRATA_RETURN_IF_ERROR(CreateMarkers(inc, *plan));
@@ -267,7 +290,7 @@ StatusOr<bool> Agent::FetchAndReport(Incarnation& inc, const json&) {
       break;  // replan: wait for the next plan version
     }
   }
-  return AbortedError("stopped while restoring");
+  return CancelledError("stopped while restoring");
 }
 
 // Fetches `key` from the first holder that serves a copy that verifies;
@@ -371,6 +394,8 @@ void Agent::IngestCommittedSteps() {
           "client's step in progress, 2 own steps and 2 steps per node replicating here",
           largest_step_bytes_, in, (3 + 2 * in) * largest_step_bytes_, 3.0 + 2.0 * in);
     }
+    newest_ingested_ = std::max(newest_ingested_, step);
+    if (!behind_since_) behind_since_ = std::chrono::steady_clock::now();
     to_replicate_.push_back(key);
     cv_.notify_all();
   }

@@ -69,6 +69,7 @@ class Agent {
   void IngestCommittedSteps();
   void IngestPytorchSaves();
   json Inventory(const std::string& job);
+  bool SupersededByNewYaml() const;
   std::optional<Endpoint> CoordinatorEndpoint(const ReplicatorConfig& config) const;
   StatusOr<json> CallCoordinator(const ReplicatorConfig& config, json request,
                                  std::chrono::milliseconds timeout);
@@ -97,6 +98,9 @@ class Agent {
   net::Socket listener_;
   Endpoint listen_;
   std::atomic<bool> stopping_{false};
+  const std::atomic<bool>* stop_flag_ = nullptr;  // Run's; set before any loop reads it
+  // True once the agent should wind down: long waits check it.
+  bool Stopping() const { return stopping_.load() || (stop_flag_ && stop_flag_->load()); }
   std::atomic<int> connections_{0};
 
   mutable std::mutex mu_;
@@ -106,8 +110,12 @@ class Agent {
   std::map<StepKey, std::set<int>> acked_;  // GUARDED_BY(mu_): peers that hold the step
   int64_t watermark_ = -1;                  // GUARDED_BY(mu_): every node replicated this
   int64_t newest_replicated_ = -1;          // GUARDED_BY(mu_)
-  std::string last_restore_;                // GUARDED_BY(mu_): for status
-  uint64_t largest_step_bytes_ = 0;         // GUARDED_BY(mu_)
+  int64_t newest_ingested_ = -1;            // GUARDED_BY(mu_)
+  // When the oldest ingested step not yet on every peer was ingested; unset
+  // when replication has caught up. Replication lag is the time since then.
+  std::optional<std::chrono::steady_clock::time_point> behind_since_;  // GUARDED_BY(mu_)
+  std::string last_restore_;         // GUARDED_BY(mu_): for status
+  uint64_t largest_step_bytes_ = 0;  // GUARDED_BY(mu_)
   std::thread server_;
   std::thread replicator_;
 };

@@ -46,7 +46,12 @@ void Agent::ReplicationMain() {
       continue;
     }
     l.unlock();
-    bool all = ReplicateEverywhere(*key);
+    bool all = false;
+    try {  // a peer's malformed reply must not end the thread
+      all = ReplicateEverywhere(*key);
+    } catch (const json::exception& e) {
+      Log()->warn("replicating {}: malformed reply: {}", key->ToString(), e.what());
+    }
     CollectGarbage();
     l.lock();
     if (all) {
@@ -110,7 +115,7 @@ Status Agent::ReplicateToPeer(const StepKey& key, const std::string& address) {
   // The peer verifies and commits, then acknowledges.
   STRATA_ASSIGN_OR_RETURN(net::Frame ack, net::RecvFrame(client.socket(), kMaxControlBytes,
                                                          net::DeadlineAfter(kPutTimeout)));
-  json reply = json::parse(ack.payload, nullptr, false);
+  json reply = ParseBounded(ack.payload);
   return StatusFromJson(reply, address);
 }
 
@@ -119,6 +124,7 @@ void Agent::ReportReplicated(const StepKey& key) {
   {
     std::lock_guard<std::mutex> l(mu_);
     newest_replicated_ = std::max(newest_replicated_, key.step);
+    if (newest_replicated_ >= newest_ingested_) behind_since_.reset();
     if (inc_) c = inc_->config;
   }
   if (!c) return;
@@ -130,7 +136,7 @@ void Agent::ReportReplicated(const StepKey& key) {
     return;
   }
   std::lock_guard<std::mutex> l(mu_);
-  watermark_ = std::max(watermark_, (*r)["watermark"].get<int64_t>());
+  watermark_ = std::max(watermark_, r->value("watermark", int64_t{-1}));
 }
 
 // Keeps, per node rank of the current job, every step at or above the

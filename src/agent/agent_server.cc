@@ -4,6 +4,8 @@
 // response), then sends calls. Malformed, oversized or unauthenticated input
 // is logged with its reason and the connection closed; the agent keeps
 // serving. Each connection has its own thread, at most kMaxConnections.
+#include <sys/statvfs.h>
+
 #include "agent/agent.h"
 #include "net/auth.h"
 #include "net/frame.h"
@@ -18,6 +20,20 @@ constexpr int kMaxConnections = 64;
 constexpr auto kAuthTimeout = std::chrono::seconds(5);
 constexpr auto kIdleTimeout = std::chrono::minutes(5);
 constexpr auto kReplyTimeout = std::chrono::seconds(30);
+
+// Refuses a copy that would not fit, before any byte of it is received:
+// filling the RAM disk would make the node's own saves fail.
+Status CheckFreeSpace(const std::string& dir, uint64_t bytes, const StepKey& key) {
+  struct statvfs st;
+  if (::statvfs(dir.c_str(), &st) != 0) return ErrnoToStatus(errno, "statvfs " + dir);
+  const uint64_t free_bytes = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+  if (bytes + (bytes >> 4) > free_bytes) {  // keep a 1/16 margin
+    return ResourceExhaustedError("no room for " + key.ToString() + " in " + dir + ": " +
+                                  std::to_string(bytes) + " bytes needed, " +
+                                  std::to_string(free_bytes) + " free");
+  }
+  return Status::Ok();
+}
 
 Status SendReply(net::Socket& socket, const json& reply) {
   return net::SendFrame(socket, kFrameReply, reply.dump(), net::DeadlineAfter(kReplyTimeout));
@@ -60,10 +76,15 @@ void Agent::ServeConnection(net::Socket socket) {
       }
       return;
     }
-    json request = json::parse(frame->payload, nullptr, false);
-    StatusOr<json> reply = frame->type == kFrameCall && request.is_object()
-                               ? HandleCall(request, socket)
-                               : StatusOr<json>(InvalidArgumentError("malformed call"));
+    json request = ParseBounded(frame->payload);
+    StatusOr<json> reply = InvalidArgumentError("malformed call");
+    if (frame->type == kFrameCall && request.is_object()) {
+      try {  // a field of the wrong type must not take the agent down
+        reply = HandleCall(request, socket);
+      } catch (const json::exception& e) {
+        reply = InvalidArgumentError(std::string("malformed call: ") + e.what());
+      }
+    }
     if (!reply.ok()) {
       Log()->warn("{} ({}): {}", socket.peer(), *who, reply.status().message());
       if (!SendReply(socket, StatusToJson(reply.status())).ok()) return;
@@ -92,6 +113,7 @@ StatusOr<json> Agent::HandlePutStep(const json& request, net::Socket& socket) {
   STRATA_ASSIGN_OR_RETURN(StepIndex index, IndexFromJson(request.value("index", json())));
   auto held = store_->GetIndex(key);
   if (held.ok() && held->digest == index.digest) return json{{"have", true}};
+  STRATA_RETURN_IF_ERROR(CheckFreeSpace(config_.local_dir, index.total_bytes, key));
   STRATA_RETURN_IF_ERROR(SendReply(socket, {{"ok", true}, {"have", false}}));
   STRATA_ASSIGN_OR_RETURN(std::string dir, store_->NewIncomingDir());
   Status s = RecvStepFiles(socket, dir, index);
@@ -178,6 +200,10 @@ json Agent::StatusJson() const {
                     {"digest", Hex64(index.digest)}});
   }
   std::lock_guard<std::mutex> l(mu_);
+  double lag = 0;
+  if (behind_since_) {
+    lag = std::chrono::duration<double>(std::chrono::steady_clock::now() - *behind_since_).count();
+  }
   json j = {{"local_dir", config_.local_dir},
             {"address", listen_.ToString()},
             {"steps", held},
@@ -185,7 +211,9 @@ json Agent::StatusJson() const {
             {"watermark", watermark_},
             {"newest_replicated", newest_replicated_},
             {"last_restore", last_restore_},
-            {"queued", to_replicate_.size()}};
+            {"queued", to_replicate_.size()},
+            {"newest_ingested", newest_ingested_},
+            {"replication_lag_seconds", lag}};
   if (inc_) {
     j["job"] = inc_->config.job_name;
     j["node"] = inc_->config.node_rank;

@@ -12,7 +12,8 @@
 // starts the next round (the job restarted).
 //
 // Each call may block (waiting for the other nodes) for at most `wait`;
-// callers retry on DEADLINE_EXCEEDED. Thread-safe.
+// callers retry on DEADLINE_EXCEEDED (short waits keep a waiting agent
+// responsive to shutdown and to a new replicator.yaml). Thread-safe.
 #ifndef STRATA_AGENT_COORDINATOR_H_
 #define STRATA_AGENT_COORDINATOR_H_
 
@@ -30,7 +31,7 @@ namespace strata::agent {
 
 class Coordinator {
  public:
-  explicit Coordinator(std::chrono::milliseconds wait = std::chrono::seconds(10)) : wait_(wait) {}
+  explicit Coordinator(std::chrono::milliseconds wait = std::chrono::seconds(2)) : wait_(wait) {}
 
   // Dispatches a coordination call ("register", "await_plan", "ready",
   // "replicated", "members"); NOT_FOUND for other ops.

@@ -62,10 +62,17 @@ StatusOr<json> RpcClient::Call(const json& request, std::chrono::milliseconds ti
   STRATA_RETURN_IF_ERROR(net::SendFrame(socket_, kFrameCall, request.dump(), deadline));
   STRATA_ASSIGN_OR_RETURN(net::Frame f, net::RecvFrame(socket_, kMaxControlBytes, deadline));
   if (f.type != kFrameReply) return InvalidArgumentError(peer_ + " sent an unexpected frame");
-  json reply = json::parse(f.payload, nullptr, false);
+  json reply = ParseBounded(f.payload);
   if (!reply.is_object()) return InvalidArgumentError(peer_ + " sent a reply that is not JSON");
   STRATA_RETURN_IF_ERROR(StatusFromJson(reply, peer_));
   return reply;
+}
+
+json ParseBounded(std::string_view text) {
+  json::parser_callback_t shallow = [](int depth, json::parse_event_t, json&) {
+    return depth <= 32;
+  };
+  return json::parse(text, shallow, /*allow_exceptions=*/false);
 }
 
 json StatusToJson(const Status& s) {

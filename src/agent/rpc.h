@@ -50,6 +50,11 @@ class RpcClient {
   std::string peer_;
 };
 
+// Parses JSON from a peer, dropping anything nested deeper than 32 levels
+// (copying or printing a value recurses once per level). Never throws; a
+// discarded value (is_discarded()) on a syntax error.
+json ParseBounded(std::string_view text);
+
 json StatusToJson(const Status& s);
 Status StatusFromJson(const json& reply, const std::string& peer);
 
