@@ -4,11 +4,14 @@
 // loopback. Every scenario ends by comparing each node's final digest with
 // an uninterrupted run of that node.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <functional>
 #include <thread>
 
 #include "cluster.h"
 #include "format/naming.h"
+#include "strata/env.h"
 
 namespace strata::testing {
 namespace {
@@ -140,6 +143,68 @@ TEST(AgentClusterTest, PeerRestartMidTransferIsRetried) {
   bool have = false;
   for (const auto& s : status["steps"]) have |= s["rank"] == 0 && s["step"] == 40;
   EXPECT_TRUE(have) << status.dump(2);
+}
+
+// assume-data-parallelism: 4 nodes as 2 replicas of 2 ({0,1} and {2,3}),
+// no peer copies. Node 0 is lost; its data is taken from node 2, which holds
+// the identical column.
+TEST(AgentClusterTest, DataParallelReplicaSubstitutesForALostNode) {
+  Cluster c(4, "dp");
+  c.StartAll();
+  TrainOptions o;
+  o.peers_per_node = 0;
+  o.data_parallelism = 2;
+  o.seed = [](int node) { return 100 + node % 2; };  // replicas hold identical state
+  auto check = [&](const std::vector<TrainerRun>& runs, const std::string& restored,
+                   int64_t steps) {
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(runs[static_cast<size_t>(i)].restored, restored)
+          << runs[static_cast<size_t>(i)].out;
+      EXPECT_EQ(runs[static_cast<size_t>(i)].digest,
+                Cluster::ReferenceDigestForSeed(o.seed(i), steps, o.state_mb));
+    }
+  };
+  check(c.Train(20, 5, o), "fresh", 20);
+  c.KillAgent(0);
+  c.WipeDir(0);
+  c.StartAgent(0);
+  check(c.Train(30, 5, o), "20", 30);
+  EXPECT_NE(c.Status(0)["last_restore"].get<std::string>().find("step 20 of node 2 from node 2"),
+            std::string::npos)
+      << c.Status(0).dump(2);
+}
+
+// framework: pytorch — each worker writes its own .save file; the agent
+// gathers workers-per-node of them into one step, and restores each worker
+// from its own file.
+TEST(AgentProtocolTest, PytorchSaveFilesPerWorker) {
+  Cluster c(1, "pytorch");
+  c.StartAll();
+  const std::string dir = c.dir(0);
+  auto write_yaml = [&] {
+    WriteFile(dir + "/replicator.yaml.tmp",
+              "job-name: pt\nframework: pytorch\nnode-rank: 0\nnodes: 1\nworkers-per-node: 2\n");
+    ASSERT_EQ(::rename((dir + "/replicator.yaml.tmp").c_str(), (dir + "/replicator.yaml").c_str()),
+              0);
+  };
+  auto wait_for = [](const std::function<bool()>& done) {
+    for (int i = 0; i < 1000 && !done(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return done();
+  };
+  write_yaml();
+  ASSERT_TRUE(wait_for([&] { return Env::Default()->Exists(dir + "/pt-s0-n0-w1.restore"); }));
+  ::unlink((dir + "/pt-s0-n0-w0.restore").c_str());
+  ::unlink((dir + "/pt-s0-n0-w1.restore").c_str());
+  WriteFile(dir + "/pt-s10-n0-w0.save", "state of worker 0");
+  WriteFile(dir + "/pt-s10-n0-w1.save", "state of worker 1, a little longer");
+  ASSERT_TRUE(wait_for([&] { return c.TryStatus(0).value("newest_ingested", int64_t{-1}) == 10; }))
+      << c.AgentLog(0);
+  write_yaml();  // the job restarts
+  ASSERT_TRUE(wait_for([&] { return Env::Default()->Exists(dir + "/pt-s10-n0-w1.restore"); }))
+      << c.AgentLog(0);
+  EXPECT_EQ(ReadFile(dir + "/pt-s10-n0-w0.restore"), "state of worker 0");
+  EXPECT_EQ(ReadFile(dir + "/pt-s10-n0-w1.restore"), "state of worker 1, a little longer");
 }
 
 }  // namespace

@@ -88,6 +88,14 @@ std::string Cluster::AgentLog(int node) const {
 
 std::vector<TrainerRun> Cluster::Train(int64_t steps, int64_t interval, const std::string& style,
                                        int state_mb, int step_ms) {
+  TrainOptions o;
+  o.style = style;
+  o.state_mb = state_mb;
+  o.step_ms = step_ms;
+  return Train(steps, interval, o);
+}
+
+std::vector<TrainerRun> Cluster::Train(int64_t steps, int64_t interval, const TrainOptions& o) {
   std::vector<std::unique_ptr<Child>> trainers;
   for (int i = 0; i < nodes_; ++i) {
     std::vector<std::string> args = {BinaryPath("toy-trainer"), "--dir", dir(i)};
@@ -96,14 +104,15 @@ std::vector<TrainerRun> Cluster::Train(int64_t steps, int64_t interval, const st
       args.push_back(std::to_string(value));
     };
     flag("--steps", steps);
-    flag("--step-ms", step_ms);
+    flag("--step-ms", o.step_ms);
     flag("--save-interval-steps", interval);
-    flag("--state-mb", state_mb);
-    flag("--seed", 100 + i);
+    flag("--state-mb", o.state_mb);
+    flag("--seed", o.seed(i));
     flag("--node-rank", i);
     flag("--nodes", nodes_);
-    flag("--peers-per-node", 1);
-    for (const char* a : {"--replicator", style.c_str(), "--job", "job1"}) args.push_back(a);
+    flag("--peers-per-node", o.peers_per_node);
+    if (o.data_parallelism > 0) flag("--assume-data-parallelism", o.data_parallelism);
+    for (const char* a : {"--replicator", o.style.c_str(), "--job", "job1"}) args.push_back(a);
     trainers.push_back(std::make_unique<Child>(args));
   }
   std::vector<TrainerRun> runs;
@@ -117,7 +126,8 @@ std::vector<TrainerRun> Cluster::Train(int64_t steps, int64_t interval, const st
     r.digest = LastValue(r.out, "digest");
     runs.push_back(std::move(r));
   }
-  // Wait until every agent has ingested and replicated the last step saved.
+  // Wait until every agent has ingested and replicated the last step saved
+  // (with no peers, "replicated" means ingested).
   const int64_t last = steps - steps % interval;
   for (int i = 0; i < nodes_; ++i) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
@@ -151,13 +161,17 @@ nlohmann::json Cluster::Status(int node) const {
 }
 
 std::string Cluster::ReferenceDigest(int node, int64_t steps, int state_mb) {
+  return ReferenceDigestForSeed(100 + node, steps, state_mb);
+}
+
+std::string Cluster::ReferenceDigestForSeed(int seed, int64_t steps, int state_mb) {
   static std::map<std::tuple<int, int64_t, int>, std::string> cache;
-  auto key = std::make_tuple(node, steps, state_mb);
+  auto key = std::make_tuple(seed, steps, state_mb);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   ScratchDir d("ref");
   std::string out;
   Run({BinaryPath("toy-trainer"), "--dir", d.path(), "--steps", std::to_string(steps), "--state-mb",
-       std::to_string(state_mb), "--seed", std::to_string(100 + node)},
+       std::to_string(state_mb), "--seed", std::to_string(seed)},
       &out);
   return cache[key] = LastValue(out, "digest");
 }

@@ -6,6 +6,7 @@
 #ifndef STRATA_TESTS_CLUSTER_H_
 #define STRATA_TESTS_CLUSTER_H_
 
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -17,6 +18,16 @@ namespace strata::testing {
 
 // A loopback TCP port that was free a moment ago.
 uint16_t FreePort();
+
+struct TrainOptions {
+  std::string style = "orbax";  // the client's protocol style
+  int state_mb = 2;
+  int step_ms = 0;
+  int peers_per_node = 1;
+  int data_parallelism = 0;  // 0: not in the yaml
+  // Seed of node i; replicas of one data-parallel column must share it.
+  std::function<int(int)> seed = [](int node) { return 100 + node; };
+};
 
 struct TrainerRun {
   std::string out, err;
@@ -45,6 +56,7 @@ class Cluster {
   // saving every `interval` steps, and waits for all of them.
   std::vector<TrainerRun> Train(int64_t steps, int64_t interval, const std::string& style = "orbax",
                                 int state_mb = 2, int step_ms = 0);
+  std::vector<TrainerRun> Train(int64_t steps, int64_t interval, const TrainOptions& options);
   // `strata status --json` of a node's agent; a test failure if it fails.
   nlohmann::json Status(int node) const;
   // The same, or an empty object (and *error) while the agent is down.
@@ -52,6 +64,7 @@ class Cluster {
 
   // The digest an uninterrupted run of node `node` reaches at `steps`.
   static std::string ReferenceDigest(int node, int64_t steps, int state_mb = 2);
+  static std::string ReferenceDigestForSeed(int seed, int64_t steps, int state_mb);
 
  private:
   const int nodes_;

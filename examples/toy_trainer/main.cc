@@ -151,6 +151,8 @@ int main(int argc, char** argv) {
   app.add_option("--nodes", f.job.nodes, "Number of nodes (with --replicator)");
   app.add_option("--peers-per-node", f.job.peers_per_node, "Peer copies (with --replicator)")
       ->capture_default_str();
+  app.add_option("--assume-data-parallelism", f.job.data_parallelism,
+                 "Identical data-parallel replicas (with --replicator)");
   CLI11_PARSE(app, argc, argv);
   f.job.style = f.replicator;
   return Run(f);

@@ -36,6 +36,9 @@ std::string Slurp(const fs::path& p) {
 std::string YamlText(const ReplicatorJob& j) {
   std::string y = "job-name: " + j.job + "\nnode-rank: " + std::to_string(j.node_rank) +
                   "\nnodes: " + std::to_string(j.nodes) + "\n";
+  if (j.data_parallelism > 0) {
+    y += "assume-data-parallelism: " + std::to_string(j.data_parallelism) + "\n";
+  }
   if (j.style == "nemo") {  // block style, in place, peers-per-node, no trailing newline
     return "framework: pytorch.distributed\n" + y +
            "peers-per-node: " + std::to_string(j.peers_per_node) + "\nbackup-interval-minutes: 30";

@@ -25,6 +25,7 @@ struct ReplicatorJob {
   int node_rank = 0;
   int nodes = 1;
   int peers_per_node = 1;
+  int data_parallelism = 0;  // assume-data-parallelism; 0: not set
   std::chrono::seconds timeout{300};
 };
 

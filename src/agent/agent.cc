@@ -339,33 +339,26 @@ Status Agent::CreateMarkers(const Incarnation& inc, const json& plan) {
   if (plan["step"].is_null()) {
     std::lock_guard<std::mutex> l(mu_);
     last_restore_ = "nothing to restore (fresh start)";
-    return WriteMarkers(config_.local_dir, c.job_name, c.node_rank, c.workers_per_node, 0, "");
+    return WriteMarkers(config_.local_dir, c.job_name, c.node_rank, c.workers_per_node, 0, {});
   }
   int64_t step = plan["step"].get<int64_t>();
   int src = plan["sources"][std::to_string(c.node_rank)]["source_rank"].get<int>();
-  StepKey key{c.job_name, src, step};
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (last_restore_.empty() || last_restore_.find(" from node ") == std::string::npos) {
+    if (last_restore_.find(" from node ") == std::string::npos) {
       last_restore_ = "step " + std::to_string(step) + " from own store";
     }
   }
-  std::string target = store_->RelativeStepPath(key);
-  if (c.framework != Framework::kPytorch) {
-    return WriteMarkers(config_.local_dir, c.job_name, c.node_rank, c.workers_per_node, step,
-                        target);
+  // Every worker restores the step; PyTorch workers each from their own file.
+  const std::string target = store_->RelativeStepPath({c.job_name, src, step});
+  std::vector<std::string> targets;
+  for (int w = 0; w < c.workers_per_node; ++w) {
+    targets.push_back(c.framework != Framework::kPytorch
+                          ? target
+                          : target + "/" + SaveFileName({c.job_name, step, src, w}));
   }
-  for (int w = 0; w < c.workers_per_node; ++w) {  // each worker's own .save file
-    std::string file = target + "/" + SaveFileName({c.job_name, step, src, w});
-    STRATA_RETURN_IF_ERROR(WriteMarkers(config_.local_dir, c.job_name, c.node_rank, 1, step, file)
-                               .WithContext("worker " + std::to_string(w)));
-    if (w > 0) {
-      std::string w0 = JoinPath(config_.local_dir, MarkerName({c.job_name, step, c.node_rank, 0}));
-      std::string wn = JoinPath(config_.local_dir, MarkerName({c.job_name, step, c.node_rank, w}));
-      STRATA_RETURN_IF_ERROR(Env::Default()->Rename(w0, wn));
-    }
-  }
-  return Status::Ok();
+  return WriteMarkers(config_.local_dir, c.job_name, c.node_rank, c.workers_per_node, step,
+                      targets);
 }
 
 void Agent::IngestCommittedSteps() {

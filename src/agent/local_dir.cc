@@ -102,8 +102,9 @@ Status WritePrerestore(const std::string& local_dir, std::optional<int64_t> step
 }
 
 Status WriteMarkers(const std::string& local_dir, const std::string& job, int node, int workers,
-                    int64_t step, const std::string& target) {
+                    int64_t step, const std::vector<std::string>& targets) {
   for (int w = 0; w < workers; ++w) {
+    const std::string target = targets.empty() ? "" : targets.at(static_cast<size_t>(w));
     std::string name = MarkerName({job, target.empty() ? 0 : step, node, w});
     std::string tmp = JoinPath(local_dir, std::string(kTempPrefix) + name);
     env()->RemoveFile(tmp).IgnoreError();

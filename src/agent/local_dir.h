@@ -48,12 +48,12 @@ Status CleanLocalDir(const std::string& local_dir, std::string_view keep);
 Status WritePrerestore(const std::string& local_dir, std::optional<int64_t> step,
                        const std::string& backup_id = "");
 
-// Creates one marker per worker: a relative symlink to `target` (relative to
-// the local directory), or, when `target` is empty, an empty regular file
-// with step 0. Each marker is created under a temporary name and renamed,
-// so a client never sees a half-made marker.
+// Creates one marker per worker w: a relative symlink to targets[w]
+// (relative to the local directory); with no targets, `workers` empty
+// regular files with step 0 (nothing to restore). Each marker is created
+// under a temporary name and renamed, so a client never sees a half-made one.
 Status WriteMarkers(const std::string& local_dir, const std::string& job, int node, int workers,
-                    int64_t step, const std::string& target);
+                    int64_t step, const std::vector<std::string>& targets);
 
 // Appends a line to replicator.errors; with `fatal`, also writes
 // replicator.failed. Never throws the message away silently: failures to
