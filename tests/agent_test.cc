@@ -177,7 +177,7 @@ TEST(AgentClusterTest, DataParallelReplicaSubstitutesForALostNode) {
 // framework: pytorch — each worker writes its own .save file; the agent
 // gathers workers-per-node of them into one step, and restores each worker
 // from its own file.
-TEST(AgentProtocolTest, PytorchSaveFilesPerWorker) {
+TEST(AgentFrameworkTest, PytorchSaveFilesPerWorker) {
   Cluster c(1, "pytorch");
   c.StartAll();
   const std::string dir = c.dir(0);

@@ -130,3 +130,61 @@ TEST(PlanRestoreTest, EmptyInventoryMeansFreshStart) {
 
 }  // namespace
 }  // namespace strata::agent
+
+#include <thread>
+
+#include "agent/transfer.h"
+
+namespace strata::agent {
+namespace {
+
+StepIndex FilesOfSizes(std::vector<uint64_t> sizes) {
+  StepIndex index;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    index.files.push_back({"f" + std::to_string(i), sizes[i], {}});
+    index.total_bytes += sizes[i];
+  }
+  return index;
+}
+
+TEST(TransferTest, PartitionBalancesBytesAndKeepsEveryFileOnce) {
+  StepIndex index = FilesOfSizes({40, 26, 1, 30, 3});
+  auto groups = PartitionFiles(index, 2);
+  ASSERT_EQ(groups.size(), 2u);
+  std::vector<size_t> all;
+  uint64_t a = 0, b = 0;
+  for (size_t f : groups[0]) a += index.files[f].size, all.push_back(f);
+  for (size_t f : groups[1]) b += index.files[f].size, all.push_back(f);
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(all, (std::vector<size_t>{0, 1, 2, 3, 4}));
+  // Largest first to the lighter group: 40 | 30 | 26 -> 30's | 3 -> 40's | 1 -> 40's.
+  EXPECT_EQ(groups[0], (std::vector<size_t>{0, 2, 4}));
+  EXPECT_EQ(groups[1], (std::vector<size_t>{1, 3}));
+  EXPECT_LE(std::max(a, b) - std::min(a, b), 40u);  // never more than the largest file
+  EXPECT_EQ(PartitionFiles(index, 8).size(), 5u);   // never more groups than files
+  EXPECT_EQ(SubIndex(index, groups[0]).total_bytes, a);
+}
+
+TEST(TransferTest, WaitEndsWhenEveryGroupArrivedOrOneFailed) {
+  TransferTable table;
+  uint64_t id = table.Begin("/d", FilesOfSizes({1, 2, 3}));
+  std::thread t([&] {
+    table.Finish(id, 2, Status::Ok());
+    table.Finish(id, 1, Status::Ok());
+  });
+  EXPECT_TRUE(table.Wait(id, std::chrono::seconds(30)).ok());
+  t.join();
+  uint64_t bad = table.Begin("/d", FilesOfSizes({1, 2}));
+  table.Finish(bad, 0, DataLossError("connection closed by peer"));
+  EXPECT_EQ(table.Wait(bad, std::chrono::seconds(30)).code(), StatusCode::kDataLoss);
+  uint64_t stalled = table.Begin("/d", FilesOfSizes({1}));
+  EXPECT_EQ(table.Wait(stalled, std::chrono::milliseconds(50)).code(),
+            StatusCode::kDeadlineExceeded);
+  table.End(id);
+  std::string dir;
+  StepIndex index;
+  EXPECT_EQ(table.Lookup(id, &dir, &index).code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace strata::agent

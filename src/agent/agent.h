@@ -27,6 +27,7 @@
 #include "agent/coordinator.h"
 #include "agent/rpc.h"
 #include "agent/store.h"
+#include "agent/transfer.h"
 #include "net/socket.h"
 #include "util/thread_pool.h"
 
@@ -81,6 +82,8 @@ class Agent {
   bool ReplicateEverywhere(const StepKey& key);
   void RefreshWatermark();
   Status ReplicateToPeer(const StepKey& key, const std::string& address);
+  Status SendGroups(const Endpoint& to, const StepKey& key, const StepIndex& index,
+                    uint64_t transfer, const std::vector<std::vector<size_t>>& groups);
   void ReportReplicated(const StepKey& key);
   void CollectGarbage();
 
@@ -89,12 +92,14 @@ class Agent {
   void ServeConnection(net::Socket socket);
   StatusOr<json> HandleCall(const json& request, net::Socket& socket);
   StatusOr<json> HandlePutStep(const json& request, net::Socket& socket);
+  StatusOr<json> HandlePutFiles(const json& request, net::Socket& socket);
   StatusOr<json> HandleFetchStep(const json& request, net::Socket& socket);
 
   const AgentConfig config_;
   ThreadPool pool_;
   std::unique_ptr<Store> store_;
   Coordinator coordinator_;
+  TransferTable transfers_;
   net::Socket listener_;
   Endpoint listen_;
   std::atomic<bool> stopping_{false};

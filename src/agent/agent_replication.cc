@@ -5,6 +5,7 @@
 // with the job-wide watermark) and garbage-collects what everyone has
 // replicated past.
 #include <algorithm>
+#include <thread>
 
 #include "agent/agent.h"
 #include "agent/local_dir.h"
@@ -108,15 +109,53 @@ Status Agent::ReplicateToPeer(const StepKey& key, const std::string& address) {
   STRATA_ASSIGN_OR_RETURN(StepIndex index, store_->GetIndex(key));
   STRATA_ASSIGN_OR_RETURN(
       RpcClient client, RpcClient::Connect(to, config_.secret, "node " + std::to_string(key.rank)));
-  json put = {{"op", "put_step"}, {"key", StepKeyToJson(key)}, {"index", IndexToJson(index)}};
+  const auto groups = index.total_bytes >= kMultiStreamMinBytes
+                          ? PartitionFiles(index, config_.data_streams)
+                          : std::vector<std::vector<size_t>>(1);
+  json put = {{"op", "put_step"},
+              {"key", StepKeyToJson(key)},
+              {"index", IndexToJson(index)},
+              {"streams", groups.size()}};
   STRATA_ASSIGN_OR_RETURN(json ready, client.Call(put, std::chrono::seconds(30)));
   if (ready.value("have", false)) return Status::Ok();  // the peer already holds this copy
-  STRATA_RETURN_IF_ERROR(SendStepFiles(client.socket(), store_->StepPath(key), index));
+  if (ready.contains("transfer")) {
+    STRATA_RETURN_IF_ERROR(SendGroups(to, key, index, ready["transfer"].get<uint64_t>(), groups));
+  } else {
+    STRATA_RETURN_IF_ERROR(SendStepFiles(client.socket(), store_->StepPath(key), index));
+  }
   // The peer verifies and commits, then acknowledges.
   STRATA_ASSIGN_OR_RETURN(net::Frame ack, net::RecvFrame(client.socket(), kMaxControlBytes,
                                                          net::DeadlineAfter(kPutTimeout)));
   json reply = ParseBounded(ack.payload);
   return StatusFromJson(reply, address);
+}
+
+// Sends each group of files on its own connection, in parallel.
+Status Agent::SendGroups(const Endpoint& to, const StepKey& key, const StepIndex& index,
+                         uint64_t transfer, const std::vector<std::vector<size_t>>& groups) {
+  std::vector<Status> results(groups.size());
+  std::vector<std::thread> senders;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    senders.emplace_back([&, g] {
+      auto client = RpcClient::Connect(to, config_.secret, "node " + std::to_string(key.rank));
+      Status s = client.status();
+      if (s.ok()) {
+        json call = {{"op", "put_files"}, {"transfer", transfer}, {"files", groups[g]}};
+        s = client->Call(call, std::chrono::seconds(30)).status();
+      }
+      if (s.ok())
+        s = SendStepFiles(client->socket(), store_->StepPath(key), SubIndex(index, groups[g]));
+      if (s.ok()) {
+        auto done =
+            net::RecvFrame(client->socket(), kMaxControlBytes, net::DeadlineAfter(kPutTimeout));
+        s = done.ok() ? StatusFromJson(ParseBounded(done->payload), to.ToString()) : done.status();
+      }
+      results[g] = s;
+    });
+  }
+  for (auto& t : senders) t.join();
+  for (const Status& s : results) STRATA_RETURN_IF_ERROR(s);
+  return Status::Ok();
 }
 
 void Agent::ReportReplicated(const StepKey& key) {

@@ -20,6 +20,7 @@ constexpr int kMaxConnections = 64;
 constexpr auto kAuthTimeout = std::chrono::seconds(5);
 constexpr auto kIdleTimeout = std::chrono::minutes(5);
 constexpr auto kReplyTimeout = std::chrono::seconds(30);
+constexpr auto kStallTimeout = std::chrono::seconds(60);
 
 // Refuses a copy that would not fit, before any byte of it is received:
 // filling the RAM disk would make the node's own saves fail.
@@ -101,6 +102,7 @@ void Agent::ServeConnection(net::Socket socket) {
 StatusOr<json> Agent::HandleCall(const json& request, net::Socket& socket) {
   std::string op = request.value("op", "");
   if (op == "put_step") return HandlePutStep(request, socket);
+  if (op == "put_files") return HandlePutFiles(request, socket);
   if (op == "fetch_step") return HandleFetchStep(request, socket);
   if (op == "status") return StatusJson();
   return coordinator_.Handle(request);
@@ -114,9 +116,18 @@ StatusOr<json> Agent::HandlePutStep(const json& request, net::Socket& socket) {
   auto held = store_->GetIndex(key);
   if (held.ok() && held->digest == index.digest) return json{{"have", true}};
   STRATA_RETURN_IF_ERROR(CheckFreeSpace(config_.local_dir, index.total_bytes, key));
-  STRATA_RETURN_IF_ERROR(SendReply(socket, {{"ok", true}, {"have", false}}));
+  const bool parallel = request.value("streams", 1) > 1 && index.files.size() > 1;
   STRATA_ASSIGN_OR_RETURN(std::string dir, store_->NewIncomingDir());
-  Status s = RecvStepFiles(socket, dir, index);
+  Status s;
+  if (parallel) {  // the files arrive on other connections (put_files)
+    uint64_t id = transfers_.Begin(dir, index);
+    s = SendReply(socket, {{"ok", true}, {"have", false}, {"transfer", id}});
+    if (s.ok()) s = transfers_.Wait(id, kStallTimeout);
+    transfers_.End(id);
+  } else {
+    s = SendReply(socket, {{"ok", true}, {"have", false}});
+    if (s.ok()) s = RecvStepFiles(socket, dir, index);
+  }
   if (s.ok()) s = store_->Adopt(dir, key, index);
   if (!s.ok()) {
     Env::Default()->RemoveAll(dir).IgnoreError();
@@ -126,6 +137,27 @@ StatusOr<json> Agent::HandlePutStep(const json& request, net::Socket& socket) {
   Log()->info("holding replica {} from {} ({} bytes)", key.ToString(), socket.peer(),
               index.total_bytes);
   return json{{"committed", true}};
+}
+
+// One group of files of a multi-stream put_step: receive them into the
+// transfer's directory and tell the waiting put_step.
+StatusOr<json> Agent::HandlePutFiles(const json& request, net::Socket& socket) {
+  uint64_t id = request.value("transfer", uint64_t{0});
+  std::string dir;
+  StepIndex index;
+  STRATA_RETURN_IF_ERROR(transfers_.Lookup(id, &dir, &index));
+  std::vector<size_t> positions;
+  for (const auto& p : request.value("files", json::array())) {
+    size_t pos = p.get<size_t>();
+    if (pos >= index.files.size()) return InvalidArgumentError("file position out of range");
+    positions.push_back(pos);
+  }
+  StepIndex group = SubIndex(index, positions);
+  Status s = SendReply(socket, {{"ok", true}});
+  if (s.ok()) s = RecvStepFiles(socket, dir, group);
+  transfers_.Finish(id, s.ok() ? group.files.size() : 0, s);
+  if (!s.ok()) return DataLossError(s.message());  // closes this connection
+  return json{{"received", group.files.size()}};
 }
 
 // A peer restores from us: send the index in the reply, then the files.

@@ -1,0 +1,67 @@
+// Copyright 2026 The Strata Authors.
+//
+// Several TCP streams for one step. A large step is split into groups of
+// files of similar size; each group travels on its own authenticated
+// connection ("put_files"), while the connection that announced the step
+// ("put_step" with "streams") waits for every group, then verifies and
+// commits the whole step and acknowledges once. On loopback and on hosts
+// with several cores this spreads the receiver's page allocation and
+// copying over cores; across a network it also fills links that one TCP
+// stream cannot.
+#ifndef STRATA_AGENT_TRANSFER_H_
+#define STRATA_AGENT_TRANSFER_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "agent/step_index.h"
+#include "strata/status.h"
+
+namespace strata::agent {
+
+// Steps smaller than this, or with one file, use one stream.
+inline constexpr uint64_t kMultiStreamMinBytes = 16ull << 20;
+
+// Splits the files of `index` into at most `streams` non-empty groups of
+// similar total size (largest file first to the lightest group). Each group
+// lists positions in index.files, ascending.
+std::vector<std::vector<size_t>> PartitionFiles(const StepIndex& index, int streams);
+
+// The index restricted to the files at `positions`.
+StepIndex SubIndex(const StepIndex& index, const std::vector<size_t>& positions);
+
+// The receiver's table of multi-stream transfers in progress. Thread-safe.
+class TransferTable {
+ public:
+  // Registers a transfer of `index` into `dir`; returns its id.
+  uint64_t Begin(std::string dir, StepIndex index);
+  // The directory and index of a registered transfer.
+  Status Lookup(uint64_t id, std::string* dir, StepIndex* index);
+  // Records that `files` files arrived (or that a group failed).
+  void Finish(uint64_t id, size_t files, const Status& status);
+  // Waits until every file arrived or a group failed; DEADLINE_EXCEEDED if
+  // nothing arrives for `stall`.
+  Status Wait(uint64_t id, std::chrono::milliseconds stall);
+  void End(uint64_t id);
+
+ private:
+  struct Transfer {
+    std::string dir;
+    StepIndex index;
+    size_t arrived = 0;
+    Status error;
+  };
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t next_id_ = 1;                 // GUARDED_BY(mu_)
+  std::map<uint64_t, Transfer> active_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace strata::agent
+
+#endif  // STRATA_AGENT_TRANSFER_H_
