@@ -79,26 +79,28 @@ void PrintStatus(Context& ctx, const nlohmann::json& j) {
   }
 }
 
+StatusOr<nlohmann::json> QueryStatus(const std::string& address, const std::string& secret_file) {
+  STRATA_ASSIGN_OR_RETURN(agent::Endpoint to, agent::ParseEndpoint(address));
+  STRATA_ASSIGN_OR_RETURN(std::string secret, ClientSecret(secret_file));
+  STRATA_ASSIGN_OR_RETURN(agent::RpcClient client,
+                          agent::RpcClient::Connect(to, secret, "strata status"));
+  return client.Call({{"op", "status"}}, std::chrono::seconds(10));
+}
+
 void Status_(Context& ctx, const std::string& address, const std::string& secret_file,
              bool as_json) {
-  auto to = agent::ParseEndpoint(address);
-  auto secret = ClientSecret(secret_file);
-  StatusOr<nlohmann::json> reply = !to.ok() ? to.status() : secret.status();
-  if (to.ok() && secret.ok()) {
-    auto client = agent::RpcClient::Connect(*to, *secret, "strata status");
-    reply =
-        client.ok() ? client->Call({{"op", "status"}}, std::chrono::seconds(10)) : client.status();
-  }
+  auto reply = QueryStatus(address, secret_file);
   if (!reply.ok()) {
     ctx.err << "strata status: " << reply.status().message() << "\n";
     ctx.exit_code = 1;
     return;
   }
   reply->erase("ok");
-  if (as_json)
+  if (as_json) {
     ctx.out << reply->dump(2) << "\n";
-  else
+  } else {
     PrintStatus(ctx, *reply);
+  }
 }
 
 }  // namespace
