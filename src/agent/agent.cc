@@ -58,11 +58,28 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config) {
   uint16_t advertised = a->config_.listen.port == 0 ? port : a->config_.advertise.port;
   a->listen_ = Endpoint{a->config_.advertise.host, advertised};
   a->LoadState();
+  a->ResumeReplication();
   a->server_ = std::thread([p = a.get()] { p->ServeMain(); });
   a->replicator_ = std::thread([p = a.get()] { p->ReplicationMain(); });
   Log()->info("agent for {} listening on {} ({} held)", a->config_.local_dir, a->listen_.ToString(),
               a->store_->List().size());
   return a;
+}
+
+// After a restart, the newest own step may have been ingested by the previous
+// process but not yet replicated: queue it (a peer that already holds it
+// answers "have", so this costs one call when nothing was lost).
+void Agent::ResumeReplication() {
+  std::lock_guard<std::mutex> l(mu_);
+  if (!inc_) return;
+  std::optional<StepKey> newest;
+  for (const auto& [key, index] : store_->List()) {
+    if (key.job == inc_->config.job_name && key.rank == inc_->config.node_rank) newest = key;
+  }
+  if (!newest) return;
+  newest_ingested_ = newest->step;
+  behind_since_ = std::chrono::steady_clock::now();
+  to_replicate_.push_back(*newest);
 }
 
 Agent::~Agent() {

@@ -76,6 +76,7 @@ class Agent {
                                  std::chrono::milliseconds timeout);
   void SaveState();
   void LoadState();
+  void ResumeReplication();
 
   // Replication thread.
   void ReplicationMain();
