@@ -16,13 +16,6 @@ namespace {
 // Generous: a 100 GB step over a slow link still fits.
 constexpr auto kDataTimeout = std::chrono::minutes(30);
 
-Status MkdirsFor(const std::string& file_path, const std::string& root) {
-  std::string dir = Dirname(file_path);
-  if (dir.size() <= root.size() || Env::Default()->Exists(dir)) return Status::Ok();
-  STRATA_RETURN_IF_ERROR(MkdirsFor(dir, root));
-  return Env::Default()->CreateDir(dir);
-}
-
 }  // namespace
 
 std::string Endpoint::ToString() const { return net::HostPort(host, port); }
@@ -128,7 +121,8 @@ Status RecvStepFiles(net::Socket& socket, const std::string& dir, const StepInde
   for (const auto& f : index.files) {
     STRATA_RETURN_IF_ERROR(ValidateRelativePath(f.path));  // never write outside `dir`
     std::string path = JoinPath(dir, f.path);
-    STRATA_RETURN_IF_ERROR(MkdirsFor(path, dir));
+    STRATA_RETURN_IF_ERROR(
+        CreateDirs(Env::Default(), Dirname(path)));  // below `dir`: path validated
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) return ErrnoToStatus(errno, "create " + path);
     Status s = socket.RecvToFile(fd, 0, f.size, deadline);

@@ -10,12 +10,6 @@ namespace {
 
 Env* env() { return Env::Default(); }
 
-Status MkdirP(const std::string& path) {
-  if (path.empty() || path == "/" || env()->Exists(path)) return Status::Ok();
-  STRATA_RETURN_IF_ERROR(MkdirP(Dirname(path)));
-  return env()->CreateDir(path);
-}
-
 }  // namespace
 
 std::string StepKey::ToString() const {
@@ -51,8 +45,8 @@ Store::Store(std::string local_dir, ThreadPool* pool)
 
 StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& local_dir, ThreadPool* pool) {
   std::unique_ptr<Store> store(new Store(local_dir, pool));
-  STRATA_RETURN_IF_ERROR(MkdirP(JoinPath(store->root_, "steps")));
-  STRATA_RETURN_IF_ERROR(MkdirP(JoinPath(store->root_, "incoming")));
+  STRATA_RETURN_IF_ERROR(CreateDirs(env(), JoinPath(store->root_, "steps")));
+  STRATA_RETURN_IF_ERROR(CreateDirs(env(), JoinPath(store->root_, "incoming")));
   STRATA_RETURN_IF_ERROR(store->Recover());
   return store;
 }
@@ -117,7 +111,7 @@ Status Store::WriteIndex(const StepKey& key, const StepIndex& index) {
 StatusOr<StepIndex> Store::Ingest(const std::string& client_dir, const StepKey& key) {
   STRATA_RETURN_IF_ERROR(ValidateStepKey(key));
   std::string dst = StepPath(key);
-  STRATA_RETURN_IF_ERROR(MkdirP(Dirname(dst)));
+  STRATA_RETURN_IF_ERROR(CreateDirs(env(), Dirname(dst)));
   if (env()->Exists(dst)) STRATA_RETURN_IF_ERROR(Remove(key));
   STRATA_RETURN_IF_ERROR(env()->Rename(client_dir, dst));
   auto index = BuildStepIndex(dst, pool_);
@@ -141,7 +135,7 @@ Status Store::Adopt(const std::string& dir, const StepKey& key, const StepIndex&
   STRATA_RETURN_IF_ERROR(ValidateStepKey(key));
   STRATA_RETURN_IF_ERROR(VerifyStepIndex(dir, index, pool_).WithContext(key.ToString()));
   std::string dst = StepPath(key);
-  STRATA_RETURN_IF_ERROR(MkdirP(Dirname(dst)));
+  STRATA_RETURN_IF_ERROR(CreateDirs(env(), Dirname(dst)));
   if (env()->Exists(dst)) STRATA_RETURN_IF_ERROR(Remove(key));
   STRATA_RETURN_IF_ERROR(CommitDir(env(), dir, dst));
   STRATA_RETURN_IF_ERROR(WriteIndex(key, index));

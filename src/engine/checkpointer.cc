@@ -45,13 +45,6 @@ Status ValidateOptions(const CheckpointerOptions& o) {
   return Status::Ok();
 }
 
-// mkdir -p.
-Status CreateDirs(Env* env, const std::string& dir) {
-  if (dir.empty() || dir == "/" || dir == "." || env->Exists(dir)) return Status::Ok();
-  STRATA_RETURN_IF_ERROR(CreateDirs(env, Dirname(dir)));
-  return env->CreateDir(dir);
-}
-
 // Takes an exclusive flock on dir/.strata-lock; returns the descriptor.
 StatusOr<int> LockDirectory(const std::string& dir) {
   std::string path = JoinPath(dir, std::string(kLockFileName));

@@ -30,6 +30,15 @@ struct WriteStepRequest {
   std::string recycle_dir;
 };
 
+// One chunk of one item: the unit of parallel work for writing, reading
+// and verifying a step.
+struct ChunkRef {
+  size_t item;
+  uint64_t chunk;
+};
+// Every chunk of every item of `info`, in manifest order.
+std::vector<ChunkRef> ChunkRefs(const StepInfo& info);
+
 // Checks names (unique, valid), dtypes and that size == product(shape) *
 // DTypeSize(dtype). Errors name the item.
 Status ValidateItems(std::span<const Item> items);

@@ -10,20 +10,6 @@
 namespace strata {
 namespace {
 
-// One chunk to read and check.
-struct ReadTask {
-  size_t item;
-  uint64_t chunk;
-};
-
-std::vector<ReadTask> ReadTasks(const StepInfo& info) {
-  std::vector<ReadTask> tasks;
-  for (size_t i = 0; i < info.items.size(); ++i) {
-    for (uint64_t c = 0; c < info.items[i].chunk_xxh3.size(); ++c) tasks.push_back({i, c});
-  }
-  return tasks;
-}
-
 // Opens every data file and checks its size against the manifest.
 Status OpenDataFiles(Env* env, const std::string& step_dir, const StepInfo& info,
                      std::vector<std::unique_ptr<ReadableFile>>* files) {
@@ -40,7 +26,7 @@ Status OpenDataFiles(Env* env, const std::string& step_dir, const StepInfo& info
   return Status::Ok();
 }
 
-std::string ChunkError(const std::string& step_dir, const StepInfo& info, const ReadTask& t,
+std::string ChunkError(const std::string& step_dir, const StepInfo& info, const ChunkRef& t,
                        const std::string& what) {
   const ItemInfo& ii = info.items[t.item];
   return "step " + std::to_string(info.step) + " item \"" + ii.name + "\" chunk " +
@@ -50,7 +36,7 @@ std::string ChunkError(const std::string& step_dir, const StepInfo& info, const 
 
 // Reads one chunk into `dst` and checks it. `dst` holds the chunk's bytes.
 Status ReadChunk(const std::vector<std::unique_ptr<ReadableFile>>& files,
-                 const std::string& step_dir, const StepInfo& info, const ReadTask& t,
+                 const std::string& step_dir, const StepInfo& info, const ChunkRef& t,
                  std::byte* dst, uint64_t len) {
   const ItemInfo& ii = info.items[t.item];
   Status s = files[ii.file]->PRead(ii.offset + t.chunk * info.chunk_size, len, dst);
@@ -61,7 +47,7 @@ Status ReadChunk(const std::vector<std::unique_ptr<ReadableFile>>& files,
   return Status::Ok();
 }
 
-uint64_t ChunkLen(const StepInfo& info, const ReadTask& t) {
+uint64_t ChunkLen(const StepInfo& info, const ChunkRef& t) {
   const ItemInfo& ii = info.items[t.item];
   return std::min(info.chunk_size, ii.nbytes - t.chunk * info.chunk_size);
 }
@@ -72,11 +58,11 @@ Status ReadStepData(Env* env, ThreadPool* pool, const std::string& step_dir, con
                     std::span<std::byte* const> dst) {
   std::vector<std::unique_ptr<ReadableFile>> files;
   STRATA_RETURN_IF_ERROR(OpenDataFiles(env, step_dir, info, &files));
-  std::vector<ReadTask> tasks = ReadTasks(info);
+  std::vector<ChunkRef> tasks = ChunkRefs(info);
   std::mutex mu;
   Status first_error;
   pool->ParallelFor(tasks.size(), [&](size_t i) {
-    const ReadTask& t = tasks[i];
+    const ChunkRef& t = tasks[i];
     std::byte* out = dst[t.item] + t.chunk * info.chunk_size;
     Status s = ReadChunk(files, step_dir, info, t, out, ChunkLen(info, t));
     if (!s.ok()) {
@@ -95,7 +81,7 @@ void VerifyStepData(Env* env, ThreadPool* pool, const std::string& step_dir, con
     report->problems.push_back({"", -1, opened.message()});
     return;
   }
-  std::vector<ReadTask> tasks = ReadTasks(info);
+  std::vector<ChunkRef> tasks = ChunkRefs(info);
   std::mutex mu;
   pool->ParallelFor(tasks.size(), [&](size_t i) {
     thread_local std::unique_ptr<std::byte[]> scratch;
@@ -104,7 +90,7 @@ void VerifyStepData(Env* env, ThreadPool* pool, const std::string& step_dir, con
       scratch = std::make_unique_for_overwrite<std::byte[]>(info.chunk_size);
       scratch_size = info.chunk_size;
     }
-    const ReadTask& t = tasks[i];
+    const ChunkRef& t = tasks[i];
     uint64_t len = ChunkLen(info, t);
     Status s = ReadChunk(files, step_dir, info, t, scratch.get(), len);
     std::lock_guard<std::mutex> l(mu);

@@ -70,23 +70,10 @@ Status OpenDataFiles(Env* env, const std::string& tmp_dir, const StepInfo& info,
   return Status::Ok();
 }
 
-struct ChunkTask {
-  size_t item;
-  uint64_t chunk;
-};
-
-std::vector<ChunkTask> ChunkTasks(const StepInfo& info) {
-  std::vector<ChunkTask> tasks;
-  for (size_t i = 0; i < info.items.size(); ++i) {
-    for (uint64_t c = 0; c < info.items[i].chunk_xxh3.size(); ++c) tasks.push_back({i, c});
-  }
-  return tasks;
-}
-
 // Checksums and writes every chunk in parallel, then syncs every file.
 Status WriteData(ThreadPool* pool, std::span<const Item> items, StepInfo* info,
                  std::vector<std::unique_ptr<WritableFile>>& files) {
-  std::vector<ChunkTask> tasks = ChunkTasks(*info);
+  std::vector<ChunkRef> tasks = ChunkRefs(*info);
   std::mutex mu;
   Status first_error;
   const size_t crash_at = tasks.size() / 2;
@@ -142,6 +129,14 @@ Status WriteAndCommit(Env* env, ThreadPool* pool, const WriteStepRequest& req,
 }
 
 }  // namespace
+
+std::vector<ChunkRef> ChunkRefs(const StepInfo& info) {
+  std::vector<ChunkRef> refs;
+  for (size_t i = 0; i < info.items.size(); ++i) {
+    for (uint64_t c = 0; c < info.items[i].chunk_xxh3.size(); ++c) refs.push_back({i, c});
+  }
+  return refs;
+}
 
 Status ValidateItems(std::span<const Item> items) {
   std::set<std::string_view> names;

@@ -25,6 +25,12 @@ std::string Dirname(std::string_view path) {
   return std::string(path.substr(0, slash));
 }
 
+Status CreateDirs(Env* env, const std::string& dir) {
+  if (dir.empty() || dir == "/" || dir == "." || env->Exists(dir)) return Status::Ok();
+  STRATA_RETURN_IF_ERROR(CreateDirs(env, Dirname(dir)));
+  return env->CreateDir(dir);
+}
+
 Status CommitDir(Env* env, const std::string& tmp_dir, const std::string& final_dir) {
   STRATA_RETURN_IF_ERROR(env->SyncDir(tmp_dir));
   CrashPoint("commit.before_rename");
