@@ -1,20 +1,54 @@
 #!/usr/bin/env bash
-# Runs the engine benchmarks (bench/engine_bench.cc) and repeats their
+# Runs the engine benchmarks (bench/engine_bench.cc), then the agent
+# benchmarks (bench/agent_bench.cc), and repeats their
 # `ratio <name> <value> target <t>` lines as a summary at the end.
 #
-# Usage: scripts/bench.sh [BUILD_DIR [engine_bench flags and benchmark names]]
-# Environment: STRATA_BENCH_SIZE_MIB (state size, default 512),
-#              STRATA_BENCH_REPS (timed repetitions, default 9),
-#              STRATA_BENCH_TMPFS (scratch parent, default /dev/shm).
+# Usage: scripts/bench.sh [BUILD_DIR [flags and benchmark names]]
+# Flags (--size-mib, --reps, --tmpfs) go to both binaries; each benchmark
+# name goes to the binary that has it, and a binary none of the names
+# belongs to is skipped.
+# Environment: STRATA_BENCH_SIZE_MIB (state size; default 512 for the
+#              engine, 256 for the agent), STRATA_BENCH_REPS (timed
+#              repetitions, default 9), STRATA_BENCH_TMPFS (scratch parent,
+#              default /dev/shm).
 set -euo pipefail
 
 build_dir=${1:-build}
 [ $# -gt 0 ] && shift
-bin="$build_dir/bench/engine_bench"
-if [ ! -x "$bin" ]; then
-  echo "bench: $bin not found (build with STRATA_BENCH=ON)" >&2
-  exit 1
-fi
+agent_benchmarks=" peer_replication restore_from_peer "
+flags=()
+engine_names=()
+agent_names=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    -h | --help | --*=*) flags+=("$1") ;;
+    -*)
+      flags+=("$1")
+      if [ $# -gt 1 ]; then
+        flags+=("$2")
+        shift
+      fi
+      ;;
+    *)
+      if [[ $agent_benchmarks == *" $1 "* ]]; then
+        agent_names+=("$1")
+      else
+        engine_names+=("$1")
+      fi
+      ;;
+  esac
+  shift
+done
+
+runs=()  # binaries to run, in order; no names: all of them
+if [ ${#agent_names[@]} -eq 0 ] || [ ${#engine_names[@]} -gt 0 ]; then runs+=(engine_bench); fi
+if [ ${#engine_names[@]} -eq 0 ] || [ ${#agent_names[@]} -gt 0 ]; then runs+=(agent_bench); fi
+for b in "${runs[@]}"; do
+  if [ ! -x "$build_dir/bench/$b" ]; then
+    echo "bench: $build_dir/bench/$b not found (build with STRATA_BENCH=ON)" >&2
+    exit 1
+  fi
+done
 
 # Scratch directories left by benchmark runs that were killed.
 for d in "${STRATA_BENCH_TMPFS:-/dev/shm}"/strata-bench-*; do
@@ -24,7 +58,7 @@ for d in "${STRATA_BENCH_TMPFS:-/dev/shm}"/strata-bench-*; do
 done
 
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
-echo "== Strata engine benchmarks"
+echo "== Strata benchmarks"
 echo "date:    $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 echo "machine: $(nproc) CPUs ($cpu), $(free -g | awk '/^Mem:/ {print $2}') GiB RAM"
 echo "kernel:  $(uname -srm)"
@@ -34,7 +68,16 @@ echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min; the figures are n
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 status=0
-"$bin" "$@" | tee "$out" || status=$?
+for b in "${runs[@]}"; do
+  if [ "$b" = engine_bench ]; then
+    names=("${engine_names[@]+"${engine_names[@]}"}")
+  else
+    names=("${agent_names[@]+"${agent_names[@]}"}")
+  fi
+  echo
+  "$build_dir/bench/$b" "${flags[@]+"${flags[@]}"}" "${names[@]+"${names[@]}"}" |
+    tee -a "$out" || status=$?
+done
 
 echo
 echo "== Summary"

@@ -1,0 +1,599 @@
+// Copyright 2026 The Strata Authors.
+//
+// Agent benchmarks: the agent's transfers over loopback against a raw
+// single-stream TCP transfer of the same bytes in the same run. Each prints
+// absolute figures (median of --reps repetitions after a warm-up; baseline
+// and Strata repetitions alternate), then `ratio <name> <value> target <t>`:
+//
+//   peer_replication   bytes / (connect -> ack) of Agent::ReplicateToPeer's
+//                      sequence to a live agent, which receives, verifies and
+//                      commits before it acks ÷ raw memory->memory throughput
+//   restore_from_peer  raw memory->memory time ÷ time of Agent::FetchStep's
+//                      sequence from a live agent (fetch_step, RecvStepFiles,
+//                      Store::Adopt with its verification)
+//
+// The step is a real Strata checkpoint (sync Checkpointer) in the sender's
+// Store; the agent runs in-process on 127.0.0.1, port 0. Raw baselines use
+// 1 MiB socket buffers and send/recv calls (iperf3 -w 1M -l 1M); for context,
+// also file->file (pread+send -> recv+pwrite into a new / an existing tmpfs
+// file). Scratch: <tmpfs>/strata-bench-<pid>, removed at exit.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/agent.h"
+#include "agent/rpc.h"
+#include "agent/store.h"
+#include "format/naming.h"
+#include "net/frame.h"
+#include "strata/checkpointer.h"
+#include "util/file_util.h"
+#include "util/logging.h"
+#include "util/thread_pool.h"
+
+namespace strata {
+namespace {
+
+using agent::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr uint64_t kMiB = 1ull << 20;
+constexpr int kRawSocketBuffer = 1 << 20;  // SO_SNDBUF / SO_RCVBUF of the raw baselines
+constexpr size_t kRawIoBytes = 1 << 20;    // bytes per send/recv/pread/pwrite call
+constexpr char kJob[] = "bench";
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Repeated timings of one operation, in seconds.
+struct Samples {
+  std::vector<double> s;
+  void Add(double seconds) { s.push_back(seconds); }
+  double Median() const {
+    std::vector<double> v = s;
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  }
+};
+
+// Median time, spread and (when bytes > 0) throughput.
+void PrintSamples(const char* label, const Samples& s, uint64_t bytes) {
+  auto [min, max] = std::minmax_element(s.s.begin(), s.s.end());
+  std::printf("  %-40s %9.2f ms  (min %8.2f, max %8.2f)", label, s.Median() * 1e3, *min * 1e3,
+              *max * 1e3);
+  if (bytes > 0) std::printf("  %6.2f GB/s", static_cast<double>(bytes) / s.Median() / 1e9);
+  std::printf("\n");
+}
+
+void PrintRatio(const char* name, double value, const char* target) {
+  bool met = value >= std::strtod(target, nullptr);
+  std::printf("  target: >= %s -> %s\n", target, met ? "met" : "NOT met");
+  std::printf("ratio %s %.3f target %s\n", name, value, target);
+  std::fflush(stdout);
+}
+
+// `bytes` (rounded up to 8) of incompressible splitmix64 output.
+std::vector<uint64_t> Payload(uint64_t bytes) {
+  std::vector<uint64_t> v((bytes + 7) / 8);
+  uint64_t x = 0;
+  for (uint64_t& z : v) {
+    z = (x += 0x9e3779b97f4a7c15);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
+    z ^= z >> 31;
+  }
+  return v;
+}
+
+class UniqueFd {
+ public:
+  explicit UniqueFd(int fd = -1) : fd_(fd) {}
+  ~UniqueFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  UniqueFd(UniqueFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// --- The step: a real Strata checkpoint ---
+
+// Writes `state` (bytes long, split into 4 float32 tensors of 4 KiB rows) as
+// step 1 with a sync Checkpointer, so it is committed when Save returns.
+StatusOr<std::string> WriteCheckpoint(const std::string& dir, const std::byte* state,
+                                      uint64_t bytes) {
+  constexpr int kPercent[] = {40, 30, 20};  // the last tensor takes the rest
+  const int64_t rows = static_cast<int64_t>(bytes / 4096);
+  std::vector<Item> items;
+  int64_t used = 0;
+  for (int i = 0; i < 4; ++i) {
+    int64_t r = i < 3 ? rows * kPercent[i] / 100 : rows - used;
+    Item it{"tensor." + std::to_string(i), DType::kFloat32, {r, 1024}, state + used * 4096, 0};
+    it.size = static_cast<uint64_t>(r) * 4096;
+    items.push_back(std::move(it));
+    used += r;
+  }
+  CheckpointerOptions o;
+  o.async = false;
+  o.max_to_keep = 0;
+  o.preemption_signals = {};
+  STRATA_ASSIGN_OR_RETURN(auto ckpt, Checkpointer::Open(dir, o));
+  STRATA_RETURN_IF_ERROR(ckpt->Save(1, items).status());
+  return JoinPath(dir, StepDirName(1));
+}
+
+// --- Raw TCP baselines ---
+
+// Sends (`out`) or receives exactly n bytes on a blocking socket.
+Status AllRaw(bool out, int fd, std::byte* p, size_t n) {
+  while (n > 0) {
+    ssize_t r = out ? ::send(fd, p, n, MSG_NOSIGNAL) : ::recv(fd, p, n, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return ErrnoToStatus(errno, out ? "raw send" : "raw recv");
+    if (r == 0) return UnavailableError("raw recv: connection closed");
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return Status::Ok();
+}
+
+// What a raw transfer reads and where it puts the bytes.
+struct RawEnds {
+  std::byte* src = nullptr;  // send from memory, or
+  int src_fd = -1;           // pread from this file, then send
+  int dst_fd = -1;           // pwrite into this file; -1: drop (iperf3)
+};
+
+Status SetRawBuffers(int fd) {
+  int b = kRawSocketBuffer;
+  if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &b, sizeof b) != 0 ||
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &b, sizeof b) != 0) {
+    return ErrnoToStatus(errno, "setsockopt");
+  }
+  return Status::Ok();
+}
+
+// A listening socket on 127.0.0.1, an ephemeral port.
+StatusOr<UniqueFd> RawListen(sockaddr_in* addr) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (fd.get() < 0) return ErrnoToStatus(errno, "socket");
+  STRATA_RETURN_IF_ERROR(SetRawBuffers(fd.get()));  // inherited by the accepted socket
+  *addr = {};
+  addr->sin_family = AF_INET;
+  addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof *addr;
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(addr), sizeof *addr) != 0 ||
+      ::listen(fd.get(), 1) != 0 ||
+      ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(addr), &len) != 0) {
+    return ErrnoToStatus(errno, "raw listen");
+  }
+  return fd;
+}
+
+// Accepts one connection, receives `bytes` and answers with one ack byte.
+Status RawReceive(int listen_fd, const RawEnds& ends, uint64_t bytes) {
+  UniqueFd fd(::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC));
+  if (fd.get() < 0) return ErrnoToStatus(errno, "accept");
+  auto buf = std::make_unique_for_overwrite<std::byte[]>(kRawIoBytes);
+  for (uint64_t off = 0; off < bytes;) {
+    size_t n = std::min<uint64_t>(kRawIoBytes, bytes - off);
+    STRATA_RETURN_IF_ERROR(AllRaw(false, fd.get(), buf.get(), n));
+    if (ends.dst_fd >= 0 &&
+        ::pwrite(ends.dst_fd, buf.get(), n, static_cast<off_t>(off)) != static_cast<ssize_t>(n)) {
+      return ErrnoToStatus(errno, "pwrite");
+    }
+    off += n;
+  }
+  std::byte ack{1};
+  return AllRaw(true, fd.get(), &ack, 1);
+}
+
+// Connects, sends `bytes` and waits for the receiver's ack byte.
+Status RawSend(const sockaddr_in& to, const RawEnds& ends, uint64_t bytes) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (fd.get() < 0) return ErrnoToStatus(errno, "socket");
+  STRATA_RETURN_IF_ERROR(SetRawBuffers(fd.get()));
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&to), sizeof to) != 0) {
+    return ErrnoToStatus(errno, "connect");
+  }
+  auto buf = std::make_unique_for_overwrite<std::byte[]>(kRawIoBytes);
+  for (uint64_t off = 0; off < bytes;) {
+    size_t n = std::min<uint64_t>(kRawIoBytes, bytes - off);
+    std::byte* p = ends.src + off;
+    if (ends.src_fd >= 0) {
+      if (::pread(ends.src_fd, buf.get(), n, static_cast<off_t>(off)) != static_cast<ssize_t>(n)) {
+        return ErrnoToStatus(errno, "pread");
+      }
+      p = buf.get();
+    }
+    STRATA_RETURN_IF_ERROR(AllRaw(true, fd.get(), p, n));
+    off += n;
+  }
+  std::byte ack;
+  return AllRaw(false, fd.get(), &ack, 1);
+}
+
+// One transfer between two threads; seconds from connect to ack.
+StatusOr<double> RawTransfer(const RawEnds& ends, uint64_t bytes) {
+  sockaddr_in addr;
+  STRATA_ASSIGN_OR_RETURN(UniqueFd listener, RawListen(&addr));
+  Status received;
+  std::thread receiver([&] { received = RawReceive(listener.get(), ends, bytes); });
+  Clock::time_point t0 = Clock::now();
+  Status sent = RawSend(addr, ends, bytes);
+  double seconds = SecondsSince(t0);
+  if (!sent.ok()) ::shutdown(listener.get(), SHUT_RDWR);  // unblocks accept
+  receiver.join();
+  STRATA_RETURN_IF_ERROR(sent);
+  STRATA_RETURN_IF_ERROR(received);
+  return seconds;
+}
+
+// file -> file: pread+send into recv+pwrite of a new file on the tmpfs.
+StatusOr<double> RawToNewFile(int src_fd, const std::string& dst, uint64_t bytes) {
+  UniqueFd out(::open(dst.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (out.get() < 0) return ErrnoToStatus(errno, "create " + dst);
+  auto seconds = RawTransfer({.src_fd = src_fd, .dst_fd = out.get()}, bytes);
+  ::unlink(dst.c_str());
+  return seconds;
+}
+
+Status WritePayload(const std::string& path, const std::byte* data, uint64_t n) {
+  return WriteFileAtomic(Env::Default(), path, {reinterpret_cast<const char*>(data), n});
+}
+
+// --- The agents' side ---
+
+// An agent running in this process as `strata agent` runs it: Start(), then
+// Run() on its own thread until stopped.
+class LiveAgent {
+ public:
+  static StatusOr<std::unique_ptr<LiveAgent>> Start(const std::string& dir,
+                                                    const std::string& secret) {
+    AgentConfig config;
+    config.local_dir = dir;
+    config.listen = {"127.0.0.1", 0};  // port 0: any free port, see endpoint()
+    config.advertise = {"127.0.0.1", 0};
+    config.secret = secret;
+    auto live = std::make_unique<LiveAgent>();
+    STRATA_ASSIGN_OR_RETURN(live->agent_, agent::Agent::Start(std::move(config)));
+    live->loop_ = std::thread([p = live.get()] { p->run_status_ = p->agent_->Run(p->stop_); });
+    return live;
+  }
+  ~LiveAgent() {
+    stop_ = true;
+    if (loop_.joinable()) loop_.join();
+    if (!run_status_.ok()) std::fprintf(stderr, "agent: %s\n", run_status_.message().c_str());
+    agent_.reset();  // before stop_, which its threads may read
+  }
+  agent::Endpoint endpoint() const { return agent_->listen_endpoint(); }
+
+ private:
+  std::unique_ptr<agent::Agent> agent_;
+  std::atomic<bool> stop_{false};
+  Status run_status_;
+  std::thread loop_;
+};
+
+// A Store of its own, as an agent has (same pool size).
+struct Node {
+  std::string dir;
+  ThreadPool pool{ThreadPool::DefaultThreads() - 1};
+  std::unique_ptr<agent::Store> store = nullptr;
+};
+
+struct Bench {
+  uint64_t bytes = 0;  // of the step: data files and manifest
+  int reps = 0;
+  std::string scratch;
+  std::string secret;
+  std::byte* payload = nullptr;  // `bytes` bytes, for the memory baselines
+  int payload_fd = -1;           // a file with them, for the file baselines
+  Node* sender = nullptr;        // holds the step as `key`
+  agent::StepKey key;
+  agent::StepIndex index;
+  LiveAgent* peer = nullptr;
+  std::string peer_dir;                   // its local directory
+  int64_t next_step = 1000;               // replicas get new step numbers: never "have"
+  std::optional<agent::StepKey> replica;  // the newest copy `peer` holds
+};
+
+// Records a timing, or passes its failure on.
+Status AddTo(Samples* s, const StatusOr<double>& seconds) {
+  if (seconds.ok()) s->Add(*seconds);
+  return seconds.status();
+}
+
+// A transfer's phases: connect+auth+call, the data, what follows until done.
+struct Phases {
+  double call = 0, data = 0, finish = 0, total = 0;
+};
+struct PhaseSamples {
+  Samples call, data, finish, total;
+  void Add(const Phases& p) {
+    call.Add(p.call);
+    data.Add(p.data);
+    finish.Add(p.finish);
+    total.Add(p.total);
+  }
+};
+
+// Agent::ReplicateToPeer's sequence, announcing the sender's step as `as`.
+StatusOr<Phases> PutStep(const Bench& b, const agent::StepKey& as) {
+  Phases t;
+  const agent::Endpoint to = b.peer->endpoint();
+  Clock::time_point t0 = Clock::now();
+  STRATA_ASSIGN_OR_RETURN(agent::RpcClient client,
+                          agent::RpcClient::Connect(to, b.secret, "node 0"));
+  json put = {{"op", "put_step"}, {"key", StepKeyToJson(as)}, {"index", IndexToJson(b.index)}};
+  STRATA_ASSIGN_OR_RETURN(json ready, client.Call(put, std::chrono::seconds(30)));
+  if (ready.value("have", false)) return FailedPreconditionError("the peer already holds it");
+  t.call = SecondsSince(t0);
+  STRATA_RETURN_IF_ERROR(
+      agent::SendStepFiles(client.socket(), b.sender->store->StepPath(b.key), b.index));
+  t.data = SecondsSince(t0) - t.call;
+  STRATA_ASSIGN_OR_RETURN(net::Frame ack,
+                          net::RecvFrame(client.socket(), agent::kMaxControlBytes,
+                                         net::DeadlineAfter(std::chrono::minutes(30))));
+  STRATA_RETURN_IF_ERROR(
+      agent::StatusFromJson(json::parse(ack.payload, nullptr, false), to.ToString()));
+  t.total = SecondsSince(t0);
+  t.finish = t.total - t.call - t.data;
+  return t;
+}
+
+// Replicates the step to the peer under a new step number. The peer's
+// previous replica is deleted first (outside the timing; the agent has no
+// call for it and its GC needs a job), so tmpfs use stays at one copy.
+StatusOr<Phases> ReplicateOnce(Bench& b) {
+  if (b.replica) {
+    std::string held = JoinPath(b.peer_dir, b.sender->store->RelativeStepPath(*b.replica));
+    STRATA_RETURN_IF_ERROR(Env::Default()->RemoveFile(held + ".index"));
+    STRATA_RETURN_IF_ERROR(Env::Default()->RemoveAll(held));
+    b.replica.reset();
+  }
+  agent::StepKey as{kJob, 0, b.next_step++};
+  STRATA_ASSIGN_OR_RETURN(Phases t, PutStep(b, as));
+  b.replica = as;
+  return t;
+}
+
+// --- peer_replication ---
+
+struct ReplicationSamples {
+  Samples mem, file_new, file_over;
+  PhaseSamples put;
+};
+
+Status ReplicationRep(Bench& b, int over_fd, ReplicationSamples* s) {
+  STRATA_RETURN_IF_ERROR(AddTo(&s->mem, RawTransfer({.src = b.payload}, b.bytes)));
+  std::string new_file = JoinPath(b.scratch, "raw-dst-new.bin");
+  STRATA_RETURN_IF_ERROR(AddTo(&s->file_new, RawToNewFile(b.payload_fd, new_file, b.bytes)));
+  STRATA_RETURN_IF_ERROR(
+      AddTo(&s->file_over, RawTransfer({.src_fd = b.payload_fd, .dst_fd = over_fd}, b.bytes)));
+  STRATA_ASSIGN_OR_RETURN(Phases put, ReplicateOnce(b));
+  s->put.Add(put);
+  return Status::Ok();
+}
+
+Status BenchPeerReplication(Bench& b) {
+  std::printf(
+      "\n[peer_replication] put_step to a live agent (verified, committed, acked) vs "
+      "raw TCP, loopback\n");
+  const std::string over = JoinPath(b.scratch, "raw-dst-over.bin");
+  STRATA_RETURN_IF_ERROR(WritePayload(over, b.payload, b.bytes));
+  UniqueFd over_fd(::open(over.c_str(), O_WRONLY | O_CLOEXEC));
+  if (over_fd.get() < 0) return ErrnoToStatus(errno, "open " + over);
+  ReplicationSamples warmup, s;
+  STRATA_RETURN_IF_ERROR(ReplicationRep(b, over_fd.get(), &warmup));
+  for (int r = 0; r < b.reps; ++r) STRATA_RETURN_IF_ERROR(ReplicationRep(b, over_fd.get(), &s));
+  PrintSamples("baseline: raw mem->mem (1 MiB bufs)", s.mem, b.bytes);
+  PrintSamples("context: raw file->new file", s.file_new, b.bytes);
+  PrintSamples("context: raw file->overwritten file", s.file_over, b.bytes);
+  PrintSamples("strata: put_step connect->ack", s.put.total, b.bytes);
+  PrintSamples("  connect+auth+put_step call", s.put.call, 0);
+  PrintSamples("  SendStepFiles (sendfile)", s.put.data, b.bytes);
+  PrintSamples("  then until ack (rest of recv, Adopt)", s.put.finish, 0);
+  PrintRatio("peer_replication", s.mem.Median() / s.put.total.Median(), "0.8");
+  return Status::Ok();
+}
+
+// --- restore_from_peer ---
+
+// Agent::FetchStep's sequence against one holder, into `node`'s store.
+StatusOr<Phases> FetchStep(const Bench& b, Node& node, const agent::StepKey& key) {
+  Phases t;
+  Clock::time_point t0 = Clock::now();
+  STRATA_ASSIGN_OR_RETURN(agent::RpcClient client,
+                          agent::RpcClient::Connect(b.peer->endpoint(), b.secret, "node 0"));
+  json fetch = {{"op", "fetch_step"}, {"key", StepKeyToJson(key)}};
+  STRATA_ASSIGN_OR_RETURN(json reply, client.Call(fetch, std::chrono::seconds(30)));
+  STRATA_ASSIGN_OR_RETURN(agent::StepIndex index, agent::IndexFromJson(reply["index"]));
+  STRATA_ASSIGN_OR_RETURN(std::string dir, node.store->NewIncomingDir());
+  t.call = SecondsSince(t0);
+  Status s = agent::RecvStepFiles(client.socket(), dir, index);
+  t.data = SecondsSince(t0) - t.call;
+  if (s.ok()) s = node.store->Adopt(dir, key, index);
+  t.total = SecondsSince(t0);
+  t.finish = t.total - t.call - t.data;
+  if (!s.ok()) Env::Default()->RemoveAll(dir).IgnoreError();
+  STRATA_RETURN_IF_ERROR(s);
+  return t;
+}
+
+struct RestoreSamples {
+  Samples mem, verify;
+  PhaseSamples fetch;
+};
+
+// One raw transfer and one restore; the node's copy is dropped first, as a
+// replaced node has none.
+Status RestoreRep(Bench& b, Node& node, RestoreSamples* s) {
+  const agent::StepKey& key = *b.replica;
+  if (node.store->Has(key)) STRATA_RETURN_IF_ERROR(node.store->Remove(key));
+  STRATA_RETURN_IF_ERROR(AddTo(&s->mem, RawTransfer({.src = b.payload}, b.bytes)));
+  STRATA_ASSIGN_OR_RETURN(Phases f, FetchStep(b, node, key));
+  STRATA_ASSIGN_OR_RETURN(agent::StepIndex got, node.store->GetIndex(key));
+  if (got.digest != b.index.digest) return DataLossError("restored a different step");
+  // For the breakdown: the verification Adopt did, again, on the same data.
+  Clock::time_point t0 = Clock::now();
+  STRATA_RETURN_IF_ERROR(node.store->Verify(key));
+  s->verify.Add(SecondsSince(t0));
+  s->fetch.Add(f);
+  return Status::Ok();
+}
+
+Status BenchRestoreFromPeer(Bench& b) {
+  std::printf(
+      "\n[restore_from_peer] fetch_step from a live agent + verified Adopt vs raw TCP, "
+      "loopback\n");
+  if (!b.replica) STRATA_RETURN_IF_ERROR(ReplicateOnce(b).status());
+  Node node{JoinPath(b.scratch, "restoring")};
+  STRATA_ASSIGN_OR_RETURN(node.store, agent::Store::Open(node.dir, &node.pool));
+  RestoreSamples warmup, s;
+  STRATA_RETURN_IF_ERROR(RestoreRep(b, node, &warmup));
+  for (int r = 0; r < b.reps; ++r) STRATA_RETURN_IF_ERROR(RestoreRep(b, node, &s));
+  PrintSamples("baseline: raw mem->mem (1 MiB bufs)", s.mem, b.bytes);
+  PrintSamples("strata: restore from peer", s.fetch.total, b.bytes);
+  PrintSamples("  connect+auth+fetch_step call", s.fetch.call, 0);
+  PrintSamples("  RecvStepFiles (new tmpfs files)", s.fetch.data, b.bytes);
+  PrintSamples("  Store::Adopt (verify + commit)", s.fetch.finish, b.bytes);
+  PrintSamples("  (Store::Verify again, same data)", s.verify, b.bytes);
+  PrintRatio("restore_from_peer", s.mem.Median() / s.fetch.total.Median(), "0.75");
+  return Status::Ok();
+}
+
+// --- Driver ---
+
+struct Benchmark {
+  const char* name;
+  Status (*run)(Bench&);
+};
+constexpr Benchmark kBenchmarks[] = {
+    {"peer_replication", BenchPeerReplication},
+    {"restore_from_peer", BenchRestoreFromPeer},
+};
+
+// The scratch directory, removed with everything in it when this goes.
+struct Scratch {
+  std::string path;
+  ~Scratch() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+// Writes the checkpoint and ingests it into the sender's store.
+Status PrepareSender(Bench& b, Node& sender, uint64_t state_bytes) {
+  std::string step_dir;
+  {
+    std::vector<uint64_t> state = Payload(state_bytes);
+    auto* p = reinterpret_cast<const std::byte*>(state.data());
+    STRATA_ASSIGN_OR_RETURN(step_dir,
+                            WriteCheckpoint(JoinPath(b.scratch, "client"), p, state_bytes));
+  }
+  STRATA_ASSIGN_OR_RETURN(sender.store, agent::Store::Open(sender.dir, &sender.pool));
+  b.key = {kJob, 0, 1};
+  STRATA_ASSIGN_OR_RETURN(b.index, sender.store->Ingest(step_dir, b.key));
+  b.bytes = b.index.total_bytes;
+  b.sender = &sender;
+  return Status::Ok();
+}
+
+int RunAll(Bench& b, const std::vector<std::string>& only) {
+  int failed = 0;
+  for (const Benchmark& bm : kBenchmarks) {
+    if (!only.empty() && std::find(only.begin(), only.end(), bm.name) == only.end()) continue;
+    Status s = bm.run(b);
+    if (!s.ok()) {
+      std::fprintf(stderr, "agent_bench: %s: %s\n", bm.name, s.message().c_str());
+      ++failed;
+    }
+  }
+  return failed == 0 ? 0 : 1;
+}
+
+// Sets up the sender, the payload and the live agent, then runs.
+Status SetUpAndRun(Bench& b, uint64_t state_bytes, const std::vector<std::string>& only, int* rc) {
+  Node sender{JoinPath(b.scratch, "sender")};
+  STRATA_RETURN_IF_ERROR(PrepareSender(b, sender, state_bytes));
+  std::vector<uint64_t> payload = Payload(b.bytes);
+  b.payload = reinterpret_cast<std::byte*>(payload.data());
+  const std::string payload_file = JoinPath(b.scratch, "raw-src.bin");
+  STRATA_RETURN_IF_ERROR(WritePayload(payload_file, b.payload, b.bytes));
+  UniqueFd payload_fd(::open(payload_file.c_str(), O_RDONLY | O_CLOEXEC));
+  if (payload_fd.get() < 0) return ErrnoToStatus(errno, "open " + payload_file);
+  b.peer_dir = JoinPath(b.scratch, "peer");
+  STRATA_ASSIGN_OR_RETURN(auto peer, LiveAgent::Start(b.peer_dir, b.secret));
+  b.payload_fd = payload_fd.get();
+  b.peer = peer.get();
+  std::printf(
+      "agent_bench: step of %.1f MiB in %zu files (Strata checkpoint), %d reps (median, "
+      "min, max), %d verify threads, agent at %s, scratch %s\n",
+      static_cast<double>(b.bytes) / kMiB, b.index.files.size(), b.reps, sender.pool.parallelism(),
+      peer->endpoint().ToString().c_str(), b.scratch.c_str());
+  std::fflush(stdout);
+  *rc = RunAll(b, only);
+  return Status::Ok();
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app("agent_bench: Strata agent transfers against raw TCP over loopback");
+  uint64_t size_mib = 256;
+  std::string tmpfs = "/dev/shm";
+  std::vector<std::string> only;
+  Bench b;
+  b.reps = 9;
+  app.add_option("--size-mib", size_mib, "State size in MiB")
+      ->envname("STRATA_BENCH_SIZE_MIB")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
+  app.add_option("--reps", b.reps, "Timed repetitions (the median is reported)")
+      ->envname("STRATA_BENCH_REPS")
+      ->capture_default_str()
+      ->check(CLI::Range(5, 1000));
+  app.add_option("--tmpfs", tmpfs, "Directory on a RAM file system for scratch files")
+      ->envname("STRATA_BENCH_TMPFS")
+      ->capture_default_str();
+  app.add_option("benchmarks", only, "Benchmarks to run (default all)")
+      ->check(CLI::IsMember({"peer_replication", "restore_from_peer"}));
+  CLI11_PARSE(app, argc, argv);
+  if (std::getenv("STRATA_LOG_LEVEL") == nullptr) SetLogLevel("warn");  // no per-step info lines
+
+  Scratch scratch{JoinPath(tmpfs, "strata-bench-" + std::to_string(::getpid()))};
+  std::error_code ec;
+  if (!std::filesystem::create_directories(scratch.path, ec)) {
+    std::fprintf(stderr, "agent_bench: create %s: %s\n", scratch.path.c_str(),
+                 ec ? ec.message().c_str() : "exists");
+    return 1;
+  }
+  b.scratch = scratch.path;
+  b.secret = "agent-bench-secret-0123456789abc";  // 32 characters
+  int rc = 1;
+  Status s = SetUpAndRun(b, size_mib * kMiB, only, &rc);
+  if (!s.ok()) std::fprintf(stderr, "agent_bench: %s\n", s.message().c_str());
+  return s.ok() ? rc : 1;
+}
+
+}  // namespace
+}  // namespace strata
+
+int main(int argc, char** argv) { return strata::Main(argc, argv); }
