@@ -9,6 +9,7 @@
 #include <functional>
 #include <thread>
 
+#include "agent/rpc.h"
 #include "cluster.h"
 #include "format/naming.h"
 #include "strata/env.h"
@@ -172,6 +173,19 @@ TEST(AgentClusterTest, DataParallelReplicaSubstitutesForALostNode) {
   EXPECT_NE(c.Status(0)["last_restore"].get<std::string>().find("step 20 of node 2 from node 2"),
             std::string::npos)
       << c.Status(0).dump(2);
+}
+
+// An idle peer connection must not hold up shutdown after SIGTERM.
+TEST(AgentClusterTest, SigtermStopsTheAgentPromptlyWithAnIdleConnectionOpen) {
+  Cluster c(1, "sigterm");
+  c.StartAll();
+  auto to = agent::ParseEndpoint(c.address(0));
+  ASSERT_TRUE(to.ok());
+  auto idle = agent::RpcClient::Connect(*to, c.secret(), "idle test client");
+  ASSERT_TRUE(idle.ok()) << idle.status().ToString();
+  // Without the fix the agent waits out the connection's 5-minute idle limit.
+  auto took = c.StopAgent(0, std::chrono::seconds(60));
+  EXPECT_GE(took.count(), 0) << "SIGTERM did not stop the agent within 60 s";
 }
 
 // framework: pytorch — each worker writes its own .save file; the agent

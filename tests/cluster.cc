@@ -79,6 +79,15 @@ void Cluster::KillAgent(int node) {
   slot->Wait(std::chrono::seconds(10));
 }
 
+std::chrono::milliseconds Cluster::StopAgent(int node, std::chrono::milliseconds limit) {
+  auto& slot = agents_[static_cast<size_t>(node)];
+  auto start = std::chrono::steady_clock::now();
+  slot->Signal(SIGTERM);
+  if (slot->Wait(limit) < 0) return std::chrono::milliseconds(-1);
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               start);
+}
+
 void Cluster::WipeDir(int node) { ASSERT_TRUE(Env::Default()->RemoveAll(dir(node)).ok()); }
 
 std::string Cluster::AgentLog(int node) const {

@@ -6,6 +6,7 @@
 #ifndef STRATA_TESTS_CLUSTER_H_
 #define STRATA_TESTS_CLUSTER_H_
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -49,7 +50,10 @@ class Cluster {
   void StartAgent(int node);
   void StartAll();
   void KillAgent(int node);  // SIGKILL
-  void WipeDir(int node);    // the node comes back empty
+  // SIGTERM; returns how long the agent took to exit (or -1 s if it did not
+  // within `limit`).
+  std::chrono::milliseconds StopAgent(int node, std::chrono::milliseconds limit);
+  void WipeDir(int node);  // the node comes back empty
   std::string AgentLog(int node) const;
 
   // Runs one trainer per node (node i uses seed 100 + i) to `steps`,

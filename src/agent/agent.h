@@ -91,6 +91,7 @@ class Agent {
   // Server.
   void ServeMain();
   void ServeConnection(net::Socket socket);
+  bool AwaitCall(net::Socket& socket) const;
   StatusOr<json> HandleCall(const json& request, net::Socket& socket);
   StatusOr<json> HandlePutStep(const json& request, net::Socket& socket);
   StatusOr<json> HandlePutFiles(const json& request, net::Socket& socket);

@@ -4,7 +4,10 @@
 // response), then sends calls. Malformed, oversized or unauthenticated input
 // is logged with its reason and the connection closed; the agent keeps
 // serving. Each connection has its own thread, at most kMaxConnections.
+#include <poll.h>
 #include <sys/statvfs.h>
+
+#include <functional>
 
 #include "agent/agent.h"
 #include "net/auth.h"
@@ -36,6 +39,19 @@ Status CheckFreeSpace(const std::string& dir, uint64_t bytes, const StepKey& key
   return Status::Ok();
 }
 
+// Waits until the next call starts arriving, in short slices so that an idle
+// connection never holds up shutdown. False on idle timeout or hang-up.
+bool AwaitCallImpl(net::Socket& socket, const std::function<bool()>& stopping) {
+  const auto deadline = std::chrono::steady_clock::now() + kIdleTimeout;
+  while (!stopping() && std::chrono::steady_clock::now() < deadline) {
+    struct pollfd p = {socket.fd(), POLLIN, 0};
+    int rc = ::poll(&p, 1, 200);
+    if (rc > 0) return true;  // data, or a hang-up that RecvFrame will report
+    if (rc < 0 && errno != EINTR) return false;
+  }
+  return false;
+}
+
 Status SendReply(net::Socket& socket, const json& reply) {
   return net::SendFrame(socket, kFrameReply, reply.dump(), net::DeadlineAfter(kReplyTimeout));
 }
@@ -63,14 +79,19 @@ void Agent::ServeMain() {
   }
 }
 
+bool Agent::AwaitCall(net::Socket& socket) const {
+  return AwaitCallImpl(socket, [this] { return Stopping(); });
+}
+
 void Agent::ServeConnection(net::Socket socket) {
   auto who = net::AuthenticateAsServer(socket, config_.secret, net::DeadlineAfter(kAuthTimeout));
   if (!who.ok()) {
     Log()->warn("rejected connection from {}: {}", socket.peer(), who.status().message());
     return;
   }
-  while (!stopping_) {
-    auto frame = net::RecvFrame(socket, kMaxControlBytes, net::DeadlineAfter(kIdleTimeout));
+  while (!Stopping()) {
+    if (!AwaitCall(socket)) return;  // idle too long, closed, or shutting down
+    auto frame = net::RecvFrame(socket, kMaxControlBytes, net::DeadlineAfter(kReplyTimeout));
     if (!frame.ok()) {
       if (frame.status().code() != StatusCode::kUnavailable) {
         Log()->warn("{} ({}): {}", socket.peer(), *who, frame.status().message());
