@@ -92,6 +92,12 @@ Agent::~Agent() {
 
 Status Agent::Run(const std::atomic<bool>& stop) {
   stop_flag_ = &stop;
+  Status s = RunLoop(stop);
+  stopping_ = true;  // on every path: nothing may read `stop` after Run returns
+  return s;
+}
+
+Status Agent::RunLoop(const std::atomic<bool>& stop) {
   STRATA_ASSIGN_OR_RETURN(DirWatcher watcher, DirWatcher::Open(config_.local_dir));
   OnEvents(Env::Default()->Exists(YamlPath(config_)));  // a yaml written while we were down
   auto last_scan = std::chrono::steady_clock::now();
@@ -109,7 +115,6 @@ Status Agent::Run(const std::atomic<bool>& stop) {
       OnEvents(yaml);
     }
   }
-  stopping_ = true;
   return Status::Ok();
 }
 

@@ -59,6 +59,7 @@ class Agent {
   explicit Agent(AgentConfig config);
 
   // Main loop.
+  Status RunLoop(const std::atomic<bool>& stop);
   void OnEvents(bool yaml_complete);
   void OnReplicatorYaml();
   Status Incarnate(const ReplicatorConfig& config);
