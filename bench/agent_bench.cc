@@ -343,7 +343,7 @@ StatusOr<Phases> PutStep(const Bench& b, const agent::StepKey& as) {
   Clock::time_point t0 = Clock::now();
   STRATA_ASSIGN_OR_RETURN(agent::RpcClient client,
                           agent::RpcClient::Connect(to, b.secret, "node 0"));
-  json put = {{"op", "put_step"}, {"key", StepKeyToJson(as)}, {"index", IndexToJson(b.index)}};
+  json put = {{"op", "put_step"}, {"key", StepKeyToJson(as)}, {"index", StepIndexToJson(b.index)}};
   STRATA_ASSIGN_OR_RETURN(json ready, client.Call(put, std::chrono::seconds(30)));
   if (ready.value("have", false)) return FailedPreconditionError("the peer already holds it");
   t.call = SecondsSince(t0);
@@ -426,7 +426,8 @@ StatusOr<Phases> FetchStep(const Bench& b, Node& node, const agent::StepKey& key
                           agent::RpcClient::Connect(b.peer->endpoint(), b.secret, "node 0"));
   json fetch = {{"op", "fetch_step"}, {"key", StepKeyToJson(key)}};
   STRATA_ASSIGN_OR_RETURN(json reply, client.Call(fetch, std::chrono::seconds(30)));
-  STRATA_ASSIGN_OR_RETURN(agent::StepIndex index, agent::IndexFromJson(reply["index"]));
+  STRATA_ASSIGN_OR_RETURN(agent::StepIndex index,
+                          agent::StepIndexFromJson(reply["index"], "peer index"));
   STRATA_ASSIGN_OR_RETURN(std::string dir, node.store->NewIncomingDir());
   t.call = SecondsSince(t0);
   Status s = agent::RecvStepFiles(client.socket(), dir, index);

@@ -521,7 +521,7 @@ TEST_F(AgentSafetyTest, WellFormedPutStepIsCommitted) {
   auto client = PeerConnect(c_);
   ASSERT_TRUE(client.ok()) << client.status().message();
   auto ready = client->Call(
-      PutStep(Key("j", 0, 7), agent::IndexToJson(OneFileIndex("data.bin", data))), 10s);
+      PutStep(Key("j", 0, 7), agent::StepIndexToJson(OneFileIndex("data.bin", data))), 10s);
   ASSERT_TRUE(ready.ok()) << ready.status().message();
   EXPECT_EQ(ready->value("have", true), false);
   ASSERT_TRUE(client->socket().SendAll(data.data(), data.size(), net::DeadlineAfter(10s)).ok());
@@ -539,7 +539,7 @@ TEST_F(AgentSafetyTest, TruncatedStreamLeavesNothingBehind) {
     auto client = PeerConnect(c_);
     ASSERT_TRUE(client.ok()) << client.status().message();
     auto ready = client->Call(
-        PutStep(Key("j", 0, 7), agent::IndexToJson(OneFileIndex("data.bin", data))), 10s);
+        PutStep(Key("j", 0, 7), agent::StepIndexToJson(OneFileIndex("data.bin", data))), 10s);
     ASSERT_TRUE(ready.ok()) << ready.status().message();
     ASSERT_EQ(ready->value("have", true), false);
     ASSERT_TRUE(client->socket().SendAll(data.data(), 1000, net::DeadlineAfter(5s)).ok());
@@ -557,7 +557,7 @@ TEST_F(AgentSafetyTest, CorruptStreamIsRejected) {
   auto client = PeerConnect(c_);
   ASSERT_TRUE(client.ok()) << client.status().message();
   auto ready = client->Call(
-      PutStep(Key("j", 0, 7), agent::IndexToJson(OneFileIndex("data.bin", data))), 10s);
+      PutStep(Key("j", 0, 7), agent::StepIndexToJson(OneFileIndex("data.bin", data))), 10s);
   ASSERT_TRUE(ready.ok()) << ready.status().message();
   std::string corrupt = data;
   corrupt[12345] ^= 1;
@@ -576,7 +576,7 @@ TEST_F(AgentSafetyTest, CorruptStreamIsRejected) {
 TEST_F(AgentSafetyTest, HostileNamesAreRefused) {
   const std::string dir = c_.dir(0);
   const std::string data = "0123456789";
-  const json good_index = agent::IndexToJson(OneFileIndex("data.bin", data));
+  const json good_index = agent::StepIndexToJson(OneFileIndex("data.bin", data));
   struct Case {
     json key;
     std::string path;  // of the index's one file

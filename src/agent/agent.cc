@@ -323,25 +323,9 @@ Status Agent::FetchStep(const Incarnation& inc, const StepKey& key, const json& 
   for (const auto& h : holders) {
     int holder = h.get<int>();
     if (holder == inc.config.node_rank) continue;
-    auto addr = ParseEndpoint(addresses.value(std::to_string(holder), ""));
-    Status s = addr.status();
-    if (s.ok()) {
-      auto client =
-          RpcClient::Connect(*addr, config_.secret, "node " + std::to_string(inc.config.node_rank));
-      s = client.status();
-      if (s.ok()) {
-        auto reply =
-            client->Call({{"op", "fetch_step"}, {"key", StepKeyToJson(key)}}, kCallTimeout);
-        s = reply.status();
-        StatusOr<StepIndex> index = reply.ok() ? IndexFromJson((*reply)["index"]) : reply.status();
-        auto dir = store_->NewIncomingDir();
-        if (s.ok()) s = index.status();
-        if (s.ok()) s = dir.status();
-        if (s.ok()) s = RecvStepFiles(client->socket(), *dir, *index);
-        if (s.ok()) s = store_->Adopt(*dir, key, *index);
-        if (!s.ok() && dir.ok()) Env::Default()->RemoveAll(*dir).IgnoreError();
-      }
-    }
+    std::string address = addresses.value(std::to_string(holder), "");
+    Status s = address.empty() ? UnavailableError("no address for node " + std::to_string(holder))
+                               : FetchFrom(address, key, inc.config.node_rank);
     if (s.ok()) {
       std::lock_guard<std::mutex> l(mu_);
       last_restore_ = "step " + std::to_string(key.step) + " of node " + std::to_string(key.rank) +
@@ -354,6 +338,25 @@ Status Agent::FetchStep(const Incarnation& inc, const StepKey& key, const json& 
     last = s;
   }
   return last;
+}
+
+// Fetches `key` from the agent at `address` into the store; Adopt verifies
+// it before it counts as held. A partial transfer is removed.
+Status Agent::FetchFrom(const std::string& address, const StepKey& key, int node_rank) {
+  STRATA_ASSIGN_OR_RETURN(Endpoint to, ParseEndpoint(address));
+  STRATA_ASSIGN_OR_RETURN(
+      RpcClient client,
+      RpcClient::Connect(to, config_.secret, "node " + std::to_string(node_rank)));
+  STRATA_ASSIGN_OR_RETURN(
+      json reply, client.Call({{"op", "fetch_step"}, {"key", StepKeyToJson(key)}}, kCallTimeout));
+  STRATA_ASSIGN_OR_RETURN(
+      StepIndex index,
+      StepIndexFromJson(reply["index"], "index of " + key.ToString() + " from " + address));
+  STRATA_ASSIGN_OR_RETURN(std::string dir, store_->NewIncomingDir());
+  Status s = RecvStepFiles(client.socket(), dir, index);
+  if (s.ok()) s = store_->Adopt(dir, key, index);
+  if (!s.ok()) Env::Default()->RemoveAll(dir).IgnoreError();
+  return s;
 }
 
 Status Agent::CreateMarkers(const Incarnation& inc, const json& plan) {

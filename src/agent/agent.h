@@ -67,6 +67,7 @@ class Agent {
   StatusOr<bool> FetchAndReport(Incarnation& inc, const json& plan);
   Status FetchStep(const Incarnation& inc, const StepKey& key, const json& holders,
                    const json& addresses, std::vector<json>* bad);
+  Status FetchFrom(const std::string& address, const StepKey& key, int node_rank);
   Status CreateMarkers(const Incarnation& inc, const json& plan);
   void IngestCommittedSteps();
   void IngestPytorchSaves();

@@ -114,7 +114,7 @@ Status Agent::ReplicateToPeer(const StepKey& key, const std::string& address) {
                           : std::vector<std::vector<size_t>>(1);
   json put = {{"op", "put_step"},
               {"key", StepKeyToJson(key)},
-              {"index", IndexToJson(index)},
+              {"index", StepIndexToJson(index)},
               {"streams", groups.size()}};
   STRATA_ASSIGN_OR_RETURN(json ready, client.Call(put, std::chrono::seconds(30)));
   if (ready.value("have", false)) return Status::Ok();  // the peer already holds this copy

@@ -133,7 +133,8 @@ StatusOr<json> Agent::HandleCall(const json& request, net::Socket& socket) {
 // files into a temporary directory, verify and commit them, and acknowledge.
 StatusOr<json> Agent::HandlePutStep(const json& request, net::Socket& socket) {
   STRATA_ASSIGN_OR_RETURN(StepKey key, StepKeyFromJson(request.value("key", json())));
-  STRATA_ASSIGN_OR_RETURN(StepIndex index, IndexFromJson(request.value("index", json())));
+  STRATA_ASSIGN_OR_RETURN(StepIndex index,
+                          StepIndexFromJson(request.value("index", json()), "peer index"));
   auto held = store_->GetIndex(key);
   if (held.ok() && held->digest == index.digest) return json{{"have", true}};
   STRATA_RETURN_IF_ERROR(CheckFreeSpace(config_.local_dir, index.total_bytes, key));
@@ -185,7 +186,7 @@ StatusOr<json> Agent::HandlePutFiles(const json& request, net::Socket& socket) {
 StatusOr<json> Agent::HandleFetchStep(const json& request, net::Socket& socket) {
   STRATA_ASSIGN_OR_RETURN(StepKey key, StepKeyFromJson(request.value("key", json())));
   STRATA_ASSIGN_OR_RETURN(StepIndex index, store_->GetIndex(key));
-  STRATA_RETURN_IF_ERROR(SendReply(socket, {{"ok", true}, {"index", IndexToJson(index)}}));
+  STRATA_RETURN_IF_ERROR(SendReply(socket, {{"ok", true}, {"index", StepIndexToJson(index)}}));
   Status s = SendStepFiles(socket, store_->StepPath(key), index);
   if (!s.ok()) return DataLossError(s.message());  // closes the connection
   Log()->info("served {} to {}", key.ToString(), socket.peer());

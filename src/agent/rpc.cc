@@ -97,10 +97,6 @@ StatusOr<StepKey> StepKeyFromJson(const json& j) {
   return key;
 }
 
-json IndexToJson(const StepIndex& index) { return json::parse(EncodeStepIndex(index)); }
-
-StatusOr<StepIndex> IndexFromJson(const json& j) { return DecodeStepIndex(j.dump(), "peer index"); }
-
 Status SendStepFiles(net::Socket& socket, const std::string& dir, const StepIndex& index) {
   auto deadline =
       net::DeadlineAfter(std::chrono::duration_cast<std::chrono::milliseconds>(kDataTimeout));

@@ -60,8 +60,6 @@ Status StatusFromJson(const json& reply, const std::string& peer);
 
 json StepKeyToJson(const StepKey& key);
 StatusOr<StepKey> StepKeyFromJson(const json& j);
-json IndexToJson(const StepIndex& index);
-StatusOr<StepIndex> IndexFromJson(const json& j);
 
 // Streams every file of `index` from `dir`, in index order.
 Status SendStepFiles(net::Socket& socket, const std::string& dir, const StepIndex& index);

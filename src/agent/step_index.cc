@@ -44,6 +44,9 @@ Status ListFiles(const std::string& root, const std::string& rel, std::vector<In
   return Status::Ok();
 }
 
+// Checksums a file of `size` bytes has in a (non-Strata) index.
+uint64_t FileChunkCount(uint64_t size) { return size == 0 ? 0 : (size - 1) / kIndexChunkBytes + 1; }
+
 struct ChunkRef {
   size_t file;
   uint64_t chunk;
@@ -52,8 +55,7 @@ struct ChunkRef {
 std::vector<ChunkRef> Chunks(const std::vector<IndexedFile>& files) {
   std::vector<ChunkRef> refs;
   for (size_t f = 0; f < files.size(); ++f) {
-    uint64_t n = files[f].size == 0 ? 0 : (files[f].size - 1) / kIndexChunkBytes + 1;
-    for (uint64_t c = 0; c < n; ++c) refs.push_back({f, c});
+    for (uint64_t c = 0; c < FileChunkCount(files[f].size); ++c) refs.push_back({f, c});
   }
   return refs;
 }
@@ -65,7 +67,7 @@ Status HashChunks(const std::string& dir, const std::vector<IndexedFile>& files,
   std::vector<ChunkRef> refs = Chunks(files);
   hashes->assign(files.size(), {});
   for (size_t f = 0; f < files.size(); ++f) {
-    (*hashes)[f].resize(files[f].size == 0 ? 0 : (files[f].size - 1) / kIndexChunkBytes + 1);
+    (*hashes)[f].resize(FileChunkCount(files[f].size));
   }
   std::mutex mu;
   Status first;
@@ -197,22 +199,26 @@ Status VerifyStepIndex(const std::string& dir, const StepIndex& index, ThreadPoo
   return Status::Ok();
 }
 
-std::string EncodeStepIndex(const StepIndex& index) {
+nlohmann::json StepIndexToJson(const StepIndex& index) {
   json files = json::array();
   for (const auto& f : index.files) {
     json chunks = json::array();
     for (uint64_t c : f.chunk_xxh3) chunks.push_back(Hex64(c));
     files.push_back({{"path", f.path}, {"size", f.size}, {"chunks", std::move(chunks)}});
   }
-  json doc = {{"strata", index.strata},
-              {"digest", Hex64(index.digest)},
-              {"total_bytes", index.total_bytes},
-              {"files", std::move(files)}};
-  return doc.dump();
+  return {{"strata", index.strata},
+          {"digest", Hex64(index.digest)},
+          {"total_bytes", index.total_bytes},
+          {"files", std::move(files)}};
 }
 
+std::string EncodeStepIndex(const StepIndex& index) { return StepIndexToJson(index).dump(); }
+
 StatusOr<StepIndex> DecodeStepIndex(std::string_view text, std::string_view source) {
-  json doc = json::parse(text.begin(), text.end(), nullptr, false);
+  return StepIndexFromJson(json::parse(text.begin(), text.end(), nullptr, false), source);
+}
+
+StatusOr<StepIndex> StepIndexFromJson(const nlohmann::json& doc, std::string_view source) {
   std::string where(source);
   auto bad = [&](const std::string& why) { return DataLossError(where + ": " + why); };
   if (!doc.is_object()) return bad("step index is not a JSON object");
@@ -232,8 +238,7 @@ StatusOr<StepIndex> DecodeStepIndex(std::string_view text, std::string_view sour
         file.chunk_xxh3.push_back(*h);
       }
       // A peer's index drives reads and comparisons: its shape must be exact.
-      uint64_t want =
-          index.strata ? 0 : (file.size == 0 ? 0 : (file.size - 1) / kIndexChunkBytes + 1);
+      uint64_t want = index.strata ? 0 : FileChunkCount(file.size);
       if (file.chunk_xxh3.size() != want) {
         return bad(file.path.substr(0, 64) + ": " + std::to_string(file.chunk_xxh3.size()) +
                    " chunk checksums, expected " + std::to_string(want));

@@ -14,6 +14,7 @@
 #define STRATA_AGENT_STEP_INDEX_H_
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -45,8 +46,13 @@ StatusOr<StepIndex> BuildStepIndex(const std::string& dir, ThreadPool* pool);
 // DATA_LOSS names the file (and chunk) that differs.
 Status VerifyStepIndex(const std::string& dir, const StepIndex& index, ThreadPool* pool);
 
+// The index as JSON (the .index files and the peer protocol carry it), and
+// back. Decoding checks every field and the shape (chunk counts, total);
+// errors are DATA_LOSS prefixed with `source`.
+nlohmann::json StepIndexToJson(const StepIndex& index);
+StatusOr<StepIndex> StepIndexFromJson(const nlohmann::json& doc, std::string_view source);
 std::string EncodeStepIndex(const StepIndex& index);
-StatusOr<StepIndex> DecodeStepIndex(std::string_view json, std::string_view source);
+StatusOr<StepIndex> DecodeStepIndex(std::string_view text, std::string_view source);
 
 // OK iff `path` is a relative path of safe components: no "", ".", "..",
 // no leading '/', no NUL, at most 4096 bytes, at most 32 components.
