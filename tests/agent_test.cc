@@ -188,6 +188,58 @@ TEST(AgentClusterTest, SigtermStopsTheAgentPromptlyWithAnIdleConnectionOpen) {
   EXPECT_GE(took.count(), 0) << "SIGTERM did not stop the agent within 60 s";
 }
 
+// A new job name is a new job: the earlier job's steps cannot be restored
+// by it and are collected; status reports the new job caught up.
+TEST(AgentClusterTest, StepsOfAnEarlierJobAreCollected) {
+  Cluster c(1, "jobs");
+  c.StartAll();
+  TrainOptions o;
+  o.peers_per_node = 0;
+  ExpectAll(c.Train(10, 5, o), "fresh", 10);
+  o.job = "job2";
+  auto runs = c.Train(10, 5, o);
+  EXPECT_EQ(runs[0].restored, "fresh") << runs[0].out;
+  auto only_job2 = [&] {
+    const auto status = c.Status(0);
+    for (const auto& s : status["steps"]) {
+      if (s["job"] != "job2") return false;
+    }
+    return !status["steps"].empty();
+  };
+  for (int i = 0; i < 200 && !only_job2(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const auto status = c.Status(0);
+  EXPECT_TRUE(only_job2()) << status.dump(2);
+  EXPECT_EQ(status["job"], "job2");
+  EXPECT_EQ(status["newest_ingested"], 10);
+  EXPECT_EQ(status["replication_lag_seconds"], 0.0) << "replication has caught up";
+}
+
+// A replica that would not fit in the receiver's directory is refused
+// before any byte of it is sent.
+TEST(AgentClusterTest, ACopyThatDoesNotFitIsRefused) {
+  Cluster c(1, "nofit");
+  c.StartAll();
+  agent::StepIndex huge;  // a Strata step carries no chunk list in its index
+  huge.strata = true;
+  huge.digest = 1;
+  huge.total_bytes = uint64_t{1} << 50;
+  huge.files.push_back({"data-00000.bin", huge.total_bytes, {}});
+  auto to = agent::ParseEndpoint(c.address(0));
+  ASSERT_TRUE(to.ok());
+  auto client = agent::RpcClient::Connect(*to, c.secret(), "test");
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  agent::json put = {{"op", "put_step"},
+                     {"key", {{"job", "j"}, {"rank", 1}, {"step", 7}}},
+                     {"index", agent::StepIndexToJson(huge)}};
+  auto reply = client->Call(put, std::chrono::seconds(30));
+  EXPECT_EQ(reply.status().code(), StatusCode::kResourceExhausted) << reply.status().ToString();
+  EXPECT_NE(reply.status().message().find("no room for j/1/7"), std::string::npos)
+      << reply.status().message();
+  EXPECT_TRUE(c.Status(0)["steps"].empty());
+}
+
 // framework: pytorch — each worker writes its own .save file; the agent
 // gathers workers-per-node of them into one step, and restores each worker
 // from its own file.

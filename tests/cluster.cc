@@ -121,7 +121,8 @@ std::vector<TrainerRun> Cluster::Train(int64_t steps, int64_t interval, const Tr
     flag("--nodes", nodes_);
     flag("--peers-per-node", o.peers_per_node);
     if (o.data_parallelism > 0) flag("--assume-data-parallelism", o.data_parallelism);
-    for (const char* a : {"--replicator", o.style.c_str(), "--job", "job1"}) args.push_back(a);
+    for (const char* a : {"--replicator", o.style.c_str(), "--job", o.job.c_str()})
+      args.push_back(a);
     trainers.push_back(std::make_unique<Child>(args));
   }
   std::vector<TrainerRun> runs;

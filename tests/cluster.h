@@ -26,6 +26,7 @@ struct TrainOptions {
   int step_ms = 0;
   int peers_per_node = 1;
   int data_parallelism = 0;  // 0: not in the yaml
+  std::string job = "job1";
   // Seed of node i; replicas of one data-parallel column must share it.
   std::function<int(int)> seed = [](int node) { return 100 + node; };
 };
