@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
-  libxxhash-dev libcurl4-openssl-dev libssl-dev
+  libxxhash-dev libcurl4-openssl-dev libssl-dev libpugixml-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format xxhash python3
 )
