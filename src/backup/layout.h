@@ -20,6 +20,12 @@
 // object maps every node rank to the part it restores from.
 //
 // Nothing here performs I/O except ListBackups and ReadCommit.
+//
+// Both JSON objects carry "format" ("strata-backup-part" / "strata-backup")
+// and "version" (kLayoutVersion); digests are 16 lowercase hex digits and
+// times ISO-8601 UTC ("2026-11-21T04:30:12Z"). Decoders check every field
+// they know and ignore fields they do not, so a v1 writer may add optional
+// ones; anything incompatible bumps the version.
 #ifndef STRATA_BACKUP_LAYOUT_H_
 #define STRATA_BACKUP_LAYOUT_H_
 
@@ -39,6 +45,11 @@ namespace strata::backup {
 
 inline constexpr std::string_view kCommitObjectName = "strata.backup";
 inline constexpr int kLayoutVersion = 1;
+// Bounds the decoders enforce (and ListBackups checks before a Get).
+inline constexpr uint64_t kMaxCommitBytes = uint64_t{16} << 20;
+inline constexpr uint64_t kMaxPartMetaBytes = uint64_t{256} << 20;
+inline constexpr int kMaxNodes = 1 << 16;
+inline constexpr int kMaxWorkersPerNode = 1024;
 
 // A parsed backup id.
 struct BackupId {
@@ -54,6 +65,10 @@ StatusOr<BackupId> ParseBackupId(std::string_view text);
 // The id for a backup begun at `now`: the minute of `now`, with the lowest
 // sequence not already in `existing`.
 BackupId NewBackupId(std::time_t now, const std::vector<BackupId>& existing);
+
+// "2026-11-21T04:30:12Z", and back (exactly that form, fields in range).
+std::string FormatUtcTime(std::time_t t);
+StatusOr<std::time_t> ParseUtcTime(std::string_view text);
 
 // Object keys.
 std::string CommitKey(const std::string& id);                 // <id>/strata.backup
@@ -83,9 +98,9 @@ struct Commit {
   int nodes = 1;
   int workers_per_node = 1;
   int data_parallelism = 1;
-  std::time_t created = 0;      // UTC seconds, when the backup began
-  std::time_t committed = 0;    // UTC seconds, when this object was written
-  std::map<int, int> sources;   // node rank -> part; one entry per node
+  std::time_t created = 0;               // UTC seconds, when the backup began
+  std::time_t committed = 0;             // UTC seconds, when this object was written
+  std::map<int, int> sources;            // node rank -> part; one entry per node
   std::map<int, uint64_t> part_bytes;    // part -> bytes
   std::map<int, uint64_t> part_digests;  // part -> content digest
   uint64_t TotalBytes() const;
@@ -99,12 +114,12 @@ StatusOr<Commit> DecodeCommit(std::string_view text, std::string_view source);
 struct BackupSummary {
   BackupId id;
   std::string id_text;
-  bool complete = false;          // has a valid commit object
-  std::optional<Commit> commit;   // when complete
-  std::optional<int64_t> step;    // from the commit, else from any part metadata
-  uint64_t bytes = 0;             // sum of the sizes of all objects under <id>/
+  bool complete = false;         // has a valid commit object
+  std::optional<Commit> commit;  // when complete
+  std::optional<int64_t> step;   // from the commit, else from any part metadata
+  uint64_t bytes = 0;            // sum of the sizes of all objects under <id>/
   uint64_t objects = 0;
-  std::string problem;            // why an existing commit object is not valid
+  std::string problem;  // why an existing commit object is not valid
 };
 
 // Lists every backup in `store`, oldest first. Objects whose first key
