@@ -73,6 +73,9 @@ struct StoreOptions {
   // moves fewer than 1 KiB/s for this long.
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::milliseconds stall_timeout{30000};
+  // Keys asked for per List request (S3 max-keys; S3 caps it at 1000).
+  // Smaller values only make List slower; tests use them to page.
+  int list_page_size = 1000;
 };
 
 class ObjectStore {
@@ -107,8 +110,17 @@ class ObjectStore {
 };
 
 // OK iff `key` is a safe relative object name: 1..1024 bytes, no leading or
-// trailing '/', no empty, "." or ".." component, no NUL or control bytes.
+// trailing '/', no empty, "." or ".." component, no NUL or control bytes, no
+// component beginning with kReservedTempPrefix.
 Status ValidateObjectKey(std::string_view key);
+
+// Names beginning with this are the file:// backend's files in the making;
+// no key has such a component, and List never returns one.
+inline constexpr std::string_view kReservedTempPrefix = ".strata-tmp-";
+
+// `key` in double quotes with control bytes, '"' and '\\' escaped as \xNN:
+// safe to put in a one-line message.
+std::string QuoteKey(std::string_view key);
 
 // Opens the store behind `url` (s3://bucket[/prefix] or file:///abs/path).
 // Does not contact the server; CheckAccess does. A file:// directory is
