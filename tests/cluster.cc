@@ -59,14 +59,33 @@ std::string Cluster::address(int node) const {
 void Cluster::StartAgent(int node) {
   auto& slot = agents_[static_cast<size_t>(node)];
   if (slot) old_logs_[static_cast<size_t>(node)] += slot->Stderr();
-  slot = std::make_unique<Child>(std::vector<std::string>{
-      BinaryPath("strata"), "agent", "--local-dir", dir(node), "--listen", address(node),
-      "--coordinator", address(0), "--secret-file", secret_file_});
+  std::vector<std::string> argv = {BinaryPath("strata"), "agent",       "--local-dir",   dir(node),
+                                   "--listen",           address(node), "--coordinator", address(0),
+                                   "--secret-file",      secret_file_};
+  argv.insert(argv.end(), agent_args_.begin(), agent_args_.end());
+  slot = std::make_unique<Child>(argv, agent_env_[node]);
   // Ready once it listens.
   for (int i = 0; i < 500 && slot->Stderr().find("listening on") == std::string::npos; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ASSERT_NE(slot->Stderr().find("listening on"), std::string::npos) << slot->Stderr();
+}
+
+void Cluster::SetAgentEnv(int node, std::vector<std::string> env) {
+  agent_env_[node] = std::move(env);
+}
+
+std::string Cluster::WaitForBackup(int node, int64_t step, std::chrono::seconds limit) const {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto j = TryStatus(node);
+    if (j.contains("backup") && j["backup"].contains("newest") &&
+        j["backup"]["newest"].value("step", int64_t{-1}) >= step) {
+      return j["backup"]["newest"].value("id", "");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return "";
 }
 
 void Cluster::StartAll() {
@@ -77,6 +96,10 @@ void Cluster::KillAgent(int node) {
   auto& slot = agents_[static_cast<size_t>(node)];
   slot->Signal(SIGKILL);
   slot->Wait(std::chrono::seconds(10));
+}
+
+int Cluster::WaitAgentExit(int node, std::chrono::milliseconds limit) {
+  return agents_[static_cast<size_t>(node)]->Wait(limit);
 }
 
 std::chrono::milliseconds Cluster::StopAgent(int node, std::chrono::milliseconds limit) {
@@ -121,6 +144,7 @@ std::vector<TrainerRun> Cluster::Train(int64_t steps, int64_t interval, const Tr
     flag("--nodes", nodes_);
     flag("--peers-per-node", o.peers_per_node);
     if (o.data_parallelism > 0) flag("--assume-data-parallelism", o.data_parallelism);
+    if (o.backup_interval_steps > 0) flag("--backup-interval-steps", o.backup_interval_steps);
     for (const char* a : {"--replicator", o.style.c_str(), "--job", o.job.c_str()})
       args.push_back(a);
     trainers.push_back(std::make_unique<Child>(args));
@@ -139,7 +163,7 @@ std::vector<TrainerRun> Cluster::Train(int64_t steps, int64_t interval, const Tr
   // Wait until every agent has ingested and replicated the last step saved
   // (with no peers, "replicated" means ingested).
   const int64_t last = steps - steps % interval;
-  for (int i = 0; i < nodes_; ++i) {
+  for (int i = 0; i < nodes_ && o.wait_replicated; ++i) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
     while (TryStatus(i).value("newest_replicated", int64_t{-1}) < last &&
            std::chrono::steady_clock::now() < deadline) {

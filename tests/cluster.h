@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -27,6 +28,9 @@ struct TrainOptions {
   int peers_per_node = 1;
   int data_parallelism = 0;  // 0: not in the yaml
   std::string job = "job1";
+  int backup_interval_steps = 0;  // 0: not in the yaml
+  // Wait, after the trainers, until every agent replicated the last step.
+  bool wait_replicated = true;
   // Seed of node i; replicas of one data-parallel column must share it.
   std::function<int(int)> seed = [](int node) { return 100 + node; };
 };
@@ -50,7 +54,18 @@ class Cluster {
 
   void StartAgent(int node);
   void StartAll();
+  // Arguments added to every agent started from now on (e.g. --backup URL),
+  // and environment entries ("K=V") for one node's agent.
+  void SetAgentArgs(std::vector<std::string> args) { agent_args_ = std::move(args); }
+  void SetAgentEnv(int node, std::vector<std::string> env);
+  // Waits until node's agent reports a committed backup of at least `step`;
+  // returns its id ("" on timeout).
+  std::string WaitForBackup(int node, int64_t step,
+                            std::chrono::seconds limit = std::chrono::seconds(60)) const;
   void KillAgent(int node);  // SIGKILL
+  // Waits for node's agent to exit by itself; its exit code (128+signal
+  // when killed), or -1 after `limit`.
+  int WaitAgentExit(int node, std::chrono::milliseconds limit);
   // SIGTERM; returns how long the agent took to exit (or -1 s if it did not
   // within `limit`).
   std::chrono::milliseconds StopAgent(int node, std::chrono::milliseconds limit);
@@ -78,6 +93,8 @@ class Cluster {
   std::vector<uint16_t> ports_;
   std::vector<std::unique_ptr<Child>> agents_;
   std::vector<std::string> old_logs_;  // logs of killed agents, per node
+  std::vector<std::string> agent_args_;
+  std::map<int, std::vector<std::string>> agent_env_;
 };
 
 }  // namespace strata::testing

@@ -122,6 +122,42 @@ TEST(PlanRestoreTest, DataParallelSubstitution) {
   EXPECT_FALSE(PlanRestore(inv, 4, 1).step.has_value()) << "without substitution node 0 lacks data";
 }
 
+// A committed backup's parts are copies held by kBackupHolder.
+TEST(PlanRestoreTest, BackupIsUsedOnlyWhenNoInClusterCopyServes) {
+  Inventory inv;
+  for (int r = 0; r < 4; ++r) inv.Add(r, 10, kBackupHolder, 100 + r);  // backup of step 10
+  // Whole cluster lost: the backup's step, every node from the backup.
+  auto plan = PlanRestore(inv, 4, 1);
+  ASSERT_EQ(plan.step, 10);
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(plan.sources[r].holders, std::vector<int>{kBackupHolder});
+  // Node 1 still holds step 10 and node 3's peer (node 1) holds node 3's copy:
+  // they come first; the backup stays a fallback.
+  inv.Add(1, 10, 1, 101);
+  inv.Add(3, 10, 1, 103);
+  plan = PlanRestore(inv, 4, 1);
+  EXPECT_EQ(plan.sources[1].holders, (std::vector<int>{1, kBackupHolder}));
+  EXPECT_EQ(plan.sources[3].holders, (std::vector<int>{1, kBackupHolder}));
+  EXPECT_EQ(plan.sources[0].holders, std::vector<int>{kBackupHolder});
+  // A newer step complete in the cluster wins over the older backup.
+  for (int r = 0; r < 4; ++r) inv.Add(r, 12, r, 200 + r);
+  EXPECT_EQ(PlanRestore(inv, 4, 1).step, 12);
+  // A backup part that failed verification is excluded like any copy.
+  Inventory only_backup;
+  for (int r = 0; r < 4; ++r) only_backup.Add(r, 10, kBackupHolder, 100 + r);
+  EXPECT_FALSE(PlanRestore(only_backup, 4, 1, {{kBackupHolder, 2, 10}}).step.has_value());
+}
+
+TEST(PlanRestoreTest, DataParallelBackupHoldsOneReplica) {
+  Inventory inv;  // 4 nodes, 2 replicas: the backup holds parts 0 and 1 only
+  inv.Add(0, 8, kBackupHolder, 50);
+  inv.Add(1, 8, kBackupHolder, 51);
+  auto plan = PlanRestore(inv, 4, 2);
+  ASSERT_EQ(plan.step, 8);
+  EXPECT_EQ(plan.sources[2].source_rank, 0);
+  EXPECT_EQ(plan.sources[3].source_rank, 1);
+  EXPECT_EQ(plan.sources[3].holders, std::vector<int>{kBackupHolder});
+}
+
 TEST(PlanRestoreTest, EmptyInventoryMeansFreshStart) {
   auto plan = PlanRestore(Inventory{}, 4, 1);
   EXPECT_FALSE(plan.step.has_value());

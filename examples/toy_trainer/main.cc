@@ -153,6 +153,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--assume-data-parallelism", f.job.data_parallelism,
                  "Identical data-parallel replicas (with --replicator)");
+  app.add_option("--backup-interval-steps", f.job.backup_interval_steps,
+                 "Ask the agent for a backup every K steps (with --replicator)");
+  app.add_option("--backup-interval-minutes", f.job.backup_interval_minutes,
+                 "Ask the agent for a backup every M minutes (with --replicator)");
   CLI11_PARSE(app, argc, argv);
   f.job.style = f.replicator;
   return Run(f);

@@ -39,10 +39,18 @@ std::string YamlText(const ReplicatorJob& j) {
   if (j.data_parallelism > 0) {
     y += "assume-data-parallelism: " + std::to_string(j.data_parallelism) + "\n";
   }
+  std::string cadence;  // NeMo always writes one; 30 minutes is its default
+  if (j.backup_interval_steps > 0) {
+    cadence = "backup-interval-steps: " + std::to_string(j.backup_interval_steps);
+  } else if (j.backup_interval_minutes > 0 || j.style == "nemo") {
+    cadence = "backup-interval-minutes: " +
+              std::to_string(j.backup_interval_minutes > 0 ? j.backup_interval_minutes : 30);
+  }
   if (j.style == "nemo") {  // block style, in place, peers-per-node, no trailing newline
     return "framework: pytorch.distributed\n" + y +
-           "peers-per-node: " + std::to_string(j.peers_per_node) + "\nbackup-interval-minutes: 30";
+           "peers-per-node: " + std::to_string(j.peers_per_node) + "\n" + cadence;
   }
+  if (!cadence.empty()) y += cadence + "\n";
   std::string peers;  // orbax: flow list of explicit peers, spread like the agent's default
   int stride = (j.nodes + j.peers_per_node) / (j.peers_per_node + 1);
   for (int k = 1; k <= j.peers_per_node && k < j.nodes; ++k) {

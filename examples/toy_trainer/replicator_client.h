@@ -25,7 +25,9 @@ struct ReplicatorJob {
   int node_rank = 0;
   int nodes = 1;
   int peers_per_node = 1;
-  int data_parallelism = 0;  // assume-data-parallelism; 0: not set
+  int data_parallelism = 0;         // assume-data-parallelism; 0: not set
+  int backup_interval_steps = 0;    // backup-interval-steps; 0: not set
+  int backup_interval_minutes = 0;  // backup-interval-minutes; 0: not set
   std::chrono::seconds timeout{300};
 };
 

@@ -57,10 +57,12 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config) {
   // Advertise the configured port, or the bound one when listening on port 0.
   uint16_t advertised = a->config_.listen.port == 0 ? port : a->config_.advertise.port;
   a->listen_ = Endpoint{a->config_.advertise.host, advertised};
+  STRATA_RETURN_IF_ERROR(a->OpenBackup());
   a->LoadState();
   a->ResumeReplication();
   a->server_ = std::thread([p = a.get()] { p->ServeMain(); });
   a->replicator_ = std::thread([p = a.get()] { p->ReplicationMain(); });
+  if (a->backup_) a->backup_thread_ = std::thread([p = a.get()] { p->BackupMain(); });
   Log()->info("agent for {} listening on {} ({} held)", a->config_.local_dir, a->listen_.ToString(),
               a->store_->List().size());
   return a;
@@ -87,6 +89,7 @@ Agent::~Agent() {
   cv_.notify_all();
   if (server_.joinable()) server_.join();
   if (replicator_.joinable()) replicator_.join();
+  if (backup_thread_.joinable()) backup_thread_.join();
   while (connections_.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
 }
 
@@ -208,6 +211,7 @@ Status Agent::RegisterAndRestore(Incarnation& inc) {
               {"dp", c.assume_data_parallelism.value_or(1)},
               {"address", listen_.ToString()},
               {"inventory", Inventory(c.job_name)}};
+  reg.update(CadenceJson(c));
   bool yaml_deleted = false;
   for (int attempt = 0; attempt < 1000 && !Stopping(); ++attempt) {
     if (yaml_deleted && SupersededByNewYaml()) {
@@ -286,15 +290,24 @@ StatusOr<bool> Agent::FetchAndReport(Incarnation& inc, const json&) {
     for (const auto& [n, a] : (*plan)["addresses"].items()) inc.addresses[std::stoi(n)] = a;
     Log()->info("job {} round {} plan {}: {}", c.job_name, inc.round, version,
                 (*plan)["reason"].get<std::string>());
+    if (plan->contains("error"))
+      return FailedPreconditionError((*plan)["error"].get<std::string>());
     std::optional<int64_t> step;
     if (!(*plan)["step"].is_null()) step = (*plan)["step"].get<int64_t>();
-    STRATA_RETURN_IF_ERROR(WritePrerestore(config_.local_dir, step));
     std::vector<json> bad;
     Status got;
     if (step) {
       const json& src = (*plan)["sources"][std::to_string(c.node_rank)];
       StepKey key{c.job_name, src["source_rank"].get<int>(), *step};
-      if (!store_->Has(key)) got = FetchStep(inc, key, src["holders"], (*plan)["addresses"], &bad);
+      const bool have = store_->Has(key);
+      // replicator.prerestore names the backup when this node's data comes from it.
+      const bool from_backup =
+          !have && src["holders"].size() == 1 && src["holders"][0].get<int>() == kBackupHolder;
+      STRATA_RETURN_IF_ERROR(
+          WritePrerestore(config_.local_dir, step, from_backup ? plan->value("backup", "") : ""));
+      if (!have) got = FetchStep(inc, key, src, *plan, &bad);
+    } else {
+      STRATA_RETURN_IF_ERROR(WritePrerestore(config_.local_dir, step));
     }
     json ready = {{"op", "ready"},       {"job", c.job_name},       {"round", inc.round},
                   {"node", c.node_rank}, {"plan_version", version}, {"ok", got.ok()},
@@ -315,25 +328,35 @@ StatusOr<bool> Agent::FetchAndReport(Incarnation& inc, const json&) {
   return CancelledError("stopped while restoring");
 }
 
-// Fetches `key` from the first holder that serves a copy that verifies;
-// records the holders that failed in `bad`.
-Status Agent::FetchStep(const Incarnation& inc, const StepKey& key, const json& holders,
-                        const json& addresses, std::vector<json>* bad) {
+// Fetches `key` from the first holder in `source` (a plan's entry for this
+// node) that serves a copy that verifies: peers first, the backup tier
+// last; records the holders that failed in `bad`.
+Status Agent::FetchStep(const Incarnation& inc, const StepKey& key, const json& source,
+                        const json& plan, std::vector<json>* bad) {
   Status last = NotFoundError("no holder of " + key.ToString());
-  for (const auto& h : holders) {
+  for (const auto& h : source["holders"]) {
     int holder = h.get<int>();
     if (holder == inc.config.node_rank) continue;
-    std::string address = addresses.value(std::to_string(holder), "");
-    Status s = address.empty() ? UnavailableError("no address for node " + std::to_string(holder))
-                               : FetchFrom(address, key, inc.config.node_rank);
+    std::string from = "node " + std::to_string(holder);
+    Status s;
+    if (holder == kBackupHolder) {
+      from = "backup " + plan.value("backup", "");
+      auto digest = ParseHex64(source.value("digest", ""));
+      s = digest ? FetchFromBackup(plan.value("backup", ""), key, *digest)
+                 : InvalidArgumentError("the plan gives no digest for " + key.ToString());
+    } else {
+      std::string address = plan["addresses"].value(std::to_string(holder), "");
+      s = address.empty() ? UnavailableError("no address for node " + std::to_string(holder))
+                          : FetchFrom(address, key, inc.config.node_rank);
+    }
     if (s.ok()) {
       std::lock_guard<std::mutex> l(mu_);
       last_restore_ = "step " + std::to_string(key.step) + " of node " + std::to_string(key.rank) +
-                      " from node " + std::to_string(holder);
-      Log()->info("restored {} from node {}", key.ToString(), holder);
+                      " from " + from;
+      Log()->info("restored {} from {}", key.ToString(), from);
       return s;
     }
-    Log()->warn("fetching {} from node {}: {}", key.ToString(), holder, s.message());
+    Log()->warn("fetching {} from {}: {}", key.ToString(), from, s.message());
     bad->push_back({holder, key.rank, key.step});
     last = s;
   }
@@ -370,7 +393,8 @@ Status Agent::CreateMarkers(const Incarnation& inc, const json& plan) {
   int src = plan["sources"][std::to_string(c.node_rank)]["source_rank"].get<int>();
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (last_restore_.find(" from node ") == std::string::npos) {
+    if (last_restore_.find(" from node ") == std::string::npos &&
+        last_restore_.find(" from backup ") == std::string::npos) {
       last_restore_ = "step " + std::to_string(step) + " from own store";
     }
   }

@@ -9,8 +9,11 @@
 //     agent of node rank 0, or whichever --coordinator names, coordinates);
 //   * keeps RAM use bounded by garbage-collecting steps every node has
 //     replicated past.
-// See docs/agent.md. Threads: the main loop (Run), one server thread plus
-// one thread per connection, and one replication thread.
+//   * uploads its part of each backup the coordinator begins, and restores
+//     from a backup when no in-cluster copy is newer (agent_backup.cc).
+// See docs/agent.md and docs/backup.md. Threads: the main loop (Run), one
+// server thread plus one thread per connection, one replication thread and,
+// with --backup, one backup thread.
 #ifndef STRATA_AGENT_AGENT_H_
 #define STRATA_AGENT_AGENT_H_
 
@@ -29,6 +32,7 @@
 #include "agent/store.h"
 #include "agent/transfer.h"
 #include "net/socket.h"
+#include "storage/object_store.h"
 #include "util/thread_pool.h"
 
 namespace strata::agent {
@@ -65,8 +69,8 @@ class Agent {
   Status Incarnate(const ReplicatorConfig& config);
   Status RegisterAndRestore(Incarnation& inc);
   StatusOr<bool> FetchAndReport(Incarnation& inc, const json& plan);
-  Status FetchStep(const Incarnation& inc, const StepKey& key, const json& holders,
-                   const json& addresses, std::vector<json>* bad);
+  Status FetchStep(const Incarnation& inc, const StepKey& key, const json& source, const json& plan,
+                   std::vector<json>* bad);
   Status FetchFrom(const std::string& address, const StepKey& key, int node_rank);
   Status CreateMarkers(const Incarnation& inc, const json& plan);
   void IngestCommittedSteps();
@@ -89,6 +93,22 @@ class Agent {
                     uint64_t transfer, const std::vector<std::vector<size_t>>& groups);
   void ReportReplicated(const StepKey& key);
   void CollectGarbage();
+
+  // Backups (agent_backup.cc).
+  struct BackupTask {
+    std::string id;
+    StepKey key;  // the step to upload; key.rank is the part
+  };
+  Status OpenBackup();
+  void BackupMain();
+  void CheckBackupAccess();
+  void NoteBackupReply(const json& reply);  // REQUIRES: mu_ held
+  Status UploadPart(const BackupTask& task, uint64_t* bytes, uint64_t* digest);
+  void ReportBackupDone(const BackupTask& task, const Status& s, uint64_t bytes, uint64_t digest);
+  Status FetchFromBackup(const std::string& id, const StepKey& key, uint64_t digest);
+  json BackupStatusJson() const;  // REQUIRES: mu_ held
+  // The cadence sent to the coordinator: replicator.yaml's, else ours.
+  json CadenceJson(const ReplicatorConfig& c) const;
 
   // Server.
   void ServeMain();
@@ -123,10 +143,18 @@ class Agent {
   // When the oldest ingested step not yet on every peer was ingested; unset
   // when replication has caught up. Replication lag is the time since then.
   std::optional<std::chrono::steady_clock::time_point> behind_since_;  // GUARDED_BY(mu_)
-  std::string last_restore_;         // GUARDED_BY(mu_): for status
-  uint64_t largest_step_bytes_ = 0;  // GUARDED_BY(mu_)
+  std::string last_restore_;                       // GUARDED_BY(mu_): for status
+  uint64_t largest_step_bytes_ = 0;                // GUARDED_BY(mu_)
+  std::unique_ptr<storage::ObjectStore> backup_;   // null without --backup
+  std::optional<BackupTask> backup_task_;          // GUARDED_BY(mu_): next part to upload
+  std::optional<StepKey> backup_pin_;              // GUARDED_BY(mu_): kept until uploaded
+  std::string backup_access_ = "not checked yet";  // GUARDED_BY(mu_): "ok" or the problem
+  std::string backup_error_;                       // GUARDED_BY(mu_): the last failure
+  std::string backup_uploading_;                   // GUARDED_BY(mu_): "<id> part <p>"
+  json newest_backup_;                             // GUARDED_BY(mu_): id, step, committed
   std::thread server_;
   std::thread replicator_;
+  std::thread backup_thread_;
 };
 
 }  // namespace strata::agent

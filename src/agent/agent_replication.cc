@@ -167,29 +167,36 @@ void Agent::ReportReplicated(const StepKey& key) {
     if (inc_) c = inc_->config;
   }
   if (!c) return;
-  json req = {
-      {"op", "replicated"}, {"job", c->job_name}, {"node", c->node_rank}, {"step", key.step}};
+  json req = {{"op", "replicated"},   {"job", c->job_name},
+              {"node", c->node_rank}, {"step", key.step},
+              {"nodes", c->nodes},    {"dp", c->assume_data_parallelism.value_or(1)}};
+  req.update(CadenceJson(*c));
   auto r = CallCoordinator(*c, req, std::chrono::seconds(10));
   if (!r.ok()) {
     Log()->warn("reporting step {} replicated: {}", key.step, r.status().message());
     return;
   }
   std::lock_guard<std::mutex> l(mu_);
+  // A backup task pins its step before the watermark can move past it.
+  NoteBackupReply(*r);
   watermark_ = std::max(watermark_, r->value("watermark", int64_t{-1}));
 }
 
 // Keeps, per node rank of the current job, every step at or above the
 // job-wide watermark (the newest step every node has replicated) and the
-// newest step held; plus anything a client's symlink points to. Everything
+// newest step held; plus anything a client's symlink points to and the step
+// being backed up. Everything
 // else goes, including steps of earlier job names.
 void Agent::CollectGarbage() {
   std::string job;
   int64_t watermark;
+  std::optional<StepKey> pinned;
   {
     std::lock_guard<std::mutex> l(mu_);
     if (!inc_) return;
     job = inc_->config.job_name;
     watermark = watermark_;
+    pinned = backup_pin_;
   }
   const std::vector<std::string> targets = SymlinkTargets(config_.local_dir);
   std::map<int, int64_t> newest;
@@ -200,6 +207,7 @@ void Agent::CollectGarbage() {
   for (const auto& [key, index] : held) {
     // Steps of an earlier job name cannot be restored by this job: they go.
     if (key.job == job && (key.step >= watermark || key.step == newest[key.rank])) continue;
+    if (key == pinned) continue;  // being backed up
     const std::string rel = store_->RelativeStepPath(key);
     if (std::any_of(targets.begin(), targets.end(),
                     [&](const std::string& t) { return t == rel || t.starts_with(rel + "/"); })) {

@@ -275,6 +275,7 @@ json Agent::StatusJson() const {
     j["peers"] = inc_->peers;
     j["round"] = inc_->round;
   }
+  if (backup_) j["backup"] = BackupStatusJson();
   return j;
 }
 

@@ -489,15 +489,26 @@ struct Setting {
 };
 using Settings = std::map<std::string, Setting, std::less<>>;
 
-constexpr std::string_view kAgentFileKeys[] = {"local-dir",   "listen",       "advertise",
-                                               "coordinator", "secret-file",  "log-level",
-                                               "node-rank",   "data-streams", "max-message-bytes"};
+constexpr std::string_view kAgentFileKeys[] = {"local-dir",
+                                               "listen",
+                                               "advertise",
+                                               "coordinator",
+                                               "secret-file",
+                                               "log-level",
+                                               "node-rank",
+                                               "data-streams",
+                                               "max-message-bytes",
+                                               "backup",
+                                               "backup-interval-steps",
+                                               "backup-interval-minutes",
+                                               "backup-bandwidth",
+                                               "restore-backup"};
 
 constexpr std::pair<std::string_view, std::string_view> kAgentEnv[] = {
     {"local-dir", "STRATA_LOCAL_DIR"}, {"listen", "STRATA_LISTEN"},
     {"advertise", "STRATA_ADVERTISE"}, {"coordinator", "STRATA_COORDINATOR"},
     {"secret", "STRATA_SECRET"},       {"secret-file", "STRATA_SECRET_FILE"},
-    {"log-level", "STRATA_LOG_LEVEL"},
+    {"log-level", "STRATA_LOG_LEVEL"}, {"backup", "STRATA_BACKUP"},
 };
 
 StatusOr<Settings> FileSettings(const std::string& path, const ReadFileFn& read_file) {
@@ -550,6 +561,11 @@ Settings FlagSettings(const AgentFlags& flags) {
   put_int("node-rank", flags.node_rank);
   put_int("data-streams", flags.data_streams);
   put_int("max-message-bytes", flags.max_message_bytes);
+  put("backup", flags.backup);
+  put_int("backup-interval-steps", flags.backup_interval_steps);
+  put_int("backup-interval-minutes", flags.backup_interval_minutes);
+  put_int("backup-bandwidth", flags.backup_bandwidth_mib);
+  put("restore-backup", flags.restore_backup);
   return out;
 }
 
@@ -663,6 +679,36 @@ Status BuildLogLevel(const Settings& settings, AgentConfig* c) {
                               " is not one of trace, debug, info, warn, error, critical, off");
 }
 
+Status BuildBackup(const Settings& settings, AgentConfig* c) {
+  if (const Setting* s = FindSetting(settings, "backup")) {
+    if (!s->value.starts_with("s3://") && !s->value.starts_with("file:///")) {
+      return InvalidArgumentError(s->origin + ": " + Quote(s->value) +
+                                  " is not s3://bucket[/prefix] or file:///absolute/path");
+    }
+    c->backup_url = s->value;
+  }
+  const Setting* steps = FindSetting(settings, "backup-interval-steps");
+  const Setting* minutes = FindSetting(settings, "backup-interval-minutes");
+  if (steps != nullptr && minutes != nullptr) {
+    return InvalidArgumentError(steps->origin + " and " + minutes->origin +
+                                " are both set; give one backup cadence");
+  }
+  if (steps != nullptr) {
+    STRATA_ASSIGN_OR_RETURN(int64_t k, SettingInt(*steps, 1, int64_t{1} << 40));
+    c->backup_interval_steps = static_cast<int>(std::min<int64_t>(k, INT32_MAX));
+  }
+  if (minutes != nullptr) {
+    STRATA_ASSIGN_OR_RETURN(int64_t m, SettingInt(*minutes, 1, 525600));
+    c->backup_interval_minutes = static_cast<int>(m);
+  }
+  if (const Setting* s = FindSetting(settings, "backup-bandwidth")) {
+    STRATA_ASSIGN_OR_RETURN(int64_t mib, SettingInt(*s, 0, 1 << 20));
+    c->backup_bandwidth_mib = static_cast<int>(mib);
+  }
+  if (const Setting* s = FindSetting(settings, "restore-backup")) c->restore_backup = s->value;
+  return Status::Ok();
+}
+
 StatusOr<AgentConfig> BuildAgentConfig(const Settings& settings, const ReadFileFn& read_file) {
   AgentConfig c;
   const Setting* dir = FindSetting(settings, "local-dir");
@@ -675,6 +721,7 @@ StatusOr<AgentConfig> BuildAgentConfig(const Settings& settings, const ReadFileF
   STRATA_ASSIGN_OR_RETURN(c.secret, LoadSecret(settings, read_file));
   STRATA_RETURN_IF_ERROR(BuildLogLevel(settings, &c));
   STRATA_RETURN_IF_ERROR(BuildLimits(settings, &c));
+  STRATA_RETURN_IF_ERROR(BuildBackup(settings, &c));
   return c;
 }
 

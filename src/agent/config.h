@@ -149,6 +149,18 @@ struct AgentConfig {
   // Largest protocol message accepted, in bytes, 64 KiB..1 GiB.
   // Default 64 MiB.
   uint64_t max_message_bytes = uint64_t{64} << 20;
+
+  // The backup tier: "s3://bucket/prefix" or "file:///path". Default: unset
+  // (no backups). See docs/backup.md.
+  std::optional<std::string> backup_url;
+  // Backup cadence used when replicator.yaml gives none; at most one is set.
+  std::optional<int> backup_interval_steps;
+  std::optional<int> backup_interval_minutes;
+  // Upload bandwidth limit in MiB/s; 0 = unlimited (the default).
+  int backup_bandwidth_mib = 0;
+  // Coordinator only: restore this backup id at the job's next start instead
+  // of the newest complete step.
+  std::optional<std::string> restore_backup;
 };
 
 inline constexpr size_t kMinSecretBytes = 16;
@@ -157,25 +169,32 @@ inline constexpr int kMaxDataStreams = 64;
 // What a command-line layer parsed; unset fields fall through to the
 // environment and then to the config file.
 struct AgentFlags {
-  std::optional<std::string> config_file;    // --config FILE
-  std::optional<std::string> local_dir;      // --local-dir DIR
-  std::optional<std::string> listen;         // --listen HOST:PORT
-  std::optional<std::string> advertise;      // --advertise HOST:PORT
-  std::optional<std::string> coordinator;    // --coordinator HOST:PORT
-  std::optional<std::string> secret_file;    // --secret-file FILE
-  std::optional<std::string> log_level;      // --log-level LEVEL
-  std::optional<int64_t> node_rank;          // --node-rank N
-  std::optional<int64_t> data_streams;       // --data-streams N
-  std::optional<int64_t> max_message_bytes;  // --max-message-bytes N
+  std::optional<std::string> config_file;          // --config FILE
+  std::optional<std::string> local_dir;            // --local-dir DIR
+  std::optional<std::string> listen;               // --listen HOST:PORT
+  std::optional<std::string> advertise;            // --advertise HOST:PORT
+  std::optional<std::string> coordinator;          // --coordinator HOST:PORT
+  std::optional<std::string> secret_file;          // --secret-file FILE
+  std::optional<std::string> log_level;            // --log-level LEVEL
+  std::optional<int64_t> node_rank;                // --node-rank N
+  std::optional<int64_t> data_streams;             // --data-streams N
+  std::optional<int64_t> max_message_bytes;        // --max-message-bytes N
+  std::optional<std::string> backup;               // --backup URL
+  std::optional<int64_t> backup_interval_steps;    // --backup-interval-steps K
+  std::optional<int64_t> backup_interval_minutes;  // --backup-interval-minutes M
+  std::optional<int64_t> backup_bandwidth_mib;     // --backup-bandwidth MIB_PER_S
+  std::optional<std::string> restore_backup;       // --restore-backup ID
 };
 
 // Resolves the agent configuration. Sources, lowest precedence first:
 //   1. the YAML file flags.config_file (a mapping; keys local-dir, listen,
 //      advertise, coordinator, secret-file, log-level, node-rank,
-//      data-streams, max-message-bytes; unknown keys are errors);
+//      data-streams, max-message-bytes, backup, backup-interval-steps,
+//      backup-interval-minutes, backup-bandwidth, restore-backup; unknown
+//      keys are errors);
 //   2. the environment: STRATA_LOCAL_DIR, STRATA_LISTEN, STRATA_ADVERTISE,
 //      STRATA_COORDINATOR, STRATA_SECRET, STRATA_SECRET_FILE,
-//      STRATA_LOG_LEVEL;
+//      STRATA_LOG_LEVEL, STRATA_BACKUP;
 //   3. the flags.
 // A secret given inline (STRATA_SECRET) or as a file at a higher level
 // replaces either form at a lower level; both forms at one level is an error.

@@ -5,7 +5,6 @@
 #include "util/logging.h"
 
 namespace strata::agent {
-namespace {
 
 StatusOr<int> IntField(const json& j, const char* key, int min, int max) {
   auto it = j.find(key);
@@ -25,8 +24,6 @@ StatusOr<std::string> JobField(const json& j) {
   return job;
 }
 
-}  // namespace
-
 StatusOr<json> Coordinator::Handle(const json& req) {
   std::string op = req.value("op", "");
   if (op == "register") return Register(req);
@@ -34,6 +31,7 @@ StatusOr<json> Coordinator::Handle(const json& req) {
   if (op == "ready") return Ready(req);
   if (op == "replicated") return Replicated(req);
   if (op == "members") return Members(req);
+  if (op == "backup_done") return BackupDone(req);
   return NotFoundError("unknown coordination call \"" + op.substr(0, 32) + "\"");
 }
 
@@ -61,15 +59,24 @@ StatusOr<json> Coordinator::Register(const json& req) {
   std::string address = req.value("address", "");
   STRATA_RETURN_IF_ERROR(ParseEndpoint(address).status());
   const json& inv = req.contains("inventory") ? req["inventory"] : json::array();
+  if (backup_store_ != nullptr) RefreshCatalog();  // before mu_: it reads the store
   std::lock_guard<std::mutex> l(mu_);
   Job& job = jobs_[name];
   bool new_round =
       job.nodes != nodes || job.dp != dp || job.plan.has_value() || job.members.count(node) > 0;
   if (new_round) {
-    std::map<int, int64_t> replicated = std::move(job.replicated);
-    job = Job{nodes, dp, job.round + 1, 0, {}, {}, {}, std::nullopt, std::move(replicated)};
+    Job next;
+    next.nodes = nodes;
+    next.dp = dp;
+    next.round = job.round + 1;
+    next.replicated = std::move(job.replicated);
+    next.backup = std::move(job.backup);
+    next.backup.in_flight.reset();  // a backup of the previous round is never committed
+    next.backup.starting = false;
+    job = std::move(next);
     Log()->info("job {}: round {} begins (node {} registered)", name, job.round, node);
   }
+  NoteCadence(req, job);
   job.members[node] = Member{address};
   for (const auto& c : inv) {
     if (!c.is_array() || c.size() != 3 || !c[0].is_number_integer() || !c[1].is_number_integer() ||
@@ -82,15 +89,22 @@ StatusOr<json> Coordinator::Register(const json& req) {
     job.inventory.Add(c[0].get<int>(), c[1].get<int64_t>(), node, *digest);
   }
   if (static_cast<int>(job.members.size()) == job.nodes) {
-    Replan(job);
+    Replan(name, job);
     Log()->info("job {} round {}: {}", name, job.round, job.plan->reason);
   }
   cv_.notify_all();
   return json{{"round", job.round}};
 }
 
-void Coordinator::Replan(Job& job) {
-  job.plan = PlanRestore(job.inventory, job.nodes, job.dp, job.excluded);
+void Coordinator::Replan(const std::string& name, Job& job) {
+  Inventory inventory = job.inventory;
+  job.plan_backups.clear();
+  job.plan_error.clear();
+  AddBackupCopies(name, job, &inventory);
+  job.plan = PlanRestore(inventory, job.nodes, job.dp, job.excluded);
+  if (!job.plan_error.empty()) job.plan = RestorePlan{std::nullopt, {}, job.plan_error};
+  auto b = job.plan->step ? job.plan_backups.find(*job.plan->step) : job.plan_backups.end();
+  if (b != job.plan_backups.end()) job.plan->reason += " (backup " + b->second + " holds it too)";
   ++job.plan_version;
   for (auto& [n, m] : job.members) m.ready = m.failed = false;
 }
@@ -104,8 +118,13 @@ json Coordinator::PlanJson(const Job& job) const {
         {"source_rank", src.source_rank}, {"holders", src.holders}, {"digest", Hex64(src.digest)}};
   }
   json step = job.plan->step ? json(*job.plan->step) : json(nullptr);
-  return {{"round", job.round}, {"plan_version", job.plan_version}, {"step", step},
-          {"sources", sources}, {"addresses", addresses},           {"reason", job.plan->reason}};
+  json plan = {{"round", job.round},     {"plan_version", job.plan_version},
+               {"step", step},           {"sources", sources},
+               {"addresses", addresses}, {"reason", job.plan->reason}};
+  auto b = job.plan->step ? job.plan_backups.find(*job.plan->step) : job.plan_backups.end();
+  if (b != job.plan_backups.end()) plan["backup"] = b->second;
+  if (!job.plan_error.empty()) plan["error"] = job.plan_error;
+  return plan;
 }
 
 StatusOr<json> Coordinator::AwaitPlan(const json& req) {
@@ -142,7 +161,7 @@ StatusOr<json> Coordinator::Ready(const json& req) {
     }
   }
   if (me.failed) {
-    Replan(*job);
+    Replan(req["job"].get<std::string>(), *job);
     Log()->warn("node {} could not get its data; new plan: {}", node, job->plan->reason);
     cv_.notify_all();
     return json{{"replan", true}};
@@ -160,10 +179,25 @@ StatusOr<json> Coordinator::Ready(const json& req) {
   return json{{"go", true}};
 }
 
+// A node's newest fully replicated step. The reply carries the job-wide
+// watermark, the newest committed backup and, for a node that must upload
+// a part of a backup, its task. A coordinator that restarted learns the job
+// from these reports.
 StatusOr<json> Coordinator::Replicated(const json& req) {
-  std::lock_guard<std::mutex> l(mu_);
+  STRATA_ASSIGN_OR_RETURN(std::string name, JobField(req));
+  if (backup_store_ != nullptr) RefreshCatalog();
+  std::unique_lock<std::mutex> l(mu_);
+  if (!jobs_.count(name) && req.contains("nodes")) {
+    STRATA_ASSIGN_OR_RETURN(int nodes, IntField(req, "nodes", 1, 100000));
+    STRATA_ASSIGN_OR_RETURN(int dp, IntField(req, "dp", 1, nodes));
+    Job& learned = jobs_[name];
+    learned.nodes = nodes;
+    learned.dp = dp;
+    Log()->info("job {}: learned from a report of node {}", name, req.value("node", -1));
+  }
   STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req, nullptr));
   STRATA_ASSIGN_OR_RETURN(int node, IntField(req, "node", 0, job->nodes - 1));
+  NoteCadence(req, *job);
   int64_t step = req.value("step", int64_t{-1});
   int64_t& r = job->replicated[node];
   r = std::max(r, step);
@@ -172,7 +206,10 @@ StatusOr<json> Coordinator::Replicated(const json& req) {
     auto it = job->replicated.find(n);
     watermark = std::min(watermark, it == job->replicated.end() ? -1 : it->second);
   }
-  return json{{"watermark", watermark}};
+  if (backup_store_ != nullptr) MaybeBeginBackup(name, *job, watermark, l);
+  json reply = BackupReply(*job, node);
+  reply["watermark"] = watermark;
+  return reply;
 }
 
 StatusOr<json> Coordinator::Members(const json& req) {

@@ -14,34 +14,81 @@
 // Each call may block (waiting for the other nodes) for at most `wait`;
 // callers retry on DEADLINE_EXCEEDED (short waits keep a waiting agent
 // responsive to shutdown and to a new replicator.yaml). Thread-safe.
+//
+// Backups (when EnableBackups gave a store): the restore decision also
+// considers the committed backups of the job (their parts are copies held
+// by kBackupHolder), so a job that lost every in-cluster copy restores from
+// the newest complete backup. The coordinator schedules backups: when a
+// node's "replicated" report finds the job due (by its cadence) it begins a
+// backup of the job-wide watermark step under a new backup id, and the
+// replies to the uploading nodes carry their task. Once every part is
+// reported uploaded and verified ("backup_done"), the coordinator writes
+// the commit object — last, so a backup interrupted anywhere (a node or the
+// coordinator dying) is never restored from. The coordinator never deletes
+// or rewrites a backup.
 #ifndef STRATA_AGENT_COORDINATOR_H_
 #define STRATA_AGENT_COORDINATOR_H_
 
 #include <chrono>
 #include <condition_variable>
+#include <ctime>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 
 #include "agent/planner.h"
 #include "agent/rpc.h"
+#include "backup/layout.h"
+#include "storage/object_store.h"
 
 namespace strata::agent {
+
+// Request fields, checked: an integer in [min, max]; a valid job name.
+StatusOr<int> IntField(const json& request, const char* key, int min, int max);
+StatusOr<std::string> JobField(const json& request);
 
 class Coordinator {
  public:
   explicit Coordinator(std::chrono::milliseconds wait = std::chrono::seconds(2)) : wait_(wait) {}
 
   // Dispatches a coordination call ("register", "await_plan", "ready",
-  // "replicated", "members"); NOT_FOUND for other ops.
+  // "replicated", "backup_done", "members"); NOT_FOUND for other ops.
   StatusOr<json> Handle(const json& request);
+
+  // Makes the coordinator plan with and schedule backups in `store`, which
+  // must outlive it. `restore_backup`: restore that backup id at each job's
+  // first plan, whatever the cluster holds. Call before the first Handle.
+  void EnableBackups(storage::ObjectStore* store, std::optional<std::string> restore_backup);
 
  private:
   struct Member {
     std::string address;
     bool ready = false;
     bool failed = false;
+  };
+  // A backup being uploaded.
+  struct BackupInFlight {
+    std::string id;
+    int64_t step = 0;
+    std::time_t began = 0;
+    std::map<int, int> uploaders;                       // part -> node rank that uploads it
+    std::map<int, int> sources;                         // node rank -> part
+    std::map<int, std::pair<uint64_t, uint64_t>> done;  // part -> (bytes, digest)
+  };
+  struct BackupState {
+    std::optional<int> interval_steps;  // cadence, from the nodes' reports
+    std::optional<int> interval_minutes;
+    int64_t last_step = 0;        // step of the newest backup begun
+    std::time_t last_time = 0;    // when it began (or the job was learned)
+    std::time_t retry_after = 0;  // after a failed backup
+    bool starting = false;        // an id is being chosen
+    std::optional<BackupInFlight> in_flight;
+    std::optional<backup::Commit> newest;  // newest committed backup of the job
+    std::string last_error;
+    bool restore_override_used = false;
+    bool learned = false;  // newest / last_* were read from the catalog
   };
   struct Job {
     int nodes = 0;
@@ -52,7 +99,10 @@ class Coordinator {
     Inventory inventory;
     std::set<std::tuple<int, int, int64_t>> excluded;
     std::optional<RestorePlan> plan;
-    std::map<int, int64_t> replicated;  // newest fully replicated step per node
+    std::map<int, int64_t> replicated;            // newest fully replicated step per node
+    std::map<int64_t, std::string> plan_backups;  // step -> backup id offered to the planner
+    std::string plan_error;                       // the plan cannot be made (e.g. bad backup id)
+    BackupState backup;
   };
 
   StatusOr<json> Register(const json& req);
@@ -60,14 +110,34 @@ class Coordinator {
   StatusOr<json> Ready(const json& req);
   StatusOr<json> Replicated(const json& req);
   StatusOr<json> Members(const json& req);
+  StatusOr<json> BackupDone(const json& req);
+
+  // Backups (coordinator_backup.cc).
+  void RefreshCatalog();                                                    // takes catalog_mu_
+  void AddBackupCopies(const std::string& name, Job& job, Inventory* inv);  // REQUIRES: mu_
+  void NoteCadence(const json& req, Job& job);                              // REQUIRES: mu_
+  void LearnNewestBackup(const std::string& name, BackupState& b);          // REQUIRES: mu_
+  // Begins a backup when `job` is due; may drop and retake `l`.
+  void MaybeBeginBackup(const std::string& name, Job& job, int64_t watermark,
+                        std::unique_lock<std::mutex>& l);
+  json BackupReply(const Job& job, int node) const;  // REQUIRES: mu_
+  Status WriteCommit(const backup::Commit& commit);  // no lock held
   json PlanJson(const Job& job) const;
-  void Replan(Job& job);                                    // REQUIRES: mu_ held
+  void Replan(const std::string& name, Job& job);           // REQUIRES: mu_ held
   StatusOr<Job*> FindJob(const json& req, int64_t* round);  // REQUIRES: mu_ held
 
   const std::chrono::milliseconds wait_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, Job> jobs_;  // GUARDED_BY(mu_)
+
+  storage::ObjectStore* backup_store_ = nullptr;
+  std::optional<std::string> restore_backup_;
+  std::mutex catalog_mu_;  // taken alone or after mu_; never take mu_ while holding it
+  // Committed backups by id, and every id seen (complete or not).
+  std::map<std::string, backup::Commit> commits_;       // GUARDED_BY(catalog_mu_)
+  std::set<std::string> ids_;                           // GUARDED_BY(catalog_mu_)
+  std::chrono::steady_clock::time_point catalog_at_{};  // GUARDED_BY(catalog_mu_)
 };
 
 }  // namespace strata::agent

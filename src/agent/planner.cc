@@ -49,7 +49,9 @@ std::optional<Source> FindSource(const Inventory& inv, int rank, int nodes, int 
   for (int src : SubstituteRanks(rank, nodes, dp)) {
     std::vector<Copy> copies = UsableCopies(inv, src, step, excluded);
     if (copies.empty()) continue;
-    // Prefer the node's own store, then any holder in rank order.
+    // Prefer the node's own store, then peers in rank order, then the backup.
+    std::stable_partition(copies.begin(), copies.end(),
+                          [](const Copy& c) { return c.holder != kBackupHolder; });
     std::stable_partition(copies.begin(), copies.end(),
                           [&](const Copy& c) { return c.holder == rank; });
     Source s{src, {}, copies.front().digest};

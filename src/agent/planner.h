@@ -25,9 +25,13 @@ namespace strata::agent {
 // deterministic; at most nodes - 1 peers.
 std::vector<int> ChoosePeers(int rank, int nodes, int peers_per_node, int data_parallelism = 1);
 
-// One copy of one node's checkpoint at one step, held by some agent.
+// The holder of copies in the backup tier (a committed backup's parts).
+inline constexpr int kBackupHolder = -1;
+
+// One copy of one node's checkpoint at one step, held by some agent or by
+// the backup tier (holder kBackupHolder).
 struct Copy {
-  int holder = 0;       // node rank of the agent holding it
+  int holder = 0;       // node rank of the agent holding it, or kBackupHolder
   uint64_t digest = 0;  // content digest of the step
 };
 
@@ -56,7 +60,8 @@ struct RestorePlan {
 // own checkpoint, or with `data_parallelism` D > 1 of the checkpoint of the
 // node in the same position of another replica (ranks r and r' are
 // interchangeable when r % (nodes / D) == r' % (nodes / D)). A node prefers
-// its own copy, then its own rank's copy on a peer, then a substitute.
+// its own copy, then a copy on a peer, and the backup tier last; its own
+// rank's data before a substitute's.
 // Copies of one (rank, step) that disagree on the digest are all distrusted.
 // `excluded` lists (holder, source rank, step) copies known to be bad (they
 // failed verification during a previous attempt).

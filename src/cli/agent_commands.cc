@@ -120,6 +120,21 @@ void RegisterAgentCommands(CLI::App& app, Context& ctx) {
   opt("--secret-file", flags->secret_file,
       "File holding the job's shared secret (or STRATA_SECRET)");
   opt("--log-level", flags->log_level, "trace, debug, info, warn, error");
+  auto iopt = [&](const char* name, std::optional<int64_t>& field, const char* help) {
+    agent->add_option_function<int64_t>(
+        name, [&field](int64_t v) { field = v; }, help);
+  };
+  iopt("--node-rank", flags->node_rank, "This node's rank when replicator.yaml gives none");
+  iopt("--data-streams", flags->data_streams, "Parallel TCP streams per large transfer");
+  iopt("--max-message-bytes", flags->max_message_bytes, "Largest protocol message accepted");
+  opt("--backup", flags->backup, "Backup URL: s3://bucket/prefix or file:///path (docs/backup.md)");
+  iopt("--backup-interval-steps", flags->backup_interval_steps,
+       "Back up every K steps when replicator.yaml gives no cadence");
+  iopt("--backup-interval-minutes", flags->backup_interval_minutes,
+       "Back up every M minutes when replicator.yaml gives no cadence");
+  iopt("--backup-bandwidth", flags->backup_bandwidth_mib, "Upload limit in MiB/s (0: none)");
+  opt("--restore-backup", flags->restore_backup,
+      "Coordinator: restore this backup id at the job's next start");
   agent->callback([&ctx, flags] { RunAgent(ctx, *flags); });
 
   struct StatusArgs {
