@@ -27,6 +27,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   Context ctx{out, err};
   RegisterCatalogCommands(app, ctx);
   RegisterAgentCommands(app, ctx);
+  RegisterBackupCommands(app, ctx);
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 parses a reversed vector
   try {

@@ -34,6 +34,7 @@ struct Context {
 // callbacks run after parsing and set ctx.exit_code.
 void RegisterCatalogCommands(CLI::App& app, Context& ctx);
 void RegisterAgentCommands(CLI::App& app, Context& ctx);
+void RegisterBackupCommands(CLI::App& app, Context& ctx);
 
 // "64.0 MiB"
 std::string HumanBytes(uint64_t bytes);
