@@ -529,8 +529,9 @@ TEST_F(S3Test, ProxyRestartMidUploadSucceeds) {
   }
   proxy.Stop();
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  ASSERT_TRUE(proxy.Start().ok());
+  Status restarted = proxy.Start();
   uploader.join();
+  ASSERT_TRUE(restarted.ok()) << restarted.ToString();
   ASSERT_TRUE(put.ok()) << put.ToString();
   EXPECT_GT(dynamic_cast<S3Store*>(store.get())->retries(), 0u);
   std::string out = dir_.Sub("out");
@@ -556,8 +557,9 @@ TEST_F(S3Test, ServerKilledAndRestartedMidUploadIsNotFound) {
   std::thread uploader([&] { put = store->PutFile("big", in); });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   moto.Kill();
-  ASSERT_TRUE(moto.Restart().ok());
+  Status restarted = moto.Restart();
   uploader.join();
+  ASSERT_TRUE(restarted.ok()) << restarted.ToString();
   EXPECT_EQ(put.code(), StatusCode::kNotFound) << put.ToString();
   EXPECT_NE(put.message().find("bucket \"doomed\" does not exist (NoSuchBucket)"),
             std::string::npos)
