@@ -1,24 +1,28 @@
 #!/usr/bin/env bash
-# Runs the engine benchmarks (bench/engine_bench.cc), then the agent
-# benchmarks (bench/agent_bench.cc), and repeats their
+# Runs the engine benchmarks (bench/engine_bench.cc), the agent benchmarks
+# (bench/agent_bench.cc), then the storage benchmarks (bench/storage_bench.cc,
+# against a moto_server it starts), and repeats their
 # `ratio <name> <value> target <t>` lines as a summary at the end.
 #
 # Usage: scripts/bench.sh [BUILD_DIR [flags and benchmark names]]
-# Flags (--size-mib, --reps, --tmpfs) go to both binaries; each benchmark
+# Flags (--size-mib, --reps, --tmpfs) go to every binary; each benchmark
 # name goes to the binary that has it, and a binary none of the names
 # belongs to is skipped.
 # Environment: STRATA_BENCH_SIZE_MIB (state size; default 512 for the
-#              engine, 256 for the agent), STRATA_BENCH_REPS (timed
-#              repetitions, default 9), STRATA_BENCH_TMPFS (scratch parent,
-#              default /dev/shm).
+#              engine, 256 for the agent and storage), STRATA_BENCH_REPS
+#              (timed repetitions, default 9; storage: 3, or
+#              STRATA_STORAGE_BENCH_REPS), STRATA_BENCH_TMPFS (scratch
+#              parent, default /dev/shm).
 set -euo pipefail
 
 build_dir=${1:-build}
 [ $# -gt 0 ] && shift
 agent_benchmarks=" peer_replication restore_from_peer "
+storage_benchmarks=" backup_upload backup_restore "
 flags=()
 engine_names=()
 agent_names=()
+storage_names=()
 while [ $# -gt 0 ]; do
   case $1 in
     -h | --help | --*=*) flags+=("$1") ;;
@@ -32,6 +36,8 @@ while [ $# -gt 0 ]; do
     *)
       if [[ $agent_benchmarks == *" $1 "* ]]; then
         agent_names+=("$1")
+      elif [[ $storage_benchmarks == *" $1 "* ]]; then
+        storage_names+=("$1")
       else
         engine_names+=("$1")
       fi
@@ -41,8 +47,10 @@ while [ $# -gt 0 ]; do
 done
 
 runs=()  # binaries to run, in order; no names: all of them
-if [ ${#agent_names[@]} -eq 0 ] || [ ${#engine_names[@]} -gt 0 ]; then runs+=(engine_bench); fi
-if [ ${#engine_names[@]} -eq 0 ] || [ ${#agent_names[@]} -gt 0 ]; then runs+=(agent_bench); fi
+any_names=$((${#engine_names[@]} + ${#agent_names[@]} + ${#storage_names[@]}))
+if [ "$any_names" -eq 0 ] || [ ${#engine_names[@]} -gt 0 ]; then runs+=(engine_bench); fi
+if [ "$any_names" -eq 0 ] || [ ${#agent_names[@]} -gt 0 ]; then runs+=(agent_bench); fi
+if [ "$any_names" -eq 0 ] || [ ${#storage_names[@]} -gt 0 ]; then runs+=(storage_bench); fi
 for b in "${runs[@]}"; do
   if [ ! -x "$build_dir/bench/$b" ]; then
     echo "bench: $build_dir/bench/$b not found (build with STRATA_BENCH=ON)" >&2
@@ -71,8 +79,10 @@ status=0
 for b in "${runs[@]}"; do
   if [ "$b" = engine_bench ]; then
     names=("${engine_names[@]+"${engine_names[@]}"}")
-  else
+  elif [ "$b" = agent_bench ]; then
     names=("${agent_names[@]+"${agent_names[@]}"}")
+  else
+    names=("${storage_names[@]+"${storage_names[@]}"}")
   fi
   echo
   "$build_dir/bench/$b" "${flags[@]+"${flags[@]}"}" "${names[@]+"${names[@]}"}" |
