@@ -45,9 +45,16 @@ Child::Child(const std::vector<std::string>& argv, const std::vector<std::string
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 1, out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&fa, 2, err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  // The inherited environment, with `env` entries replacing variables of
+  // the same name (the last entry for a name wins).
   std::vector<std::string> envs;
+  auto name_of = [](const std::string& e) { return e.substr(0, e.find('=')); };
+  auto put = [&](const std::string& e) {
+    std::erase_if(envs, [&](const std::string& x) { return name_of(x) == name_of(e); });
+    envs.push_back(e);
+  };
   for (char** e = environ; *e; ++e) envs.emplace_back(*e);
-  for (const auto& e : env) envs.push_back(e);
+  for (const auto& e : env) put(e);
   std::vector<char*> cargv, cenv;
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);

@@ -123,7 +123,10 @@ void Coordinator::MaybeBeginBackup(const std::string& name, Job& job, int64_t wa
   LearnNewestBackup(name, b);
   if (b.in_flight || b.starting || watermark < 1 || Now() < b.retry_after) return;
   bool due = false;
-  if (b.interval_steps) due = watermark >= b.last_step + *b.interval_steps;
+  // Every K steps: when the watermark enters a later multiple of K than the
+  // last backup's step (steps K, 2K, ... are backed up when every node
+  // replicated them; a step in between when the watermark skipped one).
+  if (b.interval_steps) due = watermark / *b.interval_steps > b.last_step / *b.interval_steps;
   if (b.interval_minutes) {
     due = watermark > b.last_step && Now() - b.last_time >= std::time_t{60} * *b.interval_minutes;
   }

@@ -104,7 +104,7 @@ Status S3ErrorStatus(const S3Op& op, long http_status, const S3ErrorBody& error)
   std::string where = DescribeOp(op);
   const std::string& code = error.code;
   std::string shown = code.empty() ? "HTTP " + std::to_string(http_status) : code;
-  if (code == "NoSuchBucket") {
+  if (code == "NoSuchBucket" || (op.name == "HeadBucket" && http_status == 404)) {
     return NotFoundError(where + ": bucket \"" + std::string(op.bucket) +
                          "\" does not exist (NoSuchBucket)");
   }

@@ -386,17 +386,27 @@ Status S3Store::Delete(const std::string& key) {
   return r.status();
 }
 
+// HeadBucket first: a 404 says the bucket is missing. Its 403 has no body to
+// tell refused credentials from a missing permission, so then the probe
+// object's PUT (whose error body says which) gives the reason. The probe
+// proves writes and deletes, and a listing proves reads.
 Status S3Store::CheckAccess() {
-  S3Request list;
-  list.op = Op("ListObjectsV2", "");
-  list.query = {{"list-type", "2"}, {"max-keys", "1"}};
-  if (!client_.config().prefix.empty()) list.query.emplace_back("prefix", client_.FullKey(""));
-  STRATA_RETURN_IF_ERROR(client_.Call(list).status());
+  S3Request head;
+  head.op = Op("HeadBucket", "");
+  head.method = "HEAD";
+  Status headed = client_.Call(head).status();
+  if (!headed.ok() && headed.code() != StatusCode::kPermissionDenied) return headed;
   static std::atomic<uint64_t> seq{0};
   std::string probe =
       ".strata-probe/" + std::to_string(::getpid()) + "-" + std::to_string(seq.fetch_add(1));
   STRATA_RETURN_IF_ERROR(Put(probe, "strata probe"));
-  return Delete(probe);
+  STRATA_RETURN_IF_ERROR(headed);
+  STRATA_RETURN_IF_ERROR(Delete(probe));
+  S3Request list;
+  list.op = Op("ListObjectsV2", "");
+  list.query = {{"list-type", "2"}, {"max-keys", "1"}};
+  if (!client_.config().prefix.empty()) list.query.emplace_back("prefix", client_.FullKey(""));
+  return client_.Call(list).status();
 }
 
 }  // namespace strata::storage
