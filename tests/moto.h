@@ -55,6 +55,8 @@ class MotoServer {
   // Kill(), then Start() on the same port: same users and keys, no buckets.
   Status Restart();
   bool running() const { return child_ != nullptr; }
+  // The server's process id (-1 when not running), e.g. to renice it.
+  pid_t pid() const { return child_ ? child_->pid() : -1; }
 
   int port() const { return port_; }
   std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
