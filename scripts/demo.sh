@@ -2,8 +2,9 @@
 # make demo: the toy trainer survives a maintenance notice (SIGTERM) and a
 # kill -9, resumes from its newest checkpoint each time, and ends bit for bit
 # where an uninterrupted run ends; then four nodes with their agents lose one
-# node with its RAM disk, and its agent restores it from its peer. Cleans up
-# after itself, also on Ctrl-C.
+# node with its RAM disk, and its agent restores it from its peer; finally
+# the whole cluster is lost and restored from the backup. Cleans up after
+# itself, also on Ctrl-C.
 set -euo pipefail
 BUILD=${1:-build}
 STRATA=$BUILD/strata
@@ -102,9 +103,11 @@ echo "demo-secret-$$-0123456789" > "$work/secret"
 export STRATA_SECRET_FILE=$work/secret
 port0=$((20000 + RANDOM % 20000))
 agent_pids=()
+BACKUP=file://$work/backup
 start_agent() { # NODE
   "$STRATA" agent --local-dir "$work/node$1" --listen "127.0.0.1:$((port0 + $1))" \
-    --coordinator "127.0.0.1:$port0" --secret-file "$work/secret" 2>>"$work/agent$1.log" &
+    --coordinator "127.0.0.1:$port0" --secret-file "$work/secret" --backup "$BACKUP" \
+    2>>"$work/agent$1.log" &
   agent_pids[$1]=$!
   pids+=("$!")
 }
@@ -114,7 +117,7 @@ run_cluster() { # STEPS: one trainer per node, in parallel; prints a line per no
   for n in $(seq 0 $((NODES - 1))); do
     "$TRAINER" --dir "$work/node$n" --steps "$steps" --save-interval-steps 10 --state-mb "$CMB" \
       --step-ms 5 --seed $((100 + n)) --replicator orbax --job demo --node-rank "$n" \
-      --nodes "$NODES" --peers-per-node 1 >"$work/trainer$n.log" 2>&1 &
+      --nodes "$NODES" --peers-per-node 1 --backup-interval-steps 20 >"$work/trainer$n.log" 2>&1 &
     tp+=($!); pids+=("$!")
   done
   for n in $(seq 0 $((NODES - 1))); do wait "${tp[$n]}"; done
@@ -127,7 +130,7 @@ run_cluster() { # STEPS: one trainer per node, in parallel; prints a line per no
   sleep 1.5  # let the agents replicate the last steps
 }
 
-say "Four nodes: agents on 127.0.0.1:$port0..$((port0 + 3)), each node's copies on the node two ranks away"
+say "Four nodes: agents on 127.0.0.1:$port0..$((port0 + 3)), each node's copies on the node two ranks away, a backup every 20 steps to $BACKUP"
 for n in 0 1 2 3; do start_agent "$n"; done
 sleep 0.5
 run_cluster 40
@@ -141,10 +144,27 @@ sleep 0.5
 run_cluster "$CSTEPS"
 grep -h "restored job1\|restored demo" "$work/agent2.log" | sed 's/.*strata: /   agent 2: /'
 
+say "The whole cluster is lost: every agent killed, every RAM disk wiped; only the backup remains"
+for _ in 1 2 3 4 5 6 7 8 9 10; do  # the backup of step $CSTEPS may still be uploading
+  "$STRATA" backups ls "$BACKUP" | grep -q " $CSTEPS .*complete$" && break
+  sleep 0.5
+done
+"$STRATA" backups ls "$BACKUP" | sed 's/^/   /'
+for n in 0 1 2 3; do { kill -9 "${agent_pids[$n]}"; wait "${agent_pids[$n]}"; } 2>/dev/null || true; done
+for n in 0 1 2 3; do rm -rf "$work/node$n"; done
+for n in 0 1 2 3; do start_agent "$n"; done
+sleep 0.5
+FINAL=$((CSTEPS + 20))
+run_cluster "$FINAL"
+grep -h "restored demo" "$work/agent0.log" | tail -1 | sed 's/.*strata: /   agent 0: /'
+"$STRATA" status --agent "127.0.0.1:$port0" | grep -A1 "^backup" | sed 's/^/   /'
+echo "   Retention (dry run: deletes nothing):"
+"$STRATA" prune "$BACKUP" --hourly 1 | sed 's/^/     /'
+
 say "Four nodes: digests against uninterrupted runs"
 ok=1
 for n in 0 1 2 3; do
-  want=$("$TRAINER" --dir "$work/ref$n" --steps "$CSTEPS" --state-mb "$CMB" --seed $((100 + n)) |
+  want=$("$TRAINER" --dir "$work/ref$n" --steps "$FINAL" --state-mb "$CMB" --seed $((100 + n)) |
          awk -F'digest=' '/final/ {print $2}')
   got=$(awk -F'digest=' '/final/ {print $2}' "$work/trainer$n.log")
   [ "$got" = "$want" ] && verdict="\033[32mMATCH\033[0m" || { verdict="\033[31mMISMATCH\033[0m"; ok=0; }

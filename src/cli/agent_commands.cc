@@ -70,6 +70,19 @@ void PrintStatus(Context& ctx, const nlohmann::json& j) {
       HumanBytes(j.value("ram_bytes", uint64_t{0})), j.value("newest_replicated", int64_t{-1}),
       j.value("watermark", int64_t{-1}), j.value("queued", 0));
   ctx.out << "last restore: " << j.value("last_restore", std::string("none")) << "\n";
+  if (j.contains("backup") && j["backup"].is_object()) {
+    const auto& b = j["backup"];
+    ctx.out << "backup " << b.value("url", "") << "  access: " << b.value("access", "") << "\n";
+    if (b.contains("newest")) {
+      ctx.out << fmt::format("  newest committed backup {} (step {}), backup lag {} s\n",
+                             b["newest"].value("id", ""), b["newest"].value("step", int64_t{-1}),
+                             b.value("backup_lag_seconds", int64_t{0}));
+    } else {
+      ctx.out << "  no committed backup yet\n";
+    }
+    if (b.contains("uploading")) ctx.out << "  uploading " << b.value("uploading", "") << "\n";
+    if (b.contains("last_error")) ctx.out << "  last error: " << b.value("last_error", "") << "\n";
+  }
   ctx.out << fmt::format("  {:<24} {:>6} {:>10} {:>10}  {}\n", "JOB", "NODE", "STEP", "SIZE",
                          "DIGEST");
   for (const auto& s : j["steps"]) {
