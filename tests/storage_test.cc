@@ -304,6 +304,21 @@ TEST(FileStoreTest, TempFilesAreInvisibleAndEmptyDirsAreRemoved) {
   EXPECT_TRUE(Env::Default()->Exists(dir.Sub("root")));
 }
 
+// The upload bandwidth limit holds for file:// too (a lower bound only:
+// a slow machine can only make the copy slower).
+TEST(FileStoreTest, UploadsKeepToTheBandwidthLimit) {
+  ScratchDir dir("file");
+  testing::WriteFile(dir.Sub("src"), std::string(4 << 20, 'x'));
+  StoreOptions o;
+  o.upload_bytes_per_second = 8 << 20;
+  auto store = MustOpen("file://" + dir.Sub("root"), o);
+  ASSERT_NE(store, nullptr);
+  auto t = Clock::now();
+  ASSERT_TRUE(store->PutFile("obj", dir.Sub("src")).ok());
+  EXPECT_GT(SecondsSince(t), 0.35) << "4 MiB at 8 MiB/s";
+  EXPECT_EQ(store->Get("obj").value_or(""), std::string(4 << 20, 'x'));
+}
+
 TEST(FileStoreTest, UrlsAreChecked) {
   EXPECT_EQ(OpenObjectStore("file://relative/dir").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(OpenObjectStore("gs://bucket").status().code(), StatusCode::kInvalidArgument);

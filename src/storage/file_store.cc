@@ -16,13 +16,15 @@
 #include <vector>
 
 #include "storage/fd.h"
+#include "storage/rate_limiter.h"
 #include "util/file_util.h"
 
 namespace strata::storage {
 namespace {
 
 constexpr size_t kCopyBufferBytes = size_t{8} << 20;
-constexpr size_t kCopyCallBytes = size_t{1} << 30;  // per copy_file_range/sendfile call
+constexpr size_t kCopyCallBytes = size_t{1} << 30;     // per copy_file_range/sendfile call
+constexpr size_t kLimitedCopyBytes = size_t{1} << 20;  // per call under a bandwidth limit
 
 std::vector<std::string> SplitKey(std::string_view key) {
   std::vector<std::string> parts;
@@ -46,14 +48,17 @@ Status WriteAll(int fd, const char* p, size_t n) {
   return Status::Ok();
 }
 
-// Copies `size` bytes from the current offsets of `in` to `out`. DATA_LOSS if
-// `in` ends early (the source shrank while being copied).
-Status CopyFd(int in, int out, uint64_t size) {
+// Copies `size` bytes from the current offsets of `in` to `out`, at most as
+// fast as `limiter` allows (when given). DATA_LOSS if `in` ends early (the
+// source shrank while being copied).
+Status CopyFd(int in, int out, uint64_t size, RateLimiter* limiter = nullptr) {
   enum { kCopyRange, kSendfile, kReadWrite } method = kCopyRange;
   std::unique_ptr<char[]> buf;
   uint64_t done = 0;
   while (done < size) {
-    size_t want = static_cast<size_t>(std::min<uint64_t>(size - done, kCopyCallBytes));
+    size_t want = static_cast<size_t>(
+        std::min<uint64_t>(size - done, limiter ? kLimitedCopyBytes : kCopyCallBytes));
+    if (limiter) limiter->Acquire(want);
     ssize_t n = -1;
     if (method == kCopyRange) {
       n = ::copy_file_range(in, nullptr, out, nullptr, want, 0);
@@ -86,8 +91,12 @@ Status CopyFd(int in, int out, uint64_t size) {
 
 class FileStore : public ObjectStore {
  public:
-  FileStore(std::string url, std::string root, Fd root_fd)
-      : url_(std::move(url)), root_(std::move(root)), root_fd_(std::move(root_fd)) {}
+  FileStore(std::string url, std::string root, Fd root_fd, uint64_t upload_bytes_per_second)
+      : url_(std::move(url)), root_(std::move(root)), root_fd_(std::move(root_fd)) {
+    if (upload_bytes_per_second > 0) {
+      limiter_ = std::make_unique<RateLimiter>(upload_bytes_per_second);
+    }
+  }
 
   const std::string& url() const override { return url_; }
 
@@ -102,7 +111,7 @@ class FileStore : public ObjectStore {
       return ErrnoToStatus(errno, Context("PutFile", key) + ": open " + path);
     }
     return Write("PutFile", key, [&](int fd) {
-      Status s = CopyFd(in.get(), fd, static_cast<uint64_t>(st.st_size));
+      Status s = CopyFd(in.get(), fd, static_cast<uint64_t>(st.st_size), limiter_.get());
       return s.ok() ? s : s.WithContext("from " + path);
     });
   }
@@ -160,6 +169,7 @@ class FileStore : public ObjectStore {
   const std::string url_;
   const std::string root_;
   const Fd root_fd_;
+  std::unique_ptr<RateLimiter> limiter_;  // null: uploads are not limited
   std::atomic<uint64_t> temp_seq_{0};
   // Shared by writers between creating directories and the rename; exclusive
   // while Delete removes empty directories.
@@ -336,12 +346,13 @@ Status FileStore::CheckAccess() {
 
 StatusOr<std::unique_ptr<ObjectStore>> OpenFileStore(const std::string& url,
                                                      const std::string& root,
-                                                     const StoreOptions& /*options*/) {
+                                                     const StoreOptions& options) {
   Status s = CreateDirs(Env::Default(), root);
   if (!s.ok()) return s.WithContext(url);
   Fd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd.valid()) return ErrnoToStatus(errno, url + ": open " + root);
-  return std::unique_ptr<ObjectStore>(new FileStore(url, root, std::move(fd)));
+  return std::unique_ptr<ObjectStore>(
+      new FileStore(url, root, std::move(fd), options.upload_bytes_per_second));
 }
 
 }  // namespace strata::storage
