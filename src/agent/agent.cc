@@ -230,6 +230,9 @@ Status Agent::RegisterAndRestore(Incarnation& inc) {
     }
     auto done = FetchAndReport(inc, json());
     if (done.ok() && *done) return Status::Ok();
+    // The coordinator cannot make a plan (e.g. --restore-backup names no
+    // complete backup): the client must hear it, not wait.
+    if (done.status().code() == StatusCode::kFailedPrecondition) return done.status();
     if (!done.ok())
       Log()->warn("round {}: {}; registering again", inc.round, done.status().message());
   }
