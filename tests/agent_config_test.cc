@@ -694,6 +694,46 @@ TEST(AgentConfigTest, AdvertiseDefaultsFromListen) {
   }
 }
 
+TEST(AgentConfigTest, BackupSettings) {
+  StatusOr<AgentConfig> c = Resolve(MinimalFlags(), {}, kSecretFile);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->backup_url, std::nullopt);  // no backups by default
+  EXPECT_EQ(c->backup_bandwidth_mib, 0);
+
+  AgentFlags flags = MinimalFlags();
+  flags.config_file = "/etc/agent.yaml";
+  Files files = kSecretFile;
+  files["/etc/agent.yaml"] =
+      "backup: file:///mnt/backup\nbackup-interval-minutes: 30\nbackup-bandwidth: 200\n"
+      "restore-backup: 2026-11-21_04-30\n";
+  c = Resolve(flags, {{"STRATA_BACKUP", "s3://ckpt/job"}}, files);  // env over file
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->backup_url, "s3://ckpt/job");
+  EXPECT_EQ(c->backup_interval_minutes, 30);
+  EXPECT_EQ(c->backup_interval_steps, std::nullopt);
+  EXPECT_EQ(c->backup_bandwidth_mib, 200);
+  EXPECT_EQ(c->restore_backup, "2026-11-21_04-30");
+
+  flags.backup = "file:///flag";
+  c = Resolve(flags, {{"STRATA_BACKUP", "s3://ckpt/job"}}, files);  // flag over env
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->backup_url, "file:///flag");
+
+  AgentFlags both = MinimalFlags();
+  both.backup_interval_steps = 10;
+  both.backup_interval_minutes = 5;
+  ExpectError(Resolve(both, {}, kSecretFile).status(), StatusCode::kInvalidArgument,
+              {"--backup-interval-steps and --backup-interval-minutes are both set"});
+  AgentFlags relative = MinimalFlags();
+  relative.backup = "file://relative/dir";
+  ExpectError(Resolve(relative, {}, kSecretFile).status(), StatusCode::kInvalidArgument,
+              {"--backup: \"file://relative/dir\" is not s3://bucket[/prefix] or file:///"});
+  AgentFlags zero = MinimalFlags();
+  zero.backup_interval_steps = 0;
+  ExpectError(Resolve(zero, {}, kSecretFile).status(), StatusCode::kInvalidArgument,
+              {"--backup-interval-steps: 0 is out of range"});
+}
+
 TEST(AgentConfigTest, BadValuesNameTheirSource) {
   struct Case {
     EnvVars env;

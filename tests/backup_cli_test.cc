@@ -245,8 +245,6 @@ TEST_F(BackupCliTest, BadRetentionFlagsAreUsageErrors) {
   auto r = Cli({"prune", url_, "--delete"});
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err, "strata prune: no retention class given\n");
-  r = Cli({"prune", url_, "--delete-incomplete-older-than", "1d", "--delete"});
-  EXPECT_EQ(r.code, 2);
   for (std::vector<std::string> bad : {std::vector<std::string>{"--daily", "0"},
                                        {"--daily", "always"},
                                        {"--weekly", "-1"},

@@ -69,6 +69,17 @@ TEST(BackupClusterTest, WholeClusterLossRestoresFromTheFileBackup) {
   ASSERT_FALSE(backups.empty());
   EXPECT_TRUE(backups.back().complete);
   EXPECT_EQ(backups.back().step, 12);
+  // Every K = 4 steps: at most one backup per multiple of 4.
+  for (size_t i = 1; i < backups.size(); ++i) {
+    EXPECT_GT(*backups[i].step / 4, *backups[i - 1].step / 4) << backups[i].id_text;
+  }
+  auto store = storage::OpenObjectStore(url);
+  ASSERT_TRUE(store.ok());
+  std::map<std::string, std::string> before;  // every object of the backup, with its bytes
+  for (const auto& obj : (*store)->List(id + "/").value_or({})) {
+    before[obj.key] = (*store)->Get(obj.key).value_or("?");
+  }
+  ASSERT_FALSE(before.empty());
 
   LoseTheWholeCluster(c);
   ExpectAll(c.Train(20, 2, o), "12", 20);
@@ -77,11 +88,13 @@ TEST(BackupClusterTest, WholeClusterLossRestoresFromTheFileBackup) {
               std::string::npos)
         << c.Status(n).dump(2);
   }
-  // The agents never modify or delete a backup: the restored one is intact.
-  auto after = Backups(url);
-  bool still_there = false;
-  for (const auto& b : after) still_there |= b.id_text == id && b.complete;
-  EXPECT_TRUE(still_there);
+  // The agents never modify or delete a backup: the restored one is intact,
+  // byte for byte.
+  std::map<std::string, std::string> after;
+  for (const auto& obj : (*store)->List(id + "/").value_or({})) {
+    after[obj.key] = (*store)->Get(obj.key).value_or("?");
+  }
+  EXPECT_TRUE(after == before);
 }
 
 TEST(BackupClusterTest, ABackupInterruptedBeforeItsCommitIsNeverUsed) {
@@ -154,13 +167,50 @@ TEST(BackupClusterTest, AnOperatorCanRestoreASpecificBackup) {
   c.SetAgentArgs({"--backup", url, "--restore-backup", id_of_8});
   c.StartAgent(0);
   o.wait_replicated = true;
-  runs = c.Train(16, 2, o);
+  runs = c.Train(10, 2, o);
   for (int n = 0; n < 2; ++n) {
     EXPECT_EQ(runs[n].restored, "8") << runs[n].out << runs[n].err;
-    EXPECT_EQ(runs[n].digest, Cluster::ReferenceDigest(n, 16));
+    EXPECT_EQ(runs[n].digest, Cluster::ReferenceDigest(n, 10));
+    // Step 12 of the abandoned run is gone from every store.
+    for (const auto& held : c.Status(n)["steps"]) EXPECT_LE(held["step"].get<int64_t>(), 10);
   }
-  runs = c.Train(20, 2, o);  // the override was for one start only
-  for (int n = 0; n < 2; ++n) EXPECT_EQ(runs[n].restored, "16") << runs[n].out;
+  // The backup of step 12 predates the rollback: even with every in-cluster
+  // copy lost, it is not restored; the rolled-back-to backup is.
+  c.SetAgentArgs({"--backup", url});
+  LoseTheWholeCluster(c);
+  runs = c.Train(14, 2, o);
+  for (int n = 0; n < 2; ++n) {
+    EXPECT_EQ(runs[n].restored, "8") << runs[n].out;
+    EXPECT_EQ(runs[n].digest, Cluster::ReferenceDigest(n, 14));
+  }
+}
+
+// Only node 1 keeps its RAM disk: it restores from its own store and serves
+// node 3's copy; the nodes whose every in-cluster copy is gone download
+// their part from the backup, and only they are told so in
+// replicator.prerestore.
+TEST(BackupClusterTest, NodesThatStillHoldTheStepDoNotDownloadIt) {
+  Cluster c(4, "backup-partial");
+  ScratchDir bucket("backup-bucket");
+  c.SetAgentArgs({"--backup", "file://" + bucket.path()});
+  c.StartAll();
+  TrainOptions o;
+  o.backup_interval_steps = 4;
+  ExpectAll(c.Train(8, 2, o), "fresh", 8);
+  const std::string id = c.WaitForBackup(0, 8);
+  ASSERT_FALSE(id.empty());
+  for (int n = 0; n < 4; ++n) c.KillAgent(n);
+  for (int n : {0, 2, 3}) c.WipeDir(n);
+  c.StartAll();
+  ExpectAll(c.Train(10, 2, o), "8", 10);
+  auto restored = [&](int n) { return c.Status(n)["last_restore"].get<std::string>(); };
+  EXPECT_NE(restored(1).find("own store"), std::string::npos) << restored(1);
+  EXPECT_NE(restored(3).find("from node 1"), std::string::npos) << restored(3);
+  EXPECT_NE(restored(0).find("from backup " + id), std::string::npos) << restored(0);
+  EXPECT_NE(restored(2).find("from backup " + id), std::string::npos) << restored(2);
+  EXPECT_EQ(ReadFile(c.dir(1) + "/replicator.prerestore"), "restore-step: 8\n");
+  EXPECT_EQ(ReadFile(c.dir(0) + "/replicator.prerestore"),
+            "restore-step: 8\nrestore-backup: " + id + "\n");
 }
 
 // The same against a real S3 server (moto). moto checks signatures and

@@ -158,6 +158,23 @@ TEST(PlanRestoreTest, DataParallelBackupHoldsOneReplica) {
   EXPECT_EQ(plan.sources[3].holders, std::vector<int>{kBackupHolder});
 }
 
+// With data parallelism, another replica's copy in RAM beats the node's own
+// rank in the backup.
+TEST(PlanRestoreTest, DataParallelRamCopyBeatsOwnRankInTheBackup) {
+  Inventory inv;
+  inv.Add(0, 8, kBackupHolder, 50);  // the backup holds parts 0 and 1
+  inv.Add(1, 8, kBackupHolder, 51);
+  inv.Add(2, 8, 2, 50);  // node 2 holds rank 2 (= rank 0's column) in RAM
+  inv.Add(3, 8, 3, 51);
+  inv.Add(1, 8, 1, 51);
+  auto plan = PlanRestore(inv, 4, 2);  // node 0 was replaced
+  ASSERT_EQ(plan.step, 8);
+  EXPECT_EQ(plan.sources[0].source_rank, 2);
+  EXPECT_EQ(plan.sources[0].holders, std::vector<int>{2});
+  EXPECT_EQ(plan.sources[1].source_rank, 1);  // its own store first
+  EXPECT_EQ(plan.sources[1].holders, (std::vector<int>{1, kBackupHolder}));
+}
+
 TEST(PlanRestoreTest, EmptyInventoryMeansFreshStart) {
   auto plan = PlanRestore(Inventory{}, 4, 1);
   EXPECT_FALSE(plan.step.has_value());

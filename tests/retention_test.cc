@@ -275,13 +275,40 @@ TEST(RetentionTest, DecisionsComeInIdOrderWhateverTheInputOrder) {
   EXPECT_TRUE(DecidePrune({}, P(0, 7, 0, 0, 0), T(kNow)).empty());
 }
 
+// --delete-incomplete-older-than alone cleans up abandoned uploads and
+// keeps every complete backup.
+TEST(RetentionTest, IncompleteOnlyPolicyKeepsEveryCompleteBackup) {
+  auto backups = History();
+  backups.push_back(Summary("2026-06-15_03-00", false));
+  backups.push_back(Summary("2027-01-04_00-30", false));
+  RetentionPolicy p;
+  p.delete_incomplete_after = 7 * 86400;
+  ASSERT_TRUE(ValidateRetentionPolicy(p).ok());
+  size_t deleted = 0;
+  for (const auto& d : DecidePrune(backups, p, T(kNow))) {
+    if (d.id == "2026-06-15_03-00") {
+      EXPECT_FALSE(d.keep);
+      ++deleted;
+    } else if (d.id == "2027-01-04_00-30") {
+      EXPECT_TRUE(d.keep);
+      EXPECT_EQ(d.reason, "incomplete");
+    } else {
+      EXPECT_TRUE(d.keep) << d.id;
+      EXPECT_EQ(d.reason, "complete; no retention class given") << d.id;
+    }
+  }
+  EXPECT_EQ(deleted, 1u);
+}
+
 TEST(RetentionTest, APolicyWithoutAClassIsRefused) {
   RetentionPolicy p;
   p.prefer_recent = true;
-  p.delete_incomplete_after = 3600;
   Status s = ValidateRetentionPolicy(p);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(), "no retention class given");
+  p.delete_incomplete_after = 3600;  // alone: cleans up incomplete backups only
+  EXPECT_TRUE(ValidateRetentionPolicy(p).ok());
+  p.delete_incomplete_after.reset();
   p.daily = -2;
   EXPECT_EQ(ValidateRetentionPolicy(p).code(), StatusCode::kInvalidArgument);
   p.daily = 1;

@@ -177,6 +177,10 @@ Status Agent::Incarnate(const ReplicatorConfig& config) {
     std::lock_guard<std::mutex> l(mu_);
     inc_.reset();  // stop replicating for the old incarnation
     to_replicate_.clear();
+    // The job may restore an older step than it had replicated: the
+    // watermark is learned afresh (until then, collection keeps everything).
+    watermark_ = -1;
+    newest_replicated_ = -1;
   }
   STRATA_RETURN_IF_ERROR(RegisterAndRestore(inc));
   std::lock_guard<std::mutex> l(mu_);
@@ -300,15 +304,24 @@ StatusOr<bool> Agent::FetchAndReport(Incarnation& inc, const json&) {
     std::vector<json> bad;
     Status got;
     if (step) {
+      if (plan->contains("discard_above")) {
+        DiscardAbove(c.job_name, (*plan)["discard_above"].get<int64_t>());
+      }
       const json& src = (*plan)["sources"][std::to_string(c.node_rank)];
       StepKey key{c.job_name, src["source_rank"].get<int>(), *step};
       const bool have = store_->Has(key);
-      // replicator.prerestore names the backup when this node's data comes from it.
+      // replicator.prerestore names the backup when this node's data comes
+      // from it: planned so, or after the peers that should have served failed.
       const bool from_backup =
           !have && src["holders"].size() == 1 && src["holders"][0].get<int>() == kBackupHolder;
+      const std::string backup_id = plan->value("backup", "");
       STRATA_RETURN_IF_ERROR(
-          WritePrerestore(config_.local_dir, step, from_backup ? plan->value("backup", "") : ""));
-      if (!have) got = FetchStep(inc, key, src, *plan, &bad);
+          WritePrerestore(config_.local_dir, step, from_backup ? backup_id : ""));
+      int used = c.node_rank;
+      if (!have) got = FetchStep(inc, key, src, *plan, &bad, &used);
+      if (got.ok() && used == kBackupHolder && !from_backup) {
+        STRATA_RETURN_IF_ERROR(WritePrerestore(config_.local_dir, step, backup_id));
+      }
     } else {
       STRATA_RETURN_IF_ERROR(WritePrerestore(config_.local_dir, step));
     }
@@ -333,9 +346,9 @@ StatusOr<bool> Agent::FetchAndReport(Incarnation& inc, const json&) {
 
 // Fetches `key` from the first holder in `source` (a plan's entry for this
 // node) that serves a copy that verifies: peers first, the backup tier
-// last; records the holders that failed in `bad`.
+// last; records the holders that failed in `bad` and the one used in *used.
 Status Agent::FetchStep(const Incarnation& inc, const StepKey& key, const json& source,
-                        const json& plan, std::vector<json>* bad) {
+                        const json& plan, std::vector<json>* bad, int* used) {
   Status last = NotFoundError("no holder of " + key.ToString());
   for (const auto& h : source["holders"]) {
     int holder = h.get<int>();
@@ -357,6 +370,7 @@ Status Agent::FetchStep(const Incarnation& inc, const StepKey& key, const json& 
       last_restore_ = "step " + std::to_string(key.step) + " of node " + std::to_string(key.rank) +
                       " from " + from;
       Log()->info("restored {} from {}", key.ToString(), from);
+      *used = holder;
       return s;
     }
     Log()->warn("fetching {} from {}: {}", key.ToString(), from, s.message());

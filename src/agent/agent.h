@@ -70,7 +70,7 @@ class Agent {
   Status RegisterAndRestore(Incarnation& inc);
   StatusOr<bool> FetchAndReport(Incarnation& inc, const json& plan);
   Status FetchStep(const Incarnation& inc, const StepKey& key, const json& source, const json& plan,
-                   std::vector<json>* bad);
+                   std::vector<json>* bad, int* used);
   Status FetchFrom(const std::string& address, const StepKey& key, int node_rank);
   Status CreateMarkers(const Incarnation& inc, const json& plan);
   void IngestCommittedSteps();
@@ -98,16 +98,29 @@ class Agent {
   struct BackupTask {
     std::string id;
     StepKey key;  // the step to upload; key.rank is the part
+    bool operator==(const BackupTask& o) const { return id == o.id && key == o.key; }
+  };
+  // An upload that finished, kept until the coordinator heard of it.
+  struct UploadResult {
+    BackupTask task;
+    Status status;
+    uint64_t bytes = 0, digest = 0;
   };
   Status OpenBackup();
   void BackupMain();
   void CheckBackupAccess();
-  void NoteBackupReply(const json& reply);  // REQUIRES: mu_ held
+  // Takes what a coordinator's reply says about backups; returns a task this
+  // agent must refuse (it has no --backup). REQUIRES: mu_ held.
+  std::optional<BackupTask> NoteBackupReply(const json& reply);
   Status UploadPart(const BackupTask& task, uint64_t* bytes, uint64_t* digest);
-  void ReportBackupDone(const BackupTask& task, const Status& s, uint64_t bytes, uint64_t digest);
+  // True when the coordinator received the report.
+  bool ReportBackupDone(const UploadResult& result);
   Status FetchFromBackup(const std::string& id, const StepKey& key, uint64_t digest);
+  // A rollback: removes this job's steps above `step` from the store.
+  void DiscardAbove(const std::string& job, int64_t step);
   json BackupStatusJson() const;  // REQUIRES: mu_ held
-  // The cadence sent to the coordinator: replicator.yaml's, else ours.
+  // Backup fields for the coordinator: the cadence (replicator.yaml's, else
+  // ours) and the workers per node.
   json CadenceJson(const ReplicatorConfig& c) const;
 
   // Server.
@@ -147,11 +160,14 @@ class Agent {
   uint64_t largest_step_bytes_ = 0;                // GUARDED_BY(mu_)
   std::unique_ptr<storage::ObjectStore> backup_;   // null without --backup
   std::optional<BackupTask> backup_task_;          // GUARDED_BY(mu_): next part to upload
-  std::optional<StepKey> backup_pin_;              // GUARDED_BY(mu_): kept until uploaded
+  std::optional<BackupTask> backup_current_;       // GUARDED_BY(mu_): being uploaded
+  std::optional<UploadResult> backup_unreported_;  // GUARDED_BY(mu_): done, not yet reported
+  bool backup_rereport_ = false;                   // GUARDED_BY(mu_): report it again
+  // Steps kept from garbage collection until their upload is reported.
+  std::set<StepKey> backup_pins_;                  // GUARDED_BY(mu_)
   std::string backup_access_ = "not checked yet";  // GUARDED_BY(mu_): "ok" or the problem
   std::string backup_error_;                       // GUARDED_BY(mu_): the last failure
-  std::string backup_uploading_;                   // GUARDED_BY(mu_): "<id> part <p>"
-  json newest_backup_;                             // GUARDED_BY(mu_): id, step, committed
+  json newest_backup_;                             // GUARDED_BY(mu_): id, step, created, committed
   std::thread server_;
   std::thread replicator_;
   std::thread backup_thread_;

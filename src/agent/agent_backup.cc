@@ -55,13 +55,27 @@ Status Agent::OpenBackup() {
   storage::StoreOptions options;
   options.upload_bytes_per_second = uint64_t(config_.backup_bandwidth_mib) << 20;
   STRATA_ASSIGN_OR_RETURN(backup_, storage::OpenObjectStore(*config_.backup_url, options));
-  coordinator_.EnableBackups(backup_.get(), config_.restore_backup);
+  // --restore-backup is a rollback for the job's next start, done once: the
+  // id restored is remembered in the store's directory, so an agent
+  // restarted with the same flag does not roll the job back again.
+  const std::string done_file = JoinPath(store_->root(), "rollback.done");
+  std::optional<std::string> rollback = config_.restore_backup;
+  auto done = ReadFileToString(Env::Default(), done_file, 4096);
+  if (rollback && done.ok() && *done == *rollback) {
+    Log()->warn("--restore-backup {}: already restored once; ignored", *rollback);
+    rollback.reset();
+  }
+  coordinator_.EnableBackups(backup_.get(), rollback, [done_file](const std::string& id) {
+    Status s = WriteFileAtomic(Env::Default(), done_file, id);
+    if (!s.ok()) Log()->warn("remembering the rollback to {}: {}", id, s.message());
+  });
   return Status::Ok();
 }
 
 json Agent::CadenceJson(const ReplicatorConfig& c) const {
   json j = json::object();
   if (!backup_) return j;
+  j["workers_per_node"] = c.workers_per_node;
   if (c.backup_interval_steps || c.backup_interval_minutes) {
     if (c.backup_interval_steps) j["backup_interval_steps"] = *c.backup_interval_steps;
     if (c.backup_interval_minutes) j["backup_interval_minutes"] = *c.backup_interval_minutes;
@@ -74,19 +88,40 @@ json Agent::CadenceJson(const ReplicatorConfig& c) const {
 }
 
 // Takes what the coordinator's reply to a "replicated" report says about
-// backups: the newest committed one, and a part this node must upload (its
-// step is pinned against garbage collection from here on).
-void Agent::NoteBackupReply(const json& reply) {
-  if (reply.contains("newest_backup")) newest_backup_ = reply["newest_backup"];
+// backups: the newest committed one, and a part this node must upload. The
+// task's step is pinned against garbage collection from here on, until its
+// upload is reported. A task already done but not yet heard of is reported
+// again; pins of tasks the coordinator no longer asks for are released.
+// Throws json::exception on a malformed reply (the caller catches it).
+std::optional<Agent::BackupTask> Agent::NoteBackupReply(const json& reply) {
+  if (reply.contains("newest_backup") && reply["newest_backup"].is_object()) {
+    newest_backup_ = reply["newest_backup"];
+  }
   auto t = reply.find("backup_task");
-  if (t == reply.end() || !inc_) return;
+  if (t == reply.end() || !inc_) {
+    backup_pins_.clear();
+    if (backup_current_) backup_pins_.insert(backup_current_->key);
+    if (backup_task_) backup_pins_.insert(backup_task_->key);
+    if (backup_unreported_) backup_pins_.insert(backup_unreported_->task.key);
+    return std::nullopt;
+  }
+  const int part = t->at("part").get<int>();
+  if (part < 0 || part >= inc_->config.nodes) {
+    Log()->warn("ignoring a backup task for part {} of a {}-node job", part, inc_->config.nodes);
+    return std::nullopt;
+  }
   BackupTask task{t->at("id").get<std::string>(),
-                  {inc_->config.job_name, t->at("part").get<int>(), t->at("step").get<int64_t>()}};
-  if (backup_pin_ && backup_uploading_.starts_with(task.id + " ")) return;  // already on it
-  if (backup_task_ && backup_task_->id == task.id) return;
-  backup_task_ = task;
-  backup_pin_ = task.key;
+                  {inc_->config.job_name, part, t->at("step").get<int64_t>()}};
+  if (!backup_) return task;  // refused by the caller
+  if (backup_current_ == task || backup_task_ == task) return std::nullopt;  // already on it
+  if (backup_unreported_ && backup_unreported_->task == task) {
+    backup_rereport_ = true;
+  } else {
+    backup_task_ = task;
+  }
+  backup_pins_.insert(task.key);
   cv_.notify_all();
+  return std::nullopt;
 }
 
 void Agent::CheckBackupAccess() {
@@ -113,33 +148,52 @@ void Agent::BackupMain() {
       next_check = backup_access_ == "ok" ? std::chrono::steady_clock::time_point::max()
                                           : std::chrono::steady_clock::now() + kAccessRecheck;
     }
-    std::optional<BackupTask> task;
+    std::optional<UploadResult> result;
     {
       std::unique_lock<std::mutex> l(mu_);
-      cv_.wait_for(l, std::chrono::milliseconds(500),
-                   [this] { return stopping_.load() || backup_task_.has_value(); });
-      if (!backup_task_) continue;
-      task = std::move(backup_task_);
-      backup_task_.reset();
-      backup_uploading_ = task->id + " part " + std::to_string(task->key.rank);
+      cv_.wait_for(l, std::chrono::milliseconds(500), [this] {
+        return stopping_.load() || backup_task_.has_value() || backup_rereport_;
+      });
+      if (backup_rereport_ && backup_unreported_) {
+        result = backup_unreported_;
+      } else if (backup_task_) {
+        backup_current_ = std::move(backup_task_);
+        backup_task_.reset();
+      }
+      backup_rereport_ = false;
     }
-    uint64_t bytes = 0, digest = 0;
-    const auto began = std::chrono::steady_clock::now();
-    Status s = UploadPart(*task, &bytes, &digest);
-    const double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-    if (s.ok()) {
-      Log()->info("backup {}: uploaded part {} (step {}, {} bytes in {:.1f} s, {:.0f} MB/s)",
-                  task->id, task->key.rank, task->key.step, bytes, secs,
-                  bytes / 1e6 / std::max(secs, 1e-3));
-    } else {
-      Log()->error("backup {}: part {}: {}", task->id, task->key.rank, s.message());
+    if (!result) {
+      std::optional<BackupTask> task;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        task = backup_current_;
+      }
+      if (!task) continue;
+      result = UploadResult{*task, Status::Ok()};
+      const auto began = std::chrono::steady_clock::now();
+      result->status = UploadPart(*task, &result->bytes, &result->digest);
+      const double secs =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+      if (result->status.ok()) {
+        Log()->info("backup {}: uploaded part {} (step {}, {} bytes in {:.1f} s, {:.0f} MB/s)",
+                    task->id, task->key.rank, task->key.step, result->bytes, secs,
+                    result->bytes / 1e6 / std::max(secs, 1e-3));
+      } else {
+        Log()->error("backup {}: part {}: {}", task->id, task->key.rank, result->status.message());
+      }
+      std::lock_guard<std::mutex> l(mu_);
+      backup_current_.reset();
+      backup_unreported_ = result;
+      if (!result->status.ok()) backup_error_ = result->status.message();
     }
-    ReportBackupDone(*task, s, bytes, digest);
-    std::lock_guard<std::mutex> l(mu_);
-    backup_uploading_.clear();
-    if (backup_pin_ == task->key && !backup_task_) backup_pin_.reset();
-    if (!s.ok()) backup_error_ = s.message();
+    if (ReportBackupDone(*result)) {
+      std::lock_guard<std::mutex> l(mu_);
+      if (backup_unreported_ && backup_unreported_->task == result->task) {
+        backup_unreported_.reset();
+        if (!(backup_task_ && backup_task_->key == result->task.key))
+          backup_pins_.erase(result->task.key);
+      }
+    }
   }
 }
 
@@ -181,20 +235,27 @@ Status Agent::UploadPart(const BackupTask& task, uint64_t* bytes, uint64_t* dige
   return Status::Ok();
 }
 
-void Agent::ReportBackupDone(const BackupTask& task, const Status& s, uint64_t bytes,
-                             uint64_t digest) {
+bool Agent::ReportBackupDone(const UploadResult& result) {
   std::optional<ReplicatorConfig> c;
   {
     std::lock_guard<std::mutex> l(mu_);
     if (inc_) c = inc_->config;
   }
-  if (!c) return;
-  json req = {{"op", "backup_done"}, {"job", c->job_name},     {"node", c->node_rank},
-              {"id", task.id},       {"part", task.key.rank},  {"ok", s.ok()},
-              {"bytes", bytes},      {"digest", Hex64(digest)}};
-  if (!s.ok()) req["error"] = s.message();
+  if (!c) return false;
+  const BackupTask& task = result.task;
+  json req = {{"op", "backup_done"},           {"job", c->job_name},
+              {"node", c->node_rank},          {"id", task.id},
+              {"part", task.key.rank},         {"step", task.key.step},
+              {"ok", result.status.ok()},      {"bytes", result.bytes},
+              {"digest", Hex64(result.digest)}};
+  if (!result.status.ok()) req["error"] = result.status.message();
   auto r = CallCoordinator(*c, req, std::chrono::seconds(60));
-  if (!r.ok()) Log()->warn("reporting backup {}: {}", task.id, r.status().message());
+  if (!r.ok()) {
+    Log()->warn("reporting backup {} part {}: {}", task.id, task.key.rank, r.status().message());
+    return r.status().code() ==
+           StatusCode::kInvalidArgument;  // refused: reporting again won't help
+  }
+  return true;
 }
 
 // Downloads part key.rank of backup `id` into the store as `key`. Adopt
@@ -234,10 +295,24 @@ Status Agent::FetchFromBackup(const std::string& id, const StepKey& key, uint64_
   return s;
 }
 
+// A rollback restores an older step: this job's steps above it, in the
+// store or being ingested, are from the abandoned run and must not be
+// restored (or replicated) again.
+void Agent::DiscardAbove(const std::string& job, int64_t step) {
+  for (const auto& [key, index] : store_->List()) {
+    if (key.job != job || key.step <= step) continue;
+    Status s = store_->Remove(key);
+    Log()->info("rollback to step {}: removed {}{}", step, key.ToString(),
+                s.ok() ? "" : ": " + std::string(s.message()));
+  }
+}
+
 json Agent::BackupStatusJson() const {
   if (!backup_) return nullptr;
   json j = {{"url", backup_->url()}, {"access", backup_access_}};
-  if (!backup_uploading_.empty()) j["uploading"] = backup_uploading_;
+  if (backup_current_) {
+    j["uploading"] = backup_current_->id + " part " + std::to_string(backup_current_->key.rank);
+  }
   if (!backup_error_.empty()) j["last_error"] = backup_error_;
   if (newest_backup_.is_object()) {
     j["newest"] = newest_backup_;

@@ -176,10 +176,21 @@ void Agent::ReportReplicated(const StepKey& key) {
     Log()->warn("reporting step {} replicated: {}", key.step, r.status().message());
     return;
   }
-  std::lock_guard<std::mutex> l(mu_);
-  // A backup task pins its step before the watermark can move past it.
-  NoteBackupReply(*r);
-  watermark_ = std::max(watermark_, r->value("watermark", int64_t{-1}));
+  std::optional<BackupTask> refuse;
+  try {  // the reply is checked, never trusted to be well-typed
+    std::lock_guard<std::mutex> l(mu_);
+    // A backup task pins its step before the watermark can move past it.
+    refuse = NoteBackupReply(*r);
+    auto w = r->find("watermark");
+    if (w != r->end() && w->is_number_integer())
+      watermark_ = std::max(watermark_, w->get<int64_t>());
+  } catch (const json::exception& e) {
+    Log()->warn("malformed reply to a replication report: {}", e.what());
+  }
+  if (refuse) {  // this agent cannot back up: say so, so the backup ends
+    ReportBackupDone({*refuse, FailedPreconditionError("node " + std::to_string(c->node_rank) +
+                                                       " has no --backup")});
+  }
 }
 
 // Keeps, per node rank of the current job, every step at or above the
@@ -190,13 +201,13 @@ void Agent::ReportReplicated(const StepKey& key) {
 void Agent::CollectGarbage() {
   std::string job;
   int64_t watermark;
-  std::optional<StepKey> pinned;
+  std::set<StepKey> pinned;
   {
     std::lock_guard<std::mutex> l(mu_);
     if (!inc_) return;
     job = inc_->config.job_name;
     watermark = watermark_;
-    pinned = backup_pin_;
+    pinned = backup_pins_;
   }
   const std::vector<std::string> targets = SymlinkTargets(config_.local_dir);
   std::map<int, int64_t> newest;
@@ -207,7 +218,7 @@ void Agent::CollectGarbage() {
   for (const auto& [key, index] : held) {
     // Steps of an earlier job name cannot be restored by this job: they go.
     if (key.job == job && (key.step >= watermark || key.step == newest[key.rank])) continue;
-    if (key == pinned) continue;  // being backed up
+    if (pinned.count(key)) continue;  // being backed up
     const std::string rel = store_->RelativeStepPath(key);
     if (std::any_of(targets.begin(), targets.end(),
                     [&](const std::string& t) { return t == rel || t.starts_with(rel + "/"); })) {

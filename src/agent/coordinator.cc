@@ -69,10 +69,11 @@ StatusOr<json> Coordinator::Register(const json& req) {
     next.nodes = nodes;
     next.dp = dp;
     next.round = job.round + 1;
-    next.replicated = std::move(job.replicated);
+    // Replication reports start over: the job may have restored an older
+    // step than it had replicated (from a backup, or a rollback).
     next.backup = std::move(job.backup);
     next.backup.in_flight.reset();  // a backup of the previous round is never committed
-    next.backup.starting = false;
+    next.backup.starting = 0;
     job = std::move(next);
     Log()->info("job {}: round {} begins (node {} registered)", name, job.round, node);
   }
@@ -102,6 +103,7 @@ void Coordinator::Replan(const std::string& name, Job& job) {
   job.plan_error.clear();
   AddBackupCopies(name, job, &inventory);
   job.plan = PlanRestore(inventory, job.nodes, job.dp, job.excluded);
+  CheckRollbackPlan(job);
   if (!job.plan_error.empty()) job.plan = RestorePlan{std::nullopt, {}, job.plan_error};
   auto b = job.plan->step ? job.plan_backups.find(*job.plan->step) : job.plan_backups.end();
   if (b != job.plan_backups.end()) job.plan->reason += " (backup " + b->second + " holds it too)";
@@ -124,6 +126,9 @@ json Coordinator::PlanJson(const Job& job) const {
   auto b = job.plan->step ? job.plan_backups.find(*job.plan->step) : job.plan_backups.end();
   if (b != job.plan_backups.end()) plan["backup"] = b->second;
   if (!job.plan_error.empty()) plan["error"] = job.plan_error;
+  // A rollback: steps above it in the nodes' stores are from the abandoned
+  // run and must go before anyone could restore them.
+  if (job.rollback_step) plan["discard_above"] = *job.rollback_step;
   return plan;
 }
 
@@ -176,6 +181,7 @@ StatusOr<json> Coordinator::Ready(const json& req) {
   };
   if (!cv_.wait_for(l, wait_, all_ready)) return DeadlineExceededError("waiting for other nodes");
   if (job->round != round || job->plan_version != version) return json{{"replan", true}};
+  RollbackRestored(req["job"].get<std::string>(), *job);
   return json{{"go", true}};
 }
 

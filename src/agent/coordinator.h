@@ -32,6 +32,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <ctime>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -58,9 +59,12 @@ class Coordinator {
   StatusOr<json> Handle(const json& request);
 
   // Makes the coordinator plan with and schedule backups in `store`, which
-  // must outlive it. `restore_backup`: restore that backup id at each job's
-  // first plan, whatever the cluster holds. Call before the first Handle.
-  void EnableBackups(storage::ObjectStore* store, std::optional<std::string> restore_backup);
+  // must outlive it. `restore_backup`: at each job's next start, restore
+  // exactly that backup id (a rollback); `on_rollback(id)` is called once a
+  // job has restored it, so the caller can avoid repeating it. Call before
+  // the first Handle.
+  void EnableBackups(storage::ObjectStore* store, std::optional<std::string> restore_backup,
+                     std::function<void(const std::string&)> on_rollback = {});
 
  private:
   struct Member {
@@ -76,19 +80,23 @@ class Coordinator {
     std::map<int, int> uploaders;                       // part -> node rank that uploads it
     std::map<int, int> sources;                         // node rank -> part
     std::map<int, std::pair<uint64_t, uint64_t>> done;  // part -> (bytes, digest)
+    bool committing = false;                            // the commit object is being written
   };
   struct BackupState {
     std::optional<int> interval_steps;  // cadence, from the nodes' reports
     std::optional<int> interval_minutes;
-    int64_t last_step = 0;        // step of the newest backup begun
+    int workers_per_node = 1;
+    int64_t last_step = 0;        // step of the newest committed backup
     std::time_t last_time = 0;    // when it began (or the job was learned)
     std::time_t retry_after = 0;  // after a failed backup
-    bool starting = false;        // an id is being chosen
+    int64_t starting = 0;         // nonzero: the round whose backup is choosing an id
     std::optional<BackupInFlight> in_flight;
     std::optional<backup::Commit> newest;  // newest committed backup of the job
     std::string last_error;
-    bool restore_override_used = false;
     bool learned = false;  // newest / last_* were read from the catalog
+    // The operator's --restore-backup is pending for this job until a round
+    // restores it.
+    bool rollback_done = false;
   };
   struct Job {
     int nodes = 0;
@@ -102,6 +110,7 @@ class Coordinator {
     std::map<int, int64_t> replicated;            // newest fully replicated step per node
     std::map<int64_t, std::string> plan_backups;  // step -> backup id offered to the planner
     std::string plan_error;                       // the plan cannot be made (e.g. bad backup id)
+    std::optional<int64_t> rollback_step;  // the plan restores the operator's backup of this step
     BackupState backup;
   };
 
@@ -111,10 +120,15 @@ class Coordinator {
   StatusOr<json> Replicated(const json& req);
   StatusOr<json> Members(const json& req);
   StatusOr<json> BackupDone(const json& req);
+  json PlanJson(const Job& job) const;
+  void Replan(const std::string& name, Job& job);           // REQUIRES: mu_ held
+  StatusOr<Job*> FindJob(const json& req, int64_t* round);  // REQUIRES: mu_ held
 
   // Backups (coordinator_backup.cc).
-  void RefreshCatalog();                                                    // takes catalog_mu_
+  void RefreshCatalog();  // I/O without locks; takes catalog_mu_ briefly
   void AddBackupCopies(const std::string& name, Job& job, Inventory* inv);  // REQUIRES: mu_
+  void CheckRollbackPlan(Job& job);                                         // REQUIRES: mu_
+  void RollbackRestored(const std::string& name, Job& job);                 // REQUIRES: mu_
   void NoteCadence(const json& req, Job& job);                              // REQUIRES: mu_
   void LearnNewestBackup(const std::string& name, BackupState& b);          // REQUIRES: mu_
   // Begins a backup when `job` is due; may drop and retake `l`.
@@ -122,9 +136,6 @@ class Coordinator {
                         std::unique_lock<std::mutex>& l);
   json BackupReply(const Job& job, int node) const;  // REQUIRES: mu_
   Status WriteCommit(const backup::Commit& commit);  // no lock held
-  json PlanJson(const Job& job) const;
-  void Replan(const std::string& name, Job& job);           // REQUIRES: mu_ held
-  StatusOr<Job*> FindJob(const json& req, int64_t* round);  // REQUIRES: mu_ held
 
   const std::chrono::milliseconds wait_;
   std::mutex mu_;
@@ -133,10 +144,18 @@ class Coordinator {
 
   storage::ObjectStore* backup_store_ = nullptr;
   std::optional<std::string> restore_backup_;
+  std::function<void(const std::string&)> on_rollback_;
   std::mutex catalog_mu_;  // taken alone or after mu_; never take mu_ while holding it
-  // Committed backups by id, and every id seen (complete or not).
-  std::map<std::string, backup::Commit> commits_;       // GUARDED_BY(catalog_mu_)
-  std::set<std::string> ids_;                           // GUARDED_BY(catalog_mu_)
+  // What the store holds: committed backups, every id (complete or not, and
+  // ids this coordinator reserved), and rollbacks (an operator's
+  // --restore-backup: job -> (time, restored step)).
+  std::map<backup::BackupId, backup::Commit> commits_;  // GUARDED_BY(catalog_mu_)
+  std::set<backup::BackupId> ids_;                      // GUARDED_BY(catalog_mu_)
+  std::set<backup::BackupId> reserved_;                 // GUARDED_BY(catalog_mu_)
+  std::multimap<std::string, std::pair<std::time_t, int64_t>>
+      rollbacks_;                                       // GUARDED_BY(catalog_mu_)
+  bool catalog_loaded_ = false;                         // GUARDED_BY(catalog_mu_)
+  bool refreshing_ = false;                             // GUARDED_BY(catalog_mu_)
   std::chrono::steady_clock::time_point catalog_at_{};  // GUARDED_BY(catalog_mu_)
 };
 

@@ -15,56 +15,123 @@ namespace strata::agent {
 namespace {
 
 // The catalog is re-read at most this often (it is read at every round and
-// by every report; a LIST and one GET per new commit object).
+// by every report): one LIST, plus one GET per commit object not seen yet.
 constexpr auto kCatalogMaxAge = std::chrono::seconds(10);
 // After a failed backup, the next attempt waits this long.
 constexpr std::time_t kRetryAfterFailure = 30;
+// A backup still uploading after this long is abandoned (it stays
+// incomplete) so that backups resume.
+constexpr std::time_t kInFlightLimit = 6 * 3600;
+// Rollback records: <prefix>/<job>/<UTC seconds>, JSON {id, step, time}.
+constexpr std::string_view kRollbackPrefix = "strata.rollbacks/";
 
 std::time_t Now() { return std::time(nullptr); }
+
+// What one listing of the store says.
+struct Listing {
+  std::set<backup::BackupId> ids;
+  std::set<backup::BackupId> committed;  // ids with a commit object
+  std::vector<std::string> rollback_keys;
+};
+
+StatusOr<Listing> ListStore(storage::ObjectStore& store) {
+  STRATA_ASSIGN_OR_RETURN(auto objects, store.List(""));
+  Listing out;
+  for (const auto& o : objects) {
+    if (o.key.starts_with(kRollbackPrefix)) {
+      out.rollback_keys.push_back(o.key);
+      continue;
+    }
+    const size_t slash = o.key.find('/');
+    auto id = backup::ParseBackupId(o.key.substr(0, slash));
+    if (!id.ok()) continue;
+    out.ids.insert(*id);
+    if (slash != std::string::npos && o.key.substr(slash + 1) == backup::kCommitObjectName)
+      out.committed.insert(*id);
+  }
+  return out;
+}
 
 }  // namespace
 
 void Coordinator::EnableBackups(storage::ObjectStore* store,
-                                std::optional<std::string> restore_backup) {
+                                std::optional<std::string> restore_backup,
+                                std::function<void(const std::string&)> on_rollback) {
   backup_store_ = store;
   restore_backup_ = std::move(restore_backup);
+  on_rollback_ = std::move(on_rollback);
 }
 
+// Lists the store without holding a lock, reads only commit objects not
+// seen before (they never change), then swaps the result in. Backups pruned
+// since the last listing disappear from the catalog.
 void Coordinator::RefreshCatalog() {
+  std::set<backup::BackupId> known;
+  {
+    std::lock_guard<std::mutex> l(catalog_mu_);
+    const auto now = std::chrono::steady_clock::now();
+    if (refreshing_ || (catalog_loaded_ && now - catalog_at_ < kCatalogMaxAge)) return;
+    refreshing_ = true;
+    catalog_at_ = now;
+    for (const auto& [id, commit] : commits_) known.insert(id);
+  }
+  auto listed = ListStore(*backup_store_);
+  std::map<backup::BackupId, backup::Commit> fresh;
+  std::multimap<std::string, std::pair<std::time_t, int64_t>> rollbacks;
+  if (listed.ok()) {
+    for (const auto& id : listed->committed) {
+      if (known.count(id)) continue;
+      auto commit = backup::ReadCommit(*backup_store_, id.ToString());
+      if (commit.ok()) {
+        fresh[id] = *commit;
+      } else {
+        Log()->warn("backup {} is not usable: {}", id.ToString(), commit.status().message());
+      }
+    }
+    for (const auto& key : listed->rollback_keys) {
+      auto text = backup_store_->Get(key);
+      json j = text.ok() ? json::parse(*text, nullptr, false) : json();
+      if (!j.is_object() || !j.value("step", json()).is_number_integer()) continue;
+      rollbacks.insert(
+          {j.value("job", ""), {j.value("time", int64_t{0}), j["step"].get<int64_t>()}});
+    }
+  }
   std::lock_guard<std::mutex> l(catalog_mu_);
-  const auto now = std::chrono::steady_clock::now();
-  if (catalog_at_ != std::chrono::steady_clock::time_point{} && now - catalog_at_ < kCatalogMaxAge)
-    return;
-  catalog_at_ = now;
-  auto listed = backup::ListBackups(*backup_store_);
+  refreshing_ = false;
   if (!listed.ok()) {
     Log()->warn("reading the backup catalog: {}", listed.status().message());
     return;
   }
-  for (const auto& b : *listed) {
-    ids_.insert(b.id_text);
-    if (b.complete && b.commit) commits_[b.id_text] = *b.commit;
-  }
+  std::erase_if(commits_, [&](const auto& c) { return !listed->committed.count(c.first); });
+  commits_.merge(fresh);
+  ids_ = listed->ids;
+  rollbacks_ = std::move(rollbacks);
+  catalog_loaded_ = true;
 }
 
 // Offers the planner, for every step of a committed backup of this job (the
-// newest backup per step), that backup's parts as copies. With an operator's
-// --restore-backup at the job's first plan, only that backup's step counts.
+// newest backup per step), that backup's parts as copies. Backups that a
+// rollback superseded (begun before it, of a later step) are not offered.
+// With the operator's --restore-backup pending, only that backup's step
+// counts, and CheckRollbackPlan insists on it.
 void Coordinator::AddBackupCopies(const std::string& name, Job& job, Inventory* inv) {
+  job.rollback_step.reset();
   if (backup_store_ == nullptr) return;
   std::lock_guard<std::mutex> l(catalog_mu_);
-  std::optional<std::string> only;
-  if (restore_backup_ && !job.backup.restore_override_used) {
-    only = restore_backup_;
-    job.backup.restore_override_used = true;
-    auto c = commits_.find(*only);
+  std::optional<backup::BackupId> only;
+  if (restore_backup_ && !job.backup.rollback_done) {
+    auto id = backup::ParseBackupId(*restore_backup_);
+    auto c = id.ok() ? commits_.find(*id) : commits_.end();
     if (c == commits_.end() || c->second.nodes != job.nodes) {
-      job.plan_error = "backup " + *only + " in " + backup_store_->url() +
-                       (c == commits_.end() ? " is not a complete backup"
-                                            : " was made by a job of " +
-                                                  std::to_string(c->second.nodes) + " nodes");
+      job.plan_error =
+          "--restore-backup " + *restore_backup_ + ": " +
+          (c == commits_.end() ? "not a complete backup in " + backup_store_->url()
+                               : "made by a job of " + std::to_string(c->second.nodes) +
+                                     " nodes, not " + std::to_string(job.nodes));
       return;
     }
+    only = *id;
+    job.rollback_step = c->second.step;
     Inventory at_step;  // the cluster's copies of that step only
     for (const auto& [rank, by_step] : inv->copies) {
       auto s = by_step.find(c->second.step);
@@ -72,33 +139,99 @@ void Coordinator::AddBackupCopies(const std::string& name, Job& job, Inventory* 
     }
     *inv = std::move(at_step);
   }
+  auto superseded = [&](const backup::Commit& c) {
+    auto [from, to] = rollbacks_.equal_range(name);
+    for (auto r = from; r != to; ++r) {
+      if (c.created < r->second.first && c.step > r->second.second) return true;
+    }
+    return false;
+  };
   for (const auto& [id, commit] : commits_) {  // oldest first: newer ids win
-    if (only ? id != *only : (commit.job != name || commit.nodes != job.nodes)) continue;
+    if (only ? id != *only
+             : (commit.job != name || commit.nodes != job.nodes || superseded(commit)))
+      continue;
     if (job.plan_backups.count(commit.step)) {
       for (auto& [rank, by_step] : inv->copies) {
-        auto& copies = by_step[commit.step];
-        std::erase_if(copies, [](const Copy& c) { return c.holder == kBackupHolder; });
+        auto s = by_step.find(commit.step);
+        if (s == by_step.end()) continue;
+        std::erase_if(s->second, [](const Copy& c) { return c.holder == kBackupHolder; });
       }
     }
-    job.plan_backups[commit.step] = id;
+    job.plan_backups[commit.step] = id.ToString();
     for (const auto& [part, digest] : commit.part_digests) {
       inv->Add(part, commit.step, kBackupHolder, digest);
     }
   }
 }
 
-// Once per job: the newest committed backup in the store sets where the
-// cadence counts from (so a restarted job or coordinator does not back up
-// again at once). REQUIRES: mu_ held.
+// A rollback's plan must restore exactly the backup's step; anything else
+// (a part that failed verification, copies that disagree) is an error the
+// operator sees, never a silent fallback. REQUIRES: mu_ held.
+void Coordinator::CheckRollbackPlan(Job& job) {
+  if (!job.rollback_step || !job.plan_error.empty()) return;
+  if (job.plan->step != job.rollback_step) {
+    job.plan_error = "--restore-backup " + restore_backup_.value_or("") + ": step " +
+                     std::to_string(*job.rollback_step) + " cannot be restored for every node (" +
+                     job.plan->reason + ")";
+  }
+}
+
+// Every node restored the operator's backup: record the rollback in the
+// store (so later backups of higher steps from before it are never offered
+// again, also by a restarted coordinator) and tell the agent, once.
+// REQUIRES: mu_ held.
+void Coordinator::RollbackRestored(const std::string& name, Job& job) {
+  if (!job.rollback_step || job.backup.rollback_done) return;
+  job.backup.rollback_done = true;
+  const std::time_t now = Now();
+  json record = {{"job", name},
+                 {"id", restore_backup_.value_or("")},
+                 {"step", *job.rollback_step},
+                 {"time", static_cast<int64_t>(now)}};
+  const std::string key = std::string(kRollbackPrefix) + name + "/" + std::to_string(now);
+  Status s = backup_store_->Put(key, record.dump());
+  if (!s.ok()) Log()->error("job {}: recording the rollback: {}", name, s.message());
+  {
+    std::lock_guard<std::mutex> c(catalog_mu_);
+    rollbacks_.insert({name, {now, *job.rollback_step}});
+  }
+  // The cadence counts from the restored backup again.
+  job.backup.last_step = *job.rollback_step;
+  job.backup.last_time = now;
+  if (job.backup.newest && job.backup.newest->step > *job.rollback_step) job.backup.newest.reset();
+  Log()->info("job {}: rolled back to backup {} (step {})", name, restore_backup_.value_or(""),
+              *job.rollback_step);
+  if (on_rollback_) on_rollback_(restore_backup_.value_or(""));
+}
+
+// Takes the cadence and worker count a node reports; reports without a
+// cadence (e.g. from an agent without --backup) leave it as it is.
+void Coordinator::NoteCadence(const json& req, Job& job) {
+  auto positive = [&](const char* key) -> std::optional<int> {
+    auto it = req.find(key);
+    if (it == req.end() || !it->is_number_integer() || it->get<int64_t>() < 1) return std::nullopt;
+    return static_cast<int>(std::min<int64_t>(it->get<int64_t>(), INT32_MAX));
+  };
+  auto steps = positive("backup_interval_steps");
+  auto minutes = positive("backup_interval_minutes");
+  if (steps || minutes) {
+    job.backup.interval_steps = steps;
+    job.backup.interval_minutes = minutes;
+  }
+  if (auto w = positive("workers_per_node")) job.backup.workers_per_node = *w;
+  if (job.backup.last_time == 0) job.backup.last_time = Now();
+}
+
+// Once per job, after the catalog was read: the newest committed backup in
+// the store sets where the cadence counts from (so a restarted job or
+// coordinator does not back up again at once). REQUIRES: mu_ held.
 void Coordinator::LearnNewestBackup(const std::string& name, BackupState& b) {
   if (b.learned) return;
-  b.learned = true;
   std::lock_guard<std::mutex> c(catalog_mu_);
+  if (!catalog_loaded_) return;
+  b.learned = true;
   for (const auto& [id, commit] : commits_) {
-    if (commit.job != name) continue;
-    if (!b.newest ||
-        std::tie(commit.created, commit.id) > std::tie(b.newest->created, b.newest->id))
-      b.newest = commit;
+    if (commit.job == name) b.newest = commit;  // ids ascend in time
   }
   if (b.newest && b.newest->step >= b.last_step) {
     b.last_step = b.newest->step;
@@ -106,22 +239,17 @@ void Coordinator::LearnNewestBackup(const std::string& name, BackupState& b) {
   }
 }
 
-void Coordinator::NoteCadence(const json& req, Job& job) {
-  auto positive = [&](const char* key) -> std::optional<int> {
-    auto it = req.find(key);
-    if (it == req.end() || !it->is_number_integer() || it->get<int64_t>() < 1) return std::nullopt;
-    return static_cast<int>(std::min<int64_t>(it->get<int64_t>(), INT32_MAX));
-  };
-  job.backup.interval_steps = positive("backup_interval_steps");
-  job.backup.interval_minutes = positive("backup_interval_minutes");
-  if (job.backup.last_time == 0) job.backup.last_time = Now();
-}
-
 void Coordinator::MaybeBeginBackup(const std::string& name, Job& job, int64_t watermark,
                                    std::unique_lock<std::mutex>& l) {
   BackupState& b = job.backup;
   LearnNewestBackup(name, b);
-  if (b.in_flight || b.starting || watermark < 1 || Now() < b.retry_after) return;
+  if (b.in_flight && !b.in_flight->committing && Now() - b.in_flight->began > kInFlightLimit) {
+    b.last_error = "backup " + b.in_flight->id + " took longer than " +
+                   std::to_string(kInFlightLimit / 3600) + " h; abandoned (it stays incomplete)";
+    Log()->error("job {}: {}", name, b.last_error);
+    b.in_flight.reset();
+  }
+  if (!b.learned || b.in_flight || b.starting || watermark < 1 || Now() < b.retry_after) return;
   bool due = false;
   // Every K steps: when the watermark enters a later multiple of K than the
   // last backup's step (steps K, 2K, ... are backed up when every node
@@ -131,38 +259,44 @@ void Coordinator::MaybeBeginBackup(const std::string& name, Job& job, int64_t wa
     due = watermark > b.last_step && Now() - b.last_time >= std::time_t{60} * *b.interval_minutes;
   }
   if (!due) return;
+  // A coordinator that just restarted may pick an id its predecessor is
+  // still uploading under (objects land only when complete). That is safe:
+  // each node uploads one part at a time, so its new part overwrites its old
+  // one before it reports, and a report for another step is refused.
+  const std::time_t began = Now();
 
   // Choose an id no backup in the store has: list that minute's ids (I/O,
-  // without mu_), then take the lowest free sequence.
-  b.starting = true;
-  const std::time_t began = Now();
+  // without mu_), then take the lowest free sequence and reserve it.
+  const int64_t round = job.round;
+  b.starting = round + 1;
   const std::string minute = backup::BackupId{began - began % 60, 1}.ToString();
   l.unlock();
-  std::vector<backup::BackupId> taken;
   auto listed = backup_store_->List(minute);
-  {
-    std::lock_guard<std::mutex> c(catalog_mu_);
-    for (const auto& id : ids_) {
-      if (auto p = backup::ParseBackupId(id); p.ok()) taken.push_back(*p);
-    }
-  }
+  std::optional<backup::BackupId> id;
   if (listed.ok()) {
+    std::lock_guard<std::mutex> c(catalog_mu_);
+    std::vector<backup::BackupId> taken(ids_.begin(), ids_.end());
+    taken.insert(taken.end(), reserved_.begin(), reserved_.end());
     for (const auto& o : *listed) {
-      auto p = backup::ParseBackupId(o.key.substr(0, o.key.find('/')));
-      if (p.ok()) taken.push_back(*p);
+      if (auto p = backup::ParseBackupId(o.key.substr(0, o.key.find('/'))); p.ok())
+        taken.push_back(*p);
     }
+    id = backup::NewBackupId(began, taken);
+    if (std::find(taken.begin(), taken.end(), *id) != taken.end()) id.reset();  // all taken
+    if (id) reserved_.insert(*id);
   }
   l.lock();
-  if (!b.starting) return;  // a new round began meanwhile
-  b.starting = false;
-  if (!listed.ok()) {
-    b.last_error = listed.status().message();
+  if (b.starting != round + 1 || job.round != round) return;  // a new round began meanwhile
+  b.starting = 0;
+  if (!id) {
+    b.last_error = listed.ok() ? "no free backup id in minute " + minute
+                               : std::string(listed.status().message());
     b.retry_after = Now() + kRetryAfterFailure;
     Log()->error("job {}: cannot begin a backup: {}", name, b.last_error);
     return;
   }
   BackupInFlight f;
-  f.id = backup::NewBackupId(began, taken).ToString();
+  f.id = id->ToString();
   f.step = watermark;
   f.began = began;
   // Part p is node p's checkpoint. With data parallelism D only the first
@@ -170,13 +304,7 @@ void Coordinator::MaybeBeginBackup(const std::string& name, Job& job, int64_t wa
   const int width = (job.dp > 1 && job.nodes % job.dp == 0) ? job.nodes / job.dp : job.nodes;
   for (int p = 0; p < width; ++p) f.uploaders[p] = p;
   for (int r = 0; r < job.nodes; ++r) f.sources[r] = r % width;
-  {
-    std::lock_guard<std::mutex> c(catalog_mu_);
-    ids_.insert(f.id);
-  }
   Log()->info("job {}: backup {} of step {} begins ({} part(s))", name, f.id, f.step, width);
-  b.last_step = f.step;
-  b.last_time = began;
   b.in_flight = std::move(f);
 }
 
@@ -190,7 +318,7 @@ json Coordinator::BackupReply(const Job& job, int node) const {
                               {"committed", static_cast<int64_t>(b.newest->committed)}};
   }
   if (!b.last_error.empty()) reply["backup_error"] = b.last_error;
-  if (b.in_flight) {
+  if (b.in_flight && !b.in_flight->committing) {
     for (const auto& [part, uploader] : b.in_flight->uploaders) {
       if (uploader == node && !b.in_flight->done.count(part)) {
         reply["backup_task"] = {
@@ -201,8 +329,9 @@ json Coordinator::BackupReply(const Job& job, int node) const {
   return reply;
 }
 
-// A node uploaded (ok) or failed to upload its part. The last part makes
-// this call write the commit object; the reply says whether it did.
+// A node uploaded (ok) or failed to upload its part. Only the node the part
+// was assigned to, for the backup's step, counts. The last part makes this
+// call write the commit object; the reply says whether it did.
 StatusOr<json> Coordinator::BackupDone(const json& req) {
   STRATA_ASSIGN_OR_RETURN(std::string name, JobField(req));
   std::unique_lock<std::mutex> l(mu_);
@@ -212,9 +341,20 @@ StatusOr<json> Coordinator::BackupDone(const json& req) {
   if (!b.in_flight || b.in_flight->id != id) {
     return json{{"abandoned", true}};  // a new round began, or it failed elsewhere
   }
+  BackupInFlight& f = *b.in_flight;
   STRATA_ASSIGN_OR_RETURN(int part, IntField(req, "part", 0, job->nodes - 1));
+  STRATA_ASSIGN_OR_RETURN(int node, IntField(req, "node", 0, job->nodes - 1));
+  auto uploader = f.uploaders.find(part);
+  if (uploader == f.uploaders.end() || uploader->second != node ||
+      req.value("step", int64_t{-1}) != f.step) {
+    return InvalidArgumentError("backup " + id + ": node " + std::to_string(node) +
+                                " reported part " + std::to_string(part) + " of step " +
+                                std::to_string(req.value("step", int64_t{-1})) +
+                                ", which is not its task");
+  }
+  if (f.committing) return json{{"committed", false}, {"committing", true}};
   if (!req.value("ok", false)) {
-    b.last_error = "backup " + id + ": node " + std::to_string(req.value("node", -1)) + ": " +
+    b.last_error = "backup " + id + ": node " + std::to_string(node) + ": " +
                    req.value("error", std::string("upload failed"));
     Log()->error("job {}: {}; it stays incomplete", name, b.last_error);
     b.in_flight.reset();
@@ -223,18 +363,20 @@ StatusOr<json> Coordinator::BackupDone(const json& req) {
   }
   auto digest = ParseHex64(req.value("digest", std::string()));
   if (!digest) return InvalidArgumentError("backup_done for " + id + " without a digest");
-  b.in_flight->done[part] = {req.value("bytes", uint64_t{0}), *digest};
-  if (b.in_flight->done.size() < b.in_flight->uploaders.size()) return json{{"committed", false}};
+  f.done[part] = {req.value("bytes", uint64_t{0}), *digest};
+  if (f.done.size() < f.uploaders.size()) return json{{"committed", false}};
 
+  f.committing = true;
   backup::Commit commit;
   commit.id = id;
   commit.job = name;
-  commit.step = b.in_flight->step;
+  commit.step = f.step;
   commit.nodes = job->nodes;
+  commit.workers_per_node = b.workers_per_node;
   commit.data_parallelism = job->dp;
-  commit.created = b.in_flight->began;
-  commit.sources = b.in_flight->sources;
-  for (const auto& [p, done] : b.in_flight->done) {
+  commit.created = f.began;
+  commit.sources = f.sources;
+  for (const auto& [p, done] : f.done) {
     commit.part_bytes[p] = done.first;
     commit.part_digests[p] = done.second;
   }
@@ -243,8 +385,8 @@ StatusOr<json> Coordinator::BackupDone(const json& req) {
   CrashPoint("coordinator_before_commit");
   Status s = WriteCommit(commit);
   l.lock();
-  if (!b.in_flight || b.in_flight->id != id) return json{{"committed", s.ok()}};
-  b.in_flight.reset();
+  const bool current = b.in_flight && b.in_flight->id == id;
+  if (current) b.in_flight.reset();
   if (!s.ok()) {
     b.last_error = s.message();
     b.retry_after = Now() + kRetryAfterFailure;
@@ -252,7 +394,9 @@ StatusOr<json> Coordinator::BackupDone(const json& req) {
     return json{{"committed", false}};
   }
   b.last_error.clear();
-  b.newest = commit;
+  if (!b.newest || commit.step >= b.newest->step) b.newest = commit;
+  b.last_step = std::max(b.last_step, commit.step);
+  b.last_time = commit.created;
   Log()->info("job {}: backup {} of step {} committed ({} bytes)", name, id, commit.step,
               commit.TotalBytes());
   return json{{"committed", true}};
@@ -261,9 +405,11 @@ StatusOr<json> Coordinator::BackupDone(const json& req) {
 Status Coordinator::WriteCommit(const backup::Commit& commit) {
   STRATA_RETURN_IF_ERROR(
       backup_store_->Put(backup::CommitKey(commit.id), backup::EncodeCommit(commit)));
+  STRATA_ASSIGN_OR_RETURN(backup::BackupId id, backup::ParseBackupId(commit.id));
   std::lock_guard<std::mutex> l(catalog_mu_);
-  commits_[commit.id] = commit;
-  ids_.insert(commit.id);
+  commits_[id] = commit;
+  ids_.insert(id);
+  reserved_.erase(id);
   return Status::Ok();
 }
 

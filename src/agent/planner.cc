@@ -44,21 +44,33 @@ std::vector<int> SubstituteRanks(int rank, int nodes, int dp) {
   return ranks;
 }
 
+// How fast a node gets a copy from `holder`: its own store, a peer, the
+// backup tier.
+int Tier(const Copy& c, int rank) {
+  if (c.holder == rank) return 0;
+  return c.holder == kBackupHolder ? 2 : 1;
+}
+
+// The fastest source for node `rank`: among its own rank's copies and (with
+// data parallelism) the interchangeable ranks', the one whose best copy is
+// in the fastest tier; its own rank on a tie.
 std::optional<Source> FindSource(const Inventory& inv, int rank, int nodes, int dp, int64_t step,
                                  const std::set<std::tuple<int, int, int64_t>>& excluded) {
+  std::optional<Source> best;
+  int best_tier = 3;
   for (int src : SubstituteRanks(rank, nodes, dp)) {
     std::vector<Copy> copies = UsableCopies(inv, src, step, excluded);
     if (copies.empty()) continue;
-    // Prefer the node's own store, then peers in rank order, then the backup.
-    std::stable_partition(copies.begin(), copies.end(),
-                          [](const Copy& c) { return c.holder != kBackupHolder; });
-    std::stable_partition(copies.begin(), copies.end(),
-                          [&](const Copy& c) { return c.holder == rank; });
-    Source s{src, {}, copies.front().digest};
-    for (const Copy& c : copies) s.holders.push_back(c.holder);
-    return s;
+    // Own store first, then peers in rank order, then the backup.
+    std::stable_sort(copies.begin(), copies.end(),
+                     [&](const Copy& a, const Copy& b) { return Tier(a, rank) < Tier(b, rank); });
+    const int tier = Tier(copies.front(), rank);
+    if (tier >= best_tier) continue;
+    best_tier = tier;
+    best = Source{src, {}, copies.front().digest};
+    for (const Copy& c : copies) best->holders.push_back(c.holder);
   }
-  return std::nullopt;
+  return best;
 }
 
 }  // namespace

@@ -80,7 +80,8 @@ Status ValidateRetentionPolicy(const RetentionPolicy& policy) {
                                   " is negative");
     any |= count != 0;
   }
-  if (!any) return InvalidArgumentError("no retention class given");
+  if (!any && !policy.delete_incomplete_after)
+    return InvalidArgumentError("no retention class given");
   if (policy.delete_incomplete_after && *policy.delete_incomplete_after <= 0)
     return InvalidArgumentError("the incomplete-backup age limit must be positive");
   return Status::Ok();
@@ -96,8 +97,14 @@ std::vector<PruneDecision> DecidePrune(const std::vector<BackupSummary>& backups
   for (auto* b : all)
     if (b->complete) complete.push_back(b);
   std::vector<std::string> reasons(complete.size());
+  bool any_class = false;
+  for (const auto& c : kClasses) any_class |= policy.*c.count != 0;
   for (const auto& c : kClasses) ApplyClass(c, policy, complete, &reasons);
-  if (!complete.empty()) AddReason(&reasons.back(), "newest");
+  // Only --delete-incomplete-older-than: complete backups are not touched.
+  if (!any_class) {
+    for (auto& r : reasons) r = "complete; no retention class given";
+  }
+  if (!complete.empty() && any_class) AddReason(&reasons.back(), "newest");
 
   std::vector<PruneDecision> out;
   size_t next_complete = 0;

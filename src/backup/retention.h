@@ -49,10 +49,12 @@ struct RetentionPolicy {
   std::optional<int64_t> delete_incomplete_after;
 };
 
-// INVALID_ARGUMENT unless at least one class is used ("no retention class
-// given") and every count is >= 0 or kAlways. A policy without any class
-// would delete every complete backup but the newest; that is far more likely
-// a forgotten flag than a wish, so prune refuses it.
+// INVALID_ARGUMENT unless at least one class is used or
+// delete_incomplete_after is set ("no retention class given"), and every
+// count is >= 0 or kAlways. A policy without any class would delete every
+// complete backup but the newest; that is far more likely a forgotten flag
+// than a wish, so prune refuses it. With delete_incomplete_after alone,
+// every complete backup is kept and only old incomplete ones go.
 Status ValidateRetentionPolicy(const RetentionPolicy& policy);
 
 struct PruneDecision {
