@@ -90,6 +90,26 @@ TEST(NamingTest, TempDirNamesAreTempAndUnique) {
   EXPECT_FALSE(IsTempName(kLockFileName));
 }
 
+TEST(NamingTest, QuarantineNamesRoundTripAndAreNeitherStepsNorTemp) {
+  EXPECT_EQ(QuarantineDirName(40), "40.quarantined");
+  EXPECT_EQ(QuarantineDirName(40, 2), "40.quarantined-2");
+  for (int64_t step : {int64_t{0}, int64_t{40}, kInt64Max}) {
+    for (int n : {0, 1, 17}) {
+      std::string name = QuarantineDirName(step, n);
+      EXPECT_EQ(ParseQuarantineDirName(name), step) << name;
+      EXPECT_FALSE(ParseStepDirName(name).has_value()) << name;
+      EXPECT_FALSE(IsTempName(name)) << name;
+    }
+  }
+  for (std::string_view bad : {"40", "quarantined", ".quarantined", "040.quarantined",
+                               "40.quarantined-", "40.quarantined-0", "40.quarantined-x",
+                               "40.quarantinedx", "-1.quarantined", "40.quarantined-01"}) {
+    EXPECT_FALSE(ParseQuarantineDirName(bad).has_value()) << bad;
+  }
+  EXPECT_FALSE(IsTempName(kRunLockFileName));
+  EXPECT_NE(kRunLockFileName, kLockFileName);
+}
+
 TEST(NamingTest, ValidateItemNameAccepts) {
   for (std::string_view name :
        {"model.dense.kernel", "layer_0", "θ", "a", ".hidden", "a.b.c", "x-y"}) {

@@ -51,6 +51,21 @@ std::string TempDirName(int64_t step) {
 
 bool IsTempName(std::string_view name) { return name.starts_with(kTempPrefix); }
 
+std::string QuarantineDirName(int64_t step, int n) {
+  std::string name = StepDirName(step) + std::string(kQuarantineSuffix);
+  return n == 0 ? name : name + "-" + std::to_string(n);
+}
+
+std::optional<int64_t> ParseQuarantineDirName(std::string_view name) {
+  size_t pos = name.find(kQuarantineSuffix);
+  if (pos == std::string_view::npos) return std::nullopt;
+  std::string_view rest = name.substr(pos + kQuarantineSuffix.size());
+  if (!rest.empty()) {
+    if (rest[0] != '-' || !ParseStepDirName(rest.substr(1)) || rest == "-0") return std::nullopt;
+  }
+  return ParseStepDirName(name.substr(0, pos));
+}
+
 namespace {
 
 // True iff `s` is well-formed UTF-8 (RFC 3629): no over-long forms, no

@@ -8,6 +8,11 @@
 //   <dir>/<step>/data-NNNNN.bin        its data files
 //   <dir>/.strata-tmp-<step>-<pid>-<n> a step being written (never a checkpoint)
 //   <dir>/.strata-lock                 held (flock) by the open Checkpointer
+//   <dir>/.strata-run.lock             held (flock) by `strata run` (never by
+//                                      the Checkpointer it supervises)
+//   <dir>/<step>.quarantined[-<n>]     a step `strata run` set aside after a
+//                                      crash loop; not a step, not temporary:
+//                                      ListSteps and cleanup leave it alone
 #ifndef STRATA_FORMAT_NAMING_H_
 #define STRATA_FORMAT_NAMING_H_
 
@@ -23,6 +28,8 @@ namespace strata {
 inline constexpr std::string_view kManifestFileName = "strata.manifest";
 inline constexpr std::string_view kLockFileName = ".strata-lock";
 inline constexpr std::string_view kTempPrefix = ".strata-tmp-";
+inline constexpr std::string_view kRunLockFileName = ".strata-run.lock";
+inline constexpr std::string_view kQuarantineSuffix = ".quarantined";
 
 // Largest accepted item name, in bytes.
 inline constexpr size_t kMaxItemNameBytes = 1024;
@@ -38,6 +45,13 @@ std::optional<uint32_t> ParseDataFileName(std::string_view name);
 // A unique temporary directory name for writing `step` in this process.
 std::string TempDirName(int64_t step);
 bool IsTempName(std::string_view name);
+
+// The name a quarantined `step` is renamed to: "<step>.quarantined" for
+// n == 0, "<step>.quarantined-<n>" otherwise (the same step can be set aside
+// more than once). Never parses as a step or a temporary name.
+std::string QuarantineDirName(int64_t step, int n = 0);
+// The step of a quarantine name, or nullopt.
+std::optional<int64_t> ParseQuarantineDirName(std::string_view name);
 
 // OK iff `name` is a valid item name: non-empty, at most kMaxItemNameBytes,
 // well-formed UTF-8, no '/', no NUL, no ".." anywhere, not ".".
