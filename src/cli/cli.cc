@@ -28,6 +28,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   RegisterCatalogCommands(app, ctx);
   RegisterAgentCommands(app, ctx);
   RegisterBackupCommands(app, ctx);
+  RegisterRunCommand(app, ctx);
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 parses a reversed vector
   try {

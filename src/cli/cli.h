@@ -35,6 +35,7 @@ struct Context {
 void RegisterCatalogCommands(CLI::App& app, Context& ctx);
 void RegisterAgentCommands(CLI::App& app, Context& ctx);
 void RegisterBackupCommands(CLI::App& app, Context& ctx);
+void RegisterRunCommand(CLI::App& app, Context& ctx);
 
 // "64.0 MiB"
 std::string HumanBytes(uint64_t bytes);

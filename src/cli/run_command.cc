@@ -1,0 +1,99 @@
+// Copyright 2026 The Strata Authors.
+//
+// strata run: the retry supervisor (src/supervisor/supervisor.h).
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/cli.h"
+#include "supervisor/supervisor.h"
+
+namespace strata::cli {
+namespace {
+
+using supervisor::ParseDuration;
+using supervisor::SupervisorOptions;
+
+struct RunArgs {
+  SupervisorOptions options;
+  int max_restarts = -1;
+  std::string backoff = "1s,5m";
+  std::string grace = "300s";
+  std::string reset_after = "10m";
+};
+
+// Fills the durations of `a.options`; false (with a message) on bad input.
+bool ParseDurations(Context& ctx, RunArgs& a) {
+  auto comma = a.backoff.find(',');
+  auto min = ParseDuration(a.backoff.substr(0, comma));
+  auto max = ParseDuration(comma == std::string::npos ? a.backoff : a.backoff.substr(comma + 1));
+  auto grace = ParseDuration(a.grace);
+  auto reset = ParseDuration(a.reset_after);
+  for (const Status& s : {min.status(), max.status(), grace.status(), reset.status()}) {
+    if (!s.ok()) {
+      ctx.err << "strata run: " << s.message() << "\n";
+      return false;
+    }
+  }
+  if (*max < *min) {
+    ctx.err << "strata run: --backoff " << a.backoff << ": MAX is below MIN\n";
+    return false;
+  }
+  a.options.backoff_min = *min;
+  a.options.backoff_max = *max;
+  a.options.grace = *grace;
+  a.options.reset_after = *reset;
+  if (a.max_restarts >= 0) a.options.max_restarts = a.max_restarts;
+  return true;
+}
+
+}  // namespace
+
+void RegisterRunCommand(CLI::App& app, Context& ctx) {
+  auto a = std::make_shared<RunArgs>();
+  CLI::App* run = app.add_subcommand(
+      "run", fmt::format("Run a training command and restart it until it exits 0 (usage: strata "
+                         "run [OPTIONS] -- CMD [ARGS...]). Exit codes: 0 the command finished; "
+                         "the command's own code after a forwarded SIGTERM/SIGINT or when it "
+                         "exits {} (do not restart); {} gave up; {} cannot start the command; "
+                         "2 bad usage",
+                         supervisor::kExitDoNotRestart, supervisor::kExitGaveUp,
+                         supervisor::kExitCannotStart));
+  run->add_option("--max-restarts", a->max_restarts,
+                  "Give up after this many restarts (default: no limit; 0: never restart)")
+      ->check(CLI::NonNegativeNumber);
+  run->add_option("--backoff", a->backoff,
+                  "MIN,MAX wait between restarts: MIN doubling up to MAX, jittered into its "
+                  "upper half; reset after progress or a long run")
+      ->capture_default_str();
+  run->add_option("--grace", a->grace,
+                  "After forwarding SIGTERM/SIGINT to the command's process group, wait this long "
+                  "before SIGKILL")
+      ->capture_default_str();
+  run->add_option("--reset-backoff-after", a->reset_after,
+                  "A run at least this long resets the backoff to MIN")
+      ->capture_default_str();
+  run->add_option("--checkpoint-dir", a->options.checkpoint_dir,
+                  "The command's Strata checkpoint directory: enables progress and crash-loop "
+                  "detection (newest committed step before and after each run) and a lock "
+                  "against a second supervisor. Without it only --max-restarts applies");
+  run->add_option("--crash-loop-runs", a->options.crash_loop_runs,
+                  "Failed runs in a row without progress that make a crash loop: the newest step "
+                  "is quarantined (needs --checkpoint-dir)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  run->add_option("--max-quarantines", a->options.max_quarantines,
+                  "Give up at a crash loop once this many steps were quarantined")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  run->add_option("CMD", a->options.command, "The command and its arguments, after --")->required();
+  run->callback([&ctx, a] {
+    if (!ParseDurations(ctx, *a)) {
+      ctx.exit_code = 2;
+      return;
+    }
+    ctx.exit_code = supervisor::Supervise(a->options, ctx.err);
+  });
+}
+
+}  // namespace strata::cli
