@@ -124,6 +124,28 @@ TEST(SupervisorTest, CommandIgnoringSigtermIsKilledAfterTheGracePeriod) {
   EXPECT_EQ(Count(c.Stderr(), "start attempt="), 1) << c.Stderr();
 }
 
+TEST(SupervisorTest, ProcessesLeftInTheGroupAreStoppedBeforeTheNextRun) {
+  ScratchDir d("run");
+  auto cmd = Script(d, "sleep 600 &\necho $! > " + d.Sub("pid") + "\nexit 1\n");
+  Child c(RunArgs({"--max-restarts", "0", "--grace", "30s"}, cmd));
+  EXPECT_EQ(c.Wait(), supervisor::kExitGaveUp) << c.Stderr();
+  EXPECT_NE(c.Stderr().find("outlived its leader: SIGTERM"), std::string::npos) << c.Stderr();
+  pid_t straggler = std::stoi(testing::ReadFile(d.Sub("pid")));
+  EXPECT_EQ(::kill(straggler, 0), -1) << "the backgrounded sleep survived";
+  EXPECT_EQ(errno, ESRCH);
+}
+
+TEST(SupervisorTest, SignalDuringTheBackoffWaitStopsAtOnce) {
+  Child c(RunArgs({"--backoff", "10m,10m"}, {"sh", "-c", "exit 1"}));
+  for (int i = 0; i < 2000 && c.Stderr().find("backoff") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  c.Signal(SIGINT);
+  EXPECT_EQ(c.Wait(milliseconds(20000)), 128 + SIGINT) << c.Stderr();
+  EXPECT_NE(c.Stderr().find("stopped by SIGINT during the backoff wait"), std::string::npos);
+  EXPECT_EQ(Count(c.Stderr(), "start attempt="), 1) << c.Stderr();
+}
+
 TEST(SupervisorTest, SecondSupervisorOnTheSameDirectoryIsRefused) {
   ScratchDir d("run");
   auto cmd = Script(d, "echo up > " + d.Sub("up") + "\nwhile :; do sleep 0.05; done\n");
