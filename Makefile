@@ -6,8 +6,10 @@ CMAKE_FLAGS ?=
 
 TSAN_DIR  ?= build-tsan
 # The concurrent parts, under ThreadSanitizer (where it runs clean): the
-# thread pool, the checkpointer's background saves, the transport.
+# thread pool, the checkpointer's background saves, the transport; and the
+# object stores' parallel part uploads, ranged downloads and rate limiter.
 TSAN_FILTER ?= ThreadPool*:Checkpointer*:Hash*:Copy*:Net*:Frame*:Auth*
+TSAN_STORAGE_FILTER ?= FileStore*:S3Pieces*:Backends/BackendTest.*
 
 .PHONY: all deps build test test-asan test-tsan demo bench format clean
 
@@ -35,8 +37,9 @@ test-asan: deps
 test-tsan: deps
 	@cmake -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_TSAN=ON \
 	  -DSTRATA_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
-	@cmake --build $(TSAN_DIR) -j $(JOBS) --target unit_tests
+	@cmake --build $(TSAN_DIR) -j $(JOBS) --target unit_tests storage_tests
 	@$(TSAN_DIR)/tests/unit_tests --gtest_filter='$(TSAN_FILTER)'
+	@$(TSAN_DIR)/tests/storage_tests --gtest_filter='$(TSAN_STORAGE_FILTER)'
 
 demo: build
 	@bash scripts/demo.sh $(BUILD_DIR)

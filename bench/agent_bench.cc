@@ -39,6 +39,7 @@
 #include "agent/agent.h"
 #include "agent/rpc.h"
 #include "agent/store.h"
+#include "bench_util.h"
 #include "format/naming.h"
 #include "net/frame.h"
 #include "strata/checkpointer.h"
@@ -50,43 +51,16 @@ namespace strata {
 namespace {
 
 using agent::json;
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
+using bench::PrintRatio;
+using bench::PrintSamples;
+using bench::Samples;
+using bench::SecondsSince;
 
 constexpr uint64_t kMiB = 1ull << 20;
 constexpr int kRawSocketBuffer = 1 << 20;  // SO_SNDBUF / SO_RCVBUF of the raw baselines
 constexpr size_t kRawIoBytes = 1 << 20;    // bytes per send/recv/pread/pwrite call
 constexpr char kJob[] = "bench";
-
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// Repeated timings of one operation, in seconds.
-struct Samples {
-  std::vector<double> s;
-  void Add(double seconds) { s.push_back(seconds); }
-  double Median() const {
-    std::vector<double> v = s;
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-  }
-};
-
-// Median time, spread and (when bytes > 0) throughput.
-void PrintSamples(const char* label, const Samples& s, uint64_t bytes) {
-  auto [min, max] = std::minmax_element(s.s.begin(), s.s.end());
-  std::printf("  %-40s %9.2f ms  (min %8.2f, max %8.2f)", label, s.Median() * 1e3, *min * 1e3,
-              *max * 1e3);
-  if (bytes > 0) std::printf("  %6.2f GB/s", static_cast<double>(bytes) / s.Median() / 1e9);
-  std::printf("\n");
-}
-
-void PrintRatio(const char* name, double value, const char* target) {
-  bool met = value >= std::strtod(target, nullptr);
-  std::printf("  target: >= %s -> %s\n", target, met ? "met" : "NOT met");
-  std::printf("ratio %s %.3f target %s\n", name, value, target);
-  std::fflush(stdout);
-}
 
 // `bytes` (rounded up to 8) of incompressible splitmix64 output.
 std::vector<uint64_t> Payload(uint64_t bytes) {

@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "format/naming.h"
 #include "strata/catalog.h"
 #include "strata/checkpointer.h"
@@ -49,7 +50,11 @@ extern char** environ;
 namespace strata {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
+using bench::PrintRatio;
+using bench::PrintSamples;
+using bench::Samples;
+using bench::SecondsSince;
 
 constexpr uint64_t kMiB = 1ull << 20;
 constexpr uint64_t kTmpfsMagic = 0x01021994;
@@ -59,47 +64,6 @@ struct Config {
   int reps = 0;
   std::string scratch;  // created by main, removed at exit
 };
-
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// Repeated timings of one operation, in seconds.
-class Samples {
- public:
-  void Add(double seconds) { s_.push_back(seconds); }
-  double Median() const {
-    std::vector<double> v = s_;
-    std::sort(v.begin(), v.end());
-    size_t n = v.size();
-    return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-  }
-  double Min() const { return *std::min_element(s_.begin(), s_.end()); }
-  double Max() const { return *std::max_element(s_.begin(), s_.end()); }
-
- private:
-  std::vector<double> s_;
-};
-
-double GBps(uint64_t bytes, double seconds) { return static_cast<double>(bytes) / seconds / 1e9; }
-
-// One line of absolute figures: median time, its spread, and throughput.
-void PrintSamples(const char* label, const Samples& s, uint64_t bytes) {
-  std::printf("  %-34s %9.2f ms  (min %8.2f, max %8.2f)  %6.2f GB/s\n", label, s.Median() * 1e3,
-              s.Min() * 1e3, s.Max() * 1e3, GBps(bytes, s.Median()));
-}
-
-// `target` is empty for report-only ratios.
-void PrintRatio(const char* name, double value, const char* target, bool lower_is_better) {
-  if (*target != '\0') {
-    double t = std::strtod(target, nullptr);
-    bool met = lower_is_better ? value <= t : value >= t;
-    std::printf("  target: %s %s -> %s\n", lower_is_better ? "<=" : ">=", target,
-                met ? "met" : "NOT met");
-  }
-  std::printf("ratio %s %.3f target %s\n", name, value, *target != '\0' ? target : "report");
-  std::fflush(stdout);
-}
 
 // An anonymous mapping advised to use huge pages and faulted in: the
 // treatment the library gives its staging memory, so a copy into it measures

@@ -39,6 +39,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "moto.h"
 #include "storage/object_store.h"
 #include "storage/s3_store.h"
@@ -48,41 +49,16 @@
 namespace strata {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
+using bench::PrintRatio;
+using bench::PrintSamples;
+using bench::Samples;
+using bench::SecondsSince;
 using storage::ObjectStore;
 using testing::MotoServer;
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 constexpr char kBucket[] = "bench";
-
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-struct Samples {
-  std::vector<double> s;
-  void Add(double seconds) { s.push_back(seconds); }
-  double Median() const {
-    std::vector<double> v = s;
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-  }
-};
-
-void PrintSamples(const char* label, const Samples& s, uint64_t bytes) {
-  auto [min, max] = std::minmax_element(s.s.begin(), s.s.end());
-  std::printf("  %-40s %9.2f ms  (min %8.2f, max %8.2f)  %7.1f MB/s\n", label, s.Median() * 1e3,
-              *min * 1e3, *max * 1e3, static_cast<double>(bytes) / s.Median() / 1e6);
-}
-
-void PrintRatio(const char* name, double value, const char* target, bool lower_is_better = false) {
-  const double t = std::strtod(target, nullptr);
-  bool met = lower_is_better ? value <= t : value >= t;
-  std::printf("  target: %s %s -> %s\n", lower_is_better ? "<=" : ">=", target,
-              met ? "met" : "NOT met");
-  std::printf("ratio %s %.3f target %s\n", name, value, target);
-  std::fflush(stdout);
-}
 
 struct Bench {
   MotoServer moto;
