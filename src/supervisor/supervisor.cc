@@ -184,7 +184,7 @@ class GroupWaiter {
   bool Done() {
     Reap();
     const auto now = Clock::now();
-    const bool group_alive = ::kill(-pid_, 0) == 0;
+    const bool group_alive = ::kill(-pid_, 0) == 0 || errno == EPERM;  // EPERM: a member exists
     if (status_ && !group_alive) return true;
     if (status_ && !deadline_) {
       Log(log_, fmt::format("process group {} outlived its leader: SIGTERM, SIGKILL in {:.3g}s",
@@ -309,6 +309,7 @@ std::optional<int> Supervisor::AfterFailure(bool progress, std::optional<int64_t
 }
 
 int Supervisor::Run() {
+  if (o_.command.empty()) return GiveUp("no command to run");
   if (!o_.checkpoint_dir.empty()) {
     Status s = LockDir();
     if (!s.ok()) return GiveUp(s.ToString());
