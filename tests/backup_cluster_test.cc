@@ -172,7 +172,8 @@ TEST(BackupClusterTest, AnOperatorCanRestoreASpecificBackup) {
     EXPECT_EQ(runs[n].restored, "8") << runs[n].out << runs[n].err;
     EXPECT_EQ(runs[n].digest, Cluster::ReferenceDigest(n, 10));
     // Step 12 of the abandoned run is gone from every store.
-    for (const auto& held : c.Status(n)["steps"]) EXPECT_LE(held["step"].get<int64_t>(), 10);
+    const auto status = c.Status(n);
+    for (const auto& held : status["steps"]) EXPECT_LE(held["step"].get<int64_t>(), 10);
   }
   // The backup of step 12 predates the rollback: even with every in-cluster
   // copy lost, it is not restored; the rolled-back-to backup is.
