@@ -13,9 +13,9 @@
 //   step_interference  wall time of a toy-trainer run (200 steps of a
 //                   64 MiB state, no checkpoints) while PutFile uploads in a
 //                   loop from a thread at the agent's upload priority
-//                   (nice 10) ÷ the same run alone. Lower is better. moto
-//                   stands in for a remote object store, so it runs at
-//                   nice 19: its CPU is not the node's.
+//                   (SCHED_IDLE) ÷ the same run alone. Lower is better.
+//                   moto stands in for a remote object store, so it runs
+//                   at SCHED_IDLE too: its CPU is not the node's.
 //
 // The aws figures include the CLI's start-up (~0.5 s): that is what a backup
 // script calling it pays too. moto is Python and holds objects in memory;
@@ -45,6 +45,7 @@
 #include "storage/s3_store.h"
 #include "util/hash.h"
 #include "util/logging.h"
+#include "util/priority.h"
 
 namespace strata {
 namespace {
@@ -135,7 +136,7 @@ StatusOr<double> TrainerSeconds(const Bench& b) {
 }
 
 Status InterferenceReps(Bench& b, Samples* alone, Samples* loaded) {
-  ::setpriority(PRIO_PROCESS, static_cast<id_t>(b.moto.pid()), 19);
+  RunWhenIdle(b.moto.pid());
   for (int r = 0; r < b.reps; ++r) {
     STRATA_ASSIGN_OR_RETURN(double a, TrainerSeconds(b));
     alone->Add(a);
@@ -143,7 +144,7 @@ Status InterferenceReps(Bench& b, Samples* alone, Samples* loaded) {
     std::atomic<uint64_t> uploaded{0};
     Status upload_status;
     std::thread uploader([&] {
-      ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 10);
+      RunWhenIdle();
       while (!stop.load() && upload_status.ok()) {
         upload_status = b.store->PutFile("interference", b.src);
         if (upload_status.ok()) uploaded += b.bytes;

@@ -17,6 +17,7 @@
 #include "util/file_util.h"
 #include "util/hash.h"
 #include "util/logging.h"
+#include "util/priority.h"
 
 namespace strata::agent {
 namespace {
@@ -25,8 +26,6 @@ namespace {
 constexpr auto kAccessRecheck = std::chrono::seconds(60);
 // Files of a part moved in parallel (each large file is itself multipart).
 constexpr size_t kFilesInFlight = 4;
-// Uploads run below the trainer's priority.
-constexpr int kUploadNice = 10;
 
 // Runs fn(i) for i in [0, n) on up to `threads` threads; the first error wins.
 Status ForEachParallel(size_t n, size_t threads, const std::function<Status(size_t)>& fn) {
@@ -137,9 +136,9 @@ void Agent::CheckBackupAccess() {
 }
 
 void Agent::BackupMain() {
-  // Below the trainer: the kernel lets CPU-hungry uploads yield to it.
+  // Below the trainer: uploads only use CPU time nothing else wants.
   // Threads started from here (the store's part uploads) inherit this.
-  setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), kUploadNice);
+  RunWhenIdle();
   auto next_check = std::chrono::steady_clock::now();
   while (!Stopping()) {
     if (std::chrono::steady_clock::now() >= next_check) {
