@@ -94,18 +94,24 @@ strata::StatusOr<std::optional<RestorePoint>> Handshake(const std::string& local
     return strata::DeadlineExceededError("the agent never accepted " +
                                          (dir / "replicator.yaml").string());
   }
-  if (fs::exists(dir / "replicator.failed")) {
-    std::string why = Slurp(dir / "replicator.failed");
-    fs::remove(dir / "replicator.failed");
+  // The agent may also fail the job after accepting it (e.g. a rollback it
+  // cannot do): replicator.failed is checked while waiting, too.
+  const fs::path failed = dir / "replicator.failed";
+  auto refused = [&] {
+    std::string why = Slurp(failed);
+    fs::remove(failed);
     return strata::FailedPreconditionError("the agent refused the job: " + why);
-  }
+  };
+  if (fs::exists(failed)) return refused();
   if (j.style == "nemo" &&
-      !WaitFor([&] { return fs::exists(dir / "replicator.prerestore"); }, j.timeout)) {
+      !WaitFor([&] { return fs::exists(dir / "replicator.prerestore") || fs::exists(failed); },
+               j.timeout)) {
     return strata::DeadlineExceededError("no replicator.prerestore in " + local_dir);
   }
-  if (!WaitFor([&] { return !Markers(dir, j).empty(); }, j.timeout)) {
+  if (!WaitFor([&] { return !Markers(dir, j).empty() || fs::exists(failed); }, j.timeout)) {
     return strata::DeadlineExceededError("no restore marker in " + local_dir);
   }
+  if (fs::exists(failed)) return refused();
   auto markers = Markers(dir, j);
   auto [step, marker] = markers.front();
   for (size_t i = 1; i < markers.size(); ++i) fs::remove(markers[i].second);
