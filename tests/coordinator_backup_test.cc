@@ -1,0 +1,122 @@
+// Copyright 2026 The Strata Authors.
+//
+// The coordinator's backup bookkeeping, in process against a file:// store:
+// when a backup begins, who is asked for which part, which reports count,
+// and that the commit object is written once, last.
+#include <gtest/gtest.h>
+
+#include "agent/coordinator.h"
+#include "backup/layout.h"
+#include "storage/object_store.h"
+#include "test_util.h"
+
+namespace strata::agent {
+namespace {
+
+using testing::ScratchDir;
+
+class CoordinatorBackupTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto store = storage::OpenObjectStore("file://" + dir_.Sub("bucket"));
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(*store);
+    coordinator_.EnableBackups(store_.get(), std::nullopt);
+    for (int node = 0; node < 2; ++node) {
+      auto r = Call({{"op", "register"},
+                     {"job", "j"},
+                     {"nodes", 2},
+                     {"node", node},
+                     {"dp", 1},
+                     {"address", "127.0.0.1:" + std::to_string(7000 + node)},
+                     {"inventory", json::array()},
+                     {"backup_interval_steps", 2}});
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+    }
+  }
+
+  StatusOr<json> Call(json request) { return coordinator_.Handle(request); }
+
+  // A "replicated" report; the reply.
+  json Replicated(int node, int64_t step) {
+    auto r = Call({{"op", "replicated"},
+                   {"job", "j"},
+                   {"node", node},
+                   {"step", step},
+                   {"nodes", 2},
+                   {"dp", 1},
+                   {"backup_interval_steps", 2}});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.value_or(json::object());
+  }
+
+  StatusOr<json> Done(int node, const std::string& id, int part, int64_t step, bool ok = true) {
+    return Call({{"op", "backup_done"},
+                 {"job", "j"},
+                 {"node", node},
+                 {"id", id},
+                 {"part", part},
+                 {"step", step},
+                 {"ok", ok},
+                 {"bytes", 100 + part},
+                 {"digest", "00000000000000a" + std::to_string(part)}});
+  }
+
+  ScratchDir dir_{"coord-backup"};
+  std::unique_ptr<storage::ObjectStore> store_;
+  Coordinator coordinator_{std::chrono::milliseconds(50)};
+};
+
+TEST_F(CoordinatorBackupTest, APartCountsOnlyFromItsNodeForTheBackupsStep) {
+  EXPECT_FALSE(Replicated(0, 1).contains("backup_task"));  // watermark -1: node 1 has not reported
+  json reply = Replicated(1, 2);
+  EXPECT_FALSE(reply.contains("backup_task"));  // the watermark is 1: not yet a multiple of 2
+  reply = Replicated(0, 2);                     // watermark 2: the backup of step 2 begins
+  ASSERT_TRUE(reply.contains("backup_task")) << reply.dump();
+  const std::string id = reply["backup_task"]["id"];
+  EXPECT_EQ(reply["backup_task"]["part"], 0);
+  EXPECT_EQ(reply["backup_task"]["step"], 2);
+  EXPECT_TRUE(backup::ParseBackupId(id).ok()) << id;
+  EXPECT_EQ(Replicated(1, 2)["backup_task"]["part"], 1);
+
+  // Reports that are not the node's task are refused.
+  EXPECT_EQ(Done(0, id, 1, 2).status().code(), StatusCode::kInvalidArgument);     // not its part
+  EXPECT_EQ(Done(0, id, 0, 4).status().code(), StatusCode::kInvalidArgument);     // another step
+  EXPECT_EQ(Done(0, "2001-01-01_00-00", 0, 2)->value("abandoned", false), true);  // another id
+
+  auto first = Done(0, id, 0, 2);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->value("committed", true), false);
+  EXPECT_FALSE(store_->Get(backup::CommitKey(id)).ok()) << "no commit before every part";
+  EXPECT_FALSE(Replicated(0, 2).contains("backup_task")) << "part 0 is done";
+
+  auto last = Done(1, id, 1, 2);
+  ASSERT_TRUE(last.ok()) << last.status().ToString();
+  EXPECT_EQ(last->value("committed", false), true);
+  auto commit = backup::ReadCommit(*store_, id);
+  ASSERT_TRUE(commit.ok()) << commit.status().ToString();
+  EXPECT_EQ(commit->step, 2);
+  EXPECT_EQ(commit->job, "j");
+  EXPECT_EQ(commit->part_bytes, (std::map<int, uint64_t>{{0, 100}, {1, 101}}));
+  EXPECT_EQ(commit->sources, (std::map<int, int>{{0, 0}, {1, 1}}));
+  // A late duplicate does not rewrite it; the nodes learn of the backup.
+  EXPECT_EQ(Done(1, id, 1, 2)->value("abandoned", false), true);
+  reply = Replicated(1, 2);
+  EXPECT_EQ(reply["newest_backup"]["id"], id);
+  EXPECT_FALSE(reply.contains("backup_task"));
+}
+
+TEST_F(CoordinatorBackupTest, AFailedPartAbandonsTheBackupAndItIsRetried) {
+  Replicated(0, 2);
+  json reply = Replicated(1, 2);
+  ASSERT_TRUE(reply.contains("backup_task")) << reply.dump();
+  const std::string id = reply["backup_task"]["id"];
+  EXPECT_EQ(Done(1, id, 1, 2, /*ok=*/false)->value("abandoned", false), true);
+  reply = Replicated(0, 2);
+  EXPECT_FALSE(reply.contains("backup_task")) << "retried after 30 s, not at once";
+  EXPECT_NE(reply.value("backup_error", "").find("node 1"), std::string::npos) << reply.dump();
+  EXPECT_FALSE(store_->Get(backup::CommitKey(id)).ok()) << "an abandoned backup has no commit";
+}
+
+}  // namespace
+}  // namespace strata::agent
