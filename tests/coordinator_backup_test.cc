@@ -22,6 +22,7 @@ class CoordinatorBackupTest : public ::testing::Test {
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(*store);
     coordinator_.EnableBackups(store_.get(), std::nullopt);
+    coordinator_.SetClock([this] { return now_; });
     for (int node = 0; node < 2; ++node) {
       auto r = Call({{"op", "register"},
                      {"job", "j"},
@@ -37,15 +38,17 @@ class CoordinatorBackupTest : public ::testing::Test {
 
   StatusOr<json> Call(json request) { return coordinator_.Handle(request); }
 
-  // A "replicated" report; the reply.
-  json Replicated(int node, int64_t step) {
-    auto r = Call({{"op", "replicated"},
-                   {"job", "j"},
-                   {"node", node},
-                   {"step", step},
-                   {"nodes", 2},
-                   {"dp", 1},
-                   {"backup_interval_steps", 2}});
+  // A "replicated" report (with the cadence every 2 steps, or every
+  // `minutes`); the reply.
+  json Replicated(int node, int64_t step, int minutes = 0) {
+    json req = {{"op", "replicated"}, {"job", "j"}, {"node", node},
+                {"step", step},       {"nodes", 2}, {"dp", 1}};
+    if (minutes > 0) {
+      req["backup_interval_minutes"] = minutes;
+    } else {
+      req["backup_interval_steps"] = 2;
+    }
+    auto r = Call(req);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.value_or(json::object());
   }
@@ -62,6 +65,7 @@ class CoordinatorBackupTest : public ::testing::Test {
                  {"digest", "00000000000000a" + std::to_string(part)}});
   }
 
+  std::time_t now_ = 1795000000;  // 2026-11-18, a whole minute
   ScratchDir dir_{"coord-backup"};
   std::unique_ptr<storage::ObjectStore> store_;
   Coordinator coordinator_{std::chrono::milliseconds(50)};
@@ -116,6 +120,40 @@ TEST_F(CoordinatorBackupTest, AFailedPartAbandonsTheBackupAndItIsRetried) {
   EXPECT_FALSE(reply.contains("backup_task")) << "retried after 30 s, not at once";
   EXPECT_NE(reply.value("backup_error", "").find("node 1"), std::string::npos) << reply.dump();
   EXPECT_FALSE(store_->Get(backup::CommitKey(id)).ok()) << "an abandoned backup has no commit";
+  now_ += 30;
+  reply = Replicated(1, 2);
+  ASSERT_TRUE(reply.contains("backup_task")) << reply.dump();
+  EXPECT_EQ(reply["backup_task"]["step"], 2);
+  EXPECT_NE(reply["backup_task"]["id"], id) << "the abandoned id is not reused";
+}
+
+TEST_F(CoordinatorBackupTest, EveryMMinutesCountsFromTheLastBackupsStart) {
+  // The cadence is learned from the reports; the job started at now_.
+  const std::time_t start = now_;
+  Replicated(0, 1, /*minutes=*/2);
+  EXPECT_FALSE(Replicated(1, 1, 2).contains("backup_task")) << "not before 2 minutes";
+  now_ = start + 119;
+  EXPECT_FALSE(Replicated(1, 1, 2).contains("backup_task"));
+  now_ = start + 120;
+  json reply = Replicated(1, 1, 2);
+  ASSERT_TRUE(reply.contains("backup_task")) << reply.dump();
+  const std::string id = reply["backup_task"]["id"];
+  EXPECT_EQ(id, (backup::BackupId{start + 120 - (start + 120) % 60, 1}.ToString()));
+  ASSERT_TRUE(Done(1, id, 1, 1).ok());
+  ASSERT_TRUE(Done(0, id, 0, 1).ok());
+  ASSERT_TRUE(backup::ReadCommit(*store_, id).ok());
+  // The next one 2 minutes after this one began, and only if the
+  // watermark moved.
+  now_ = start + 240;
+  EXPECT_FALSE(Replicated(1, 1, 2).contains("backup_task")) << "the same step again";
+  Replicated(0, 3, 2);
+  now_ = start + 239;
+  EXPECT_FALSE(Replicated(1, 3, 2).contains("backup_task"));
+  now_ = start + 240;
+  reply = Replicated(1, 3, 2);
+  ASSERT_TRUE(reply.contains("backup_task")) << reply.dump();
+  EXPECT_EQ(reply["backup_task"]["step"], 3);
+  EXPECT_NE(reply["backup_task"]["id"], id);
 }
 
 }  // namespace

@@ -65,6 +65,9 @@ class Coordinator {
   // the first Handle.
   void EnableBackups(storage::ObjectStore* store, std::optional<std::string> restore_backup,
                      std::function<void(const std::string&)> on_rollback = {});
+  // The wall clock backups are scheduled by (tests replace it). Call before
+  // the first Handle.
+  void SetClock(std::function<std::time_t()> now) { now_ = std::move(now); }
 
  private:
   struct Member {
@@ -142,6 +145,7 @@ class Coordinator {
   std::condition_variable cv_;
   std::map<std::string, Job> jobs_;  // GUARDED_BY(mu_)
 
+  std::function<std::time_t()> now_ = [] { return std::time(nullptr); };
   storage::ObjectStore* backup_store_ = nullptr;
   std::optional<std::string> restore_backup_;
   std::function<void(const std::string&)> on_rollback_;

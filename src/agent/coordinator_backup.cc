@@ -25,8 +25,6 @@ constexpr std::time_t kInFlightLimit = 6 * 3600;
 // Rollback records: <prefix>/<job>/<UTC seconds>, JSON {id, step, time}.
 constexpr std::string_view kRollbackPrefix = "strata.rollbacks/";
 
-std::time_t Now() { return std::time(nullptr); }
-
 // What one listing of the store says.
 struct Listing {
   std::set<backup::BackupId> ids;
@@ -183,7 +181,7 @@ void Coordinator::CheckRollbackPlan(Job& job) {
 void Coordinator::RollbackRestored(const std::string& name, Job& job) {
   if (!job.rollback_step || job.backup.rollback_done) return;
   job.backup.rollback_done = true;
-  const std::time_t now = Now();
+  const std::time_t now = now_();
   json record = {{"job", name},
                  {"id", restore_backup_.value_or("")},
                  {"step", *job.rollback_step},
@@ -219,7 +217,7 @@ void Coordinator::NoteCadence(const json& req, Job& job) {
     job.backup.interval_minutes = minutes;
   }
   if (auto w = positive("workers_per_node")) job.backup.workers_per_node = *w;
-  if (job.backup.last_time == 0) job.backup.last_time = Now();
+  if (job.backup.last_time == 0) job.backup.last_time = now_();
 }
 
 // Once per job, after the catalog was read: the newest committed backup in
@@ -243,27 +241,27 @@ void Coordinator::MaybeBeginBackup(const std::string& name, Job& job, int64_t wa
                                    std::unique_lock<std::mutex>& l) {
   BackupState& b = job.backup;
   LearnNewestBackup(name, b);
-  if (b.in_flight && !b.in_flight->committing && Now() - b.in_flight->began > kInFlightLimit) {
+  if (b.in_flight && !b.in_flight->committing && now_() - b.in_flight->began > kInFlightLimit) {
     b.last_error = "backup " + b.in_flight->id + " took longer than " +
                    std::to_string(kInFlightLimit / 3600) + " h; abandoned (it stays incomplete)";
     Log()->error("job {}: {}", name, b.last_error);
     b.in_flight.reset();
   }
-  if (!b.learned || b.in_flight || b.starting || watermark < 1 || Now() < b.retry_after) return;
+  if (!b.learned || b.in_flight || b.starting || watermark < 1 || now_() < b.retry_after) return;
   bool due = false;
   // Every K steps: when the watermark enters a later multiple of K than the
   // last backup's step (steps K, 2K, ... are backed up when every node
   // replicated them; a step in between when the watermark skipped one).
   if (b.interval_steps) due = watermark / *b.interval_steps > b.last_step / *b.interval_steps;
   if (b.interval_minutes) {
-    due = watermark > b.last_step && Now() - b.last_time >= std::time_t{60} * *b.interval_minutes;
+    due = watermark > b.last_step && now_() - b.last_time >= std::time_t{60} * *b.interval_minutes;
   }
   if (!due) return;
   // A coordinator that just restarted may pick an id its predecessor is
   // still uploading under (objects land only when complete). That is safe:
   // each node uploads one part at a time, so its new part overwrites its old
   // one before it reports, and a report for another step is refused.
-  const std::time_t began = Now();
+  const std::time_t began = now_();
 
   // Choose an id no backup in the store has: list that minute's ids (I/O,
   // without mu_), then take the lowest free sequence and reserve it.
@@ -291,7 +289,7 @@ void Coordinator::MaybeBeginBackup(const std::string& name, Job& job, int64_t wa
   if (!id) {
     b.last_error = listed.ok() ? "no free backup id in minute " + minute
                                : std::string(listed.status().message());
-    b.retry_after = Now() + kRetryAfterFailure;
+    b.retry_after = now_() + kRetryAfterFailure;
     Log()->error("job {}: cannot begin a backup: {}", name, b.last_error);
     return;
   }
@@ -358,7 +356,7 @@ StatusOr<json> Coordinator::BackupDone(const json& req) {
                    req.value("error", std::string("upload failed"));
     Log()->error("job {}: {}; it stays incomplete", name, b.last_error);
     b.in_flight.reset();
-    b.retry_after = Now() + kRetryAfterFailure;
+    b.retry_after = now_() + kRetryAfterFailure;
     return json{{"abandoned", true}};
   }
   auto digest = ParseHex64(req.value("digest", std::string()));
@@ -381,7 +379,7 @@ StatusOr<json> Coordinator::BackupDone(const json& req) {
     commit.part_digests[p] = done.second;
   }
   l.unlock();
-  commit.committed = Now();
+  commit.committed = now_();
   CrashPoint("coordinator_before_commit");
   Status s = WriteCommit(commit);
   l.lock();
@@ -389,7 +387,7 @@ StatusOr<json> Coordinator::BackupDone(const json& req) {
   if (current) b.in_flight.reset();
   if (!s.ok()) {
     b.last_error = s.message();
-    b.retry_after = Now() + kRetryAfterFailure;
+    b.retry_after = now_() + kRetryAfterFailure;
     Log()->error("job {}: writing the commit of backup {}: {}", name, id, s.message());
     return json{{"committed", false}};
   }
