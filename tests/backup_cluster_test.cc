@@ -7,6 +7,7 @@
 // where an uninterrupted run ends.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -382,6 +383,46 @@ TEST_F(S3BackupClusterTest, AFileBackupSyncedToS3RestoresFromThere) {
   }
   EXPECT_NE(c.Status(1)["last_restore"].get<std::string>().find("from backup " + id),
             std::string::npos);
+}
+
+// The retention tool on S3: `backups ls` and `prune --delete` through the
+// S3 API, checked with the standard tool.
+TEST_F(S3BackupClusterTest, PruneOnS3DeletesExactlyWhatTheDryRunListed) {
+  ASSERT_TRUE(moto_->SetAuth(false).ok());
+  ASSERT_TRUE(moto_->CreateBucket("ckpt-prune").ok());
+  Cluster c(2, "backup-prune");
+  UseMoto(c, "s3://ckpt-prune/job");
+  c.StartAll();
+  TrainOptions o;
+  o.backup_interval_steps = 2;
+  c.Train(8, 2, o);
+  ASSERT_FALSE(c.WaitForBackup(0, 8).empty()) << c.AgentLog(0);
+  const std::string url = "s3://ckpt-prune/job";
+  auto strata = [&](std::vector<std::string> args, std::string* out) {
+    args.insert(args.begin(), BinaryPath("strata"));
+    return strata::testing::Run(args, out, moto_->AwsEnv());
+  };
+  std::string out;
+  ASSERT_EQ(strata({"backups", "ls", url, "--json"}, &out), 0) << out;
+  auto listed = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_TRUE(listed.is_array() && listed.size() >= 2) << out;
+
+  // --hourly 1 keeps the first backup of the newest hour and the newest
+  // backup (the same hour unless the test crossed one).
+  ASSERT_EQ(strata({"prune", url, "--hourly", "1", "--json"}, &out), 0) << out;
+  auto dry = nlohmann::json::parse(out, nullptr, false);
+  std::set<std::string> keep, drop;
+  for (const auto& b : dry["backups"]) (b["keep"].get<bool>() ? keep : drop).insert(b["id"]);
+  EXPECT_EQ(keep.size() + drop.size(), listed.size());
+  EXPECT_GE(keep.size(), 1u);
+  EXPECT_LE(keep.size(), 2u) << out;
+  const auto before = AwsList(url);
+  ASSERT_EQ(strata({"prune", url, "--hourly", "1", "--delete"}, &out), 0) << out;
+  std::vector<std::string> want;
+  for (const auto& k : before) {
+    if (!drop.count(k.substr(4, k.find('/', 4) - 4))) want.push_back(k);  // "job/<id>/..."
+  }
+  EXPECT_EQ(AwsList(url), want);
 }
 
 }  // namespace
