@@ -346,6 +346,13 @@ TEST_F(S3BackupClusterTest, AnUnusableBucketIsReportedAndTrainingCarriesOn) {
       EXPECT_NE(c.AgentLog(1).find(word), std::string::npos) << c.AgentLog(1);
     }
     EXPECT_EQ(access.find('\n'), std::string::npos) << "one line: " << access;
+    // The job's backups fail too, and every node's status says why.
+    std::string job_error;
+    for (int i = 0; i < 100 && job_error.empty(); ++i) {
+      job_error = c.Status(1)["backup"].value("job_error", "");
+      if (job_error.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_NE(job_error.find(k.says[0]), std::string::npos) << job_error << c.AgentLog(0);
     // The in-cluster tiers still restore.
     runs = c.Train(8, 2, o);
     for (int n = 0; n < 2; ++n) EXPECT_EQ(runs[n].restored, "6") << runs[n].out;

@@ -166,8 +166,9 @@ class Agent {
   // Steps kept from garbage collection until their upload is reported.
   std::set<StepKey> backup_pins_;                  // GUARDED_BY(mu_)
   std::string backup_access_ = "not checked yet";  // GUARDED_BY(mu_): "ok" or the problem
-  std::string backup_error_;                       // GUARDED_BY(mu_): the last failure
-  json newest_backup_;                             // GUARDED_BY(mu_): id, step, created, committed
+  std::string backup_error_;                       // GUARDED_BY(mu_): the last failure here
+  std::string job_backup_error_;  // GUARDED_BY(mu_): the coordinator's last backup failure
+  json newest_backup_;            // GUARDED_BY(mu_): id, step, created, committed
   std::thread server_;
   std::thread replicator_;
   std::thread backup_thread_;

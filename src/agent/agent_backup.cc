@@ -96,6 +96,9 @@ std::optional<Agent::BackupTask> Agent::NoteBackupReply(const json& reply) {
   if (reply.contains("newest_backup") && reply["newest_backup"].is_object()) {
     newest_backup_ = reply["newest_backup"];
   }
+  // The job-wide state of backups, as the coordinator sees it.
+  auto e = reply.find("backup_error");
+  job_backup_error_ = e != reply.end() && e->is_string() ? e->get<std::string>() : "";
   auto t = reply.find("backup_task");
   if (t == reply.end() || !inc_) {
     backup_pins_.clear();
@@ -313,6 +316,7 @@ json Agent::BackupStatusJson() const {
     j["uploading"] = backup_current_->id + " part " + std::to_string(backup_current_->key.rank);
   }
   if (!backup_error_.empty()) j["last_error"] = backup_error_;
+  if (!job_backup_error_.empty()) j["job_error"] = job_backup_error_;
   if (newest_backup_.is_object()) {
     j["newest"] = newest_backup_;
     // The age of the newest committed backup: how much work a loss of the

@@ -59,7 +59,8 @@ StatusOr<json> Coordinator::Register(const json& req) {
   std::string address = req.value("address", "");
   STRATA_RETURN_IF_ERROR(ParseEndpoint(address).status());
   const json& inv = req.contains("inventory") ? req["inventory"] : json::array();
-  if (backup_store_ != nullptr) RefreshCatalog();  // before mu_: it reads the store
+  if (backup_store_ != nullptr)
+    RefreshCatalog(/*for_restore=*/true);  // before mu_: it reads the store
   std::lock_guard<std::mutex> l(mu_);
   Job& job = jobs_[name];
   bool new_round =
@@ -191,7 +192,7 @@ StatusOr<json> Coordinator::Ready(const json& req) {
 // from these reports.
 StatusOr<json> Coordinator::Replicated(const json& req) {
   STRATA_ASSIGN_OR_RETURN(std::string name, JobField(req));
-  if (backup_store_ != nullptr) RefreshCatalog();
+  if (backup_store_ != nullptr) RefreshCatalog(/*for_restore=*/false);
   std::unique_lock<std::mutex> l(mu_);
   if (!jobs_.count(name) && req.contains("nodes")) {
     STRATA_ASSIGN_OR_RETURN(int nodes, IntField(req, "nodes", 1, 100000));

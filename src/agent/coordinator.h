@@ -128,7 +128,7 @@ class Coordinator {
   StatusOr<Job*> FindJob(const json& req, int64_t* round);  // REQUIRES: mu_ held
 
   // Backups (coordinator_backup.cc).
-  void RefreshCatalog();  // I/O without locks; takes catalog_mu_ briefly
+  void RefreshCatalog(bool for_restore);  // I/O without locks; takes catalog_mu_ briefly
   void AddBackupCopies(const std::string& name, Job& job, Inventory* inv);  // REQUIRES: mu_
   void CheckRollbackPlan(Job& job);                                         // REQUIRES: mu_
   void RollbackRestored(const std::string& name, Job& job);                 // REQUIRES: mu_
@@ -137,7 +137,7 @@ class Coordinator {
   // Begins a backup when `job` is due; may drop and retake `l`.
   void MaybeBeginBackup(const std::string& name, Job& job, int64_t watermark,
                         std::unique_lock<std::mutex>& l);
-  json BackupReply(const Job& job, int node) const;  // REQUIRES: mu_
+  json BackupReply(const Job& job, int node);        // REQUIRES: mu_
   Status WriteCommit(const backup::Commit& commit);  // no lock held
 
   const std::chrono::milliseconds wait_;
@@ -157,9 +157,11 @@ class Coordinator {
   std::set<backup::BackupId> ids_;                      // GUARDED_BY(catalog_mu_)
   std::set<backup::BackupId> reserved_;                 // GUARDED_BY(catalog_mu_)
   std::multimap<std::string, std::pair<std::time_t, int64_t>>
-      rollbacks_;                                       // GUARDED_BY(catalog_mu_)
-  bool catalog_loaded_ = false;                         // GUARDED_BY(catalog_mu_)
-  bool refreshing_ = false;                             // GUARDED_BY(catalog_mu_)
+      rollbacks_;                // GUARDED_BY(catalog_mu_)
+  std::string catalog_error_;    // GUARDED_BY(catalog_mu_): why the last listing failed
+  bool catalog_loaded_ = false;  // GUARDED_BY(catalog_mu_)
+  bool refreshing_ = false;
+  std::condition_variable catalog_cv_;  // refreshing_ became false      // GUARDED_BY(catalog_mu_)
   std::chrono::steady_clock::time_point catalog_at_{};  // GUARDED_BY(catalog_mu_)
 };
 

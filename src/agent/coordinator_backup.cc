@@ -62,13 +62,26 @@ void Coordinator::EnableBackups(storage::ObjectStore* store,
 
 // Lists the store without holding a lock, reads only commit objects not
 // seen before (they never change), then swaps the result in. Backups pruned
-// since the last listing disappear from the catalog.
-void Coordinator::RefreshCatalog() {
+// since the last listing disappear from the catalog. At most every
+// kCatalogMaxAge; but with `for_restore`, as long as no listing ever
+// succeeded, a call makes an attempt now or waits for the one under way
+// (the store retries transient errors), so a restore is not planned
+// without the backups merely because an earlier listing failed.
+void Coordinator::RefreshCatalog(bool for_restore) {
   std::set<backup::BackupId> known;
   {
-    std::lock_guard<std::mutex> l(catalog_mu_);
+    std::unique_lock<std::mutex> l(catalog_mu_);
     const auto now = std::chrono::steady_clock::now();
-    if (refreshing_ || (catalog_loaded_ && now - catalog_at_ < kCatalogMaxAge)) return;
+    const bool fresh_enough = catalog_at_ != std::chrono::steady_clock::time_point{} &&
+                              now - catalog_at_ < kCatalogMaxAge;
+    if (for_restore && !catalog_loaded_) {
+      if (refreshing_) {  // share the attempt under way (at most one attempt long)
+        catalog_cv_.wait(l, [this] { return !refreshing_; });
+        return;
+      }
+    } else if (refreshing_ || fresh_enough) {
+      return;
+    }
     refreshing_ = true;
     catalog_at_ = now;
     for (const auto& [id, commit] : commits_) known.insert(id);
@@ -96,10 +109,13 @@ void Coordinator::RefreshCatalog() {
   }
   std::lock_guard<std::mutex> l(catalog_mu_);
   refreshing_ = false;
+  catalog_cv_.notify_all();
   if (!listed.ok()) {
-    Log()->warn("reading the backup catalog: {}", listed.status().message());
+    catalog_error_ = "reading the backup catalog: " + std::string(listed.status().message());
+    Log()->warn("{}", catalog_error_);
     return;
   }
+  catalog_error_.clear();
   std::erase_if(commits_, [&](const auto& c) { return !listed->committed.count(c.first); });
   commits_.merge(fresh);
   ids_ = listed->ids;
@@ -306,7 +322,7 @@ void Coordinator::MaybeBeginBackup(const std::string& name, Job& job, int64_t wa
   b.in_flight = std::move(f);
 }
 
-json Coordinator::BackupReply(const Job& job, int node) const {
+json Coordinator::BackupReply(const Job& job, int node) {
   json reply = json::object();
   const BackupState& b = job.backup;
   if (b.newest) {
@@ -315,7 +331,12 @@ json Coordinator::BackupReply(const Job& job, int node) const {
                               {"created", static_cast<int64_t>(b.newest->created)},
                               {"committed", static_cast<int64_t>(b.newest->committed)}};
   }
-  if (!b.last_error.empty()) reply["backup_error"] = b.last_error;
+  if (!b.last_error.empty()) {
+    reply["backup_error"] = b.last_error;
+  } else {
+    std::lock_guard<std::mutex> c(catalog_mu_);
+    if (!catalog_error_.empty()) reply["backup_error"] = catalog_error_;
+  }
   if (b.in_flight && !b.in_flight->committing) {
     for (const auto& [part, uploader] : b.in_flight->uploaders) {
       if (uploader == node && !b.in_flight->done.count(part)) {

@@ -82,6 +82,9 @@ void PrintStatus(Context& ctx, const nlohmann::json& j) {
     }
     if (b.contains("uploading")) ctx.out << "  uploading " << b.value("uploading", "") << "\n";
     if (b.contains("last_error")) ctx.out << "  last error: " << b.value("last_error", "") << "\n";
+    if (b.contains("job_error")) {
+      ctx.out << "  the job's last backup failure: " << b.value("job_error", "") << "\n";
+    }
   }
   ctx.out << fmt::format("  {:<24} {:>6} {:>10} {:>10}  {}\n", "JOB", "NODE", "STEP", "SIZE",
                          "DIGEST");
