@@ -151,17 +151,16 @@ class Coordinator {
   std::function<void(const std::string&)> on_rollback_;
   std::mutex catalog_mu_;  // taken alone or after mu_; never take mu_ while holding it
   // What the store holds: committed backups, every id (complete or not, and
-  // ids this coordinator reserved), and rollbacks (an operator's
-  // --restore-backup: job -> (time, restored step)).
+  // ids this coordinator reserved), and the backups rollbacks (an operator's
+  // --restore-backup) abandoned.
   std::map<backup::BackupId, backup::Commit> commits_;  // GUARDED_BY(catalog_mu_)
   std::set<backup::BackupId> ids_;                      // GUARDED_BY(catalog_mu_)
   std::set<backup::BackupId> reserved_;                 // GUARDED_BY(catalog_mu_)
-  std::multimap<std::string, std::pair<std::time_t, int64_t>>
-      rollbacks_;                // GUARDED_BY(catalog_mu_)
+  std::set<backup::BackupId> superseded_;               // GUARDED_BY(catalog_mu_): by rollbacks
   std::string catalog_error_;    // GUARDED_BY(catalog_mu_): why the last listing failed
   bool catalog_loaded_ = false;  // GUARDED_BY(catalog_mu_)
   bool refreshing_ = false;
-  std::condition_variable catalog_cv_;  // refreshing_ became false      // GUARDED_BY(catalog_mu_)
+  std::condition_variable catalog_cv_;                  // refreshing_ became false
   std::chrono::steady_clock::time_point catalog_at_{};  // GUARDED_BY(catalog_mu_)
 };
 

@@ -22,7 +22,8 @@ constexpr std::time_t kRetryAfterFailure = 30;
 // A backup still uploading after this long is abandoned (it stays
 // incomplete) so that backups resume.
 constexpr std::time_t kInFlightLimit = 6 * 3600;
-// Rollback records: <prefix>/<job>/<UTC seconds>, JSON {id, step, time}.
+// Rollback records: <prefix>/<job>/<UTC seconds>, JSON {job, id, step,
+// time, superseded: [backup ids]}.
 constexpr std::string_view kRollbackPrefix = "strata.rollbacks/";
 
 // What one listing of the store says.
@@ -88,7 +89,7 @@ void Coordinator::RefreshCatalog(bool for_restore) {
   }
   auto listed = ListStore(*backup_store_);
   std::map<backup::BackupId, backup::Commit> fresh;
-  std::multimap<std::string, std::pair<std::time_t, int64_t>> rollbacks;
+  std::set<backup::BackupId> superseded;
   if (listed.ok()) {
     for (const auto& id : listed->committed) {
       if (known.count(id)) continue;
@@ -102,9 +103,15 @@ void Coordinator::RefreshCatalog(bool for_restore) {
     for (const auto& key : listed->rollback_keys) {
       auto text = backup_store_->Get(key);
       json j = text.ok() ? json::parse(*text, nullptr, false) : json();
-      if (!j.is_object() || !j.value("step", json()).is_number_integer()) continue;
-      rollbacks.insert(
-          {j.value("job", ""), {j.value("time", int64_t{0}), j["step"].get<int64_t>()}});
+      if (!j.is_object() || !j.contains("superseded") || !j["superseded"].is_array()) {
+        Log()->warn("{}/{}: not a rollback record; ignored", backup_store_->url(), key);
+        continue;
+      }
+      for (const auto& id : j["superseded"]) {
+        if (!id.is_string()) continue;
+        if (auto parsed = backup::ParseBackupId(id.get<std::string>()); parsed.ok())
+          superseded.insert(*parsed);
+      }
     }
   }
   std::lock_guard<std::mutex> l(catalog_mu_);
@@ -119,13 +126,13 @@ void Coordinator::RefreshCatalog(bool for_restore) {
   std::erase_if(commits_, [&](const auto& c) { return !listed->committed.count(c.first); });
   commits_.merge(fresh);
   ids_ = listed->ids;
-  rollbacks_ = std::move(rollbacks);
+  superseded_ = std::move(superseded);
   catalog_loaded_ = true;
 }
 
 // Offers the planner, for every step of a committed backup of this job (the
-// newest backup per step), that backup's parts as copies. Backups that a
-// rollback superseded (begun before it, of a later step) are not offered.
+// newest backup per step), that backup's parts as copies. Backups a rollback
+// superseded (of a later step, existing when it happened) are not offered.
 // With the operator's --restore-backup pending, only that backup's step
 // counts, and CheckRollbackPlan insists on it.
 void Coordinator::AddBackupCopies(const std::string& name, Job& job, Inventory* inv) {
@@ -153,16 +160,9 @@ void Coordinator::AddBackupCopies(const std::string& name, Job& job, Inventory* 
     }
     *inv = std::move(at_step);
   }
-  auto superseded = [&](const backup::Commit& c) {
-    auto [from, to] = rollbacks_.equal_range(name);
-    for (auto r = from; r != to; ++r) {
-      if (c.created < r->second.first && c.step > r->second.second) return true;
-    }
-    return false;
-  };
   for (const auto& [id, commit] : commits_) {  // oldest first: newer ids win
     if (only ? id != *only
-             : (commit.job != name || commit.nodes != job.nodes || superseded(commit)))
+             : (commit.job != name || commit.nodes != job.nodes || superseded_.count(id)))
       continue;
     if (job.plan_backups.count(commit.step)) {
       for (auto& [rank, by_step] : inv->copies) {
@@ -191,24 +191,35 @@ void Coordinator::CheckRollbackPlan(Job& job) {
 }
 
 // Every node restored the operator's backup: record the rollback in the
-// store (so later backups of higher steps from before it are never offered
-// again, also by a restarted coordinator) and tell the agent, once.
+// store, with the ids of the job's backups of later steps (they are never
+// offered again, also not by a restarted coordinator), and tell the agent,
+// once.
 // REQUIRES: mu_ held.
 void Coordinator::RollbackRestored(const std::string& name, Job& job) {
   if (!job.rollback_step || job.backup.rollback_done) return;
   job.backup.rollback_done = true;
   const std::time_t now = now_();
+  // The backups of this job the rollback abandons: every one of a later
+  // step that exists now (complete or not; an id not listed yet cannot be
+  // complete, since no backup of the job is in flight across a new round).
+  json superseded = json::array();
+  {
+    std::lock_guard<std::mutex> c(catalog_mu_);
+    for (const auto& [id, commit] : commits_) {
+      if (commit.job == name && commit.step > *job.rollback_step) {
+        superseded.push_back(id.ToString());
+        superseded_.insert(id);
+      }
+    }
+  }
   json record = {{"job", name},
                  {"id", restore_backup_.value_or("")},
                  {"step", *job.rollback_step},
-                 {"time", static_cast<int64_t>(now)}};
+                 {"time", static_cast<int64_t>(now)},
+                 {"superseded", superseded}};
   const std::string key = std::string(kRollbackPrefix) + name + "/" + std::to_string(now);
   Status s = backup_store_->Put(key, record.dump());
   if (!s.ok()) Log()->error("job {}: recording the rollback: {}", name, s.message());
-  {
-    std::lock_guard<std::mutex> c(catalog_mu_);
-    rollbacks_.insert({name, {now, *job.rollback_step}});
-  }
   // The cadence counts from the restored backup again.
   job.backup.last_step = *job.rollback_step;
   job.backup.last_time = now;
