@@ -14,13 +14,11 @@
 #include <span>
 #include <utility>
 
+#include "agent/config_yaml.h"
 #include "strata/env.h"
 #include "util/file_util.h"
-
 namespace strata {
-namespace {
-
-constexpr std::string_view kReplicatorWhat = "replicator.yaml";
+namespace config_internal {
 
 // ---------------------------------------------------------------------------
 // Text helpers
@@ -157,13 +155,6 @@ StatusOr<YAML::Node> LoadDocument(std::string_view text, std::string_view what) 
   }
 }
 
-// The top-level entries of a mapping whose keys are in `known`.
-struct Fields {
-  std::map<std::string, YAML::Node, std::less<>> known;
-  std::vector<std::string> unknown;  // sanitized, at most kMaxUnknownKeys
-};
-
-// REQUIRES: map.IsMap().
 StatusOr<Fields> CollectFields(const YAML::Node& map, std::span<const std::string_view> known,
                                std::string_view what) {
   Fields fields;
@@ -183,68 +174,6 @@ StatusOr<Fields> CollectFields(const YAML::Node& map, std::span<const std::strin
   }
   return fields;
 }
-
-// Typed access to the known entries of a mapping. Errors are prefixed
-// "<what>: <key>: ". A key that is absent or null reads as nullopt.
-class FieldReader {
- public:
-  // `getenv` may be null: no environment expansion.
-  FieldReader(Fields fields, std::string_view what, const GetenvFn* getenv)
-      : fields_(std::move(fields)), what_(what), getenv_(getenv) {}
-
-  bool Has(std::string_view key) const { return fields_.known.contains(key); }
-
-  StatusOr<std::optional<std::string>> String(std::string_view key) const {
-    const YAML::Node* node = Find(key);
-    if (node == nullptr) return std::optional<std::string>();
-    STRATA_ASSIGN_OR_RETURN(std::string text, ScalarText(*node, key));
-    return std::optional<std::string>(std::move(text));
-  }
-
-  StatusOr<std::optional<int>> Int(std::string_view key, int lo, int hi) const {
-    const YAML::Node* node = Find(key);
-    if (node == nullptr) return std::optional<int>();
-    STRATA_ASSIGN_OR_RETURN(std::string text, ScalarText(*node, key));
-    StatusOr<int64_t> value = ParseIntInRange(text, lo, hi);
-    if (!value.ok()) return value.status().WithContext(Context(key));
-    return std::optional<int>(static_cast<int>(*value));
-  }
-
-  StatusOr<std::optional<std::vector<int>>> IntList(std::string_view key, int lo, int hi,
-                                                    size_t max_entries) const;
-
-  // "<key> is required" or "<key> has no value", for a required key that
-  // reads as nullopt.
-  Status Missing(std::string_view key) const {
-    return Error(std::string(key) + (Has(key) ? " has no value" : " is required"));
-  }
-
-  Status Error(std::string_view message) const {
-    return InvalidArgumentError(what_ + ": " + std::string(message));
-  }
-
-  std::string Context(std::string_view key) const { return what_ + ": " + std::string(key); }
-
- private:
-  const YAML::Node* Find(std::string_view key) const {
-    auto it = fields_.known.find(key);
-    return it == fields_.known.end() || it->second.IsNull() ? nullptr : &it->second;
-  }
-
-  StatusOr<std::string> ScalarText(const YAML::Node& node, std::string_view key) const {
-    if (!node.IsScalar()) {
-      return Error(std::string(key) + ": expected a single value, got " + KindName(node));
-    }
-    if (getenv_ == nullptr) return node.Scalar();
-    StatusOr<std::string> text = ExpandEnv(node.Scalar(), *getenv_);
-    if (!text.ok()) return text.status().WithContext(Context(key));
-    return text;
-  }
-
-  Fields fields_;
-  std::string what_;
-  const GetenvFn* getenv_;
-};
 
 StatusOr<std::optional<std::vector<int>>> FieldReader::IntList(std::string_view key, int lo, int hi,
                                                                size_t max_entries) const {
@@ -268,18 +197,21 @@ StatusOr<std::optional<std::vector<int>>> FieldReader::IntList(std::string_view 
   return std::optional<std::vector<int>>(std::move(out));
 }
 
-// Runs `fn`, turning any exception into INVALID_ARGUMENT about `what`.
-template <typename T, typename Fn>
-StatusOr<T> NoExceptions(std::string_view what, Fn fn) {
-  try {
-    return fn();
-  } catch (const std::exception& e) {
-    return InvalidArgumentError(std::string(what) +
-                                ": could not be read: " + Sanitize(e.what(), kMaxQuotedBytes));
-  } catch (...) {
-    return InvalidArgumentError(std::string(what) + ": could not be read");
-  }
-}
+}  // namespace config_internal
+
+namespace {
+
+using config_internal::CollectFields;
+using config_internal::FieldReader;
+using config_internal::Fields;
+using config_internal::KindName;
+using config_internal::LoadDocument;
+using config_internal::NoExceptions;
+using config_internal::ParseIntInRange;
+using config_internal::Quote;
+using config_internal::Sanitize;
+
+constexpr std::string_view kReplicatorWhat = "replicator.yaml";
 
 // ---------------------------------------------------------------------------
 // replicator.yaml
@@ -479,263 +411,6 @@ Status ParseAddress(std::string_view text, HostPort* out) {
   return Status::Ok();
 }
 
-// ---------------------------------------------------------------------------
-// Agent configuration: every setting is first gathered as text together with
-// where it came from, then the layers are merged and validated.
-
-struct Setting {
-  std::string value;
-  std::string origin;  // "--listen", "STRATA_LISTEN" or "<file>: listen"
-};
-using Settings = std::map<std::string, Setting, std::less<>>;
-
-constexpr std::string_view kAgentFileKeys[] = {"local-dir",
-                                               "listen",
-                                               "advertise",
-                                               "coordinator",
-                                               "secret-file",
-                                               "log-level",
-                                               "node-rank",
-                                               "data-streams",
-                                               "max-message-bytes",
-                                               "backup",
-                                               "backup-interval-steps",
-                                               "backup-interval-minutes",
-                                               "backup-bandwidth",
-                                               "restore-backup"};
-
-constexpr std::pair<std::string_view, std::string_view> kAgentEnv[] = {
-    {"local-dir", "STRATA_LOCAL_DIR"}, {"listen", "STRATA_LISTEN"},
-    {"advertise", "STRATA_ADVERTISE"}, {"coordinator", "STRATA_COORDINATOR"},
-    {"secret", "STRATA_SECRET"},       {"secret-file", "STRATA_SECRET_FILE"},
-    {"log-level", "STRATA_LOG_LEVEL"}, {"backup", "STRATA_BACKUP"},
-};
-
-StatusOr<Settings> FileSettings(const std::string& path, const ReadFileFn& read_file) {
-  StatusOr<std::string> text = read_file(path);
-  if (!text.ok()) return text.status().WithContext("--config");
-  if (text->size() > kMaxConfigFileBytes) {
-    return InvalidArgumentError(path + ": more than " + std::to_string(kMaxConfigFileBytes) +
-                                " bytes");
-  }
-  STRATA_ASSIGN_OR_RETURN(YAML::Node doc, LoadDocument(*text, path));
-  if (doc.IsNull()) return Settings();
-  if (!doc.IsMap()) return InvalidArgumentError(path + ": is " + KindName(doc) + ", not a mapping");
-  STRATA_ASSIGN_OR_RETURN(Fields fields, CollectFields(doc, kAgentFileKeys, path));
-  if (!fields.unknown.empty()) {
-    return InvalidArgumentError(path + ": unknown key " + Quote(fields.unknown[0]));
-  }
-  FieldReader in(std::move(fields), path, nullptr);
-  Settings out;
-  for (std::string_view key : kAgentFileKeys) {
-    STRATA_ASSIGN_OR_RETURN(std::optional<std::string> value, in.String(key));
-    if (value) out[std::string(key)] = {std::move(*value), in.Context(key)};
-  }
-  return out;
-}
-
-// Variables set to "" count as unset.
-Settings EnvSettings(const GetenvFn& getenv) {
-  Settings out;
-  for (const auto& [key, var] : kAgentEnv) {
-    std::optional<std::string> value = getenv(std::string(var));
-    if (value && !value->empty()) out[std::string(key)] = {std::move(*value), std::string(var)};
-  }
-  return out;
-}
-
-Settings FlagSettings(const AgentFlags& flags) {
-  Settings out;
-  auto put = [&out](std::string_view key, const std::optional<std::string>& value) {
-    if (value) out[std::string(key)] = {*value, "--" + std::string(key)};
-  };
-  auto put_int = [&put](std::string_view key, const std::optional<int64_t>& value) {
-    if (value) put(key, std::to_string(*value));
-  };
-  put("local-dir", flags.local_dir);
-  put("listen", flags.listen);
-  put("advertise", flags.advertise);
-  put("coordinator", flags.coordinator);
-  put("secret-file", flags.secret_file);
-  put("log-level", flags.log_level);
-  put_int("node-rank", flags.node_rank);
-  put_int("data-streams", flags.data_streams);
-  put_int("max-message-bytes", flags.max_message_bytes);
-  put("backup", flags.backup);
-  put_int("backup-interval-steps", flags.backup_interval_steps);
-  put_int("backup-interval-minutes", flags.backup_interval_minutes);
-  put_int("backup-bandwidth", flags.backup_bandwidth_mib);
-  put("restore-backup", flags.restore_backup);
-  return out;
-}
-
-const Setting* FindSetting(const Settings& settings, std::string_view key) {
-  auto it = settings.find(key);
-  return it == settings.end() ? nullptr : &it->second;
-}
-
-// Lays `top` over `*base`. The secret, inline or as a file, is one setting.
-Status Overlay(const Settings& top, Settings* base) {
-  const Setting* inline_secret = FindSetting(top, "secret");
-  const Setting* secret_file = FindSetting(top, "secret-file");
-  if (inline_secret != nullptr && secret_file != nullptr) {
-    return InvalidArgumentError(inline_secret->origin + " and " + secret_file->origin +
-                                " are both set; give the secret one way");
-  }
-  if (inline_secret != nullptr || secret_file != nullptr) {
-    base->erase("secret");
-    base->erase("secret-file");
-  }
-  for (const auto& [key, setting] : top) (*base)[key] = setting;
-  return Status::Ok();
-}
-
-StatusOr<HostPort> SettingHostPort(const Setting& s) {
-  StatusOr<HostPort> hp = ParseHostPort(s.value);
-  if (!hp.ok()) return hp.status().WithContext(s.origin);
-  return hp;
-}
-
-StatusOr<int64_t> SettingInt(const Setting& s, int64_t lo, int64_t hi) {
-  StatusOr<int64_t> v = ParseIntInRange(s.value, lo, hi);
-  if (!v.ok()) return v.status().WithContext(s.origin);
-  return v;
-}
-
-// A wildcard listen address is advertised as loopback.
-HostPort DefaultAdvertise(HostPort listen) {
-  if (listen.host == "0.0.0.0") listen.host = "127.0.0.1";
-  if (listen.host == "::") listen.host = "::1";
-  return listen;
-}
-
-Status BuildAddresses(const Settings& settings, AgentConfig* c) {
-  if (const Setting* s = FindSetting(settings, "listen")) {
-    STRATA_ASSIGN_OR_RETURN(c->listen, SettingHostPort(*s));
-  }
-  c->advertise = DefaultAdvertise(c->listen);
-  if (const Setting* s = FindSetting(settings, "advertise")) {
-    STRATA_ASSIGN_OR_RETURN(c->advertise, SettingHostPort(*s));
-    if (c->advertise.host == "0.0.0.0" || c->advertise.host == "::") {
-      return InvalidArgumentError(s->origin + ": " + Quote(s->value) +
-                                  " is a wildcard address; peers cannot connect to it");
-    }
-  }
-  if (const Setting* s = FindSetting(settings, "coordinator")) {
-    STRATA_ASSIGN_OR_RETURN(c->coordinator, SettingHostPort(*s));
-  }
-  return Status::Ok();
-}
-
-StatusOr<std::string> LoadSecret(const Settings& settings, const ReadFileFn& read_file) {
-  const Setting* from = FindSetting(settings, "secret");
-  std::string secret;
-  if (from != nullptr) {
-    secret = from->value;
-  } else if ((from = FindSetting(settings, "secret-file")) != nullptr) {
-    StatusOr<std::string> text = read_file(from->value);
-    if (!text.ok()) return text.status().WithContext(from->origin);
-    secret = std::move(*text);
-    if (secret.ends_with('\n')) secret.pop_back();
-    if (secret.ends_with('\r')) secret.pop_back();
-  } else {
-    return InvalidArgumentError(
-        "no secret: pass --secret-file FILE or set STRATA_SECRET or STRATA_SECRET_FILE");
-  }
-  if (secret.size() < kMinSecretBytes) {
-    return InvalidArgumentError(from->origin + ": the secret is " + std::to_string(secret.size()) +
-                                " bytes; at least " + std::to_string(kMinSecretBytes) +
-                                " are required");
-  }
-  return secret;
-}
-
-Status BuildLimits(const Settings& settings, AgentConfig* c) {
-  if (const Setting* s = FindSetting(settings, "node-rank")) {
-    STRATA_ASSIGN_OR_RETURN(int64_t rank, SettingInt(*s, 0, kMaxNodes - 1));
-    c->node_rank = static_cast<int>(rank);
-  }
-  if (const Setting* s = FindSetting(settings, "data-streams")) {
-    STRATA_ASSIGN_OR_RETURN(int64_t streams, SettingInt(*s, 1, kMaxDataStreams));
-    c->data_streams = static_cast<int>(streams);
-  }
-  if (const Setting* s = FindSetting(settings, "max-message-bytes")) {
-    STRATA_ASSIGN_OR_RETURN(int64_t bytes, SettingInt(*s, int64_t{64} << 10, int64_t{1} << 30));
-    c->max_message_bytes = static_cast<uint64_t>(bytes);
-  }
-  return Status::Ok();
-}
-
-Status BuildLogLevel(const Settings& settings, AgentConfig* c) {
-  const Setting* s = FindSetting(settings, "log-level");
-  if (s == nullptr) return Status::Ok();
-  for (std::string_view level : {"trace", "debug", "info", "warn", "error", "critical", "off"}) {
-    if (s->value == level) {
-      c->log_level = s->value;
-      return Status::Ok();
-    }
-  }
-  return InvalidArgumentError(s->origin + ": " + Quote(s->value) +
-                              " is not one of trace, debug, info, warn, error, critical, off");
-}
-
-Status BuildBackup(const Settings& settings, AgentConfig* c) {
-  if (const Setting* s = FindSetting(settings, "backup")) {
-    if (!s->value.starts_with("s3://") && !s->value.starts_with("file:///")) {
-      return InvalidArgumentError(s->origin + ": " + Quote(s->value) +
-                                  " is not s3://bucket[/prefix] or file:///absolute/path");
-    }
-    c->backup_url = s->value;
-  }
-  const Setting* steps = FindSetting(settings, "backup-interval-steps");
-  const Setting* minutes = FindSetting(settings, "backup-interval-minutes");
-  if (steps != nullptr && minutes != nullptr) {
-    return InvalidArgumentError(steps->origin + " and " + minutes->origin +
-                                " are both set; give one backup cadence");
-  }
-  if (steps != nullptr) {
-    STRATA_ASSIGN_OR_RETURN(int64_t k, SettingInt(*steps, 1, int64_t{1} << 40));
-    c->backup_interval_steps = static_cast<int>(std::min<int64_t>(k, INT32_MAX));
-  }
-  if (minutes != nullptr) {
-    STRATA_ASSIGN_OR_RETURN(int64_t m, SettingInt(*minutes, 1, 525600));
-    c->backup_interval_minutes = static_cast<int>(m);
-  }
-  if (const Setting* s = FindSetting(settings, "backup-bandwidth")) {
-    STRATA_ASSIGN_OR_RETURN(int64_t mib, SettingInt(*s, 0, 1 << 20));
-    c->backup_bandwidth_mib = static_cast<int>(mib);
-  }
-  if (const Setting* s = FindSetting(settings, "restore-backup")) c->restore_backup = s->value;
-  return Status::Ok();
-}
-
-StatusOr<AgentConfig> BuildAgentConfig(const Settings& settings, const ReadFileFn& read_file) {
-  AgentConfig c;
-  const Setting* dir = FindSetting(settings, "local-dir");
-  if (dir == nullptr || dir->value.empty()) {
-    return InvalidArgumentError(
-        "no local directory: pass --local-dir DIR or set STRATA_LOCAL_DIR or local-dir");
-  }
-  c.local_dir = dir->value;
-  STRATA_RETURN_IF_ERROR(BuildAddresses(settings, &c));
-  STRATA_ASSIGN_OR_RETURN(c.secret, LoadSecret(settings, read_file));
-  STRATA_RETURN_IF_ERROR(BuildLogLevel(settings, &c));
-  STRATA_RETURN_IF_ERROR(BuildLimits(settings, &c));
-  STRATA_RETURN_IF_ERROR(BuildBackup(settings, &c));
-  return c;
-}
-
-StatusOr<AgentConfig> ResolveUnguarded(const AgentFlags& flags, const GetenvFn& getenv,
-                                       const ReadFileFn& read_file) {
-  Settings merged;
-  if (flags.config_file) {
-    STRATA_ASSIGN_OR_RETURN(merged, FileSettings(*flags.config_file, read_file));
-  }
-  STRATA_RETURN_IF_ERROR(Overlay(EnvSettings(getenv), &merged));
-  STRATA_RETURN_IF_ERROR(Overlay(FlagSettings(flags), &merged));
-  return BuildAgentConfig(merged, read_file);
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -787,16 +462,6 @@ StatusOr<ReplicatorConfig> ParseReplicatorConfig(std::string_view yaml_text,
 
 StatusOr<ReplicatorConfig> ParseReplicatorConfig(std::string_view yaml_text) {
   return ParseReplicatorConfig(yaml_text, ProcessGetenv());
-}
-
-StatusOr<AgentConfig> ResolveAgentConfig(const AgentFlags& flags, const GetenvFn& getenv,
-                                         const ReadFileFn& read_file) {
-  return NoExceptions<AgentConfig>("agent configuration",
-                                   [&] { return ResolveUnguarded(flags, getenv, read_file); });
-}
-
-StatusOr<AgentConfig> ResolveAgentConfig(const AgentFlags& flags) {
-  return ResolveAgentConfig(flags, ProcessGetenv(), DefaultReadFile());
 }
 
 }  // namespace strata

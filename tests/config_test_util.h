@@ -1,0 +1,50 @@
+// Copyright 2026 The Strata Authors.
+//
+// Fakes and checks shared by the configuration tests: an environment and a
+// file system held in maps, and an error matcher.
+#ifndef STRATA_TESTS_CONFIG_TEST_UTIL_H_
+#define STRATA_TESTS_CONFIG_TEST_UTIL_H_
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agent/config.h"
+
+namespace strata::testing {
+
+using EnvVars = std::map<std::string, std::string>;
+using Files = std::map<std::string, std::string>;
+
+// Checks code and that every `want` occurs in the message.
+inline void ExpectError(const Status& s, StatusCode code, std::vector<std::string_view> want) {
+  EXPECT_EQ(s.code(), code) << s.ToString();
+  for (std::string_view w : want) {
+    EXPECT_NE(s.message().find(w), std::string::npos)
+        << "message: " << s.message() << "\nwanted:  " << w;
+  }
+}
+
+inline GetenvFn FakeGetenv(EnvVars env) {
+  return [env = std::move(env)](const std::string& name) -> std::optional<std::string> {
+    auto it = env.find(name);
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+inline ReadFileFn FakeReadFile(Files files) {
+  return [files = std::move(files)](const std::string& path) -> StatusOr<std::string> {
+    auto it = files.find(path);
+    if (it == files.end()) return NotFoundError(path + ": no such file");
+    return it->second;
+  };
+}
+
+}  // namespace strata::testing
+
+#endif  // STRATA_TESTS_CONFIG_TEST_UTIL_H_
