@@ -45,14 +45,26 @@ std::vector<backup::BackupSummary> Backups(const std::string& url) {
   return list.ok() ? *list : std::vector<backup::BackupSummary>{};
 }
 
+// A fresh file:// backup directory.
+struct FileBackup {
+  ScratchDir dir{"backup-bucket"};
+  std::string url = "file://" + dir.path();
+};
+
+// Trainers asking for a backup every `k` steps.
+TrainOptions BackupEvery(int k) {
+  TrainOptions o;
+  o.backup_interval_steps = k;
+  return o;
+}
+
 TEST(BackupClusterTest, WholeClusterLossRestoresFromTheFileBackup) {
   Cluster c(4, "backup-file");
-  ScratchDir bucket("backup-bucket");
-  const std::string url = "file://" + bucket.path();
+  FileBackup bucket;
+  const std::string url = bucket.url;
   c.SetAgentArgs({"--backup", url});
   c.StartAll();
-  TrainOptions o;
-  o.backup_interval_steps = 4;
+  TrainOptions o = BackupEvery(4);
   ExpectAll(c.Train(12, 2, o), "fresh", 12);
   const std::string id = c.WaitForBackup(0, 12);
   ASSERT_FALSE(id.empty()) << c.AgentLog(0);
@@ -100,12 +112,11 @@ TEST(BackupClusterTest, WholeClusterLossRestoresFromTheFileBackup) {
 
 TEST(BackupClusterTest, ABackupInterruptedBeforeItsCommitIsNeverUsed) {
   Cluster c(4, "backup-crash");
-  ScratchDir bucket("backup-bucket");
-  const std::string url = "file://" + bucket.path();
+  FileBackup bucket;
+  const std::string url = bucket.url;
   c.SetAgentArgs({"--backup", url});
   c.StartAll();
-  TrainOptions o;
-  o.backup_interval_steps = 4;
+  TrainOptions o = BackupEvery(4);
   ExpectAll(c.Train(4, 2, o), "fresh", 4);
   ASSERT_FALSE(c.WaitForBackup(0, 4).empty()) << c.AgentLog(0);
 
@@ -142,12 +153,11 @@ TEST(BackupClusterTest, ABackupInterruptedBeforeItsCommitIsNeverUsed) {
 // reads; later starts behave as usual.
 TEST(BackupClusterTest, AnOperatorCanRestoreASpecificBackup) {
   Cluster c(2, "backup-pick");
-  ScratchDir bucket("backup-bucket");
-  const std::string url = "file://" + bucket.path();
+  FileBackup bucket;
+  const std::string url = bucket.url;
   c.SetAgentArgs({"--backup", url});
   c.StartAll();
-  TrainOptions o;
-  o.backup_interval_steps = 4;
+  TrainOptions o = BackupEvery(4);
   auto runs = c.Train(8, 2, o);
   const std::string id_of_8 = c.WaitForBackup(0, 8);
   ASSERT_FALSE(id_of_8.empty()) << c.AgentLog(0);
@@ -193,11 +203,10 @@ TEST(BackupClusterTest, AnOperatorCanRestoreASpecificBackup) {
 // replicator.prerestore.
 TEST(BackupClusterTest, NodesThatStillHoldTheStepDoNotDownloadIt) {
   Cluster c(4, "backup-partial");
-  ScratchDir bucket("backup-bucket");
-  c.SetAgentArgs({"--backup", "file://" + bucket.path()});
+  FileBackup bucket;
+  c.SetAgentArgs({"--backup", bucket.url});
   c.StartAll();
-  TrainOptions o;
-  o.backup_interval_steps = 4;
+  TrainOptions o = BackupEvery(4);
   ExpectAll(c.Train(8, 2, o), "fresh", 8);
   const std::string id = c.WaitForBackup(0, 8);
   ASSERT_FALSE(id.empty());
@@ -270,8 +279,7 @@ TEST_F(S3BackupClusterTest, WholeClusterLossRestoresFromS3WithDataParallelism) {
   Cluster c(4, "backup-s3");
   UseMoto(c, "s3://ckpt-dp/job1");
   c.StartAll();
-  TrainOptions o;
-  o.backup_interval_steps = 4;
+  TrainOptions o = BackupEvery(4);
   o.data_parallelism = 2;
   o.seed = [](int node) { return 100 + node % 2; };
   auto expect = [&](const std::vector<TrainerRun>& runs, const std::string& restored,
@@ -363,19 +371,18 @@ TEST_F(S3BackupClusterTest, AnUnusableBucketIsReportedAndTrainingCarriesOn) {
 TEST_F(S3BackupClusterTest, AFileBackupSyncedToS3RestoresFromThere) {
   ASSERT_TRUE(moto_->SetAuth(false).ok());
   ASSERT_TRUE(moto_->CreateBucket("ckpt-sync").ok());
-  ScratchDir bucket("backup-bucket");
+  FileBackup bucket;
   Cluster c(2, "backup-sync");
-  c.SetAgentArgs({"--backup", "file://" + bucket.path()});
+  c.SetAgentArgs({"--backup", bucket.url});
   c.StartAll();
-  TrainOptions o;
-  o.backup_interval_steps = 4;
+  TrainOptions o = BackupEvery(4);
   auto runs = c.Train(8, 2, o);
   const std::string id = c.WaitForBackup(0, 8);
   ASSERT_FALSE(id.empty()) << c.AgentLog(0);
   std::string out;
-  ASSERT_EQ(strata::testing::Run(
-                {MotoServer::FindTool("aws"), "s3", "sync", bucket.path(), "s3://ckpt-sync/copy"},
-                &out, moto_->AwsEnv()),
+  ASSERT_EQ(strata::testing::Run({MotoServer::FindTool("aws"), "s3", "sync", bucket.dir.path(),
+                                  "s3://ckpt-sync/copy"},
+                                 &out, moto_->AwsEnv()),
             0)
       << out;
 
@@ -400,8 +407,7 @@ TEST_F(S3BackupClusterTest, PruneOnS3DeletesExactlyWhatTheDryRunListed) {
   Cluster c(2, "backup-prune");
   UseMoto(c, "s3://ckpt-prune/job");
   c.StartAll();
-  TrainOptions o;
-  o.backup_interval_steps = 2;
+  TrainOptions o = BackupEvery(2);
   c.Train(8, 2, o);
   ASSERT_FALSE(c.WaitForBackup(0, 8).empty()) << c.AgentLog(0);
   const std::string url = "s3://ckpt-prune/job";

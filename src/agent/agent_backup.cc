@@ -5,8 +5,6 @@
 // that it landed and reports it; restores fetch a part back into the store,
 // where Adopt verifies every byte against the part's checksums. The agent
 // never modifies or deletes a backup.
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
