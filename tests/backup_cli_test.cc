@@ -11,6 +11,7 @@
 
 #include "backup/layout.h"
 #include "cli/cli.h"
+#include "cli_runner.h"
 #include "storage/object_store.h"
 #include "test_util.h"
 
@@ -19,17 +20,6 @@ namespace {
 
 using json = nlohmann::json;
 using testing::ScratchDir;
-
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result Cli(std::vector<std::string> args) {
-  std::ostringstream out, err;
-  int code = RunCli(args, out, err);
-  return {code, out.str(), err.str()};
-}
 
 class BackupCliTest : public ::testing::Test {
  protected:

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli_runner.h"
 #include "format/naming.h"
 #include "strata/checkpointer.h"
 #include "test_util.h"
@@ -16,17 +17,6 @@ namespace strata::cli {
 namespace {
 
 using testing::ScratchDir;
-
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result Cli(std::vector<std::string> args) {
-  std::ostringstream out, err;
-  int code = RunCli(args, out, err);
-  return {code, out.str(), err.str()};
-}
 
 // Writes steps 10 and 20 of a small state into `dir`.
 void MakeCheckpoints(const std::string& dir) {
