@@ -41,12 +41,11 @@ StatusOr<Listing> ListStore(storage::ObjectStore& store) {
       out.rollback_keys.push_back(o.key);
       continue;
     }
-    const size_t slash = o.key.find('/');
-    auto id = backup::ParseBackupId(o.key.substr(0, slash));
-    if (!id.ok()) continue;
-    out.ids.insert(*id);
-    if (slash != std::string::npos && o.key.substr(slash + 1) == backup::kCommitObjectName)
-      out.committed.insert(*id);
+    const std::optional<std::string> id = backup::BackupIdOfKey(o.key);
+    if (!id) continue;
+    const backup::BackupId parsed = *backup::ParseBackupId(*id);
+    out.ids.insert(parsed);
+    if (o.key == backup::CommitKey(*id)) out.committed.insert(parsed);
   }
   return out;
 }
@@ -303,8 +302,8 @@ void Coordinator::MaybeBeginBackup(const std::string& name, Job& job, int64_t wa
     std::vector<backup::BackupId> taken(ids_.begin(), ids_.end());
     taken.insert(taken.end(), reserved_.begin(), reserved_.end());
     for (const auto& o : *listed) {
-      if (auto p = backup::ParseBackupId(o.key.substr(0, o.key.find('/'))); p.ok())
-        taken.push_back(*p);
+      if (auto key_id = backup::BackupIdOfKey(o.key))
+        taken.push_back(*backup::ParseBackupId(*key_id));
     }
     id = backup::NewBackupId(began, taken);
     if (std::find(taken.begin(), taken.end(), *id) != taken.end()) id.reset();  // all taken

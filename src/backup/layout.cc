@@ -134,9 +134,9 @@ std::optional<std::string> CheckIdAndJob(const std::string& id, const std::strin
   return std::nullopt;
 }
 
-// The backup id of an object key ("<id>/..."), or nullopt for keys that are
-// not below a backup id.
-std::optional<std::string> IdOfKey(const std::string& key) {
+}  // namespace
+
+std::optional<std::string> BackupIdOfKey(const std::string& key) {
   size_t slash = key.find('/');
   if (slash == std::string::npos) return std::nullopt;
   std::string id = key.substr(0, slash);
@@ -144,6 +144,8 @@ std::optional<std::string> IdOfKey(const std::string& key) {
   if (!parsed.ok()) return std::nullopt;
   return id;
 }
+
+namespace {
 
 bool IsPartMetaKey(const std::string& id, const std::string& key) {
   std::string_view rest = std::string_view(key).substr(id.size() + 1);
@@ -423,7 +425,7 @@ StatusOr<std::vector<BackupSummary>> ListBackups(storage::ObjectStore& store) {
   STRATA_ASSIGN_OR_RETURN(std::vector<storage::ObjectInfo> objects, store.List(""));
   std::map<std::string, std::vector<storage::ObjectInfo>> by_id;
   for (auto& o : objects) {
-    if (auto id = IdOfKey(o.key)) by_id[*id].push_back(std::move(o));
+    if (auto id = BackupIdOfKey(o.key)) by_id[*id].push_back(std::move(o));
   }
   std::vector<BackupSummary> out;
   for (const auto& [id, objs] : by_id) {

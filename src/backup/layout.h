@@ -76,6 +76,10 @@ std::string PartMetaKey(const std::string& id, int part);     // <id>/p<part>.pa
 std::string PartDataPrefix(const std::string& id, int part);  // <id>/p<part>/
 std::string PartDataKey(const std::string& id, int part, const std::string& rel_path);
 
+// The backup id an object key is below ("<id>/..."), or nullopt for keys
+// that are not below a backup id (e.g. ".strata-probe/...").
+std::optional<std::string> BackupIdOfKey(const std::string& key);
+
 // The part metadata object.
 struct PartMeta {
   std::string id;
