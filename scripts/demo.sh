@@ -58,7 +58,7 @@ start_trainer "$dir" "$STEPS" --exit-after-ondemand
 sleep 1.5
 t0=$(now_ms)
 kill -TERM "$child"
-wait "$child" || true
+wait "$child" || true  # exits 75: stopped after its on-demand checkpoint
 t1=$(now_ms)
 ondemand=$(awk -F= '/ondemand checkpoint/ {print $2}' "$work/log" | tail -1)
 echo "   on-demand checkpoint at step $ondemand (not a multiple of $INTERVAL); exited $((t1 - t0)) ms after the notice"

@@ -174,7 +174,8 @@ TEST(TrainerCorruptionTest, FlippedByteIsReportedAndTheOlderStepIsUsed) {
 }
 
 // SIGTERM with a save interval longer than the run: the trainer saves the
-// next step on demand, exits 0, and a restart resumes from exactly there.
+// next step on demand, exits 75 (kExitAfterOnDemand: not finished), and a
+// restart resumes from exactly there.
 TEST(TrainerSigtermTest, OnDemandCheckpointThenExitThenResume) {
   ScratchDir d("sigterm");
   TrainerFlags f;
@@ -186,7 +187,7 @@ TEST(TrainerSigtermTest, OnDemandCheckpointThenExitThenResume) {
   ASSERT_TRUE(c.WaitForOutput("fresh start"));
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
   c.Signal(SIGTERM);
-  ASSERT_EQ(c.Wait(std::chrono::seconds(60)), 0) << c.Stderr();
+  ASSERT_EQ(c.Wait(std::chrono::seconds(60)), 75 /* strata::kExitAfterOnDemand */) << c.Stderr();
   std::string s = LastValue(c.Stdout(), "ondemand checkpoint step");
   ASSERT_FALSE(s.empty()) << c.Stdout();
   int64_t step = std::stoll(s);

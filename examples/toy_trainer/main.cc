@@ -110,7 +110,7 @@ int Run(const Flags& f) {
   for (int64_t step = first; step <= f.steps; ++step) {
     model.Train(step);
     if (f.step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(f.step_ms));
-    if (MaybeSave(**ckpt, model, step)) return 0;
+    if (MaybeSave(**ckpt, model, step)) return strata::kExitAfterOnDemand;  // not finished
   }
   strata::Status s = (*ckpt)->Wait();
   if (!s.ok()) std::fprintf(stderr, "toy-trainer: last save failed: %s\n", s.ToString().c_str());
@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-to-keep", f.max_to_keep, "Checkpoints to keep (0: all)")
       ->capture_default_str();
   app.add_flag("--exit-after-ondemand", f.exit_after_ondemand,
-               "Exit 0 after the on-demand checkpoint that follows SIGTERM");
+               "Exit 75 (restart me) after the on-demand checkpoint that follows a notice");
   app.add_flag("--sync", f.sync, "Save synchronously (default: async)");
   app.add_option("--replicator", f.replicator,
                  "Restore through the node agent, speaking the protocol like this client")

@@ -76,16 +76,35 @@ struct CheckpointerOptions {
   // kills the process). Empty: install no handler.
   std::vector<int> preemption_signals = {SIGTERM};
   // After the on-demand checkpoint commits, Save() sets should_exit. The
-  // library never calls exit() itself.
+  // library never calls exit() itself; a trainer that stops there has not
+  // finished, and should exit with kExitAfterOnDemand so a supervisor
+  // (`strata run`) restarts it at once.
   bool exit_after_ondemand = false;
   // How long the platform waits between the notice and killing the
   // process. An on-demand save that commits later than this is logged as a
   // missed deadline.
   std::chrono::seconds grace_period{300};
 
+  // --- Node agent (one on-demand step for the whole job) ---
+  // Where the node agent keeps its sync map ("" = `<dir>/.strata-agent`).
+  // When one is there, a notice anywhere in the job makes every rank save
+  // the same step: the one the agents agree on and publish in the map, read
+  // with one atomic load per ShouldSave(). Set `use_agent` false to ignore
+  // an agent. See docs/operations.md, "The maintenance flow".
+  std::string agent_dir;
+  bool use_agent = true;
+  // A rank that got a notice itself saves its own next step when no sync
+  // step is published within this time (no agent, or none reachable).
+  std::chrono::milliseconds sync_timeout{10000};
+
   // File-system access; nullptr = Env::Default(). Not owned.
   Env* env = nullptr;
 };
+
+// The exit code of a trainer that stopped after its on-demand checkpoint
+// (EX_TEMPFAIL): not finished, restart it. `strata run` restarts such a run
+// at once, without backoff, unless it forwarded the notice itself.
+inline constexpr int kExitAfterOnDemand = 75;
 
 struct SaveResult {
   int64_t step = 0;
@@ -119,8 +138,10 @@ struct RestoreOptions {
 struct CheckpointerStatus {
   std::optional<int64_t> in_flight_step;  // a background save not yet finished
   std::optional<int64_t> last_committed_step;
-  Status last_error;     // the newest save failure, until a save succeeds
-  uint64_t notices = 0;  // preemption notices seen so far
+  Status last_error;                 // the newest save failure, until a save succeeds
+  uint64_t notices = 0;              // preemption notices seen so far
+  std::string agent_sync;            // the agent's sync map in use, "" if none
+  std::optional<int64_t> sync_step;  // the job's on-demand step, not yet saved here
 };
 
 class Checkpointer {
@@ -135,7 +156,8 @@ class Checkpointer {
   virtual ~Checkpointer() = default;
 
   // True if `step` should be saved: the interval says so, or a preemption
-  // notice is pending. No system call, no lock.
+  // notice is pending (with a node agent: the job's agreed sync step is
+  // reached). No system call, no lock.
   virtual bool ShouldSave(int64_t step) const noexcept = 0;
 
   // Saves `items` as `step`. At most one save is in flight: a call made

@@ -58,11 +58,14 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config) {
   uint16_t advertised = a->config_.listen.port == 0 ? port : a->config_.advertise.port;
   a->listen_ = Endpoint{a->config_.advertise.host, advertised};
   STRATA_RETURN_IF_ERROR(a->OpenBackup());
+  STRATA_RETURN_IF_ERROR(a->OpenSyncMap());
   a->LoadState();
   a->ResumeReplication();
   a->server_ = std::thread([p = a.get()] { p->ServeMain(); });
   a->replicator_ = std::thread([p = a.get()] { p->ReplicationMain(); });
   if (a->backup_) a->backup_thread_ = std::thread([p = a.get()] { p->BackupMain(); });
+  a->notice_thread_ = std::thread([p = a.get()] { p->NoticeMain(); });
+  a->sync_thread_ = std::thread([p = a.get()] { p->SyncPollMain(); });
   Log()->info("agent for {} listening on {} ({} held)", a->config_.local_dir, a->listen_.ToString(),
               a->store_->List().size());
   return a;
@@ -90,11 +93,14 @@ Agent::~Agent() {
   if (server_.joinable()) server_.join();
   if (replicator_.joinable()) replicator_.join();
   if (backup_thread_.joinable()) backup_thread_.join();
+  if (notice_thread_.joinable()) notice_thread_.join();
+  if (sync_thread_.joinable()) sync_thread_.join();
   while (connections_.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
 }
 
-Status Agent::Run(const std::atomic<bool>& stop) {
+Status Agent::Run(const std::atomic<bool>& stop, const std::atomic<bool>* drain) {
   stop_flag_ = &stop;
+  drain_flag_ = drain;
   Status s = RunLoop(stop);
   stopping_ = true;  // on every path: nothing may read `stop` after Run returns
   return s;
@@ -104,7 +110,12 @@ Status Agent::RunLoop(const std::atomic<bool>& stop) {
   STRATA_ASSIGN_OR_RETURN(DirWatcher watcher, DirWatcher::Open(config_.local_dir));
   OnEvents(Env::Default()->Exists(YamlPath(config_)));  // a yaml written while we were down
   auto last_scan = std::chrono::steady_clock::now();
+  std::optional<std::chrono::steady_clock::time_point> drain_until;
   while (!stop.load()) {
+    if (drain_flag_ != nullptr && drain_flag_->load()) {  // SIGTERM: the node is going away
+      if (!drain_until) drain_until = BeginDrain();
+      if (DrainStep(*drain_until)) break;
+    }
     STRATA_ASSIGN_OR_RETURN(auto events, watcher.Wait(std::chrono::milliseconds(200)));
     bool yaml = false, rescan = false;
     for (const auto& e : events) {
@@ -122,6 +133,14 @@ Status Agent::RunLoop(const std::atomic<bool>& stop) {
 }
 
 void Agent::OnEvents(bool yaml_complete) {
+  {
+    // A maintenance event holds the node: a restarted client's new yaml
+    // waits until it is over (and, with --lose-ram, the RAM is wiped).
+    std::lock_guard<std::mutex> l(mu_);
+    yaml_deferred_ |= yaml_complete;
+    yaml_complete = yaml_deferred_ && !maintenance_since_;
+    if (yaml_complete) yaml_deferred_ = false;
+  }
   if (yaml_complete) OnReplicatorYaml();
   IngestPytorchSaves();  // gathers .save files into step directories
   IngestCommittedSteps();
@@ -173,10 +192,15 @@ Status Agent::Incarnate(const ReplicatorConfig& config) {
     inc.peers = ChoosePeers(config.node_rank, config.nodes, config.peers_per_node.value_or(0),
                             config.assume_data_parallelism.value_or(1));
   }
+  AwaitOnDemandReplicated(config.job_name);
   {
     std::lock_guard<std::mutex> l(mu_);
     inc_.reset();  // stop replicating for the old incarnation
     to_replicate_.clear();
+    // The ranks restarted: an on-demand step was for their predecessors.
+    sync_job_.reset();
+    WithdrawSync("the job restarted");
+    ondemand_step_ = kNoSyncStep;
     // The job may restore an older step than it had replicated: the
     // watermark is learned afresh (until then, collection keeps everything).
     watermark_ = -1;
@@ -228,6 +252,10 @@ Status Agent::RegisterAndRestore(Incarnation& inc) {
       continue;
     }
     inc.round = (*registered)["round"].get<int64_t>();
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      sync_job_ = SyncJob{c, inc.round};
+    }
     if (!yaml_deleted) {  // only now: clients look for markers once it is gone
       STRATA_RETURN_IF_ERROR(Env::Default()->RemoveFile(YamlPath(config_)));
       yaml_deleted = true;

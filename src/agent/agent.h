@@ -44,8 +44,10 @@ class Agent {
   static StatusOr<std::unique_ptr<Agent>> Start(AgentConfig config);
   ~Agent();
 
-  // Runs the main loop until `stop` becomes true.
-  Status Run(const std::atomic<bool>& stop);
+  // Runs the main loop until `stop` becomes true, or until a drain that
+  // `drain` (may be null) asked for is over: the job's on-demand step saved
+  // and replicated and the ranks gone, or the configured grace period spent.
+  Status Run(const std::atomic<bool>& stop, const std::atomic<bool>* drain = nullptr);
 
   // The bound listening endpoint (useful with port 0).
   Endpoint listen_endpoint() const { return listen_; }
@@ -94,6 +96,35 @@ class Agent {
   void ReportReplicated(const StepKey& key);
   void CollectGarbage();
 
+  // Maintenance: the job's on-demand step, notices, health
+  // (agent_maintenance.cc).
+  struct SyncJob {  // the job and round the on-demand step is agreed for
+    ReplicatorConfig config;
+    int64_t round = 0;
+  };
+  Status OpenSyncMap();
+  void NoticeMain();    // watches the ranks' slots in the sync map
+  void SyncPollMain();  // keeps a "sync" call waiting at the coordinator
+  void ApplySync(const json& reply);
+  void WithdrawSync(const char* why);
+  // Tells the coordinator of a notice; retried by NoticeMain until it is heard.
+  void PostNotice(const std::string& origin);
+  std::vector<std::pair<int, int64_t>> LiveRanks() const;  // (slot, pid)
+  bool SyncStepReplicated() const;                         // REQUIRES: mu_ held
+  bool RanksDone() const;                                  // every live rank served the sync step
+  // SIGTERM to the agent: tells the job (when ranks are here) and returns
+  // the drain's deadline; DrainStep says when it is over.
+  std::chrono::steady_clock::time_point BeginDrain();
+  bool DrainStep(std::chrono::steady_clock::time_point deadline);
+  // Before a new incarnation of `job` drops the replication queue: waits
+  // (bounded) until the old incarnation's on-demand step is on the peers.
+  void AwaitOnDemandReplicated(const std::string& job);
+  StatusOr<json> HandleMaintenance(const json& request);
+  json HealthJson() const;
+  void WipeRam();
+  void RecordMaintenance(const json& event);
+  void LoadMaintenance();
+
   // Backups (agent_backup.cc).
   struct BackupTask {
     std::string id;
@@ -140,7 +171,8 @@ class Agent {
   net::Socket listener_;
   Endpoint listen_;
   std::atomic<bool> stopping_{false};
-  const std::atomic<bool>* stop_flag_ = nullptr;  // Run's; set before any loop reads it
+  const std::atomic<bool>* stop_flag_ = nullptr;   // Run's; set before any loop reads it
+  const std::atomic<bool>* drain_flag_ = nullptr;  // Run's
   // True once the agent should wind down: long waits check it.
   bool Stopping() const { return stopping_.load() || (stop_flag_ && stop_flag_->load()); }
   std::atomic<int> connections_{0};
@@ -172,6 +204,25 @@ class Agent {
   std::thread server_;
   std::thread replicator_;
   std::thread backup_thread_;
+
+  // Maintenance state.
+  SyncMap sync_map_;
+  std::thread notice_thread_;
+  std::thread sync_thread_;
+  std::optional<SyncJob> sync_job_;       // GUARDED_BY(mu_): set once registered
+  int64_t published_sync_ = kNoSyncStep;  // GUARDED_BY(mu_): in the sync map
+  // This node's on-demand step: replicated first, held for by a drain or a
+  // maintenance event. Unlike the publication it outlives the ranks.
+  int64_t ondemand_step_ = kNoSyncStep;       // GUARDED_BY(mu_)
+  uint64_t published_generation_ = 0;         // GUARDED_BY(mu_): the coordinator's
+  std::vector<int64_t> sync_pids_;            // GUARDED_BY(mu_): live at publication
+  std::string notice_unsent_;                 // GUARDED_BY(mu_): origin of an unheard notice
+  std::atomic<int64_t> node_step_{-1};        // newest step a rank here checked
+  std::atomic<double> node_rate_{0};          // its steps per second
+  std::optional<int64_t> maintenance_since_;  // GUARDED_BY(mu_): unix ms, in progress
+  bool yaml_deferred_ = false;                // GUARDED_BY(mu_): seen during maintenance
+  json last_maintenance_;                     // GUARDED_BY(mu_): the newest event record
+  std::string replication_error_;             // GUARDED_BY(mu_): the last peer failure
 };
 
 }  // namespace strata::agent

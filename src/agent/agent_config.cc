@@ -46,7 +46,8 @@ constexpr std::string_view kAgentFileKeys[] = {"local-dir",
                                                "backup-interval-steps",
                                                "backup-interval-minutes",
                                                "backup-bandwidth",
-                                               "restore-backup"};
+                                               "restore-backup",
+                                               "grace-seconds"};
 
 constexpr std::pair<std::string_view, std::string_view> kAgentEnv[] = {
     {"local-dir", "STRATA_LOCAL_DIR"}, {"listen", "STRATA_LISTEN"},
@@ -110,6 +111,7 @@ Settings FlagSettings(const AgentFlags& flags) {
   put_int("backup-interval-minutes", flags.backup_interval_minutes);
   put_int("backup-bandwidth", flags.backup_bandwidth_mib);
   put("restore-backup", flags.restore_backup);
+  put_int("grace-seconds", flags.grace_seconds);
   return out;
 }
 
@@ -250,6 +252,10 @@ Status BuildBackup(const Settings& settings, AgentConfig* c) {
     c->backup_bandwidth_mib = static_cast<int>(mib);
   }
   if (const Setting* s = FindSetting(settings, "restore-backup")) c->restore_backup = s->value;
+  if (const Setting* s = FindSetting(settings, "grace-seconds")) {
+    STRATA_ASSIGN_OR_RETURN(int64_t g, SettingInt(*s, 1, 86400));
+    c->grace = std::chrono::seconds(g);
+  }
   return Status::Ok();
 }
 

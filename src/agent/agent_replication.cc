@@ -34,7 +34,13 @@ void Agent::ReplicationMain() {
     std::optional<StepKey> key;
     if (!to_replicate_.empty()) {
       key = to_replicate_.back();  // newest first: older queued steps are superseded
+      // ... except the job's on-demand step, which goes before everything.
+      const StepKey newest = *key;
+      for (const StepKey& k : to_replicate_) {
+        if (ondemand_step_ != kNoSyncStep && k.step == ondemand_step_) key = k;
+      }
       to_replicate_.clear();
+      if (!(*key == newest)) to_replicate_.push_back(newest);
       backoff = kMinRetry;
     } else if (retry && std::chrono::steady_clock::now() >= retry_at) {
       key = retry;
@@ -81,10 +87,18 @@ bool Agent::ReplicateEverywhere(const StepKey& key) {
     Status s = addr == addresses.end()
                    ? UnavailableError("no address for node " + std::to_string(peer))
                    : ReplicateToPeer(key, addr->second);
-    if (s.ok())
+    if (s.ok()) {
       ++done;
-    else
-      Log()->warn("replicating {} to node {}: {} (will retry)", key.ToString(), peer, s.message());
+      continue;
+    }
+    Log()->warn("replicating {} to node {}: {} (will retry)", key.ToString(), peer, s.message());
+    std::lock_guard<std::mutex> l(mu_);
+    replication_error_ =
+        "replicating " + key.ToString() + " to node " + std::to_string(peer) + ": " + s.message();
+  }
+  if (done == peers.size()) {
+    std::lock_guard<std::mutex> l(mu_);
+    replication_error_.clear();
   }
   if (done < peers.size()) return false;
   ReportReplicated(key);

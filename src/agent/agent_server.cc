@@ -126,6 +126,8 @@ StatusOr<json> Agent::HandleCall(const json& request, net::Socket& socket) {
   if (op == "put_files") return HandlePutFiles(request, socket);
   if (op == "fetch_step") return HandleFetchStep(request, socket);
   if (op == "status") return StatusJson();
+  if (op == "health") return HealthJson();
+  if (op == "maintenance") return HandleMaintenance(request);
   return coordinator_.Handle(request);
 }
 
@@ -238,6 +240,7 @@ void Agent::LoadState() {
     if (!ValidateJobName(c.job_name).ok()) return;
     Log()->info("resuming job {} as node {} of {}", c.job_name, c.node_rank, c.nodes);
     std::lock_guard<std::mutex> l(mu_);
+    sync_job_ = SyncJob{inc.config, inc.round};
     inc_ = std::move(inc);
   } catch (const std::exception& e) {
     Log()->warn("ignoring {}: {}", path, e.what());

@@ -15,6 +15,7 @@
 #ifndef STRATA_AGENT_CONFIG_H_
 #define STRATA_AGENT_CONFIG_H_
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -161,6 +162,10 @@ struct AgentConfig {
   // Coordinator only: restore this backup id at the job's next start instead
   // of the newest complete step.
   std::optional<std::string> restore_backup;
+  // How long a SIGTERM'd agent drains (the job's on-demand step saved and
+  // replicated, the ranks gone) before it exits; `strata maintenance`'s
+  // default grace period. Default 300 s, like the platforms' notice.
+  std::chrono::seconds grace{300};
 };
 
 inline constexpr size_t kMinSecretBytes = 16;
@@ -184,13 +189,15 @@ struct AgentFlags {
   std::optional<int64_t> backup_interval_minutes;  // --backup-interval-minutes M
   std::optional<int64_t> backup_bandwidth_mib;     // --backup-bandwidth MIB_PER_S
   std::optional<std::string> restore_backup;       // --restore-backup ID
+  std::optional<int64_t> grace_seconds;            // --grace-seconds S
 };
 
 // Resolves the agent configuration. Sources, lowest precedence first:
 //   1. the YAML file flags.config_file (a mapping; keys local-dir, listen,
 //      advertise, coordinator, secret-file, log-level, node-rank,
 //      data-streams, max-message-bytes, backup, backup-interval-steps,
-//      backup-interval-minutes, backup-bandwidth, restore-backup; unknown
+//      backup-interval-minutes, backup-bandwidth, restore-backup,
+//      grace-seconds; unknown
 //      keys are errors);
 //   2. the environment: STRATA_LOCAL_DIR, STRATA_LISTEN, STRATA_ADVERTISE,
 //      STRATA_COORDINATOR, STRATA_SECRET, STRATA_SECRET_FILE,

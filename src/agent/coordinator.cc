@@ -32,6 +32,9 @@ StatusOr<json> Coordinator::Handle(const json& req) {
   if (op == "replicated") return Replicated(req);
   if (op == "members") return Members(req);
   if (op == "backup_done") return BackupDone(req);
+  if (op == "node_address") return NodeAddress(req);
+  if (op == "notice") return Notice(req);
+  if (op == "sync") return Sync(req);
   return NotFoundError("unknown coordination call \"" + op.substr(0, 32) + "\"");
 }
 
@@ -75,6 +78,11 @@ StatusOr<json> Coordinator::Register(const json& req) {
     next.backup = std::move(job.backup);
     next.backup.in_flight.reset();  // a backup of the previous round is never committed
     next.backup.starting = 0;
+    // A decided on-demand step belongs to the round it was decided in: the
+    // new round withdraws it (the generation keeps counting up).
+    next.sync.generation = job.sync.generation + 1;
+    next.sync.round = next.round;
+    next.sync.known = std::move(job.sync.known);
     job = std::move(next);
     Log()->info("job {}: round {} begins (node {} registered)", name, job.round, node);
   }
@@ -225,6 +233,35 @@ StatusOr<json> Coordinator::Members(const json& req) {
   json addresses = json::object();
   for (const auto& [n, m] : job->members) addresses[std::to_string(n)] = m.address;
   return json{{"round", job->round}, {"addresses", addresses}};
+}
+
+// The address of node `node` of `job` (or of the only job): how `strata
+// maintenance` and `strata health` reach a node through the coordinator.
+StatusOr<json> Coordinator::NodeAddress(const json& req) {
+  std::lock_guard<std::mutex> l(mu_);
+  const Job* job = nullptr;
+  std::string name;
+  if (req.contains("job")) {
+    STRATA_ASSIGN_OR_RETURN(name, JobField(req));
+    auto it = jobs_.find(name);
+    if (it != jobs_.end()) job = &it->second;
+  } else if (jobs_.size() == 1) {
+    name = jobs_.begin()->first;
+    job = &jobs_.begin()->second;
+  } else if (jobs_.size() > 1) {
+    return InvalidArgumentError("the coordinator serves " + std::to_string(jobs_.size()) +
+                                " jobs: name one with --job");
+  }
+  if (job == nullptr)
+    return NotFoundError("the coordinator knows no job" +
+                         (name.empty() ? std::string() : " " + name));
+  STRATA_ASSIGN_OR_RETURN(int node, IntField(req, "node", 0, 1 << 30));
+  auto m = job->members.find(node);
+  if (m == job->members.end()) {
+    return NotFoundError("node " + std::to_string(node) + " has not registered in job " + name +
+                         " (round " + std::to_string(job->round) + ")");
+  }
+  return json{{"job", name}, {"node", node}, {"address", m->second.address}};
 }
 
 }  // namespace strata::agent

@@ -55,7 +55,8 @@ class Coordinator {
   explicit Coordinator(std::chrono::milliseconds wait = std::chrono::seconds(2)) : wait_(wait) {}
 
   // Dispatches a coordination call ("register", "await_plan", "ready",
-  // "replicated", "backup_done", "members"); NOT_FOUND for other ops.
+  // "replicated", "backup_done", "members", "node_address", "notice",
+  // "sync"); NOT_FOUND for other ops.
   StatusOr<json> Handle(const json& request);
 
   // Makes the coordinator plan with and schedule backups in `store`, which
@@ -101,6 +102,27 @@ class Coordinator {
     // restores it.
     bool rollback_done = false;
   };
+  // The job's on-demand step (coordinator_sync.cc). A notice from any node
+  // starts a collection: every node's agent reports where its ranks are
+  // (step and step rate); once all have, or kCollectWindow passed, the
+  // coordinator decides the sync step and every agent publishes it.
+  struct NodeProgress {
+    int64_t step = -1;  // the newest step a rank of the node checked
+    double rate = 0;    // steps per second
+    std::chrono::steady_clock::time_point at{};
+  };
+  struct SyncState {
+    uint64_t generation = 0;  // bumped by every decision and withdrawal
+    std::optional<int64_t> step;
+    int64_t round = 0;  // the round the decision belongs to
+    int64_t notice_unix_ms = 0;
+    std::string origin;  // who gave the notice, for logs and status
+    uint64_t collect_id = 0;
+    bool collecting = false;
+    std::chrono::steady_clock::time_point collect_deadline{};
+    std::map<int, NodeProgress> reports;  // this collection's
+    std::map<int, NodeProgress> known;    // the newest from each node
+  };
   struct Job {
     int nodes = 0;
     int dp = 1;
@@ -115,6 +137,7 @@ class Coordinator {
     std::string plan_error;                       // the plan cannot be made (e.g. bad backup id)
     std::optional<int64_t> rollback_step;  // the plan restores the operator's backup of this step
     BackupState backup;
+    SyncState sync;
   };
 
   StatusOr<json> Register(const json& req);
@@ -123,9 +146,16 @@ class Coordinator {
   StatusOr<json> Replicated(const json& req);
   StatusOr<json> Members(const json& req);
   StatusOr<json> BackupDone(const json& req);
+  StatusOr<json> NodeAddress(const json& req);
   json PlanJson(const Job& job) const;
   void Replan(const std::string& name, Job& job);           // REQUIRES: mu_ held
   StatusOr<Job*> FindJob(const json& req, int64_t* round);  // REQUIRES: mu_ held
+
+  // The on-demand step (coordinator_sync.cc).
+  StatusOr<json> Notice(const json& req);
+  StatusOr<json> Sync(const json& req);
+  void MaybeDecideSync(const std::string& name, Job& job);  // REQUIRES: mu_ held
+  static json SyncJson(const Job& job);
 
   // Backups (coordinator_backup.cc).
   void RefreshCatalog(bool for_restore);  // I/O without locks; takes catalog_mu_ briefly

@@ -21,12 +21,11 @@
 #include <string>
 
 #include "agent/step_index.h"
+#include "format/sync_map.h"
 #include "strata/status.h"
 #include "util/thread_pool.h"
 
 namespace strata::agent {
-
-inline constexpr std::string_view kAgentDirName = ".strata-agent";
 
 struct StepKey {
   std::string job;

@@ -11,6 +11,7 @@
 #include "agent/agent.h"
 #include "agent/config.h"
 #include "agent/rpc.h"
+#include "cli/agent_client.h"
 #include "cli/cli.h"
 #include "util/file_util.h"
 #include "util/logging.h"
@@ -18,8 +19,15 @@
 namespace strata::cli {
 namespace {
 
+// SIGTERM drains (the node is going away: the job saves, the agent waits
+// for its on-demand step to reach the peers); a second SIGTERM, or SIGINT,
+// stops at once.
 std::atomic<bool> g_stop{false};
-void OnStopSignal(int) { g_stop.store(true); }
+std::atomic<bool> g_drain{false};
+void OnStopSignal(int sig) {
+  if (sig == SIGTERM && !g_drain.exchange(true)) return;
+  g_stop.store(true);
+}
 
 void RunAgent(Context& ctx, const AgentFlags& flags) {
   auto config = ResolveAgentConfig(flags);
@@ -36,24 +44,11 @@ void RunAgent(Context& ctx, const AgentFlags& flags) {
   sigaction(SIGINT, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
   auto agent = agent::Agent::Start(*config);
-  Status s = agent.ok() ? (*agent)->Run(g_stop) : agent.status();
+  Status s = agent.ok() ? (*agent)->Run(g_stop, &g_drain) : agent.status();
   if (!s.ok()) {
     ctx.err << "strata agent: " << s.message() << "\n";
     ctx.exit_code = 1;
   }
-}
-
-// The secret for talking to an agent: --secret-file, STRATA_SECRET_FILE or STRATA_SECRET.
-StatusOr<std::string> ClientSecret(const std::string& secret_file) {
-  std::string file = secret_file;
-  if (file.empty() && std::getenv("STRATA_SECRET_FILE")) file = std::getenv("STRATA_SECRET_FILE");
-  if (!file.empty()) {
-    STRATA_ASSIGN_OR_RETURN(std::string s, ReadFileToString(Env::Default(), file, 4096));
-    if (!s.empty() && s.back() == '\n') s.pop_back();
-    return s;
-  }
-  if (const char* s = std::getenv("STRATA_SECRET")) return std::string(s);
-  return InvalidArgumentError("no secret: pass --secret-file or set STRATA_SECRET");
 }
 
 void PrintStatus(Context& ctx, const nlohmann::json& j) {
@@ -95,17 +90,11 @@ void PrintStatus(Context& ctx, const nlohmann::json& j) {
   }
 }
 
-StatusOr<nlohmann::json> QueryStatus(const std::string& address, const std::string& secret_file) {
-  STRATA_ASSIGN_OR_RETURN(agent::Endpoint to, agent::ParseEndpoint(address));
-  STRATA_ASSIGN_OR_RETURN(std::string secret, ClientSecret(secret_file));
-  STRATA_ASSIGN_OR_RETURN(agent::RpcClient client,
-                          agent::RpcClient::Connect(to, secret, "strata status"));
-  return client.Call({{"op", "status"}}, std::chrono::seconds(10));
-}
-
-void Status_(Context& ctx, const std::string& address, const std::string& secret_file,
-             bool as_json) {
-  auto reply = QueryStatus(address, secret_file);
+void Status_(Context& ctx, const AgentAddress& address, bool as_json) {
+  auto at = ResolveAgent(address, "strata status");
+  auto reply = at.ok() ? CallAgent(*at, address.secret_file, {{"op", "status"}},
+                                   std::chrono::seconds(10), "strata status")
+                       : StatusOr<nlohmann::json>(at.status());
   if (!reply.ok()) {
     ctx.err << "strata status: " << reply.status().message() << "\n";
     ctx.exit_code = 1;
@@ -148,23 +137,23 @@ void RegisterAgentCommands(CLI::App& app, Context& ctx) {
        "Back up every K steps when replicator.yaml gives no cadence");
   iopt("--backup-interval-minutes", flags->backup_interval_minutes,
        "Back up every M minutes when replicator.yaml gives no cadence");
+  iopt("--grace-seconds", flags->grace_seconds,
+       "On SIGTERM, drain for at most this long (default 300)");
   iopt("--backup-bandwidth", flags->backup_bandwidth_mib, "Upload limit in MiB/s (0: none)");
   opt("--restore-backup", flags->restore_backup,
       "Coordinator: restore this backup id at the job's next start");
   agent->callback([&ctx, flags] { RunAgent(ctx, *flags); });
 
   struct StatusArgs {
-    std::string agent = "127.0.0.1:7701";
-    std::string secret_file;
+    AgentAddress address;
     bool json = false;
   };
   auto sargs = std::make_shared<StatusArgs>();
   CLI::App* status =
       app.add_subcommand("status", "Show an agent's job, peers, steps held and replication");
-  status->add_option("--agent", sargs->agent, "HOST:PORT of the agent")->capture_default_str();
-  status->add_option("--secret-file", sargs->secret_file, "File holding the job's shared secret");
+  AddAgentAddressOptions(status, &sargs->address);
   status->add_flag("--json", sargs->json, "Print JSON");
-  status->callback([&ctx, sargs] { Status_(ctx, sargs->agent, sargs->secret_file, sargs->json); });
+  status->callback([&ctx, sargs] { Status_(ctx, sargs->address, sargs->json); });
 }
 
 }  // namespace strata::cli

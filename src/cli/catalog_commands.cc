@@ -13,20 +13,12 @@
 #include "format/manifest.h"
 #include "strata/catalog.h"
 #include "util/hash.h"
+#include "util/time_format.h"
 
 namespace strata::cli {
 namespace {
 
 using json = nlohmann::json;
-
-std::string Rfc3339Ms(int64_t unix_ms) {
-  std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm tm;
-  gmtime_r(&t, &tm);
-  char buf[40];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 json ItemJson(const ItemInfo& it, bool with_chunks) {
   json j = {{"name", it.name},
@@ -47,7 +39,7 @@ json ItemJson(const ItemInfo& it, bool with_chunks) {
 json StepJson(const StepInfo& info, bool with_items) {
   json j = {{"step", info.step},
             {"format_version", info.format_version},
-            {"created", Rfc3339Ms(info.created_unix_ms)},
+            {"created", Rfc3339(info.created_unix_ms)},
             {"bytes", info.total_bytes()},
             {"items", info.items.size()},
             {"chunk_size", info.chunk_size},
@@ -88,7 +80,7 @@ void Ls(Context& ctx, const std::string& dir, bool as_json) {
     } else {
       ctx.out << fmt::format("{:>12}  {:>10}  {:>6}  {:<20}  {}\n", step,
                              HumanBytes(info->total_bytes()), info->items.size(),
-                             Rfc3339Ms(info->created_unix_ms), Hex64(info->ContentDigest()));
+                             Rfc3339(info->created_unix_ms), Hex64(info->ContentDigest()));
     }
   }
   if (as_json) ctx.out << rows.dump(2) << "\n";
@@ -155,7 +147,7 @@ void Inspect(Context& ctx, const std::string& dir, int64_t step, bool as_json) {
     return;
   }
   ctx.out << fmt::format("step {}  format v{}  created {}  {} in {} items  chunk {}  digest {}\n",
-                         info->step, info->format_version, Rfc3339Ms(info->created_unix_ms),
+                         info->step, info->format_version, Rfc3339(info->created_unix_ms),
                          HumanBytes(info->total_bytes()), info->items.size(),
                          HumanBytes(info->chunk_size), Hex64(info->ContentDigest()));
   for (const auto& f : info->files)

@@ -29,6 +29,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   RegisterAgentCommands(app, ctx);
   RegisterBackupCommands(app, ctx);
   RegisterRunCommand(app, ctx);
+  RegisterMaintenanceCommands(app, ctx);
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 parses a reversed vector
   try {

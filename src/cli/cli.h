@@ -36,6 +36,7 @@ void RegisterCatalogCommands(CLI::App& app, Context& ctx);
 void RegisterAgentCommands(CLI::App& app, Context& ctx);
 void RegisterBackupCommands(CLI::App& app, Context& ctx);
 void RegisterRunCommand(CLI::App& app, Context& ctx);
+void RegisterMaintenanceCommands(CLI::App& app, Context& ctx);
 
 // "64.0 MiB"
 std::string HumanBytes(uint64_t bytes);

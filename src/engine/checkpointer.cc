@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "engine/agent_sync.h"
 #include "engine/preemption.h"
 #include "engine/staging.h"
 #include "engine/step_io.h"
@@ -22,6 +23,7 @@
 #include "util/file_util.h"
 #include "util/logging.h"
 #include "util/thread_pool.h"
+#include "util/time_format.h"
 
 namespace strata {
 namespace {
@@ -111,7 +113,7 @@ class CheckpointerImpl final : public Checkpointer {
   Status Init();
 
   bool ShouldSave(int64_t step) const noexcept override {
-    if (PreemptionNotices() != served_notices_.load(std::memory_order_relaxed)) return true;
+    if (OnDemandDue(step)) return true;
     if (options_.save_interval_steps > 0 && step % options_.save_interval_steps == 0) return true;
     return time_due_.load(std::memory_order_relaxed);
   }
@@ -131,6 +133,12 @@ class CheckpointerImpl final : public Checkpointer {
     std::vector<Item> items;  // data points into staging_
   };
 
+  // A notice is to be served at `step`: the job's sync step is reached (with
+  // an agent) or any notice is pending (without).
+  bool OnDemandDue(int64_t step) const noexcept {
+    if (sync_) return sync_->Due(step);
+    return PreemptionNotices() != served_notices_.load(std::memory_order_relaxed);
+  }
   Status RemoveLeftovers();
   Status Snapshot(int64_t step, std::span<const Item> items, Job* job);
   Status Commit(int64_t step, std::span<const Item> items);
@@ -172,11 +180,18 @@ class CheckpointerImpl final : public Checkpointer {
   bool timer_reset_ = false;               // GUARDED_BY(mu_)
   std::thread saver_;
   std::thread timer_;
+  std::unique_ptr<AgentSync> sync_;  // null without a node agent
 };
 
 Status CheckpointerImpl::Init() {
   STRATA_RETURN_IF_ERROR(RemoveLeftovers());
   STRATA_RETURN_IF_ERROR(InstallPreemptionHandlers(options_.preemption_signals));
+  if (options_.use_agent) {
+    std::string agent_dir = options_.agent_dir.empty() ? JoinPath(dir_, std::string(kAgentDirName))
+                                                       : options_.agent_dir;
+    STRATA_ASSIGN_OR_RETURN(sync_,
+                            AgentSync::Attach(agent_dir, options_.sync_timeout, &served_notices_));
+  }
   saver_ = std::thread([this] { SaverMain(); });
   if (options_.save_interval_seconds > 0) timer_ = std::thread([this] { TimerMain(); });
   return Status::Ok();
@@ -185,6 +200,7 @@ Status CheckpointerImpl::Init() {
 CheckpointerImpl::~CheckpointerImpl() {
   Status s = Wait();
   if (!s.ok()) Log()->error("{}", s.message());
+  sync_.reset();
   {
     std::lock_guard<std::mutex> l(mu_);
     stop_ = true;
@@ -212,7 +228,7 @@ StatusOr<SaveResult> CheckpointerImpl::Save(int64_t step, std::span<const Item> 
   const uint64_t notices = PreemptionNotices();
   SaveResult result;
   result.step = step;
-  result.on_demand = notices != served_notices_.load(std::memory_order_relaxed);
+  result.on_demand = OnDemandDue(step);
   Status previous = Wait();
   if (!previous.ok()) {
     if (!result.on_demand) return previous;
@@ -225,6 +241,7 @@ StatusOr<SaveResult> CheckpointerImpl::Save(int64_t step, std::span<const Item> 
     result.committed = true;
     if (result.on_demand) {
       served_notices_.store(notices, std::memory_order_relaxed);
+      if (sync_) sync_->Served(step);
       result.should_exit = options_.exit_after_ondemand;
       LogOnDemand(step, start);
     }
@@ -340,7 +357,10 @@ void CheckpointerImpl::RecordResult(int64_t step, const Status& s, double second
 
 void CheckpointerImpl::LogOnDemand(int64_t step, Clock::time_point start) const {
   double since_notice = 0;
-  if (int64_t ns = LastNoticeMonotonicNs(); ns > 0) {
+  const int64_t job_notice_ms = sync_ ? sync_->NoticeUnixMs() : 0;
+  if (job_notice_ms > 0) {  // the job's notice, wherever it arrived
+    since_notice = static_cast<double>(UnixMillisNow() - job_notice_ms) / 1000;
+  } else if (int64_t ns = LastNoticeMonotonicNs(); ns > 0) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     since_notice = (static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec) -
@@ -473,6 +493,10 @@ CheckpointerStatus CheckpointerImpl::status() const {
   s.last_committed_step = last_committed_;
   s.last_error = last_error_;
   s.notices = PreemptionNotices();
+  if (sync_) {
+    s.agent_sync = sync_->path();
+    s.sync_step = sync_->PendingSyncStep();
+  }
   return s;
 }
 

@@ -18,6 +18,8 @@ static_assert(std::atomic<int64_t>::is_always_lock_free);
 
 std::atomic<uint64_t> g_notices{0};
 std::atomic<int64_t> g_last_notice_ns{0};
+std::atomic<std::atomic<uint64_t>*> g_mirror{nullptr};
+std::atomic<uint64_t> g_mirror_base{0};
 
 // Dispositions replaced by ours, indexed by signal number. Written under
 // g_install_mu before our handler is installed for that signal, read only by
@@ -45,7 +47,17 @@ void NotePreemption() noexcept {
   clock_gettime(CLOCK_MONOTONIC, &ts);  // async-signal-safe (POSIX)
   g_last_notice_ns.store(static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec,
                          std::memory_order_relaxed);
-  g_notices.fetch_add(1, std::memory_order_release);
+  uint64_t count = g_notices.fetch_add(1, std::memory_order_release) + 1;
+  if (std::atomic<uint64_t>* mirror = g_mirror.load()) mirror->store(count - g_mirror_base.load());
+}
+
+void MirrorNoticesTo(std::atomic<uint64_t>* word) noexcept {
+  g_mirror.store(nullptr);
+  if (word != nullptr) {
+    g_mirror_base.store(g_notices.load());
+    word->store(0);
+  }
+  g_mirror.store(word);
 }
 
 uint64_t PreemptionNotices() noexcept { return g_notices.load(std::memory_order_relaxed); }

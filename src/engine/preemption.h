@@ -7,6 +7,7 @@
 #ifndef STRATA_ENGINE_PREEMPTION_H_
 #define STRATA_ENGINE_PREEMPTION_H_
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -26,6 +27,13 @@ void NotePreemption() noexcept;
 
 // CLOCK_MONOTONIC time (ns) of the newest notice, 0 if none.
 int64_t LastNoticeMonotonicNs() noexcept;
+
+// From now on every notice also stores the number of notices since this call
+// into `*word` (a slot of
+// the agent's sync map, so the agent sees the notice even while the training
+// loop is inside a long step); nullptr stops it. The word must stay mapped
+// until replaced.
+void MirrorNoticesTo(std::atomic<uint64_t>* word) noexcept;
 
 }  // namespace strata
 

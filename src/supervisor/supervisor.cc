@@ -345,15 +345,25 @@ int Supervisor::Run() {
       Log(log_, fmt::format("the command asked not to be restarted (exit code {})", code));
       return code;
     }
-    if (auto stop = AfterFailure(progress, after)) return *stop;
+    const bool planned = code == kExitRestartNow;
+    if (planned) {
+      Log(log_, fmt::format("the command stopped after its on-demand checkpoint (exit code {}): "
+                            "restarting at once",
+                            code));
+    } else if (auto stop = AfterFailure(progress, after)) {
+      return *stop;
+    }
     if (o_.max_restarts && restarts >= *o_.max_restarts) {
       return GiveUp(fmt::format("the command failed {} time(s); --max-restarts {} reached", attempt,
                                 *o_.max_restarts));
     }
     if (progress || end.length >= o_.reset_after) backoff_n = 0;
-    milliseconds delay = BackoffDelay(backoff_n++, o_.backoff_min, o_.backoff_max, rng_);
-    Log(log_,
-        fmt::format("backoff {:.3f}s before attempt={}", delay.count() / 1000.0, attempt + 1));
+    milliseconds delay =
+        planned ? milliseconds(0) : BackoffDelay(backoff_n++, o_.backoff_min, o_.backoff_max, rng_);
+    if (!planned) {
+      Log(log_,
+          fmt::format("backoff {:.3f}s before attempt={}", delay.count() / 1000.0, attempt + 1));
+    }
     if (int sig = Sleep(delay)) {
       Log(log_, fmt::format("stopped by {} during the backoff wait", SignalName(sig)));
       return 128 + sig;

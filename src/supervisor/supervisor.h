@@ -28,6 +28,11 @@ namespace strata::supervisor {
 // exits with it too. 86 is unused by sysexits.h, shells (126, 127, 128+n) and
 // common runtimes.
 inline constexpr int kExitDoNotRestart = 86;
+// A command that stopped after its on-demand checkpoint (a maintenance
+// notice reached the job: strata::kExitAfterOnDemand, EX_TEMPFAIL) exits
+// with this. It is restarted at once, without backoff, and the run is not
+// counted toward a crash loop (it counts toward --max-restarts).
+inline constexpr int kExitRestartNow = 75;
 // The supervisor gave up (restart limit, crash loop, quarantine limit) or
 // could not supervise at all (directory locked or unusable).
 inline constexpr int kExitGaveUp = 1;

@@ -1,0 +1,407 @@
+// Copyright 2026 The Strata Authors.
+//
+// Maintenance events at the agent:
+//   * the sync map (format/sync_map.h): the ranks register there, and the
+//     agent publishes the job's on-demand step in it;
+//   * notices: a rank's (its slot's notice count rises), the agent's own
+//     SIGTERM (a drain) or `strata maintenance` go to the coordinator, which
+//     decides one step for the job (coordinator_sync.cc);
+//   * `strata maintenance`: SIGTERM to the registered ranks, wait for them,
+//     optionally hold the node until its on-demand step is on its peers and
+//     wipe its RAM; an event record;
+//   * `strata health`.
+#include <signal.h>
+#include <sys/statvfs.h>
+
+#include <deque>
+#include <thread>
+
+#include "agent/agent.h"
+#include "agent/local_dir.h"
+#include "util/file_util.h"
+#include "util/logging.h"
+#include "util/time_format.h"
+
+namespace strata::agent {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kSlotPoll = std::chrono::milliseconds(50);
+constexpr auto kRateWindow = std::chrono::seconds(2);
+constexpr char kMaintenanceFile[] = "maintenance.json";
+// A RAM disk fuller than this is unhealthy: the next save may not fit.
+constexpr double kRamBudget = 0.95;
+
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+Status Agent::OpenSyncMap() {
+  STRATA_ASSIGN_OR_RETURN(
+      sync_map_, SyncMap::OpenOrCreate(JoinPath(store_->root(), std::string(kSyncMapName))));
+  // A step published by a previous agent process was for ranks that have
+  // restarted since, or will see it again from the coordinator.
+  sync_map_.Publish(kNoSyncStep, 0);
+  LoadMaintenance();
+  return Status::Ok();
+}
+
+std::vector<std::pair<int, int64_t>> Agent::LiveRanks() const {
+  std::vector<std::pair<int, int64_t>> out;
+  for (int i = 0; i < kSyncSlots; ++i) {
+    int64_t pid = sync_map_.slot(i).pid.load();
+    if (pid != 0 && ProcessAlive(pid)) out.emplace_back(i, pid);
+  }
+  return out;
+}
+
+// Watches the ranks: their step (and rate, for the coordinator's choice of
+// the sync step) and their notices. Also withdraws a published step once
+// every rank that was there when it was published has served it or exited.
+void Agent::NoticeMain() {
+  std::map<int, std::pair<int64_t, uint64_t>> seen;  // slot -> (pid, notices acted on)
+  std::deque<std::pair<Clock::time_point, int64_t>> samples;
+  Clock::time_point last_post{};
+  while (!Stopping()) {
+    std::this_thread::sleep_for(kSlotPoll);
+    int64_t step = -1;
+    std::string notice;
+    for (auto [i, pid] : LiveRanks()) {
+      const SyncSlot& s = sync_map_.slot(i);
+      step = std::max(step, s.current_step.load(std::memory_order_relaxed));
+      uint64_t n = s.notices.load();
+      auto& [seen_pid, acted] = seen[i];
+      if (seen_pid != pid) seen_pid = pid, acted = 0;
+      if (n > acted) {
+        acted = n;
+        notice = "SIGTERM to rank pid " + std::to_string(pid);
+      }
+    }
+    const auto now = Clock::now();
+    samples.emplace_back(now, step);
+    while (samples.size() > 2 && now - samples.front().first > kRateWindow) samples.pop_front();
+    double dt = std::chrono::duration<double>(now - samples.front().first).count();
+    if (step >= 0 && samples.front().second >= 0 && dt > 0.2) {
+      node_rate_.store(static_cast<double>(step - samples.front().second) / dt);
+    }
+    node_step_.store(step);
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (published_sync_ != kNoSyncStep && RanksDone()) WithdrawSync("every rank served it");
+      // A notice the coordinator has not heard yet: retry at most twice a second.
+      if (notice.empty() && !notice_unsent_.empty() &&
+          now - last_post > std::chrono::milliseconds(500)) {
+        notice = notice_unsent_;
+      }
+    }
+    if (!notice.empty()) {
+      last_post = now;
+      PostNotice(notice);
+    }
+  }
+}
+
+// REQUIRES: mu_ held. True when no rank that was registered at publication
+// still has to save the published step.
+bool Agent::RanksDone() const {
+  for (int64_t pid : sync_pids_) {
+    for (int i = 0; i < kSyncSlots; ++i) {
+      const SyncSlot& s = sync_map_.slot(i);
+      if (s.pid.load() != pid || !ProcessAlive(pid)) continue;
+      if (s.served.load() != sync_map_.header().generation.load()) return false;
+    }
+  }
+  return true;
+}
+
+void Agent::PostNotice(const std::string& origin) {
+  std::optional<SyncJob> job;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    job = sync_job_;
+    if (!job) {
+      if (notice_unsent_ != origin) {
+        Log()->warn("maintenance notice ({}) before this node joined a job: held until it does",
+                    origin);
+      }
+      notice_unsent_ = origin;
+      return;
+    }
+  }
+  json req = {{"op", "notice"},
+              {"job", job->config.job_name},
+              {"node", job->config.node_rank},
+              {"origin", origin}};
+  auto r = CallCoordinator(job->config, req, std::chrono::seconds(5));
+  if (!r.ok()) {
+    Log()->warn("telling the coordinator of a maintenance notice ({}): {} (will retry)", origin,
+                r.status().message());
+    std::lock_guard<std::mutex> l(mu_);
+    notice_unsent_ = origin;  // NoticeMain retries
+    return;
+  }
+  Log()->info("maintenance notice ({}) sent to the coordinator", origin);
+  std::lock_guard<std::mutex> l(mu_);
+  if (notice_unsent_ == origin) notice_unsent_.clear();
+}
+
+// One "sync" call at a time, each waiting at the coordinator for news.
+void Agent::SyncPollMain() {
+  uint64_t generation = 0, collect = 0;
+  while (!Stopping()) {
+    std::optional<SyncJob> job;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      job = sync_job_;
+    }
+    if (!job) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      continue;
+    }
+    json req = {{"op", "sync"},
+                {"job", job->config.job_name},
+                {"node", job->config.node_rank},
+                {"step", node_step_.load()},
+                {"rate", node_rate_.load()},
+                {"generation", generation},
+                {"collect", collect}};
+    auto r = CallCoordinator(job->config, req, std::chrono::seconds(10));
+    if (!r.ok()) {
+      Log()->debug("sync call: {}", r.status().message());
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      continue;
+    }
+    try {
+      collect = r->value("collect", uint64_t{0});  // the next call reports to it
+      generation = r->value("generation", uint64_t{0});
+      if (!(*r)["step"].is_null() && r->value("round", int64_t{0}) == job->round) ApplySync(*r);
+    } catch (const json::exception& e) {
+      Log()->warn("malformed reply to a sync call: {}", e.what());
+    }
+  }
+}
+
+// Publishes a decided on-demand step in the sync map. Withdrawals are local
+// (a new incarnation, or every rank served it), never the coordinator's: a
+// rank here may not have reached the step when another node's restarted
+// ranks begin the next round.
+void Agent::ApplySync(const json& reply) {
+  const int64_t step = reply["step"].get<int64_t>();
+  const uint64_t generation = reply["generation"].get<uint64_t>();
+  std::lock_guard<std::mutex> l(mu_);
+  if (generation == published_generation_ && step == published_sync_) return;
+  published_generation_ = generation;
+  if (step == published_sync_) return;
+  sync_pids_.clear();
+  for (auto [i, pid] : LiveRanks()) sync_pids_.push_back(pid);
+  published_sync_ = step;
+  ondemand_step_ = step;
+  sync_map_.Publish(step, reply.value("notice_unix_ms", int64_t{0}));
+  Log()->info("on-demand step {} published to {} rank(s) here (notice from {})", step,
+              sync_pids_.size(), reply.value("origin", "?"));
+}
+
+// REQUIRES: mu_ held.
+void Agent::WithdrawSync(const char* why) {
+  if (published_sync_ == kNoSyncStep) return;
+  Log()->info("on-demand step {} withdrawn: {}", published_sync_, why);
+  published_sync_ = kNoSyncStep;
+  sync_pids_.clear();
+  sync_map_.Publish(kNoSyncStep, 0);
+}
+
+// REQUIRES: mu_ held. The on-demand step this node saved is on every peer.
+bool Agent::SyncStepReplicated() const {
+  if (ondemand_step_ == kNoSyncStep || !inc_) return true;
+  return inc_->peers.empty() || newest_replicated_ >= ondemand_step_;
+}
+
+void Agent::AwaitOnDemandReplicated(const std::string& job) {
+  constexpr auto kLimit = std::chrono::seconds(30);
+  const auto deadline = Clock::now() + kLimit;
+  std::unique_lock<std::mutex> l(mu_);
+  if (!inc_ || inc_->config.job_name != job || SyncStepReplicated()) return;
+  Log()->info("the job restarted: replicating on-demand step {} first", ondemand_step_);
+  while (!SyncStepReplicated() && !Stopping() && Clock::now() < deadline) {
+    cv_.wait_for(l, kSlotPoll);
+  }
+  if (!SyncStepReplicated()) {
+    Log()->warn("on-demand step {} not on every peer after {} s; the restart goes ahead",
+                ondemand_step_, kLimit.count());
+  }
+}
+
+Clock::time_point Agent::BeginDrain() {
+  auto ranks = LiveRanks();
+  Log()->warn("SIGTERM: draining for at most {} s ({} rank(s) here); a second signal stops now",
+              config_.grace.count(), ranks.size());
+  if (!ranks.empty()) PostNotice("SIGTERM to the agent");
+  return Clock::now() + config_.grace;
+}
+
+// One look at a drain; true when it is over.
+bool Agent::DrainStep(Clock::time_point deadline) {
+  if (Clock::now() >= deadline) return true;
+  std::lock_guard<std::mutex> l(mu_);
+  bool ranks_gone = true;
+  for (int i = 0; i < kSyncSlots; ++i) {
+    int64_t pid = sync_map_.slot(i).pid.load();
+    if (pid != 0 && ProcessAlive(pid)) ranks_gone = false;
+  }
+  const bool heard = notice_unsent_.empty() || !sync_job_;  // no job: no one to tell
+  return ranks_gone && SyncStepReplicated() && heard;
+}
+
+StatusOr<json> Agent::HandleMaintenance(const json& request) {
+  const auto grace = std::chrono::milliseconds(
+      request.value("grace_ms", static_cast<int64_t>(config_.grace.count()) * 1000));
+  const bool lose_ram = request.value("lose_ram", false);
+  const int64_t started_ms = UnixMillisNow();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (maintenance_since_) {
+      return FailedPreconditionError("a maintenance event is in progress on " + config_.local_dir +
+                                     " since " + Rfc3339(*maintenance_since_));
+    }
+    maintenance_since_ = started_ms;
+  }
+  const auto start = Clock::now(), deadline = start + grace;
+  auto ranks = LiveRanks();
+  Log()->warn("maintenance event: SIGTERM to {} rank(s) using {}, grace {} ms{}", ranks.size(),
+              config_.local_dir, grace.count(), lose_ram ? ", the node loses its RAM" : "");
+  PostNotice("strata maintenance");
+  for (auto [i, pid] : ranks) ::kill(static_cast<pid_t>(pid), SIGTERM);
+  auto alive = [&] {
+    int n = 0;
+    for (auto [i, pid] : ranks) n += sync_map_.slot(i).pid.load() == pid && ProcessAlive(pid);
+    return n;
+  };
+  while (alive() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(kSlotPoll);
+  const double exit_seconds = SecondsSince(start);
+  int killed = 0;
+  for (auto [i, pid] : ranks) {
+    if (ProcessAlive(pid) && ::kill(static_cast<pid_t>(pid), SIGKILL) == 0) ++killed;
+  }
+  json event = {{"time", Rfc3339(started_ms)},
+                {"unix_ms", started_ms},
+                {"origin", request.value("origin", "strata maintenance")},
+                {"grace_ms", grace.count()},
+                {"lose_ram", lose_ram},
+                {"ranks", ranks.size()},
+                {"ranks_exited_seconds", exit_seconds},
+                {"ranks_killed", killed}};
+  // The ranks' on-demand step, once the main loop has taken it in.
+  int64_t sync = kNoSyncStep;
+  bool saved = false, replicated = false;
+  while (Clock::now() < deadline) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      sync = ondemand_step_;
+      saved = sync != kNoSyncStep && inc_ &&
+              store_->Has({inc_->config.job_name, inc_->config.node_rank, sync});
+      replicated = saved && SyncStepReplicated();
+    }
+    if (sync == kNoSyncStep || (saved && (replicated || !lose_ram))) break;
+    std::this_thread::sleep_for(kSlotPoll);
+  }
+  if (sync != kNoSyncStep) event["sync_step"] = sync;
+  event["saved"] = saved;
+  event["replicated"] = replicated;
+  if (lose_ram) {
+    if (!replicated) {
+      Log()->error(
+          "maintenance: on-demand step {} not on every peer within the grace period; "
+          "wiping the RAM of {} anyway (the platform would not wait)",
+          sync, config_.local_dir);
+    }
+    WipeRam();
+  }
+  event["wiped"] = lose_ram;
+  event["seconds"] = SecondsSince(start);
+  RecordMaintenance(event);
+  return event;
+}
+
+// The node comes back empty: every step the agent holds and every client
+// file goes. The agent's own state (job, sync map, event records) stays, as
+// a restarted agent would rebuild it.
+void Agent::WipeRam() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    to_replicate_.clear();
+    backup_pins_.clear();
+  }
+  for (const auto& [key, index] : store_->List()) store_->Remove(key).IgnoreError();
+  Status s = CleanLocalDir(config_.local_dir, kReplicatorYaml);  // a deferred yaml stays
+  if (!s.ok()) Log()->error("wiping {}: {}", config_.local_dir, s.message());
+  std::lock_guard<std::mutex> l(mu_);
+  newest_ingested_ = newest_replicated_ = -1;
+  ondemand_step_ = kNoSyncStep;
+  Log()->warn("wiped the RAM of {}: this node holds nothing now", config_.local_dir);
+}
+
+void Agent::RecordMaintenance(const json& event) {
+  std::lock_guard<std::mutex> l(mu_);
+  last_maintenance_ = event;
+  maintenance_since_.reset();
+  Status s =
+      WriteFileAtomic(Env::Default(), JoinPath(store_->root(), kMaintenanceFile), event.dump());
+  if (!s.ok()) Log()->warn("recording the maintenance event: {}", s.message());
+}
+
+void Agent::LoadMaintenance() {
+  auto text = ReadFileToString(Env::Default(), JoinPath(store_->root(), kMaintenanceFile), 1 << 16);
+  if (!text.ok()) return;
+  json j = ParseBounded(*text);
+  if (j.is_object() && j.contains("time")) last_maintenance_ = j;
+}
+
+// {"healthy": bool, "description": "..."}: the first problem found, else
+// the newest maintenance event.
+json Agent::HealthJson() const {
+  auto unhealthy = [](const std::string& why) {
+    return json{{"healthy", false}, {"description", why}};
+  };
+  std::string failed;
+  auto f =
+      ReadFileToString(Env::Default(), JoinPath(config_.local_dir, std::string(kFailedFile)), 4096);
+  if (f.ok()) failed = *f;
+  struct statvfs st {};
+  double fill = 0;
+  if (::statvfs(config_.local_dir.c_str(), &st) == 0 && st.f_blocks > 0) {
+    fill = 1.0 - static_cast<double>(st.f_bavail) / static_cast<double>(st.f_blocks);
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  if (maintenance_since_) {
+    return unhealthy("A maintenance event is in progress since " + Rfc3339(*maintenance_since_));
+  }
+  if (!failed.empty()) {
+    while (!failed.empty() && failed.back() == '\n') failed.pop_back();
+    return unhealthy("The job failed on this node (" + std::string(kFailedFile) + "): " + failed);
+  }
+  if (backup_ && backup_access_ != "ok" && backup_access_ != "not checked yet") {
+    return unhealthy("The backup " + config_.backup_url.value_or("") +
+                     " is unreachable: " + backup_access_);
+  }
+  if (fill > kRamBudget) {
+    return unhealthy(
+        fmt::format("The RAM disk {} is over budget: {:.0f}% full", config_.local_dir, fill * 100));
+  }
+  if (!replication_error_.empty() && behind_since_ &&
+      Clock::now() - *behind_since_ > std::chrono::seconds(60)) {
+    return unhealthy("Peer replication failing for " +
+                     std::to_string(static_cast<int>(SecondsSince(*behind_since_))) +
+                     " s: " + replication_error_);
+  }
+  if (last_maintenance_.is_object()) {
+    return json{{"healthy", true},
+                {"description", "The node had a maintenance event at " +
+                                    last_maintenance_.value("time", std::string("?"))},
+                {"maintenance", last_maintenance_}};
+  }
+  return json{{"healthy", true}, {"description", "No maintenance event recorded"}};
+}
+
+}  // namespace strata::agent

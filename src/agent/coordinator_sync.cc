@@ -1,0 +1,144 @@
+// Copyright 2026 The Strata Authors.
+//
+// The job's on-demand step. A maintenance notice reaches one node (a rank's
+// SIGTERM, the agent's own SIGTERM, `strata maintenance`); its agent calls
+// "notice". The coordinator then collects where every node's ranks are:
+// each agent keeps a "sync" call waiting here, is woken, and calls again
+// with its ranks' newest step and step rate. With every node's report, or
+// after kCollectWindow with the newest known for the silent ones, it decides
+//
+//   sync step = max over nodes (step + rate * lead, rounded up) + 1
+//
+// — the first step no rank can have passed by the time the agents publish
+// it, so every rank saves the same step, within a couple of steps of the
+// notice. The decision is answered to every waiting "sync" call; a new
+// round (the job restarted) withdraws it.
+#include <cmath>
+
+#include "agent/coordinator.h"
+#include "util/logging.h"
+#include "util/time_format.h"
+
+namespace strata::agent {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kCollectWindow = std::chrono::milliseconds(1000);
+// How far ahead of the ranks the step is placed: the agents' view of their
+// ranks is up to one slot poll (50 ms) old, and publishing the decision
+// takes about as long as collecting took; twice that, plus the poll, with
+// room to spare. Capped for a collection that waited for a silent node.
+double LeadSeconds(double collect_seconds) { return std::min(0.1 + 2 * collect_seconds, 1.0); }
+
+// Where the node's ranks will be kLeadSeconds from now, as last heard.
+int64_t Projected(int64_t step, double rate, double ahead_seconds) {
+  if (step < 0) return -1;
+  return step + static_cast<int64_t>(std::ceil(std::max(0.0, rate) * ahead_seconds));
+}
+
+}  // namespace
+
+json Coordinator::SyncJson(const Job& job) {
+  const SyncState& s = job.sync;
+  json j = {{"generation", s.generation},
+            {"round", s.round},
+            {"collect", s.collect_id},
+            {"collecting", s.collecting},
+            {"step", s.step ? json(*s.step) : json(nullptr)}};
+  if (s.step) {
+    j["notice_unix_ms"] = s.notice_unix_ms;
+    j["origin"] = s.origin;
+  }
+  return j;
+}
+
+StatusOr<json> Coordinator::Notice(const json& req) {
+  STRATA_ASSIGN_OR_RETURN(std::string name, JobField(req));
+  std::lock_guard<std::mutex> l(mu_);
+  STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req, nullptr));
+  STRATA_ASSIGN_OR_RETURN(int node, IntField(req, "node", 0, job->nodes - 1));
+  SyncState& s = job->sync;
+  std::string origin = "node " + std::to_string(node) + " (" + req.value("origin", "") + ")";
+  if (s.step && s.round == job->round) {
+    Log()->info("job {}: notice from {} joins the on-demand step {}", name, origin, *s.step);
+    return SyncJson(*job);
+  }
+  if (s.collecting) {
+    Log()->info("job {}: notice from {} joins the collection in progress", name, origin);
+    return SyncJson(*job);
+  }
+  s.collecting = true;
+  ++s.collect_id;
+  s.collect_deadline = Clock::now() + kCollectWindow;
+  s.reports.clear();
+  s.notice_unix_ms = UnixMillisNow();
+  s.origin = origin;
+  Log()->info("job {} round {}: maintenance notice from {}; collecting the nodes' steps", name,
+              job->round, origin);
+  cv_.notify_all();
+  return SyncJson(*job);
+}
+
+// A node's long-standing call: records its progress, answers at once when
+// the caller's view is stale (a new decision, a collection it has not
+// reported to), else waits up to wait_ for one.
+StatusOr<json> Coordinator::Sync(const json& req) {
+  STRATA_ASSIGN_OR_RETURN(std::string name, JobField(req));
+  std::unique_lock<std::mutex> l(mu_);
+  STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req, nullptr));
+  STRATA_ASSIGN_OR_RETURN(int node, IntField(req, "node", 0, job->nodes - 1));
+  NodeProgress p{req.value("step", int64_t{-1}), req.value("rate", 0.0), Clock::now()};
+  job->sync.known[node] = p;
+  const uint64_t generation = req.value("generation", uint64_t{0});
+  const uint64_t collect = req.value("collect", uint64_t{0});
+  if (job->sync.collecting && collect == job->sync.collect_id) job->sync.reports[node] = p;
+  MaybeDecideSync(name, *job);
+  auto stale = [&] {
+    const SyncState& s = job->sync;
+    return s.generation != generation || (s.collecting && s.collect_id != collect);
+  };
+  const auto until = Clock::now() + wait_;
+  while (!stale() && Clock::now() < until) {
+    auto wake = job->sync.collecting ? std::min(until, job->sync.collect_deadline) : until;
+    cv_.wait_until(l, wake);
+    MaybeDecideSync(name, *job);  // a collection whose window closed
+  }
+  return SyncJson(*job);
+}
+
+void Coordinator::MaybeDecideSync(const std::string& name, Job& job) {
+  SyncState& s = job.sync;
+  if (!s.collecting) return;
+  const auto now = Clock::now();
+  const bool all = static_cast<int>(s.reports.size()) >= job.nodes;
+  if (!all && now < s.collect_deadline) return;
+  const double lead = LeadSeconds(
+      std::chrono::duration<double>(now - (s.collect_deadline - kCollectWindow)).count());
+  int64_t newest = -1;
+  std::string silent;
+  for (int n = 0; n < job.nodes; ++n) {
+    auto r = s.reports.find(n);
+    if (r != s.reports.end()) {
+      newest = std::max(newest, Projected(r->second.step, r->second.rate, lead));
+      continue;
+    }
+    silent += (silent.empty() ? "" : ", ") + std::to_string(n);
+    auto k = s.known.find(n);
+    if (k == s.known.end()) continue;
+    double age = std::chrono::duration<double>(now - k->second.at).count();
+    newest = std::max(newest, Projected(k->second.step, k->second.rate, age + lead));
+  }
+  // Ranks that are restoring have no step yet: they resume after the
+  // restored step, so the sync step is never at or below it.
+  if (job.plan && job.plan->step) newest = std::max(newest, *job.plan->step);
+  s.collecting = false;
+  s.step = std::max<int64_t>(newest + 1, 1);
+  s.round = job.round;
+  ++s.generation;
+  Log()->info("job {} round {}: on-demand step {} for every rank (notice from {}){}", name,
+              job.round, *s.step, s.origin,
+              silent.empty() ? "" : "; no report from node(s) " + silent + ", used their last");
+  cv_.notify_all();
+}
+
+}  // namespace strata::agent

@@ -1,0 +1,114 @@
+// Copyright 2026 The Strata Authors.
+#include "engine/agent_sync.h"
+
+#include <unistd.h>
+
+#include "engine/preemption.h"
+#include "util/file_util.h"
+#include "util/logging.h"
+
+namespace strata {
+
+StatusOr<std::unique_ptr<AgentSync>> AgentSync::Attach(
+    const std::string& agent_dir, std::chrono::milliseconds sync_timeout,
+    const std::atomic<uint64_t>* served_notices) {
+  std::string path = JoinPath(agent_dir, std::string(kSyncMapName));
+  auto map = SyncMap::Open(path);
+  if (!map.ok()) {
+    if (map.status().code() == StatusCode::kNotFound) return std::unique_ptr<AgentSync>();
+    return map.status().WithContext("attaching to the node agent");
+  }
+  STRATA_ASSIGN_OR_RETURN(int slot, map->Claim(::getpid()));
+  auto sync = std::unique_ptr<AgentSync>(
+      new AgentSync(std::move(*map), slot, sync_timeout, served_notices));
+  MirrorNoticesTo(&sync->slot_.notices);
+  Log()->info("on-demand steps are agreed through the node agent ({}, slot {})", sync->path(),
+              slot);
+  return sync;
+}
+
+AgentSync::AgentSync(SyncMap map, int slot, std::chrono::milliseconds timeout,
+                     const std::atomic<uint64_t>* served_notices)
+    : map_(std::move(map)),
+      slot_index_(slot),
+      slot_(map_.slot(slot)),
+      timeout_(timeout),
+      served_notices_(served_notices),
+      served_generation_(0) {
+  watcher_ = std::thread([this] { WatchMain(); });
+}
+
+AgentSync::~AgentSync() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  watcher_.join();
+  MirrorNoticesTo(nullptr);
+  map_.Release(slot_index_);
+}
+
+bool AgentSync::SyncDue(int64_t step) const noexcept {
+  const SyncHeader& h = map_.header();
+  uint64_t generation = h.generation.load(std::memory_order_acquire);
+  if (generation == served_generation_.load(std::memory_order_relaxed)) return false;
+  int64_t sync = h.sync_step.load(std::memory_order_relaxed);
+  return sync != kNoSyncStep && step >= sync;
+}
+
+bool AgentSync::Due(int64_t step) const noexcept {
+  slot_.current_step.store(step, std::memory_order_relaxed);
+  return SyncDue(step) || fallback_due_.load(std::memory_order_relaxed);
+}
+
+void AgentSync::Served(int64_t step) {
+  const SyncHeader& h = map_.header();
+  uint64_t generation = h.generation.load(std::memory_order_acquire);
+  int64_t sync = h.sync_step.load(std::memory_order_relaxed);
+  if (sync != kNoSyncStep && step > sync) {
+    Log()->warn(
+        "missed the sync step {}: saved step {} instead (this rank was past it when {} "
+        "published it)",
+        sync, step, path());
+  }
+  served_generation_.store(generation, std::memory_order_relaxed);
+  fallback_due_.store(false, std::memory_order_relaxed);
+  slot_.saved_step.store(step, std::memory_order_relaxed);
+  slot_.served.store(generation, std::memory_order_release);
+}
+
+std::optional<int64_t> AgentSync::PendingSyncStep() const {
+  const SyncHeader& h = map_.header();
+  if (h.generation.load(std::memory_order_acquire) == served_generation_.load()) {
+    return std::nullopt;
+  }
+  int64_t sync = h.sync_step.load(std::memory_order_relaxed);
+  if (sync == kNoSyncStep) return std::nullopt;
+  return sync;
+}
+
+// Starts the fallback clock when a local notice is pending and no sync step
+// is, and raises fallback_due_ when it runs out.
+void AgentSync::WatchMain() {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point waiting_since{};  // epoch: not waiting
+  std::unique_lock<std::mutex> l(mu_);
+  while (!cv_.wait_for(l, std::chrono::milliseconds(50), [this] { return stop_; })) {
+    bool notice = PreemptionNotices() != served_notices_->load(std::memory_order_relaxed);
+    if (!notice || PendingSyncStep().has_value()) {
+      waiting_since = Clock::time_point{};
+      continue;
+    }
+    if (waiting_since == Clock::time_point{}) waiting_since = Clock::now();
+    if (!fallback_due_.load() && Clock::now() - waiting_since >= timeout_) {
+      Log()->warn(
+          "no sync step from the node agent within {} ms of the notice ({}); saving "
+          "this rank's next step on its own",
+          timeout_.count(), path());
+      fallback_due_.store(true, std::memory_order_relaxed);
+    }
+  }
+}
+
+}  // namespace strata

@@ -1,0 +1,73 @@
+// Copyright 2026 The Strata Authors.
+//
+// A Checkpointer's side of the node agent's sync map (format/sync_map.h):
+// the job-wide on-demand step. Attached when the checkpoint directory is
+// managed by an agent. Then a maintenance notice, here or anywhere in the
+// job, makes this process save the step the agent publishes — the same step
+// on every rank — instead of its own next step.
+//
+// If a notice arrives here and no sync step follows within `sync_timeout`
+// (no agent, or it cannot reach its coordinator), the process saves its next
+// step on its own: a checkpoint of one node is better than none.
+#ifndef STRATA_ENGINE_AGENT_SYNC_H_
+#define STRATA_ENGINE_AGENT_SYNC_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "format/sync_map.h"
+
+namespace strata {
+
+class AgentSync {
+ public:
+  // Attaches to `<agent_dir>/sync.map`; nullptr (not an error) when there is
+  // none. `served_notices` is the Checkpointer's count of notices answered;
+  // it must outlive the returned object.
+  static StatusOr<std::unique_ptr<AgentSync>> Attach(const std::string& agent_dir,
+                                                     std::chrono::milliseconds sync_timeout,
+                                                     const std::atomic<uint64_t>* served_notices);
+  ~AgentSync();  // releases the slot
+
+  // Called on every ShouldSave: publishes `step` and says whether an
+  // on-demand save is due at it (the job's sync step is reached, or a local
+  // notice waited too long for one). Atomic loads and stores only.
+  bool Due(int64_t step) const noexcept;
+  // True if `step` is at or past a published sync step not yet served.
+  bool SyncDue(int64_t step) const noexcept;
+  // After the on-demand save of `step` committed.
+  void Served(int64_t step);
+
+  std::optional<int64_t> PendingSyncStep() const;
+  // When the job's notice arrived (Unix ms), 0 if unknown.
+  int64_t NoticeUnixMs() const { return map_.header().notice_unix_ms.load(); }
+  const std::string& path() const { return map_.path(); }
+
+ private:
+  AgentSync(SyncMap map, int slot, std::chrono::milliseconds timeout,
+            const std::atomic<uint64_t>* served_notices);
+  void WatchMain();
+
+  SyncMap map_;
+  const int slot_index_;
+  SyncSlot& slot_;
+  const std::chrono::milliseconds timeout_;
+  const std::atomic<uint64_t>* const served_notices_;
+  std::atomic<uint64_t> served_generation_;
+  std::atomic<bool> fallback_due_{false};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;  // GUARDED_BY(mu_)
+  std::thread watcher_;
+};
+
+}  // namespace strata
+
+#endif  // STRATA_ENGINE_AGENT_SYNC_H_

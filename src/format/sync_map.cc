@@ -1,0 +1,132 @@
+// Copyright 2026 The Strata Authors.
+#include "format/sync_map.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <new>
+
+#include "util/file_util.h"
+
+namespace strata {
+namespace {
+
+constexpr uint64_t kMagic = 0x50414d434e595353ull;  // "SSYNCMAP" little-endian
+constexpr uint32_t kVersion = 1;
+
+StatusOr<void*> MapFile(const std::string& path, int fd) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return ErrnoToStatus(errno, "stat " + path);
+  if (static_cast<size_t>(st.st_size) != kSyncMapBytes) {
+    return DataLossError(path + " is " + std::to_string(st.st_size) + " bytes, not a sync map");
+  }
+  void* p = ::mmap(nullptr, kSyncMapBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return ErrnoToStatus(errno, "mmap " + path);
+  return p;
+}
+
+}  // namespace
+
+bool ProcessAlive(int64_t pid) {
+  if (pid <= 0) return false;
+  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+}
+
+SyncMap::SyncMap(SyncMap&& o) noexcept : path_(std::move(o.path_)), base_(o.base_) {
+  o.base_ = nullptr;
+}
+
+SyncMap& SyncMap::operator=(SyncMap&& o) noexcept {
+  if (this != &o) {
+    if (base_ != nullptr) ::munmap(base_, kSyncMapBytes);
+    path_ = std::move(o.path_);
+    base_ = o.base_;
+    o.base_ = nullptr;
+  }
+  return *this;
+}
+
+SyncMap::~SyncMap() {
+  if (base_ != nullptr) ::munmap(base_, kSyncMapBytes);
+}
+
+StatusOr<SyncMap> SyncMap::Open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return ErrnoToStatus(errno, "open sync map " + path);
+  auto p = MapFile(path, fd);
+  ::close(fd);
+  if (!p.ok()) return p.status();
+  SyncMap map(path, *p);
+  const SyncHeader& h = map.header();
+  if (h.magic != kMagic || h.version != kVersion || h.slots != kSyncSlots) {
+    return DataLossError(path + " is not a version " + std::to_string(kVersion) + " sync map");
+  }
+  return map;
+}
+
+StatusOr<SyncMap> SyncMap::OpenOrCreate(const std::string& path) {
+  auto existing = Open(path);
+  if (existing.ok()) return existing;
+  std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) return ErrnoToStatus(errno, "create " + tmp);
+  Status s;
+  if (::ftruncate(fd, static_cast<off_t>(kSyncMapBytes)) != 0) {
+    s = ErrnoToStatus(errno, "size " + tmp);
+  } else {
+    auto p = MapFile(tmp, fd);
+    if (!p.ok()) {
+      s = p.status();
+    } else {
+      auto* h = new (*p) SyncHeader();
+      h->magic = kMagic;
+      h->version = kVersion;
+      h->slots = kSyncSlots;
+      auto* slots = reinterpret_cast<SyncSlot*>(static_cast<char*>(*p) + sizeof(SyncHeader));
+      for (int i = 0; i < kSyncSlots; ++i) new (&slots[i]) SyncSlot();
+      ::munmap(*p, kSyncMapBytes);
+    }
+  }
+  ::close(fd);
+  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) s = ErrnoToStatus(errno, "rename " + tmp);
+  if (!s.ok()) {
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  return Open(path);
+}
+
+StatusOr<int> SyncMap::Claim(int64_t pid) const {
+  for (int i = 0; i < kSyncSlots; ++i) {
+    SyncSlot& s = slot(i);
+    int64_t holder = s.pid.load();
+    if (holder == pid) return i;
+    if (holder != 0 && ProcessAlive(holder)) continue;
+    if (!s.pid.compare_exchange_strong(holder, pid)) continue;
+    s.current_step.store(-1);
+    s.notices.store(0);
+    s.saved_step.store(-1);
+    s.served.store(0);
+    return i;
+  }
+  return ResourceExhaustedError("no free slot in " + path_ + " (" + std::to_string(kSyncSlots) +
+                                " processes registered)");
+}
+
+void SyncMap::Release(int index) const {
+  if (index < 0 || index >= kSyncSlots) return;
+  slot(index).pid.store(0);
+}
+
+void SyncMap::Publish(int64_t step, int64_t notice_unix_ms) const {
+  SyncHeader& h = header();
+  h.sync_step.store(step, std::memory_order_relaxed);
+  h.notice_unix_ms.store(notice_unix_ms, std::memory_order_relaxed);
+  h.generation.fetch_add(1, std::memory_order_release);
+}
+
+}  // namespace strata
