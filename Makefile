@@ -42,7 +42,7 @@ test-tsan: deps
 	@$(TSAN_DIR)/tests/storage_tests --gtest_filter='$(TSAN_STORAGE_FILTER)'
 
 demo: build
-	@bash scripts/demo.sh $(BUILD_DIR)
+	@python3 scripts/demo.py $(BUILD_DIR)
 
 bench: build
 	@bash scripts/bench.sh $(BUILD_DIR)

@@ -59,9 +59,10 @@ std::string Cluster::address(int node) const {
 void Cluster::StartAgent(int node) {
   auto& slot = agents_[static_cast<size_t>(node)];
   if (slot) old_logs_[static_cast<size_t>(node)] += slot->Stderr();
-  std::vector<std::string> argv = {BinaryPath("strata"), "agent",       "--local-dir",   dir(node),
-                                   "--listen",           address(node), "--coordinator", address(0),
-                                   "--secret-file",      secret_file_};
+  std::vector<std::string> argv = {
+      BinaryPath("strata"), "agent",       "--local-dir",     dir(node),
+      "--listen",           address(node), "--coordinator",   address(0),
+      "--secret-file",      secret_file_,  "--grace-seconds", "20"};
   argv.insert(argv.end(), agent_args_.begin(), agent_args_.end());
   slot = std::make_unique<Child>(argv, agent_env_[node]);
   // Ready once it listens.
@@ -127,39 +128,57 @@ std::vector<TrainerRun> Cluster::Train(int64_t steps, int64_t interval, const st
   return Train(steps, interval, o);
 }
 
+std::vector<std::string> Cluster::TrainerArgs(int node, int64_t steps, int64_t interval,
+                                              const TrainOptions& o) const {
+  std::vector<std::string> args = {BinaryPath("toy-trainer"), "--dir", dir(node)};
+  auto flag = [&](const char* name, int64_t value) {
+    args.push_back(name);
+    args.push_back(std::to_string(value));
+  };
+  flag("--steps", steps);
+  flag("--step-ms", o.step_ms);
+  flag("--save-interval-steps", interval);
+  flag("--state-mb", o.state_mb);
+  flag("--seed", o.seed(node));
+  flag("--node-rank", node);
+  flag("--nodes", nodes_);
+  flag("--peers-per-node", o.peers_per_node);
+  if (o.data_parallelism > 0) flag("--assume-data-parallelism", o.data_parallelism);
+  if (o.backup_interval_steps > 0) flag("--backup-interval-steps", o.backup_interval_steps);
+  if (o.exit_after_ondemand) args.push_back("--exit-after-ondemand");
+  for (const char* a : {"--replicator", o.style.c_str(), "--job", o.job.c_str()}) args.push_back(a);
+  return args;
+}
+
+std::unique_ptr<Child> Cluster::StartTrainer(int node, int64_t steps, int64_t interval,
+                                             const TrainOptions& o) const {
+  return std::make_unique<Child>(TrainerArgs(node, steps, interval, o));
+}
+
+TrainerRun Cluster::Finish(Child& t, std::chrono::milliseconds limit) {
+  TrainerRun r;
+  r.exit_code = t.Wait(limit);
+  r.out = t.Stdout();
+  r.err = t.Stderr();
+  r.restored =
+      r.out.find("fresh start") != std::string::npos ? "fresh" : LastValue(r.out, "restored step");
+  r.digest = LastValue(r.out, "digest");
+  return r;
+}
+
+int Cluster::Cli(const std::string& command, int node, const std::vector<std::string>& args,
+                 std::string* out) const {
+  std::vector<std::string> argv = {BinaryPath("strata"), command,         "--agent",
+                                   address(node),        "--secret-file", secret_file_};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return Run(argv, out);
+}
+
 std::vector<TrainerRun> Cluster::Train(int64_t steps, int64_t interval, const TrainOptions& o) {
   std::vector<std::unique_ptr<Child>> trainers;
-  for (int i = 0; i < nodes_; ++i) {
-    std::vector<std::string> args = {BinaryPath("toy-trainer"), "--dir", dir(i)};
-    auto flag = [&](const char* name, int64_t value) {
-      args.push_back(name);
-      args.push_back(std::to_string(value));
-    };
-    flag("--steps", steps);
-    flag("--step-ms", o.step_ms);
-    flag("--save-interval-steps", interval);
-    flag("--state-mb", o.state_mb);
-    flag("--seed", o.seed(i));
-    flag("--node-rank", i);
-    flag("--nodes", nodes_);
-    flag("--peers-per-node", o.peers_per_node);
-    if (o.data_parallelism > 0) flag("--assume-data-parallelism", o.data_parallelism);
-    if (o.backup_interval_steps > 0) flag("--backup-interval-steps", o.backup_interval_steps);
-    for (const char* a : {"--replicator", o.style.c_str(), "--job", o.job.c_str()})
-      args.push_back(a);
-    trainers.push_back(std::make_unique<Child>(args));
-  }
+  for (int i = 0; i < nodes_; ++i) trainers.push_back(StartTrainer(i, steps, interval, o));
   std::vector<TrainerRun> runs;
-  for (auto& t : trainers) {
-    TrainerRun r;
-    r.exit_code = t->Wait(std::chrono::minutes(3));
-    r.out = t->Stdout();
-    r.err = t->Stderr();
-    r.restored = r.out.find("fresh start") != std::string::npos ? "fresh"
-                                                                : LastValue(r.out, "restored step");
-    r.digest = LastValue(r.out, "digest");
-    runs.push_back(std::move(r));
-  }
+  for (auto& t : trainers) runs.push_back(Finish(*t));
   // Wait until every agent has ingested and replicated the last step saved
   // (with no peers, "replicated" means ingested).
   const int64_t last = steps - steps % interval;

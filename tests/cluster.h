@@ -33,6 +33,8 @@ struct TrainOptions {
   bool wait_replicated = true;
   // Seed of node i; replicas of one data-parallel column must share it.
   std::function<int(int)> seed = [](int node) { return 100 + node; };
+  // --exit-after-ondemand: a notice ends the trainer (exit 75).
+  bool exit_after_ondemand = false;
 };
 
 struct TrainerRun {
@@ -77,6 +79,17 @@ class Cluster {
   std::vector<TrainerRun> Train(int64_t steps, int64_t interval, const std::string& style = "orbax",
                                 int state_mb = 2, int step_ms = 0);
   std::vector<TrainerRun> Train(int64_t steps, int64_t interval, const TrainOptions& options);
+  // The trainer of one node, started and left running; Finish waits for it.
+  std::vector<std::string> TrainerArgs(int node, int64_t steps, int64_t interval,
+                                       const TrainOptions& options) const;
+  std::unique_ptr<Child> StartTrainer(int node, int64_t steps, int64_t interval,
+                                      const TrainOptions& options) const;
+  static TrainerRun Finish(Child& trainer,
+                           std::chrono::milliseconds limit = std::chrono::minutes(3));
+  // Runs `strata <command> --agent <node's address> --secret-file ... args`;
+  // returns its exit code and fills *out with its stdout and stderr.
+  int Cli(const std::string& command, int node, const std::vector<std::string>& args,
+          std::string* out) const;
   // `strata status --json` of a node's agent; a test failure if it fails.
   nlohmann::json Status(int node) const;
   // The same, or an empty object (and *error) while the agent is down.

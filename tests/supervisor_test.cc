@@ -82,6 +82,25 @@ TEST(SupervisorTest, DoNotRestartCodeEndsTheLoopWithThatCode) {
   EXPECT_NE(c.Stderr().find("asked not to be restarted"), std::string::npos) << c.Stderr();
 }
 
+// Exit 75 (stopped after an on-demand checkpoint) is a planned stop: the
+// command is restarted at once, however long the backoff, and such runs
+// never add up to a crash loop.
+TEST(SupervisorTest, StoppedAfterOnDemandCheckpointRestartsAtOnce) {
+  ScratchDir d("run");
+  auto cmd = Script(d, "n=$(cat " + d.Sub("count") + " 2>/dev/null || echo 0)\n" +
+                           "echo $((n + 1)) > " + d.Sub("count") + "\n[ $n -ge 4 ] || exit " +
+                           std::to_string(supervisor::kExitRestartNow) + "\n");
+  auto start = Clock::now();
+  Child c(RunArgs(
+      {"--backoff", "30s,60s", "--checkpoint-dir", d.Sub("ckpt"), "--crash-loop-runs", "2"}, cmd));
+  ASSERT_EQ(c.Wait(), 0) << c.Stderr();
+  EXPECT_LT(Clock::now() - start, milliseconds(20000)) << "a backoff wait was taken";
+  EXPECT_EQ(testing::ReadFile(d.Sub("count")), "5\n");
+  EXPECT_EQ(Count(c.Stderr(), "restarting at once"), 4) << c.Stderr();
+  EXPECT_EQ(Count(c.Stderr(), "backoff"), 0) << c.Stderr();
+  EXPECT_EQ(Count(c.Stderr(), "crash loop"), 0) << c.Stderr();
+}
+
 TEST(SupervisorTest, GivesUpAfterMaxRestarts) {
   Child c(RunArgs({"--backoff", "10ms,20ms", "--max-restarts", "2"}, {"sh", "-c", "exit 7"}));
   EXPECT_EQ(c.Wait(), supervisor::kExitGaveUp) << c.Stderr();

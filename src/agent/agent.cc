@@ -363,6 +363,7 @@ StatusOr<bool> Agent::FetchAndReport(Incarnation& inc, const json&) {
       if (!r.ok() && r.status().code() == StatusCode::kDeadlineExceeded && !Stopping()) continue;
       if (!r.ok()) return r.status();
       if (r->value("go", false)) {
+        if (r->contains("sync")) ApplySync((*r)["sync"]);  // before any rank can pass it
         STRATA_RETURN_IF_ERROR(CreateMarkers(inc, *plan));
         return true;
       }

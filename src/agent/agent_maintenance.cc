@@ -79,12 +79,15 @@ void Agent::NoticeMain() {
         notice = "SIGTERM to rank pid " + std::to_string(pid);
       }
     }
+    // The step rate over the last kRateWindow, from samples of running
+    // ranks only (a restart, or no rank, starts the window again).
     const auto now = Clock::now();
-    samples.emplace_back(now, step);
+    if (step < 0 || (!samples.empty() && step < samples.back().second)) samples.clear();
+    if (step >= 0) samples.emplace_back(now, step);
     while (samples.size() > 2 && now - samples.front().first > kRateWindow) samples.pop_front();
-    double dt = std::chrono::duration<double>(now - samples.front().first).count();
-    if (step >= 0 && samples.front().second >= 0 && dt > 0.2) {
-      node_rate_.store(static_cast<double>(step - samples.front().second) / dt);
+    if (samples.size() >= 2) {
+      double dt = std::chrono::duration<double>(now - samples.front().first).count();
+      if (dt >= 0.1) node_rate_.store(static_cast<double>(step - samples.front().second) / dt);
     }
     node_step_.store(step);
     {
@@ -176,7 +179,14 @@ void Agent::SyncPollMain() {
     try {
       collect = r->value("collect", uint64_t{0});  // the next call reports to it
       generation = r->value("generation", uint64_t{0});
-      if (!(*r)["step"].is_null() && r->value("round", int64_t{0}) == job->round) ApplySync(*r);
+      if (!(*r)["step"].is_null()) {
+        if (r->value("round", int64_t{0}) == job->round) {
+          ApplySync(*r);
+        } else {  // decided for a round this node is joining: ask again once registered
+          generation = 0;
+          std::this_thread::sleep_for(kSlotPoll);
+        }
+      }
     } catch (const json::exception& e) {
       Log()->warn("malformed reply to a sync call: {}", e.what());
     }
@@ -191,7 +201,7 @@ void Agent::ApplySync(const json& reply) {
   const int64_t step = reply["step"].get<int64_t>();
   const uint64_t generation = reply["generation"].get<uint64_t>();
   std::lock_guard<std::mutex> l(mu_);
-  if (generation == published_generation_ && step == published_sync_) return;
+  if (generation == published_generation_) return;  // this decision was taken in already
   published_generation_ = generation;
   if (step == published_sync_) return;
   sync_pids_.clear();

@@ -15,6 +15,7 @@
 #include "util/file_util.h"
 #include "util/hash.h"
 #include "util/logging.h"
+#include "util/time_format.h"
 
 namespace strata::agent {
 namespace {
@@ -279,6 +280,19 @@ json Agent::StatusJson() const {
     j["round"] = inc_->round;
   }
   if (backup_) j["backup"] = BackupStatusJson();
+  // The ranks registered in the sync map, and the job's on-demand step.
+  json ranks = json::array();
+  for (auto [slot, pid] : LiveRanks()) {
+    const SyncSlot& s = sync_map_.slot(slot);
+    ranks.push_back({{"pid", pid},
+                     {"step", s.current_step.load()},
+                     {"notices", s.notices.load()},
+                     {"ondemand_step", s.saved_step.load()}});
+  }
+  j["ranks"] = ranks;
+  j["training_step"] = node_step_.load();
+  if (ondemand_step_ != kNoSyncStep) j["ondemand_step"] = ondemand_step_;
+  if (maintenance_since_) j["maintenance_since"] = Rfc3339(*maintenance_since_);
   return j;
 }
 

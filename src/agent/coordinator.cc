@@ -101,6 +101,7 @@ StatusOr<json> Coordinator::Register(const json& req) {
   if (static_cast<int>(job.members.size()) == job.nodes) {
     Replan(name, job);
     Log()->info("job {} round {}: {}", name, job.round, job.plan->reason);
+    MaybeDecideSync(name, job);  // a notice that came while the job was registering
   }
   cv_.notify_all();
   return json{{"round", job.round}};
@@ -191,7 +192,13 @@ StatusOr<json> Coordinator::Ready(const json& req) {
   if (!cv_.wait_for(l, wait_, all_ready)) return DeadlineExceededError("waiting for other nodes");
   if (job->round != round || job->plan_version != version) return json{{"replan", true}};
   RollbackRestored(req["job"].get<std::string>(), *job);
-  return json{{"go", true}};
+  // The ranks start training once told "go": a notice that came during the
+  // restore is decided now and travels with it, so that every agent
+  // publishes the step before its ranks can pass it.
+  MaybeDecideSync(req["job"].get<std::string>(), *job, /*now_or_never=*/true);
+  json go = {{"go", true}};
+  if (job->sync.step && job->sync.round == round) go["sync"] = SyncJson(*job);
+  return go;
 }
 
 // A node's newest fully replicated step. The reply carries the job-wide

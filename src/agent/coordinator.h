@@ -154,7 +154,10 @@ class Coordinator {
   // The on-demand step (coordinator_sync.cc).
   StatusOr<json> Notice(const json& req);
   StatusOr<json> Sync(const json& req);
-  void MaybeDecideSync(const std::string& name, Job& job);  // REQUIRES: mu_ held
+  // Decides the collection in progress once every node reported or its
+  // window closed; `now_or_never`: at once, with what is known (the ranks
+  // are about to resume from the plan's step). REQUIRES: mu_ held.
+  void MaybeDecideSync(const std::string& name, Job& job, bool now_or_never = false);
   static json SyncJson(const Job& job);
 
   // Backups (coordinator_backup.cc).

@@ -31,9 +31,12 @@ constexpr auto kCollectWindow = std::chrono::milliseconds(1000);
 double LeadSeconds(double collect_seconds) { return std::min(0.1 + 2 * collect_seconds, 1.0); }
 
 // Where the node's ranks will be kLeadSeconds from now, as last heard.
+// At least one step ahead: a rate of 0 may only mean the node's agent has
+// not measured one yet.
 int64_t Projected(int64_t step, double rate, double ahead_seconds) {
   if (step < 0) return -1;
-  return step + static_cast<int64_t>(std::ceil(std::max(0.0, rate) * ahead_seconds));
+  return step +
+         std::max<int64_t>(1, static_cast<int64_t>(std::ceil(std::max(0.0, rate) * ahead_seconds)));
 }
 
 }  // namespace
@@ -99,19 +102,25 @@ StatusOr<json> Coordinator::Sync(const json& req) {
   };
   const auto until = Clock::now() + wait_;
   while (!stale() && Clock::now() < until) {
-    auto wake = job->sync.collecting ? std::min(until, job->sync.collect_deadline) : until;
+    auto wake = until;
+    if (job->sync.collecting && job->sync.collect_deadline > Clock::now()) {
+      wake = std::min(until, job->sync.collect_deadline);
+    }
     cv_.wait_until(l, wake);
     MaybeDecideSync(name, *job);  // a collection whose window closed
   }
   return SyncJson(*job);
 }
 
-void Coordinator::MaybeDecideSync(const std::string& name, Job& job) {
+void Coordinator::MaybeDecideSync(const std::string& name, Job& job, bool now_or_never) {
   SyncState& s = job.sync;
   if (!s.collecting) return;
   const auto now = Clock::now();
   const bool all = static_cast<int>(s.reports.size()) >= job.nodes;
-  if (!all && now < s.collect_deadline) return;
+  if (!all && now < s.collect_deadline && !now_or_never) return;
+  // A job still registering has no ranks running and no restore step yet:
+  // decide once the plan says where the ranks will resume.
+  if (!job.plan && static_cast<int>(job.members.size()) < job.nodes) return;
   const double lead = LeadSeconds(
       std::chrono::duration<double>(now - (s.collect_deadline - kCollectWindow)).count());
   int64_t newest = -1;

@@ -1,0 +1,237 @@
+// Copyright 2026 The Strata Authors.
+//
+// Maintenance events end to end, with real agents and trainers on loopback:
+// a notice anywhere makes every rank save the same step; `strata
+// maintenance` (with and without --lose-ram); the agent's drain on SIGTERM;
+// notices at two nodes at once, during an async save and while the job is
+// still restoring; `strata health`. Every recovered run is compared bit for
+// bit with an uninterrupted one.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <regex>
+#include <set>
+#include <thread>
+
+#include "cluster.h"
+#include "strata/catalog.h"
+#include "strata/checkpointer.h"
+
+namespace strata::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr int64_t kForever = 1000000;  // trainers run until a notice stops them
+
+TrainOptions Stoppable(int step_ms = 5) {
+  TrainOptions o;
+  o.step_ms = step_ms;
+  o.exit_after_ondemand = true;
+  return o;
+}
+
+struct Running {
+  std::vector<std::unique_ptr<Child>> trainers;
+};
+
+// Starts every node's trainer and waits until each has trained a while.
+Running StartJob(Cluster& c, const TrainOptions& o, int64_t interval = 20) {
+  Running r;
+  for (int i = 0; i < c.nodes(); ++i)
+    r.trainers.push_back(c.StartTrainer(i, kForever, interval, o));
+  for (auto& t : r.trainers) EXPECT_TRUE(t->WaitForOutput("fresh start")) << t->Stderr();
+  std::this_thread::sleep_for(milliseconds(600));
+  return r;
+}
+
+// Waits for every trainer; each must have stopped (exit 75) after an
+// on-demand checkpoint of one and the same step, which is returned.
+int64_t ExpectOneOnDemandStep(Cluster& c, Running& r) {
+  std::set<std::string> steps;
+  for (size_t i = 0; i < r.trainers.size(); ++i) {
+    TrainerRun run = Cluster::Finish(*r.trainers[i], seconds(60));
+    EXPECT_EQ(run.exit_code, kExitAfterOnDemand) << "node " << i << ": " << run.err;
+    std::string s = LastValue(run.out, "ondemand checkpoint step");
+    EXPECT_FALSE(s.empty()) << "node " << i << ": " << run.out << run.err;
+    steps.insert(s);
+  }
+  EXPECT_EQ(steps.size(), 1u) << "the ranks saved different steps";
+  if (steps.size() != 1) {
+    for (int i = 0; i < c.nodes(); ++i) ADD_FAILURE() << "agent " << i << ":\n" << c.AgentLog(i);
+  }
+  return steps.empty() || steps.begin()->empty() ? -1 : std::stoll(*steps.begin());
+}
+
+// Restarts the job to `steps` and checks every node resumed from `step`
+// and ended bit for bit where an uninterrupted run does.
+void ExpectResumesFrom(Cluster& c, int64_t step, int64_t steps, const TrainOptions& o = {}) {
+  TrainOptions opts = o;
+  opts.exit_after_ondemand = false;
+  opts.wait_replicated = false;
+  auto runs = c.Train(steps, 20, opts);
+  for (int i = 0; i < c.nodes(); ++i) {
+    EXPECT_EQ(runs[i].exit_code, 0) << "node " << i << ": " << runs[i].err;
+    EXPECT_EQ(runs[i].restored, std::to_string(step)) << "node " << i << ": " << runs[i].out;
+    EXPECT_EQ(runs[i].digest, Cluster::ReferenceDigest(i, steps, opts.state_mb)) << "node " << i;
+  }
+}
+
+TEST(MaintenanceTest, SigtermToOneRankMakesEveryRankSaveTheSameStep) {
+  Cluster c(3, "mt-rank");
+  c.StartAll();
+  Running job = StartJob(c, Stoppable());
+  job.trainers[1]->Signal(SIGTERM);
+  int64_t step = ExpectOneOnDemandStep(c, job);
+  ASSERT_GT(step, 0);
+  EXPECT_NE(c.AgentLog(0).find("on-demand step " + std::to_string(step) + " for every rank"),
+            std::string::npos)
+      << c.AgentLog(0);
+  ExpectResumesFrom(c, step, step + 15);
+}
+
+TEST(MaintenanceTest, NoticesAtTwoNodesAtOnceMakeOneStep) {
+  Cluster c(3, "mt-two");
+  c.StartAll();
+  Running job = StartJob(c, Stoppable());
+  job.trainers[0]->Signal(SIGTERM);
+  job.trainers[2]->Signal(SIGTERM);
+  int64_t step = ExpectOneOnDemandStep(c, job);
+
+  ASSERT_GT(step, 0);
+  ExpectResumesFrom(c, step, step + 10);
+}
+
+// Every step saves asynchronously and each save outlasts a step, so the
+// notice always finds a save in flight: the on-demand save waits for it and
+// both commit.
+TEST(MaintenanceTest, NoticeDuringAnInFlightAsyncSave) {
+  Cluster c(2, "mt-async");
+  c.StartAll();
+  TrainOptions o = Stoppable(0);
+  o.state_mb = 24;
+  Running job = StartJob(c, o, /*interval=*/1);
+  job.trainers[0]->Signal(SIGTERM);
+  int64_t step = ExpectOneOnDemandStep(c, job);
+  ASSERT_GT(step, 0);
+  ExpectResumesFrom(c, step, step + 5, o);
+}
+
+TEST(MaintenanceTest, MaintenanceWithLoseRamRestoresTheNodeFromItsPeer) {
+  Cluster c(3, "mt-loseram");
+  c.StartAll();
+  Running job = StartJob(c, Stoppable());
+  std::string out;
+  ASSERT_EQ(c.Cli("maintenance", 1, {"--grace", "60s", "--lose-ram", "--json"}, &out), 0) << out;
+  auto event = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_TRUE(event.is_object()) << out;
+  EXPECT_EQ(event.value("ranks", 0), 1);
+  EXPECT_TRUE(event.value("saved", false)) << out;
+  EXPECT_TRUE(event.value("replicated", false)) << out;
+  EXPECT_TRUE(event.value("wiped", false)) << out;
+  int64_t step = ExpectOneOnDemandStep(c, job);
+  EXPECT_EQ(event.value("sync_step", int64_t{-1}), step);
+  auto held = c.Status(1);  // peers may have sent copies since; node 1's own are gone
+  for (const auto& s : held["steps"]) EXPECT_NE(s["rank"], 1) << held.dump();
+
+  ASSERT_EQ(c.Cli("health", 1, {}, &out), 0) << out;
+  EXPECT_TRUE(std::regex_match(
+      out, std::regex("health: HEALTHY healthDescription: The node had a maintenance event at "
+                      "\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ\n")))
+      << out;
+
+  ExpectResumesFrom(c, step, step + 15);
+  EXPECT_NE(c.AgentLog(1).find("restored job1/1/" + std::to_string(step) + " from node"),
+            std::string::npos)
+      << c.AgentLog(1);
+}
+
+TEST(MaintenanceTest, SigtermToAnAgentDrainsTheJobFirst) {
+  Cluster c(3, "mt-drain");
+  c.StartAll();
+  Running job = StartJob(c, Stoppable());
+  auto took = c.StopAgent(2, seconds(60));
+  EXPECT_GE(took.count(), 0) << "the agent did not exit";
+  int64_t step = ExpectOneOnDemandStep(c, job);
+  ASSERT_GT(step, 0);
+  EXPECT_NE(c.AgentLog(2).find("draining"), std::string::npos) << c.AgentLog(2);
+  // It left only once its on-demand step was on its peer.
+  bool held = false;
+  for (int peer : {0, 1}) {
+    auto status = c.Status(peer);
+    for (const auto& s : status["steps"]) held |= s["rank"] == 2 && s["step"] == step;
+  }
+  EXPECT_TRUE(held) << "node 2's step " << step << " is on no peer";
+  c.StartAgent(2);
+  ExpectResumesFrom(c, step, step + 10);
+}
+
+// The notice arrives while the job is restoring (one node's trainer has
+// not started, so no rank has a marker yet): the ranks save the first step
+// after the restored one.
+TEST(MaintenanceTest, NoticeWhileTheJobIsStillRestoring) {
+  Cluster c(3, "mt-restoring");
+  c.StartAll();
+  c.Train(40, 20);
+  TrainOptions o = Stoppable();
+  std::vector<std::unique_ptr<Child>> first;
+  for (int i : {0, 1}) first.push_back(c.StartTrainer(i, kForever, 20, o));
+  std::this_thread::sleep_for(milliseconds(500));  // both are waiting for markers
+  std::vector<std::string> argv = {BinaryPath("strata"),
+                                   "maintenance",
+                                   "--agent",
+                                   c.address(0),
+                                   "--secret-file",
+                                   "",
+                                   "--grace",
+                                   "90s",
+                                   "--json"};
+  std::string secret_file = c.dir(0) + "-secret";
+  WriteFile(secret_file, c.secret());
+  argv[5] = secret_file;
+  Child maintenance(argv);
+  std::this_thread::sleep_for(milliseconds(500));
+  Running job;
+  job.trainers = std::move(first);
+  job.trainers.push_back(c.StartTrainer(2, kForever, 20, o));
+  int64_t step = ExpectOneOnDemandStep(c, job);
+  EXPECT_EQ(step, 41);
+  ASSERT_EQ(maintenance.Wait(seconds(60)), 0) << maintenance.Stdout() << maintenance.Stderr();
+  ExpectResumesFrom(c, step, step + 10);
+}
+
+TEST(HealthTest, AnAgentThatIsDownIsUnhealthy) {
+  Cluster c(1, "health-down");
+  std::string out;
+  EXPECT_EQ(c.Cli("health", 0, {}, &out), 1);
+  EXPECT_TRUE(std::regex_search(
+      out, std::regex("^health: UNHEALTHY healthDescription: The agent at 127\\.0\\.0\\.1:\\d+ "
+                      "is down: .*connect")))
+      << out;
+}
+
+TEST(HealthTest, UnreachableBackupIsUnhealthyAndHealthyWithoutEvents) {
+  Cluster c(2, "health-backup");
+  c.SetAgentArgs({"--backup", "s3://strata-health/job"});  // nothing listens there
+  c.SetAgentEnv(0, {"AWS_ENDPOINT_URL=http://127.0.0.1:1", "AWS_ACCESS_KEY_ID=strata",
+                    "AWS_SECRET_ACCESS_KEY=strata-secret", "AWS_REGION=us-east-1"});
+  c.StartAgent(0);
+  c.SetAgentArgs({});
+  c.StartAgent(1);
+  std::string out;
+  for (int i = 0; i < 300 && c.Cli("health", 0, {}, &out) == 0; ++i) {
+    std::this_thread::sleep_for(milliseconds(100));  // the first access check is under way
+  }
+  EXPECT_TRUE(std::regex_search(out, std::regex("^health: UNHEALTHY healthDescription: The backup "
+                                                "s3://strata-health/job is unreachable: ")))
+      << out;
+  EXPECT_EQ(c.Cli("health", 1, {}, &out), 0) << out;
+  EXPECT_EQ(out, "health: HEALTHY healthDescription: No maintenance event recorded\n");
+  EXPECT_EQ(c.Cli("health", 1, {"--json"}, &out), 0) << out;
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  EXPECT_EQ(j.value("health", ""), "HEALTHY") << out;
+}
+
+}  // namespace
+}  // namespace strata::testing
