@@ -208,6 +208,12 @@ def show_progress():
         _last_plain = time.time()
 
 
+def current_steps():
+    """Every node's training step now (for "steps lost": the step the job had reached)."""
+    steps = {n: status(n).get("training_step", -1) for n in range(NODES)}
+    return {n: s for n, s in steps.items() if s >= 0}
+
+
 def train_for(seconds):
     end = time.time() + seconds
     while time.time() < end:
@@ -282,7 +288,7 @@ def record(name, saved, restored, before):
 
 
 def maintenance(node, lose_ram):
-    offsets, before, t0 = log_offsets(), dict(last_steps), time.time()
+    offsets, before, t0 = log_offsets(), current_steps(), time.time()
     args = ["maintenance", "--coordinator", address(0), "--node", str(node), "--grace", "60s"]
     rc, out = strata(*(args + (["--lose-ram"] if lose_ram else [])))
     for line in out.strip().splitlines():
@@ -298,7 +304,7 @@ def maintenance(node, lose_ram):
 def lose_nodes(lost):
     """Nodes in `lost` vanish (agent, supervisor, trainer, RAM); the job's other
     ranks crash with them, and their supervisors restart them."""
-    offsets, before, t0 = log_offsets(), dict(last_steps), time.time()
+    offsets, before, t0 = log_offsets(), current_steps(), time.time()
     newest = {n: status(n).get("newest_replicated", -1) for n in range(NODES)}
     backup = status(0).get("backup", {}).get("newest", {})
     for n in lost:
@@ -321,7 +327,7 @@ def lose_nodes(lost):
     for n in lost:
         start_supervisor(n)
     restored = wait_restored(offsets, t0)
-    return "step %d (periodic)" % max(s for s, _, _ in restored.values()), restored, before
+    return "step %d" % max(s for s, _, _ in restored.values()), restored, before
 
 
 def wait_backup_of(step, limit=60):
@@ -374,7 +380,7 @@ def main():
 
     say("3. Nodes 1 and 2 are lost abruptly, with their RAM; replacements start empty")
     saved, restored, before = lose_nodes([1, 2])
-    record("nodes 1 and 2 lost", saved, restored, before)
+    record("nodes 1 and 2 lost", "periodic " + saved, restored, before)
     train_for(2)
     target = max(last_steps.values()) // BACKUP_EVERY * BACKUP_EVERY
     wait_backup_of(target)
@@ -384,7 +390,7 @@ def main():
     for line in out.strip().splitlines()[-4:]:
         note("| " + line)
     saved, restored, before = lose_nodes(list(range(NODES)))
-    record("whole cluster lost", "backup, " + saved, restored, before)
+    record("whole cluster lost", "backup of " + saved, restored, before)
 
     say("The job finishes")
     for n in range(NODES):

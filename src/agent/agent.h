@@ -144,6 +144,7 @@ class Agent {
   // agent must refuse (it has no --backup). REQUIRES: mu_ held.
   std::optional<BackupTask> NoteBackupReply(const json& reply);
   Status UploadPart(const BackupTask& task, uint64_t* bytes, uint64_t* digest);
+  void YieldToOnDemandReplication();
   // True when the coordinator received the report.
   bool ReportBackupDone(const UploadResult& result);
   Status FetchFromBackup(const std::string& id, const StepKey& key, uint64_t digest);
@@ -213,9 +214,10 @@ class Agent {
   int64_t published_sync_ = kNoSyncStep;  // GUARDED_BY(mu_): in the sync map
   // This node's on-demand step: replicated first, held for by a drain or a
   // maintenance event. Unlike the publication it outlives the ranks.
-  int64_t ondemand_step_ = kNoSyncStep;       // GUARDED_BY(mu_)
-  uint64_t published_generation_ = 0;         // GUARDED_BY(mu_): the coordinator's
-  std::vector<int64_t> sync_pids_;            // GUARDED_BY(mu_): live at publication
+  int64_t ondemand_step_ = kNoSyncStep;                     // GUARDED_BY(mu_)
+  std::chrono::steady_clock::time_point ondemand_since_{};  // GUARDED_BY(mu_)
+  uint64_t published_generation_ = 0;                       // GUARDED_BY(mu_): the coordinator's
+  std::vector<int64_t> sync_pids_;                          // GUARDED_BY(mu_): live at publication
   std::string notice_unsent_;                 // GUARDED_BY(mu_): origin of an unheard notice
   std::atomic<int64_t> node_step_{-1};        // newest step a rank here checked
   std::atomic<double> node_rate_{0};          // its steps per second

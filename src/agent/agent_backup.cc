@@ -197,6 +197,23 @@ void Agent::BackupMain() {
   }
 }
 
+// While the job's on-demand step is not yet on this node's peers, uploads
+// wait between files: that copy is the one a lost node needs first. For at
+// most a minute after the step was decided: with its peers down, the
+// backup is the only other copy there will be.
+void Agent::YieldToOnDemandReplication() {
+  constexpr auto kLimit = std::chrono::minutes(1);
+  std::unique_lock<std::mutex> l(mu_);
+  bool logged = false;
+  while (!SyncStepReplicated() && !Stopping() &&
+         std::chrono::steady_clock::now() - ondemand_since_ < kLimit) {
+    if (!logged)
+      Log()->info("backup upload paused: on-demand step {} replicates first", ondemand_step_);
+    logged = true;
+    cv_.wait_for(l, std::chrono::milliseconds(50));
+  }
+}
+
 // Uploads the files of the step, then the part metadata (so a part is
 // complete only when its metadata exists), then checks by listing that
 // every file arrived with its size. Integrity of the bytes in transit is the
@@ -209,6 +226,7 @@ Status Agent::UploadPart(const BackupTask& task, uint64_t* bytes, uint64_t* dige
   STRATA_RETURN_IF_ERROR(
       ForEachParallel(index.files.size(), kFilesInFlight, [&](size_t i) -> Status {
         if (Stopping()) return CancelledError("the agent is stopping");
+        YieldToOnDemandReplication();
         const IndexedFile& f = index.files[i];
         return backup_->PutFile(backup::PartDataKey(task.id, part, f.path), JoinPath(dir, f.path));
       }));

@@ -208,6 +208,7 @@ void Agent::ApplySync(const json& reply) {
   for (auto [i, pid] : LiveRanks()) sync_pids_.push_back(pid);
   published_sync_ = step;
   ondemand_step_ = step;
+  ondemand_since_ = Clock::now();
   sync_map_.Publish(step, reply.value("notice_unix_ms", int64_t{0}));
   Log()->info("on-demand step {} published to {} rank(s) here (notice from {})", step,
               sync_pids_.size(), reply.value("origin", "?"));
