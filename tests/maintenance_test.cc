@@ -235,3 +235,48 @@ TEST(HealthTest, UnreachableBackupIsUnhealthyAndHealthyWithoutEvents) {
 
 }  // namespace
 }  // namespace strata::testing
+
+namespace strata::testing {
+namespace {
+
+// strata run --agent: runs that keep failing on the step the agent restores
+// make a crash loop; the step is quarantined by the coordinator, and the
+// next run does not restore it and finishes.
+TEST(SupervisorWithAgentTest, CrashLoopQuarantinesTheRestoredStepThroughTheAgent) {
+  Cluster c(1, "run-agent");
+  c.StartAll();
+  c.Train(40, 20);  // steps 20 and 40
+  TrainOptions o;
+  auto trainer = c.TrainerArgs(0, 45, 1000, o);
+  std::string cmd;
+  for (const auto& a : trainer) cmd += "'" + a + "' ";
+  // The "poisoned" step 40: a run that restores it crashes before saving.
+  std::string script = "out=$(" + cmd + ")\necho \"$out\"\n" +
+                       "echo \"$out\" | grep -q 'restored step=40' && exit 3\nexit 0\n";
+  std::string path = c.dir(0) + "-poisoned.sh";
+  WriteFile(path, script);
+  std::string secret = c.dir(0) + "-secret";
+  WriteFile(secret, c.secret());
+  Child run({BinaryPath("strata"), "run", "--agent", c.address(0), "--secret-file", secret,
+             "--backoff", "10ms,20ms", "--crash-loop-runs", "2", "--", "sh", path});
+  ASSERT_EQ(run.Wait(std::chrono::minutes(2)), 0) << run.Stderr();
+  EXPECT_NE(run.Stderr().find("crash loop: 2 failed runs in a row made no progress"),
+            std::string::npos)
+      << run.Stderr();
+  EXPECT_NE(run.Stderr().find("QUARANTINED step 40: job job1 will not restore step 40 again"),
+            std::string::npos)
+      << run.Stderr();
+  // Two runs restored step 40; the third did not (the agent keeps only the
+  // newest steps, so with no backup there is nothing older: a fresh start).
+  std::string out = run.Stdout();
+  size_t third = out.rfind("final step=45");
+  ASSERT_NE(third, std::string::npos) << out;
+  size_t second = out.rfind("final step=45", third - 1);
+  ASSERT_NE(second, std::string::npos) << out;
+  EXPECT_EQ(out.substr(second, third - second).find("restored step=40"), std::string::npos)
+      << out;
+  EXPECT_NE(c.AgentLog(0).find("step 40 quarantined"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace strata::testing

@@ -433,12 +433,14 @@ Status Agent::CreateMarkers(const Incarnation& inc, const json& plan) {
   if (plan["step"].is_null()) {
     std::lock_guard<std::mutex> l(mu_);
     last_restore_ = "nothing to restore (fresh start)";
+    restored_step_ = -1;
     return WriteMarkers(config_.local_dir, c.job_name, c.node_rank, c.workers_per_node, 0, {});
   }
   int64_t step = plan["step"].get<int64_t>();
   int src = plan["sources"][std::to_string(c.node_rank)]["source_rank"].get<int>();
   {
     std::lock_guard<std::mutex> l(mu_);
+    restored_step_ = step;
     if (last_restore_.find(" from node ") == std::string::npos &&
         last_restore_.find(" from backup ") == std::string::npos) {
       last_restore_ = "step " + std::to_string(step) + " from own store";

@@ -120,6 +120,9 @@ class Agent {
   // (bounded) until the old incarnation's on-demand step is on the peers.
   void AwaitOnDemandReplicated(const std::string& job);
   StatusOr<json> HandleMaintenance(const json& request);
+  // `strata run --agent` found a crash loop on `step`: the job must never
+  // restore it again (the coordinator's "quarantine").
+  StatusOr<json> HandleQuarantine(const json& request);
   json HealthJson() const;
   void WipeRam();
   void RecordMaintenance(const json& event);
@@ -190,6 +193,7 @@ class Agent {
   // when replication has caught up. Replication lag is the time since then.
   std::optional<std::chrono::steady_clock::time_point> behind_since_;  // GUARDED_BY(mu_)
   std::string last_restore_;                       // GUARDED_BY(mu_): for status
+  int64_t restored_step_ = -1;                     // GUARDED_BY(mu_): of the last restore
   uint64_t largest_step_bytes_ = 0;                // GUARDED_BY(mu_)
   std::unique_ptr<storage::ObjectStore> backup_;   // null without --backup
   std::optional<BackupTask> backup_task_;          // GUARDED_BY(mu_): next part to upload

@@ -335,6 +335,24 @@ StatusOr<json> Agent::HandleMaintenance(const json& request) {
   return event;
 }
 
+StatusOr<json> Agent::HandleQuarantine(const json& request) {
+  auto step = request.find("step");
+  if (step == request.end() || !step->is_number_integer()) {
+    return InvalidArgumentError("quarantine: missing integer \"step\"");
+  }
+  std::optional<SyncJob> job;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    job = sync_job_;
+  }
+  if (!job) return FailedPreconditionError("quarantine: this node has no job yet");
+  json req = {{"op", "quarantine_step"},
+              {"job", job->config.job_name},
+              {"node", job->config.node_rank},
+              {"step", *step}};
+  return CallCoordinator(job->config, req, std::chrono::seconds(10));
+}
+
 // The node comes back empty: every step the agent holds and every client
 // file goes. The agent's own state (job, sync map, event records) stays, as
 // a restarted agent would rebuild it.

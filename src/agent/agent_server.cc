@@ -129,6 +129,7 @@ StatusOr<json> Agent::HandleCall(const json& request, net::Socket& socket) {
   if (op == "status") return StatusJson();
   if (op == "health") return HealthJson();
   if (op == "maintenance") return HandleMaintenance(request);
+  if (op == "quarantine") return HandleQuarantine(request);
   return coordinator_.Handle(request);
 }
 
@@ -269,6 +270,7 @@ json Agent::StatusJson() const {
             {"watermark", watermark_},
             {"newest_replicated", newest_replicated_},
             {"last_restore", last_restore_},
+            {"restored_step", restored_step_},
             {"queued", to_replicate_.size()},
             {"newest_ingested", newest_ingested_},
             {"replication_lag_seconds", lag}};

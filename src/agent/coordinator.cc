@@ -35,6 +35,7 @@ StatusOr<json> Coordinator::Handle(const json& req) {
   if (op == "node_address") return NodeAddress(req);
   if (op == "notice") return Notice(req);
   if (op == "sync") return Sync(req);
+  if (op == "quarantine_step") return Quarantine(req);
   return NotFoundError("unknown coordination call \"" + op.substr(0, 32) + "\"");
 }
 
@@ -83,6 +84,7 @@ StatusOr<json> Coordinator::Register(const json& req) {
     next.sync.generation = job.sync.generation + 1;
     next.sync.round = next.round;
     next.sync.known = std::move(job.sync.known);
+    next.quarantined = std::move(job.quarantined);
     job = std::move(next);
     Log()->info("job {}: round {} begins (node {} registered)", name, job.round, node);
   }
@@ -112,6 +114,9 @@ void Coordinator::Replan(const std::string& name, Job& job) {
   job.plan_backups.clear();
   job.plan_error.clear();
   AddBackupCopies(name, job, &inventory);
+  for (auto& [rank, steps] : inventory.copies) {
+    for (int64_t q : job.quarantined) steps.erase(q);
+  }
   job.plan = PlanRestore(inventory, job.nodes, job.dp, job.excluded);
   CheckRollbackPlan(job);
   if (!job.plan_error.empty()) job.plan = RestorePlan{std::nullopt, {}, job.plan_error};
@@ -240,6 +245,23 @@ StatusOr<json> Coordinator::Members(const json& req) {
   json addresses = json::object();
   for (const auto& [n, m] : job->members) addresses[std::to_string(n)] = m.address;
   return json{{"round", job->round}, {"addresses", addresses}};
+}
+
+StatusOr<json> Coordinator::Quarantine(const json& req) {
+  STRATA_ASSIGN_OR_RETURN(std::string name, JobField(req));
+  std::lock_guard<std::mutex> l(mu_);
+  STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req, nullptr));
+  STRATA_ASSIGN_OR_RETURN(int node, IntField(req, "node", 0, job->nodes - 1));
+  auto step = req.find("step");
+  if (step == req.end() || !step->is_number_integer()) {
+    return InvalidArgumentError("quarantine: missing integer \"step\"");
+  }
+  job->quarantined.insert(step->get<int64_t>());
+  Log()->warn("job {}: step {} quarantined (a crash loop on node {}); it is never restored again",
+              name, step->get<int64_t>(), node);
+  return json{{"description", "job " + name + " will not restore step " +
+                                  std::to_string(step->get<int64_t>()) +
+                                  " again; the next restore takes an older step"}};
 }
 
 // The address of node `node` of `job` (or of the only job): how `strata

@@ -138,6 +138,8 @@ class Coordinator {
     std::optional<int64_t> rollback_step;  // the plan restores the operator's backup of this step
     BackupState backup;
     SyncState sync;
+    // Steps a supervisor found a crash loop on: never restored again.
+    std::set<int64_t> quarantined;
   };
 
   StatusOr<json> Register(const json& req);
@@ -147,6 +149,7 @@ class Coordinator {
   StatusOr<json> Members(const json& req);
   StatusOr<json> BackupDone(const json& req);
   StatusOr<json> NodeAddress(const json& req);
+  StatusOr<json> Quarantine(const json& req);
   json PlanJson(const Job& job) const;
   void Replan(const std::string& name, Job& job);           // REQUIRES: mu_ held
   StatusOr<Job*> FindJob(const json& req, int64_t* round);  // REQUIRES: mu_ held

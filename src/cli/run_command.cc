@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/agent_client.h"
 #include "cli/cli.h"
 #include "supervisor/supervisor.h"
 
@@ -16,6 +17,8 @@ using supervisor::SupervisorOptions;
 
 struct RunArgs {
   SupervisorOptions options;
+  std::string agent;        // --agent HOST:PORT
+  std::string secret_file;  // --secret-file
   int max_restarts = -1;
   std::string backoff = "1s,5m";
   std::string grace = "300s";
@@ -45,6 +48,30 @@ bool ParseDurations(Context& ctx, RunArgs& a) {
   a.options.reset_after = *reset;
   if (a.max_restarts >= 0) a.options.max_restarts = a.max_restarts;
   return true;
+}
+
+// Progress through the node agent: the newest step it ingested from this
+// node, the step its last restore gave, and quarantine by the coordinator.
+// An agent that cannot be reached gives no progress (a failed run then
+// counts toward a crash loop only if the agent is reachable again after it).
+supervisor::ProgressHooks AgentHooks(const std::string& agent, const std::string& secret_file) {
+  auto field = [agent, secret_file](const char* name) -> std::optional<int64_t> {
+    auto j =
+        CallAgent(agent, secret_file, {{"op", "status"}}, std::chrono::seconds(10), "strata run");
+    if (!j.ok() || !j->contains(name) || !(*j)[name].is_number_integer()) return std::nullopt;
+    int64_t v = (*j)[name].get<int64_t>();
+    return v >= 0 ? std::optional<int64_t>(v) : std::nullopt;
+  };
+  supervisor::ProgressHooks h;
+  h.newest = [field] { return field("newest_ingested"); };
+  h.restored = [field] { return field("restored_step"); };
+  h.quarantine = [agent, secret_file](int64_t step) -> StatusOr<std::string> {
+    STRATA_ASSIGN_OR_RETURN(auto reply,
+                            CallAgent(agent, secret_file, {{"op", "quarantine"}, {"step", step}},
+                                      std::chrono::seconds(30), "strata run"));
+    return reply.value("description", std::string("quarantined"));
+  };
+  return h;
 }
 
 }  // namespace
@@ -77,9 +104,15 @@ void RegisterRunCommand(CLI::App& app, Context& ctx) {
                   "The command's Strata checkpoint directory: enables progress and crash-loop "
                   "detection (newest committed step before and after each run) and a lock "
                   "against a second supervisor. Without it only --max-restarts applies");
+  run->add_option("--agent", a->agent,
+                  "HOST:PORT of the node agent managing the command's checkpoint directory: "
+                  "progress and crash-loop quarantine through it (instead of --checkpoint-dir)");
+  run->add_option("--secret-file", a->secret_file,
+                  "With --agent: the job's shared secret (or STRATA_SECRET_FILE, STRATA_SECRET)");
   run->add_option("--crash-loop-runs", a->options.crash_loop_runs,
                   "Failed runs in a row without progress that make a crash loop: the newest step "
-                  "is quarantined (needs --checkpoint-dir)")
+                  "(with --agent: the restored step) is quarantined (needs --checkpoint-dir or "
+                  "--agent)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   run->add_option("--max-quarantines", a->options.max_quarantines,
@@ -92,6 +125,12 @@ void RegisterRunCommand(CLI::App& app, Context& ctx) {
       ctx.exit_code = 2;
       return;
     }
+    if (!a->agent.empty() && !a->options.checkpoint_dir.empty()) {
+      ctx.err << "strata run: give --agent or --checkpoint-dir, not both\n";
+      ctx.exit_code = 2;
+      return;
+    }
+    if (!a->agent.empty()) a->options.agent = AgentHooks(a->agent, a->secret_file);
     ctx.exit_code = supervisor::Supervise(a->options, ctx.err);
   });
 }

@@ -261,6 +261,8 @@ class Supervisor {
   // After a failed run: crash-loop bookkeeping. Returns an exit code to stop.
   std::optional<int> AfterFailure(bool progress, std::optional<int64_t> newest);
   std::optional<int> Quarantine(std::optional<int64_t> newest);
+  std::optional<int> QuarantineThroughAgent();
+  std::optional<int64_t> Newest() const;
 
   const SupervisorOptions& o_;
   std::ostream& log_;
@@ -281,7 +283,12 @@ Status Supervisor::LockDir() {
   return Status::Ok();
 }
 
+std::optional<int64_t> Supervisor::Newest() const {
+  return o_.agent ? o_.agent->newest() : NewestStep(o_.checkpoint_dir);
+}
+
 std::optional<int> Supervisor::Quarantine(std::optional<int64_t> newest) {
+  if (o_.agent) return QuarantineThroughAgent();
   if (quarantines_ >= o_.max_quarantines) {
     return GiveUp(fmt::format("crash loop at step {} and {} quarantine(s) done (--max-quarantines)",
                               StepString(newest), quarantines_));
@@ -299,8 +306,27 @@ std::optional<int> Supervisor::Quarantine(std::optional<int64_t> newest) {
   return std::nullopt;
 }
 
+// The step the runs keep failing on is the one the agent restored; the job
+// is told never to restore it again, so the next restore takes an older
+// step, or the same step from another tier if only one copy was bad.
+std::optional<int> Supervisor::QuarantineThroughAgent() {
+  const auto restored = o_.agent->restored();
+  if (quarantines_ >= o_.max_quarantines) {
+    return GiveUp(fmt::format("crash loop at step {} and {} quarantine(s) done (--max-quarantines)",
+                              StepString(restored), quarantines_));
+  }
+  if (!restored) return GiveUp("crash loop and the agent restored no checkpoint to quarantine");
+  auto what = o_.agent->quarantine(*restored);
+  if (!what.ok()) return GiveUp("cannot quarantine step: " + what.status().ToString());
+  ++quarantines_;
+  no_progress_ = 0;
+  Log(log_, fmt::format("QUARANTINED step {}: {} ({} of at most {})", *restored, *what,
+                        quarantines_, o_.max_quarantines));
+  return std::nullopt;
+}
+
 std::optional<int> Supervisor::AfterFailure(bool progress, std::optional<int64_t> newest) {
-  if (o_.checkpoint_dir.empty()) return std::nullopt;
+  if (o_.checkpoint_dir.empty() && !o_.agent) return std::nullopt;
   no_progress_ = progress ? 0 : no_progress_ + 1;
   if (no_progress_ < o_.crash_loop_runs) return std::nullopt;
   Log(log_, fmt::format("crash loop: {} failed runs in a row made no progress past step {}",
@@ -316,17 +342,17 @@ int Supervisor::Run() {
   }
   int restarts = 0, backoff_n = 0;
   for (int attempt = 1;; ++attempt) {
-    const auto before = NewestStep(o_.checkpoint_dir);
+    const auto before = Newest();
     auto pid = Spawn(o_.command);
     if (!pid.ok()) {
       Log(log_, pid.status().ToString());
       return kExitCannotStart;
     }
-    const bool track = !o_.checkpoint_dir.empty();
+    const bool track = !o_.checkpoint_dir.empty() || o_.agent.has_value();
     Log(log_, fmt::format("start attempt={} pid={}{} cmd={}", attempt, *pid,
                           track ? " step=" + StepString(before) : "", CommandLine(o_.command)));
     RunEnd end = GroupWaiter(*pid, o_.grace, log_).Wait();
-    const auto after = NewestStep(o_.checkpoint_dir);
+    const auto after = Newest();
     const bool progress = after.has_value() && (!before || *after > *before);
     Log(log_,
         fmt::format("exit attempt={} {} runtime={:.3f}s{}", attempt, DescribeStatus(end.status),

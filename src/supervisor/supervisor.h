@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <ostream>
 #include <random>
@@ -39,6 +40,17 @@ inline constexpr int kExitGaveUp = 1;
 // The command could not be started (not found, not executable).
 inline constexpr int kExitCannotStart = 127;
 
+// Where progress comes from when the checkpoint directory is managed by a
+// node agent (`strata run --agent`): `newest` is the newest step the
+// command saved (nullopt if unknown), `restored` the step the last restore
+// gave it, and `quarantine` makes the job never restore `step` again,
+// returning a description of what it did.
+struct ProgressHooks {
+  std::function<std::optional<int64_t>()> newest;
+  std::function<std::optional<int64_t>()> restored;
+  std::function<StatusOr<std::string>(int64_t step)> quarantine;
+};
+
 struct SupervisorOptions {
   // argv of the command; argv[0] is looked up in PATH. Required.
   std::vector<std::string> command;
@@ -59,6 +71,8 @@ struct SupervisorOptions {
   // Empty (default): progress detection, crash loops and the lock are off;
   // only max_restarts limits the restarts.
   std::string checkpoint_dir;
+  // Instead of checkpoint_dir: progress and quarantine through the agent.
+  std::optional<ProgressHooks> agent;
   // This many failed runs in a row without progress are a crash loop: the
   // newest step is quarantined. Default 3.
   int crash_loop_runs = 3;
