@@ -44,7 +44,30 @@ TTY = sys.stdout.isatty()
 work = tempfile.mkdtemp(prefix="strata-demo.", dir="/dev/shm")
 BACKUP = os.environ.get("DEMO_BACKUP") or "file://" + os.path.join(work, "backup")
 SECRET = os.path.join(work, "secret")
-PORT0 = 20000 + int.from_bytes(os.urandom(2), "little") % 20000
+
+
+def free_ports(n):
+    """n consecutive free loopback ports below the kernel's ephemeral range (so
+    no outgoing connection can take one between now and the agents' bind)."""
+    import socket
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for _ in range(200):
+        first = 10000 + int.from_bytes(os.urandom(2), "little") % max(1, low - 10000 - n)
+        try:
+            for p in range(first, first + n):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", p))
+            return first
+        except OSError:
+            continue
+    raise SystemExit("demo: no %d free consecutive ports below %d" % (n, low))
+
+
+PORT0 = free_ports(4)
 children = []  # every Popen we started, each in its own session
 
 
@@ -138,11 +161,29 @@ def address(n):
     return "127.0.0.1:%d" % (PORT0 + n)
 
 
+agent_log_start = {}
+
+
 def start_agent(n):
-    log = open(os.path.join(work, "agent%d.log" % n), "ab")
+    path = os.path.join(work, "agent%d.log" % n)
+    agent_log_start[n] = os.path.getsize(path) if os.path.exists(path) else 0
+    log = open(path, "ab")
     agents[n] = spawn([STRATA, "agent", "--local-dir", node_dir(n), "--listen", address(n),
                        "--coordinator", address(0), "--secret-file", SECRET, "--backup", BACKUP,
                        "--grace-seconds", "60"], log)
+
+
+def wait_listening(n):
+    log = os.path.join(work, "agent%d.log" % n)
+    for _ in range(100):
+        with open(log, "rb") as f:
+            f.seek(agent_log_start[n])
+            if b"listening on" in f.read():
+                return
+        if agents[n].poll() is not None:
+            raise SystemExit("demo: the agent of node %d exited" % n)
+        time.sleep(0.05)
+    raise SystemExit("demo: the agent of node %d did not start" % n)
 
 
 def run_log(n):
@@ -239,8 +280,8 @@ def wait_restored(offsets, t0, limit=120):
     deadline = time.time() + limit
     while len(done) < NODES:
         if time.time() > deadline:
-            raise SystemExit("demo: nodes %s did not restore within %d s; logs in %s" %
-                             (sorted(set(range(NODES)) - set(done)), limit, work))
+            raise SystemExit("demo: nodes %s did not restore within %d s" %
+                             (sorted(set(range(NODES)) - set(done)), limit))
         for n in range(NODES):
             if n in done:
                 continue
@@ -325,6 +366,7 @@ def lose_nodes(lost):
     for n in lost:  # replacement machines, empty
         start_agent(n)
     for n in lost:
+        wait_listening(n)
         start_supervisor(n)
     restored = wait_restored(offsets, t0)
     return "step %d" % max(s for s, _, _ in restored.values()), restored, before
@@ -363,7 +405,8 @@ def main():
     start = time.time()
     for n in range(NODES):
         start_agent(n)
-    time.sleep(0.5)
+    for n in range(NODES):
+        wait_listening(n)
     for n in range(NODES):
         start_supervisor(n)
     train_for(5)
@@ -423,8 +466,18 @@ def main():
             verdict = ("\033[32m" if match else "\033[31m") + verdict + "\033[0m"
         print("   %-6d %-18s %-18s %s" % (n, got, want, verdict))
     if not ok:
-        raise SystemExit("demo: a digest does not match; logs in " + work)
+        raise SystemExit("demo: a digest does not match")
     print("   every node ended bit for bit where an uninterrupted run ends")
+
+
+def show_logs():
+    """The end of every log, for a run that failed (the directory goes away)."""
+    for name in sorted(os.listdir(work)):
+        if name.endswith(".log"):
+            with open(os.path.join(work, name), errors="replace") as f:
+                lines = f.readlines()[-15:]
+            print("--- %s (last %d lines)" % (name, len(lines)))
+            sys.stdout.writelines(lines)
 
 
 if __name__ == "__main__":
@@ -432,5 +485,10 @@ if __name__ == "__main__":
     signal.signal(signal.SIGTERM, on_signal)
     try:
         main()
+    except SystemExit as e:
+        if e.code not in (0, None, 130):
+            clear_progress()
+            show_logs()
+        raise
     finally:
         cleanup()

@@ -386,6 +386,36 @@ TEST_F(AgentProtocolTest, NewYamlReplacesAStuckIncarnation) {
 // ---------------------------------------------------------------------------
 // Markers and garbage collection with a real trainer.
 
+// A step committed just before the client restarts (its on-demand step)
+// arrives together with the new yaml: it is ingested, not cleaned away, and
+// it is what the job restores.
+TEST_F(AgentProtocolTest, AStepCommittedRightBeforeANewYamlIsKept) {
+  const std::string dir = this->dir();
+  {
+    Child t(ToyTrainer(dir, 10, 5));
+    ASSERT_EQ(t.Wait(60s), 0) << t.Stderr();
+  }
+  ASSERT_TRUE(WaitUntil([&] { return Holds(c_.Status(0), "j", 0, 10); }));
+  // Step 12 of the same run, committed elsewhere, then renamed in: the
+  // rename and the yaml reach the agent together.
+  testing::ScratchDir scratch("proto-late");
+  std::string out;
+  ASSERT_EQ(testing::Run({BinaryPath("toy-trainer"), "--dir", scratch.path(), "--steps", "12",
+                          "--save-interval-steps", "12", "--state-mb", "1", "--seed", "100"},
+                         &out),
+            0)
+      << out;
+  const std::string tmp = dir + "/replicator.yaml.tmp";
+  WriteFile(tmp, ValidYaml("j"));
+  ASSERT_EQ(::rename((scratch.path() + "/12").c_str(), (dir + "/12").c_str()), 0);
+  ASSERT_EQ(::rename(tmp.c_str(), YamlPath(dir).c_str()), 0);
+  ASSERT_TRUE(YamlConsumed(dir));
+  ASSERT_TRUE(
+      WaitUntil([&] { return Exists(Marker(dir, "j", 12)) || Exists(Marker(dir, "j", 10)); }));
+  EXPECT_EQ(ReadFile(dir + "/replicator.prerestore"), "restore-step: 12\n");
+  EXPECT_TRUE(Exists(Marker(dir, "j", 12)));
+}
+
 TEST_F(AgentProtocolTest, MarkerIsARelativeSymlinkToAVerifiedStep) {
   const std::string dir = this->dir();
   {

@@ -183,6 +183,11 @@ void Agent::OnReplicatorYaml() {
 
 // Steps 2-6 of the protocol's start-up handshake.
 Status Agent::Incarnate(const ReplicatorConfig& config) {
+  // A step the previous incarnation's ranks committed just before they
+  // exited (an on-demand step, typically) is taken in before the cleanup
+  // below would remove it as not ours.
+  IngestPytorchSaves();
+  IngestCommittedSteps();
   STRATA_RETURN_IF_ERROR(CleanLocalDir(config_.local_dir, kReplicatorYaml));
   Incarnation inc;
   inc.config = config;
