@@ -16,7 +16,7 @@ uses S3 instead, with the usual AWS_* variables). The script then:
 and prints, for each, what was saved, where every node restored from, how
 many steps were lost and how long recovery took. It ends by comparing every
 node's final digest with an uninterrupted run. Everything it starts is
-stopped, and its directory removed, on exit and on Ctrl-C.
+stopped, and its directory removed, on exit and on Ctrl-C (DEMO_KEEP=1 keeps the directory and its logs).
 
 Only the Python standard library is used.
 """
@@ -111,7 +111,10 @@ def cleanup():
             except ProcessLookupError:
                 pass
             p.wait()
-    shutil.rmtree(work, ignore_errors=True)
+    if os.environ.get("DEMO_KEEP"):
+        print("demo: kept " + work)
+    else:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def on_signal(sig, _frame):

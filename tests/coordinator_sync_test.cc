@@ -108,5 +108,24 @@ TEST_F(CoordinatorSyncTest, AQuarantinedStepIsNeverPlannedAgain) {
   EXPECT_EQ((*plan)["step"], 20) << plan->dump();
 }
 
+// A replica that reached a registered node before the plan (a node leaving
+// for maintenance replicates its on-demand step while the others register)
+// counts: the node that lost its RAM restores it from there.
+TEST_F(CoordinatorSyncTest, CopiesReportedBeforeThePlanCount) {
+  Register(0, json::array({json::array({0, 40, "00000000000000aa"})}));  // round 2
+  auto added = c_.Handle({{"op", "add_copies"},
+                          {"job", "j"},
+                          {"round", 2},
+                          {"node", 0},
+                          {"inventory", json::array({json::array({1, 40, "00000000000000bb"})})}});
+  ASSERT_TRUE(added.ok()) << added.status().ToString();
+  EXPECT_FALSE((*added)["planned"].get<bool>());
+  Register(1, json::array());  // back without its RAM
+  auto plan = c_.Handle({{"op", "await_plan"}, {"job", "j"}, {"round", 2}, {"plan_version", 0}});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ((*plan)["step"], 40) << plan->dump();
+  EXPECT_EQ((*plan)["sources"]["1"]["holders"], json::array({0})) << plan->dump();
+}
+
 }  // namespace
 }  // namespace strata::agent

@@ -211,7 +211,10 @@ Status Agent::Incarnate(const ReplicatorConfig& config) {
     watermark_ = -1;
     newest_replicated_ = -1;
   }
-  STRATA_RETURN_IF_ERROR(RegisterAndRestore(inc));
+  restoring_ = true;
+  Status s = RegisterAndRestore(inc);
+  restoring_ = false;
+  STRATA_RETURN_IF_ERROR(s);
   std::lock_guard<std::mutex> l(mu_);
   inc_ = std::move(inc);
   SaveState();

@@ -180,6 +180,10 @@ class Agent {
   // True once the agent should wind down: long waits check it.
   bool Stopping() const { return stopping_.load() || (stop_flag_ && stop_flag_->load()); }
   std::atomic<int> connections_{0};
+  // Registered for a restore round that has no plan yet: copies that arrive
+  // meanwhile are added to the round's inventory (ReportNewCopy).
+  std::atomic<bool> restoring_{false};
+  void ReportNewCopy(const StepKey& key, uint64_t digest);
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -162,7 +162,28 @@ StatusOr<json> Agent::HandlePutStep(const json& request, net::Socket& socket) {
   }
   Log()->info("holding replica {} from {} ({} bytes)", key.ToString(), socket.peer(),
               index.total_bytes);
+  if (restoring_) ReportNewCopy(key, index.digest);
   return json{{"committed", true}};
+}
+
+// A replica that arrived after this node registered for a restore round:
+// without it the round's plan would not know this node holds it (a node
+// that left for maintenance replicates its on-demand step while the others
+// are already registering).
+void Agent::ReportNewCopy(const StepKey& key, uint64_t digest) {
+  std::optional<SyncJob> job;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    job = sync_job_;
+  }
+  if (!job || job->config.job_name != key.job) return;
+  json req = {{"op", "add_copies"},
+              {"job", key.job},
+              {"round", job->round},
+              {"node", job->config.node_rank},
+              {"inventory", json::array({json::array({key.rank, key.step, Hex64(digest)})})}};
+  auto r = CallCoordinator(job->config, req, std::chrono::seconds(5));
+  if (!r.ok()) Log()->debug("reporting the copy {}: {}", key.ToString(), r.status().message());
 }
 
 // One group of files of a multi-stream put_step: receive them into the

@@ -36,6 +36,7 @@ StatusOr<json> Coordinator::Handle(const json& req) {
   if (op == "notice") return Notice(req);
   if (op == "sync") return Sync(req);
   if (op == "quarantine_step") return Quarantine(req);
+  if (op == "add_copies") return AddCopies(req);
   return NotFoundError("unknown coordination call \"" + op.substr(0, 32) + "\"");
 }
 
@@ -55,6 +56,21 @@ StatusOr<Coordinator::Job*> Coordinator::FindJob(const json& req, int64_t* round
   return &it->second;
 }
 
+Status Coordinator::AddInventory(const json& req, int node, Inventory& inventory) {
+  const json& inv = req.contains("inventory") ? req["inventory"] : json::array();
+  for (const auto& c : inv) {
+    if (!c.is_array() || c.size() != 3 || !c[0].is_number_integer() || !c[1].is_number_integer() ||
+        !c[2].is_string()) {
+      return InvalidArgumentError("malformed inventory entry from node " + std::to_string(node));
+    }
+    auto digest = ParseHex64(c[2].get<std::string>());
+    if (!digest)
+      return InvalidArgumentError("bad digest in the inventory of node " + std::to_string(node));
+    inventory.Add(c[0].get<int>(), c[1].get<int64_t>(), node, *digest);
+  }
+  return Status::Ok();
+}
+
 StatusOr<json> Coordinator::Register(const json& req) {
   STRATA_ASSIGN_OR_RETURN(std::string name, JobField(req));
   STRATA_ASSIGN_OR_RETURN(int nodes, IntField(req, "nodes", 1, 100000));
@@ -62,7 +78,6 @@ StatusOr<json> Coordinator::Register(const json& req) {
   STRATA_ASSIGN_OR_RETURN(int dp, IntField(req, "dp", 1, nodes));
   std::string address = req.value("address", "");
   STRATA_RETURN_IF_ERROR(ParseEndpoint(address).status());
-  const json& inv = req.contains("inventory") ? req["inventory"] : json::array();
   if (backup_store_ != nullptr)
     RefreshCatalog(/*for_restore=*/true);  // before mu_: it reads the store
   std::lock_guard<std::mutex> l(mu_);
@@ -90,16 +105,7 @@ StatusOr<json> Coordinator::Register(const json& req) {
   }
   NoteCadence(req, job);
   job.members[node] = Member{address};
-  for (const auto& c : inv) {
-    if (!c.is_array() || c.size() != 3 || !c[0].is_number_integer() || !c[1].is_number_integer() ||
-        !c[2].is_string()) {
-      return InvalidArgumentError("malformed inventory entry from node " + std::to_string(node));
-    }
-    auto digest = ParseHex64(c[2].get<std::string>());
-    if (!digest)
-      return InvalidArgumentError("bad digest in the inventory of node " + std::to_string(node));
-    job.inventory.Add(c[0].get<int>(), c[1].get<int64_t>(), node, *digest);
-  }
+  STRATA_RETURN_IF_ERROR(AddInventory(req, node, job.inventory));
   if (static_cast<int>(job.members.size()) == job.nodes) {
     Replan(name, job);
     Log()->info("job {} round {}: {}", name, job.round, job.plan->reason);
@@ -245,6 +251,17 @@ StatusOr<json> Coordinator::Members(const json& req) {
   json addresses = json::object();
   for (const auto& [n, m] : job->members) addresses[std::to_string(n)] = m.address;
   return json{{"round", job->round}, {"addresses", addresses}};
+}
+
+// Copies a registered node received before the round's plan was made.
+StatusOr<json> Coordinator::AddCopies(const json& req) {
+  std::lock_guard<std::mutex> l(mu_);
+  int64_t round;
+  STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req, &round));
+  STRATA_ASSIGN_OR_RETURN(int node, IntField(req, "node", 0, job->nodes - 1));
+  if (job->plan) return json{{"planned", true}};  // too late for this round
+  STRATA_RETURN_IF_ERROR(AddInventory(req, node, job->inventory));
+  return json{{"planned", false}};
 }
 
 StatusOr<json> Coordinator::Quarantine(const json& req) {

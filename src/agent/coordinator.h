@@ -150,6 +150,10 @@ class Coordinator {
   StatusOr<json> BackupDone(const json& req);
   StatusOr<json> NodeAddress(const json& req);
   StatusOr<json> Quarantine(const json& req);
+  StatusOr<json> AddCopies(const json& req);
+  // Adds the request's "inventory" ([rank, step, digest] triples) as copies
+  // held by `node`.
+  static Status AddInventory(const json& req, int node, Inventory& inventory);
   json PlanJson(const Job& job) const;
   void Replan(const std::string& name, Job& job);           // REQUIRES: mu_ held
   StatusOr<Job*> FindJob(const json& req, int64_t* round);  // REQUIRES: mu_ held
