@@ -123,13 +123,26 @@ TEST(AgentSyncTest, ARankPastThePublishedStepSavesAtOnce) {
   Fixture f;
   auto ckpt = f.Open();
   ASSERT_NE(ckpt, nullptr);
+  EXPECT_FALSE(ckpt->ShouldSave(9));  // training
   f.map.Publish(10, 0);
-  ASSERT_TRUE(ckpt->ShouldSave(12));
+  ASSERT_TRUE(ckpt->ShouldSave(12));  // it was past the step when it saw it
   auto r = ckpt->Save(12, f.Items());
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->on_demand);
   f.map.Publish(kNoSyncStep, 0);  // withdrawn: nothing due
   EXPECT_FALSE(ckpt->ShouldSave(13));
+}
+
+// A step published for the ranks before this process (it was already
+// there when the process started, at a later step) is not its to save.
+TEST(AgentSyncTest, AStepOlderThanTheProcessIsNotDue) {
+  Fixture f;
+  f.map.Publish(10, 0);
+  auto ckpt = f.Open();
+  ASSERT_NE(ckpt, nullptr);
+  EXPECT_FALSE(ckpt->ShouldSave(11));
+  EXPECT_FALSE(ckpt->ShouldSave(12));
+  EXPECT_FALSE(ckpt->status().sync_step.has_value());
 }
 
 TEST(AgentSyncTest, UseAgentFalseIgnoresTheMap) {

@@ -112,7 +112,8 @@ Status Agent::RunLoop(const std::atomic<bool>& stop) {
   auto last_scan = std::chrono::steady_clock::now();
   std::optional<std::chrono::steady_clock::time_point> drain_until;
   while (!stop.load()) {
-    if (drain_flag_ != nullptr && drain_flag_->load()) {  // SIGTERM: the node is going away
+    const std::atomic<bool>* drain = drain_flag_.load();
+    if (drain != nullptr && drain->load()) {  // SIGTERM: the node is going away
       if (!drain_until) drain_until = BeginDrain();
       if (DrainStep(*drain_until)) break;
     }
@@ -210,6 +211,7 @@ Status Agent::Incarnate(const ReplicatorConfig& config) {
     // watermark is learned afresh (until then, collection keeps everything).
     watermark_ = -1;
     newest_replicated_ = -1;
+    newest_ingested_ = -1;  // per start of the job (strata run --agent's progress)
   }
   restoring_ = true;
   Status s = RegisterAndRestore(inc);

@@ -175,10 +175,14 @@ class Agent {
   net::Socket listener_;
   Endpoint listen_;
   std::atomic<bool> stopping_{false};
-  const std::atomic<bool>* stop_flag_ = nullptr;   // Run's; set before any loop reads it
-  const std::atomic<bool>* drain_flag_ = nullptr;  // Run's
+  // Run's flags; threads started before Run read them, hence atomic.
+  std::atomic<const std::atomic<bool>*> stop_flag_{nullptr};
+  std::atomic<const std::atomic<bool>*> drain_flag_{nullptr};
   // True once the agent should wind down: long waits check it.
-  bool Stopping() const { return stopping_.load() || (stop_flag_ && stop_flag_->load()); }
+  bool Stopping() const {
+    const std::atomic<bool>* stop = stop_flag_.load();
+    return stopping_.load() || (stop != nullptr && stop->load());
+  }
   std::atomic<int> connections_{0};
   // Registered for a restore round that has no plan yet: copies that arrive
   // meanwhile are added to the round's inventory (ReportNewCopy).

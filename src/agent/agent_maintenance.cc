@@ -109,6 +109,9 @@ void Agent::NoticeMain() {
 // REQUIRES: mu_ held. True when no rank that was registered at publication
 // still has to save the published step.
 bool Agent::RanksDone() const {
+  // Published before any rank registered (on "go", for ranks that open
+  // their checkpointer after the markers): kept for a while for them.
+  if (sync_pids_.empty()) return Clock::now() - ondemand_since_ > std::chrono::minutes(1);
   for (int64_t pid : sync_pids_) {
     for (int i = 0; i < kSyncSlots; ++i) {
       const SyncSlot& s = sync_map_.slot(i);
@@ -136,6 +139,7 @@ void Agent::PostNotice(const std::string& origin) {
   json req = {{"op", "notice"},
               {"job", job->config.job_name},
               {"node", job->config.node_rank},
+              {"step", node_step_.load()},
               {"origin", origin}};
   auto r = CallCoordinator(job->config, req, std::chrono::seconds(5));
   if (!r.ok()) {
@@ -266,8 +270,13 @@ bool Agent::DrainStep(Clock::time_point deadline) {
 }
 
 StatusOr<json> Agent::HandleMaintenance(const json& request) {
-  const auto grace = std::chrono::milliseconds(
-      request.value("grace_ms", static_cast<int64_t>(config_.grace.count()) * 1000));
+  const int64_t grace_ms =
+      request.value("grace_ms", static_cast<int64_t>(config_.grace.count()) * 1000);
+  if (grace_ms < 0 || grace_ms > int64_t{24} * 3600 * 1000) {
+    return InvalidArgumentError("maintenance: grace of " + std::to_string(grace_ms) +
+                                " ms is not within 0..24 h");
+  }
+  const auto grace = std::chrono::milliseconds(grace_ms);
   const bool lose_ram = request.value("lose_ram", false);
   const int64_t started_ms = UnixMillisNow();
   {
@@ -284,12 +293,16 @@ StatusOr<json> Agent::HandleMaintenance(const json& request) {
               config_.local_dir, grace.count(), lose_ram ? ", the node loses its RAM" : "");
   PostNotice("strata maintenance");
   for (auto [i, pid] : ranks) ::kill(static_cast<pid_t>(pid), SIGTERM);
+  // A rank may release its slot well before its process is gone (a
+  // framework's teardown): wait for the process.
   auto alive = [&] {
     int n = 0;
-    for (auto [i, pid] : ranks) n += sync_map_.slot(i).pid.load() == pid && ProcessAlive(pid);
+    for (auto [i, pid] : ranks) n += ProcessAlive(pid);
     return n;
   };
-  while (alive() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(kSlotPoll);
+  while (alive() > 0 && Clock::now() < deadline && !Stopping()) {
+    std::this_thread::sleep_for(kSlotPoll);
+  }
   const double exit_seconds = SecondsSince(start);
   int killed = 0;
   for (auto [i, pid] : ranks) {
@@ -306,7 +319,7 @@ StatusOr<json> Agent::HandleMaintenance(const json& request) {
   // The ranks' on-demand step, once the main loop has taken it in.
   int64_t sync = kNoSyncStep;
   bool saved = false, replicated = false;
-  while (Clock::now() < deadline) {
+  while (Clock::now() < deadline && !Stopping()) {
     {
       std::lock_guard<std::mutex> l(mu_);
       sync = ondemand_step_;
@@ -326,6 +339,11 @@ StatusOr<json> Agent::HandleMaintenance(const json& request) {
           "maintenance: on-demand step {} not on every peer within the grace period; "
           "wiping the RAM of {} anyway (the platform would not wait)",
           sync, config_.local_dir);
+    }
+    // A restart that began before the event is restoring from this store:
+    // let it finish (within the grace period) rather than pull it away.
+    while (restoring_ && Clock::now() < deadline && !Stopping()) {
+      std::this_thread::sleep_for(kSlotPoll);
     }
     WipeRam();
   }

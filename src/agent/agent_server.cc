@@ -102,11 +102,16 @@ void Agent::ServeConnection(net::Socket socket) {
     json request = ParseBounded(frame->payload);
     StatusOr<json> reply = InvalidArgumentError("malformed call");
     if (frame->type == kFrameCall && request.is_object()) {
+      // A "sync" call waits at the coordinator by design, one per node of
+      // the job: it does not count against kMaxConnections while it waits.
+      const bool long_poll = request.value("op", "") == "sync";
+      if (long_poll) --connections_;
       try {  // a field of the wrong type must not take the agent down
         reply = HandleCall(request, socket);
       } catch (const json::exception& e) {
         reply = InvalidArgumentError(std::string("malformed call: ") + e.what());
       }
+      if (long_poll) ++connections_;
     }
     if (!reply.ok()) {
       Log()->warn("{} ({}): {}", socket.peer(), *who, reply.status().message());

@@ -62,7 +62,11 @@ StatusOr<json> Coordinator::Notice(const json& req) {
   STRATA_ASSIGN_OR_RETURN(int node, IntField(req, "node", 0, job->nodes - 1));
   SyncState& s = job->sync;
   std::string origin = "node " + std::to_string(node) + " (" + req.value("origin", "") + ")";
-  if (s.step && s.round == job->round) {
+  // A notice joins the decided step unless the notifying node's ranks are
+  // already past it (the job saved it and trained on): then it is a new
+  // event and needs a step of its own.
+  const int64_t at = req.value("step", int64_t{-1});
+  if (s.step && s.round == job->round && at < *s.step) {
     Log()->info("job {}: notice from {} joins the on-demand step {}", name, origin, *s.step);
     return SyncJson(*job);
   }

@@ -63,11 +63,13 @@ void Maintenance(Context& ctx, const MaintenanceArgs& a) {
   } else {
     PrintEvent(ctx, *at, *reply);
   }
-  // Work was lost if the ranks did not save, or a node losing its RAM had
-  // no peer copy.
+  // Work may be lost if the ranks did not save (or were killed), or a node
+  // losing its RAM had no peer copy.
   const bool had_step = reply->contains("sync_step");
+  const bool had_ranks = reply->value("ranks", 0) > 0;
   if ((had_step && !reply->value("saved", false)) ||
-      (a.lose_ram && had_step && !reply->value("replicated", false))) {
+      (a.lose_ram && had_step && !reply->value("replicated", false)) || (had_ranks && !had_step) ||
+      reply->value("ranks_killed", 0) > 0) {
     ctx.exit_code = 1;
   }
 }

@@ -51,20 +51,22 @@ bool ParseDurations(Context& ctx, RunArgs& a) {
 }
 
 // Progress through the node agent: the newest step it ingested from this
-// node, the step its last restore gave, and quarantine by the coordinator.
-// An agent that cannot be reached gives no progress (a failed run then
-// counts toward a crash loop only if the agent is reachable again after it).
+// node since the job last started, the step that start restored, and
+// quarantine by the coordinator. An agent that does not answer makes a
+// run's progress unknown (not counted toward a crash loop).
 supervisor::ProgressHooks AgentHooks(const std::string& agent, const std::string& secret_file) {
   auto field = [agent, secret_file](const char* name) -> std::optional<int64_t> {
     auto j =
         CallAgent(agent, secret_file, {{"op", "status"}}, std::chrono::seconds(10), "strata run");
     if (!j.ok() || !j->contains(name) || !(*j)[name].is_number_integer()) return std::nullopt;
-    int64_t v = (*j)[name].get<int64_t>();
-    return v >= 0 ? std::optional<int64_t>(v) : std::nullopt;
+    return (*j)[name].get<int64_t>();
   };
   supervisor::ProgressHooks h;
-  h.newest = [field] { return field("newest_ingested"); };
-  h.restored = [field] { return field("restored_step"); };
+  h.newest = [field] { return field("newest_ingested"); };  // -1: none since the start
+  h.restored = [field]() -> std::optional<int64_t> {
+    auto r = field("restored_step");
+    return r && *r >= 0 ? r : std::nullopt;
+  };
   h.quarantine = [agent, secret_file](int64_t step) -> StatusOr<std::string> {
     STRATA_ASSIGN_OR_RETURN(auto reply,
                             CallAgent(agent, secret_file, {{"op", "quarantine"}, {"step", step}},

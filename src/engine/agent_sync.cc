@@ -47,35 +47,42 @@ AgentSync::~AgentSync() {
   watcher_.join();
   MirrorNoticesTo(nullptr);
   map_.Release(slot_index_);
+  map_.Leak();  // a handler that loaded the mirror just before may still store into it
 }
 
-bool AgentSync::SyncDue(int64_t step) const noexcept {
+uint64_t AgentSync::SyncDue(int64_t step) const noexcept {
   const SyncHeader& h = map_.header();
   uint64_t generation = h.generation.load(std::memory_order_acquire);
-  if (generation == served_generation_.load(std::memory_order_relaxed)) return false;
+  if (generation == served_generation_.load(std::memory_order_relaxed)) return 0;
   int64_t sync = h.sync_step.load(std::memory_order_relaxed);
-  return sync != kNoSyncStep && step >= sync;
+  if (sync == kNoSyncStep || step < sync) return 0;
+  // A step for this process's predecessors, or one it saved already.
+  if (sync < first_step_.load(std::memory_order_relaxed)) return 0;
+  if (sync <= slot_.saved_step.load(std::memory_order_relaxed)) return 0;
+  return generation;
 }
 
 bool AgentSync::Due(int64_t step) const noexcept {
   slot_.current_step.store(step, std::memory_order_relaxed);
-  return SyncDue(step) || fallback_due_.load(std::memory_order_relaxed);
+  if (first_step_.load(std::memory_order_relaxed) < 0) {
+    first_step_.store(step, std::memory_order_relaxed);
+  }
+  return SyncDue(step) != 0 || fallback_due_.load(std::memory_order_relaxed);
 }
 
-void AgentSync::Served(int64_t step) {
+void AgentSync::Served(int64_t step, uint64_t generation) {
   const SyncHeader& h = map_.header();
-  uint64_t generation = h.generation.load(std::memory_order_acquire);
   int64_t sync = h.sync_step.load(std::memory_order_relaxed);
-  if (sync != kNoSyncStep && step > sync) {
+  if (generation != 0 && sync != kNoSyncStep && step > sync) {
     Log()->warn(
         "missed the sync step {}: saved step {} instead (this rank was past it when {} "
         "published it)",
         sync, step, path());
   }
-  served_generation_.store(generation, std::memory_order_relaxed);
+  if (generation != 0) served_generation_.store(generation, std::memory_order_relaxed);
   fallback_due_.store(false, std::memory_order_relaxed);
   slot_.saved_step.store(step, std::memory_order_relaxed);
-  slot_.served.store(generation, std::memory_order_release);
+  if (generation != 0) slot_.served.store(generation, std::memory_order_release);
 }
 
 std::optional<int64_t> AgentSync::PendingSyncStep() const {
@@ -84,7 +91,9 @@ std::optional<int64_t> AgentSync::PendingSyncStep() const {
     return std::nullopt;
   }
   int64_t sync = h.sync_step.load(std::memory_order_relaxed);
-  if (sync == kNoSyncStep) return std::nullopt;
+  if (sync == kNoSyncStep || sync < first_step_.load() || sync <= slot_.saved_step.load()) {
+    return std::nullopt;  // not this process's to save
+  }
   return sync;
 }
 

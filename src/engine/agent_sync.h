@@ -39,10 +39,13 @@ class AgentSync {
   // on-demand save is due at it (the job's sync step is reached, or a local
   // notice waited too long for one). Atomic loads and stores only.
   bool Due(int64_t step) const noexcept;
-  // True if `step` is at or past a published sync step not yet served.
-  bool SyncDue(int64_t step) const noexcept;
-  // After the on-demand save of `step` committed.
-  void Served(int64_t step);
+  // The generation of a published sync step that is due at `step` (at or
+  // past it, not yet served, not older than this process's first step or
+  // its last on-demand save), 0 if none.
+  uint64_t SyncDue(int64_t step) const noexcept;
+  // After the on-demand save of `step` committed; `generation` is what
+  // SyncDue returned when the save was decided (0: a local fallback).
+  void Served(int64_t step, uint64_t generation);
 
   std::optional<int64_t> PendingSyncStep() const;
   // When the job's notice arrived (Unix ms), 0 if unknown.
@@ -61,6 +64,7 @@ class AgentSync {
   const std::atomic<uint64_t>* const served_notices_;
   std::atomic<uint64_t> served_generation_;
   std::atomic<bool> fallback_due_{false};
+  mutable std::atomic<int64_t> first_step_{-1};  // the first step ShouldSave saw
 
   std::mutex mu_;
   std::condition_variable cv_;

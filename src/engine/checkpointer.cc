@@ -229,6 +229,9 @@ StatusOr<SaveResult> CheckpointerImpl::Save(int64_t step, std::span<const Item> 
   SaveResult result;
   result.step = step;
   result.on_demand = OnDemandDue(step);
+  // The job's step this save answers, fixed now: a step published while it
+  // is written is a new one.
+  const uint64_t sync_generation = sync_ ? sync_->SyncDue(step) : 0;
   Status previous = Wait();
   if (!previous.ok()) {
     if (!result.on_demand) return previous;
@@ -241,7 +244,7 @@ StatusOr<SaveResult> CheckpointerImpl::Save(int64_t step, std::span<const Item> 
     result.committed = true;
     if (result.on_demand) {
       served_notices_.store(notices, std::memory_order_relaxed);
-      if (sync_) sync_->Served(step);
+      if (sync_) sync_->Served(step, sync_generation);
       result.should_exit = options_.exit_after_ondemand;
       LogOnDemand(step, start);
     }

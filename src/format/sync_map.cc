@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <new>
 
 #include "util/file_util.h"
@@ -33,7 +35,19 @@ StatusOr<void*> MapFile(const std::string& path, int fd) {
 
 bool ProcessAlive(int64_t pid) {
   if (pid <= 0) return false;
-  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+  if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
+  // A zombie (exited, not yet reaped by its parent) is gone for our purposes.
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%lld/stat", static_cast<long long>(pid));
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return true;  // no /proc: trust kill()
+  char buf[512];
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return true;
+  buf[n] = '\0';
+  const char* paren = std::strrchr(buf, ')');  // the name may contain spaces and ')'
+  return paren == nullptr || paren[1] != ' ' || (paren[2] != 'Z' && paren[2] != 'X');
 }
 
 SyncMap::SyncMap(SyncMap&& o) noexcept : path_(std::move(o.path_)), base_(o.base_) {
@@ -101,16 +115,19 @@ StatusOr<SyncMap> SyncMap::OpenOrCreate(const std::string& path) {
 }
 
 StatusOr<int> SyncMap::Claim(int64_t pid) const {
+  // Each claim gets a slot of its own (two Checkpointers in one process
+  // are two ranks to the agent). The slot holds kClaiming while its fields
+  // are reset, so the agent never pairs the new pid with old counters.
   for (int i = 0; i < kSyncSlots; ++i) {
     SyncSlot& s = slot(i);
     int64_t holder = s.pid.load();
-    if (holder == pid) return i;
-    if (holder != 0 && ProcessAlive(holder)) continue;
-    if (!s.pid.compare_exchange_strong(holder, pid)) continue;
+    if (holder == kClaiming || (holder != 0 && ProcessAlive(holder))) continue;
+    if (!s.pid.compare_exchange_strong(holder, kClaiming)) continue;
     s.current_step.store(-1);
     s.notices.store(0);
     s.saved_step.store(-1);
     s.served.store(0);
+    s.pid.store(pid);
     return i;
   }
   return ResourceExhaustedError("no free slot in " + path_ + " (" + std::to_string(kSyncSlots) +

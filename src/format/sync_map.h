@@ -39,6 +39,8 @@ inline constexpr std::string_view kAgentDirName = ".strata-agent";
 inline constexpr std::string_view kSyncMapName = "sync.map";
 inline constexpr int64_t kNoSyncStep = -1;
 inline constexpr int kSyncSlots = 63;
+// A slot's pid while a process is claiming it.
+inline constexpr int64_t kClaiming = -1;
 
 struct SyncSlot {
   std::atomic<int64_t> pid{0};            // 0: free
@@ -90,6 +92,9 @@ class SyncMap {
   // counts as free); RESOURCE_EXHAUSTED when all are taken. Returns its index.
   StatusOr<int> Claim(int64_t pid) const;
   void Release(int index) const;
+  // Leaves the mapping in place for the rest of the process's life (a signal
+  // handler may still be storing into it).
+  void Leak() { base_ = nullptr; }
 
   // The agent's: publishes a new sync step (kNoSyncStep withdraws it).
   void Publish(int64_t step, int64_t notice_unix_ms) const;
@@ -102,7 +107,7 @@ class SyncMap {
   void* base_ = nullptr;
 };
 
-// True if a process with this pid exists (kill(pid, 0)).
+// True if a process with this pid exists (kill(pid, 0)) and is not a zombie.
 bool ProcessAlive(int64_t pid);
 
 }  // namespace strata

@@ -353,7 +353,15 @@ int Supervisor::Run() {
                           track ? " step=" + StepString(before) : "", CommandLine(o_.command)));
     RunEnd end = GroupWaiter(*pid, o_.grace, log_).Wait();
     const auto after = Newest();
-    const bool progress = after.has_value() && (!before || *after > *before);
+    bool progress = after.has_value() && (!before || *after > *before);
+    // Through an agent: progress is a step saved past the one restored (the
+    // agent counts steps per start of the job); unknown if it is unreachable.
+    bool known = true;
+    if (o_.agent) {
+      known = after.has_value();
+      const auto restored = o_.agent->restored();
+      progress = known && *after >= 0 && *after > restored.value_or(-1);
+    }
     Log(log_,
         fmt::format("exit attempt={} {} runtime={:.3f}s{}", attempt, DescribeStatus(end.status),
                     Seconds(end.length),
@@ -376,6 +384,8 @@ int Supervisor::Run() {
       Log(log_, fmt::format("the command stopped after its on-demand checkpoint (exit code {}): "
                             "restarting at once",
                             code));
+    } else if (!known) {
+      Log(log_, "progress unknown (the agent did not answer): not counted toward a crash loop");
     } else if (auto stop = AfterFailure(progress, after)) {
       return *stop;
     }

@@ -42,9 +42,10 @@ inline constexpr int kExitCannotStart = 127;
 
 // Where progress comes from when the checkpoint directory is managed by a
 // node agent (`strata run --agent`): `newest` is the newest step the
-// command saved (nullopt if unknown), `restored` the step the last restore
-// gave it, and `quarantine` makes the job never restore `step` again,
-// returning a description of what it did.
+// command saved since the job last started (-1: none; nullopt: the agent
+// did not answer), `restored` the step that start restored (nullopt: none),
+// and `quarantine` makes the job never restore `step` again, returning a
+// description of what it did. A run made progress iff newest > restored.
 struct ProgressHooks {
   std::function<std::optional<int64_t>()> newest;
   std::function<std::optional<int64_t>()> restored;
