@@ -104,7 +104,8 @@ void Agent::ServeConnection(net::Socket socket) {
     if (frame->type == kFrameCall && request.is_object()) {
       // A "sync" call waits at the coordinator by design, one per node of
       // the job: it does not count against kMaxConnections while it waits.
-      const bool long_poll = request.value("op", "") == "sync";
+      auto op = request.find("op");  // unchecked input: any type
+      const bool long_poll = op != request.end() && op->is_string() && *op == "sync";
       if (long_poll) --connections_;
       try {  // a field of the wrong type must not take the agent down
         reply = HandleCall(request, socket);
