@@ -181,9 +181,7 @@ StatusOr<std::string> LoadSecret(const Settings& settings, const ReadFileFn& rea
   } else if ((from = FindSetting(settings, "secret-file")) != nullptr) {
     StatusOr<std::string> text = read_file(from->value);
     if (!text.ok()) return text.status().WithContext(from->origin);
-    secret = std::move(*text);
-    if (secret.ends_with('\n')) secret.pop_back();
-    if (secret.ends_with('\r')) secret.pop_back();
+    secret = SecretFromFileText(std::move(*text));
   } else {
     return InvalidArgumentError(
         "no secret: pass --secret-file FILE or set STRATA_SECRET or STRATA_SECRET_FILE");
@@ -296,6 +294,12 @@ StatusOr<AgentConfig> ResolveAgentConfig(const AgentFlags& flags, const GetenvFn
 
 StatusOr<AgentConfig> ResolveAgentConfig(const AgentFlags& flags) {
   return ResolveAgentConfig(flags, ProcessGetenv(), DefaultReadFile());
+}
+
+std::string SecretFromFileText(std::string text) {
+  if (text.ends_with('\n')) text.pop_back();
+  if (text.ends_with('\r')) text.pop_back();
+  return text;
 }
 
 }  // namespace strata

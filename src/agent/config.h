@@ -169,6 +169,10 @@ struct AgentConfig {
 };
 
 inline constexpr size_t kMinSecretBytes = 16;
+
+// The secret in a secret file's text: one trailing newline ("\n" or
+// "\r\n") stripped. The agent and the client commands read files alike.
+std::string SecretFromFileText(std::string text);
 inline constexpr int kMaxDataStreams = 64;
 
 // What a command-line layer parsed; unset fields fall through to the

@@ -4,8 +4,8 @@
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 
+#include "agent/config.h"
 #include "agent/rpc.h"
-#include "util/file_util.h"
 
 namespace strata::cli {
 
@@ -22,9 +22,8 @@ StatusOr<std::string> ClientSecret(const std::string& secret_file) {
   std::string file = secret_file;
   if (file.empty() && std::getenv("STRATA_SECRET_FILE")) file = std::getenv("STRATA_SECRET_FILE");
   if (!file.empty()) {
-    STRATA_ASSIGN_OR_RETURN(std::string s, ReadFileToString(Env::Default(), file, 4096));
-    if (!s.empty() && s.back() == '\n') s.pop_back();
-    return s;
+    STRATA_ASSIGN_OR_RETURN(std::string text, DefaultReadFile()(file));
+    return SecretFromFileText(std::move(text));
   }
   if (const char* s = std::getenv("STRATA_SECRET")) return std::string(s);
   return InvalidArgumentError("no secret: pass --secret-file or set STRATA_SECRET");
