@@ -20,6 +20,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -103,6 +104,16 @@ class Agent {
     int64_t round = 0;
   };
   Status OpenSyncMap();
+  std::optional<SyncJob> CurrentSyncJob() const;
+  bool PollUntil(std::chrono::steady_clock::time_point deadline,
+                 const std::function<bool()>& done) const;
+  // The parts of a maintenance event: SIGTERM to `ranks`, wait for them
+  // (SIGKILL at `deadline`), then for the on-demand step to be stored (and,
+  // with `on_peers`, replicated). Fill `event`.
+  void StopRanks(const std::vector<std::pair<int, int64_t>>& ranks,
+                 std::chrono::steady_clock::time_point deadline, json& event);
+  void AwaitOnDemandStep(bool on_peers, std::chrono::steady_clock::time_point deadline,
+                         json& event);
   void NoticeMain();    // watches the ranks' slots in the sync map
   void SyncPollMain();  // keeps a "sync" call waiting at the coordinator
   void ApplySync(const json& reply);

@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <deque>
 #include <thread>
 
@@ -37,6 +38,21 @@ double SecondsSince(Clock::time_point t) {
 }
 
 }  // namespace
+
+std::optional<Agent::SyncJob> Agent::CurrentSyncJob() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return sync_job_;
+}
+
+// Polls `done` until it holds, `deadline` passes or the agent stops; true
+// if it held.
+bool Agent::PollUntil(Clock::time_point deadline, const std::function<bool()>& done) const {
+  for (;;) {
+    if (done()) return true;
+    if (Clock::now() >= deadline || Stopping()) return false;
+    std::this_thread::sleep_for(kSlotPoll);
+  }
+}
 
 Status Agent::OpenSyncMap() {
   STRATA_ASSIGN_OR_RETURN(
@@ -158,11 +174,7 @@ void Agent::PostNotice(const std::string& origin) {
 void Agent::SyncPollMain() {
   uint64_t generation = 0, collect = 0;
   while (!Stopping()) {
-    std::optional<SyncJob> job;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      job = sync_job_;
-    }
+    std::optional<SyncJob> job = CurrentSyncJob();
     if (!job) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       continue;
@@ -291,60 +303,28 @@ StatusOr<json> Agent::HandleMaintenance(const json& request) {
   auto ranks = LiveRanks();
   Log()->warn("maintenance event: SIGTERM to {} rank(s) using {}, grace {} ms{}", ranks.size(),
               config_.local_dir, grace.count(), lose_ram ? ", the node loses its RAM" : "");
-  PostNotice("strata maintenance");
-  for (auto [i, pid] : ranks) ::kill(static_cast<pid_t>(pid), SIGTERM);
-  // A rank may release its slot well before its process is gone (a
-  // framework's teardown): wait for the process.
-  auto alive = [&] {
-    int n = 0;
-    for (auto [i, pid] : ranks) n += ProcessAlive(pid);
-    return n;
-  };
-  while (alive() > 0 && Clock::now() < deadline && !Stopping()) {
-    std::this_thread::sleep_for(kSlotPoll);
-  }
-  const double exit_seconds = SecondsSince(start);
-  int killed = 0;
-  for (auto [i, pid] : ranks) {
-    if (ProcessAlive(pid) && ::kill(static_cast<pid_t>(pid), SIGKILL) == 0) ++killed;
-  }
   json event = {{"time", Rfc3339(started_ms)},
                 {"unix_ms", started_ms},
                 {"origin", request.value("origin", "strata maintenance")},
                 {"grace_ms", grace.count()},
                 {"lose_ram", lose_ram},
-                {"ranks", ranks.size()},
-                {"ranks_exited_seconds", exit_seconds},
-                {"ranks_killed", killed}};
-  // The ranks' on-demand step, once the main loop has taken it in.
-  int64_t sync = kNoSyncStep;
-  bool saved = false, replicated = false;
-  while (Clock::now() < deadline && !Stopping()) {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      sync = ondemand_step_;
-      saved = sync != kNoSyncStep && inc_ &&
-              store_->Has({inc_->config.job_name, inc_->config.node_rank, sync});
-      replicated = saved && SyncStepReplicated();
-    }
-    if (sync == kNoSyncStep || (saved && (replicated || !lose_ram))) break;
-    std::this_thread::sleep_for(kSlotPoll);
-  }
-  if (sync != kNoSyncStep) event["sync_step"] = sync;
-  event["saved"] = saved;
-  event["replicated"] = replicated;
+                {"ranks", ranks.size()}};
+  PostNotice("strata maintenance");
+  StopRanks(ranks, deadline, event);
+  AwaitOnDemandStep(lose_ram, deadline, event);
   if (lose_ram) {
-    if (!replicated) {
+    if (!event["replicated"].get<bool>()) {
       Log()->error(
-          "maintenance: on-demand step {} not on every peer within the grace period; "
-          "wiping the RAM of {} anyway (the platform would not wait)",
-          sync, config_.local_dir);
+          "maintenance: {} not on every peer within the grace period; wiping the RAM of "
+          "{} anyway (the platform would not wait)",
+          event.contains("sync_step")
+              ? "on-demand step " + std::to_string(event["sync_step"].get<int64_t>())
+              : std::string("no on-demand step was saved, so nothing is"),
+          config_.local_dir);
     }
     // A restart that began before the event is restoring from this store:
     // let it finish (within the grace period) rather than pull it away.
-    while (restoring_ && Clock::now() < deadline && !Stopping()) {
-      std::this_thread::sleep_for(kSlotPoll);
-    }
+    PollUntil(deadline, [this] { return !restoring_; });
     WipeRam();
   }
   event["wiped"] = lose_ram;
@@ -353,17 +333,51 @@ StatusOr<json> Agent::HandleMaintenance(const json& request) {
   return event;
 }
 
+void Agent::StopRanks(const std::vector<std::pair<int, int64_t>>& ranks, Clock::time_point deadline,
+                      json& event) {
+  const auto start = Clock::now();
+  for (auto [i, pid] : ranks) ::kill(static_cast<pid_t>(pid), SIGTERM);
+  // A rank may release its slot well before its process is gone (a
+  // framework's teardown): wait for the process.
+  PollUntil(deadline, [&] {
+    return std::none_of(ranks.begin(), ranks.end(),
+                        [](const auto& r) { return ProcessAlive(r.second); });
+  });
+  event["ranks_exited_seconds"] = SecondsSince(start);
+  int killed = 0;
+  for (auto [i, pid] : ranks) {
+    if (ProcessAlive(pid) && ::kill(static_cast<pid_t>(pid), SIGKILL) == 0) ++killed;
+  }
+  event["ranks_killed"] = killed;
+}
+
+// The ranks' on-demand step, once the main loop has taken it in.
+void Agent::AwaitOnDemandStep(bool on_peers, Clock::time_point deadline, json& event) {
+  int64_t sync = kNoSyncStep;
+  bool saved = false, replicated = false;
+  PollUntil(deadline, [&] {
+    std::lock_guard<std::mutex> l(mu_);
+    sync = ondemand_step_;
+    saved = sync != kNoSyncStep && inc_ &&
+            store_->Has({inc_->config.job_name, inc_->config.node_rank, sync});
+    replicated = saved && SyncStepReplicated();
+    return sync == kNoSyncStep || (saved && (replicated || !on_peers));
+  });
+  if (sync != kNoSyncStep) event["sync_step"] = sync;
+  event["saved"] = saved;
+  event["replicated"] = replicated;
+}
+
 StatusOr<json> Agent::HandleQuarantine(const json& request) {
   auto step = request.find("step");
   if (step == request.end() || !step->is_number_integer()) {
     return InvalidArgumentError("quarantine: missing integer \"step\"");
   }
-  std::optional<SyncJob> job;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    job = sync_job_;
+  std::optional<SyncJob> job = CurrentSyncJob();
+  if (!job) {
+    return FailedPreconditionError("quarantine of step " + std::to_string(step->get<int64_t>()) +
+                                   ": the agent of " + config_.local_dir + " has no job yet");
   }
-  if (!job) return FailedPreconditionError("quarantine: this node has no job yet");
   json req = {{"op", "quarantine_step"},
               {"job", job->config.job_name},
               {"node", job->config.node_rank},

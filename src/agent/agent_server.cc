@@ -177,11 +177,7 @@ StatusOr<json> Agent::HandlePutStep(const json& request, net::Socket& socket) {
 // that left for maintenance replicates its on-demand step while the others
 // are already registering).
 void Agent::ReportNewCopy(const StepKey& key, uint64_t digest) {
-  std::optional<SyncJob> job;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    job = sync_job_;
-  }
+  std::optional<SyncJob> job = CurrentSyncJob();
   if (!job || job->config.job_name != key.job) return;
   json req = {{"op", "add_copies"},
               {"job", key.job},

@@ -261,7 +261,6 @@ class Supervisor {
   // After a failed run: crash-loop bookkeeping. Returns an exit code to stop.
   std::optional<int> AfterFailure(bool progress, std::optional<int64_t> newest);
   std::optional<int> Quarantine(std::optional<int64_t> newest);
-  std::optional<int> QuarantineThroughAgent();
   std::optional<int64_t> Newest() const;
 
   const SupervisorOptions& o_;
@@ -287,41 +286,36 @@ std::optional<int64_t> Supervisor::Newest() const {
   return o_.agent ? o_.agent->newest() : NewestStep(o_.checkpoint_dir);
 }
 
+// Quarantines the step the runs keep failing on: the newest in the
+// checkpoint directory (renamed out of the catalog's sight), or, through the
+// agent, the step it restored (the job never restores it again, from any
+// tier, so the next restore takes an older step).
 std::optional<int> Supervisor::Quarantine(std::optional<int64_t> newest) {
-  if (o_.agent) return QuarantineThroughAgent();
+  const auto step = o_.agent ? o_.agent->restored() : newest;
   if (quarantines_ >= o_.max_quarantines) {
     return GiveUp(fmt::format("crash loop at step {} and {} quarantine(s) done (--max-quarantines)",
-                              StepString(newest), quarantines_));
+                              StepString(step), quarantines_));
   }
-  if (!newest) return GiveUp("crash loop and no checkpoint left to quarantine");
-  auto name = QuarantineStep(o_.checkpoint_dir, *newest);
-  if (!name.ok()) return GiveUp("cannot quarantine step: " + name.status().ToString());
+  if (!step) {
+    return GiveUp(o_.agent ? "crash loop and the agent restored no checkpoint to quarantine"
+                           : "crash loop and no checkpoint left to quarantine");
+  }
+  // What was done, and what the next run does (the log line's two ends).
+  std::string what, next;
+  if (o_.agent) {
+    auto done = o_.agent->quarantine(*step);
+    if (!done.ok()) return GiveUp("cannot quarantine step: " + done.status().ToString());
+    what = *done;
+  } else {
+    auto name = QuarantineStep(o_.checkpoint_dir, *step);
+    if (!name.ok()) return GiveUp("cannot quarantine step: " + name.status().ToString());
+    what = fmt::format("renamed {} to {}", JoinPath(o_.checkpoint_dir, StepDirName(*step)), *name);
+    next = "; the next run restores step " + StepString(NewestStep(o_.checkpoint_dir));
+  }
   ++quarantines_;
   no_progress_ = 0;
-  Log(log_,
-      fmt::format("QUARANTINED step {}: renamed {} to {} ({} of at most {}); the next run "
-                  "restores step {}",
-                  *newest, JoinPath(o_.checkpoint_dir, StepDirName(*newest)), *name, quarantines_,
-                  o_.max_quarantines, StepString(NewestStep(o_.checkpoint_dir))));
-  return std::nullopt;
-}
-
-// The step the runs keep failing on is the one the agent restored; the job
-// is told never to restore it again, so the next restore takes an older
-// step, or the same step from another tier if only one copy was bad.
-std::optional<int> Supervisor::QuarantineThroughAgent() {
-  const auto restored = o_.agent->restored();
-  if (quarantines_ >= o_.max_quarantines) {
-    return GiveUp(fmt::format("crash loop at step {} and {} quarantine(s) done (--max-quarantines)",
-                              StepString(restored), quarantines_));
-  }
-  if (!restored) return GiveUp("crash loop and the agent restored no checkpoint to quarantine");
-  auto what = o_.agent->quarantine(*restored);
-  if (!what.ok()) return GiveUp("cannot quarantine step: " + what.status().ToString());
-  ++quarantines_;
-  no_progress_ = 0;
-  Log(log_, fmt::format("QUARANTINED step {}: {} ({} of at most {})", *restored, *what,
-                        quarantines_, o_.max_quarantines));
+  Log(log_, fmt::format("QUARANTINED step {}: {} ({} of at most {}){}", *step, what, quarantines_,
+                        o_.max_quarantines, next));
   return std::nullopt;
 }
 
