@@ -145,6 +145,24 @@ TEST(AgentSyncTest, AStepOlderThanTheProcessIsNotDue) {
   EXPECT_FALSE(ckpt->status().sync_step.has_value());
 }
 
+// Two checkpointers in one process are two ranks to the agent: a slot each,
+// and closing one leaves the other registered.
+TEST(AgentSyncTest, EachCheckpointerHasASlotOfItsOwn) {
+  Fixture f;
+  auto first = f.Open();
+  ScratchDir other("agent-sync-other");
+  CheckpointerOptions o;
+  o.preemption_signals = {};
+  o.agent_dir = JoinPath(f.dir.path(), std::string(kAgentDirName));
+  auto second = Checkpointer::Open(other.path(), o);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  int mine = 0;
+  for (int i = 0; i < kSyncSlots; ++i) mine += f.map.slot(i).pid.load() == ::getpid();
+  EXPECT_EQ(mine, 2);
+  first.reset();
+  EXPECT_EQ(f.OwnSlot() >= 0, true) << "closing one checkpointer released the other's slot";
+}
+
 TEST(AgentSyncTest, UseAgentFalseIgnoresTheMap) {
   Fixture f;
   CheckpointerOptions o;

@@ -166,12 +166,17 @@ TrainerRun Cluster::Finish(Child& t, std::chrono::milliseconds limit) {
   return r;
 }
 
-int Cluster::Cli(const std::string& command, int node, const std::vector<std::string>& args,
-                 std::string* out) const {
+std::vector<std::string> Cluster::CliArgs(const std::string& command, int node,
+                                          const std::vector<std::string>& args) const {
   std::vector<std::string> argv = {BinaryPath("strata"), command,         "--agent",
                                    address(node),        "--secret-file", secret_file_};
   argv.insert(argv.end(), args.begin(), args.end());
-  return Run(argv, out);
+  return argv;
+}
+
+int Cluster::Cli(const std::string& command, int node, const std::vector<std::string>& args,
+                 std::string* out) const {
+  return Run(CliArgs(command, node, args), out);
 }
 
 std::vector<TrainerRun> Cluster::Train(int64_t steps, int64_t interval, const TrainOptions& o) {
@@ -195,9 +200,7 @@ std::vector<TrainerRun> Cluster::Train(int64_t steps, int64_t interval, const Tr
 
 nlohmann::json Cluster::TryStatus(int node, std::string* error) const {
   std::string out;
-  int rc = Run({BinaryPath("strata"), "status", "--agent", address(node), "--json", "--secret-file",
-                secret_file_},
-               &out);
+  int rc = Cli("status", node, {"--json"}, &out);
   auto j = nlohmann::json::parse(out, nullptr, false);
   if (rc != 0 || !j.is_object()) {
     if (error) *error = out;

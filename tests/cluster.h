@@ -53,6 +53,7 @@ class Cluster {
   std::string dir(int node) const;
   std::string address(int node) const;
   const std::string& secret() const { return secret_; }
+  const std::string& secret_file() const { return secret_file_; }
 
   void StartAgent(int node);
   void StartAll();
@@ -86,8 +87,10 @@ class Cluster {
                                       const TrainOptions& options) const;
   static TrainerRun Finish(Child& trainer,
                            std::chrono::milliseconds limit = std::chrono::minutes(3));
-  // Runs `strata <command> --agent <node's address> --secret-file ... args`;
-  // returns its exit code and fills *out with its stdout and stderr.
+  // `strata <command> --agent <node's address> --secret-file ... args`;
+  // Cli runs it and returns its exit code, with its stdout and stderr in *out.
+  std::vector<std::string> CliArgs(const std::string& command, int node,
+                                   const std::vector<std::string>& args) const;
   int Cli(const std::string& command, int node, const std::vector<std::string>& args,
           std::string* out) const;
   // `strata status --json` of a node's agent; a test failure if it fails.

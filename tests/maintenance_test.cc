@@ -178,19 +178,7 @@ TEST(MaintenanceTest, NoticeWhileTheJobIsStillRestoring) {
   std::vector<std::unique_ptr<Child>> first;
   for (int i : {0, 1}) first.push_back(c.StartTrainer(i, kForever, 20, o));
   std::this_thread::sleep_for(milliseconds(500));  // both are waiting for markers
-  std::vector<std::string> argv = {BinaryPath("strata"),
-                                   "maintenance",
-                                   "--agent",
-                                   c.address(0),
-                                   "--secret-file",
-                                   "",
-                                   "--grace",
-                                   "90s",
-                                   "--json"};
-  std::string secret_file = c.dir(0) + "-secret";
-  WriteFile(secret_file, c.secret());
-  argv[5] = secret_file;
-  Child maintenance(argv);
+  Child maintenance(c.CliArgs("maintenance", 0, {"--grace", "90s", "--json"}));
   std::this_thread::sleep_for(milliseconds(500));
   Running job;
   job.trainers = std::move(first);
@@ -199,6 +187,29 @@ TEST(MaintenanceTest, NoticeWhileTheJobIsStillRestoring) {
   EXPECT_EQ(step, 41);
   ASSERT_EQ(maintenance.Wait(seconds(60)), 0) << maintenance.Stdout() << maintenance.Stderr();
   ExpectResumesFrom(c, step, step + 10);
+}
+
+// The client commands read a secret file as the agent does: a CRLF line end
+// is not part of the secret.
+TEST(HealthTest, ASecretFileWithACrlfLineEndWorks) {
+  Cluster c(1, "health-crlf");
+  c.StartAll();
+  std::string crlf = c.dir(0) + "-crlf-secret";
+  WriteFile(crlf, c.secret() + "\r\n");
+  std::string out;
+  EXPECT_EQ(
+      strata::testing::Run(
+          {BinaryPath("strata"), "health", "--agent", c.address(0), "--secret-file", crlf}, &out),
+      0)
+      << out;
+}
+
+TEST(HealthTest, MaintenanceRefusesAGraceBeyondADay) {
+  Cluster c(1, "maint-grace");
+  c.StartAll();
+  std::string out;
+  EXPECT_EQ(c.Cli("maintenance", 0, {"--grace", "25h"}, &out), 1);
+  EXPECT_NE(out.find("grace of 90000000 ms is not within 0..24 h"), std::string::npos) << out;
 }
 
 TEST(HealthTest, AnAgentThatIsDownIsUnhealthy) {
@@ -255,9 +266,7 @@ TEST(SupervisorWithAgentTest, CrashLoopQuarantinesTheRestoredStepThroughTheAgent
                        "echo \"$out\" | grep -q 'restored step=40' && exit 3\nexit 0\n";
   std::string path = c.dir(0) + "-poisoned.sh";
   WriteFile(path, script);
-  std::string secret = c.dir(0) + "-secret";
-  WriteFile(secret, c.secret());
-  Child run({BinaryPath("strata"), "run", "--agent", c.address(0), "--secret-file", secret,
+  Child run({BinaryPath("strata"), "run", "--agent", c.address(0), "--secret-file", c.secret_file(),
              "--backoff", "10ms,20ms", "--crash-loop-runs", "2", "--", "sh", path});
   ASSERT_EQ(run.Wait(std::chrono::minutes(2)), 0) << run.Stderr();
   EXPECT_NE(run.Stderr().find("crash loop: 2 failed runs in a row made no progress"),
@@ -273,8 +282,7 @@ TEST(SupervisorWithAgentTest, CrashLoopQuarantinesTheRestoredStepThroughTheAgent
   ASSERT_NE(third, std::string::npos) << out;
   size_t second = out.rfind("final step=45", third - 1);
   ASSERT_NE(second, std::string::npos) << out;
-  EXPECT_EQ(out.substr(second, third - second).find("restored step=40"), std::string::npos)
-      << out;
+  EXPECT_EQ(out.substr(second, third - second).find("restored step=40"), std::string::npos) << out;
   EXPECT_NE(c.AgentLog(0).find("step 40 quarantined"), std::string::npos);
 }
 
