@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <cstring>
+#include <filesystem>
 #include <numeric>
 #include <thread>
 
@@ -129,6 +130,54 @@ TEST(CheckpointerTest, RestoreIntoOwnedBuffers) {
   int32_t v;
   std::memcpy(&v, ids->data.data() + 4 * 5, 4);
   EXPECT_EQ(v, 20);
+}
+
+TEST(CheckpointerTest, RestoreStepReadsADirectoryWithoutACheckpointer) {
+  ScratchDir d;
+  auto c = MustOpen(d.path());
+  SaveVersion(*c, 3);
+  SaveVersion(*c, 4);
+  auto r = RestoreStep(d.path(), 3);  // the directory stays locked by `c`: no lock is taken
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->step, 3);
+  const RestoredItem* step = r->Find("step");
+  ASSERT_NE(step, nullptr);
+  int64_t v;
+  std::memcpy(&v, step->data.data(), 8);
+  EXPECT_EQ(v, 3);
+  testing::FlipByte(d.path() + "/4/" + DataFileName(0), 100);
+  auto corrupt = RestoreStep(d.path(), 4);
+  EXPECT_EQ(corrupt.status().code(), StatusCode::kDataLoss);  // no fallback
+  EXPECT_EQ(RestoreStep(d.path(), 5).status().code(), StatusCode::kNotFound);
+}
+
+TEST(CheckpointerTest, AgentModeWithoutAnAgentTimesOutNamingTheFile) {
+  ScratchDir d;
+  CheckpointerOptions o = Quiet();
+  o.agent_job = AgentJob{.job = "nobody", .timeout = std::chrono::seconds(1)};
+  o.max_to_keep = 2;
+  auto c = MustOpen(d.path(), o);
+  SaveVersion(*c, 1);
+  SaveVersion(*c, 2);
+  SaveVersion(*c, 3);
+  EXPECT_TRUE(
+      std::filesystem::exists(d.path() + "/1"));  // the agent owns the directory: no retention
+  auto r = c->Restore();
+  EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(r.status().message().find(d.path() + "/replicator.yaml"), std::string::npos)
+      << r.status().ToString();
+  EXPECT_EQ(c->Restore(RestoreOptions{3}).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(CheckpointerTest, AgentJobIsValidated) {
+  ScratchDir d;
+  AgentJob job{.job = "j", .node_rank = 2, .nodes = 2};
+  auto r = AgentHandshake(d.path(), job);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("node rank 2 is not in [0, 2)"), std::string::npos);
+  job = AgentJob{.job = "", .nodes = 1};
+  EXPECT_EQ(AgentHandshake(d.path(), job).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(std::filesystem::exists(d.path() + "/replicator.yaml"));  // nothing was written
 }
 
 TEST(CheckpointerTest, EmptyDirectoryIsNotFound) {

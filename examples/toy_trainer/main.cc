@@ -13,7 +13,6 @@
 #include <thread>
 
 #include "model.h"
-#include "replicator_client.h"
 #include "strata/checkpointer.h"
 
 namespace {
@@ -30,7 +29,7 @@ struct Flags {
   bool exit_after_ondemand = false;
   bool sync = false;
   std::string replicator;  // "", "orbax" or "nemo": talk to the node agent
-  toy::ReplicatorJob job;
+  strata::AgentJob job;
 };
 
 void Say(const std::string& line) {
@@ -69,27 +68,6 @@ bool MaybeSave(strata::Checkpointer& ckpt, const toy::Model& model, int64_t step
   return result->should_exit;
 }
 
-// With a node agent: the replicator handshake decides what to restore.
-int64_t RestoreThroughAgent(const Flags& f, toy::Model& model) {
-  auto point = toy::Handshake(f.dir, f.job);
-  if (!point.ok()) {
-    std::fprintf(stderr, "toy-trainer: %s\n", point.status().ToString().c_str());
-    return -1;
-  }
-  if (!point->has_value()) {
-    Say("fresh start");
-    return 1;
-  }
-  auto into = model.MutableItems();
-  auto restored = strata::RestoreStepInto((*point)->steps_dir, (*point)->step, into);
-  if (!restored.ok()) {
-    std::fprintf(stderr, "toy-trainer: %s\n", restored.status().ToString().c_str());
-    return -1;
-  }
-  Say("restored step=" + std::to_string(*restored));
-  return *restored + 1;
-}
-
 int Run(const Flags& f) {
   strata::CheckpointerOptions opts;
   opts.save_interval_steps = f.save_interval_steps;
@@ -97,15 +75,14 @@ int Run(const Flags& f) {
   opts.max_to_keep = f.max_to_keep;
   opts.exit_after_ondemand = f.exit_after_ondemand;
   opts.async = !f.sync;
-  if (!f.replicator.empty()) opts.max_to_keep = 0;  // the agent owns the directory
+  if (!f.replicator.empty()) opts.agent_job = f.job;  // the agent decides what to restore
   auto ckpt = strata::Checkpointer::Open(f.dir, opts);
   if (!ckpt.ok()) {
     std::fprintf(stderr, "toy-trainer: %s\n", ckpt.status().ToString().c_str());
     return 1;
   }
   toy::Model model(f.seed, f.state_mb);
-  int64_t first =
-      f.replicator.empty() ? RestoreOrStartFresh(**ckpt, model) : RestoreThroughAgent(f, model);
+  int64_t first = RestoreOrStartFresh(**ckpt, model);
   if (first < 0) return 1;
   for (int64_t step = first; step <= f.steps; ++step) {
     model.Train(step);
@@ -124,6 +101,7 @@ int Run(const Flags& f) {
 
 int main(int argc, char** argv) {
   Flags f;
+  f.job.job = "toy";
   CLI::App app("toy-trainer: a deterministic trainer that checkpoints with libstrata");
   app.add_option("--dir", f.dir, "Checkpoint directory (the node's RAM disk)")->required();
   app.add_option("--steps", f.steps, "Train until this step")->capture_default_str();
@@ -151,7 +129,7 @@ int main(int argc, char** argv) {
   app.add_option("--nodes", f.job.nodes, "Number of nodes (with --replicator)");
   app.add_option("--peers-per-node", f.job.peers_per_node, "Peer copies (with --replicator)")
       ->capture_default_str();
-  app.add_option("--assume-data-parallelism", f.job.data_parallelism,
+  app.add_option("--assume-data-parallelism", f.job.assume_data_parallelism,
                  "Identical data-parallel replicas (with --replicator)");
   app.add_option("--backup-interval-steps", f.job.backup_interval_steps,
                  "Ask the agent for a backup every K steps (with --replicator)");

@@ -31,6 +31,7 @@
 
 #include "strata/catalog.h"
 #include "strata/env.h"
+#include "strata/replicator.h"
 #include "strata/status.h"
 #include "strata/types.h"
 
@@ -96,6 +97,13 @@ struct CheckpointerOptions {
   // A rank that got a notice itself saves its own next step when no sync
   // step is published within this time (no agent, or none reachable).
   std::chrono::milliseconds sync_timeout{10000};
+  // Agent mode: the node agent owns the directory (retention is off, as if
+  // max_to_keep were 0) and decides what to restore. Restore() and
+  // RestoreInto() perform the replicator handshake for this job and restore
+  // the step the agent put in place for this node: the newest step complete
+  // for the whole job, fetched from a peer if this node lost it. A fresh
+  // start is NOT_FOUND, as without an agent.
+  std::optional<AgentJob> agent_job;
 
   // File-system access; nullptr = Env::Default(). Not owned.
   Env* env = nullptr;
@@ -121,16 +129,25 @@ struct RestoredItem {
   std::span<std::byte> data;  // points into RestoredStep::storage
 };
 
+// Unmaps the memory of a restored step: one anonymous mapping with
+// transparent huge pages (a restore into fresh memory is otherwise dominated
+// by page faults).
+struct RestoredMemoryDeleter {
+  size_t size = 0;
+  void operator()(std::byte* p) const noexcept;
+};
+
 struct RestoredStep {
   int64_t step = 0;
   std::vector<RestoredItem> items;
-  std::unique_ptr<std::byte[]> storage;
+  std::unique_ptr<std::byte[], RestoredMemoryDeleter> storage;
   const RestoredItem* Find(std::string_view name) const;
 };
 
 struct RestoreOptions {
   // Restore exactly this step (no fallback); default: the newest that
-  // verifies, falling back to older ones.
+  // verifies, falling back to older ones. Not with an agent_job: the agent
+  // chooses the step.
   std::optional<int64_t> step;
 };
 
@@ -173,7 +190,8 @@ class Checkpointer {
   // calls return OK).
   virtual Status Wait() = 0;
 
-  // Restores the newest step that verifies into the caller's buffers. Every
+  // Restores the newest step that verifies (with an agent_job: the step the
+  // agent chose) into the caller's buffers. Every
   // item of the step must have a buffer with the same name, dtype, shape and
   // size, and every buffer an item (a mismatch is INVALID_ARGUMENT naming the
   // item; it is not treated as corruption). Corrupt or partial steps are
@@ -197,6 +215,9 @@ class Checkpointer {
 // agent restored. Buffers must match as for RestoreInto.
 StatusOr<int64_t> RestoreStepInto(const std::string& dir, int64_t step,
                                   std::span<const MutableItem> into, int threads = 0);
+
+// As RestoreStepInto, into memory owned by the returned value.
+StatusOr<RestoredStep> RestoreStep(const std::string& dir, int64_t step, int threads = 0);
 
 // Version of the library, e.g. "0.1.0".
 const char* Version();

@@ -97,6 +97,23 @@ Status MatchBuffers(const StepInfo& info, std::span<const MutableItem> into,
   return Status::Ok();
 }
 
+// Reads `steps_dir/<info.step>` into one allocation owned by `out`.
+Status ReadOwned(Env* env, ThreadPool* pool, const std::string& steps_dir, const StepInfo& info,
+                 RestoredStep* out) {
+  STRATA_ASSIGN_OR_RETURN(
+      out->storage, AllocateRestoreMemory(info.total_bytes(), "step " + std::to_string(info.step) +
+                                                                  " of " + steps_dir));
+  out->items.clear();
+  std::vector<std::byte*> dst;
+  std::byte* cursor = out->storage.get();
+  for (const ItemInfo& ii : info.items) {
+    out->items.push_back({ii.name, ii.dtype, ii.shape, std::span<std::byte>(cursor, ii.nbytes)});
+    dst.push_back(cursor);
+    cursor += ii.nbytes;
+  }
+  return ReadStepData(env, pool, JoinPath(steps_dir, StepDirName(info.step)), info, dst);
+}
+
 class CheckpointerImpl final : public Checkpointer {
  public:
   CheckpointerImpl(std::string dir, CheckpointerOptions options, int lock_fd)
@@ -152,8 +169,11 @@ class CheckpointerImpl final : public Checkpointer {
   void ResetTimer();
   // Tries steps newest first; `read` restores one step's data given its
   // manifest. Mismatches between manifest and caller are not skipped.
-  StatusOr<int64_t> RestoreNewest(const RestoreOptions& options,
-                                  const std::function<Status(const StepInfo&)>& read);
+  // With an agent_job: the agent's step, no fallback. `read` gets the
+  // directory holding the step and its manifest.
+  using StepReader = std::function<Status(const std::string& steps_dir, const StepInfo&)>;
+  StatusOr<int64_t> RestoreNewest(const RestoreOptions& options, const StepReader& read);
+  StatusOr<int64_t> RestoreThroughAgent(const RestoreOptions& options, const StepReader& read);
 
   const std::string dir_;
   const CheckpointerOptions options_;
@@ -432,8 +452,9 @@ void CheckpointerImpl::ResetTimer() {
   cv_.notify_all();
 }
 
-StatusOr<int64_t> CheckpointerImpl::RestoreNewest(
-    const RestoreOptions& options, const std::function<Status(const StepInfo&)>& read) {
+StatusOr<int64_t> CheckpointerImpl::RestoreNewest(const RestoreOptions& options,
+                                                  const StepReader& read) {
+  if (options_.agent_job) return RestoreThroughAgent(options, read);
   std::vector<int64_t> steps;
   if (options.step) {
     steps.push_back(*options.step);
@@ -445,7 +466,7 @@ StatusOr<int64_t> CheckpointerImpl::RestoreNewest(
   for (int64_t step : steps) {
     Status s;
     auto info = ReadStepInfo(dir_, step, env_);
-    s = info.ok() ? read(*info) : info.status();
+    s = info.ok() ? read(dir_, *info) : info.status();
     if (s.ok()) {
       ResetTimer();
       return step;
@@ -458,31 +479,41 @@ StatusOr<int64_t> CheckpointerImpl::RestoreNewest(
                        (skipped.empty() ? "" : " (skipped corrupt steps " + skipped + ")"));
 }
 
+StatusOr<int64_t> CheckpointerImpl::RestoreThroughAgent(const RestoreOptions& options,
+                                                        const StepReader& read) {
+  const AgentJob& job = *options_.agent_job;
+  if (options.step) {
+    return InvalidArgumentError("job " + job.job + ": the agent chooses the step to restore; " +
+                                "RestoreOptions::step " + std::to_string(*options.step) +
+                                " cannot be asked for");
+  }
+  STRATA_ASSIGN_OR_RETURN(auto point, AgentHandshake(dir_, job));
+  if (!point) {
+    return NotFoundError("the agent says job " + job.job + " starts fresh: no step is complete " +
+                         "for every node (node " + std::to_string(job.node_rank) + ", " + dir_ +
+                         ")");
+  }
+  STRATA_ASSIGN_OR_RETURN(StepInfo info, ReadStepInfo(point->steps_dir, point->step, env_));
+  STRATA_RETURN_IF_ERROR(read(point->steps_dir, info));
+  ResetTimer();
+  return point->step;
+}
+
 StatusOr<int64_t> CheckpointerImpl::RestoreInto(std::span<const MutableItem> into,
                                                 const RestoreOptions& options) {
   STRATA_RETURN_IF_ERROR(Wait());
-  return RestoreNewest(options, [&](const StepInfo& info) -> Status {
+  return RestoreNewest(options, [&](const std::string& steps_dir, const StepInfo& info) -> Status {
     std::vector<std::byte*> dst;
     STRATA_RETURN_IF_ERROR(MatchBuffers(info, into, &dst));
-    return ReadStepData(env_, &pool_, JoinPath(dir_, StepDirName(info.step)), info, dst);
+    return ReadStepData(env_, &pool_, JoinPath(steps_dir, StepDirName(info.step)), info, dst);
   });
 }
 
 StatusOr<RestoredStep> CheckpointerImpl::Restore(const RestoreOptions& options) {
   STRATA_RETURN_IF_ERROR(Wait());
   RestoredStep out;
-  auto step = RestoreNewest(options, [&](const StepInfo& info) -> Status {
-    out.storage =
-        std::make_unique_for_overwrite<std::byte[]>(std::max<uint64_t>(info.total_bytes(), 1));
-    out.items.clear();
-    std::vector<std::byte*> dst;
-    std::byte* cursor = out.storage.get();
-    for (const ItemInfo& ii : info.items) {
-      out.items.push_back({ii.name, ii.dtype, ii.shape, std::span<std::byte>(cursor, ii.nbytes)});
-      dst.push_back(cursor);
-      cursor += ii.nbytes;
-    }
-    return ReadStepData(env_, &pool_, JoinPath(dir_, StepDirName(info.step)), info, dst);
+  auto step = RestoreNewest(options, [&](const std::string& steps_dir, const StepInfo& info) {
+    return ReadOwned(env_, &pool_, steps_dir, info, &out);
   });
   if (!step.ok()) return step.status();
   out.step = *step;
@@ -518,6 +549,7 @@ StatusOr<std::unique_ptr<Checkpointer>> Checkpointer::Open(const std::string& di
   Env* env = options.env != nullptr ? options.env : Env::Default();
   STRATA_RETURN_IF_ERROR(CreateDirs(env, dir));
   STRATA_ASSIGN_OR_RETURN(int fd, LockDirectory(dir));
+  if (options.agent_job) options.max_to_keep = 0;  // the agent owns the directory
   auto impl = std::make_unique<CheckpointerImpl>(dir, std::move(options), fd);
   STRATA_RETURN_IF_ERROR(impl->Init());
   return std::unique_ptr<Checkpointer>(std::move(impl));
@@ -532,6 +564,15 @@ StatusOr<int64_t> RestoreStepInto(const std::string& dir, int64_t step,
   STRATA_RETURN_IF_ERROR(
       ReadStepData(Env::Default(), &pool, JoinPath(dir, StepDirName(step)), info, dst));
   return step;
+}
+
+StatusOr<RestoredStep> RestoreStep(const std::string& dir, int64_t step, int threads) {
+  STRATA_ASSIGN_OR_RETURN(StepInfo info, ReadStepInfo(dir, step));
+  ThreadPool pool((threads > 0 ? threads : ThreadPool::DefaultThreads()) - 1);
+  RestoredStep out;
+  STRATA_RETURN_IF_ERROR(ReadOwned(Env::Default(), &pool, dir, info, &out));
+  out.step = step;
+  return out;
 }
 
 const char* Version() { return STRATA_VERSION; }

@@ -3,6 +3,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <string>
 
@@ -27,6 +28,22 @@ Status StagingBuffer::Reserve(size_t size) {
   for (size_t off = 0; off < size; off += 4096) data_[off] = std::byte{0};  // fault in now
   capacity_ = size;
   return Status::Ok();
+}
+
+void RestoredMemoryDeleter::operator()(std::byte* p) const noexcept {
+  if (p != nullptr) ::munmap(p, size);
+}
+
+StatusOr<std::unique_ptr<std::byte[], RestoredMemoryDeleter>> AllocateRestoreMemory(
+    size_t size, const std::string& what) {
+  size = std::max<size_t>(size, 1);
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    return ErrnoToStatus(errno, "allocating " + std::to_string(size) + " bytes to restore " + what);
+  }
+  ::madvise(p, size, MADV_HUGEPAGE);  // 512x fewer faults; advisory
+  return std::unique_ptr<std::byte[], RestoredMemoryDeleter>(static_cast<std::byte*>(p),
+                                                             RestoredMemoryDeleter{size});
 }
 
 }  // namespace strata

@@ -8,7 +8,10 @@
 #define STRATA_ENGINE_STAGING_H_
 
 #include <cstddef>
+#include <memory>
+#include <string>
 
+#include "strata/checkpointer.h"
 #include "strata/status.h"
 
 namespace strata {
@@ -29,6 +32,12 @@ class StagingBuffer {
   std::byte* data_ = nullptr;
   size_t capacity_ = 0;
 };
+
+// Memory for a restored step of `size` bytes (at least one page is mapped),
+// not yet faulted in: the parallel reads fault it in from several threads.
+// `what` names the step in the error.
+StatusOr<std::unique_ptr<std::byte[], RestoredMemoryDeleter>> AllocateRestoreMemory(
+    size_t size, const std::string& what);
 
 }  // namespace strata
 
