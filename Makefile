@@ -30,13 +30,13 @@ test: build
 # The whole test suite under AddressSanitizer + UndefinedBehaviorSanitizer.
 test-asan: deps
 	@cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=ON \
-	  -DSTRATA_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
+	  -DSTRATA_BENCH=OFF -DSTRATA_PYTHON=OFF $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(ASAN_DIR) -j $(JOBS)
 	@cd $(ASAN_DIR) && ctest --output-on-failure -j $(JOBS)
 
 test-tsan: deps
 	@cmake -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_TSAN=ON \
-	  -DSTRATA_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
+	  -DSTRATA_BENCH=OFF -DSTRATA_PYTHON=OFF $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(TSAN_DIR) -j $(JOBS) --target unit_tests storage_tests
 	@$(TSAN_DIR)/tests/unit_tests --gtest_filter='$(TSAN_FILTER)'
 	@$(TSAN_DIR)/tests/storage_tests --gtest_filter='$(TSAN_STORAGE_FILTER)'

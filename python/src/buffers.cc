@@ -1,0 +1,210 @@
+// Copyright 2026 The Strata Authors.
+#include "buffers.h"
+
+#include <utility>
+
+namespace strata::python {
+namespace py = pybind11;
+
+namespace {
+
+std::optional<DType> IntOfSize(py::ssize_t size, bool is_signed) {
+  switch (size) {
+    case 1:
+      return is_signed ? DType::kInt8 : DType::kUInt8;
+    case 2:
+      return is_signed ? DType::kInt16 : DType::kUInt16;
+    case 4:
+      return is_signed ? DType::kInt32 : DType::kUInt32;
+    case 8:
+      return is_signed ? DType::kInt64 : DType::kUInt64;
+    default:
+      return std::nullopt;
+  }
+}
+
+bool IsCContiguous(const py::buffer_info& info) {
+  py::ssize_t expected = info.itemsize;
+  for (py::ssize_t d = info.ndim - 1; d >= 0; --d) {
+    if (info.shape[d] == 0) return true;
+    if (info.shape[d] != 1 && info.strides[d] != expected) return false;
+    expected *= info.shape[d];
+  }
+  return true;
+}
+
+// Splits a value into its buffer object and the dtype asked for, if any.
+std::pair<py::handle, std::optional<DType>> SplitValue(const std::string& name,
+                                                       const py::handle& value) {
+  if (!py::isinstance<py::tuple>(value)) return {value, std::nullopt};
+  auto pair = py::reinterpret_borrow<py::tuple>(value);
+  if (pair.size() != 2 || !py::isinstance<py::str>(pair[1])) {
+    throw py::type_error("item '" + name + "': a tuple value must be (buffer, dtype name)");
+  }
+  std::string dtype_name = pair[1].cast<std::string>();
+  std::optional<DType> dtype = ParseDType(dtype_name);
+  if (!dtype) throw py::value_error("item '" + name + "': unknown dtype '" + dtype_name + "'");
+  return {pair[0], dtype};
+}
+
+py::buffer_info Request(const std::string& name, const py::handle& obj, bool writable) {
+  if (!PyObject_CheckBuffer(obj.ptr())) {
+    throw py::type_error("item '" + name +
+                         "': " + std::string(py::str(obj.get_type().attr("__name__"))) +
+                         " does not support the buffer protocol (pass a NumPy array, bytes, "
+                         "a memoryview, or tensor.numpy(); strata.torch does this for tensors)");
+  }
+  py::buffer_info info;
+  try {
+    info = py::reinterpret_borrow<py::buffer>(obj).request(writable);
+  } catch (py::error_already_set& e) {
+    throw py::value_error("item '" + name + "': " + (writable ? "not a writable buffer: " : "") +
+                          e.what());
+  }
+  if (!IsCContiguous(info)) {
+    throw py::value_error("item '" + name +
+                          "': the buffer is not C-contiguous (numpy.ascontiguousarray or "
+                          "tensor.contiguous() makes it so)");
+  }
+  return info;
+}
+
+// The dtype and shape an item is saved with.
+std::pair<DType, std::vector<int64_t>> Describe(const std::string& name,
+                                                const py::buffer_info& info,
+                                                std::optional<DType> asked) {
+  const uint64_t nbytes = static_cast<uint64_t>(info.size * info.itemsize);
+  if (asked == DType::kBytes) return {DType::kBytes, {static_cast<int64_t>(nbytes)}};
+  std::vector<int64_t> shape(info.shape.begin(), info.shape.end());
+  if (asked) {
+    if (DTypeSize(*asked) != static_cast<size_t>(info.itemsize)) {
+      throw py::value_error("item '" + name + "': dtype " + std::string(DTypeName(*asked)) +
+                            " has " + std::to_string(DTypeSize(*asked)) +
+                            "-byte elements but the buffer's are " + std::to_string(info.itemsize) +
+                            " bytes");
+    }
+    return {*asked, shape};
+  }
+  std::optional<DType> dtype = DTypeOfFormat(info.format, info.itemsize);
+  if (!dtype) {
+    throw py::value_error("item '" + name + "': buffer format '" + info.format +
+                          "' has no Strata dtype (pass (value, 'bytes') to save its bytes)");
+  }
+  return {*dtype, shape};
+}
+
+// The NumPy dtype that holds a Strata dtype's elements.
+const char* NumpyTypeOf(DType dtype) {
+  switch (dtype) {
+    case DType::kBool:
+      return "?";
+    case DType::kInt8:
+      return "i1";
+    case DType::kUInt8:
+    case DType::kBytes:
+      return "u1";
+    case DType::kInt16:
+      return "i2";
+    case DType::kUInt16:
+    case DType::kBFloat16:  // bit patterns; strata.torch views them as bfloat16
+      return "u2";
+    case DType::kInt32:
+      return "i4";
+    case DType::kUInt32:
+      return "u4";
+    case DType::kInt64:
+      return "i8";
+    case DType::kUInt64:
+      return "u8";
+    case DType::kFloat16:
+      return "f2";
+    case DType::kFloat32:
+      return "f4";
+    case DType::kFloat64:
+      return "f8";
+  }
+  return "u1";
+}
+
+}  // namespace
+
+std::optional<DType> DTypeOfFormat(const std::string& format, py::ssize_t itemsize) {
+  std::string_view f(format);
+  if (!f.empty() && (f[0] == '@' || f[0] == '=' || f[0] == '<')) f.remove_prefix(1);
+  if (f.size() != 1) return std::nullopt;  // big-endian, structs, strings, complex
+  switch (f[0]) {
+    case '?':
+      return itemsize == 1 ? std::optional(DType::kBool) : std::nullopt;
+    case 'b':
+    case 'h':
+    case 'i':
+    case 'l':
+    case 'q':
+    case 'n':
+      return IntOfSize(itemsize, true);
+    case 'B':
+    case 'H':
+    case 'I':
+    case 'L':
+    case 'Q':
+    case 'N':
+      return IntOfSize(itemsize, false);
+    case 'e':
+      return itemsize == 2 ? std::optional(DType::kFloat16) : std::nullopt;
+    case 'f':
+      return itemsize == 4 ? std::optional(DType::kFloat32) : std::nullopt;
+    case 'd':
+      return itemsize == 8 ? std::optional(DType::kFloat64) : std::nullopt;
+    default:
+      return std::nullopt;
+  }
+}
+
+HeldBuffers HeldBuffers::FromPython(const py::handle& items, bool writable) {
+  py::object pairs = py::isinstance<py::dict>(items) || py::hasattr(items, "items")
+                         ? items.attr("items")()
+                         : py::reinterpret_borrow<py::object>(items);
+  HeldBuffers held;
+  for (py::handle pair : pairs) {
+    auto kv = pair.cast<py::tuple>();
+    if (kv.size() != 2 || !py::isinstance<py::str>(kv[0])) {
+      throw py::type_error("items must map str names to buffers");
+    }
+    std::string name = kv[0].cast<std::string>();
+    auto [obj, asked] = SplitValue(name, kv[1]);
+    held.infos_.push_back(Request(name, obj, writable));
+    const py::buffer_info& info = held.infos_.back();
+    auto [dtype, shape] = Describe(name, info, asked);
+    held.items_.push_back(Item{name, dtype, std::move(shape), info.ptr,
+                               static_cast<size_t>(info.size * info.itemsize)});
+  }
+  return held;
+}
+
+std::vector<MutableItem> HeldBuffers::mutable_items() const {
+  std::vector<MutableItem> out;
+  out.reserve(items_.size());
+  for (const Item& it : items_) {
+    out.push_back({it.name, it.dtype, it.shape, const_cast<void*>(it.data), it.size});
+  }
+  return out;
+}
+
+PyRestored ToPython(RestoredStep&& restored) {
+  auto owner = std::make_shared<RestoredStep>(std::move(restored));
+  // The capsule owns one reference to the step; every array holds the capsule.
+  py::capsule base(new std::shared_ptr<RestoredStep>(owner),
+                   [](void* p) { delete static_cast<std::shared_ptr<RestoredStep>*>(p); });
+  PyRestored out;
+  out.step = owner->step;
+  for (const RestoredItem& it : owner->items) {
+    std::vector<py::ssize_t> shape(it.shape.begin(), it.shape.end());
+    if (it.dtype == DType::kBytes) shape = {static_cast<py::ssize_t>(it.data.size())};
+    py::array array(py::dtype(NumpyTypeOf(it.dtype)), shape, {}, it.data.data(), base);
+    out.items[py::str(it.name)] = std::move(array);
+    out.dtypes[py::str(it.name)] = py::str(std::string(DTypeName(it.dtype)));
+  }
+  return out;
+}
+
+}  // namespace strata::python

@@ -1,0 +1,55 @@
+// Copyright 2026 The Strata Authors.
+//
+// Between Python objects and Strata items: buffer-protocol objects become
+// Items without a copy, restored memory becomes NumPy arrays without a copy.
+#ifndef STRATA_PYTHON_SRC_BUFFERS_H_
+#define STRATA_PYTHON_SRC_BUFFERS_H_
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strata/checkpointer.h"
+#include "strata/types.h"
+
+namespace strata::python {
+
+// The buffers of one Save() or RestoreInto() call. Holds each Python
+// buffer (and so the object's memory) until destroyed, which must happen
+// with the GIL held; items()/mutable_items() may be used without it.
+class HeldBuffers {
+ public:
+  // `items` is a mapping name -> value, or an iterable of (name, value)
+  // pairs. A value is a C-contiguous buffer-protocol object, or a pair
+  // (object, dtype name) whose dtype replaces the one the buffer format
+  // implies (same element size; "bytes" takes any buffer as its bytes).
+  // Throws ValueError/TypeError naming the item.
+  static HeldBuffers FromPython(const pybind11::handle& items, bool writable);
+
+  const std::vector<Item>& items() const { return items_; }
+  std::vector<MutableItem> mutable_items() const;
+
+ private:
+  std::vector<pybind11::buffer_info> infos_;
+  std::vector<Item> items_;
+};
+
+// The Strata dtype for a buffer format and item size, if there is one.
+std::optional<DType> DTypeOfFormat(const std::string& format, pybind11::ssize_t itemsize);
+
+// A restored step as NumPy arrays that share the step's memory (kept alive
+// by the arrays). bfloat16 items come back as uint16 arrays holding the bit
+// patterns, opaque bytes as uint8; `dtypes` keeps the Strata name of each.
+struct PyRestored {
+  int64_t step = 0;
+  pybind11::dict items;
+  pybind11::dict dtypes;
+};
+PyRestored ToPython(RestoredStep&& restored);
+
+}  // namespace strata::python
+
+#endif  // STRATA_PYTHON_SRC_BUFFERS_H_

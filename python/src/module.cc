@@ -1,0 +1,357 @@
+// Copyright 2026 The Strata Authors.
+//
+// strata._strata: the Python binding of libstrata. The `strata` package
+// (python/strata/__init__.py) re-exports it; docs/python.md is the guide.
+//
+// Contracts kept here:
+//   - No Python object is touched while the GIL is released; every save,
+//     restore, wait and handshake releases it.
+//   - Save() reads the caller's buffers in place (no copy on the Python side)
+//     and holds them until it returns.
+//   - A non-OK Status becomes a strata.Error subclass carrying the same
+//     message.
+#include <pybind11/chrono.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <csignal>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "buffers.h"
+#include "strata/checkpointer.h"
+#include "strata/replicator.h"
+
+namespace strata::python {
+namespace py = pybind11;
+
+namespace {
+
+// Python exception classes, one per family of status codes. Created once
+// at import and never freed (they must outlive every interpreter object).
+struct Errors {
+  PyObject* base = nullptr;
+  PyObject* invalid_argument = nullptr;
+  PyObject* not_found = nullptr;
+  PyObject* data_loss = nullptr;
+  PyObject* failed_precondition = nullptr;
+  PyObject* deadline_exceeded = nullptr;
+  PyObject* unavailable = nullptr;
+};
+Errors g_errors;
+
+// A non-OK status on its way to Python.
+struct StatusException {
+  Status status;
+};
+
+[[noreturn]] void Raise(const Status& s) { throw StatusException{s}; }
+void ThrowIfError(const Status& s) {
+  if (!s.ok()) Raise(s);
+}
+
+PyObject* ErrorClassFor(StatusCode code) {
+  switch (code) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange:
+      return g_errors.invalid_argument;
+    case StatusCode::kNotFound:
+      return g_errors.not_found;
+    case StatusCode::kDataLoss:
+      return g_errors.data_loss;
+    case StatusCode::kFailedPrecondition:
+      return g_errors.failed_precondition;
+    case StatusCode::kDeadlineExceeded:
+      return g_errors.deadline_exceeded;
+    case StatusCode::kUnavailable:
+      return g_errors.unavailable;
+    default:
+      return g_errors.base;
+  }
+}
+
+PyObject* NewError(py::module_& m, const char* name, PyObject* bases, const char* doc) {
+  std::string qualified = std::string("strata.") + name;
+  PyObject* cls = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases, nullptr);
+  if (cls == nullptr) throw py::error_already_set();
+  Py_INCREF(cls);
+  m.add_object(name, py::handle(cls));
+  return cls;
+}
+
+PyObject* Bases(std::initializer_list<PyObject*> classes) {
+  PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(classes.size()));
+  Py_ssize_t i = 0;
+  for (PyObject* c : classes) {
+    Py_INCREF(c);
+    PyTuple_SET_ITEM(t, i++, c);
+  }
+  return t;
+}
+
+void DefineErrors(py::module_& m) {
+  g_errors.base = NewError(m, "Error", PyExc_RuntimeError,
+                           "A Strata operation failed; the message names what it is about.");
+  auto derived = [&](const char* name, PyObject* also, const char* doc) {
+    return NewError(m, name, Bases({g_errors.base, also}), doc);
+  };
+  g_errors.invalid_argument =
+      derived("InvalidArgumentError", PyExc_ValueError, "Bad input: an option, an item, a shape.");
+  g_errors.not_found = derived("NotFoundError", PyExc_LookupError, "Nothing to restore.");
+  g_errors.data_loss = derived("DataLossError", PyExc_IOError, "Corrupt or truncated bytes.");
+  g_errors.failed_precondition =
+      derived("FailedPreconditionError", PyExc_RuntimeError,
+              "The system is not in a state to do this (a locked directory, a refused job).");
+  g_errors.deadline_exceeded =
+      derived("DeadlineExceededError", PyExc_TimeoutError, "Waited too long (e.g. for the agent).");
+  g_errors.unavailable =
+      derived("UnavailableError", PyExc_ConnectionError, "Transient; retrying may succeed.");
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const StatusException& e) {
+      PyErr_SetString(ErrorClassFor(e.status.code()), e.status.ToString().c_str());
+    }
+  });
+}
+
+// Runs `f` with the GIL released; `f` must not touch Python objects.
+template <typename F>
+auto WithoutGil(F&& f) {
+  py::gil_scoped_release release;
+  return f();
+}
+
+template <typename T>
+T ValueOrRaise(StatusOr<T>&& v) {
+  if (!v.ok()) Raise(v.status());
+  return std::move(*v);
+}
+
+std::chrono::milliseconds Millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
+}
+
+// The Python object behind strata.Checkpointer.
+class PyCheckpointer {
+ public:
+  explicit PyCheckpointer(std::unique_ptr<Checkpointer> c)
+      : ckpt_(std::move(c)), dir_(ckpt_->dir()) {}
+  ~PyCheckpointer() { Close(); }
+
+  Checkpointer& get() {
+    if (!ckpt_) Raise(FailedPreconditionError("the checkpointer for " + dir_ + " is closed"));
+    return *ckpt_;
+  }
+  // Waits for an in-flight save (its failure is logged) and unlocks the
+  // directory.
+  void Close() {
+    py::gil_scoped_release release;
+    ckpt_.reset();
+  }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::unique_ptr<Checkpointer> ckpt_;
+  std::string dir_;
+};
+
+std::unique_ptr<PyCheckpointer> OpenCheckpointer(
+    const std::string& dir, int64_t save_interval_steps, double save_interval_seconds,
+    int max_to_keep, bool recycle_space, bool async_save, int io_threads, uint64_t chunk_size,
+    std::vector<int> preemption_signals, bool exit_after_ondemand, double grace_period,
+    std::string agent_dir, bool use_agent, double sync_timeout, std::optional<AgentJob> agent_job) {
+  CheckpointerOptions o;
+  o.save_interval_steps = save_interval_steps;
+  o.save_interval_seconds = save_interval_seconds;
+  o.max_to_keep = max_to_keep;
+  o.recycle_space = recycle_space;
+  o.async = async_save;
+  o.io_threads = io_threads;
+  o.chunk_size = chunk_size;
+  o.preemption_signals = std::move(preemption_signals);
+  o.exit_after_ondemand = exit_after_ondemand;
+  o.grace_period = std::chrono::seconds(static_cast<int64_t>(grace_period));
+  o.agent_dir = std::move(agent_dir);
+  o.use_agent = use_agent;
+  o.sync_timeout = Millis(sync_timeout);
+  o.agent_job = std::move(agent_job);
+  auto c = WithoutGil([&] { return Checkpointer::Open(dir, std::move(o)); });
+  return std::make_unique<PyCheckpointer>(ValueOrRaise(std::move(c)));
+}
+
+SaveResult Save(PyCheckpointer& self, int64_t step, const py::handle& items) {
+  Checkpointer& c = self.get();
+  HeldBuffers held = HeldBuffers::FromPython(items, /*writable=*/false);
+  return ValueOrRaise(WithoutGil([&] { return c.Save(step, held.items()); }));
+}
+
+// Restore and RestoreInto return None for "nothing to restore" (NOT_FOUND),
+// which is how a fresh start looks from Python.
+std::optional<PyRestored> Restore(PyCheckpointer& self, std::optional<int64_t> step) {
+  Checkpointer& c = self.get();
+  RestoreOptions options;
+  options.step = step;
+  auto r = WithoutGil([&] { return c.Restore(options); });
+  if (!r.ok() && r.status().code() == StatusCode::kNotFound && !step) return std::nullopt;
+  return ToPython(ValueOrRaise(std::move(r)));
+}
+
+std::optional<int64_t> RestoreInto(PyCheckpointer& self, const py::handle& items,
+                                   std::optional<int64_t> step) {
+  Checkpointer& c = self.get();
+  HeldBuffers held = HeldBuffers::FromPython(items, /*writable=*/true);
+  std::vector<MutableItem> into = held.mutable_items();
+  RestoreOptions options;
+  options.step = step;
+  auto r = WithoutGil([&] { return c.RestoreInto(into, options); });
+  if (!r.ok() && r.status().code() == StatusCode::kNotFound && !step) return std::nullopt;
+  return ValueOrRaise(std::move(r));
+}
+
+void Wait(PyCheckpointer& self) {
+  Checkpointer& c = self.get();
+  ThrowIfError(WithoutGil([&] { return c.Wait(); }));
+}
+
+PyRestored RestoreStepPy(const std::string& dir, int64_t step, int threads) {
+  return ToPython(ValueOrRaise(WithoutGil([&] { return RestoreStep(dir, step, threads); })));
+}
+
+std::optional<py::tuple> Handshake(const std::string& local_dir, const AgentJob& job) {
+  auto point = ValueOrRaise(WithoutGil([&] { return AgentHandshake(local_dir, job); }));
+  if (!point) return std::nullopt;
+  return py::make_tuple(point->steps_dir, point->step);
+}
+
+AgentJob MakeAgentJob(std::string job, int node_rank, int nodes, int peers_per_node,
+                      int assume_data_parallelism, int backup_interval_steps,
+                      int backup_interval_minutes, std::string style, double timeout) {
+  AgentJob j;
+  j.job = std::move(job);
+  j.node_rank = node_rank;
+  j.nodes = nodes;
+  j.peers_per_node = peers_per_node;
+  j.assume_data_parallelism = assume_data_parallelism;
+  j.backup_interval_steps = backup_interval_steps;
+  j.backup_interval_minutes = backup_interval_minutes;
+  j.style = std::move(style);
+  j.timeout = std::chrono::seconds(static_cast<int64_t>(timeout));
+  return j;
+}
+
+std::string OptionalRepr(const std::optional<int64_t>& v) {
+  return v ? std::to_string(*v) : "None";
+}
+
+void DefineAgentJob(py::module_& m) {
+  py::class_<AgentJob>(m, "AgentJob", "This process's part in a job whose nodes run agents.")
+      .def(py::init(&MakeAgentJob), py::arg("job"), py::kw_only(), py::arg("node_rank") = 0,
+           py::arg("nodes") = 1, py::arg("peers_per_node") = 1,
+           py::arg("assume_data_parallelism") = 0, py::arg("backup_interval_steps") = 0,
+           py::arg("backup_interval_minutes") = 0, py::arg("style") = "orbax",
+           py::arg("timeout") = 300.0)
+      .def_readwrite("job", &AgentJob::job)
+      .def_readwrite("node_rank", &AgentJob::node_rank)
+      .def_readwrite("nodes", &AgentJob::nodes)
+      .def_readwrite("peers_per_node", &AgentJob::peers_per_node)
+      .def_readwrite("assume_data_parallelism", &AgentJob::assume_data_parallelism)
+      .def_readwrite("backup_interval_steps", &AgentJob::backup_interval_steps)
+      .def_readwrite("backup_interval_minutes", &AgentJob::backup_interval_minutes)
+      .def_readwrite("style", &AgentJob::style)
+      .def("__repr__", [](const AgentJob& j) {
+        return "AgentJob(job='" + j.job + "', node_rank=" + std::to_string(j.node_rank) +
+               ", nodes=" + std::to_string(j.nodes) + ", style='" + j.style + "')";
+      });
+}
+
+void DefineResults(py::module_& m) {
+  py::class_<SaveResult>(m, "SaveResult", "What Checkpointer.save() did.")
+      .def_readonly("step", &SaveResult::step)
+      .def_readonly("on_demand", &SaveResult::on_demand, "The checkpoint a notice asked for.")
+      .def_readonly("committed", &SaveResult::committed, "Durable when save() returned.")
+      .def_readonly("should_exit", &SaveResult::should_exit,
+                    "Exit now with EXIT_AFTER_ON_DEMAND (exit_after_ondemand was set).")
+      .def("__repr__", [](const SaveResult& r) {
+        auto b = [](bool v) { return v ? "True" : "False"; };
+        return "SaveResult(step=" + std::to_string(r.step) + ", on_demand=" + b(r.on_demand) +
+               ", committed=" + b(r.committed) + ", should_exit=" + b(r.should_exit) + ")";
+      });
+  py::class_<PyRestored>(m, "Restored", "A restored step: NumPy arrays over its memory.")
+      .def_readonly("step", &PyRestored::step)
+      .def_readonly("items", &PyRestored::items, "name -> numpy.ndarray")
+      .def_readonly("dtypes", &PyRestored::dtypes, "name -> Strata dtype name")
+      .def("__repr__", [](const PyRestored& r) {
+        return "Restored(step=" + std::to_string(r.step) + ", " + std::to_string(py::len(r.items)) +
+               " items)";
+      });
+  py::class_<CheckpointerStatus>(m, "CheckpointerStatus")
+      .def_readonly("in_flight_step", &CheckpointerStatus::in_flight_step)
+      .def_readonly("last_committed_step", &CheckpointerStatus::last_committed_step)
+      .def_property_readonly("last_error",
+                             [](const CheckpointerStatus& s) -> std::optional<std::string> {
+                               if (s.last_error.ok()) return std::nullopt;
+                               return s.last_error.ToString();
+                             })
+      .def_readonly("notices", &CheckpointerStatus::notices)
+      .def_readonly("agent_sync", &CheckpointerStatus::agent_sync)
+      .def_readonly("sync_step", &CheckpointerStatus::sync_step)
+      .def("__repr__", [](const CheckpointerStatus& s) {
+        return "CheckpointerStatus(in_flight_step=" + OptionalRepr(s.in_flight_step) +
+               ", last_committed_step=" + OptionalRepr(s.last_committed_step) +
+               ", notices=" + std::to_string(s.notices) + ")";
+      });
+}
+
+void DefineCheckpointer(py::module_& m) {
+  py::class_<PyCheckpointer>(m, "Checkpointer")
+      .def(py::init(&OpenCheckpointer), py::arg("directory"), py::kw_only(),
+           py::arg("save_interval_steps") = 0, py::arg("save_interval_seconds") = 0.0,
+           py::arg("max_to_keep") = 2, py::arg("recycle_space") = true,
+           py::arg("async_save") = true, py::arg("io_threads") = 0,
+           py::arg("chunk_size") = uint64_t{4} << 20,
+           py::arg("preemption_signals") = std::vector<int>{SIGTERM},
+           py::arg("exit_after_ondemand") = false, py::arg("grace_period") = 300.0,
+           py::arg("agent_dir") = "", py::arg("use_agent") = true, py::arg("sync_timeout") = 10.0,
+           py::arg("agent_job") = py::none())
+      .def(
+          "should_save",
+          [](const PyCheckpointer& self, int64_t step) {
+            return const_cast<PyCheckpointer&>(self).get().ShouldSave(step);
+          },
+          py::arg("step"))
+      .def("save", &Save, py::arg("step"), py::arg("items"))
+      .def("wait", &Wait)
+      .def("restore", &Restore, py::kw_only(), py::arg("step") = py::none())
+      .def("restore_into", &RestoreInto, py::arg("items"), py::kw_only(),
+           py::arg("step") = py::none())
+      .def("request_on_demand", [](PyCheckpointer& self) { self.get().RequestOnDemand(); })
+      .def_property_readonly("status", [](PyCheckpointer& self) { return self.get().status(); })
+      .def_property_readonly("directory", &PyCheckpointer::dir)
+      .def("close", &PyCheckpointer::Close)
+      .def(
+          "__enter__", [](PyCheckpointer& self) -> PyCheckpointer& { return self; },
+          py::return_value_policy::reference)
+      .def("__exit__", [](PyCheckpointer& self, const py::args&) { self.Close(); });
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_strata, m) {
+  m.doc() = "Strata's checkpoint engine (libstrata); see docs/python.md.";
+  DefineErrors(m);
+  DefineAgentJob(m);
+  DefineResults(m);
+  DefineCheckpointer(m);
+  m.def("restore_step", &RestoreStepPy, py::arg("directory"), py::arg("step"), py::kw_only(),
+        py::arg("threads") = 0,
+        "Restores directory/<step> without a Checkpointer (no lock, no fallback).");
+  m.def("agent_handshake", &Handshake, py::arg("local_dir"), py::arg("job"),
+        "The replicator handshake alone: (steps_dir, step), or None to start fresh.");
+  m.def("version", &Version);
+  m.attr("EXIT_AFTER_ON_DEMAND") = kExitAfterOnDemand;
+}
+
+}  // namespace strata::python

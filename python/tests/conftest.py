@@ -1,0 +1,151 @@
+"""Fixtures for the Python tests: scratch directories on tmpfs, the example
+trainer as a subprocess, and real `strata agent` processes on loopback."""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "python" / "examples" / "train_mlp.py"
+STRATA_BIN = os.environ.get("STRATA_BIN", str(REPO / "build" / "strata"))
+
+
+@pytest.fixture
+def scratch():
+    """A fresh directory on tmpfs (the RAM disk a node would use)."""
+    root = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    d = Path(tempfile.mkdtemp(prefix="strata-pytest-", dir=root))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Trainer:
+    """The example trainer (python/examples/train_mlp.py) as a child process."""
+
+    def __init__(self, directory, *args, env=None):
+        full_env = dict(os.environ, **(env or {}))
+        self.proc = subprocess.Popen(
+            [sys.executable, str(EXAMPLE), "--dir", str(directory), *map(str, args)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env)
+        self.lines = []
+
+    def wait_for_line(self, prefix: str, timeout: float = 120) -> str:
+        """Reads output until a line starts with `prefix`; returns it."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            self.lines.append(line.rstrip("\n"))
+            if line.startswith(prefix):
+                return line.rstrip("\n")
+        raise AssertionError(f"no line starting with {prefix!r}; output so far:\n"
+                             + "\n".join(self.lines[-20:]) + "\n" + self.stderr_tail())
+
+    def finish(self, timeout: float = 300) -> int:
+        out, err = self.proc.communicate(timeout=timeout)
+        self.lines += out.splitlines()
+        self.err = err
+        return self.proc.returncode
+
+    def stderr_tail(self) -> str:
+        return getattr(self, "err", "")[-3000:]
+
+    def line(self, prefix: str) -> str:
+        found = [l for l in self.lines if l.startswith(prefix)]
+        assert found, f"no {prefix!r} line in:\n" + "\n".join(self.lines[-20:]) + \
+            "\n" + self.stderr_tail()
+        return found[-1]
+
+    def digest(self) -> str:
+        return self.line("final step=").split("digest=")[1]
+
+
+def run_trainer(directory, *args, env=None, expect_rc=0) -> Trainer:
+    t = Trainer(directory, *args, env=env)
+    rc = t.finish()
+    assert rc == expect_rc, f"trainer exited {rc}:\n" + "\n".join(t.lines[-10:]) + \
+        "\n" + t.stderr_tail()
+    return t
+
+
+class Agents:
+    """One `strata agent` per simulated node, each with its own RAM directory
+    and port; node 0's agent also serves coordination."""
+
+    def __init__(self, root: Path, nodes: int):
+        self.root = root
+        self.ports = [free_port() for _ in range(nodes)]
+        self.secret = root / "secret"
+        self.secret.write_text("python-tests-secret\n")
+        self.procs = [None] * nodes
+        for node in range(nodes):
+            self.start(node)
+
+    def dir(self, node: int) -> Path:
+        return self.root / f"node{node}"
+
+    def address(self, node: int) -> str:
+        return f"127.0.0.1:{self.ports[node]}"
+
+    def log(self, node: int) -> str:
+        return (self.root / f"agent{node}.log").read_text(errors="replace")
+
+    def start(self, node: int) -> None:
+        self.dir(node).mkdir(parents=True, exist_ok=True)
+        log = open(self.root / f"agent{node}.log", "a")
+        self.procs[node] = subprocess.Popen(
+            [STRATA_BIN, "agent", "--local-dir", str(self.dir(node)),
+             "--listen", self.address(node), "--coordinator", self.address(0),
+             "--secret-file", str(self.secret), "--grace-seconds", "20"],
+            stdout=log, stderr=log)
+        deadline = time.monotonic() + 10
+        while "listening on" not in self.log(node):
+            assert self.procs[node].poll() is None, self.log(node)
+            assert time.monotonic() < deadline, self.log(node)
+            time.sleep(0.02)
+
+    def kill(self, node: int) -> None:
+        self.procs[node].send_signal(signal.SIGKILL)
+        self.procs[node].wait()
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p is not None and p.poll() is None:
+                p.terminate()
+        for p in self.procs:
+            if p is not None:
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+
+
+@pytest.fixture
+def agents(scratch):
+    """agents(n) starts n agents under the scratch directory."""
+    started = []
+
+    def start(nodes: int) -> Agents:
+        a = Agents(scratch, nodes)
+        started.append(a)
+        return a
+
+    yield start
+    for a in started:
+        a.stop()
