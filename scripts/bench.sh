@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the engine benchmarks (bench/engine_bench.cc), the agent benchmarks
-# (bench/agent_bench.cc), then the storage benchmarks (bench/storage_bench.cc,
-# against a moto_server it starts), and repeats their
+# (bench/agent_bench.cc), the storage benchmarks (bench/storage_bench.cc,
+# against a moto_server it starts), then the PyTorch benchmarks
+# (bench/torch_bench.py, when the Python package is built), and repeats their
 # `ratio <name> <value> target <t>` lines as a summary at the end.
 #
 # Usage: scripts/bench.sh [BUILD_DIR [flags and benchmark names]]
@@ -19,10 +20,12 @@ build_dir=${1:-build}
 [ $# -gt 0 ] && shift
 agent_benchmarks=" peer_replication restore_from_peer "
 storage_benchmarks=" backup_upload backup_restore "
+torch_benchmarks=" torch_save_blocking torch_load "
 flags=()
 engine_names=()
 agent_names=()
 storage_names=()
+torch_names=()
 while [ $# -gt 0 ]; do
   case $1 in
     -h | --help | --*=*) flags+=("$1") ;;
@@ -38,6 +41,8 @@ while [ $# -gt 0 ]; do
         agent_names+=("$1")
       elif [[ $storage_benchmarks == *" $1 "* ]]; then
         storage_names+=("$1")
+      elif [[ $torch_benchmarks == *" $1 "* ]]; then
+        torch_names+=("$1")
       else
         engine_names+=("$1")
       fi
@@ -47,11 +52,15 @@ while [ $# -gt 0 ]; do
 done
 
 runs=()  # binaries to run, in order; no names: all of them
-any_names=$((${#engine_names[@]} + ${#agent_names[@]} + ${#storage_names[@]}))
+any_names=$((${#engine_names[@]} + ${#agent_names[@]} + ${#storage_names[@]} + ${#torch_names[@]}))
 if [ "$any_names" -eq 0 ] || [ ${#engine_names[@]} -gt 0 ]; then runs+=(engine_bench); fi
 if [ "$any_names" -eq 0 ] || [ ${#agent_names[@]} -gt 0 ]; then runs+=(agent_bench); fi
 if [ "$any_names" -eq 0 ] || [ ${#storage_names[@]} -gt 0 ]; then runs+=(storage_bench); fi
+if [ ${#torch_names[@]} -gt 0 ] || { [ "$any_names" -eq 0 ] && [ -d "$build_dir/python/strata" ]; }; then
+  runs+=(torch_bench)
+fi
 for b in "${runs[@]}"; do
+  [ "$b" = torch_bench ] && continue
   if [ ! -x "$build_dir/bench/$b" ]; then
     echo "bench: $build_dir/bench/$b not found (build with STRATA_BENCH=ON)" >&2
     exit 1
@@ -81,6 +90,12 @@ for b in "${runs[@]}"; do
     names=("${engine_names[@]+"${engine_names[@]}"}")
   elif [ "$b" = agent_bench ]; then
     names=("${agent_names[@]+"${agent_names[@]}"}")
+  elif [ "$b" = torch_bench ]; then
+    echo
+    PYTHONPATH="$build_dir/python" /usr/bin/python3 "$(dirname "$0")/../bench/torch_bench.py" \
+      "${flags[@]+"${flags[@]}"}" "${torch_names[@]+"${torch_names[@]}"}" |
+      tee -a "$out" || status=$?
+    continue
   else
     names=("${storage_names[@]+"${storage_names[@]}"}")
   fi

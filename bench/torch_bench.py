@@ -1,0 +1,153 @@
+#!/usr/bin/python3
+"""PyTorch benchmarks: strata.torch against torch.save / torch.load, in the
+same run, on the same tmpfs, for the same state_dict.
+
+  torch_save_blocking  torch.save() time / time the training loop is blocked
+                       in strata.torch's async save() (target >= 5)
+  torch_load           torch.load() time / strata.torch restore() time
+                       (target >= 1.5)
+
+Both restores produce the same thing: new CPU tensors holding the state
+(Strata's also verified against the checksums). Prints the same
+`ratio <name> <value> target <t>` lines as the C++ benchmarks.
+
+Usage: torch_bench.py [--size-mib N] [--reps N] [--tmpfs DIR] [names...]
+Environment: STRATA_BENCH_SIZE_MIB, STRATA_BENCH_REPS, STRATA_BENCH_TMPFS.
+"""
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import time
+
+import torch
+
+import strata.torch
+
+BENCHMARKS = ("torch_save_blocking", "torch_load")
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--size-mib", type=int,
+                   default=int(os.environ.get("STRATA_BENCH_SIZE_MIB", 512)))
+    p.add_argument("--reps", type=int, default=int(os.environ.get("STRATA_BENCH_REPS", 5)))
+    p.add_argument("--tmpfs", default=os.environ.get("STRATA_BENCH_TMPFS", "/dev/shm"))
+    p.add_argument("names", nargs="*", help=f"benchmarks to run (default: all of {BENCHMARKS})")
+    args = p.parse_args()
+    for n in args.names:
+        if n not in BENCHMARKS:
+            p.error(f"unknown benchmark {n!r}")
+    return args
+
+
+def make_state(size_mib: int) -> dict:
+    """A transformer-like state_dict: 32 MiB weight matrices plus small
+    biases and norms, float32, `size_mib` MiB in all."""
+    g = torch.Generator().manual_seed(1)
+    state, total, i = {}, 0, 0
+    while total < size_mib << 20:
+        state[f"layers.{i}.weight"] = torch.randn(2048, 4096, generator=g)
+        state[f"layers.{i}.bias"] = torch.randn(4096, generator=g)
+        total += (32 << 20) + 4096 * 4
+        i += 1
+    return state
+
+
+def timed(fn, reps: int, before=None):
+    samples = []
+    for _ in range(reps):
+        if before:
+            before()
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+def report(label: str, samples, nbytes: int) -> float:
+    med = statistics.median(samples)
+    rate = nbytes / med
+    rate_text = f"{rate / 1e9:6.2f} GB/s" if rate >= 1e9 else f"{rate / 1e6:6.1f} MB/s"
+    print(f"  {label:<40} {med * 1e3:9.2f} ms  (min {min(samples) * 1e3:8.2f}, "
+          f"max {max(samples) * 1e3:8.2f})  {rate_text}")
+    return med
+
+
+def ratio(name: str, value: float, target: float) -> None:
+    print(f"  target: >= {target:g} -> {'met' if value >= target else 'NOT met'}")
+    print(f"ratio {name} {value:.3f} target {target:g}", flush=True)
+
+
+def bench_save(state, nbytes, scratch, reps) -> None:
+    print("\n[torch_save_blocking] torch.save() vs the time the loop is blocked in an async "
+          "strata.torch save()")
+    path = os.path.join(scratch, "state.pt")
+    torch_s = timed(lambda: torch.save(state, path), reps,
+                    before=lambda: os.path.exists(path) and os.remove(path))
+    base = report("torch.save to tmpfs", torch_s, nbytes)
+    os.remove(path)
+
+    with strata.torch.Checkpointer(os.path.join(scratch, "strata")) as ckpt:
+        ckpt.save(0, {"state": state})  # first save: allocates the staging memory
+        ckpt.wait()
+        step = iter(range(1, reps + 1))
+        blocked = timed(lambda: ckpt.save(next(step), {"state": state}), reps, before=ckpt.wait)
+        background = timed(ckpt.wait, 1)
+    ours = report("strata.torch save(), blocked part", blocked, nbytes)
+    report("  then committed in the background", background, nbytes)
+    ratio("torch_save_blocking", base / ours, 5)
+
+
+def bench_load(state, nbytes, scratch, reps) -> None:
+    print("\n[torch_load] torch.load() vs a verified strata.torch restore(), both into new "
+          "tensors")
+    path = os.path.join(scratch, "state.pt")
+    torch.save(state, path)
+    loaded = {}
+
+    def torch_load():
+        loaded["t"] = torch.load(path)
+
+    base = report("torch.load from tmpfs", timed(torch_load, reps), nbytes)
+    with strata.torch.Checkpointer(os.path.join(scratch, "strata"), async_save=False) as ckpt:
+        ckpt.save(1, {"state": state})
+
+        def strata_load():
+            target = {"state": None}
+            ckpt.restore(target)
+            loaded["s"] = target["state"]
+
+        ours = report("strata.torch restore()", timed(strata_load, reps), nbytes)
+    for k, t in state.items():  # the benchmark also proves the restore right
+        assert torch.equal(loaded["s"][k], t) and torch.equal(loaded["t"][k], t), k
+    ratio("torch_load", base / ours, 1.5)
+
+
+def main() -> int:
+    args = parse_args()
+    names = args.names or list(BENCHMARKS)
+    torch.set_num_threads(1)
+    state = make_state(args.size_mib)
+    nbytes = sum(t.numel() * t.element_size() for t in state.values())
+    print(f"== torch_bench: {nbytes / 2**20:.0f} MiB state_dict in {len(state)} tensors, "
+          f"torch {torch.__version__}, strata {strata.__version__}, {args.reps} reps "
+          f"(median), scratch {args.tmpfs}")
+    scratch = os.path.join(args.tmpfs, f"strata-bench-torch-{os.getpid()}")  # bench.sh
+    os.mkdir(scratch)  # removes it if this process dies
+    try:
+        if "torch_save_blocking" in names:
+            bench_save(state, nbytes, scratch, args.reps)
+            shutil.rmtree(scratch)
+            os.mkdir(scratch)
+        if "torch_load" in names:
+            bench_load(state, nbytes, scratch, args.reps)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
