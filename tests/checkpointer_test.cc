@@ -167,6 +167,48 @@ TEST(CheckpointerTest, AgentModeWithoutAnAgentTimesOutNamingTheFile) {
   EXPECT_NE(r.status().message().find(d.path() + "/replicator.yaml"), std::string::npos)
       << r.status().ToString();
   EXPECT_EQ(c->Restore(RestoreOptions{3}).status().code(), StatusCode::kInvalidArgument);
+  // The yaml no agent took is gone, so a later attempt is not refused as stale.
+  EXPECT_FALSE(std::filesystem::exists(d.path() + "/replicator.yaml"));
+}
+
+TEST(CheckpointerTest, AHandshakeEndsWhenItsCallerCancelsIt) {
+  ScratchDir d;
+  int polls = 0;
+  AgentJob job{.job = "j", .timeout = std::chrono::seconds(60), .cancelled = [&] {
+                 return ++polls < 3 ? Status::Ok() : CancelledError("stop");
+               }};
+  auto r = AgentHandshake(d.path(), job);
+  EXPECT_EQ(r.status().code(), StatusCode::kCancelled) << r.status().ToString();
+  EXPECT_EQ(polls, 3);
+}
+
+TEST(CheckpointerTest, AllStepsCorruptIsDataLossNotAFreshStart) {
+  ScratchDir d;
+  auto c = MustOpen(d.path());
+  SaveVersion(*c, 1);
+  SaveVersion(*c, 2);
+  testing::FlipByte(d.path() + "/1/" + DataFileName(0), 100);
+  testing::FlipByte(d.path() + "/2/" + DataFileName(0), 100);
+  auto r = c->Restore();
+  EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(r.status().message().find("skipped corrupt steps 2, 1"), std::string::npos)
+      << r.status().ToString();
+}
+
+TEST(CheckpointerTest, RestoredItemsAreAlignedForEveryDtype) {
+  ScratchDir d;
+  auto c = MustOpen(d.path());
+  std::vector<uint8_t> odd(13, 1);
+  std::vector<double> f64(5, 2.0);
+  std::vector<Item> items = {{"a", DType::kUInt8, {13}, odd.data(), odd.size()},
+                             {"b", DType::kFloat64, {5}, f64.data(), 40}};
+  ASSERT_TRUE(c->Save(1, items).ok());
+  ASSERT_TRUE(c->Wait().ok());
+  auto r = c->Restore();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  for (const RestoredItem& it : r->items) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(it.data.data()) % 64, 0u) << it.name;
+  }
 }
 
 TEST(CheckpointerTest, AgentJobIsValidated) {

@@ -196,7 +196,9 @@ class Checkpointer {
   // size, and every buffer an item (a mismatch is INVALID_ARGUMENT naming the
   // item; it is not treated as corruption). Corrupt or partial steps are
   // skipped with a log line naming the step, item and chunk. NOT_FOUND when
-  // no step verifies. Returns the restored step.
+  // there is no step; DATA_LOSS, listing them, when there are steps and none
+  // verifies (whether to start fresh then is the caller's decision).
+  // Returns the restored step.
   virtual StatusOr<int64_t> RestoreInto(std::span<const MutableItem> into,
                                         const RestoreOptions& options = {}) = 0;
   // As RestoreInto, into memory owned by the returned value.

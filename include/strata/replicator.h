@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -39,6 +40,9 @@ struct AgentJob {
   std::string style = "orbax";      // or "nemo"
   // How long to wait for each answer of the agent.
   std::chrono::seconds timeout{300};
+  // Optional: polled every 10 ms while waiting for the agent; a non-OK
+  // status ends the handshake with it (e.g. an interrupt in a binding).
+  std::function<Status()> cancelled = nullptr;
 };
 
 // The step the agent restored for this node: `steps_dir/<step>/` holds it.
@@ -51,7 +55,8 @@ struct RestorePoint {
 // and publishes the restore markers, consumes the newest marker and removes
 // the others. Returns nullopt when the agent says to start fresh (a step-0
 // marker). FAILED_PRECONDITION with the agent's reason when it writes
-// replicator.failed; DEADLINE_EXCEEDED naming the file it waited for.
+// replicator.failed; DEADLINE_EXCEEDED naming the file it waited for (a
+// replicator.yaml no agent took is removed again).
 StatusOr<std::optional<RestorePoint>> AgentHandshake(const std::string& local_dir,
                                                      const AgentJob& job);
 

@@ -1,6 +1,7 @@
 // Copyright 2026 The Strata Authors.
 #include "buffers.h"
 
+#include <bit>
 #include <utility>
 
 namespace strata::python {
@@ -130,6 +131,8 @@ const char* NumpyTypeOf(DType dtype) {
 
 std::optional<DType> DTypeOfFormat(const std::string& format, py::ssize_t itemsize) {
   std::string_view f(format);
+  // '<' is little-endian, which is the native order of every supported host.
+  static_assert(std::endian::native == std::endian::little, "big-endian hosts: handle '>' and '<'");
   if (!f.empty() && (f[0] == '@' || f[0] == '=' || f[0] == '<')) f.remove_prefix(1);
   if (f.size() != 1) return std::nullopt;  // big-endian, structs, strings, complex
   switch (f[0]) {

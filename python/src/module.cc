@@ -14,8 +14,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <csignal>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,7 +50,9 @@ struct StatusException {
 };
 
 [[noreturn]] void Raise(const Status& s) { throw StatusException{s}; }
+void RaisePending();
 void ThrowIfError(const Status& s) {
+  RaisePending();
   if (!s.ok()) Raise(s);
 }
 
@@ -124,38 +128,93 @@ auto WithoutGil(F&& f) {
   return f();
 }
 
+// A Python exception set while the GIL was released and retaken (by an
+// interrupt check) wins over the status it caused.
+void RaisePending() {
+  if (PyErr_Occurred() != nullptr) throw py::error_already_set();
+}
+
 template <typename T>
 T ValueOrRaise(StatusOr<T>&& v) {
+  RaisePending();
   if (!v.ok()) Raise(v.status());
   return std::move(*v);
 }
 
-std::chrono::milliseconds Millis(double seconds) {
-  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
+// Polled by the agent handshake while it waits (GIL released): runs Python's
+// signal handlers, so Ctrl-C ends a wait for an agent that never answers.
+Status CheckInterrupts() {
+  py::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() != 0) return CancelledError("interrupted while waiting for the agent");
+  return Status::Ok();
 }
 
-// The Python object behind strata.Checkpointer.
+// A duration option in seconds: finite, >= 0.
+template <typename Duration>
+Duration ToDuration(double seconds, const char* what) {
+  if (!std::isfinite(seconds) || seconds < 0) {
+    Raise(InvalidArgumentError(std::string(what) +
+                               " must be a finite number of seconds >= 0, not " +
+                               std::to_string(seconds)));
+  }
+  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(seconds));
+}
+
+// The Python object behind strata.Checkpointer. Save, Wait, Restore* and
+// Close run one at a time (op_mu_, taken with the GIL released), as the C++
+// contract asks; a Close waits for the call in flight instead of freeing
+// the checkpointer under it. ShouldSave, status and RequestOnDemand take
+// only ptr_mu_, held for a pointer check, so they never wait for a save.
 class PyCheckpointer {
  public:
   explicit PyCheckpointer(std::unique_ptr<Checkpointer> c)
       : ckpt_(std::move(c)), dir_(ckpt_->dir()) {}
   ~PyCheckpointer() { Close(); }
 
-  Checkpointer& get() {
-    if (!ckpt_) Raise(FailedPreconditionError("the checkpointer for " + dir_ + " is closed"));
-    return *ckpt_;
+  // Runs fn(checkpointer) with the GIL released, after any call in flight.
+  template <typename F>
+  auto Run(F&& fn) {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> op(op_mu_);
+    Checkpointer* c = nullptr;
+    {
+      std::lock_guard<std::mutex> l(ptr_mu_);
+      c = ckpt_.get();
+    }
+    using R = decltype(fn(*c));
+    if (c == nullptr) return R(Closed());
+    return fn(*c);
   }
-  // Waits for an in-flight save (its failure is logged) and unlocks the
-  // directory.
+  // Runs a quick, thread-safe call with the GIL held.
+  template <typename F>
+  auto Quick(F&& fn) {
+    std::lock_guard<std::mutex> l(ptr_mu_);
+    if (!ckpt_) Raise(Closed());
+    return fn(*ckpt_);
+  }
+  // Waits for the call and the save in flight (a failed save is logged) and
+  // unlocks the directory. Idempotent.
   void Close() {
     py::gil_scoped_release release;
-    ckpt_.reset();
+    std::lock_guard<std::mutex> op(op_mu_);
+    std::unique_ptr<Checkpointer> c;
+    {
+      std::lock_guard<std::mutex> l(ptr_mu_);
+      c = std::move(ckpt_);
+    }
+    c.reset();
   }
   const std::string& dir() const { return dir_; }
 
  private:
-  std::unique_ptr<Checkpointer> ckpt_;
-  std::string dir_;
+  Status Closed() const {
+    return FailedPreconditionError("the checkpointer for " + dir_ + " is closed");
+  }
+
+  std::mutex op_mu_;
+  std::mutex ptr_mu_;
+  std::unique_ptr<Checkpointer> ckpt_;  // GUARDED_BY(ptr_mu_) for reads and writes
+  const std::string dir_;
 };
 
 std::unique_ptr<PyCheckpointer> OpenCheckpointer(
@@ -173,47 +232,47 @@ std::unique_ptr<PyCheckpointer> OpenCheckpointer(
   o.chunk_size = chunk_size;
   o.preemption_signals = std::move(preemption_signals);
   o.exit_after_ondemand = exit_after_ondemand;
-  o.grace_period = std::chrono::seconds(static_cast<int64_t>(grace_period));
+  o.grace_period = ToDuration<std::chrono::seconds>(grace_period, "grace_period");
   o.agent_dir = std::move(agent_dir);
   o.use_agent = use_agent;
-  o.sync_timeout = Millis(sync_timeout);
+  o.sync_timeout = ToDuration<std::chrono::milliseconds>(sync_timeout, "sync_timeout");
   o.agent_job = std::move(agent_job);
+  if (o.agent_job) o.agent_job->cancelled = CheckInterrupts;
   auto c = WithoutGil([&] { return Checkpointer::Open(dir, std::move(o)); });
   return std::make_unique<PyCheckpointer>(ValueOrRaise(std::move(c)));
 }
 
 SaveResult Save(PyCheckpointer& self, int64_t step, const py::handle& items) {
-  Checkpointer& c = self.get();
   HeldBuffers held = HeldBuffers::FromPython(items, /*writable=*/false);
-  return ValueOrRaise(WithoutGil([&] { return c.Save(step, held.items()); }));
+  return ValueOrRaise(self.Run([&](Checkpointer& c) { return c.Save(step, held.items()); }));
 }
 
 // Restore and RestoreInto return None for "nothing to restore" (NOT_FOUND),
 // which is how a fresh start looks from Python.
 std::optional<PyRestored> Restore(PyCheckpointer& self, std::optional<int64_t> step) {
-  Checkpointer& c = self.get();
   RestoreOptions options;
   options.step = step;
-  auto r = WithoutGil([&] { return c.Restore(options); });
+  auto r = self.Run([&](Checkpointer& c) { return c.Restore(options); });
+  RaisePending();
   if (!r.ok() && r.status().code() == StatusCode::kNotFound && !step) return std::nullopt;
   return ToPython(ValueOrRaise(std::move(r)));
 }
 
 std::optional<int64_t> RestoreInto(PyCheckpointer& self, const py::handle& items,
                                    std::optional<int64_t> step) {
-  Checkpointer& c = self.get();
   HeldBuffers held = HeldBuffers::FromPython(items, /*writable=*/true);
   std::vector<MutableItem> into = held.mutable_items();
   RestoreOptions options;
   options.step = step;
-  auto r = WithoutGil([&] { return c.RestoreInto(into, options); });
+  auto r = self.Run([&](Checkpointer& c) { return c.RestoreInto(into, options); });
+  RaisePending();
   if (!r.ok() && r.status().code() == StatusCode::kNotFound && !step) return std::nullopt;
   return ValueOrRaise(std::move(r));
 }
 
 void Wait(PyCheckpointer& self) {
-  Checkpointer& c = self.get();
-  ThrowIfError(WithoutGil([&] { return c.Wait(); }));
+  Status s = self.Run([](Checkpointer& c) { return c.Wait(); });
+  ThrowIfError(s);
 }
 
 PyRestored RestoreStepPy(const std::string& dir, int64_t step, int threads) {
@@ -221,7 +280,9 @@ PyRestored RestoreStepPy(const std::string& dir, int64_t step, int threads) {
 }
 
 std::optional<py::tuple> Handshake(const std::string& local_dir, const AgentJob& job) {
-  auto point = ValueOrRaise(WithoutGil([&] { return AgentHandshake(local_dir, job); }));
+  AgentJob copy = job;  // the Python object may change while the GIL is released
+  copy.cancelled = CheckInterrupts;
+  auto point = ValueOrRaise(WithoutGil([&] { return AgentHandshake(local_dir, copy); }));
   if (!point) return std::nullopt;
   return py::make_tuple(point->steps_dir, point->step);
 }
@@ -238,7 +299,7 @@ AgentJob MakeAgentJob(std::string job, int node_rank, int nodes, int peers_per_n
   j.backup_interval_steps = backup_interval_steps;
   j.backup_interval_minutes = backup_interval_minutes;
   j.style = std::move(style);
-  j.timeout = std::chrono::seconds(static_cast<int64_t>(timeout));
+  j.timeout = ToDuration<std::chrono::seconds>(std::ceil(timeout), "timeout");
   return j;
 }
 
@@ -261,6 +322,11 @@ void DefineAgentJob(py::module_& m) {
       .def_readwrite("backup_interval_steps", &AgentJob::backup_interval_steps)
       .def_readwrite("backup_interval_minutes", &AgentJob::backup_interval_minutes)
       .def_readwrite("style", &AgentJob::style)
+      .def_property(
+          "timeout", [](const AgentJob& j) { return static_cast<double>(j.timeout.count()); },
+          [](AgentJob& j, double t) {
+            j.timeout = ToDuration<std::chrono::seconds>(std::ceil(t), "timeout");
+          })
       .def("__repr__", [](const AgentJob& j) {
         return "AgentJob(job='" + j.job + "', node_rank=" + std::to_string(j.node_rank) +
                ", nodes=" + std::to_string(j.nodes) + ", style='" + j.style + "')";
@@ -318,8 +384,8 @@ void DefineCheckpointer(py::module_& m) {
            py::arg("agent_job") = py::none())
       .def(
           "should_save",
-          [](const PyCheckpointer& self, int64_t step) {
-            return const_cast<PyCheckpointer&>(self).get().ShouldSave(step);
+          [](PyCheckpointer& self, int64_t step) {
+            return self.Quick([step](Checkpointer& c) { return c.ShouldSave(step); });
           },
           py::arg("step"))
       .def("save", &Save, py::arg("step"), py::arg("items"))
@@ -327,8 +393,12 @@ void DefineCheckpointer(py::module_& m) {
       .def("restore", &Restore, py::kw_only(), py::arg("step") = py::none())
       .def("restore_into", &RestoreInto, py::arg("items"), py::kw_only(),
            py::arg("step") = py::none())
-      .def("request_on_demand", [](PyCheckpointer& self) { self.get().RequestOnDemand(); })
-      .def_property_readonly("status", [](PyCheckpointer& self) { return self.get().status(); })
+      .def("request_on_demand",
+           [](PyCheckpointer& self) { self.Quick([](Checkpointer& c) { c.RequestOnDemand(); }); })
+      .def_property_readonly("status",
+                             [](PyCheckpointer& self) {
+                               return self.Quick([](Checkpointer& c) { return c.status(); });
+                             })
       .def_property_readonly("directory", &PyCheckpointer::dir)
       .def("close", &PyCheckpointer::Close)
       .def(

@@ -93,7 +93,8 @@ class _Encoder:
 
     def _item_name(self, path: str) -> str:
         name = path if ("/" not in path and ".." not in path and "\0" not in path
-                        and 0 < len(path.encode()) <= 1000) else f"item{len(self.items)}"
+                        and path != "." and 0 < len(path.encode()) <= 1000) \
+            else f"item{len(self.items)}"
         base, n = name, 1
         while name in self.items or name == TREE_ITEM:
             name, n = f"{base}#{n}", n + 1
@@ -105,7 +106,7 @@ class _Encoder:
         t = t.detach()
         if t.device.type != "cpu":
             t = t.cpu()
-        t = t.contiguous()
+        t = t.resolve_conj().resolve_neg().contiguous()  # lazy conjugate/negative views
         name = self._item_name(path)
         dtype = str(t.dtype).removeprefix("torch.")
         if t.dtype == torch.bfloat16:
@@ -118,14 +119,18 @@ class _Encoder:
             raise TypeError(f"cannot save {path}: tensor dtype {t.dtype} is not supported")
         return {"$tensor": name, "dtype": dtype, "shape": list(t.shape)}
 
-    def array(self, a: numpy.ndarray, path: str) -> Dict[str, Any]:
-        if a.dtype.hasobject:
-            raise TypeError(f"cannot save {path}: NumPy arrays of Python objects are not "
-                            "supported")
-        a = numpy.ascontiguousarray(a)
+    def array(self, a: numpy.ndarray, path: str, scalar: bool = False) -> Dict[str, Any]:
+        if a.dtype.hasobject or a.dtype.fields is not None:
+            raise TypeError(f"cannot save {path}: NumPy arrays of Python objects or of "
+                            "structured dtypes are not supported")
+        shape = list(a.shape)  # ascontiguousarray makes 0-d arrays 1-d
+        flat = numpy.ascontiguousarray(a).reshape(-1)
         name = self._item_name(path)
-        self.items[name] = (a.reshape(-1).view(numpy.uint8), "bytes")
-        return {"$array": name, "dtype": a.dtype.str, "shape": list(a.shape)}
+        self.items[name] = (flat.view(numpy.uint8), "bytes")
+        node = {"$array": name, "dtype": a.dtype.str, "shape": shape}
+        if scalar:
+            node["scalar"] = True
+        return node
 
     def encode(self, value: Any, path: str) -> Any:
         if isinstance(value, torch.Tensor):
@@ -134,8 +139,8 @@ class _Encoder:
             return self.array(value, path)
         if value is None or isinstance(value, (bool, int, float, str)):
             return value
-        if isinstance(value, (numpy.integer, numpy.floating, numpy.bool_)):
-            return value.item()
+        if isinstance(value, numpy.generic):  # a NumPy scalar keeps its type
+            return self.array(numpy.asarray(value), path, scalar=True)
         if isinstance(value, (bytes, bytearray)):
             return {"$bytes": base64.b64encode(bytes(value)).decode("ascii")}
         if isinstance(value, dict):
@@ -158,7 +163,8 @@ def _decode(node: Any, items: Dict[str, Any], step: int) -> Any:
         return _tensor_from(node, items, step)
     if "$array" in node:
         raw = items[node["$array"]]
-        return raw.view(numpy.dtype(node["dtype"])).reshape(node["shape"])
+        a = raw.view(numpy.dtype(node["dtype"])).reshape(node["shape"])
+        return a[()] if node.get("scalar") else a
     if "$bytes" in node:
         return base64.b64decode(node["$bytes"])
     if "$dict" in node:
@@ -222,6 +228,8 @@ class Checkpointer:
         encoder = _Encoder()
         tree = {}
         for key, value in state.items():
+            if not isinstance(key, str):
+                raise TypeError(f"state keys must be str, not {type(key).__name__} ({key!r})")
             if isinstance(value, torch.Generator):
                 tree[key] = {"$generator": encoder.encode(value.get_state(), key)}
             elif _is_stateful(value):
@@ -235,9 +243,10 @@ class Checkpointer:
     def restore(self, state: Dict[str, Any], *, step: Optional[int] = None) -> Optional[int]:
         """Restores the newest step that verifies (or `step`; with an agent
         job, the step the agent chose) into `state`; returns the step, or
-        None when there is nothing to restore. Entries of the checkpoint that
+        None when there is nothing to restore (strata.DataLossError when
+        there are steps and none verifies). Entries of the checkpoint that
         `state` does not name are ignored; a name in `state` the checkpoint
-        lacks is an error."""
+        lacks is an error. Nothing is loaded unless every entry fits."""
         restored = self._ckpt.restore(step=step)
         if restored is None:
             return None
@@ -247,8 +256,12 @@ class Checkpointer:
                 raise strata.InvalidArgumentError(
                     f"step {restored.step} has no entry '{key}' (it has: "
                     f"{', '.join(sorted(entries))})")
-        for key, value in list(state.items()):
-            state[key] = self._load(key, value, entries[key], restored)
+        # Decode and check everything before loading anything: a mismatch in
+        # one entry leaves every object as it was.
+        decoded = {key: self._check(key, value, entries[key], restored)
+                   for key, value in state.items()}
+        for key, (kind, value) in decoded.items():
+            state[key] = self._load(kind, state[key], value)
         return restored.step
 
     def _read_tree(self, restored: strata.Restored) -> Dict[str, Any]:
@@ -265,22 +278,29 @@ class Checkpointer:
         return tree["entries"]
 
     @staticmethod
-    def _load(key: str, target: Any, node: Dict[str, Any], restored: strata.Restored) -> Any:
+    def _check(key: str, target: Any, node: Dict[str, Any], restored: strata.Restored):
+        """Decodes one entry and checks that it fits `target`; returns
+        (kind, value)."""
         step = restored.step
         kind, payload = next(iter(node.items()))
         value = _decode(payload, restored.items, step)
-        if kind == "$generator":
-            if not isinstance(target, torch.Generator):
-                raise strata.InvalidArgumentError(
-                    f"step {step}: '{key}' was saved from a torch.Generator")
-            target.set_state(value)
-            return target
+        if kind == "$generator" and not isinstance(target, torch.Generator):
+            raise strata.InvalidArgumentError(
+                f"step {step}: '{key}' was saved from a torch.Generator")
         if kind == "$stateful":
             if not _is_stateful(target):
                 raise strata.InvalidArgumentError(
                     f"step {step}: '{key}' was saved from an object with state_dict(); "
                     f"restore it into one, not into {type(target).__name__}")
             _check_shapes(value, target.state_dict(), key, step)
+        return kind, value
+
+    @staticmethod
+    def _load(kind: str, target: Any, value: Any) -> Any:
+        if kind == "$generator":
+            target.set_state(value)
+            return target
+        if kind == "$stateful":
             target.load_state_dict(value)
             return target
         return value

@@ -17,6 +17,20 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "python" / "examples" / "train_mlp.py"
 STRATA_BIN = os.environ.get("STRATA_BIN", str(REPO / "build" / "strata"))
 
+# Every child process a test starts; whatever is still running when the
+# test ends (it failed midway) is killed, so no trainer or agent outlives it.
+_children = []
+
+
+@pytest.fixture(autouse=True)
+def _kill_leftover_children():
+    yield
+    while _children:
+        p = _children.pop()
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
 
 @pytest.fixture
 def scratch():
@@ -41,6 +55,7 @@ class Trainer:
         self.proc = subprocess.Popen(
             [sys.executable, str(EXAMPLE), "--dir", str(directory), *map(str, args)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env)
+        _children.append(self.proc)
         self.lines = []
 
     def wait_for_line(self, prefix: str, timeout: float = 120) -> str:
@@ -57,7 +72,15 @@ class Trainer:
                              + "\n".join(self.lines[-20:]) + "\n" + self.stderr_tail())
 
     def finish(self, timeout: float = 300) -> int:
-        out, err = self.proc.communicate(timeout=timeout)
+        try:
+            out, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, err = self.proc.communicate()
+            self.lines += out.splitlines()
+            self.err = err
+            raise AssertionError(f"trainer still running after {timeout} s:\n" +
+                                 "\n".join(self.lines[-10:]) + "\n" + self.stderr_tail())
         self.lines += out.splitlines()
         self.err = err
         return self.proc.returncode
@@ -93,8 +116,6 @@ class Agents:
         self.secret = root / "secret"
         self.secret.write_text("python-tests-secret\n")
         self.procs = [None] * nodes
-        for node in range(nodes):
-            self.start(node)
 
     def dir(self, node: int) -> Path:
         return self.root / f"node{node}"
@@ -107,12 +128,13 @@ class Agents:
 
     def start(self, node: int) -> None:
         self.dir(node).mkdir(parents=True, exist_ok=True)
-        log = open(self.root / f"agent{node}.log", "a")
-        self.procs[node] = subprocess.Popen(
-            [STRATA_BIN, "agent", "--local-dir", str(self.dir(node)),
-             "--listen", self.address(node), "--coordinator", self.address(0),
-             "--secret-file", str(self.secret), "--grace-seconds", "20"],
-            stdout=log, stderr=log)
+        with open(self.root / f"agent{node}.log", "a") as log:
+            self.procs[node] = subprocess.Popen(
+                [STRATA_BIN, "agent", "--local-dir", str(self.dir(node)),
+                 "--listen", self.address(node), "--coordinator", self.address(0),
+                 "--secret-file", str(self.secret), "--grace-seconds", "20"],
+                stdout=log, stderr=log)
+        _children.append(self.procs[node])
         deadline = time.monotonic() + 10
         while "listening on" not in self.log(node):
             assert self.procs[node].poll() is None, self.log(node)
@@ -143,7 +165,9 @@ def agents(scratch):
 
     def start(nodes: int) -> Agents:
         a = Agents(scratch, nodes)
-        started.append(a)
+        started.append(a)  # stopped at teardown even if a later node fails to start
+        for node in range(nodes):
+            a.start(node)
         return a
 
     yield start

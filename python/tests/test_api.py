@@ -177,3 +177,72 @@ def test_restore_step_reads_a_directory_without_a_checkpointer(scratch):
     assert r.step == 4 and list(r.items["w"]) == [0, 1, 2]
     with pytest.raises(strata.NotFoundError):
         strata.restore_step(str(scratch), 5)
+
+
+def test_close_while_another_thread_saves_waits_for_the_save(scratch):
+    ckpt = strata.Checkpointer(str(scratch), async_save=False, io_threads=1)
+    big = np.ones(32 << 20, dtype=np.uint8)
+    done = []
+    t = threading.Thread(target=lambda: done.append(ckpt.save(1, {"big": big})))
+    t.start()
+    time.sleep(0.02)
+    ckpt.close()  # must not free the checkpointer under the save
+    t.join()
+    assert done and done[0].committed
+    with pytest.raises(strata.FailedPreconditionError, match="is closed"):
+        ckpt.should_save(1)
+    assert strata.restore_step(str(scratch), 1).items["big"].sum() == 32 << 20
+
+
+def test_all_steps_corrupt_raises_instead_of_starting_fresh(scratch):
+    with strata.Checkpointer(str(scratch), async_save=False) as ckpt:
+        ckpt.save(1, {"w": np.arange(1000, dtype=np.float32)})
+    data = max((p for p in (scratch / "1").iterdir()), key=lambda p: p.stat().st_size)
+    raw = bytearray(data.read_bytes())
+    raw[100] ^= 0xFF
+    data.write_bytes(bytes(raw))
+    with strata.Checkpointer(str(scratch)) as ckpt:
+        with pytest.raises(strata.DataLossError, match="skipped corrupt steps 1"):
+            ckpt.restore()
+
+
+def test_restored_arrays_of_every_dtype_are_aligned(scratch):
+    with strata.Checkpointer(str(scratch)) as ckpt:
+        ckpt.save(1, {"a": np.ones(13, np.uint8), "b": np.ones(3, np.float64),
+                      "c": np.ones(7, np.int16), "d": np.ones(5, np.float32)})
+        restored = ckpt.restore()
+    for name, a in restored.items.items():
+        assert a.ctypes.data % 64 == 0, name
+        assert a.flags.aligned, name
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_an_interrupt_ends_a_wait_for_the_agent(scratch):
+    old = signal.signal(signal.SIGINT, lambda *_: (_ for _ in ()).throw(Interrupted()))
+    try:
+        timer = threading.Timer(0.3, lambda: signal.pthread_kill(threading.main_thread().ident,
+                                                                 signal.SIGINT))
+        timer.start()
+        start = time.monotonic()
+        with pytest.raises(Interrupted):
+            strata.agent_handshake(str(scratch), strata.AgentJob("j", timeout=60))
+        assert time.monotonic() - start < 30
+        timer.join()
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def test_a_timed_out_handshake_does_not_block_the_next_one(scratch):
+    job = strata.AgentJob("j", timeout=1)
+    assert job.timeout == 1
+    for _ in range(2):  # the second attempt must not find the first one's yaml stale
+        with pytest.raises(strata.DeadlineExceededError, match="no agent accepted"):
+            strata.agent_handshake(str(scratch), job)
+    assert not (scratch / "replicator.yaml").exists()
+    with pytest.raises(strata.InvalidArgumentError, match="timeout must be a finite number"):
+        strata.AgentJob("j", timeout=-1)
+    with pytest.raises(strata.InvalidArgumentError, match="grace_period must be"):
+        strata.Checkpointer(str(scratch / "x"), grace_period=float("inf"))

@@ -155,3 +155,46 @@ def test_a_plain_strata_checkpoint_is_not_mistaken_for_a_torch_one(scratch):
     with strata.torch.Checkpointer(str(scratch)) as ckpt:
         with pytest.raises(strata.InvalidArgumentError, match="not saved by strata.torch"):
             ckpt.restore({"model": make()[0]})
+
+
+def test_numpy_values_keep_their_shape_and_type(scratch):
+    values = {"zero_d": np.array(5.0), "scalar": np.float32(1.5), "i": np.int64(7),
+              "b": np.bool_(True), "m": np.ones((2, 0, 3), np.int8)}
+    with strata.torch.Checkpointer(str(scratch)) as ckpt:
+        ckpt.save(1, {"v": values})
+        target = {"v": None}
+        assert ckpt.restore(target) == 1
+    got = target["v"]
+    assert got["zero_d"].shape == () and got["zero_d"] == 5.0
+    for k in ("scalar", "i", "b"):
+        assert type(got[k]) is type(values[k]) and got[k] == values[k], k
+    assert got["m"].shape == (2, 0, 3) and got["m"].dtype == np.int8
+    with strata.torch.Checkpointer(str(scratch / "s")) as ckpt:
+        with pytest.raises(TypeError, match="structured dtypes"):
+            ckpt.save(1, {"v": np.zeros(2, dtype=[("a", "<i4"), ("b", "<f8")])})
+        with pytest.raises(TypeError, match="state keys must be str"):
+            ckpt.save(1, {1: {"a": 1}, "1": {"b": 2}})
+
+
+def test_lazy_views_are_saved_as_their_values(scratch):
+    c = torch.tensor([1 + 2j, 3 - 4j])
+    with strata.torch.Checkpointer(str(scratch)) as ckpt:
+        ckpt.save(1, {"v": {"conj": c.conj(), "neg": c.conj().imag, "t": c.t()}})
+        target = {"v": None}
+        ckpt.restore(target)
+    assert torch.equal(target["v"]["conj"], c.conj().resolve_conj())
+    assert torch.equal(target["v"]["neg"], c.conj().imag.resolve_neg())
+
+
+def test_a_mismatch_in_one_entry_loads_no_entry(scratch):
+    a, _, _ = make(width=16, seed=0)
+    b, _, _ = make(width=16, seed=1)
+    with strata.torch.Checkpointer(str(scratch)) as ckpt:
+        ckpt.save(1, {"a": a, "b": b})
+        ckpt.wait()
+        fresh_a, _, _ = make(width=16, seed=2)
+        wrong_b, _, _ = make(width=32, seed=3)
+        before = {k: v.clone() for k, v in fresh_a.state_dict().items()}
+        with pytest.raises(strata.InvalidArgumentError, match="tensor 'b.0.weight'"):
+            ckpt.restore({"a": fresh_a, "b": wrong_b})
+    assert_same(fresh_a.state_dict(), before)

@@ -100,16 +100,20 @@ Status MatchBuffers(const StepInfo& info, std::span<const MutableItem> into,
 // Reads `steps_dir/<info.step>` into one allocation owned by `out`.
 Status ReadOwned(Env* env, ThreadPool* pool, const std::string& steps_dir, const StepInfo& info,
                  RestoredStep* out) {
+  // Every item starts on a 64-byte boundary, so views of any dtype are aligned.
+  auto padded = [](uint64_t n) { return (n + 63) & ~uint64_t{63}; };
+  uint64_t total = 0;
+  for (const ItemInfo& ii : info.items) total += padded(ii.nbytes);
   STRATA_ASSIGN_OR_RETURN(
-      out->storage, AllocateRestoreMemory(info.total_bytes(), "step " + std::to_string(info.step) +
-                                                                  " of " + steps_dir));
+      out->storage,
+      AllocateRestoreMemory(total, "step " + std::to_string(info.step) + " of " + steps_dir));
   out->items.clear();
   std::vector<std::byte*> dst;
   std::byte* cursor = out->storage.get();
   for (const ItemInfo& ii : info.items) {
     out->items.push_back({ii.name, ii.dtype, ii.shape, std::span<std::byte>(cursor, ii.nbytes)});
     dst.push_back(cursor);
-    cursor += ii.nbytes;
+    cursor += padded(ii.nbytes);
   }
   return ReadStepData(env, pool, JoinPath(steps_dir, StepDirName(info.step)), info, dst);
 }
@@ -475,8 +479,9 @@ StatusOr<int64_t> CheckpointerImpl::RestoreNewest(const RestoreOptions& options,
     Log()->warn("skipping step {} in {}: {}", step, dir_, s.message());
     skipped += (skipped.empty() ? "" : ", ") + std::to_string(step);
   }
-  return NotFoundError("no checkpoint in " + dir_ + " verifies" +
-                       (skipped.empty() ? "" : " (skipped corrupt steps " + skipped + ")"));
+  if (skipped.empty()) return NotFoundError("no checkpoint in " + dir_);
+  return DataLossError("no checkpoint in " + dir_ + " verifies (skipped corrupt steps " + skipped +
+                       ")");
 }
 
 StatusOr<int64_t> CheckpointerImpl::RestoreThroughAgent(const RestoreOptions& options,

@@ -28,13 +28,16 @@ bool Exists(const fs::path& p) {
   return fs::exists(fs::symlink_status(p, ec));
 }
 
-bool WaitFor(const std::function<bool()>& done, std::chrono::seconds timeout) {
-  auto deadline = Clock::now() + timeout;
+// Polls `done` every 10 ms. DEADLINE_EXCEEDED (with `what`) after the job's
+// timeout; the status of job.cancelled() when that is not OK.
+Status WaitFor(const std::function<bool()>& done, const AgentJob& job, const std::string& what) {
+  auto deadline = Clock::now() + job.timeout;
   while (!done()) {
-    if (Clock::now() > deadline) return false;
+    if (job.cancelled) STRATA_RETURN_IF_ERROR(job.cancelled());
+    if (Clock::now() > deadline) return DeadlineExceededError(what);
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  return true;
+  return Status::Ok();
 }
 
 std::string Slurp(const fs::path& p) {
@@ -55,6 +58,9 @@ Status Validate(const AgentJob& j) {
   if (j.peers_per_node < 0 || j.assume_data_parallelism < 0 || j.backup_interval_steps < 0 ||
       j.backup_interval_minutes < 0) {
     return InvalidArgumentError("job " + j.job + ": a negative count in the agent job");
+  }
+  if (j.timeout.count() < 0) {
+    return InvalidArgumentError("job " + j.job + ": the agent timeout is negative");
   }
   if (j.style != "orbax" && j.style != "nemo") {
     return InvalidArgumentError("job " + j.job + ": unknown client style '" + j.style +
@@ -91,9 +97,8 @@ std::string YamlText(const AgentJob& j) {
 
 Status WriteYaml(const fs::path& dir, const AgentJob& j) {
   fs::path yaml = dir / "replicator.yaml";
-  if (!WaitFor([&] { return !Exists(yaml); }, j.timeout)) {
-    return DeadlineExceededError("a stale " + yaml.string() + " was never taken by an agent");
-  }
+  STRATA_RETURN_IF_ERROR(WaitFor([&] { return !Exists(yaml); }, j,
+                                 "a stale " + yaml.string() + " was never taken by an agent"));
   // orbax writes a temporary file and renames it; nemo writes in place.
   fs::path target = j.style == "nemo" ? yaml : dir / "replicator.yaml.tmp";
   {
@@ -112,15 +117,16 @@ Status WriteYaml(const fs::path& dir, const AgentJob& j) {
 std::vector<std::pair<int64_t, fs::path>> Markers(const fs::path& dir, const AgentJob& j) {
   std::vector<std::pair<int64_t, fs::path>> out;
   const std::string prefix = j.job + "-s";
+  const std::string node_part = "-n" + std::to_string(j.node_rank) + "-w";
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     std::string n = it->path().filename().string();
     if (!n.starts_with(prefix) || !n.ends_with(".restore")) continue;
-    // <job>-s<step>-n<node>-w<worker>.restore
+    // <job>-s<step>-n<node>-w<worker>.restore, for this node only
     const char* begin = n.data() + prefix.size();
     int64_t step = 0;
     auto [p, err] = std::from_chars(begin, n.data() + n.size(), step);
-    if (err != std::errc() || p == begin || (*p != '-' && *p != '.')) continue;
+    if (err != std::errc() || p == begin || !std::string_view(p).starts_with(node_part)) continue;
     out.emplace_back(step, it->path());
   }
   std::sort(out.rbegin(), out.rend());
@@ -138,9 +144,12 @@ StatusOr<std::optional<RestorePoint>> AgentHandshake(const std::string& local_di
   if (ec) return ErrnoToStatus(ec.value(), "create " + local_dir);
   STRATA_RETURN_IF_ERROR(WriteYaml(dir, j));
   const fs::path yaml = dir / "replicator.yaml";
-  if (!WaitFor([&] { return !Exists(yaml); }, j.timeout)) {
-    return DeadlineExceededError("no agent accepted " + yaml.string() + " within " +
-                                 std::to_string(j.timeout.count()) + " s");
+  Status accepted = WaitFor(
+      [&] { return !Exists(yaml); }, j,
+      "no agent accepted " + yaml.string() + " within " + std::to_string(j.timeout.count()) + " s");
+  if (!accepted.ok()) {
+    fs::remove(yaml, ec);  // ours, never taken: the next attempt must not find it stale
+    return accepted;
   }
   // The agent may fail the job after accepting it (e.g. a rollback it cannot
   // do), so replicator.failed is checked while waiting, too.
@@ -151,14 +160,14 @@ StatusOr<std::optional<RestorePoint>> AgentHandshake(const std::string& local_di
     return FailedPreconditionError("the agent refused job " + j.job + " in " + local_dir + ": " +
                                    why);
   };
-  if (j.style == "nemo" &&
-      !WaitFor([&] { return Exists(dir / "replicator.prerestore") || Exists(failed); },
-               j.timeout)) {
-    return DeadlineExceededError("no replicator.prerestore in " + local_dir);
+  if (j.style == "nemo") {
+    STRATA_RETURN_IF_ERROR(
+        WaitFor([&] { return Exists(dir / "replicator.prerestore") || Exists(failed); }, j,
+                "no replicator.prerestore in " + local_dir));
   }
-  if (!WaitFor([&] { return !Markers(dir, j).empty() || Exists(failed); }, j.timeout)) {
-    return DeadlineExceededError("no restore marker for job " + j.job + " in " + local_dir);
-  }
+  STRATA_RETURN_IF_ERROR(WaitFor([&] { return !Markers(dir, j).empty() || Exists(failed); }, j,
+                                 "no restore marker for job " + j.job + " node " +
+                                     std::to_string(j.node_rank) + " in " + local_dir));
   if (Exists(failed)) return refused();
   auto markers = Markers(dir, j);
   auto [step, marker] = markers.front();
