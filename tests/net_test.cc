@@ -224,16 +224,21 @@ TEST_F(NetTest, SendFileFallbackCopiesTheRequestedRangeToTheRequestedOffset) {
   int src = MakeFile(dir.Sub("src"), 8 << 20);
   int dst = ::open(dir.Sub("dst").c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   constexpr uint64_t kFrom = 12345, kLen = (5 << 20) + 7, kTo = 999;
-  for (bool use_sendfile : {true, false}) {
+  for (int path = 0; path < 4; ++path) {  // sendfile or copy, splice or recv
+    const bool use_sendfile = (path & 1) != 0, use_splice = (path & 2) != 0;
     internal::DisableSendfileForTesting(!use_sendfile);
+    internal::DisableSpliceForTesting(!use_splice);
+    ASSERT_EQ(::ftruncate(dst, 0), 0);
     Status sent;
     std::thread sender([&] { sent = client_.SendFile(src, kFrom, kLen, Soon()); });
     Status received = server_.RecvToFile(dst, kTo, kLen, Soon());
     sender.join();
     internal::DisableSendfileForTesting(false);
+    internal::DisableSpliceForTesting(false);
     ASSERT_TRUE(sent.ok()) << sent.ToString();
     ASSERT_TRUE(received.ok()) << received.ToString();
-    EXPECT_TRUE(ReadRange(src, kFrom, kLen) == ReadRange(dst, kTo, kLen)) << use_sendfile;
+    EXPECT_TRUE(ReadRange(src, kFrom, kLen) == ReadRange(dst, kTo, kLen)) << path;
+    EXPECT_EQ(::lseek(dst, 0, SEEK_END), static_cast<off_t>(kTo + kLen)) << path;
   }
   ::close(src);
   ::close(dst);
@@ -262,6 +267,7 @@ TEST_F(NetTest, RecvToFileFromAPeerThatClosesEarlyIsUnavailable) {
   EXPECT_NE(s.message().find("connection closed by " + server_.peer() + " after 1000 of 5000"),
             std::string::npos)
       << s.message();
+  EXPECT_EQ(ReadRange(dst, 0, 1000), Pattern(1000, 1));  // what arrived was written
   ::close(dst);
 }
 

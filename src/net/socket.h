@@ -74,7 +74,8 @@ class Socket {
   Status SendFile(int file_fd, uint64_t offset, uint64_t len, Deadline deadline);
 
   // Receives exactly len bytes and writes them at [offset, offset+len) of the
-  // open, writable file `file_fd` (pwrite; the file's offset is unchanged).
+  // open, writable file `file_fd` (splice through a pipe where the file
+  // system supports it, else recv + pwrite; the file's offset is unchanged).
   // On error the range holds an unspecified prefix of the data.
   Status RecvToFile(int file_fd, uint64_t offset, uint64_t len, Deadline deadline);
 
@@ -108,6 +109,9 @@ class Socket {
   // `total` bytes (for messages).
   Status SendRange(const char* p, size_t n, Deadline deadline, uint64_t base, uint64_t total);
   Status RecvRange(char* p, size_t n, Deadline deadline, uint64_t base, uint64_t total);
+  Status SpliceToFile(int file_fd, uint64_t offset, uint64_t len, uint64_t* done,
+                      Deadline deadline);
+  Status DrainPipe(int pipe_fd, int file_fd, uint64_t offset, size_t n);
   Status SendFileByCopy(int file_fd, uint64_t offset, uint64_t len, uint64_t done,
                         Deadline deadline);
 
@@ -118,6 +122,8 @@ class Socket {
 namespace internal {
 // Makes SendFile take its pread+send fallback path, for tests.
 void DisableSendfileForTesting(bool disable);
+// Makes RecvToFile take its recv+pwrite path instead of splice, for tests.
+void DisableSpliceForTesting(bool disable);
 }  // namespace internal
 
 }  // namespace strata::net
