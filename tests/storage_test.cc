@@ -531,7 +531,9 @@ TEST_F(S3Test, ProxyRestartMidUploadSucceeds) {
   o.parallelism = 2;
   o.initial_backoff = std::chrono::milliseconds(100);
   o.max_backoff = std::chrono::milliseconds(1000);
-  o.max_attempts = 10;
+  // Backoff is fully jittered: ten attempts can all fall inside the 1.5 s
+  // outage (it happened under ASan). Twenty leave ~8 s of expected waiting.
+  o.max_attempts = 20;
   auto store = MustOpen(Url(), o);
   std::string data = RandomBytes(48 * kMiB, 5);
   std::string in = dir_.Sub("in");
