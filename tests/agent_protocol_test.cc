@@ -471,6 +471,8 @@ TEST_F(AgentProtocolTest, GarbageCollectionKeepsRamBounded) {
     if (s["step"] == 60) step_bytes = s["bytes"].get<uint64_t>();
   }
   EXPECT_LE(status["ram_bytes"].get<uint64_t>(), 3 * step_bytes) << status.dump(2);
+  // Spare files of removed steps, kept for the next transfer: at most a step.
+  EXPECT_LE(status["spare_bytes"].get<uint64_t>(), step_bytes) << status.dump(2);
   EXPECT_GE(most, 1) << "status never showed a step during the run";
   EXPECT_LE(most, 4) << "the agent held " << most << " steps of 12 at once during the run";
   // Nothing of the client's is left behind in the local directory either.

@@ -432,7 +432,7 @@ Status Agent::FetchFrom(const std::string& address, const StepKey& key, int node
       StepIndex index,
       StepIndexFromJson(reply["index"], "index of " + key.ToString() + " from " + address));
   STRATA_ASSIGN_OR_RETURN(std::string dir, store_->NewIncomingDir());
-  Status s = RecvStepFiles(client.socket(), dir, index);
+  Status s = RecvStepFiles(client.socket(), dir, index, store_.get());
   if (s.ok()) s = store_->Adopt(dir, key, index);
   if (!s.ok()) Env::Default()->RemoveAll(dir).IgnoreError();
   return s;

@@ -52,6 +52,8 @@ class Agent {
 
   // The bound listening endpoint (useful with port 0).
   Endpoint listen_endpoint() const { return listen_; }
+  // The agent's store, for tests and benchmarks that act as its GC.
+  Store* store_for_testing() { return store_.get(); }
   // The state `strata status` shows.
   json StatusJson() const;
 

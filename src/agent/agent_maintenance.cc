@@ -395,6 +395,7 @@ void Agent::WipeRam() {
     backup_pins_.clear();
   }
   for (const auto& [key, index] : store_->List()) store_->Remove(key).IgnoreError();
+  store_->DropSpare();                                           // the RAM is gone, spare files too
   Status s = CleanLocalDir(config_.local_dir, kReplicatorYaml);  // a deferred yaml stays
   if (!s.ok()) Log()->error("wiping {}: {}", config_.local_dir, s.message());
   std::lock_guard<std::mutex> l(mu_);

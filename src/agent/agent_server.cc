@@ -158,7 +158,7 @@ StatusOr<json> Agent::HandlePutStep(const json& request, net::Socket& socket) {
     transfers_.End(id);
   } else {
     s = SendReply(socket, {{"ok", true}, {"have", false}});
-    if (s.ok()) s = RecvStepFiles(socket, dir, index);
+    if (s.ok()) s = RecvStepFiles(socket, dir, index, store_.get());
   }
   if (s.ok()) s = store_->Adopt(dir, key, index);
   if (!s.ok()) {
@@ -203,7 +203,7 @@ StatusOr<json> Agent::HandlePutFiles(const json& request, net::Socket& socket) {
   }
   StepIndex group = SubIndex(index, positions);
   Status s = SendReply(socket, {{"ok", true}});
-  if (s.ok()) s = RecvStepFiles(socket, dir, group);
+  if (s.ok()) s = RecvStepFiles(socket, dir, group, store_.get());
   transfers_.Finish(id, s.ok() ? group.files.size() : 0, s);
   if (!s.ok()) return DataLossError(s.message());  // closes this connection
   return json{{"received", group.files.size()}};
@@ -290,6 +290,7 @@ json Agent::StatusJson() const {
             {"address", listen_.ToString()},
             {"steps", held},
             {"ram_bytes", store_->BytesHeld()},
+            {"spare_bytes", store_->SpareBytes()},
             {"watermark", watermark_},
             {"newest_replicated", newest_replicated_},
             {"last_restore", last_restore_},

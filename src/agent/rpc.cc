@@ -6,6 +6,7 @@
 
 #include <charconv>
 
+#include "agent/store.h"
 #include "net/auth.h"
 #include "net/frame.h"
 #include "util/file_util.h"
@@ -111,7 +112,8 @@ Status SendStepFiles(net::Socket& socket, const std::string& dir, const StepInde
   return Status::Ok();
 }
 
-Status RecvStepFiles(net::Socket& socket, const std::string& dir, const StepIndex& index) {
+Status RecvStepFiles(net::Socket& socket, const std::string& dir, const StepIndex& index,
+                     Store* store) {
   auto deadline =
       net::DeadlineAfter(std::chrono::duration_cast<std::chrono::milliseconds>(kDataTimeout));
   for (const auto& f : index.files) {
@@ -119,9 +121,18 @@ Status RecvStepFiles(net::Socket& socket, const std::string& dir, const StepInde
     std::string path = JoinPath(dir, f.path);
     STRATA_RETURN_IF_ERROR(
         CreateDirs(Env::Default(), Dirname(path)));  // below `dir`: path validated
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    // A spare file's pages are already there: overwriting them is faster
+    // than allocating new ones. It was renamed to `path` without replacing
+    // anything, so it is ours.
+    const bool spare = store != nullptr && f.size > 0 && store->TakeSpare(f.size, path);
+    int fd = spare
+                 ? ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW)
+                 : ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) return ErrnoToStatus(errno, "create " + path);
     Status s = socket.RecvToFile(fd, 0, f.size, deadline);
+    if (s.ok() && spare && ::ftruncate(fd, static_cast<off_t>(f.size)) != 0) {
+      s = ErrnoToStatus(errno, "truncate " + path);
+    }
     if (s.ok() && ::fdatasync(fd) != 0) s = ErrnoToStatus(errno, "fsync " + path);
     ::close(fd);
     STRATA_RETURN_IF_ERROR(s.WithContext("receiving " + path + " from " + socket.peer()));

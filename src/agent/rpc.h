@@ -19,6 +19,8 @@
 
 namespace strata::agent {
 
+class Store;
+
 using json = nlohmann::json;
 
 inline constexpr uint16_t kFrameCall = 16;
@@ -63,8 +65,10 @@ StatusOr<StepKey> StepKeyFromJson(const json& j);
 
 // Streams every file of `index` from `dir`, in index order.
 Status SendStepFiles(net::Socket& socket, const std::string& dir, const StepIndex& index);
-// Receives the files of `index` into `dir` (created by the caller).
-Status RecvStepFiles(net::Socket& socket, const std::string& dir, const StepIndex& index);
+// Receives the files of `index` into `dir` (created by the caller), into
+// spare files of `store` where it has them (see Store::TakeSpare).
+Status RecvStepFiles(net::Socket& socket, const std::string& dir, const StepIndex& index,
+                     Store* store = nullptr);
 
 }  // namespace strata::agent
 

@@ -1,6 +1,13 @@
 // Copyright 2026 The Strata Authors.
 #include "agent/store.h"
 
+#include <fcntl.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <iterator>
+#include <optional>
+
 #include "format/naming.h"
 #include "util/file_util.h"
 #include "util/logging.h"
@@ -47,6 +54,8 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& local_dir, Threa
   std::unique_ptr<Store> store(new Store(local_dir, pool));
   STRATA_RETURN_IF_ERROR(CreateDirs(env(), JoinPath(store->root_, "steps")));
   STRATA_RETURN_IF_ERROR(CreateDirs(env(), JoinPath(store->root_, "incoming")));
+  STRATA_RETURN_IF_ERROR(env()->RemoveAll(JoinPath(store->root_, "spare")));
+  STRATA_RETURN_IF_ERROR(CreateDirs(env(), JoinPath(store->root_, "spare")));
   STRATA_RETURN_IF_ERROR(store->Recover());
   return store;
 }
@@ -91,6 +100,8 @@ Status Store::Recover() {
           continue;
         }
         if (!text.ok()) STRATA_RETURN_IF_ERROR(WriteIndex(key, *index));
+        std::lock_guard<std::mutex> l(mu_);
+        spare_limit_ = std::max(spare_limit_, index->total_bytes);
         held_[key] = std::move(*index);
       }
       for (const auto& e : entries) {  // indexes whose data is gone
@@ -122,6 +133,7 @@ StatusOr<StepIndex> Store::Ingest(const std::string& client_dir, const StepKey& 
   STRATA_RETURN_IF_ERROR(WriteIndex(key, *index));
   std::lock_guard<std::mutex> l(mu_);
   held_[key] = *index;
+  spare_limit_ = std::max(spare_limit_, index->total_bytes);
   return index;
 }
 
@@ -141,6 +153,7 @@ Status Store::Adopt(const std::string& dir, const StepKey& key, const StepIndex&
   STRATA_RETURN_IF_ERROR(WriteIndex(key, index));
   std::lock_guard<std::mutex> l(mu_);
   held_[key] = index;
+  spare_limit_ = std::max(spare_limit_, index.total_bytes);
   return Status::Ok();
 }
 
@@ -167,8 +180,10 @@ Status Store::Verify(const StepKey& key) {
 }
 
 Status Store::Remove(const StepKey& key) {
+  std::optional<StepIndex> index;
   {
     std::lock_guard<std::mutex> l(mu_);
+    if (auto it = held_.find(key); it != held_.end()) index = std::move(it->second);
     held_.erase(key);
   }
   std::string path = StepPath(key);
@@ -176,7 +191,63 @@ Status Store::Remove(const StepKey& key) {
   if (!env()->Exists(path)) return Status::Ok();
   std::string aside = JoinPath(Dirname(path), TempDirName(key.step));
   STRATA_RETURN_IF_ERROR(env()->Rename(path, aside));
+  if (index) KeepSpare(aside, *index);
   return env()->RemoveAll(aside);
+}
+
+void Store::KeepSpare(const std::string& dir, const StepIndex& index) {
+  for (const IndexedFile& f : index.files) {
+    if (f.size == 0) continue;
+    std::string to;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (spare_bytes_ + f.size > spare_limit_) return;
+      to = JoinPath(JoinPath(root_, "spare"), std::to_string(++spare_counter_));
+      spare_bytes_ += f.size;  // reserved; undone below if the rename fails
+    }
+    Status s = env()->Rename(JoinPath(dir, f.path), to);
+    std::lock_guard<std::mutex> l(mu_);
+    if (s.ok()) {
+      spare_.emplace(f.size, std::move(to));
+    } else {
+      spare_bytes_ -= f.size;
+    }
+  }
+}
+
+bool Store::TakeSpare(uint64_t size, const std::string& path) {
+  std::string from;
+  uint64_t from_size = 0;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (spare_.empty()) return false;
+    auto it = spare_.lower_bound(size);  // the smallest that holds it, else the largest
+    if (it == spare_.end()) it = std::prev(it);
+    from_size = it->first;
+    from = std::move(it->second);
+    spare_.erase(it);
+    spare_bytes_ -= from_size;
+  }
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) == 0) {
+    return true;
+  }
+  env()->RemoveFile(from).IgnoreError();
+  return false;
+}
+
+void Store::DropSpare() {
+  std::multimap<uint64_t, std::string> spare;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    spare.swap(spare_);
+    spare_bytes_ = 0;
+  }
+  for (const auto& [size, path] : spare) env()->RemoveFile(path).IgnoreError();
+}
+
+uint64_t Store::SpareBytes() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return spare_bytes_;
 }
 
 uint64_t Store::BytesHeld() const {
