@@ -40,23 +40,13 @@ __all__ = ["Checkpointer", "RNGState", "TREE_ITEM"]
 TREE_ITEM = "__strata_torch_tree__"
 _FORMAT = 1
 
-# Tensor dtypes NumPy can hold, and the Strata name of each saved dtype.
-_STRATA_DTYPE = {
-    torch.bool: "bool",
-    torch.int8: "int8",
-    torch.uint8: "uint8",
-    torch.int16: "int16",
-    torch.int32: "int32",
-    torch.int64: "int64",
-    torch.float16: "float16",
-    torch.bfloat16: "bfloat16",
-    torch.float32: "float32",
-    torch.float64: "float64",
-}
-_TORCH_DTYPE = {str(dt).removeprefix("torch."): dt for dt in (
-    torch.bool, torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64,
-    torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64,
-    torch.complex128)}
+# Tensor dtypes saved through tensor.numpy() under the same name in Strata.
+# bfloat16 goes as int16 bit patterns named "bfloat16"; complex as bytes.
+_NUMPY_DTYPES = {torch.bool, torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64,
+                 torch.float16, torch.float32, torch.float64}
+# Every tensor dtype a checkpoint may name, by its name without "torch.".
+_TORCH_DTYPE = {str(dt).removeprefix("torch."): dt
+                for dt in _NUMPY_DTYPES | {torch.bfloat16, torch.complex64, torch.complex128}}
 
 
 class RNGState:
@@ -111,7 +101,7 @@ class _Encoder:
         dtype = str(t.dtype).removeprefix("torch.")
         if t.dtype == torch.bfloat16:
             self.items[name] = (t.view(torch.int16).numpy(), "bfloat16")
-        elif t.dtype in _STRATA_DTYPE:
+        elif t.dtype in _NUMPY_DTYPES:
             self.items[name] = t.numpy()
         elif dtype in _TORCH_DTYPE:  # complex: its bytes
             self.items[name] = (t.reshape(-1).view(torch.uint8).numpy(), "bytes")

@@ -16,26 +16,6 @@ namespace {
 
 Env* env() { return Env::Default(); }
 
-std::string WorkerFile(const WorkerFileName& n, std::string_view suffix) {
-  return n.job + "-s" + std::to_string(n.step) + "-n" + std::to_string(n.node) + "-w" +
-         std::to_string(n.worker) + std::string(suffix);
-}
-
-// Parses the decimal number that follows `tag` at the end of `s`
-// ("...-n12" with tag "-n"); shrinks `s` to what precedes the tag.
-std::optional<int64_t> TakeNumber(std::string_view& s, std::string_view tag) {
-  size_t pos = s.rfind(tag);
-  if (pos == std::string_view::npos) return std::nullopt;
-  std::string_view digits = s.substr(pos + tag.size());
-  int64_t v = 0;
-  auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
-  if (ec != std::errc() || p != digits.data() + digits.size() || digits.empty() || v < 0) {
-    return std::nullopt;
-  }
-  s = s.substr(0, pos);
-  return v;
-}
-
 bool IsClientTempDir(std::string_view name) {
   return name.find(".orbax-checkpoint-tmp") != std::string_view::npos || IsTempName(name) ||
          name.ends_with(".tmp");
@@ -53,22 +33,6 @@ bool IsProtocolLeftover(const DirEntry& e) {
 }
 
 }  // namespace
-
-std::string MarkerName(const WorkerFileName& n) { return WorkerFile(n, ".restore"); }
-std::string SaveFileName(const WorkerFileName& n) { return WorkerFile(n, ".save"); }
-
-std::optional<WorkerFileName> ParseWorkerFileName(std::string_view name, std::string_view suffix) {
-  if (!name.ends_with(suffix)) return std::nullopt;
-  name.remove_suffix(suffix.size());
-  auto worker = TakeNumber(name, "-w");
-  auto node = worker ? TakeNumber(name, "-n") : std::nullopt;
-  auto step = node ? TakeNumber(name, "-s") : std::nullopt;
-  if (!step || *worker > INT_MAX || *node > INT_MAX || !ValidateJobName(name).ok()) {
-    return std::nullopt;
-  }
-  return WorkerFileName{std::string(name), *step, static_cast<int>(*node),
-                        static_cast<int>(*worker)};
-}
 
 std::vector<int64_t> CommittedStepDirs(const std::string& local_dir) {
   std::vector<int64_t> steps;

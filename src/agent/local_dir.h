@@ -12,26 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "format/naming.h"
 #include "strata/status.h"
 
 namespace strata::agent {
 
-inline constexpr std::string_view kReplicatorYaml = "replicator.yaml";
-inline constexpr std::string_view kReplicatorYamlTmp = "replicator.yaml.tmp";
-inline constexpr std::string_view kPrerestoreFile = "replicator.prerestore";
-inline constexpr std::string_view kErrorsFile = "replicator.errors";
-inline constexpr std::string_view kFailedFile = "replicator.failed";
-
-// "<job>-s<step>-n<node>-w<worker>" + suffix (".restore" or ".save").
-struct WorkerFileName {
-  std::string job;
-  int64_t step = 0;
-  int node = 0;
-  int worker = 0;
-};
-std::string MarkerName(const WorkerFileName& n);    // ...restore
-std::string SaveFileName(const WorkerFileName& n);  // ...save
-std::optional<WorkerFileName> ParseWorkerFileName(std::string_view name, std::string_view suffix);
+// The protocol's file names (kReplicatorYaml, MarkerName, ...) are in
+// format/naming.h, shared with the client side in libstrata.
 
 // A committed client step directory: a real directory (not a symlink) whose
 // name is a canonical step number.

@@ -23,20 +23,6 @@ std::string StepKey::ToString() const {
   return job + "/" + std::to_string(rank) + "/" + std::to_string(step);
 }
 
-Status ValidateJobName(std::string_view job) {
-  auto bad = [&](const char* why) {
-    return InvalidArgumentError("job name \"" + std::string(job.substr(0, 64)) + "\" " + why);
-  };
-  if (job.empty() || job.size() > 128) return bad("must be 1 to 128 characters");
-  if (job == "." || job.find("..") != std::string_view::npos) return bad("must not contain \"..\"");
-  for (char c : job) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-';
-    if (!ok) return bad("may only contain letters, digits, '.', '_' and '-'");
-  }
-  return Status::Ok();
-}
-
 Status ValidateStepKey(const StepKey& key) {
   STRATA_RETURN_IF_ERROR(ValidateJobName(key.job));
   if (key.rank < 0 || key.rank > 1000000)

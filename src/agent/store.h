@@ -31,6 +31,7 @@
 #include <string>
 
 #include "agent/step_index.h"
+#include "format/naming.h"
 #include "format/sync_map.h"
 #include "strata/status.h"
 #include "util/thread_pool.h"
@@ -47,8 +48,6 @@ struct StepKey {
 
 // OK iff the key is safe to turn into a path (see ValidateJobName).
 Status ValidateStepKey(const StepKey& key);
-// A job name: 1..128 of [A-Za-z0-9._-], not "." or "..", no "..".
-Status ValidateJobName(std::string_view job);
 
 class Store {
  public:

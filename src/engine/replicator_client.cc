@@ -5,17 +5,18 @@
 // depend on inotify semantics of the file system it happens to be on.
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <sstream>
 #include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "format/naming.h"
+#include "strata/env.h"
 #include "strata/replicator.h"
+#include "util/file_util.h"
 
 namespace strata {
 namespace {
@@ -40,17 +41,17 @@ Status WaitFor(const std::function<bool()>& done, const AgentJob& job, const std
   return Status::Ok();
 }
 
-std::string Slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  std::string s = ss.str();
+// What the agent wrote into replicator.failed, or why it cannot be read.
+std::string FailureReason(const fs::path& p) {
+  auto text = ReadFileToString(Env::Default(), p.string(), 64 << 10);
+  if (!text.ok()) return "(unreadable: " + text.status().message() + ")";
+  std::string s = std::move(*text);
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
   return s;
 }
 
 Status Validate(const AgentJob& j) {
-  if (j.job.empty()) return InvalidArgumentError("the agent job has no name");
+  STRATA_RETURN_IF_ERROR(ValidateJobName(j.job));  // the agent's rule
   if (j.nodes < 1 || j.node_rank < 0 || j.node_rank >= j.nodes) {
     return InvalidArgumentError("job " + j.job + ": node rank " + std::to_string(j.node_rank) +
                                 " is not in [0, " + std::to_string(j.nodes) + ")");
@@ -96,11 +97,11 @@ std::string YamlText(const AgentJob& j) {
 }
 
 Status WriteYaml(const fs::path& dir, const AgentJob& j) {
-  fs::path yaml = dir / "replicator.yaml";
+  fs::path yaml = dir / kReplicatorYaml;
   STRATA_RETURN_IF_ERROR(WaitFor([&] { return !Exists(yaml); }, j,
                                  "a stale " + yaml.string() + " was never taken by an agent"));
   // orbax writes a temporary file and renames it; nemo writes in place.
-  fs::path target = j.style == "nemo" ? yaml : dir / "replicator.yaml.tmp";
+  fs::path target = j.style == "nemo" ? yaml : dir / kReplicatorYamlTmp;
   {
     std::ofstream f(target, std::ios::trunc);
     f << YamlText(j);
@@ -116,18 +117,10 @@ Status WriteYaml(const fs::path& dir, const AgentJob& j) {
 // The markers for this job and node, highest step first.
 std::vector<std::pair<int64_t, fs::path>> Markers(const fs::path& dir, const AgentJob& j) {
   std::vector<std::pair<int64_t, fs::path>> out;
-  const std::string prefix = j.job + "-s";
-  const std::string node_part = "-n" + std::to_string(j.node_rank) + "-w";
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    std::string n = it->path().filename().string();
-    if (!n.starts_with(prefix) || !n.ends_with(".restore")) continue;
-    // <job>-s<step>-n<node>-w<worker>.restore, for this node only
-    const char* begin = n.data() + prefix.size();
-    int64_t step = 0;
-    auto [p, err] = std::from_chars(begin, n.data() + n.size(), step);
-    if (err != std::errc() || p == begin || !std::string_view(p).starts_with(node_part)) continue;
-    out.emplace_back(step, it->path());
+    auto m = ParseWorkerFileName(it->path().filename().string(), ".restore");
+    if (m && m->job == j.job && m->node == j.node_rank) out.emplace_back(m->step, it->path());
   }
   std::sort(out.rbegin(), out.rend());
   return out;
@@ -143,7 +136,7 @@ StatusOr<std::optional<RestorePoint>> AgentHandshake(const std::string& local_di
   fs::create_directories(dir, ec);
   if (ec) return ErrnoToStatus(ec.value(), "create " + local_dir);
   STRATA_RETURN_IF_ERROR(WriteYaml(dir, j));
-  const fs::path yaml = dir / "replicator.yaml";
+  const fs::path yaml = dir / kReplicatorYaml;
   Status accepted = WaitFor(
       [&] { return !Exists(yaml); }, j,
       "no agent accepted " + yaml.string() + " within " + std::to_string(j.timeout.count()) + " s");
@@ -153,17 +146,16 @@ StatusOr<std::optional<RestorePoint>> AgentHandshake(const std::string& local_di
   }
   // The agent may fail the job after accepting it (e.g. a rollback it cannot
   // do), so replicator.failed is checked while waiting, too.
-  const fs::path failed = dir / "replicator.failed";
+  const fs::path failed = dir / kFailedFile;
   auto refused = [&] {
-    std::string why = Slurp(failed);
+    std::string why = FailureReason(failed);
     fs::remove(failed, ec);
     return FailedPreconditionError("the agent refused job " + j.job + " in " + local_dir + ": " +
                                    why);
   };
   if (j.style == "nemo") {
-    STRATA_RETURN_IF_ERROR(
-        WaitFor([&] { return Exists(dir / "replicator.prerestore") || Exists(failed); }, j,
-                "no replicator.prerestore in " + local_dir));
+    STRATA_RETURN_IF_ERROR(WaitFor([&] { return Exists(dir / kPrerestoreFile) || Exists(failed); },
+                                   j, "no " + std::string(kPrerestoreFile) + " in " + local_dir));
   }
   STRATA_RETURN_IF_ERROR(WaitFor([&] { return !Markers(dir, j).empty() || Exists(failed); }, j,
                                  "no restore marker for job " + j.job + " node " +
@@ -176,8 +168,7 @@ StatusOr<std::optional<RestorePoint>> AgentHandshake(const std::string& local_di
     fs::remove(marker, ec);
     return std::optional<RestorePoint>();
   }
-  const fs::path link =
-      dir / (j.style == "nemo" ? "step=" + std::to_string(step) : std::to_string(step));
+  const fs::path link = dir / (j.style == "nemo" ? "step=" + StepDirName(step) : StepDirName(step));
   fs::rename(marker, link, ec);
   if (ec) return ErrnoToStatus(ec.value(), "rename " + marker.string() + " -> " + link.string());
   fs::path target = fs::read_symlink(link, ec);  // relative to the local directory

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <charconv>
+#include <climits>
 #include <cstdio>
 #include <limits>
 
@@ -123,6 +124,60 @@ Status ValidateItemName(std::string_view name) {
     return bad("contains \"..\"");
   }
   return Status::Ok();
+}
+
+Status ValidateJobName(std::string_view job) {
+  auto bad = [&](const char* why) {
+    return InvalidArgumentError("job name \"" + std::string(job.substr(0, 64)) + "\" " + why);
+  };
+  if (job.empty() || job.size() > 128) return bad("must be 1 to 128 characters");
+  if (job == "." || job.find("..") != std::string_view::npos) return bad("must not contain \"..\"");
+  for (char c : job) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-';
+    if (!ok) return bad("may only contain letters, digits, '.', '_' and '-'");
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+std::string WorkerFile(const WorkerFileName& n, std::string_view suffix) {
+  return n.job + "-s" + std::to_string(n.step) + "-n" + std::to_string(n.node) + "-w" +
+         std::to_string(n.worker) + std::string(suffix);
+}
+
+// Parses the decimal number that follows `tag` at the end of `s`
+// ("...-n12" with tag "-n"); shrinks `s` to what precedes the tag.
+std::optional<int64_t> TakeNumber(std::string_view& s, std::string_view tag) {
+  size_t pos = s.rfind(tag);
+  if (pos == std::string_view::npos) return std::nullopt;
+  std::string_view digits = s.substr(pos + tag.size());
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (ec != std::errc() || p != digits.data() + digits.size() || digits.empty() || v < 0) {
+    return std::nullopt;
+  }
+  s = s.substr(0, pos);
+  return v;
+}
+
+}  // namespace
+
+std::string MarkerName(const WorkerFileName& n) { return WorkerFile(n, ".restore"); }
+std::string SaveFileName(const WorkerFileName& n) { return WorkerFile(n, ".save"); }
+
+std::optional<WorkerFileName> ParseWorkerFileName(std::string_view name, std::string_view suffix) {
+  if (!name.ends_with(suffix)) return std::nullopt;
+  name.remove_suffix(suffix.size());
+  auto worker = TakeNumber(name, "-w");
+  auto node = worker ? TakeNumber(name, "-n") : std::nullopt;
+  auto step = node ? TakeNumber(name, "-s") : std::nullopt;
+  if (!step || *worker > INT_MAX || *node > INT_MAX || !ValidateJobName(name).ok()) {
+    return std::nullopt;
+  }
+  return WorkerFileName{std::string(name), *step, static_cast<int>(*node),
+                        static_cast<int>(*worker)};
 }
 
 }  // namespace strata

@@ -13,6 +13,12 @@
 //   <dir>/<step>.quarantined[-<n>]     a step `strata run` set aside after a
 //                                      crash loop; not a step, not temporary:
 //                                      ListSteps and cleanup leave it alone
+//
+// and the replicator protocol's files in a node's local directory, which the
+// agent and the client side (engine/replicator_client.cc) both speak:
+//
+//   replicator.yaml[.tmp], replicator.prerestore, replicator.errors,
+//   replicator.failed, <job>-s<step>-n<node>-w<worker>.restore|.save
 #ifndef STRATA_FORMAT_NAMING_H_
 #define STRATA_FORMAT_NAMING_H_
 
@@ -30,6 +36,12 @@ inline constexpr std::string_view kLockFileName = ".strata-lock";
 inline constexpr std::string_view kTempPrefix = ".strata-tmp-";
 inline constexpr std::string_view kRunLockFileName = ".strata-run.lock";
 inline constexpr std::string_view kQuarantineSuffix = ".quarantined";
+
+inline constexpr std::string_view kReplicatorYaml = "replicator.yaml";
+inline constexpr std::string_view kReplicatorYamlTmp = "replicator.yaml.tmp";
+inline constexpr std::string_view kPrerestoreFile = "replicator.prerestore";
+inline constexpr std::string_view kErrorsFile = "replicator.errors";
+inline constexpr std::string_view kFailedFile = "replicator.failed";
 
 // Largest accepted item name, in bytes.
 inline constexpr size_t kMaxItemNameBytes = 1024;
@@ -52,6 +64,20 @@ bool IsTempName(std::string_view name);
 std::string QuarantineDirName(int64_t step, int n = 0);
 // The step of a quarantine name, or nullopt.
 std::optional<int64_t> ParseQuarantineDirName(std::string_view name);
+
+// A job name: 1..128 of [A-Za-z0-9._-], not "." or "..", no "..".
+Status ValidateJobName(std::string_view job);
+
+// "<job>-s<step>-n<node>-w<worker>" + suffix (".restore" or ".save").
+struct WorkerFileName {
+  std::string job;
+  int64_t step = 0;
+  int node = 0;
+  int worker = 0;
+};
+std::string MarkerName(const WorkerFileName& n);    // ...restore
+std::string SaveFileName(const WorkerFileName& n);  // ...save
+std::optional<WorkerFileName> ParseWorkerFileName(std::string_view name, std::string_view suffix);
 
 // OK iff `name` is a valid item name: non-empty, at most kMaxItemNameBytes,
 // well-formed UTF-8, no '/', no NUL, no ".." anywhere, not ".".

@@ -208,6 +208,12 @@ StatusOr<int> ConnectTo(const addrinfo* a, Deadline deadline, const std::string&
   return fd.Release();
 }
 
+// The peer closed the connection `done` bytes into a `total`-byte receive.
+Status ClosedEarlyError(const std::string& peer, uint64_t done, uint64_t total) {
+  return UnavailableError("connection closed by " + peer + " after " + Str(done) + " of " +
+                          Str(total) + " bytes");
+}
+
 Status FileEndedError(const std::string& peer, uint64_t at, uint64_t done, uint64_t len) {
   return DataLossError("sending file to " + peer + ": the file ends at offset " + Str(at) +
                        ", after " + Str(done) + " of " + Str(len) + " bytes");
@@ -413,8 +419,7 @@ Status Socket::SpliceToFile(int file_fd, uint64_t offset, uint64_t len, uint64_t
     size_t want = std::min<uint64_t>(len - *done, static_cast<uint64_t>(cap));
     ssize_t n = ::splice(fd_, nullptr, out.get(), nullptr, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
     if (n == 0) {
-      return UnavailableError("connection closed by " + peer_ + " after " + Str(*done) + " of " +
-                              Str(len) + " bytes");
+      return ClosedEarlyError(peer_, *done, len);
     }
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -522,8 +527,7 @@ Status Socket::RecvRange(char* p, size_t n, Deadline deadline, uint64_t base, ui
       continue;
     }
     if (r == 0) {
-      return UnavailableError("connection closed by " + peer_ + " after " + Str(base + got) +
-                              " of " + Str(total) + " bytes");
+      return ClosedEarlyError(peer_, base + got, total);
     }
     if (errno == EINTR) continue;
     const Progress progress{"receiving from", base + got, total};
