@@ -8,9 +8,10 @@
 //   peer_replication   bytes / (connect -> ack) of Agent::ReplicateToPeer's
 //                      sequence to a live agent, which receives, verifies and
 //                      commits before it acks ÷ raw memory->memory throughput
-//   restore_from_peer  raw memory->memory time ÷ time of Agent::FetchStep's
-//                      sequence from a live agent (fetch_step, RecvStepFiles,
-//                      Store::Adopt with its verification)
+//   restore_from_peer  raw memory->memory time ÷ time of Agent::FetchFrom
+//                      into an empty store (no copy, no spare files) from a
+//                      live agent: FetchCopy over the default data-streams,
+//                      then Store::Adopt with its verification
 //
 // The step is a real Strata checkpoint (sync Checkpointer) in the sender's
 // Store; the agent runs in-process on 127.0.0.1, port 0. Raw baselines use
@@ -39,6 +40,7 @@
 #include "agent/agent.h"
 #include "agent/rpc.h"
 #include "agent/store.h"
+#include "agent/transfer.h"
 #include "bench_util.h"
 #include "format/naming.h"
 #include "net/frame.h"
@@ -278,6 +280,7 @@ struct Node {
 struct Bench {
   uint64_t bytes = 0;  // of the step: data files and manifest
   int reps = 0;
+  int streams = AgentConfig().data_streams;  // the agent's default
   std::string scratch;
   std::string secret;
   std::byte* payload = nullptr;  // `bytes` bytes, for the memory baselines
@@ -393,54 +396,65 @@ Status BenchPeerReplication(Bench& b) {
 
 // --- restore_from_peer ---
 
-// Agent::FetchStep's sequence against one holder, into `node`'s store.
-StatusOr<Phases> FetchStep(const Bench& b, Node& node, const agent::StepKey& key) {
+// Agent::FetchFrom against the live agent, into `node`'s store, over
+// `streams` connections: call = connect, get_index and data (FetchCopy),
+// finish = Store::Adopt.
+StatusOr<Phases> FetchStep(const Bench& b, Node& node, const agent::StepKey& key, int streams) {
   Phases t;
   Clock::time_point t0 = Clock::now();
-  STRATA_ASSIGN_OR_RETURN(agent::RpcClient client,
-                          agent::RpcClient::Connect(b.peer->endpoint(), b.secret, "node 0"));
-  json fetch = {{"op", "fetch_step"}, {"key", StepKeyToJson(key)}};
-  STRATA_ASSIGN_OR_RETURN(json reply, client.Call(fetch, std::chrono::seconds(30)));
-  STRATA_ASSIGN_OR_RETURN(agent::StepIndex index,
-                          agent::StepIndexFromJson(reply["index"], "peer index"));
-  STRATA_ASSIGN_OR_RETURN(std::string dir, node.store->NewIncomingDir());
-  t.call = SecondsSince(t0);
-  Status s = agent::RecvStepFiles(client.socket(), dir, index);
-  t.data = SecondsSince(t0) - t.call;
-  if (s.ok()) s = node.store->Adopt(dir, key, index);
+  STRATA_ASSIGN_OR_RETURN(
+      agent::FetchedCopy copy,
+      agent::FetchCopy(b.peer->endpoint(), b.secret, "node 0", key, streams, node.store.get()));
+  t.data = SecondsSince(t0);
+  Status s = node.store->Adopt(copy.dir, key, copy.index);
   t.total = SecondsSince(t0);
-  t.finish = t.total - t.call - t.data;
-  if (!s.ok()) Env::Default()->RemoveAll(dir).IgnoreError();
+  t.finish = t.total - t.data;
+  if (!s.ok()) Env::Default()->RemoveAll(copy.dir).IgnoreError();
   STRATA_RETURN_IF_ERROR(s);
   return t;
 }
 
 struct RestoreSamples {
   Samples mem, verify;
-  PhaseSamples fetch;
+  PhaseSamples fetch, one_stream;
 };
 
-// One raw transfer and one restore; the node's copy is dropped first, as a
-// replaced node has none.
-Status RestoreRep(Bench& b, Node& node, RestoreSamples* s) {
-  const agent::StepKey& key = *b.replica;
+// A replaced node: no copy, no spare files.
+Status EmptyNode(Node& node, const agent::StepKey& key) {
   if (node.store->Has(key)) STRATA_RETURN_IF_ERROR(node.store->Remove(key));
-  STRATA_RETURN_IF_ERROR(AddTo(&s->mem, RawTransfer({.src = b.payload}, b.bytes)));
-  STRATA_ASSIGN_OR_RETURN(Phases f, FetchStep(b, node, key));
+  node.store->DropSpare();
+  return Status::Ok();
+}
+
+// Fetches `key` into the emptied node and checks what arrived.
+Status TimedFetch(const Bench& b, Node& node, const agent::StepKey& key, int streams,
+                  PhaseSamples* into) {
+  STRATA_RETURN_IF_ERROR(EmptyNode(node, key));
+  STRATA_ASSIGN_OR_RETURN(Phases f, FetchStep(b, node, key, streams));
   STRATA_ASSIGN_OR_RETURN(agent::StepIndex got, node.store->GetIndex(key));
   if (got.digest != b.index.digest) return DataLossError("restored a different step");
+  into->Add(f);
+  return Status::Ok();
+}
+
+// One raw transfer, one restore over one stream and one over the agent's
+// default number of streams.
+Status RestoreRep(Bench& b, Node& node, RestoreSamples* s) {
+  const agent::StepKey& key = *b.replica;
+  STRATA_RETURN_IF_ERROR(AddTo(&s->mem, RawTransfer({.src = b.payload}, b.bytes)));
+  STRATA_RETURN_IF_ERROR(TimedFetch(b, node, key, 1, &s->one_stream));
+  STRATA_RETURN_IF_ERROR(TimedFetch(b, node, key, b.streams, &s->fetch));
   // For the breakdown: the verification Adopt did, again, on the same data.
   Clock::time_point t0 = Clock::now();
   STRATA_RETURN_IF_ERROR(node.store->Verify(key));
   s->verify.Add(SecondsSince(t0));
-  s->fetch.Add(f);
   return Status::Ok();
 }
 
 Status BenchRestoreFromPeer(Bench& b) {
   std::printf(
-      "\n[restore_from_peer] fetch_step from a live agent + verified Adopt vs raw TCP, "
-      "loopback\n");
+      "\n[restore_from_peer] a replaced node fetches from a live agent (Agent::FetchFrom: "
+      "verified, committed) vs raw TCP, loopback\n");
   if (!b.replica) STRATA_RETURN_IF_ERROR(ReplicateOnce(b).status());
   Node node{JoinPath(b.scratch, "restoring")};
   STRATA_ASSIGN_OR_RETURN(node.store, agent::Store::Open(node.dir, &node.pool));
@@ -448,9 +462,11 @@ Status BenchRestoreFromPeer(Bench& b) {
   STRATA_RETURN_IF_ERROR(RestoreRep(b, node, &warmup));
   for (int r = 0; r < b.reps; ++r) STRATA_RETURN_IF_ERROR(RestoreRep(b, node, &s));
   PrintSamples("baseline: raw mem->mem (1 MiB bufs)", s.mem, b.bytes);
-  PrintSamples("strata: restore from peer", s.fetch.total, b.bytes);
-  PrintSamples("  connect+auth+fetch_step call", s.fetch.call, 0);
-  PrintSamples("  RecvStepFiles (new tmpfs files)", s.fetch.data, b.bytes);
+  PrintSamples("context: restore over 1 stream", s.one_stream.total, b.bytes);
+  char label[96];
+  std::snprintf(label, sizeof label, "strata: restore from peer (data-streams %d)", b.streams);
+  PrintSamples(label, s.fetch.total, b.bytes);
+  PrintSamples("  FetchCopy (into new tmpfs files)", s.fetch.data, b.bytes);
   PrintSamples("  Store::Adopt (verify + commit)", s.fetch.finish, b.bytes);
   PrintSamples("  (Store::Verify again, same data)", s.verify, b.bytes);
   PrintRatio("restore_from_peer", s.mem.Median() / s.fetch.total.Median(), "0.75");

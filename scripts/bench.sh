@@ -13,7 +13,10 @@
 #              engine, 256 for the agent and storage), STRATA_BENCH_REPS
 #              (timed repetitions, default 9; storage: 3, or
 #              STRATA_STORAGE_BENCH_REPS), STRATA_BENCH_TMPFS (scratch
-#              parent, default /dev/shm).
+#              parent, default /dev/shm), STRATA_BENCH_RAMDISK=huge (as
+#              root: the scratch is a tmpfs mounted for the run as
+#              deploy/systemd/local.mount mounts a node's RAM disk, with
+#              huge=within_size; docs/performance.md gives both).
 set -euo pipefail
 
 build_dir=${1:-build}
@@ -67,8 +70,27 @@ for b in "${runs[@]}"; do
   fi
 done
 
+# The scratch file system; with STRATA_BENCH_RAMDISK=huge, the RAM disk
+# the deployment sets up.
+ramdisk=""
+cleanup() {
+  rm -f "${out:-}"
+  if [ -n "$ramdisk" ]; then umount "$ramdisk" && rmdir "$ramdisk"; fi
+}
+trap cleanup EXIT
+if [ "${STRATA_BENCH_RAMDISK:-}" = huge ]; then
+  ramdisk=$(mktemp -d /run/strata-bench-ramdisk.XXXXXX)
+  if ! mount -t tmpfs -o size=16g,huge=within_size,mode=0700 tmpfs "$ramdisk"; then
+    rmdir "$ramdisk"
+    echo "bench: cannot mount a tmpfs with huge=within_size (root and THP needed)" >&2
+    exit 1
+  fi
+  export STRATA_BENCH_TMPFS=$ramdisk
+fi
+export STRATA_BENCH_TMPFS=${STRATA_BENCH_TMPFS:-/dev/shm}
+
 # Scratch directories left by benchmark runs that were killed.
-for d in "${STRATA_BENCH_TMPFS:-/dev/shm}"/strata-bench-*; do
+for d in "$STRATA_BENCH_TMPFS"/strata-bench-*; do
   [ -d "$d" ] || continue
   pid=${d##*-}
   [ -d "/proc/$pid" ] || rm -rf -- "$d"
@@ -81,9 +103,9 @@ echo "machine: $(nproc) CPUs ($cpu), $(free -g | awk '/^Mem:/ {print $2}') GiB R
 echo "kernel:  $(uname -srm)"
 echo "source:  $(git -C "$(dirname "$0")/.." describe --always --dirty 2>/dev/null || echo unknown)"
 echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min; the figures are noisy when it is high)"
+echo "scratch: $STRATA_BENCH_TMPFS ($(findmnt -no FSTYPE,OPTIONS -T "$STRATA_BENCH_TMPFS" 2>/dev/null || echo unknown))"
 
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
 status=0
 for b in "${runs[@]}"; do
   if [ "$b" = engine_bench ]; then

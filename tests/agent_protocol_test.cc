@@ -15,15 +15,19 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <random>
 #include <thread>
 
 #include "agent/rpc.h"
 #include "agent/step_index.h"
+#include "agent/store.h"
+#include "agent/transfer.h"
 #include "cluster.h"
 #include "net/frame.h"
 #include "net/socket.h"
 #include "util/hash.h"
+#include "util/thread_pool.h"
 
 namespace strata::testing {
 namespace {
@@ -563,6 +567,82 @@ TEST_F(AgentSafetyTest, WellFormedPutStepIsCommitted) {
       << ack->payload;
   EXPECT_TRUE(Holds(c_.Status(0), "j", 0, 7));
   EXPECT_EQ(ReadFile(c_.dir(0) + "/.strata-agent/steps/j/0/7/data.bin"), data);
+}
+
+// Puts a step of `files` (path -> bytes) as key j/0/`step` over one stream.
+void PutFiles(const Cluster& c, int64_t step, const std::map<std::string, std::string>& files,
+              agent::StepIndex* index) {
+  index->digest = 0x5eed0000u + static_cast<uint64_t>(step);
+  std::string all;
+  for (const auto& [path, data] : files) {  // sorted by path, as an index is
+    index->files.push_back({path, data.size(), {}});
+    for (size_t off = 0; off < data.size(); off += agent::kIndexChunkBytes) {
+      size_t n = std::min<size_t>(agent::kIndexChunkBytes, data.size() - off);
+      index->files.back().chunk_xxh3.push_back(Xxh3(data.data() + off, n));
+    }
+    index->total_bytes += data.size();
+    all += data;
+  }
+  auto client = PeerConnect(c);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  auto ready = client->Call(PutStep(Key("j", 0, step), agent::StepIndexToJson(*index)), 10s);
+  ASSERT_TRUE(ready.ok()) << ready.status().message();
+  ASSERT_TRUE(client->socket().SendAll(all.data(), all.size(), net::DeadlineAfter(20s)).ok());
+  auto ack = net::RecvFrame(client->socket(), 1 << 20, net::DeadlineAfter(20s));
+  ASSERT_TRUE(ack.ok()) << ack.status().message();
+  ASSERT_EQ(json::parse(ack->payload, nullptr, false).value("committed", false), true)
+      << ack->payload;
+}
+
+// A restore fetches a large step over several connections, one file group
+// each (get_index, then fetch_step with "files"), into another node's store.
+TEST_F(AgentSafetyTest, MultiStreamFetchRestoresEveryFile) {
+  const std::map<std::string, std::string> files = {{"a.bin", RandomBytes(9 << 20, 21)},
+                                                    {"b/c.bin", RandomBytes(7 << 20, 22)},
+                                                    {"d.bin", RandomBytes(3 << 20, 23)},
+                                                    {"empty", ""}};
+  agent::StepIndex index;
+  ASSERT_NO_FATAL_FAILURE(PutFiles(c_, 7, files, &index));
+  ScratchDir node("fetching");
+  ThreadPool pool(2);
+  auto store = agent::Store::Open(node.path(), &pool);
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  const agent::StepKey key{"j", 0, 7};
+  auto copy = agent::FetchCopy(AgentEndpoint(c_), c_.secret(), "node 1", key, 3, store->get());
+  ASSERT_TRUE(copy.ok()) << copy.status().message();
+  EXPECT_EQ(copy->index.digest, index.digest);
+  Status adopted = (*store)->Adopt(copy->dir, key, copy->index);
+  ASSERT_TRUE(adopted.ok()) << adopted.message();
+  for (const auto& [path, data] : files) {
+    EXPECT_EQ(ReadFile((*store)->StepPath(key) + "/" + path), data) << path;
+  }
+  // Three groups, three connections: the agent served the step three times.
+  ASSERT_TRUE(WaitUntil([&] { return Count(c_.AgentLog(0), "served j/0/7") == 3; }))
+      << c_.AgentLog(0);
+}
+
+// A group asked of another copy than the index described, or of files the
+// copy does not have, is refused with the step named; nothing is sent and
+// the connection stays usable.
+TEST_F(AgentSafetyTest, FetchOfAnotherCopyOrFileIsRefused) {
+  agent::StepIndex index;
+  ASSERT_NO_FATAL_FAILURE(PutFiles(c_, 8, {{"a.bin", RandomBytes(4096, 24)}}, &index));
+  auto client = PeerConnect(c_);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  json fetch = {{"op", "fetch_step"}, {"key", Key("j", 0, 8)}, {"files", {0}}};
+  fetch["digest"] = Hex64(index.digest + 1);
+  auto wrong = client->Call(fetch, 10s);
+  EXPECT_EQ(wrong.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(wrong.status().message().find("another copy of j/0/8"), std::string::npos)
+      << wrong.status().message();
+  fetch["digest"] = Hex64(index.digest);
+  fetch["files"] = {1};
+  EXPECT_EQ(client->Call(fetch, 10s).status().code(), StatusCode::kInvalidArgument);
+  auto got = client->Call({{"op", "get_index"}, {"key", Key("j", 0, 8)}}, 10s);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(got->at("index").value("digest", ""), Hex64(index.digest));
+  auto none = client->Call({{"op", "get_index"}, {"key", Key("j", 0, 9)}}, 10s);
+  EXPECT_EQ(none.status().code(), StatusCode::kNotFound);
 }
 
 TEST_F(AgentSafetyTest, TruncatedStreamLeavesNothingBehind) {

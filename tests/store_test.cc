@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "agent/ram_disk.h"
 #include "agent/rpc.h"
 #include "net/socket.h"
 #include "test_util.h"
@@ -123,6 +124,36 @@ TEST_F(StoreTest, ATransferReceivesIntoSpareFilesAndVerifies) {
   ASSERT_TRUE(store_->Adopt(*incoming, sent, *index).ok());
   EXPECT_TRUE(store_->Verify(sent).ok());
   EXPECT_EQ(testing::ReadFile(JoinPath(store_->StepPath(sent), "a.bin")), std::string(4000, 'p'));
+}
+
+// --- RamDisk ---
+
+constexpr char kMountinfo[] =
+    "22 1 0:21 / / rw,relatime - ext4 /dev/vda rw\n"
+    "25 22 0:23 / /dev/shm rw,relatime shared:5 - tmpfs tmpfs rw,size=1024k\n"
+    "26 22 0:24 / /local rw - tmpfs tmpfs rw,size=64g,huge=within_size,mode=750\n"
+    "27 22 0:25 / /mnt/ram\\040disk rw - tmpfs tmpfs rw,huge=always\n"
+    "28 26 0:26 / /local/disk rw - ext4 /dev/vdb rw\n"
+    "29 22 0:27 / /dev/shm rw - tmpfs tmpfs rw,huge=advise\n";
+
+TEST(RamDiskTest, HugeOptionOfTheCoveringTmpfs) {
+  EXPECT_EQ(TmpfsHugeOption(kMountinfo, "/local"), "within_size");
+  EXPECT_EQ(TmpfsHugeOption(kMountinfo, "/local/node0/x"), "within_size");
+  EXPECT_EQ(TmpfsHugeOption(kMountinfo, "/localx"), "");  // the root's ext4
+  EXPECT_EQ(TmpfsHugeOption(kMountinfo, "/local/disk/a"), "");
+  EXPECT_EQ(TmpfsHugeOption(kMountinfo, "/mnt/ram disk/n"), "always");
+  // /dev/shm was mounted over: the later mount is the one seen.
+  EXPECT_EQ(TmpfsHugeOption(kMountinfo, "/dev/shm/strata"), "advise");
+  EXPECT_EQ(TmpfsHugeOption("25 22 0:23 / /dev/shm rw - tmpfs tmpfs rw\n", "/dev/shm/a"), "never");
+  EXPECT_EQ(TmpfsHugeOption("garbage\n\n1 2 3\n", "/a"), "");
+}
+
+TEST(RamDiskTest, DescribesTheTestsTmpfs) {
+  testing::ScratchDir dir("ramdisk");
+  RamDisk d = DescribeRamDisk(dir.path());
+  EXPECT_TRUE(d.tmpfs) << dir.path();
+  EXPECT_FALSE(d.huge.empty());
+  EXPECT_FALSE(DescribeRamDisk("/proc/self").tmpfs);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include "agent/local_dir.h"
 #include "agent/planner.h"
+#include "agent/ram_disk.h"
 #include "agent/watcher.h"
 #include "format/naming.h"
 #include "util/file_util.h"
@@ -51,6 +52,8 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config) {
   std::unique_ptr<Agent> a(new Agent(std::move(config)));
   STRATA_RETURN_IF_ERROR(Env::Default()->CreateDir(a->config_.local_dir));
   STRATA_ASSIGN_OR_RETURN(a->store_, Store::Open(a->config_.local_dir, &a->pool_));
+  a->ram_disk_ = DescribeRamDisk(a->config_.local_dir);
+  a->LogRamDisk();
   STRATA_ASSIGN_OR_RETURN(a->listener_,
                           net::Socket::Listen(a->config_.listen.host, a->config_.listen.port, 128));
   STRATA_ASSIGN_OR_RETURN(uint16_t port, a->listener_.LocalPort());
@@ -69,6 +72,20 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config) {
   Log()->info("agent for {} listening on {} ({} held)", a->config_.local_dir, a->listen_.ToString(),
               a->store_->List().size());
   return a;
+}
+
+void Agent::LogRamDisk() const {
+  const std::string& dir = config_.local_dir;
+  if (!ram_disk_.tmpfs) {
+    Log()->warn("{} is not on a tmpfs: steps are written to a disk, not kept in RAM", dir);
+  } else if (!ram_disk_.HugePages()) {
+    Log()->info(
+        "{} is a tmpfs with 4 KiB pages (huge={}): mounted with huge=within_size it receives, "
+        "verifies and restores steps faster (docs/agent.md, \"The RAM disk\")",
+        dir, ram_disk_.huge.empty() ? "unknown" : ram_disk_.huge);
+  } else {
+    Log()->info("{} is a tmpfs with huge pages (huge={})", dir, ram_disk_.huge);
+  }
 }
 
 // After a restart, the newest own step may have been ingested by the previous
@@ -419,22 +436,15 @@ Status Agent::FetchStep(const Incarnation& inc, const StepKey& key, const json& 
   return last;
 }
 
-// Fetches `key` from the agent at `address` into the store; Adopt verifies
-// it before it counts as held. A partial transfer is removed.
+// Fetches `key` from the agent at `address` into the store, over up to
+// `data-streams` connections; Adopt verifies it before it counts as held.
 Status Agent::FetchFrom(const std::string& address, const StepKey& key, int node_rank) {
   STRATA_ASSIGN_OR_RETURN(Endpoint to, ParseEndpoint(address));
-  STRATA_ASSIGN_OR_RETURN(
-      RpcClient client,
-      RpcClient::Connect(to, config_.secret, "node " + std::to_string(node_rank)));
-  STRATA_ASSIGN_OR_RETURN(
-      json reply, client.Call({{"op", "fetch_step"}, {"key", StepKeyToJson(key)}}, kCallTimeout));
-  STRATA_ASSIGN_OR_RETURN(
-      StepIndex index,
-      StepIndexFromJson(reply["index"], "index of " + key.ToString() + " from " + address));
-  STRATA_ASSIGN_OR_RETURN(std::string dir, store_->NewIncomingDir());
-  Status s = RecvStepFiles(client.socket(), dir, index, store_.get());
-  if (s.ok()) s = store_->Adopt(dir, key, index);
-  if (!s.ok()) Env::Default()->RemoveAll(dir).IgnoreError();
+  STRATA_ASSIGN_OR_RETURN(FetchedCopy copy,
+                          FetchCopy(to, config_.secret, "node " + std::to_string(node_rank), key,
+                                    config_.data_streams, store_.get()));
+  Status s = store_->Adopt(copy.dir, key, copy.index);
+  if (!s.ok()) Env::Default()->RemoveAll(copy.dir).IgnoreError();
   return s;
 }
 

@@ -29,6 +29,7 @@
 
 #include "agent/config.h"
 #include "agent/coordinator.h"
+#include "agent/ram_disk.h"
 #include "agent/rpc.h"
 #include "agent/store.h"
 #include "agent/transfer.h"
@@ -88,6 +89,7 @@ class Agent {
   void SaveState();
   void LoadState();
   void ResumeReplication();
+  void LogRamDisk() const;
 
   // Replication thread.
   void ReplicationMain();
@@ -179,10 +181,12 @@ class Agent {
   StatusOr<json> HandlePutStep(const json& request, net::Socket& socket);
   StatusOr<json> HandlePutFiles(const json& request, net::Socket& socket);
   StatusOr<json> HandleFetchStep(const json& request, net::Socket& socket);
+  StatusOr<json> HandleGetIndex(const json& request);
 
   const AgentConfig config_;
   ThreadPool pool_;
   std::unique_ptr<Store> store_;
+  RamDisk ram_disk_;  // what backs config_.local_dir; set at start
   Coordinator coordinator_;
   TransferTable transfers_;
   net::Socket listener_;

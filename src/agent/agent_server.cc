@@ -132,6 +132,7 @@ StatusOr<json> Agent::HandleCall(const json& request, net::Socket& socket) {
   if (op == "put_step") return HandlePutStep(request, socket);
   if (op == "put_files") return HandlePutFiles(request, socket);
   if (op == "fetch_step") return HandleFetchStep(request, socket);
+  if (op == "get_index") return HandleGetIndex(request);
   if (op == "status") return StatusJson();
   if (op == "health") return HealthJson();
   if (op == "maintenance") return HandleMaintenance(request);
@@ -209,12 +210,36 @@ StatusOr<json> Agent::HandlePutFiles(const json& request, net::Socket& socket) {
   return json{{"received", group.files.size()}};
 }
 
-// A peer restores from us: send the index in the reply, then the files.
+// A peer about to restore from us: the index of our copy.
+StatusOr<json> Agent::HandleGetIndex(const json& request) {
+  STRATA_ASSIGN_OR_RETURN(StepKey key, StepKeyFromJson(request.value("key", json())));
+  STRATA_ASSIGN_OR_RETURN(StepIndex index, store_->GetIndex(key));
+  return json{{"index", StepIndexToJson(index)}};
+}
+
+// A peer restores from us: send the index in the reply, then the files —
+// all of them, or with "files" (positions in the index) and "digest" one
+// group of a multi-stream fetch, of that very copy.
 StatusOr<json> Agent::HandleFetchStep(const json& request, net::Socket& socket) {
   STRATA_ASSIGN_OR_RETURN(StepKey key, StepKeyFromJson(request.value("key", json())));
   STRATA_ASSIGN_OR_RETURN(StepIndex index, store_->GetIndex(key));
+  StepIndex send = index;
+  if (request.contains("files")) {
+    auto digest = ParseHex64(request.value("digest", ""));
+    if (!digest || *digest != index.digest) {
+      return FailedPreconditionError("this node holds another copy of " + key.ToString() +
+                                     " than the one asked for");
+    }
+    std::vector<size_t> positions;
+    for (const auto& p : request.at("files")) {
+      size_t pos = p.get<size_t>();
+      if (pos >= index.files.size()) return InvalidArgumentError("file position out of range");
+      positions.push_back(pos);
+    }
+    send = SubIndex(index, positions);
+  }
   STRATA_RETURN_IF_ERROR(SendReply(socket, {{"ok", true}, {"index", StepIndexToJson(index)}}));
-  Status s = SendStepFiles(socket, store_->StepPath(key), index);
+  Status s = SendStepFiles(socket, store_->StepPath(key), send);
   if (!s.ok()) return DataLossError(s.message());  // closes the connection
   Log()->info("served {} to {}", key.ToString(), socket.peer());
   return json{{"closed", true}};  // the data was the answer: no reply frame
@@ -291,6 +316,7 @@ json Agent::StatusJson() const {
             {"steps", held},
             {"ram_bytes", store_->BytesHeld()},
             {"spare_bytes", store_->SpareBytes()},
+            {"ram_disk", {{"tmpfs", ram_disk_.tmpfs}, {"huge", ram_disk_.huge}}},
             {"watermark", watermark_},
             {"newest_replicated", newest_replicated_},
             {"last_restore", last_restore_},

@@ -129,10 +129,14 @@ Status RecvStepFiles(net::Socket& socket, const std::string& dir, const StepInde
                  ? ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW)
                  : ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) return ErrnoToStatus(errno, "create " + path);
-    Status s = socket.RecvToFile(fd, 0, f.size, deadline);
-    if (s.ok() && spare && ::ftruncate(fd, static_cast<off_t>(f.size)) != 0) {
+    // The final size first: it frees a larger spare's tail, and a tmpfs
+    // mounted with huge=within_size backs a file with huge pages only
+    // where its size already reaches.
+    Status s;
+    if (::ftruncate(fd, static_cast<off_t>(f.size)) != 0) {
       s = ErrnoToStatus(errno, "truncate " + path);
     }
+    if (s.ok()) s = socket.RecvToFile(fd, 0, f.size, deadline);
     if (s.ok() && ::fdatasync(fd) != 0) s = ErrnoToStatus(errno, "fsync " + path);
     ::close(fd);
     STRATA_RETURN_IF_ERROR(s.WithContext("receiving " + path + " from " + socket.peer()));

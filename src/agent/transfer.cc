@@ -3,6 +3,10 @@
 
 #include <algorithm>
 #include <numeric>
+#include <thread>
+
+#include "strata/env.h"
+#include "util/hash.h"
 
 namespace strata::agent {
 
@@ -33,6 +37,68 @@ StepIndex SubIndex(const StepIndex& index, const std::vector<size_t>& positions)
     sub.total_bytes += index.files.at(p).size;
   }
   return sub;
+}
+
+namespace {
+
+constexpr auto kFetchCallTimeout = std::chrono::seconds(30);
+
+// Asks for the files of `group` of the copy with `index`'s digest on
+// `client`'s connection and receives them into `dir`.
+Status FetchGroup(RpcClient& client, const StepKey& key, const StepIndex& index,
+                  const std::vector<size_t>& group, const std::string& dir, Store* store) {
+  json call = {{"op", "fetch_step"},
+               {"key", StepKeyToJson(key)},
+               {"digest", Hex64(index.digest)},
+               {"files", group}};
+  STRATA_RETURN_IF_ERROR(client.Call(call, kFetchCallTimeout).status());
+  return RecvStepFiles(client.socket(), dir, SubIndex(index, group), store);
+}
+
+// Receives every group, the first on `first` and each other one on a
+// connection of its own, in parallel.
+Status FetchGroups(RpcClient& first, const Endpoint& to, const std::string& secret,
+                   const std::string& client_id, const StepKey& key, const FetchedCopy& copy,
+                   const std::vector<std::vector<size_t>>& groups, Store* store) {
+  std::vector<Status> results(groups.size());
+  std::vector<std::thread> receivers;
+  for (size_t g = 1; g < groups.size(); ++g) {
+    receivers.emplace_back([&, g] {
+      auto client = RpcClient::Connect(to, secret, client_id);
+      results[g] = client.ok() ? FetchGroup(*client, key, copy.index, groups[g], copy.dir, store)
+                               : client.status();
+    });
+  }
+  results[0] = FetchGroup(first, key, copy.index, groups[0], copy.dir, store);
+  for (auto& t : receivers) t.join();
+  for (const Status& s : results) STRATA_RETURN_IF_ERROR(s);
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<FetchedCopy> FetchCopy(const Endpoint& to, const std::string& secret,
+                                const std::string& client_id, const StepKey& key, int streams,
+                                Store* store) {
+  STRATA_ASSIGN_OR_RETURN(RpcClient client, RpcClient::Connect(to, secret, client_id));
+  STRATA_ASSIGN_OR_RETURN(
+      json reply,
+      client.Call({{"op", "get_index"}, {"key", StepKeyToJson(key)}}, kFetchCallTimeout));
+  FetchedCopy copy;
+  STRATA_ASSIGN_OR_RETURN(
+      copy.index, StepIndexFromJson(reply.value("index", json()),
+                                    "index of " + key.ToString() + " from " + to.ToString()));
+  const auto groups = copy.index.total_bytes >= kMultiStreamMinBytes
+                          ? PartitionFiles(copy.index, streams)
+                          : PartitionFiles(copy.index, 1);
+  STRATA_ASSIGN_OR_RETURN(copy.dir, store->NewIncomingDir());
+  Status s = groups.empty() ? Status::Ok()
+                            : FetchGroups(client, to, secret, client_id, key, copy, groups, store);
+  if (!s.ok()) {
+    Env::Default()->RemoveAll(copy.dir).IgnoreError();
+    return s.WithContext("fetching " + key.ToString() + " from " + to.ToString());
+  }
+  return copy;
 }
 
 uint64_t TransferTable::Begin(std::string dir, StepIndex index) {

@@ -7,7 +7,8 @@
 // commits the whole step and acknowledges once. On loopback and on hosts
 // with several cores this spreads the receiver's page allocation and
 // copying over cores; across a network it also fills links that one TCP
-// stream cannot.
+// stream cannot. A restore fetches the same way, in the other direction
+// ("get_index", then "fetch_step" with "files" on each connection).
 #ifndef STRATA_AGENT_TRANSFER_H_
 #define STRATA_AGENT_TRANSFER_H_
 
@@ -19,7 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "agent/rpc.h"
 #include "agent/step_index.h"
+#include "agent/store.h"
 #include "strata/status.h"
 
 namespace strata::agent {
@@ -34,6 +37,21 @@ std::vector<std::vector<size_t>> PartitionFiles(const StepIndex& index, int stre
 
 // The index restricted to the files at `positions`.
 StepIndex SubIndex(const StepIndex& index, const std::vector<size_t>& positions);
+
+// A copy received into an incoming directory of a store, not yet verified.
+struct FetchedCopy {
+  std::string dir;
+  StepIndex index;
+};
+
+// Fetches the copy of `key` held by the agent at `to` (connecting as
+// `client_id`) into a new incoming directory of `store`, over up to
+// `streams` connections of one file group each, receiving into the store's
+// spare files. The caller verifies and commits it (Store::Adopt) or removes
+// the directory; on error nothing is left behind.
+StatusOr<FetchedCopy> FetchCopy(const Endpoint& to, const std::string& secret,
+                                const std::string& client_id, const StepKey& key, int streams,
+                                Store* store);
 
 // The receiver's table of multi-stream transfers in progress. Thread-safe.
 class TransferTable {

@@ -1,0 +1,39 @@
+// Copyright 2026 The Strata Authors.
+//
+// What backs the agent's local directory. A tmpfs gives every file 4 KiB
+// pages unless it is mounted with huge=within_size (or huge=always); with
+// huge pages, writing a received step into new files and reading it back
+// to verify take a fraction of the time (docs/performance.md), so the agent
+// says at start when its directory could use them.
+#ifndef STRATA_AGENT_RAM_DISK_H_
+#define STRATA_AGENT_RAM_DISK_H_
+
+#include <string>
+#include <string_view>
+
+namespace strata::agent {
+
+struct RamDisk {
+  bool tmpfs = false;
+  // The mount's huge= option ("never" when absent), or the system-wide
+  // override from /sys/kernel/mm/transparent_hugepage/shmem_enabled
+  // ("deny", "force"). Empty when not a tmpfs or unknown.
+  std::string huge;
+  // Would files here get huge pages?
+  bool HugePages() const {
+    return tmpfs &&
+           (huge == "within_size" || huge == "always" || huge == "advise" || huge == "force");
+  }
+};
+
+// Describes the file system holding `dir` (which must exist).
+RamDisk DescribeRamDisk(const std::string& dir);
+
+// The huge= option of the mount of `dir` in /proc/self/mountinfo text
+// ("never" when the mount has none, empty when no tmpfs mount covers
+// `dir`). `dir` must be a canonical absolute path. Exposed for tests.
+std::string TmpfsHugeOption(std::string_view mountinfo, const std::string& dir);
+
+}  // namespace strata::agent
+
+#endif  // STRATA_AGENT_RAM_DISK_H_
