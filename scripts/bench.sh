@@ -75,16 +75,22 @@ done
 ramdisk=""
 cleanup() {
   rm -f "${out:-}"
-  if [ -n "$ramdisk" ]; then umount "$ramdisk" && rmdir "$ramdisk"; fi
+  if [ -n "$ramdisk" ]; then
+    pkill -P $$ 2>/dev/null || true  # a benchmark still running (Ctrl-C, TERM)
+    wait 2>/dev/null || true
+    umount -l "$ramdisk" && rmdir "$ramdisk"
+  fi
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 if [ "${STRATA_BENCH_RAMDISK:-}" = huge ]; then
-  ramdisk=$(mktemp -d /run/strata-bench-ramdisk.XXXXXX)
-  if ! mount -t tmpfs -o size=16g,huge=within_size,mode=0700 tmpfs "$ramdisk"; then
-    rmdir "$ramdisk"
+  mnt=$(mktemp -d /run/strata-bench-ramdisk.XXXXXX)
+  if ! mount -t tmpfs -o size=16g,huge=within_size,mode=0700 tmpfs "$mnt"; then
+    rmdir "$mnt"
     echo "bench: cannot mount a tmpfs with huge=within_size (root and THP needed)" >&2
     exit 1
   fi
+  ramdisk=$mnt
   export STRATA_BENCH_TMPFS=$ramdisk
 fi
 export STRATA_BENCH_TMPFS=${STRATA_BENCH_TMPFS:-/dev/shm}

@@ -636,8 +636,11 @@ TEST_F(AgentSafetyTest, FetchOfAnotherCopyOrFileIsRefused) {
   EXPECT_NE(wrong.status().message().find("another copy of j/0/8"), std::string::npos)
       << wrong.status().message();
   fetch["digest"] = Hex64(index.digest);
-  fetch["files"] = {1};
-  EXPECT_EQ(client->Call(fetch, 10s).status().code(), StatusCode::kInvalidArgument);
+  // Past the end, repeated (a file sent twice), negative, not numbers, not a list.
+  for (const json& files : {json{1}, json{0, 0}, json{-1}, json{"0"}, json{0.5}, json(0)}) {
+    fetch["files"] = files;
+    EXPECT_EQ(client->Call(fetch, 10s).status().code(), StatusCode::kInvalidArgument) << files;
+  }
   auto got = client->Call({{"op", "get_index"}, {"key", Key("j", 0, 8)}}, 10s);
   ASSERT_TRUE(got.ok()) << got.status().message();
   EXPECT_EQ(got->at("index").value("digest", ""), Hex64(index.digest));

@@ -57,6 +57,25 @@ Status SendReply(net::Socket& socket, const json& reply) {
   return net::SendFrame(socket, kFrameReply, reply.dump(), net::DeadlineAfter(kReplyTimeout));
 }
 
+// Checks a list of file positions from a peer: unsigned integers below
+// `count`, strictly increasing (so each file at most once).
+StatusOr<std::vector<size_t>> FilePositions(const json& files, size_t count) {
+  if (!files.is_array() || files.size() > count) {
+    return InvalidArgumentError("\"files\" must be an array of at most " + std::to_string(count) +
+                                " file positions");
+  }
+  std::vector<size_t> positions;
+  for (const auto& p : files) {
+    if (!p.is_number_unsigned() || p.get<uint64_t>() >= count ||
+        (!positions.empty() && p.get<uint64_t>() <= positions.back())) {
+      return InvalidArgumentError("\"files\": positions must increase and be below " +
+                                  std::to_string(count));
+    }
+    positions.push_back(p.get<size_t>());
+  }
+  return positions;
+}
+
 }  // namespace
 
 void Agent::ServeMain() {
@@ -196,12 +215,8 @@ StatusOr<json> Agent::HandlePutFiles(const json& request, net::Socket& socket) {
   std::string dir;
   StepIndex index;
   STRATA_RETURN_IF_ERROR(transfers_.Lookup(id, &dir, &index));
-  std::vector<size_t> positions;
-  for (const auto& p : request.value("files", json::array())) {
-    size_t pos = p.get<size_t>();
-    if (pos >= index.files.size()) return InvalidArgumentError("file position out of range");
-    positions.push_back(pos);
-  }
+  STRATA_ASSIGN_OR_RETURN(std::vector<size_t> positions,
+                          FilePositions(request.value("files", json()), index.files.size()));
   StepIndex group = SubIndex(index, positions);
   Status s = SendReply(socket, {{"ok", true}});
   if (s.ok()) s = RecvStepFiles(socket, dir, group, store_.get());
@@ -230,12 +245,8 @@ StatusOr<json> Agent::HandleFetchStep(const json& request, net::Socket& socket) 
       return FailedPreconditionError("this node holds another copy of " + key.ToString() +
                                      " than the one asked for");
     }
-    std::vector<size_t> positions;
-    for (const auto& p : request.at("files")) {
-      size_t pos = p.get<size_t>();
-      if (pos >= index.files.size()) return InvalidArgumentError("file position out of range");
-      positions.push_back(pos);
-    }
+    STRATA_ASSIGN_OR_RETURN(std::vector<size_t> positions,
+                            FilePositions(request.at("files"), index.files.size()));
     send = SubIndex(index, positions);
   }
   STRATA_RETURN_IF_ERROR(SendReply(socket, {{"ok", true}, {"index", StepIndexToJson(index)}}));

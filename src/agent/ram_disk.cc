@@ -2,9 +2,10 @@
 #include "agent/ram_disk.h"
 
 #include <linux/magic.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/vfs.h>
 
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -12,42 +13,27 @@
 namespace strata::agent {
 namespace {
 
-// mountinfo escapes space, tab, newline and backslash as \ooo.
-std::string Unescape(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    auto octal = [&](size_t k) { return i + k < s.size() && s[i + k] >= '0' && s[i + k] <= '7'; };
-    if (s[i] == '\\' && octal(1) && octal(2) && octal(3)) {
-      out.push_back(
-          static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0')));
-      i += 3;
-    } else {
-      out.push_back(s[i]);
-    }
+// The fields of a mountinfo line, split on single spaces (a field may be
+// empty; spaces inside one are escaped as \040).
+std::vector<std::string_view> Fields(std::string_view line) {
+  std::vector<std::string_view> f;
+  for (size_t at = 0;;) {
+    size_t space = line.find(' ', at);
+    f.push_back(line.substr(at, space == std::string_view::npos ? line.npos : space - at));
+    if (space == std::string_view::npos) return f;
+    at = space + 1;
   }
-  return out;
-}
-
-// Is `mount_point` `dir` or an ancestor of it?
-bool Covers(const std::string& mount_point, const std::string& dir) {
-  if (mount_point == "/") return true;
-  return dir == mount_point || (dir.starts_with(mount_point) && dir.size() > mount_point.size() &&
-                                dir[mount_point.size()] == '/');
-}
-
-std::vector<std::string> Fields(const std::string& line) {
-  std::istringstream in(line);
-  std::vector<std::string> f;
-  for (std::string w; in >> w;) f.push_back(w);
-  return f;
 }
 
 // The value of `key`= in a comma-separated option list, or "".
-std::string Option(const std::string& options, std::string_view key) {
-  std::istringstream in(options);
-  for (std::string o; std::getline(in, o, ',');) {
+std::string Option(std::string_view options, std::string_view key) {
+  for (size_t at = 0; at <= options.size();) {
+    size_t comma = options.find(',', at);
+    std::string_view o = options.substr(at, comma == options.npos ? options.npos : comma - at);
     if (o.size() > key.size() && o.starts_with(key) && o[key.size()] == '=')
-      return o.substr(key.size() + 1);
+      return std::string(o.substr(key.size() + 1));
+    if (comma == options.npos) break;
+    at = comma + 1;
   }
   return "";
 }
@@ -62,38 +48,32 @@ std::string ReadProcFile(const char* path) {
 
 }  // namespace
 
-std::string TmpfsHugeOption(std::string_view mountinfo, const std::string& dir) {
+std::string TmpfsHugeOption(std::string_view mountinfo, std::string_view device) {
   // id parent major:minor root mount-point options [optional...] - fstype source super-options
-  std::istringstream in{std::string(mountinfo)};
-  size_t best = 0;
-  std::string huge;
-  for (std::string line; std::getline(in, line);) {
-    std::vector<std::string> f = Fields(line);
+  for (size_t at = 0; at < mountinfo.size();) {
+    size_t end = mountinfo.find('\n', at);
+    if (end == mountinfo.npos) end = mountinfo.size();
+    std::vector<std::string_view> f = Fields(mountinfo.substr(at, end - at));
+    at = end + 1;
     size_t dash = 6;
     while (dash < f.size() && f[dash] != "-") ++dash;
-    if (f.size() < 5 || dash + 3 >= f.size()) continue;
-    std::string mount_point = Unescape(f[4]);
-    // The last mount of the longest covering point is the visible one.
-    if (!Covers(mount_point, dir) || mount_point.size() < best) continue;
-    best = mount_point.size();
-    if (f[dash + 1] != "tmpfs") {
-      huge.clear();
-      continue;
-    }
-    std::string h = Option(f[dash + 3], "huge");
-    huge = h.empty() ? "never" : h;
+    if (dash + 3 >= f.size() || f[2] != device || f[dash + 1] != "tmpfs") continue;
+    std::string huge = Option(f[dash + 3], "huge");
+    return huge.empty() ? "never" : huge;
   }
-  return huge;
+  return "";
 }
 
 RamDisk DescribeRamDisk(const std::string& dir) {
   RamDisk d;
   struct statfs fs {};
+  struct stat st {};
   if (::statfs(dir.c_str(), &fs) != 0 || fs.f_type != TMPFS_MAGIC) return d;
   d.tmpfs = true;
-  std::error_code ec;
-  std::string canonical = std::filesystem::canonical(dir, ec).string();
-  if (!ec) d.huge = TmpfsHugeOption(ReadProcFile("/proc/self/mountinfo"), canonical);
+  if (::stat(dir.c_str(), &st) == 0) {
+    std::string device = std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev));
+    d.huge = TmpfsHugeOption(ReadProcFile("/proc/self/mountinfo"), device);
+  }
   // A system-wide override: "[deny]" or "[force]" selected.
   std::string shmem = ReadProcFile("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
   if (shmem.find("[deny]") != std::string::npos) d.huge = "deny";

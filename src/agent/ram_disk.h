@@ -19,20 +19,22 @@ struct RamDisk {
   // override from /sys/kernel/mm/transparent_hugepage/shmem_enabled
   // ("deny", "force"). Empty when not a tmpfs or unknown.
   std::string huge;
-  // Would files here get huge pages?
+  // Would files written here get huge pages? ("advise" only gives them to
+  // memory mapped with madvise, not to written files.)
   bool HugePages() const {
-    return tmpfs &&
-           (huge == "within_size" || huge == "always" || huge == "advise" || huge == "force");
+    return tmpfs && (huge == "within_size" || huge == "always" || huge == "force");
   }
 };
 
 // Describes the file system holding `dir` (which must exist).
 RamDisk DescribeRamDisk(const std::string& dir);
 
-// The huge= option of the mount of `dir` in /proc/self/mountinfo text
-// ("never" when the mount has none, empty when no tmpfs mount covers
-// `dir`). `dir` must be a canonical absolute path. Exposed for tests.
-std::string TmpfsHugeOption(std::string_view mountinfo, const std::string& dir);
+// The huge= option of the tmpfs with device `device` ("major:minor", as
+// stat's st_dev) in /proc/self/mountinfo text: "never" when it has none,
+// empty when no tmpfs has that device. Mount options of one file system
+// are the same on every line (bind mounts) that shows it. Exposed for
+// tests.
+std::string TmpfsHugeOption(std::string_view mountinfo, std::string_view device);
 
 }  // namespace strata::agent
 

@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <numeric>
+#include <system_error>
 #include <thread>
 
 #include "strata/env.h"
 #include "util/hash.h"
+#include "util/logging.h"
 
 namespace strata::agent {
 
@@ -55,24 +57,75 @@ Status FetchGroup(RpcClient& client, const StepKey& key, const StepIndex& index,
   return RecvStepFiles(client.socket(), dir, SubIndex(index, group), store);
 }
 
-// Receives every group, the first on `first` and each other one on a
-// connection of its own, in parallel.
-Status FetchGroups(RpcClient& first, const Endpoint& to, const std::string& secret,
-                   const std::string& client_id, const StepKey& key, const FetchedCopy& copy,
+// Receives every group, each on one of `clients`, in parallel. The first
+// stream to fail shuts the others' connections down, so a failed fetch
+// ends at once instead of waiting for the slowest stream.
+Status FetchGroups(std::vector<RpcClient>& clients, const StepKey& key, const FetchedCopy& copy,
                    const std::vector<std::vector<size_t>>& groups, Store* store) {
-  std::vector<Status> results(groups.size());
+  std::mutex mu;
+  Status first_error;  // GUARDED_BY(mu)
+  auto fail = [&](const Status& s) {
+    std::lock_guard<std::mutex> l(mu);
+    if (!first_error.ok()) return;
+    first_error = s;
+    for (RpcClient& c : clients) c.socket().Shutdown();
+  };
+  auto run = [&](size_t g) {
+    Status s = FetchGroup(clients[g], key, copy.index, groups[g], copy.dir, store);
+    if (!s.ok()) fail(s);
+  };
   std::vector<std::thread> receivers;
   for (size_t g = 1; g < groups.size(); ++g) {
-    receivers.emplace_back([&, g] {
-      auto client = RpcClient::Connect(to, secret, client_id);
-      results[g] = client.ok() ? FetchGroup(*client, key, copy.index, groups[g], copy.dir, store)
-                               : client.status();
-    });
+    try {
+      receivers.emplace_back(run, g);
+    } catch (const std::system_error& e) {
+      fail(ResourceExhaustedError(std::string("starting a receive thread: ") + e.what()));
+      break;
+    }
   }
-  results[0] = FetchGroup(first, key, copy.index, groups[0], copy.dir, store);
+  run(0);
   for (auto& t : receivers) t.join();
-  for (const Status& s : results) STRATA_RETURN_IF_ERROR(s);
-  return Status::Ok();
+  return first_error;
+}
+
+// get_index, then the groups of files over up to `streams` connections.
+Status FetchInGroups(const Endpoint& to, const std::string& secret, const std::string& client_id,
+                     const StepKey& key, int streams, Store* store, FetchedCopy* copy) {
+  std::vector<RpcClient> clients;
+  STRATA_ASSIGN_OR_RETURN(RpcClient first, RpcClient::Connect(to, secret, client_id));
+  clients.push_back(std::move(first));
+  STRATA_ASSIGN_OR_RETURN(
+      json reply,
+      clients[0].Call({{"op", "get_index"}, {"key", StepKeyToJson(key)}}, kFetchCallTimeout));
+  STRATA_ASSIGN_OR_RETURN(copy->index, StepIndexFromJson(reply.value("index", json()), "index"));
+  const auto groups = copy->index.total_bytes >= kMultiStreamMinBytes
+                          ? PartitionFiles(copy->index, streams)
+                          : PartitionFiles(copy->index, 1);
+  while (clients.size() < groups.size()) {
+    STRATA_ASSIGN_OR_RETURN(RpcClient c, RpcClient::Connect(to, secret, client_id));
+    clients.push_back(std::move(c));
+  }
+  STRATA_ASSIGN_OR_RETURN(copy->dir, store->NewIncomingDir());
+  return groups.empty() ? Status::Ok() : FetchGroups(clients, key, *copy, groups, store);
+}
+
+// The whole step on one connection: fetch_step without "files", which
+// agents without get_index serve too.
+Status FetchWhole(const Endpoint& to, const std::string& secret, const std::string& client_id,
+                  const StepKey& key, Store* store, FetchedCopy* copy) {
+  STRATA_ASSIGN_OR_RETURN(RpcClient client, RpcClient::Connect(to, secret, client_id));
+  STRATA_ASSIGN_OR_RETURN(
+      json reply,
+      client.Call({{"op", "fetch_step"}, {"key", StepKeyToJson(key)}}, kFetchCallTimeout));
+  STRATA_ASSIGN_OR_RETURN(copy->index, StepIndexFromJson(reply.value("index", json()), "index"));
+  STRATA_ASSIGN_OR_RETURN(copy->dir, store->NewIncomingDir());
+  return RecvStepFiles(client.socket(), copy->dir, copy->index, store);
+}
+
+// Removes what a failed attempt received.
+void Discard(FetchedCopy* copy) {
+  if (!copy->dir.empty()) Env::Default()->RemoveAll(copy->dir).IgnoreError();
+  *copy = FetchedCopy();
 }
 
 }  // namespace
@@ -80,24 +133,19 @@ Status FetchGroups(RpcClient& first, const Endpoint& to, const std::string& secr
 StatusOr<FetchedCopy> FetchCopy(const Endpoint& to, const std::string& secret,
                                 const std::string& client_id, const StepKey& key, int streams,
                                 Store* store) {
-  STRATA_ASSIGN_OR_RETURN(RpcClient client, RpcClient::Connect(to, secret, client_id));
-  STRATA_ASSIGN_OR_RETURN(
-      json reply,
-      client.Call({{"op", "get_index"}, {"key", StepKeyToJson(key)}}, kFetchCallTimeout));
+  const std::string what = "fetching " + key.ToString() + " from " + to.ToString();
   FetchedCopy copy;
-  STRATA_ASSIGN_OR_RETURN(
-      copy.index, StepIndexFromJson(reply.value("index", json()),
-                                    "index of " + key.ToString() + " from " + to.ToString()));
-  const auto groups = copy.index.total_bytes >= kMultiStreamMinBytes
-                          ? PartitionFiles(copy.index, streams)
-                          : PartitionFiles(copy.index, 1);
-  STRATA_ASSIGN_OR_RETURN(copy.dir, store->NewIncomingDir());
-  Status s = groups.empty() ? Status::Ok()
-                            : FetchGroups(client, to, secret, client_id, key, copy, groups, store);
-  if (!s.ok()) {
-    Env::Default()->RemoveAll(copy.dir).IgnoreError();
-    return s.WithContext("fetching " + key.ToString() + " from " + to.ToString());
+  Status s = FetchInGroups(to, secret, client_id, key, streams, store, &copy);
+  if (!s.ok()) Discard(&copy);
+  // A holder without the copy says so; any other failure (a stream refused
+  // or cut, an agent that does not know get_index) gets one more try, on
+  // one connection, before the holder counts as failed.
+  if (!s.ok() && s.code() != StatusCode::kNotFound) {
+    Log()->warn("{} in groups: {}; again on one connection", what, s.message());
+    s = FetchWhole(to, secret, client_id, key, store, &copy);
+    if (!s.ok()) Discard(&copy);
   }
+  if (!s.ok()) return s.WithContext(what);
   return copy;
 }
 
