@@ -18,14 +18,17 @@
 #include <map>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include "agent/rpc.h"
 #include "agent/step_index.h"
 #include "agent/store.h"
 #include "agent/transfer.h"
 #include "cluster.h"
+#include "format/naming.h"
 #include "net/frame.h"
 #include "net/socket.h"
+#include "strata/checkpointer.h"
 #include "util/hash.h"
 #include "util/thread_pool.h"
 
@@ -619,6 +622,112 @@ TEST_F(AgentSafetyTest, MultiStreamFetchRestoresEveryFile) {
   // Three groups, three connections: the agent served the step three times.
   ASSERT_TRUE(WaitUntil([&] { return Count(c_.AgentLog(0), "served j/0/7") == 3; }))
       << c_.AgentLog(0);
+}
+
+// Puts the step directory `dir` (indexed as the agent indexes it) as key
+// j/0/`step` over one stream.
+void PutDir(const Cluster& c, int64_t step, const std::string& dir, agent::StepIndex* index) {
+  ThreadPool pool(1);
+  auto built = agent::BuildStepIndex(dir, &pool);
+  ASSERT_TRUE(built.ok()) << built.status().message();
+  *index = *built;
+  auto client = PeerConnect(c);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  auto ready = client->Call(PutStep(Key("j", 0, step), agent::StepIndexToJson(*index)), 10s);
+  ASSERT_TRUE(ready.ok()) << ready.status().message();
+  ASSERT_TRUE(agent::SendStepFiles(client->socket(), dir, *index).ok());
+  auto ack = net::RecvFrame(client->socket(), 1 << 20, net::DeadlineAfter(20s));
+  ASSERT_TRUE(ack.ok()) << ack.status().message();
+  ASSERT_EQ(json::parse(ack->payload, nullptr, false).value("committed", false), true)
+      << ack->payload;
+}
+
+// A Strata checkpoint of 24 MiB in two data files, as step 1 of `dir`.
+std::string WriteStrataStep(const std::string& dir, std::string* bytes) {
+  *bytes = RandomBytes(24 << 20, 31);
+  std::vector<Item> items = {{"x", DType::kBytes, {16 << 20}, bytes->data(), 16 << 20},
+                             {"y", DType::kBytes, {8 << 20}, bytes->data() + (16 << 20), 8 << 20}};
+  CheckpointerOptions o;
+  o.async = false;
+  o.preemption_signals = {};
+  o.io_threads = 2;
+  auto ckpt = Checkpointer::Open(dir, o);
+  if (!ckpt.ok() || !(*ckpt)->Save(1, items).ok()) return "";
+  return dir + "/" + StepDirName(1);
+}
+
+// A Strata copy is fetched manifest first, then its data files in groups,
+// each chunk checked against the manifest as it arrives: committing it
+// needs no second pass over the data.
+TEST_F(AgentSafetyTest, StrataCopyIsVerifiedAsItArrives) {
+  ScratchDir src("strata-src");
+  std::string bytes;
+  const std::string step = WriteStrataStep(src.path(), &bytes);
+  ASSERT_FALSE(step.empty());
+  agent::StepIndex index;
+  ASSERT_NO_FATAL_FAILURE(PutDir(c_, 11, step, &index));
+  ASSERT_TRUE(index.strata);
+  ScratchDir node("fetching-strata");
+  ThreadPool pool(2);
+  auto store = agent::Store::Open(node.path(), &pool);
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  const agent::StepKey key{"j", 0, 11};
+  auto copy = agent::FetchCopy(AgentEndpoint(c_), c_.secret(), "node 1", key, 3, store->get());
+  ASSERT_TRUE(copy.ok()) << copy.status().message();
+  EXPECT_TRUE(copy->data_verified);
+  Status adopted = agent::AdoptCopy(store->get(), key, *copy);
+  ASSERT_TRUE(adopted.ok()) << adopted.message();
+  EXPECT_TRUE((*store)->Verify(key).ok());
+  for (const auto& f : index.files) {
+    EXPECT_EQ(ReadFile((*store)->StepPath(key) + "/" + f.path), ReadFile(step + "/" + f.path))
+        << f.path;
+  }
+  // The manifest on one connection, then one per data file.
+  const size_t data_files = index.files.size() - 1;
+  ASSERT_GE(data_files, 1u);
+  ASSERT_TRUE(WaitUntil([&] { return Count(c_.AgentLog(0), "served j/0/11") == 1 + data_files; }))
+      << c_.AgentLog(0);
+}
+
+// A holder whose copy is corrupt sends it as it is; the fetch fails on the
+// first bad range with DATA_LOSS naming the file and the range, is not
+// retried on that holder, and leaves nothing behind.
+TEST_F(AgentSafetyTest, CorruptCopyIsRefusedAsItArrives) {
+  ScratchDir src("strata-corrupt");
+  std::string bytes;
+  const std::string step = WriteStrataStep(src.path(), &bytes);
+  ASSERT_FALSE(step.empty());
+  agent::StepIndex strata;
+  ASSERT_NO_FATAL_FAILURE(PutDir(c_, 12, step, &strata));
+  agent::StepIndex other;
+  ASSERT_NO_FATAL_FAILURE(PutFiles(c_, 13, {{"a.bin", RandomBytes(20 << 20, 32)}}, &other));
+  const std::string held = c_.dir(0) + "/.strata-agent/steps/j/0/";
+  const std::string strata_data = strata.files.front().path;  // sorts before strata.manifest
+  ASSERT_NE(strata_data, "strata.manifest");
+  FlipByte(held + "12/" + strata_data, 5 << 20);
+  FlipByte(held + "13/a.bin", 17 << 20);
+  ScratchDir node("fetching-corrupt");
+  ThreadPool pool(2);
+  auto store = agent::Store::Open(node.path(), &pool);
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  for (const auto& [step_number, file, range] :
+       {std::tuple<int64_t, std::string, std::string>{12, strata_data, "item '"},
+        {13, "a.bin", "bytes [16777216, 20971520) (chunk 1)"}}) {
+    const agent::StepKey key{"j", 0, step_number};
+    const std::string served = "served " + key.ToString();
+    const size_t before = Count(c_.AgentLog(0), served);
+    auto copy = agent::FetchCopy(AgentEndpoint(c_), c_.secret(), "node 1", key, 3, store->get());
+    ASSERT_EQ(copy.status().code(), StatusCode::kDataLoss) << key.ToString();
+    const std::string& m = copy.status().message();
+    EXPECT_NE(m.find(file), std::string::npos) << m;
+    EXPECT_NE(m.find(range), std::string::npos) << m;
+    EXPECT_NE(m.find("checksum mismatch"), std::string::npos) << m;
+    EXPECT_EQ(EntriesIn((*store)->root() + "/incoming"), 0u);
+    EXPECT_FALSE((*store)->Has(key));
+    // No second attempt over one connection: at most one serve per group.
+    std::this_thread::sleep_for(200ms);
+    EXPECT_LE(Count(c_.AgentLog(0), served) - before, 3u) << c_.AgentLog(0);
+  }
 }
 
 // A group asked of another copy than the index described, or of files the

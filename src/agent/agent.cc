@@ -437,15 +437,14 @@ Status Agent::FetchStep(const Incarnation& inc, const StepKey& key, const json& 
 }
 
 // Fetches `key` from the agent at `address` into the store, over up to
-// `data-streams` connections; Adopt verifies it before it counts as held.
+// `data-streams` connections, verified as it arrives (or, fetched the old
+// way, when it is committed) before it counts as held.
 Status Agent::FetchFrom(const std::string& address, const StepKey& key, int node_rank) {
   STRATA_ASSIGN_OR_RETURN(Endpoint to, ParseEndpoint(address));
   STRATA_ASSIGN_OR_RETURN(FetchedCopy copy,
                           FetchCopy(to, config_.secret, "node " + std::to_string(node_rank), key,
                                     config_.data_streams, store_.get()));
-  Status s = store_->Adopt(copy.dir, key, copy.index);
-  if (!s.ok()) Env::Default()->RemoveAll(copy.dir).IgnoreError();
-  return s;
+  return AdoptCopy(store_.get(), key, copy);
 }
 
 Status Agent::CreateMarkers(const Incarnation& inc, const json& plan) {

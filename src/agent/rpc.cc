@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 
 #include "agent/store.h"
@@ -112,8 +113,38 @@ Status SendStepFiles(net::Socket& socket, const std::string& dir, const StepInde
   return Status::Ok();
 }
 
+namespace {
+
+// With a verifier, a file is received in segments of at least this size,
+// each ending where a check ends.
+constexpr uint64_t kMinVerifySegment = 4ull << 20;
+
+// Receives the f.size bytes of `f` into `fd`. With a verifier, hands each
+// check of the file over as soon as its last byte is in.
+Status RecvFile(net::Socket& socket, int fd, const IndexedFile& f, StreamVerifier* verifier,
+                net::Deadline deadline) {
+  if (verifier == nullptr) return socket.RecvToFile(fd, 0, f.size, deadline);
+  const std::vector<RangeCheck>& checks = verifier->ChecksFor(f.path);
+  size_t next = 0;  // the first check not submitted yet
+  for (uint64_t at = 0; at < f.size;) {
+    uint64_t to = f.size;
+    if (next < checks.size()) {
+      to = std::min(f.size, std::max(checks[next].end(), at + kMinVerifySegment));
+    }
+    STRATA_RETURN_IF_ERROR(socket.RecvToFile(fd, at, to - at, deadline));
+    at = to;
+    while (next < checks.size() && checks[next].end() <= at) verifier->Submit(f.path, next++);
+  }
+  // Checks of empty ranges; a check past the end stays unsubmitted, and
+  // StreamVerifier::Finish reports it.
+  while (next < checks.size() && checks[next].end() <= f.size) verifier->Submit(f.path, next++);
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status RecvStepFiles(net::Socket& socket, const std::string& dir, const StepIndex& index,
-                     Store* store) {
+                     Store* store, StreamVerifier* verifier) {
   auto deadline =
       net::DeadlineAfter(std::chrono::duration_cast<std::chrono::milliseconds>(kDataTimeout));
   for (const auto& f : index.files) {
@@ -136,7 +167,7 @@ Status RecvStepFiles(net::Socket& socket, const std::string& dir, const StepInde
     if (::ftruncate(fd, static_cast<off_t>(f.size)) != 0) {
       s = ErrnoToStatus(errno, "truncate " + path);
     }
-    if (s.ok()) s = socket.RecvToFile(fd, 0, f.size, deadline);
+    if (s.ok()) s = RecvFile(socket, fd, f, verifier, deadline);
     if (s.ok() && ::fdatasync(fd) != 0) s = ErrnoToStatus(errno, "fsync " + path);
     ::close(fd);
     STRATA_RETURN_IF_ERROR(s.WithContext("receiving " + path + " from " + socket.peer()));

@@ -14,6 +14,7 @@
 
 #include "agent/step_index.h"
 #include "agent/store.h"
+#include "agent/stream_verify.h"
 #include "net/socket.h"
 #include "strata/status.h"
 
@@ -66,9 +67,11 @@ StatusOr<StepKey> StepKeyFromJson(const json& j);
 // Streams every file of `index` from `dir`, in index order.
 Status SendStepFiles(net::Socket& socket, const std::string& dir, const StepIndex& index);
 // Receives the files of `index` into `dir` (created by the caller), into
-// spare files of `store` where it has them (see Store::TakeSpare).
+// spare files of `store` where it has them (see Store::TakeSpare). With a
+// `verifier` (for `dir`), each of its checks is submitted as soon as the
+// check's last byte has been received.
 Status RecvStepFiles(net::Socket& socket, const std::string& dir, const StepIndex& index,
-                     Store* store = nullptr);
+                     Store* store = nullptr, StreamVerifier* verifier = nullptr);
 
 }  // namespace strata::agent
 

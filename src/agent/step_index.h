@@ -42,9 +42,16 @@ struct StepIndex {
 // safe relative names are errors naming the path.
 StatusOr<StepIndex> BuildStepIndex(const std::string& dir, ThreadPool* pool);
 
+// What VerifyStepIndex checks. kLayout: exactly the indexed files with the
+// indexed sizes and, for a Strata step, a manifest whose content digest is
+// the index's. kAll: that and every byte (for data checked otherwise, e.g.
+// as it arrived, kLayout is enough).
+enum class VerifyScope { kAll, kLayout };
+
 // Checks that `dir` holds exactly the indexed files with the indexed bytes.
 // DATA_LOSS names the file (and chunk) that differs.
-Status VerifyStepIndex(const std::string& dir, const StepIndex& index, ThreadPool* pool);
+Status VerifyStepIndex(const std::string& dir, const StepIndex& index, ThreadPool* pool,
+                       VerifyScope scope = VerifyScope::kAll);
 
 // The index as JSON (the .index files and the peer protocol carry it), and
 // back. Decoding checks every field and the shape (chunk counts, total);

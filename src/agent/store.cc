@@ -130,8 +130,17 @@ StatusOr<std::string> Store::NewIncomingDir() {
 }
 
 Status Store::Adopt(const std::string& dir, const StepKey& key, const StepIndex& index) {
+  return AdoptChecked(dir, key, index, VerifyScope::kAll);
+}
+
+Status Store::AdoptVerified(const std::string& dir, const StepKey& key, const StepIndex& index) {
+  return AdoptChecked(dir, key, index, VerifyScope::kLayout);
+}
+
+Status Store::AdoptChecked(const std::string& dir, const StepKey& key, const StepIndex& index,
+                           VerifyScope scope) {
   STRATA_RETURN_IF_ERROR(ValidateStepKey(key));
-  STRATA_RETURN_IF_ERROR(VerifyStepIndex(dir, index, pool_).WithContext(key.ToString()));
+  STRATA_RETURN_IF_ERROR(VerifyStepIndex(dir, index, pool_, scope).WithContext(key.ToString()));
   std::string dst = StepPath(key);
   STRATA_RETURN_IF_ERROR(CreateDirs(env(), Dirname(dst)));
   if (env()->Exists(dst)) STRATA_RETURN_IF_ERROR(Remove(key));

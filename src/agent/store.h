@@ -70,6 +70,10 @@ class Store {
   // Verifies `dir` against `index` and moves it into the store as `key`,
   // replacing an existing copy.
   Status Adopt(const std::string& dir, const StepKey& key, const StepIndex& index);
+  // The same for a `dir` whose every byte the caller has verified against
+  // `index` (a fetch checks each range as it arrives, StreamVerifier): only
+  // the files, their sizes and a Strata manifest's digest are checked.
+  Status AdoptVerified(const std::string& dir, const StepKey& key, const StepIndex& index);
 
   bool Has(const StepKey& key) const;
   StatusOr<StepIndex> GetIndex(const StepKey& key) const;
@@ -94,6 +98,8 @@ class Store {
   Store(std::string local_dir, ThreadPool* pool);
   Status Recover();
   Status WriteIndex(const StepKey& key, const StepIndex& index);
+  Status AdoptChecked(const std::string& dir, const StepKey& key, const StepIndex& index,
+                      VerifyScope scope);
   // Moves the data files of `index` in `dir` to the spare directory while
   // they fit the limit.
   void KeepSpare(const std::string& dir, const StepIndex& index);

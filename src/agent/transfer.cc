@@ -3,21 +3,31 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <system_error>
 #include <thread>
 
+#include "format/manifest.h"
+#include "format/naming.h"
 #include "strata/env.h"
+#include "util/file_util.h"
 #include "util/hash.h"
 #include "util/logging.h"
 
 namespace strata::agent {
 
 std::vector<std::vector<size_t>> PartitionFiles(const StepIndex& index, int streams) {
-  const size_t n = std::min(index.files.size(), static_cast<size_t>(std::max(streams, 1)));
+  std::vector<size_t> all(index.files.size());
+  std::iota(all.begin(), all.end(), 0);
+  return PartitionFiles(index, all, streams);
+}
+
+std::vector<std::vector<size_t>> PartitionFiles(const StepIndex& index,
+                                                const std::vector<size_t>& positions, int streams) {
+  const size_t n = std::min(positions.size(), static_cast<size_t>(std::max(streams, 1)));
   std::vector<std::vector<size_t>> groups(n);
   if (n == 0) return groups;
-  std::vector<size_t> order(index.files.size());
-  std::iota(order.begin(), order.end(), 0);
+  std::vector<size_t> order = positions;
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return index.files[a].size > index.files[b].size; });
   std::vector<uint64_t> load(n, 0);
@@ -44,24 +54,50 @@ StepIndex SubIndex(const StepIndex& index, const std::vector<size_t>& positions)
 namespace {
 
 constexpr auto kFetchCallTimeout = std::chrono::seconds(30);
+// Threads that verify a fetch while it arrives: each hashes far faster than
+// one stream delivers.
+constexpr int kVerifyThreads = 2;
 
 // Asks for the files of `group` of the copy with `index`'s digest on
-// `client`'s connection and receives them into `dir`.
+// `client`'s connection and receives them into `dir`, submitting checks to
+// `verifier` (if any) as their bytes arrive.
 Status FetchGroup(RpcClient& client, const StepKey& key, const StepIndex& index,
-                  const std::vector<size_t>& group, const std::string& dir, Store* store) {
+                  const std::vector<size_t>& group, const std::string& dir, Store* store,
+                  StreamVerifier* verifier) {
   json call = {{"op", "fetch_step"},
                {"key", StepKeyToJson(key)},
                {"digest", Hex64(index.digest)},
                {"files", group}};
   STRATA_RETURN_IF_ERROR(client.Call(call, kFetchCallTimeout).status());
-  return RecvStepFiles(client.socket(), dir, SubIndex(index, group), store);
+  return RecvStepFiles(client.socket(), dir, SubIndex(index, group), store, verifier);
+}
+
+// Fetches the manifest of a Strata copy on `client` (before its data, which
+// it describes) and decodes it.
+StatusOr<StepInfo> FetchManifest(RpcClient& client, const StepKey& key, const FetchedCopy& copy,
+                                 size_t position, Store* store) {
+  STRATA_RETURN_IF_ERROR(FetchGroup(client, key, copy.index, {position}, copy.dir, store, nullptr));
+  const std::string path = JoinPath(copy.dir, std::string(kManifestFileName));
+  STRATA_ASSIGN_OR_RETURN(std::string bytes,
+                          ReadFileToString(Env::Default(), path, kMaxManifestBytes));
+  return DecodeManifest(bytes, path);
+}
+
+// Where the manifest of a Strata copy is in its index.
+StatusOr<size_t> ManifestPosition(const StepIndex& index) {
+  for (size_t p = 0; p < index.files.size(); ++p) {
+    if (index.files[p].path == kManifestFileName) return p;
+  }
+  return DataLossError("the index of a Strata checkpoint lists no " +
+                       std::string(kManifestFileName));
 }
 
 // Receives every group, each on one of `clients`, in parallel. The first
 // stream to fail shuts the others' connections down, so a failed fetch
 // ends at once instead of waiting for the slowest stream.
 Status FetchGroups(std::vector<RpcClient>& clients, const StepKey& key, const FetchedCopy& copy,
-                   const std::vector<std::vector<size_t>>& groups, Store* store) {
+                   const std::vector<std::vector<size_t>>& groups, Store* store,
+                   StreamVerifier* verifier) {
   std::mutex mu;
   Status first_error;  // GUARDED_BY(mu)
   auto fail = [&](const Status& s) {
@@ -71,7 +107,7 @@ Status FetchGroups(std::vector<RpcClient>& clients, const StepKey& key, const Fe
     for (RpcClient& c : clients) c.socket().Shutdown();
   };
   auto run = [&](size_t g) {
-    Status s = FetchGroup(clients[g], key, copy.index, groups[g], copy.dir, store);
+    Status s = FetchGroup(clients[g], key, copy.index, groups[g], copy.dir, store, verifier);
     if (!s.ok()) fail(s);
   };
   std::vector<std::thread> receivers;
@@ -88,7 +124,8 @@ Status FetchGroups(std::vector<RpcClient>& clients, const StepKey& key, const Fe
   return first_error;
 }
 
-// get_index, then the groups of files over up to `streams` connections.
+// get_index; for a Strata copy its manifest; then the other files in groups
+// over up to `streams` connections, verified while they arrive.
 Status FetchInGroups(const Endpoint& to, const std::string& secret, const std::string& client_id,
                      const StepKey& key, int streams, Store* store, FetchedCopy* copy) {
   std::vector<RpcClient> clients;
@@ -98,15 +135,30 @@ Status FetchInGroups(const Endpoint& to, const std::string& secret, const std::s
       json reply,
       clients[0].Call({{"op", "get_index"}, {"key", StepKeyToJson(key)}}, kFetchCallTimeout));
   STRATA_ASSIGN_OR_RETURN(copy->index, StepIndexFromJson(reply.value("index", json()), "index"));
-  const auto groups = copy->index.total_bytes >= kMultiStreamMinBytes
-                          ? PartitionFiles(copy->index, streams)
-                          : PartitionFiles(copy->index, 1);
+  STRATA_ASSIGN_OR_RETURN(copy->dir, store->NewIncomingDir());
+  std::vector<size_t> rest(copy->index.files.size());
+  std::iota(rest.begin(), rest.end(), 0);
+  std::optional<StepInfo> manifest;
+  if (copy->index.strata) {
+    STRATA_ASSIGN_OR_RETURN(size_t position, ManifestPosition(copy->index));
+    STRATA_ASSIGN_OR_RETURN(manifest, FetchManifest(clients[0], key, *copy, position, store));
+    rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(position));
+    clients.clear();  // the holder closes a connection after a fetch
+  }
+  STRATA_ASSIGN_OR_RETURN(auto checks,
+                          PlanRangeChecks(copy->index, manifest ? &*manifest : nullptr));
+  StreamVerifier verifier(copy->dir, copy->index, std::move(checks), kVerifyThreads);
+  const auto groups = PartitionFiles(copy->index, rest,
+                                     copy->index.total_bytes >= kMultiStreamMinBytes ? streams : 1);
   while (clients.size() < groups.size()) {
     STRATA_ASSIGN_OR_RETURN(RpcClient c, RpcClient::Connect(to, secret, client_id));
     clients.push_back(std::move(c));
   }
-  STRATA_ASSIGN_OR_RETURN(copy->dir, store->NewIncomingDir());
-  return groups.empty() ? Status::Ok() : FetchGroups(clients, key, *copy, groups, store);
+  if (!groups.empty())
+    STRATA_RETURN_IF_ERROR(FetchGroups(clients, key, *copy, groups, store, &verifier));
+  STRATA_RETURN_IF_ERROR(verifier.Finish());
+  copy->data_verified = true;
+  return Status::Ok();
 }
 
 // The whole step on one connection: fetch_step without "files", which
@@ -137,16 +189,24 @@ StatusOr<FetchedCopy> FetchCopy(const Endpoint& to, const std::string& secret,
   FetchedCopy copy;
   Status s = FetchInGroups(to, secret, client_id, key, streams, store, &copy);
   if (!s.ok()) Discard(&copy);
-  // A holder without the copy says so; any other failure (a stream refused
-  // or cut, an agent that does not know get_index) gets one more try, on
-  // one connection, before the holder counts as failed.
-  if (!s.ok() && s.code() != StatusCode::kNotFound) {
+  // A holder without the copy says so, and a corrupt copy stays corrupt;
+  // any other failure (a stream refused or cut, an agent that does not know
+  // get_index) gets one more try, on one connection, before the holder
+  // counts as failed. That copy is verified when it is committed.
+  if (!s.ok() && s.code() != StatusCode::kNotFound && s.code() != StatusCode::kDataLoss) {
     Log()->warn("{} in groups: {}; again on one connection", what, s.message());
     s = FetchWhole(to, secret, client_id, key, store, &copy);
     if (!s.ok()) Discard(&copy);
   }
   if (!s.ok()) return s.WithContext(what);
   return copy;
+}
+
+Status AdoptCopy(Store* store, const StepKey& key, const FetchedCopy& copy) {
+  Status s = copy.data_verified ? store->AdoptVerified(copy.dir, key, copy.index)
+                                : store->Adopt(copy.dir, key, copy.index);
+  if (!s.ok()) Env::Default()->RemoveAll(copy.dir).IgnoreError();
+  return s;
 }
 
 uint64_t TransferTable::Begin(std::string dir, StepIndex index) {

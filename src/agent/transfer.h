@@ -34,24 +34,38 @@ inline constexpr uint64_t kMultiStreamMinBytes = 16ull << 20;
 // similar total size (largest file first to the lightest group). Each group
 // lists positions in index.files, ascending.
 std::vector<std::vector<size_t>> PartitionFiles(const StepIndex& index, int streams);
+// The same for the files at `positions` only.
+std::vector<std::vector<size_t>> PartitionFiles(const StepIndex& index,
+                                                const std::vector<size_t>& positions, int streams);
 
 // The index restricted to the files at `positions`.
 StepIndex SubIndex(const StepIndex& index, const std::vector<size_t>& positions);
 
-// A copy received into an incoming directory of a store, not yet verified.
+// A copy received into an incoming directory of a store, not committed.
 struct FetchedCopy {
   std::string dir;
   StepIndex index;
+  // Every byte was checked as it arrived (StreamVerifier); committing it
+  // needs only the layout check.
+  bool data_verified = false;
 };
 
 // Fetches the copy of `key` held by the agent at `to` (connecting as
 // `client_id`) into a new incoming directory of `store`, over up to
 // `streams` connections of one file group each, receiving into the store's
-// spare files. The caller verifies and commits it (Store::Adopt) or removes
-// the directory; on error nothing is left behind.
+// spare files and verifying the data while it arrives (a Strata step's
+// manifest comes first, to say what to check). The caller commits it
+// (AdoptCopy) or removes the directory; on error nothing is left behind.
+// DATA_LOSS means the holder's copy is corrupt: it names the file and the
+// range that differ.
 StatusOr<FetchedCopy> FetchCopy(const Endpoint& to, const std::string& secret,
                                 const std::string& client_id, const StepKey& key, int streams,
                                 Store* store);
+
+// Commits a fetched copy to `store` as `key`: Store::AdoptVerified when its
+// data was verified on arrival, Store::Adopt otherwise. On error the
+// incoming directory is removed.
+Status AdoptCopy(Store* store, const StepKey& key, const FetchedCopy& copy);
 
 // The receiver's table of multi-stream transfers in progress. Thread-safe.
 class TransferTable {
