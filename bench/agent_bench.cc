@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "agent/agent.h"
+#include "agent/ram_disk.h"
 #include "agent/rpc.h"
 #include "agent/store.h"
 #include "agent/transfer.h"
@@ -541,6 +542,14 @@ Status SetUpAndRun(Bench& b, uint64_t state_bytes, const std::vector<std::string
       "min, max), %d verify threads, agent at %s, scratch %s\n",
       static_cast<double>(b.bytes) / kMiB, b.index.files.size(), b.reps, sender.pool.parallelism(),
       peer->endpoint().ToString().c_str(), b.scratch.c_str());
+  // The ratios depend on the scratch's page size (docs/performance.md has
+  // both); say which one this run has.
+  const agent::RamDisk disk = agent::DescribeRamDisk(b.scratch);
+  std::printf("agent_bench: scratch pages: %s\n",
+              disk.HugePages()
+                  ? "huge (as the deployment mounts a node's RAM disk)"
+                  : "4 KiB; a node's RAM disk is mounted with huge=within_size (docs/agent.md), "
+                    "STRATA_BENCH_RAMDISK=huge measures that");
   std::fflush(stdout);
   *rc = RunAll(b, only);
   return Status::Ok();
