@@ -25,6 +25,7 @@
 #include "agent/store.h"
 #include "agent/transfer.h"
 #include "cluster.h"
+#include "format/manifest.h"
 #include "format/naming.h"
 #include "net/frame.h"
 #include "net/socket.h"
@@ -672,7 +673,15 @@ TEST_F(AgentSafetyTest, StrataCopyIsVerifiedAsItArrives) {
   auto store = agent::Store::Open(node.path(), &pool);
   ASSERT_TRUE(store.ok()) << store.status().message();
   const agent::StepKey key{"j", 0, 11};
-  auto copy = agent::FetchCopy(AgentEndpoint(c_), c_.secret(), "node 1", key, 3, store->get());
+  // Another copy than a restore plan chose: refused before any data moves.
+  auto other = agent::FetchCopy(AgentEndpoint(c_), c_.secret(), "node 1", key, 3, store->get(),
+                                index.digest ^ 1);
+  EXPECT_EQ(other.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(other.status().message().find("another copy"), std::string::npos)
+      << other.status().message();
+  EXPECT_EQ(EntriesIn((*store)->root() + "/incoming"), 0u);
+  auto copy = agent::FetchCopy(AgentEndpoint(c_), c_.secret(), "node 1", key, 3, store->get(),
+                               index.digest);
   ASSERT_TRUE(copy.ok()) << copy.status().message();
   EXPECT_TRUE(copy->data_verified);
   Status adopted = agent::AdoptCopy(store->get(), key, *copy);
@@ -710,8 +719,21 @@ TEST_F(AgentSafetyTest, CorruptCopyIsRefusedAsItArrives) {
   ThreadPool pool(2);
   auto store = agent::Store::Open(node.path(), &pool);
   ASSERT_TRUE(store.ok()) << store.status().message();
+  // Which item chunk of the Strata step holds the flipped byte.
+  auto manifest = DecodeManifest(ReadFile(step + "/strata.manifest"), "manifest");
+  ASSERT_TRUE(manifest.ok()) << manifest.status().message();
+  std::string strata_range;
+  for (const ItemInfo& item : manifest->items) {
+    const uint64_t at = 5 << 20;
+    if (manifest->files[item.file].name == strata_data && item.offset <= at &&
+        at < item.offset + item.nbytes) {
+      const uint64_t chunk = (at - item.offset) / manifest->chunk_size;
+      strata_range = "(item '" + item.name + "' chunk " + std::to_string(chunk) + ")";
+    }
+  }
+  ASSERT_FALSE(strata_range.empty());
   for (const auto& [step_number, file, range] :
-       {std::tuple<int64_t, std::string, std::string>{12, strata_data, "item '"},
+       {std::tuple<int64_t, std::string, std::string>{12, strata_data, strata_range},
         {13, "a.bin", "bytes [16777216, 20971520) (chunk 1)"}}) {
     const agent::StepKey key{"j", 0, step_number};
     const std::string served = "served " + key.ToString();

@@ -55,14 +55,15 @@ class StrataStepTest : public ::testing::Test {
   }
 
   // Submits every planned check (but `skip`, a file and check position).
-  Status VerifyAll(int threads, std::pair<size_t, size_t> skip = {SIZE_MAX, 0}) {
-    auto checks = PlanRangeChecks(index_, &manifest_);
-    if (!checks.ok()) return checks.status();
-    StreamVerifier v(step_, index_, *checks, threads);
+  Status VerifyAll(int threads, std::pair<size_t, size_t> skip = {SIZE_MAX, 0},
+                   StreamVerifier::Read read = StreamVerifier::Read::kAuto) {
+    auto plan = PlanRangeChecks(index_, &manifest_);
+    if (!plan.ok()) return plan.status();
+    StreamVerifier v(step_, index_, *plan, threads, read);
     for (size_t f = 0; f < index_.files.size(); ++f) {
       const std::string& path = index_.files[f].path;
       for (size_t c = 0; c < v.ChecksFor(path).size(); ++c) {
-        if (std::make_pair(f, c) != skip) v.Submit(path, c);
+        if (std::make_pair(f, c) != skip) v.Submit(path, c, c + 1);
       }
     }
     return v.Finish();
@@ -78,18 +79,19 @@ class StrataStepTest : public ::testing::Test {
 };
 
 TEST_F(StrataStepTest, ChecksAreTheManifestsChunksInFilePositions) {
-  auto checks = PlanRangeChecks(index_, &manifest_);
-  ASSERT_TRUE(checks.ok()) << checks.status().message();
-  ASSERT_EQ(checks->size(), index_.files.size());
+  auto plan = PlanRangeChecks(index_, &manifest_);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  ASSERT_EQ(plan->files.size(), index_.files.size());
   uint64_t bytes = 0, count = 0;
-  for (size_t f = 0; f < checks->size(); ++f) {
-    const auto& file = (*checks)[f];
+  for (size_t f = 0; f < plan->files.size(); ++f) {
+    const auto& file = plan->files[f];
     if (index_.files[f].path == "strata.manifest") {
       EXPECT_TRUE(file.empty());
     }
     for (size_t c = 0; c < file.size(); ++c) {
-      EXPECT_LE(file[c].end(), index_.files[f].size) << file[c].what;
-      EXPECT_LE(file[c].length, 64u << 10) << file[c].what;
+      EXPECT_LE(file[c].end(), index_.files[f].size) << c;
+      EXPECT_LE(file[c].length, 64u << 10) << c;
+      EXPECT_EQ(plan->item_names.at(static_cast<size_t>(file[c].item)).size(), 1u);
       if (c > 0) {
         EXPECT_LE(file[c - 1].end(), file[c].end());
       }
@@ -105,22 +107,63 @@ TEST_F(StrataStepTest, ChecksAreTheManifestsChunksInFilePositions) {
 }
 
 TEST_F(StrataStepTest, VerifierPassesAnIntactStep) {
-  EXPECT_TRUE(VerifyAll(2).ok());
-  EXPECT_TRUE(VerifyAll(0).ok());  // no threads: checks run as they are submitted
+  for (auto read : {StreamVerifier::Read::kMapped, StreamVerifier::Read::kPread}) {
+    EXPECT_TRUE(VerifyAll(2, {SIZE_MAX, 0}, read).ok());
+    EXPECT_TRUE(VerifyAll(0, {SIZE_MAX, 0}, read).ok());  // no threads: checks run in Submit
+  }
 }
 
 TEST_F(StrataStepTest, FlippedByteIsNamedWithItsFileAndRange) {
-  const IndexedFile* data = nullptr;
-  for (const auto& f : index_.files) {
-    if (f.path != "strata.manifest") data = &f;
+  // The byte 70000 of the first item's file: which chunk of which item.
+  const ItemInfo& first = manifest_.items.front();
+  const std::string file = manifest_.files[first.file].name;
+  const uint64_t at = 70000;
+  std::string expected;
+  for (const ItemInfo& item : manifest_.items) {
+    if (item.file == first.file && item.offset <= at && at < item.offset + item.nbytes) {
+      const uint64_t chunk = (at - item.offset) / manifest_.chunk_size;
+      const uint64_t begin = item.offset + chunk * manifest_.chunk_size;
+      const uint64_t end = std::min(begin + manifest_.chunk_size, item.offset + item.nbytes);
+      expected = file + " bytes [" + std::to_string(begin) + ", " + std::to_string(end) +
+                 ") (item '" + item.name + "' chunk " + std::to_string(chunk) +
+                 "): checksum mismatch";
+    }
   }
-  ASSERT_NE(data, nullptr);
-  testing::FlipByte(JoinPath(step_, data->path), 70000);
-  Status s = VerifyAll(2);
+  ASSERT_FALSE(expected.empty());
+  testing::FlipByte(JoinPath(step_, file), at);
+  for (auto read : {StreamVerifier::Read::kMapped, StreamVerifier::Read::kPread}) {
+    for (int threads : {0, 2}) {
+      Status s = VerifyAll(threads, {SIZE_MAX, 0}, read);
+      EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+      EXPECT_EQ(s.message(), expected);
+    }
+  }
+}
+
+// A data file of another size than the manifest gives, or a file the
+// manifest does not name, would leave bytes no check covers.
+TEST_F(StrataStepTest, FilesTheManifestDoesNotDescribeAreRefused) {
+  StepIndex longer = index_;
+  for (auto& f : longer.files) {
+    if (f.path != "strata.manifest") f.size += 4096;
+  }
+  auto s = PlanRangeChecks(longer, &manifest_).status();
   EXPECT_EQ(s.code(), StatusCode::kDataLoss);
-  EXPECT_NE(s.message().find(data->path), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("checksum mismatch"), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("chunk 1"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("the manifest with"), std::string::npos) << s.message();
+  StepIndex extra = index_;
+  extra.files.push_back({"zzz.bin", 100, {}});
+  s = PlanRangeChecks(extra, &manifest_).status();
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_NE(s.message().find("zzz.bin is not a file of the checkpoint"), std::string::npos)
+      << s.message();
+  // On disk: the agent indexes such a directory by hashing it, and a
+  // Strata index of it no longer verifies.
+  testing::WriteFile(JoinPath(step_, "zzz.bin"), std::string(100, 'z'));
+  auto rebuilt = BuildStepIndex(step_, &pool_);
+  ASSERT_TRUE(rebuilt.ok()) << rebuilt.status().message();
+  EXPECT_FALSE(rebuilt->strata);
+  extra.files.back().chunk_xxh3.clear();
+  EXPECT_EQ(VerifyStepIndex(step_, extra, &pool_).code(), StatusCode::kDataLoss);
 }
 
 TEST_F(StrataStepTest, ARangeNeverSubmittedFails) {
@@ -128,6 +171,8 @@ TEST_F(StrataStepTest, ARangeNeverSubmittedFails) {
   while (index_.files[data_file].path == "strata.manifest") ++data_file;
   Status s = VerifyAll(2, {data_file, 2});
   EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_NE(s.message().find(index_.files[data_file].path + " bytes ["), std::string::npos)
+      << s.message();
   EXPECT_NE(s.message().find("never received"), std::string::npos) << s.message();
 }
 
@@ -140,12 +185,10 @@ TEST_F(StrataStepTest, AManifestThatIsNotTheCopysIsRefused) {
   auto s = PlanRangeChecks(missing, &manifest_).status();
   EXPECT_EQ(s.code(), StatusCode::kDataLoss);
   EXPECT_NE(s.message().find("is not in the copy's index"), std::string::npos) << s.message();
-  StepIndex shorter = index_;
-  for (auto& f : shorter.files) {
-    if (f.path != "strata.manifest") f.size -= 1;
-  }
-  s = PlanRangeChecks(shorter, &manifest_).status();
-  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  StepInfo past = manifest_;
+  past.items.back().offset += 1u << 20;
+  s = PlanRangeChecks(index_, &past).status();
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);  // (the digest covers no offsets)
   EXPECT_NE(s.message().find("does not fit its data file"), std::string::npos) << s.message();
 }
 
@@ -158,20 +201,40 @@ TEST(StreamVerifyTest, OtherStepsAreCheckedIn16MiBChunksOfTheIndex) {
   auto index = BuildStepIndex(dir.path(), &pool);
   ASSERT_TRUE(index.ok()) << index.status().message();
   ASSERT_FALSE(index->strata);
-  auto checks = PlanRangeChecks(*index, nullptr);
-  ASSERT_TRUE(checks.ok());
-  ASSERT_EQ(checks->size(), 2u);
-  ASSERT_EQ((*checks)[0].size(), 3u);  // "big": 16 + 16 + 8 MiB
-  EXPECT_EQ((*checks)[0][2].offset, 32u << 20);
-  EXPECT_EQ((*checks)[0][2].length, 8u << 20);
-  EXPECT_EQ((*checks)[0][1].xxh3, Xxh3(big.data() + (16 << 20), 16 << 20));
-  EXPECT_TRUE((*checks)[1].empty());
+  auto plan = PlanRangeChecks(*index, nullptr);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->files.size(), 2u);
+  const auto& checks = plan->files[0];
+  ASSERT_EQ(checks.size(), 3u);  // "big": 16 + 16 + 8 MiB
+  EXPECT_EQ(checks[2].offset, 32u << 20);
+  EXPECT_EQ(checks[2].length, 8u << 20);
+  EXPECT_EQ(checks[1].xxh3, Xxh3(big.data() + (16 << 20), 16 << 20));
+  EXPECT_TRUE(plan->files[1].empty());
 
-  StreamVerifier v(dir.path(), *index, *checks, 1);
-  for (size_t c = 0; c < 3; ++c) v.Submit("big", c);
-  v.Submit("big", 0);      // twice: harmless
-  v.Submit("unknown", 0);  // not in the index: ignored
+  StreamVerifier v(dir.path(), *index, *plan, 1);
+  v.Submit("big", 0, 2);
+  v.Submit("big", 1, 3);      // overlapping: only check 2 is new
+  v.Submit("big", 0, 1);      // again: harmless
+  v.Submit("unknown", 0, 1);  // not in the index: ignored
   EXPECT_TRUE(v.Finish().ok());
+
+  // Both ways of reading the bytes back find a flipped byte, and say so
+  // once through the failure callback.
+  testing::FlipByte(dir.Sub("big"), (40 << 20) - 1);
+  for (auto read : {StreamVerifier::Read::kMapped, StreamVerifier::Read::kPread}) {
+    for (int threads : {0, 2}) {
+      StreamVerifier bad(dir.path(), *index, *plan, threads, read);
+      int told = 0;
+      bad.SetOnFailure([&] { ++told; });
+      bad.Submit("big", 0, 1);
+      bad.Submit("big", 1, 3);
+      Status s = bad.Finish();
+      EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+      EXPECT_NE(s.message().find("big bytes [33554432, 41943040) (chunk 2)"), std::string::npos)
+          << s.message();
+      EXPECT_EQ(told, 1);
+    }
+  }
 }
 
 }  // namespace

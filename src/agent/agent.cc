@@ -410,16 +410,16 @@ Status Agent::FetchStep(const Incarnation& inc, const StepKey& key, const json& 
     int holder = h.get<int>();
     if (holder == inc.config.node_rank) continue;
     std::string from = "node " + std::to_string(holder);
+    const std::optional<uint64_t> digest = ParseHex64(source.value("digest", ""));
     Status s;
     if (holder == kBackupHolder) {
       from = "backup " + plan.value("backup", "");
-      auto digest = ParseHex64(source.value("digest", ""));
       s = digest ? FetchFromBackup(plan.value("backup", ""), key, *digest)
                  : InvalidArgumentError("the plan gives no digest for " + key.ToString());
     } else {
       std::string address = plan["addresses"].value(std::to_string(holder), "");
       s = address.empty() ? UnavailableError("no address for node " + std::to_string(holder))
-                          : FetchFrom(address, key, inc.config.node_rank);
+                          : FetchFrom(address, key, inc.config.node_rank, digest);
     }
     if (s.ok()) {
       std::lock_guard<std::mutex> l(mu_);
@@ -436,14 +436,16 @@ Status Agent::FetchStep(const Incarnation& inc, const StepKey& key, const json& 
   return last;
 }
 
-// Fetches `key` from the agent at `address` into the store, over up to
+// Fetches `key` (the copy with `digest`, when the plan gives one) from the
+// agent at `address` into the store, over up to
 // `data-streams` connections, verified as it arrives (or, fetched the old
 // way, when it is committed) before it counts as held.
-Status Agent::FetchFrom(const std::string& address, const StepKey& key, int node_rank) {
+Status Agent::FetchFrom(const std::string& address, const StepKey& key, int node_rank,
+                        std::optional<uint64_t> digest) {
   STRATA_ASSIGN_OR_RETURN(Endpoint to, ParseEndpoint(address));
   STRATA_ASSIGN_OR_RETURN(FetchedCopy copy,
                           FetchCopy(to, config_.secret, "node " + std::to_string(node_rank), key,
-                                    config_.data_streams, store_.get()));
+                                    config_.data_streams, store_.get(), digest));
   return AdoptCopy(store_.get(), key, copy);
 }
 

@@ -77,7 +77,8 @@ class Agent {
   StatusOr<bool> FetchAndReport(Incarnation& inc, const json& plan);
   Status FetchStep(const Incarnation& inc, const StepKey& key, const json& source, const json& plan,
                    std::vector<json>* bad, int* used);
-  Status FetchFrom(const std::string& address, const StepKey& key, int node_rank);
+  Status FetchFrom(const std::string& address, const StepKey& key, int node_rank,
+                   std::optional<uint64_t> digest);
   Status CreateMarkers(const Incarnation& inc, const json& plan);
   void IngestCommittedSteps();
   void IngestPytorchSaves();

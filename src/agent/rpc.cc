@@ -126,6 +126,11 @@ Status RecvFile(net::Socket& socket, int fd, const IndexedFile& f, StreamVerifie
   if (verifier == nullptr) return socket.RecvToFile(fd, 0, f.size, deadline);
   const std::vector<RangeCheck>& checks = verifier->ChecksFor(f.path);
   size_t next = 0;  // the first check not submitted yet
+  auto submit_received = [&](uint64_t at) {
+    size_t first = next;
+    while (next < checks.size() && checks[next].end() <= at) ++next;
+    if (next > first) verifier->Submit(f.path, first, next);
+  };
   for (uint64_t at = 0; at < f.size;) {
     uint64_t to = f.size;
     if (next < checks.size()) {
@@ -133,11 +138,11 @@ Status RecvFile(net::Socket& socket, int fd, const IndexedFile& f, StreamVerifie
     }
     STRATA_RETURN_IF_ERROR(socket.RecvToFile(fd, at, to - at, deadline));
     at = to;
-    while (next < checks.size() && checks[next].end() <= at) verifier->Submit(f.path, next++);
+    submit_received(at);
   }
   // Checks of empty ranges; a check past the end stays unsubmitted, and
   // StreamVerifier::Finish reports it.
-  while (next < checks.size() && checks[next].end() <= f.size) verifier->Submit(f.path, next++);
+  submit_received(f.size);
   return Status::Ok();
 }
 

@@ -9,6 +9,8 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
+#include <string_view>
 
 #include "engine/step_io.h"
 #include "format/manifest.h"
@@ -118,15 +120,46 @@ std::optional<StepInfo> StrataManifest(const std::string& dir) {
 }
 
 // A Strata checkpoint: the manifest gives the digest; no hashing needed.
+// A directory holding more or other files than its manifest describes is
+// hashed like any other step.
 bool IndexAsStrata(const std::string& dir, StepIndex* index) {
   auto info = StrataManifest(dir);
   if (!info) return false;
-  index->strata = true;
   index->digest = info->ContentDigest();
+  if (!ManifestDataPositions(*index, *info).ok()) return false;
+  index->strata = true;
   return true;
 }
 
 }  // namespace
+
+StatusOr<std::vector<size_t>> ManifestDataPositions(const StepIndex& index,
+                                                    const StepInfo& manifest) {
+  std::map<std::string_view, size_t> by_path;
+  for (size_t p = 0; p < index.files.size(); ++p) by_path[index.files[p].path] = p;
+  std::vector<size_t> position(manifest.files.size());
+  std::set<size_t> named;
+  for (size_t m = 0; m < manifest.files.size(); ++m) {
+    const FileInfo& file = manifest.files[m];
+    auto it = by_path.find(file.name);
+    if (it == by_path.end()) {
+      return DataLossError("the manifest's data file " + file.name + " is not in the copy's index");
+    }
+    if (index.files[it->second].size != file.size) {
+      return DataLossError("the index lists " + file.name + " with " +
+                           std::to_string(index.files[it->second].size) +
+                           " bytes, the manifest with " + std::to_string(file.size));
+    }
+    position[m] = it->second;
+    named.insert(it->second);
+  }
+  for (size_t p = 0; p < index.files.size(); ++p) {
+    if (named.count(p) == 0 && index.files[p].path != kManifestFileName) {
+      return DataLossError(index.files[p].path + " is not a file of the checkpoint's manifest");
+    }
+  }
+  return position;
+}
 
 Status ValidateRelativePath(std::string_view path) {
   if (path.empty() || path.size() > 4096 || path.front() == '/' ||
@@ -182,6 +215,7 @@ Status VerifyStepIndex(const std::string& dir, const StepIndex& index, ThreadPoo
     if (!info || info->ContentDigest() != index.digest) {
       return DataLossError(dir + ": manifest is unreadable or does not match the recorded digest");
     }
+    STRATA_RETURN_IF_ERROR(ManifestDataPositions(index, *info).status().WithContext(dir));
     if (scope == VerifyScope::kLayout) return Status::Ok();
     VerifyReport report;
     VerifyStepData(Env::Default(), pool, dir, *info, &report);

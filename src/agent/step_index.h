@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/catalog.h"
 #include "strata/status.h"
 #include "util/thread_pool.h"
 
@@ -60,6 +61,13 @@ nlohmann::json StepIndexToJson(const StepIndex& index);
 StatusOr<StepIndex> StepIndexFromJson(const nlohmann::json& doc, std::string_view source);
 std::string EncodeStepIndex(const StepIndex& index);
 StatusOr<StepIndex> DecodeStepIndex(std::string_view text, std::string_view source);
+
+// The positions in `index` of the data files of `manifest` (in manifest
+// order). DATA_LOSS unless the index lists exactly those files, with the
+// manifest's sizes, and the manifest file: a file the manifest does not
+// describe would never be verified.
+StatusOr<std::vector<size_t>> ManifestDataPositions(const StepIndex& index,
+                                                    const StepInfo& manifest);
 
 // OK iff `path` is a relative path of safe components: no "", ".", "..",
 // no leading '/', no NUL, at most 4096 bytes, at most 32 components.

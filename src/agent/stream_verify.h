@@ -9,7 +9,8 @@
 // The checks are the ones a full verification makes (VerifyStepIndex):
 //  - a Strata checkpoint: every chunk of every item against the manifest's
 //    XXH3-64, the manifest being the copy's own (its content digest equals
-//    the index's digest; the caller fetches and decodes it first);
+//    the index's digest, and its data files are exactly the index's other
+//    files, with the same sizes; the caller fetches and decodes it first);
 //  - any other step: every 16 MiB chunk of every file against the index.
 // The file list, the sizes and the manifest's digest are still checked when
 // the copy is committed (Store::AdoptVerified); only the data pass is saved.
@@ -19,6 +20,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -36,55 +38,78 @@ struct RangeCheck {
   uint64_t offset = 0;
   uint64_t length = 0;
   uint64_t xxh3 = 0;
-  std::string what;  // names the range in errors: "chunk 2", "item 'w' chunk 0"
+  int64_t item = -1;   // index into RangePlan::item_names; -1: a chunk of the index
+  uint64_t chunk = 0;  // chunk number within the item (or the file)
 
   uint64_t end() const { return offset + length; }
 };
 
-// For each file of `index` (same positions), the checks that verify it,
-// ordered by end offset. `manifest` is the decoded manifest of a Strata
-// step (null otherwise). DATA_LOSS when the index and the manifest
-// disagree: another digest, a data file the index lacks, an item past the
-// end of its file, a chunk count that does not match.
-StatusOr<std::vector<std::vector<RangeCheck>>> PlanRangeChecks(const StepIndex& index,
-                                                               const StepInfo* manifest);
+struct RangePlan {
+  // For each file of the index (same positions), its checks ordered by end.
+  std::vector<std::vector<RangeCheck>> files;
+  std::vector<std::string> item_names;  // of a Strata step's manifest
+};
+
+// The checks that verify the files of `index`. `manifest` is the decoded
+// manifest of a Strata step (null otherwise). DATA_LOSS when the index and
+// the manifest disagree: another digest, a data file the index lacks or
+// lists with another size, a file the manifest does not name, an item past
+// the end of its file.
+StatusOr<RangePlan> PlanRangeChecks(const StepIndex& index, const StepInfo* manifest);
 
 // Hashes submitted ranges of the files of one incoming directory on its own
 // threads. Thread-safe: the streams of one transfer share one verifier.
 class StreamVerifier {
  public:
-  // `checks` as PlanRangeChecks returns them for `index`; the files are
-  // read under `dir`.
-  StreamVerifier(std::string dir, const StepIndex& index,
-                 std::vector<std::vector<RangeCheck>> checks, int threads);
+  // How received bytes are read back: kAuto maps them on a tmpfs (no copy)
+  // and reads them with pread elsewhere (a read error through a mapping is
+  // SIGBUS). The others are for tests.
+  enum class Read { kAuto, kMapped, kPread };
+
+  // `plan` as PlanRangeChecks returns it for `index`; the files are read
+  // under `dir`.
+  StreamVerifier(std::string dir, const StepIndex& index, RangePlan plan, int threads,
+                 Read read = Read::kAuto);
   // Stops the threads; queued checks are dropped.
   ~StreamVerifier();
   StreamVerifier(const StreamVerifier&) = delete;
   StreamVerifier& operator=(const StreamVerifier&) = delete;
 
+  // Called once, on the thread that ran the check, when a check first
+  // fails (e.g. to stop the transfer); Wait() returns after it has run.
+  // Set it before the first Submit.
+  void SetOnFailure(std::function<void()> on_failure) { on_failure_ = std::move(on_failure); }
+
   // The checks of the file at `path` (relative, as in the index); empty for
   // a file the index does not list.
   const std::vector<RangeCheck>& ChecksFor(const std::string& path) const;
-  // Queues the check `i` of ChecksFor(path): its bytes are in the file now.
-  void Submit(const std::string& path, size_t i);
-  // Waits until every queued check is done. OK iff every check of every
-  // file was submitted and matched; otherwise the first mismatch or read
-  // error, naming the file and the range (DATA_LOSS).
+  // Queues the checks [first, last) of ChecksFor(path) as one task: their
+  // bytes are in the file now. A check submitted again is ignored.
+  void Submit(const std::string& path, size_t first, size_t last);
+  // Waits until every queued check is done; the first that failed (a
+  // mismatch is DATA_LOSS naming the file, the byte range and the chunk).
+  Status Wait();
+  // Wait(), then: OK iff every check of every file was submitted.
   Status Finish();
 
  private:
   struct Task {
     size_t file;
-    size_t check;
+    size_t first, last;
   };
   void WorkerMain();
   Status Run(const Task& t) const;
+  Status HashMapped(int fd, const Task& t, const std::string& path) const;
+  Status HashRead(int fd, const Task& t, const std::string& path) const;
+  Status Mismatch(const std::string& path, const RangeCheck& c) const;
   void Finished(const Status& s);  // a task's outcome
 
   const std::string dir_;
+  bool mapped_ = false;             // hash through mmap (a tmpfs)
   std::vector<std::string> paths_;  // by file position
   std::map<std::string, size_t> position_;
-  std::vector<std::vector<RangeCheck>> checks_;
+  RangePlan plan_;
+  std::function<void()> on_failure_;
   std::mutex mu_;
   std::condition_variable cv_;                // work queued, or stopping
   std::condition_variable done_;              // a task finished

@@ -83,6 +83,13 @@ StatusOr<StepInfo> FetchManifest(RpcClient& client, const StepKey& key, const Fe
   return DecodeManifest(bytes, path);
 }
 
+// FAILED_PRECONDITION unless the holder's copy is the one asked for.
+Status CheckDigest(const StepIndex& index, std::optional<uint64_t> digest) {
+  if (!digest || index.digest == *digest) return Status::Ok();
+  return FailedPreconditionError("the holder has another copy (digest " + Hex64(index.digest) +
+                                 ") than the one planned (" + Hex64(*digest) + ")");
+}
+
 // Where the manifest of a Strata copy is in its index.
 StatusOr<size_t> ManifestPosition(const StepIndex& index) {
   for (size_t p = 0; p < index.files.size(); ++p) {
@@ -127,7 +134,8 @@ Status FetchGroups(std::vector<RpcClient>& clients, const StepKey& key, const Fe
 // get_index; for a Strata copy its manifest; then the other files in groups
 // over up to `streams` connections, verified while they arrive.
 Status FetchInGroups(const Endpoint& to, const std::string& secret, const std::string& client_id,
-                     const StepKey& key, int streams, Store* store, FetchedCopy* copy) {
+                     const StepKey& key, int streams, Store* store, std::optional<uint64_t> digest,
+                     FetchedCopy* copy) {
   std::vector<RpcClient> clients;
   STRATA_ASSIGN_OR_RETURN(RpcClient first, RpcClient::Connect(to, secret, client_id));
   clients.push_back(std::move(first));
@@ -135,27 +143,40 @@ Status FetchInGroups(const Endpoint& to, const std::string& secret, const std::s
       json reply,
       clients[0].Call({{"op", "get_index"}, {"key", StepKeyToJson(key)}}, kFetchCallTimeout));
   STRATA_ASSIGN_OR_RETURN(copy->index, StepIndexFromJson(reply.value("index", json()), "index"));
+  STRATA_RETURN_IF_ERROR(CheckDigest(copy->index, digest));
   STRATA_ASSIGN_OR_RETURN(copy->dir, store->NewIncomingDir());
   std::vector<size_t> rest(copy->index.files.size());
   std::iota(rest.begin(), rest.end(), 0);
   std::optional<StepInfo> manifest;
   if (copy->index.strata) {
     STRATA_ASSIGN_OR_RETURN(size_t position, ManifestPosition(copy->index));
+    if (copy->index.files[position].size > kMaxManifestBytes) {
+      return DataLossError("the index gives the manifest " +
+                           std::to_string(copy->index.files[position].size) + " bytes");
+    }
     STRATA_ASSIGN_OR_RETURN(manifest, FetchManifest(clients[0], key, *copy, position, store));
     rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(position));
     clients.clear();  // the holder closes a connection after a fetch
   }
-  STRATA_ASSIGN_OR_RETURN(auto checks,
+  STRATA_ASSIGN_OR_RETURN(RangePlan plan,
                           PlanRangeChecks(copy->index, manifest ? &*manifest : nullptr));
-  StreamVerifier verifier(copy->dir, copy->index, std::move(checks), kVerifyThreads);
+  StreamVerifier verifier(copy->dir, copy->index, std::move(plan), kVerifyThreads);
   const auto groups = PartitionFiles(copy->index, rest,
                                      copy->index.total_bytes >= kMultiStreamMinBytes ? streams : 1);
   while (clients.size() < groups.size()) {
     STRATA_ASSIGN_OR_RETURN(RpcClient c, RpcClient::Connect(to, secret, client_id));
     clients.push_back(std::move(c));
   }
-  if (!groups.empty())
-    STRATA_RETURN_IF_ERROR(FetchGroups(clients, key, *copy, groups, store, &verifier));
+  // A range that does not match ends the transfer: the copy is corrupt, and
+  // the rest of it is not worth receiving.
+  verifier.SetOnFailure([&clients] {
+    for (RpcClient& c : clients) c.socket().Shutdown();
+  });
+  Status received =
+      groups.empty() ? Status::Ok() : FetchGroups(clients, key, *copy, groups, store, &verifier);
+  // A failed check explains a stream cut short by it.
+  STRATA_RETURN_IF_ERROR(verifier.Wait());
+  STRATA_RETURN_IF_ERROR(received);
   STRATA_RETURN_IF_ERROR(verifier.Finish());
   copy->data_verified = true;
   return Status::Ok();
@@ -164,12 +185,14 @@ Status FetchInGroups(const Endpoint& to, const std::string& secret, const std::s
 // The whole step on one connection: fetch_step without "files", which
 // agents without get_index serve too.
 Status FetchWhole(const Endpoint& to, const std::string& secret, const std::string& client_id,
-                  const StepKey& key, Store* store, FetchedCopy* copy) {
+                  const StepKey& key, Store* store, std::optional<uint64_t> digest,
+                  FetchedCopy* copy) {
   STRATA_ASSIGN_OR_RETURN(RpcClient client, RpcClient::Connect(to, secret, client_id));
   STRATA_ASSIGN_OR_RETURN(
       json reply,
       client.Call({{"op", "fetch_step"}, {"key", StepKeyToJson(key)}}, kFetchCallTimeout));
   STRATA_ASSIGN_OR_RETURN(copy->index, StepIndexFromJson(reply.value("index", json()), "index"));
+  STRATA_RETURN_IF_ERROR(CheckDigest(copy->index, digest));
   STRATA_ASSIGN_OR_RETURN(copy->dir, store->NewIncomingDir());
   return RecvStepFiles(client.socket(), copy->dir, copy->index, store);
 }
@@ -184,10 +207,10 @@ void Discard(FetchedCopy* copy) {
 
 StatusOr<FetchedCopy> FetchCopy(const Endpoint& to, const std::string& secret,
                                 const std::string& client_id, const StepKey& key, int streams,
-                                Store* store) {
+                                Store* store, std::optional<uint64_t> digest) {
   const std::string what = "fetching " + key.ToString() + " from " + to.ToString();
   FetchedCopy copy;
-  Status s = FetchInGroups(to, secret, client_id, key, streams, store, &copy);
+  Status s = FetchInGroups(to, secret, client_id, key, streams, store, digest, &copy);
   if (!s.ok()) Discard(&copy);
   // A holder without the copy says so, and a corrupt copy stays corrupt;
   // any other failure (a stream refused or cut, an agent that does not know
@@ -195,7 +218,7 @@ StatusOr<FetchedCopy> FetchCopy(const Endpoint& to, const std::string& secret,
   // counts as failed. That copy is verified when it is committed.
   if (!s.ok() && s.code() != StatusCode::kNotFound && s.code() != StatusCode::kDataLoss) {
     Log()->warn("{} in groups: {}; again on one connection", what, s.message());
-    s = FetchWhole(to, secret, client_id, key, store, &copy);
+    s = FetchWhole(to, secret, client_id, key, store, digest, &copy);
     if (!s.ok()) Discard(&copy);
   }
   if (!s.ok()) return s.WithContext(what);

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,10 +58,12 @@ struct FetchedCopy {
 // manifest comes first, to say what to check). The caller commits it
 // (AdoptCopy) or removes the directory; on error nothing is left behind.
 // DATA_LOSS means the holder's copy is corrupt: it names the file and the
-// range that differ.
+// range that differ. With `digest`, a holder whose copy has another digest
+// (not the copy a restore plan chose) is FAILED_PRECONDITION, before any
+// data moves.
 StatusOr<FetchedCopy> FetchCopy(const Endpoint& to, const std::string& secret,
                                 const std::string& client_id, const StepKey& key, int streams,
-                                Store* store);
+                                Store* store, std::optional<uint64_t> digest = std::nullopt);
 
 // Commits a fetched copy to `store` as `key`: Store::AdoptVerified when its
 // data was verified on arrival, Store::Adopt otherwise. On error the
