@@ -64,11 +64,15 @@ std::string TmpfsHugeOption(std::string_view mountinfo, std::string_view device)
   return "";
 }
 
+bool IsTmpfs(const std::string& dir) {
+  struct statfs fs {};
+  return ::statfs(dir.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC;
+}
+
 RamDisk DescribeRamDisk(const std::string& dir) {
   RamDisk d;
-  struct statfs fs {};
   struct stat st {};
-  if (::statfs(dir.c_str(), &fs) != 0 || fs.f_type != TMPFS_MAGIC) return d;
+  if (!IsTmpfs(dir)) return d;
   d.tmpfs = true;
   if (::stat(dir.c_str(), &st) == 0) {
     std::string device = std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev));

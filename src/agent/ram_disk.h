@@ -28,6 +28,8 @@ struct RamDisk {
 
 // Describes the file system holding `dir` (which must exist).
 RamDisk DescribeRamDisk(const std::string& dir);
+// Whether `dir` is on a tmpfs (false when it cannot be told).
+bool IsTmpfs(const std::string& dir);
 
 // The huge= option of the tmpfs with device `device` ("major:minor", as
 // stat's st_dev) in /proc/self/mountinfo text: "never" when it has none,

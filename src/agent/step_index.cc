@@ -9,7 +9,6 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <set>
 #include <string_view>
 
 #include "engine/step_io.h"
@@ -138,7 +137,7 @@ StatusOr<std::vector<size_t>> ManifestDataPositions(const StepIndex& index,
   std::map<std::string_view, size_t> by_path;
   for (size_t p = 0; p < index.files.size(); ++p) by_path[index.files[p].path] = p;
   std::vector<size_t> position(manifest.files.size());
-  std::set<size_t> named;
+  std::vector<bool> named(index.files.size(), false);
   for (size_t m = 0; m < manifest.files.size(); ++m) {
     const FileInfo& file = manifest.files[m];
     auto it = by_path.find(file.name);
@@ -151,10 +150,10 @@ StatusOr<std::vector<size_t>> ManifestDataPositions(const StepIndex& index,
                            " bytes, the manifest with " + std::to_string(file.size));
     }
     position[m] = it->second;
-    named.insert(it->second);
+    named[it->second] = true;
   }
   for (size_t p = 0; p < index.files.size(); ++p) {
-    if (named.count(p) == 0 && index.files[p].path != kManifestFileName) {
+    if (!named[p] && index.files[p].path != kManifestFileName) {
       return DataLossError(index.files[p].path + " is not a file of the checkpoint's manifest");
     }
   }

@@ -2,10 +2,8 @@
 #include "agent/stream_verify.h"
 
 #include <fcntl.h>
-#include <linux/magic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +11,7 @@
 #include <memory>
 #include <system_error>
 
+#include "agent/ram_disk.h"
 #include "format/manifest.h"
 #include "format/naming.h"
 #include "util/file_util.h"
@@ -92,9 +91,7 @@ StatusOr<RangePlan> PlanRangeChecks(const StepIndex& index, const StepInfo* mani
 StreamVerifier::StreamVerifier(std::string dir, const StepIndex& index, RangePlan plan, int threads,
                                Read read)
     : dir_(std::move(dir)), plan_(std::move(plan)) {
-  struct statfs fs;
-  mapped_ = read == Read::kMapped ||
-            (read == Read::kAuto && ::statfs(dir_.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC);
+  mapped_ = read == Read::kMapped || (read == Read::kAuto && IsTmpfs(dir_));
   plan_.files.resize(index.files.size());
   submitted_.resize(plan_.files.size());
   for (size_t f = 0; f < index.files.size(); ++f) {
