@@ -5,7 +5,8 @@
 // written in place, re-configuration, restore markers and garbage
 // collection with a real trainer (AgentProtocolTest); and hostile peers —
 // garbage, wrong secrets, forged proofs, truncated, corrupt or oversized
-// streams, path traversal (AgentSafetyTest). Every wait is a bounded poll.
+// streams, path traversal (AgentSafetyTest). Fetching copies for a restore
+// is in agent_fetch_test.cc. Every wait is a bounded poll.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -14,24 +15,16 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <functional>
-#include <map>
-#include <random>
 #include <thread>
-#include <tuple>
 
 #include "agent/rpc.h"
 #include "agent/step_index.h"
 #include "agent/store.h"
-#include "agent/transfer.h"
+#include "agent_peer.h"
 #include "cluster.h"
-#include "format/manifest.h"
-#include "format/naming.h"
 #include "net/frame.h"
 #include "net/socket.h"
-#include "strata/checkpointer.h"
 #include "util/hash.h"
-#include "util/thread_pool.h"
 
 namespace strata::testing {
 namespace {
@@ -39,18 +32,6 @@ namespace {
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
-
-constexpr auto kWait = std::chrono::milliseconds(10s);
-
-// Polls `done` every 20 ms until it holds or `timeout` passes.
-bool WaitUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout = kWait) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return done();
-    std::this_thread::sleep_for(20ms);
-  }
-  return true;
-}
 
 bool Exists(const std::string& path) {
   struct stat st;
@@ -71,30 +52,6 @@ std::string ReadLink(const std::string& path) {
   char buf[4096];
   ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
-}
-
-size_t Count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + what.size()))
-    ++n;
-  return n;
-}
-
-size_t EntriesIn(const std::string& dir) {
-  std::error_code ec;
-  size_t n = 0;
-  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
-       it.increment(ec)) {
-    ++n;
-  }
-  return n;
-}
-
-std::string RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::string s(n, '\0');
-  for (auto& c : s) c = static_cast<char>(rng());
-  return s;
 }
 
 // ---------------------------------------------------------------------------
@@ -160,19 +117,9 @@ bool LogHas(const Cluster& c, const std::string& text) {
   return WaitUntil([&] { return c.AgentLog(0).find(text) != std::string::npos; });
 }
 
-agent::Endpoint AgentEndpoint(const Cluster& c) {
-  auto e = agent::ParseEndpoint(c.address(0));
-  EXPECT_TRUE(e.ok()) << c.address(0);
-  return e.ok() ? *e : agent::Endpoint{};
-}
-
 StatusOr<net::Socket> RawConnect(const Cluster& c) {
   agent::Endpoint e = AgentEndpoint(c);
   return net::Socket::Connect(e.host, e.port, 5s);
-}
-
-StatusOr<agent::RpcClient> PeerConnect(const Cluster& c) {
-  return agent::RpcClient::Connect(AgentEndpoint(c), c.secret(), "hostile peer");
 }
 
 // True if the agent closes the connection within `timeout` (whatever it
@@ -193,14 +140,6 @@ agent::StepIndex OneFileIndex(const std::string& path, const std::string& data) 
   index.total_bytes = data.size();
   index.digest = 0x5eed5eed5eed5eedull;
   return index;
-}
-
-json PutStep(const json& key, const json& index) {
-  return {{"op", "put_step"}, {"key", key}, {"index", index}};
-}
-
-json Key(const std::string& job, int rank, int64_t step) {
-  return {{"job", job}, {"rank", rank}, {"step", step}};
 }
 
 std::string Incoming(const Cluster& c) { return c.dir(0) + "/.strata-agent/incoming"; }
@@ -571,212 +510,6 @@ TEST_F(AgentSafetyTest, WellFormedPutStepIsCommitted) {
       << ack->payload;
   EXPECT_TRUE(Holds(c_.Status(0), "j", 0, 7));
   EXPECT_EQ(ReadFile(c_.dir(0) + "/.strata-agent/steps/j/0/7/data.bin"), data);
-}
-
-// Puts a step of `files` (path -> bytes) as key j/0/`step` over one stream.
-void PutFiles(const Cluster& c, int64_t step, const std::map<std::string, std::string>& files,
-              agent::StepIndex* index) {
-  index->digest = 0x5eed0000u + static_cast<uint64_t>(step);
-  std::string all;
-  for (const auto& [path, data] : files) {  // sorted by path, as an index is
-    index->files.push_back({path, data.size(), {}});
-    for (size_t off = 0; off < data.size(); off += agent::kIndexChunkBytes) {
-      size_t n = std::min<size_t>(agent::kIndexChunkBytes, data.size() - off);
-      index->files.back().chunk_xxh3.push_back(Xxh3(data.data() + off, n));
-    }
-    index->total_bytes += data.size();
-    all += data;
-  }
-  auto client = PeerConnect(c);
-  ASSERT_TRUE(client.ok()) << client.status().message();
-  auto ready = client->Call(PutStep(Key("j", 0, step), agent::StepIndexToJson(*index)), 10s);
-  ASSERT_TRUE(ready.ok()) << ready.status().message();
-  ASSERT_TRUE(client->socket().SendAll(all.data(), all.size(), net::DeadlineAfter(20s)).ok());
-  auto ack = net::RecvFrame(client->socket(), 1 << 20, net::DeadlineAfter(20s));
-  ASSERT_TRUE(ack.ok()) << ack.status().message();
-  ASSERT_EQ(json::parse(ack->payload, nullptr, false).value("committed", false), true)
-      << ack->payload;
-}
-
-// A restore fetches a large step over several connections, one file group
-// each (get_index, then fetch_step with "files"), into another node's store.
-TEST_F(AgentSafetyTest, MultiStreamFetchRestoresEveryFile) {
-  const std::map<std::string, std::string> files = {{"a.bin", RandomBytes(9 << 20, 21)},
-                                                    {"b/c.bin", RandomBytes(7 << 20, 22)},
-                                                    {"d.bin", RandomBytes(3 << 20, 23)},
-                                                    {"empty", ""}};
-  agent::StepIndex index;
-  ASSERT_NO_FATAL_FAILURE(PutFiles(c_, 7, files, &index));
-  ScratchDir node("fetching");
-  ThreadPool pool(2);
-  auto store = agent::Store::Open(node.path(), &pool);
-  ASSERT_TRUE(store.ok()) << store.status().message();
-  const agent::StepKey key{"j", 0, 7};
-  auto copy = agent::FetchCopy(AgentEndpoint(c_), c_.secret(), "node 1", key, 3, store->get());
-  ASSERT_TRUE(copy.ok()) << copy.status().message();
-  EXPECT_EQ(copy->index.digest, index.digest);
-  Status adopted = (*store)->Adopt(copy->dir, key, copy->index);
-  ASSERT_TRUE(adopted.ok()) << adopted.message();
-  for (const auto& [path, data] : files) {
-    EXPECT_EQ(ReadFile((*store)->StepPath(key) + "/" + path), data) << path;
-  }
-  // Three groups, three connections: the agent served the step three times.
-  ASSERT_TRUE(WaitUntil([&] { return Count(c_.AgentLog(0), "served j/0/7") == 3; }))
-      << c_.AgentLog(0);
-}
-
-// Puts the step directory `dir` (indexed as the agent indexes it) as key
-// j/0/`step` over one stream.
-void PutDir(const Cluster& c, int64_t step, const std::string& dir, agent::StepIndex* index) {
-  ThreadPool pool(1);
-  auto built = agent::BuildStepIndex(dir, &pool);
-  ASSERT_TRUE(built.ok()) << built.status().message();
-  *index = *built;
-  auto client = PeerConnect(c);
-  ASSERT_TRUE(client.ok()) << client.status().message();
-  auto ready = client->Call(PutStep(Key("j", 0, step), agent::StepIndexToJson(*index)), 10s);
-  ASSERT_TRUE(ready.ok()) << ready.status().message();
-  ASSERT_TRUE(agent::SendStepFiles(client->socket(), dir, *index).ok());
-  auto ack = net::RecvFrame(client->socket(), 1 << 20, net::DeadlineAfter(20s));
-  ASSERT_TRUE(ack.ok()) << ack.status().message();
-  ASSERT_EQ(json::parse(ack->payload, nullptr, false).value("committed", false), true)
-      << ack->payload;
-}
-
-// A Strata checkpoint of 24 MiB in two data files, as step 1 of `dir`.
-std::string WriteStrataStep(const std::string& dir, std::string* bytes) {
-  *bytes = RandomBytes(24 << 20, 31);
-  std::vector<Item> items = {{"x", DType::kBytes, {16 << 20}, bytes->data(), 16 << 20},
-                             {"y", DType::kBytes, {8 << 20}, bytes->data() + (16 << 20), 8 << 20}};
-  CheckpointerOptions o;
-  o.async = false;
-  o.preemption_signals = {};
-  o.io_threads = 2;
-  auto ckpt = Checkpointer::Open(dir, o);
-  if (!ckpt.ok() || !(*ckpt)->Save(1, items).ok()) return "";
-  return dir + "/" + StepDirName(1);
-}
-
-// A Strata copy is fetched manifest first, then its data files in groups,
-// each chunk checked against the manifest as it arrives: committing it
-// needs no second pass over the data.
-TEST_F(AgentSafetyTest, StrataCopyIsVerifiedAsItArrives) {
-  ScratchDir src("strata-src");
-  std::string bytes;
-  const std::string step = WriteStrataStep(src.path(), &bytes);
-  ASSERT_FALSE(step.empty());
-  agent::StepIndex index;
-  ASSERT_NO_FATAL_FAILURE(PutDir(c_, 11, step, &index));
-  ASSERT_TRUE(index.strata);
-  ScratchDir node("fetching-strata");
-  ThreadPool pool(2);
-  auto store = agent::Store::Open(node.path(), &pool);
-  ASSERT_TRUE(store.ok()) << store.status().message();
-  const agent::StepKey key{"j", 0, 11};
-  // Another copy than a restore plan chose: refused before any data moves.
-  auto other = agent::FetchCopy(AgentEndpoint(c_), c_.secret(), "node 1", key, 3, store->get(),
-                                index.digest ^ 1);
-  EXPECT_EQ(other.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(other.status().message().find("another copy"), std::string::npos)
-      << other.status().message();
-  EXPECT_EQ(EntriesIn((*store)->root() + "/incoming"), 0u);
-  auto copy = agent::FetchCopy(AgentEndpoint(c_), c_.secret(), "node 1", key, 3, store->get(),
-                               index.digest);
-  ASSERT_TRUE(copy.ok()) << copy.status().message();
-  EXPECT_TRUE(copy->data_verified);
-  Status adopted = agent::AdoptCopy(store->get(), key, *copy);
-  ASSERT_TRUE(adopted.ok()) << adopted.message();
-  EXPECT_TRUE((*store)->Verify(key).ok());
-  for (const auto& f : index.files) {
-    EXPECT_EQ(ReadFile((*store)->StepPath(key) + "/" + f.path), ReadFile(step + "/" + f.path))
-        << f.path;
-  }
-  // The manifest on one connection, then one per data file.
-  const size_t data_files = index.files.size() - 1;
-  ASSERT_GE(data_files, 1u);
-  ASSERT_TRUE(WaitUntil([&] { return Count(c_.AgentLog(0), "served j/0/11") == 1 + data_files; }))
-      << c_.AgentLog(0);
-}
-
-// A holder whose copy is corrupt sends it as it is; the fetch fails on the
-// first bad range with DATA_LOSS naming the file and the range, is not
-// retried on that holder, and leaves nothing behind.
-TEST_F(AgentSafetyTest, CorruptCopyIsRefusedAsItArrives) {
-  ScratchDir src("strata-corrupt");
-  std::string bytes;
-  const std::string step = WriteStrataStep(src.path(), &bytes);
-  ASSERT_FALSE(step.empty());
-  agent::StepIndex strata;
-  ASSERT_NO_FATAL_FAILURE(PutDir(c_, 12, step, &strata));
-  agent::StepIndex other;
-  ASSERT_NO_FATAL_FAILURE(PutFiles(c_, 13, {{"a.bin", RandomBytes(20 << 20, 32)}}, &other));
-  const std::string held = c_.dir(0) + "/.strata-agent/steps/j/0/";
-  const std::string strata_data = strata.files.front().path;  // sorts before strata.manifest
-  ASSERT_NE(strata_data, "strata.manifest");
-  FlipByte(held + "12/" + strata_data, 5 << 20);
-  FlipByte(held + "13/a.bin", 17 << 20);
-  ScratchDir node("fetching-corrupt");
-  ThreadPool pool(2);
-  auto store = agent::Store::Open(node.path(), &pool);
-  ASSERT_TRUE(store.ok()) << store.status().message();
-  // Which item chunk of the Strata step holds the flipped byte.
-  auto manifest = DecodeManifest(ReadFile(step + "/strata.manifest"), "manifest");
-  ASSERT_TRUE(manifest.ok()) << manifest.status().message();
-  std::string strata_range;
-  for (const ItemInfo& item : manifest->items) {
-    const uint64_t at = 5 << 20;
-    if (manifest->files[item.file].name == strata_data && item.offset <= at &&
-        at < item.offset + item.nbytes) {
-      const uint64_t chunk = (at - item.offset) / manifest->chunk_size;
-      strata_range = "(item '" + item.name + "' chunk " + std::to_string(chunk) + ")";
-    }
-  }
-  ASSERT_FALSE(strata_range.empty());
-  for (const auto& [step_number, file, range] :
-       {std::tuple<int64_t, std::string, std::string>{12, strata_data, strata_range},
-        {13, "a.bin", "bytes [16777216, 20971520) (chunk 1)"}}) {
-    const agent::StepKey key{"j", 0, step_number};
-    const std::string served = "served " + key.ToString();
-    const size_t before = Count(c_.AgentLog(0), served);
-    auto copy = agent::FetchCopy(AgentEndpoint(c_), c_.secret(), "node 1", key, 3, store->get());
-    ASSERT_EQ(copy.status().code(), StatusCode::kDataLoss) << key.ToString();
-    const std::string& m = copy.status().message();
-    EXPECT_NE(m.find(file), std::string::npos) << m;
-    EXPECT_NE(m.find(range), std::string::npos) << m;
-    EXPECT_NE(m.find("checksum mismatch"), std::string::npos) << m;
-    EXPECT_EQ(EntriesIn((*store)->root() + "/incoming"), 0u);
-    EXPECT_FALSE((*store)->Has(key));
-    // No second attempt over one connection: at most one serve per group.
-    std::this_thread::sleep_for(200ms);
-    EXPECT_LE(Count(c_.AgentLog(0), served) - before, 3u) << c_.AgentLog(0);
-  }
-}
-
-// A group asked of another copy than the index described, or of files the
-// copy does not have, is refused with the step named; nothing is sent and
-// the connection stays usable.
-TEST_F(AgentSafetyTest, FetchOfAnotherCopyOrFileIsRefused) {
-  agent::StepIndex index;
-  ASSERT_NO_FATAL_FAILURE(PutFiles(c_, 8, {{"a.bin", RandomBytes(4096, 24)}}, &index));
-  auto client = PeerConnect(c_);
-  ASSERT_TRUE(client.ok()) << client.status().message();
-  json fetch = {{"op", "fetch_step"}, {"key", Key("j", 0, 8)}, {"files", {0}}};
-  fetch["digest"] = Hex64(index.digest + 1);
-  auto wrong = client->Call(fetch, 10s);
-  EXPECT_EQ(wrong.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(wrong.status().message().find("another copy of j/0/8"), std::string::npos)
-      << wrong.status().message();
-  fetch["digest"] = Hex64(index.digest);
-  // Past the end, repeated (a file sent twice), negative, not numbers, not a list.
-  for (const json& files : {json{1}, json{0, 0}, json{-1}, json{"0"}, json{0.5}, json(0)}) {
-    fetch["files"] = files;
-    EXPECT_EQ(client->Call(fetch, 10s).status().code(), StatusCode::kInvalidArgument) << files;
-  }
-  auto got = client->Call({{"op", "get_index"}, {"key", Key("j", 0, 8)}}, 10s);
-  ASSERT_TRUE(got.ok()) << got.status().message();
-  EXPECT_EQ(got->at("index").value("digest", ""), Hex64(index.digest));
-  auto none = client->Call({{"op", "get_index"}, {"key", Key("j", 0, 9)}}, 10s);
-  EXPECT_EQ(none.status().code(), StatusCode::kNotFound);
 }
 
 TEST_F(AgentSafetyTest, TruncatedStreamLeavesNothingBehind) {

@@ -1,0 +1,64 @@
+// Copyright 2026 The Strata Authors.
+#include "agent_peer.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+#include <thread>
+
+namespace strata::testing {
+
+bool WaitUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return done();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + what.size()))
+    ++n;
+  return n;
+}
+
+size_t EntriesIn(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  size_t n = 0;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    ++n;
+  }
+  return n;
+}
+
+std::string RandomBytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (auto& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+agent::Endpoint AgentEndpoint(const Cluster& c) {
+  auto e = agent::ParseEndpoint(c.address(0));
+  EXPECT_TRUE(e.ok()) << c.address(0);
+  return e.ok() ? *e : agent::Endpoint{};
+}
+
+StatusOr<agent::RpcClient> PeerConnect(const Cluster& c) {
+  return agent::RpcClient::Connect(AgentEndpoint(c), c.secret(), "hostile peer");
+}
+
+nlohmann::json PutStep(const nlohmann::json& key, const nlohmann::json& index) {
+  return {{"op", "put_step"}, {"key", key}, {"index", index}};
+}
+
+nlohmann::json Key(const std::string& job, int rank, int64_t step) {
+  return {{"job", job}, {"rank", rank}, {"step", step}};
+}
+
+}  // namespace strata::testing
