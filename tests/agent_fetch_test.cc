@@ -65,11 +65,12 @@ void PutFiles(const Cluster& c, int64_t step, const std::map<std::string, std::s
   PutDir(c, step, dir.path(), index);
 }
 
-// A Strata checkpoint of 24 MiB in two data files, as step 1 of `dir`.
-std::string WriteStrataStep(const std::string& dir, std::string* bytes) {
-  *bytes = RandomBytes(24 << 20, 31);
-  std::vector<Item> items = {{"x", DType::kBytes, {16 << 20}, bytes->data(), 16 << 20},
-                             {"y", DType::kBytes, {8 << 20}, bytes->data() + (16 << 20), 8 << 20}};
+// A Strata checkpoint of 24 MiB in two data files, as step 1 of `dir`;
+// returns its step directory ("" on failure).
+std::string WriteStrataStep(const std::string& dir) {
+  const std::string bytes = RandomBytes(24 << 20, 31);
+  std::vector<Item> items = {{"x", DType::kBytes, {16 << 20}, bytes.data(), 16 << 20},
+                             {"y", DType::kBytes, {8 << 20}, bytes.data() + (16 << 20), 8 << 20}};
   CheckpointerOptions o;
   o.async = false;
   o.preemption_signals = {};
@@ -77,6 +78,16 @@ std::string WriteStrataStep(const std::string& dir, std::string* bytes) {
   auto ckpt = Checkpointer::Open(dir, o);
   if (!ckpt.ok() || !(*ckpt)->Save(1, items).ok()) return "";
   return dir + "/" + StepDirName(1);
+}
+
+// Writes a Strata checkpoint in `src` and puts it as key j/0/`step`; *dir
+// is its step directory.
+void PutStrataStep(const Cluster& c, int64_t step, const ScratchDir& src, std::string* dir,
+                   agent::StepIndex* index) {
+  *dir = WriteStrataStep(src.path());
+  ASSERT_FALSE(dir->empty());
+  ASSERT_NO_FATAL_FAILURE(PutDir(c, step, *dir, index));
+  ASSERT_TRUE(index->strata);
 }
 
 // One agent holding the copies, and the store of the node that fetches them.
@@ -128,12 +139,9 @@ TEST_F(AgentFetchTest, MultiStreamFetchRestoresEveryFile) {
 // needs no second pass over the data.
 TEST_F(AgentFetchTest, StrataCopyIsVerifiedAsItArrives) {
   ScratchDir src("strata-src");
-  std::string bytes;
-  const std::string step = WriteStrataStep(src.path(), &bytes);
-  ASSERT_FALSE(step.empty());
+  std::string step;
   agent::StepIndex index;
-  ASSERT_NO_FATAL_FAILURE(PutDir(c_, 11, step, &index));
-  ASSERT_TRUE(index.strata);
+  ASSERT_NO_FATAL_FAILURE(PutStrataStep(c_, 11, src, &step, &index));
   const agent::StepKey key{"j", 0, 11};
   // Another copy than a restore plan chose: refused before any data moves.
   auto other = Fetch(key, index.digest ^ 1);
@@ -163,11 +171,9 @@ TEST_F(AgentFetchTest, StrataCopyIsVerifiedAsItArrives) {
 // retried on that holder, and leaves nothing behind.
 TEST_F(AgentFetchTest, CorruptCopyIsRefusedAsItArrives) {
   ScratchDir src("strata-corrupt");
-  std::string bytes;
-  const std::string step = WriteStrataStep(src.path(), &bytes);
-  ASSERT_FALSE(step.empty());
+  std::string step;
   agent::StepIndex strata;
-  ASSERT_NO_FATAL_FAILURE(PutDir(c_, 12, step, &strata));
+  ASSERT_NO_FATAL_FAILURE(PutStrataStep(c_, 12, src, &step, &strata));
   agent::StepIndex other;
   ASSERT_NO_FATAL_FAILURE(PutFiles(c_, 13, {{"a.bin", RandomBytes(20 << 20, 32)}}, &other));
   const std::string held = c_.dir(0) + "/.strata-agent/steps/j/0/";
