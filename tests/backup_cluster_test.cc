@@ -251,14 +251,22 @@ class S3BackupClusterTest : public ::testing::Test {
     for (int n = 0; n < c.nodes(); ++n) c.SetAgentEnv(n, env);
     c.SetAgentArgs({"--backup", url});
   }
+  // Runs the aws CLI with `args` as user strata. moto checks the CLI's
+  // signature of a listing with a prefix over "prefix=job/" while the CLI
+  // signs "prefix=job%2F" as AWS specifies, and refuses it (Strata's client
+  // adapts, the CLI cannot; docs/backup.md): authentication is off while
+  // the CLI runs, and on for everything Strata does.
+  static int AwsCli(std::vector<std::string> args, std::string* out) {
+    args.insert(args.begin(), MotoServer::FindTool("aws"));
+    EXPECT_TRUE(moto_->SetAuth(false).ok());
+    int rc = strata::testing::Run(args, out, moto_->AwsEnv());
+    EXPECT_TRUE(moto_->SetAuth(true).ok());
+    return rc;
+  }
   // `aws s3 ls --recursive`: the keys below `url`, as the standard tool sees them.
   static std::vector<std::string> AwsList(const std::string& url) {
     std::string out;
-    EXPECT_EQ(
-        strata::testing::Run({MotoServer::FindTool("aws"), "s3", "ls", "--recursive", url + "/"},
-                             &out, moto_->AwsEnv()),
-        0)
-        << out;
+    EXPECT_EQ(AwsCli({"s3", "ls", "--recursive", url + "/"}, &out), 0) << out;
     std::vector<std::string> keys;
     std::istringstream lines(out);
     for (std::string line; std::getline(lines, line);) {
@@ -271,13 +279,13 @@ class S3BackupClusterTest : public ::testing::Test {
 };
 MotoServer* S3BackupClusterTest::moto_ = nullptr;
 
-// 4 nodes in 2 data-parallel replicas: each column is uploaded once, and
+// 4 nodes in 2 data-parallel replicas, backing up below a prefix of two
+// levels with every signature checked: each column is uploaded once, and
 // after the whole cluster is lost every node restores from its column.
 TEST_F(S3BackupClusterTest, WholeClusterLossRestoresFromS3WithDataParallelism) {
-  ASSERT_TRUE(moto_->SetAuth(false).ok());
   ASSERT_TRUE(moto_->CreateBucket("ckpt-dp").ok());
   Cluster c(4, "backup-s3");
-  UseMoto(c, "s3://ckpt-dp/job1");
+  UseMoto(c, "s3://ckpt-dp/some/prefix");
   c.StartAll();
   TrainOptions o = BackupEvery(4);
   o.data_parallelism = 2;
@@ -296,7 +304,7 @@ TEST_F(S3BackupClusterTest, WholeClusterLossRestoresFromS3WithDataParallelism) {
 
   // What the standard tool sees is exactly what Strata wrote: the commit
   // object and parts 0 and 1 only.
-  auto store = storage::OpenObjectStore("s3://ckpt-dp/job1", [] {
+  auto store = storage::OpenObjectStore("s3://ckpt-dp/some/prefix", [] {
     storage::StoreOptions so;
     so.endpoint = moto_->endpoint();
     so.access_key_id = moto_->strata().access_key_id;
@@ -307,8 +315,8 @@ TEST_F(S3BackupClusterTest, WholeClusterLossRestoresFromS3WithDataParallelism) {
   auto ours = (*store)->List("");
   ASSERT_TRUE(ours.ok()) << ours.status().ToString();
   std::vector<std::string> keys;
-  for (const auto& o2 : *ours) keys.push_back("job1/" + o2.key);
-  EXPECT_EQ(AwsList("s3://ckpt-dp/job1"), keys);
+  for (const auto& o2 : *ours) keys.push_back("some/prefix/" + o2.key);
+  EXPECT_EQ(AwsList("s3://ckpt-dp/some/prefix"), keys);
   bool commit = false;
   for (const auto& k : keys) {
     commit |= k.ends_with("/strata.backup");
@@ -328,7 +336,6 @@ TEST_F(S3BackupClusterTest, WholeClusterLossRestoresFromS3WithDataParallelism) {
 // A bucket that does not exist, and credentials without permissions: one
 // readable line in the log and in status; training carries on in-cluster.
 TEST_F(S3BackupClusterTest, AnUnusableBucketIsReportedAndTrainingCarriesOn) {
-  ASSERT_TRUE(moto_->SetAuth(true).ok());
   ASSERT_TRUE(moto_->CreateBucket("ckpt-denied").ok());
   struct Case {
     std::string url;
@@ -369,7 +376,6 @@ TEST_F(S3BackupClusterTest, AnUnusableBucketIsReportedAndTrainingCarriesOn) {
 
 // A file:// backup copied to S3 with the standard tool restores from there.
 TEST_F(S3BackupClusterTest, AFileBackupSyncedToS3RestoresFromThere) {
-  ASSERT_TRUE(moto_->SetAuth(false).ok());
   ASSERT_TRUE(moto_->CreateBucket("ckpt-sync").ok());
   FileBackup bucket;
   Cluster c(2, "backup-sync");
@@ -380,11 +386,7 @@ TEST_F(S3BackupClusterTest, AFileBackupSyncedToS3RestoresFromThere) {
   const std::string id = c.WaitForBackup(0, 8);
   ASSERT_FALSE(id.empty()) << c.AgentLog(0);
   std::string out;
-  ASSERT_EQ(strata::testing::Run({MotoServer::FindTool("aws"), "s3", "sync", bucket.dir.path(),
-                                  "s3://ckpt-sync/copy"},
-                                 &out, moto_->AwsEnv()),
-            0)
-      << out;
+  ASSERT_EQ(AwsCli({"s3", "sync", bucket.dir.path(), "s3://ckpt-sync/copy"}, &out), 0) << out;
 
   for (int n = 0; n < 2; ++n) c.KillAgent(n);
   for (int n = 0; n < 2; ++n) c.WipeDir(n);
@@ -402,7 +404,6 @@ TEST_F(S3BackupClusterTest, AFileBackupSyncedToS3RestoresFromThere) {
 // The retention tool on S3: `backups ls` and `prune --delete` through the
 // S3 API, checked with the standard tool.
 TEST_F(S3BackupClusterTest, PruneOnS3DeletesExactlyWhatTheDryRunListed) {
-  ASSERT_TRUE(moto_->SetAuth(false).ok());
   ASSERT_TRUE(moto_->CreateBucket("ckpt-prune").ok());
   Cluster c(2, "backup-prune");
   UseMoto(c, "s3://ckpt-prune/job");

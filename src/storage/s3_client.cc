@@ -18,6 +18,9 @@ namespace {
 constexpr long kUploadBufferBytes = 1 << 20;    // curl's upload buffer
 constexpr long kDownloadBufferBytes = 1 << 19;  // CURL_MAX_READ_SIZE
 constexpr size_t kMaxErrorBodyBytes = 64 << 10;
+// Bodies are not hashed: TLS protects them in flight and every part and
+// object carries a CRC32C that the server checks (s3_store.cc).
+constexpr char kUnsignedPayload[] = "UNSIGNED-PAYLOAD";
 
 void GlobalInit() {
   static const CURLcode rc = curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -48,6 +51,25 @@ bool IsConnectError(CURLcode c) {
          c == CURLE_COULDNT_CONNECT;
 }
 
+// The authority of a URL "scheme://authority/..." (the Host header).
+std::string Authority(const std::string& url) {
+  size_t b = url.find("//");
+  b = b == std::string::npos ? 0 : b + 2;
+  return url.substr(b, url.find('/', b) - b);
+}
+
+// The path of a URL "scheme://authority/path" ("" when it has none).
+std::string UrlPath(const std::string& url) {
+  size_t b = url.find("//");
+  size_t p = url.find('/', b == std::string::npos ? 0 : b + 2);
+  return p == std::string::npos ? "" : url.substr(p);
+}
+
+// Whether a 403 may be a signature the server canonicalised differently.
+bool MaybeSignatureMismatch(const S3Response& r, const S3ErrorBody& e) {
+  return r.status == 403 && (e.code == "SignatureDoesNotMatch" || e.code.empty());
+}
+
 std::string HostUrl(const S3Config& c) {
   if (!c.endpoint.empty()) {
     std::string e = c.endpoint;
@@ -61,24 +83,6 @@ std::string HostUrl(const S3Config& c) {
 }
 
 }  // namespace
-
-std::string UriEncode(std::string_view s, bool keep_slash) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    auto u = static_cast<unsigned char>(c);
-    if (std::isalnum(u) || c == '-' || c == '_' || c == '.' || c == '~' ||
-        (keep_slash && c == '/')) {
-      out += c;
-    } else {
-      out += '%';
-      out += kHex[u >> 4];
-      out += kHex[u & 15];
-    }
-  }
-  return out;
-}
 
 // One easy handle and the state its callbacks use during a transfer.
 struct S3Client::Handle {
@@ -224,7 +228,9 @@ size_t OnHeader(char* p, size_t size, size_t nitems, void* ctx) {
 S3Client::S3Client(S3Config config)
     : config_(std::move(config)),
       host_url_(HostUrl(config_)),
-      sigv4_("aws:amz:" + config_.region + ":s3") {
+      host_(Authority(host_url_)),
+      base_path_(UrlPath(host_url_)),
+      credentials_{config_.access_key_id, config_.secret_access_key, config_.region, "s3"} {
   GlobalInit();
   if (config_.options.upload_bytes_per_second > 0) {
     upload_limiter_ = std::make_unique<RateLimiter>(config_.options.upload_bytes_per_second);
@@ -245,12 +251,38 @@ std::string S3Client::Url(const S3Request& req) const {
   std::sort(query.begin(), query.end());
   char sep = '?';
   for (const auto& [k, v] : query) {
-    // SigV4's canonical query string has "name=" even for empty values, and
-    // libcurl 7.88 signs the query as given: send it canonical.
-    url += sep + UriEncode(k, false) + "=" + UriEncode(v, false);
+    url += sep + UriEncode(k, false) + "=" + UriEncode(v, false);  // "name=" for empty values
     sep = '&';
   }
   return url;
+}
+
+SigV4Request S3Client::ToSign(const S3Request& req, SigV4Dialect d,
+                              const std::vector<std::string>& headers) const {
+  SigV4Request r;
+  r.method = req.method;
+  r.canonical_uri = CanonicalUri(base_path_ + "/" + UriEncode(req.object_key, true), d);
+  r.canonical_query = CanonicalQuery(req.query, d);
+  r.payload_hash = kUnsignedPayload;
+  r.headers["host"] = host_;
+  for (const auto& h : headers) {
+    size_t colon = h.find(':');
+    std::string name = h.substr(0, colon);
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (name.starts_with("x-amz-") || name == "content-type" || name == "content-md5") {
+      size_t v = h.find_first_not_of(' ', colon + 1);
+      r.headers[name] = v == std::string::npos ? "" : h.substr(v);
+    }
+  }
+  return r;
+}
+
+bool S3Client::DialectsDiffer(const S3Request& req) const {
+  std::string path = base_path_ + "/" + UriEncode(req.object_key, true);
+  return CanonicalUri(path, SigV4Dialect::kAws) != CanonicalUri(path, SigV4Dialect::kDecodedUrl) ||
+         CanonicalQuery(req.query, SigV4Dialect::kAws) !=
+             CanonicalQuery(req.query, SigV4Dialect::kDecodedUrl);
 }
 
 std::unique_ptr<S3Client::Handle> S3Client::AcquireHandle() {
@@ -273,7 +305,7 @@ void S3Client::ReleaseHandle(std::unique_ptr<Handle> h) {
   pool_.push_back(std::move(h));
 }
 
-S3Client::Attempt S3Client::Once(const S3Request& req, uint64_t done) {
+S3Client::Attempt S3Client::Once(const S3Request& req, uint64_t done, SigV4Dialect dialect) {
   Attempt a;
   std::unique_ptr<Handle> h = AcquireHandle();
   if (h->curl == nullptr) {
@@ -295,9 +327,6 @@ S3Client::Attempt S3Client::Once(const S3Request& req, uint64_t done) {
   if (std::getenv("STRATA_CURL_VERBOSE")) curl_easy_setopt(c, CURLOPT_VERBOSE, 1L);
   curl_easy_setopt(c, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_AWS_SIGV4, sigv4_.c_str());
-  curl_easy_setopt(c, CURLOPT_USERNAME, config_.access_key_id.c_str());
-  curl_easy_setopt(c, CURLOPT_PASSWORD, config_.secret_access_key.c_str());
   curl_easy_setopt(c, CURLOPT_ERRORBUFFER, h->errbuf);
   h->errbuf[0] = '\0';
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(o.connect_timeout.count()));
@@ -305,29 +334,34 @@ S3Client::Attempt S3Client::Once(const S3Request& req, uint64_t done) {
   curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME,
                    std::max(1L, static_cast<long>((o.stall_timeout.count() + 999) / 1000)));
   curl_easy_setopt(c, CURLOPT_BUFFERSIZE, kDownloadBufferBytes);
-  // Send the body right after "Expect: 100-continue" instead of waiting for
-  // the server's go-ahead. (Removing the header with "Expect:" would break
-  // the signature: libcurl 7.88 signs the empty header it then omits.)
-  curl_easy_setopt(c, CURLOPT_EXPECT_100_TIMEOUT_MS, 0L);
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, OnHeader);
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &t);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, OnWrite);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &t);
 
-  curl_slist* headers = nullptr;
-  auto add = [&](const std::string& hdr) { headers = curl_slist_append(headers, hdr.c_str()); };
-  add("x-amz-content-sha256: UNSIGNED-PAYLOAD");
-  if (!config_.session_token.empty()) add("x-amz-security-token: " + config_.session_token);
-  for (const auto& hdr : req.headers) add(hdr);
-  if (req.range) {
-    add("Range: bytes=" + std::to_string(req.range->first + done) + "-" +
-        std::to_string(req.range->second));
-  }
+  // Every header but Range, Host and Authorization is signed (ToSign keeps
+  // the x-amz-* and content ones). "Expect:" removes libcurl's
+  // "Expect: 100-continue": the body follows the headers at once.
+  std::vector<std::string> hdrs = {std::string("x-amz-content-sha256: ") + kUnsignedPayload,
+                                   "x-amz-date: " + AmzDateNow()};
+  if (!config_.session_token.empty()) hdrs.push_back("x-amz-security-token: " + config_.session_token);
+  hdrs.insert(hdrs.end(), req.headers.begin(), req.headers.end());
   static const S3Body kEmpty;
-  if (req.method == "PUT" || req.method == "POST") {
+  const bool upload = req.method == "PUT" || req.method == "POST";
+  if (upload) hdrs.push_back("Content-Type: application/octet-stream");
+  const SigV4Request to_sign = ToSign(req, dialect, hdrs);
+  hdrs.push_back("Host: " + host_);
+  hdrs.push_back("Authorization: " + SigV4Authorization(credentials_, to_sign));
+  hdrs.push_back("Expect:");
+  if (req.range) {
+    hdrs.push_back("Range: bytes=" + std::to_string(req.range->first + done) + "-" +
+                   std::to_string(req.range->second));
+  }
+  curl_slist* headers = nullptr;
+  for (const auto& line : hdrs) headers = curl_slist_append(headers, line.c_str());
+  if (upload) {
     const S3Body* body = req.body ? req.body : &kEmpty;
     t.body = body;
-    add("Content-Type: application/octet-stream");
     curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
     curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(body->size));
     curl_easy_setopt(c, CURLOPT_UPLOAD_BUFFERSIZE, kUploadBufferBytes);
@@ -356,12 +390,30 @@ S3Client::Attempt S3Client::Once(const S3Request& req, uint64_t done) {
   return a;
 }
 
+S3Client::Attempt S3Client::SignedOnce(const S3Request& req, uint64_t done) {
+  const SigV4Dialect used = dialect_.load();
+  Attempt a = Once(req, done, used);
+  if (!a.local.ok() || a.curl != CURLE_OK ||
+      !MaybeSignatureMismatch(a.response, ParseS3Error(a.response.body)) || !DialectsDiffer(req)) {
+    return a;
+  }
+  const SigV4Dialect other =
+      used == SigV4Dialect::kAws ? SigV4Dialect::kDecodedUrl : SigV4Dialect::kAws;
+  Attempt b = Once(req, done, other);
+  if (!b.local.ok() || b.curl != CURLE_OK || b.response.status == 403) return a;
+  if (dialect_.exchange(other) != other) {
+    Log()->info("{}: {} checks signatures over {} canonical form, not {}; signing that way",
+                config_.url, host_, SigV4DialectName(other), SigV4DialectName(used));
+  }
+  return b;
+}
+
 StatusOr<S3Response> S3Client::Call(const S3Request& req) {
   const StoreOptions& o = config_.options;
   const std::string endpoint = host_url_.substr(0, host_url_.find('/', host_url_.find("//") + 2));
   uint64_t done = 0;  // bytes of a ranged sink GET already in the file
   for (int attempt = 1;; ++attempt) {
-    Attempt a = Once(req, done);
+    Attempt a = SignedOnce(req, done);
     if (!a.local.ok()) return a.local;
     std::string reason;
     Status final_status;

@@ -1,6 +1,6 @@
 // Copyright 2026 The Strata Authors.
 //
-// S3Client: one S3 request over libcurl, signed with libcurl's SigV4, sent
+// S3Client: one S3 request over libcurl, signed with SigV4 (sigv4.h), sent
 // with retries (exponential backoff, full jitter) on transient failures.
 // The S3 operations themselves (objects, multipart uploads, listings) are in
 // s3_store.cc.
@@ -35,6 +35,7 @@
 #include "storage/object_store.h"
 #include "storage/rate_limiter.h"
 #include "storage/s3_errors.h"
+#include "storage/sigv4.h"
 
 namespace strata::storage {
 
@@ -104,28 +105,39 @@ class S3Client {
 
   // Retries so far (all requests), for tests and `strata status`.
   uint64_t retries() const { return retries_.load(); }
+  // How requests are signed now: AWS's canonical form until the server
+  // refuses it and accepts the decoded URL's (see sigv4.h).
+  SigV4Dialect dialect() const { return dialect_.load(); }
 
  private:
   struct Attempt;
   struct Handle;
   // One try; `done` bytes of a ranged sink GET are already in the file.
-  Attempt Once(const S3Request& req, uint64_t done);
+  Attempt Once(const S3Request& req, uint64_t done, SigV4Dialect dialect);
+  // Once() in the current dialect; if the server refuses the signature and
+  // the other dialect canonicalises `req` differently, once more in that
+  // one, which becomes the current dialect if the server accepts it.
+  Attempt SignedOnce(const S3Request& req, uint64_t done);
   std::string Url(const S3Request& req) const;
+  // What SigV4 signs for `req` sent with `headers` ("Name: value").
+  SigV4Request ToSign(const S3Request& req, SigV4Dialect d,
+                      const std::vector<std::string>& headers) const;
+  // Whether the two dialects give `req` different canonical requests.
+  bool DialectsDiffer(const S3Request& req) const;
   std::unique_ptr<Handle> AcquireHandle();
   void ReleaseHandle(std::unique_ptr<Handle> h);
 
   const S3Config config_;
-  const std::string host_url_;                   // scheme://host[:port][/bucket] for requests
-  const std::string sigv4_;                      // "aws:amz:<region>:s3"
+  const std::string host_url_;   // scheme://host[:port][/bucket] for requests
+  const std::string host_;       // host[:port]: the Host header
+  const std::string base_path_;  // "/bucket" (path style) or ""
+  const SigV4Credentials credentials_;
+  std::atomic<SigV4Dialect> dialect_{SigV4Dialect::kAws};
   std::unique_ptr<RateLimiter> upload_limiter_;  // null: unlimited
   std::atomic<uint64_t> retries_{0};
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<Handle>> pool_;  // guarded by pool_mu_
 };
-
-// RFC 3986 percent-encoding as SigV4 wants it: everything but A-Z a-z 0-9
-// - _ . ~ (and '/' when `keep_slash`) becomes %XX with upper-case hex.
-std::string UriEncode(std::string_view s, bool keep_slash);
 
 }  // namespace strata::storage
 
