@@ -8,7 +8,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -30,6 +33,67 @@ ScratchDir::ScratchDir(const std::string& tag) {
 }
 
 ScratchDir::~ScratchDir() { Env::Default()->RemoveAll(path_).IgnoreError(); }
+
+namespace {
+
+// The environment entry every process a test starts carries, and its
+// descendants inherit: how a sweep finds them after they have been
+// re-parented (a wrapper that forks, a supervisor's trainer group).
+std::string OwnerTag() { return std::string(kOwnerVariable) + "=" + std::to_string(::getpid()); }
+
+// The pids of live processes whose environment holds `entry`.
+std::vector<pid_t> ProcessesWithEnv(const std::string& entry) {
+  std::vector<pid_t> found;
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return found;
+  while (dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0 || pid == ::getpid()) continue;
+    std::string env = ReadFile("/proc/" + std::string(e->d_name) + "/environ");
+    for (size_t b = 0; b < env.size();) {
+      size_t z = env.find('\0', b);
+      if (z == std::string::npos) z = env.size();
+      if (env.compare(b, z - b, entry) == 0) {
+        found.push_back(static_cast<pid_t>(pid));
+        break;
+      }
+      b = z + 1;
+    }
+  }
+  ::closedir(d);
+  return found;
+}
+
+// Kills what this test process started and left behind, when the test
+// program ends (also after failed tests).
+class OwnedProcessSweep : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    int killed = KillOwnedProcesses();
+    if (killed > 0) {
+      std::fprintf(stderr, "test harness: killed %d process(es) still running at exit\n", killed);
+    }
+  }
+};
+[[maybe_unused]] const auto* const kSweep =
+    ::testing::AddGlobalTestEnvironment(new OwnedProcessSweep);
+
+}  // namespace
+
+int KillOwnedProcesses() {
+  int killed = 0;
+  // A process may fork while it is being killed: sweep until none is left.
+  for (int round = 0; round < 20; ++round) {
+    std::vector<pid_t> left = ProcessesWithEnv(OwnerTag());
+    if (left.empty()) break;
+    for (pid_t p : left) killed += ::kill(p, SIGKILL) == 0 ? 1 : 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+  }
+  return killed;
+}
 
 std::string BinaryPath(const std::string& name) {
   return std::string(STRATA_BINARY_DIR) + "/" + name;
@@ -54,13 +118,21 @@ Child::Child(const std::vector<std::string>& argv, const std::vector<std::string
     envs.push_back(e);
   };
   for (char** e = environ; *e; ++e) envs.emplace_back(*e);
+  put(OwnerTag());
   for (const auto& e : env) put(e);
   std::vector<char*> cargv, cenv;
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
   for (const auto& e : envs) cenv.push_back(const_cast<char*>(e.c_str()));
   cenv.push_back(nullptr);
-  int rc = posix_spawn(&pid_, cargv[0], &fa, nullptr, cargv.data(), cenv.data());
+  // A process group of its own: killing the group ends whatever the child
+  // started too (a wrapper script's real program, a server's workers).
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  int rc = posix_spawn(&pid_, cargv[0], &fa, &attr, cargv.data(), cenv.data());
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) {
     ADD_FAILURE() << "cannot start " << argv[0] << ": " << std::strerror(rc);
@@ -70,10 +142,8 @@ Child::Child(const std::vector<std::string>& argv, const std::vector<std::string
 }
 
 Child::~Child() {
-  if (!exited_ && pid_ > 0) {
-    ::kill(pid_, SIGKILL);
-    Wait(std::chrono::seconds(30));
-  }
+  if (pid_ > 0) ::kill(-pid_, SIGKILL);  // the group, also after the leader exited
+  if (!exited_ && pid_ > 0) Wait(std::chrono::seconds(30));
   ::unlink(out_path_.c_str());
   ::unlink(err_path_.c_str());
 }

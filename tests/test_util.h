@@ -30,13 +30,23 @@ class ScratchDir {
 // Path of a binary built next to the tests ("strata", "toy-trainer").
 std::string BinaryPath(const std::string& name);
 
-// A child process whose stdout and stderr go to files.
+// The environment variable that marks every process a test starts (and
+// their descendants) with the test program's pid.
+inline constexpr char kOwnerVariable[] = "STRATA_TEST_OWNER";
+
+// SIGKILLs every live process marked with this test program's pid, however
+// far it has been re-parented; returns how many. Runs by itself when the
+// test program ends.
+int KillOwnedProcesses();
+
+// A child process whose stdout and stderr go to files. It runs in a process
+// group of its own, which the destructor kills.
 class Child {
  public:
   // Starts argv[0] with the given arguments; `env` entries ("K=V") are added
   // to the inherited environment.
   explicit Child(const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
-  ~Child();  // kills (SIGKILL) and reaps a child still running
+  ~Child();  // kills (SIGKILL) the child's process group and reaps the child
   Child(const Child&) = delete;
   Child& operator=(const Child&) = delete;
 
