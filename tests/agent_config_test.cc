@@ -193,6 +193,36 @@ TEST(AgentConfigTest, EmptyEnvironmentValuesCountAsUnset) {
               {"no local directory: pass --local-dir DIR"});
 }
 
+// jax-init-info.txt's two lines: the rank and the JAX coordination service.
+TEST(AgentConfigTest, JaxInitInfoSettings) {
+  StatusOr<AgentConfig> c = Resolve(MinimalFlags(), {}, kSecretFile);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->jax_coordinator, std::nullopt);
+  // The coordinating agent: its advertised host, port 8476.
+  EXPECT_EQ(JaxCoordinator(*c), (HostPort{"127.0.0.1", 8476}));
+
+  AgentFlags flags = MinimalFlags();
+  flags.coordinator = "node0:7701";
+  c = Resolve(flags, {{"STRATA_NODE_RANK", "3"}}, kSecretFile);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->node_rank, 3);
+  EXPECT_EQ(JaxCoordinator(*c), (HostPort{"node0", 8476}));
+
+  c = Resolve(flags, {{"STRATA_JAX_COORDINATOR", "10.0.0.1:1234"}}, kSecretFile);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(JaxCoordinator(*c), (HostPort{"10.0.0.1", 1234}));
+  flags.jax_coordinator = "tcp://[fe80::1]:5";
+  c = Resolve(flags, {{"STRATA_JAX_COORDINATOR", "10.0.0.1:1234"}}, kSecretFile);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(JaxCoordinator(*c).ToString(), "[fe80::1]:5");
+
+  flags.jax_coordinator = "nohost";
+  ExpectError(Resolve(flags, {}, kSecretFile).status(), StatusCode::kInvalidArgument,
+              {"--jax-coordinator", "nohost"});
+  ExpectError(Resolve(MinimalFlags(), {{"STRATA_NODE_RANK", "-1"}}, kSecretFile).status(),
+              StatusCode::kInvalidArgument, {"STRATA_NODE_RANK"});
+}
+
 TEST(AgentConfigTest, AdvertiseDefaultsFromListen) {
   struct Case {
     std::string listen;

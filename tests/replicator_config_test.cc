@@ -161,6 +161,31 @@ TEST(ReplicatorConfigTest, NemoStyleBlockListsAndPeersPerNode) {
   EXPECT_EQ(c->master_port, 29501);
 }
 
+// The NeMo plugin's init_high_scale_ckpt(peer_ranks=[...]) writes both, as
+// PyYAML's block style: peer-ranks wins, as with the GKE replicator.
+TEST(ReplicatorConfigTest, NemoPluginWritesPeerRanksAndPeersPerNode) {
+  StatusOr<ReplicatorConfig> c = Parse(
+      "job-name: my-job\nframework: pytorch.distributed\nnode-rank: 0\nnodes: 4\n"
+      "peers-per-node: 1\nbackup-interval-minutes: 30\npeer-ranks:\n- 1\n- 3\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->peer_ranks, (std::vector<int>{1, 3}));
+  EXPECT_EQ(c->peers_per_node, std::nullopt);
+  ASSERT_EQ(c->notes.size(), 1u);
+  EXPECT_EQ(c->notes[0],
+            "peer-ranks and peers-per-node are both given: using peer-ranks (2 peers), ignoring "
+            "peers-per-node: 1");
+}
+
+// Legacy MaxText writes replicator_backup_interval_minutes, 0 by default.
+TEST(ReplicatorConfigTest, BackupIntervalOfZeroMinutesMeansNoPeriodicBackups) {
+  StatusOr<ReplicatorConfig> c = Parse(Base("backup-interval-minutes: 0"));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->backup_interval_minutes, std::nullopt);
+  EXPECT_EQ(c->backup_interval_steps, std::nullopt);
+  ASSERT_EQ(c->notes.size(), 1u);
+  EXPECT_EQ(c->notes[0], "backup-interval-minutes: 0: no periodic backups");
+}
+
 TEST(ReplicatorConfigTest, ListStylesAndTrailingNewlinesAgree) {
   for (std::string_view list :
        {"peer-ranks: [0, 2]", "peer-ranks: [0,2]", "peer-ranks:\n  - 0\n  - 2",
@@ -440,13 +465,11 @@ TEST(ReplicatorConfigTest, ValidatesRanges) {
            {Base("peers-per-node: 4"), "peers-per-node: 4 is out of range 0..3"},
            {Base("peers-per-node: -1"), "peers-per-node: -1 is out of range 0..3"},
            {big + "peers-per-node: 65", "peers-per-node: 65 is out of range 0..64"},
-           {Base("peer-ranks: [0]\npeers-per-node: 1"),
-            "peer-ranks and peers-per-node are both given; give only one"},
            {Base("assume-data-parallelism: 0"), "assume-data-parallelism: 0 is out of range"},
            {Base("assume-data-parallelism: 3"),
             "assume-data-parallelism: 3 does not divide nodes (4)"},
-           {Base("backup-interval-minutes: 0"),
-            "backup-interval-minutes: 0 is out of range 1..2147483647"},
+           {Base("backup-interval-minutes: -1"),
+            "backup-interval-minutes: -1 is out of range 0..2147483647"},
            {Base("backup-interval-steps: -5"), "backup-interval-steps: -5 is out of range"},
            {Base("backup-interval-minutes: 5\nbackup-interval-steps: 5"),
             "backup-interval-minutes and backup-interval-steps are both given"},

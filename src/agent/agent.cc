@@ -125,6 +125,10 @@ Status Agent::Run(const std::atomic<bool>& stop, const std::atomic<bool>* drain)
 
 Status Agent::RunLoop(const std::atomic<bool>& stop) {
   STRATA_ASSIGN_OR_RETURN(DirWatcher watcher, DirWatcher::Open(config_.local_dir));
+  if (watcher.polling()) {
+    Log()->warn("no inotify for {} ({}): rescanning it every second instead", config_.local_dir,
+                watcher.reason());
+  }
   OnEvents(Env::Default()->Exists(YamlPath(config_)));  // a yaml written while we were down
   auto last_scan = std::chrono::steady_clock::now();
   std::optional<std::chrono::steady_clock::time_point> drain_until;
@@ -144,10 +148,26 @@ Status Agent::RunLoop(const std::atomic<bool>& stop) {
     // clients' .save files arrive as plain writes.
     if (rescan || yaml || std::chrono::steady_clock::now() - last_scan > std::chrono::seconds(1)) {
       last_scan = std::chrono::steady_clock::now();
+      if (watcher.polling()) yaml = PolledYamlSettled();
       OnEvents(yaml);
     }
   }
   return Status::Ok();
+}
+
+// Without inotify no close tells that a client finished writing the yaml
+// (the NeMo plugin writes it in place): it counts as complete once two
+// rescans a second apart find it non-empty and unchanged.
+bool Agent::PolledYamlSettled() {
+  struct stat st;
+  std::string seen;
+  if (::stat(YamlPath(config_).c_str(), &st) == 0 && st.st_size > 0) {
+    seen = std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
+           std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+  }
+  bool settled = !seen.empty() && seen == polled_yaml_;
+  polled_yaml_ = settled ? "" : seen;  // a new yaml later (same inode) counts again
+  return settled;
 }
 
 void Agent::OnEvents(bool yaml_complete) {
@@ -159,9 +179,25 @@ void Agent::OnEvents(bool yaml_complete) {
     yaml_complete = yaml_deferred_ && !maintenance_since_;
     if (yaml_complete) yaml_deferred_ = false;
   }
+  KeepJaxInitInfo();  // before the yaml: Orbax reads it first
   if (yaml_complete) OnReplicatorYaml();
   IngestPytorchSaves();  // gathers .save files into step directories
   IngestCommittedSteps();
+}
+
+void Agent::KeepJaxInitInfo() {
+  if (!config_.node_rank) return;
+  const std::string coordinator = JaxCoordinator(config_).ToString();
+  Status s = EnsureJaxInitInfo(config_.local_dir, *config_.node_rank, coordinator);
+  if (!s.ok() && !jax_init_info_failed_) {
+    Log()->error("cannot write {}/{}: {}", config_.local_dir, kJaxInitInfoFile, s.message());
+  }
+  if (s.ok() && !jax_init_info_written_) {
+    Log()->info("{}/{}: process index {}, JAX coordinator {}", config_.local_dir, kJaxInitInfoFile,
+                *config_.node_rank, coordinator);
+  }
+  jax_init_info_failed_ = !s.ok();
+  jax_init_info_written_ |= s.ok();
 }
 
 // A complete replicator.yaml: validate, then run a new incarnation.
@@ -182,6 +218,11 @@ void Agent::OnReplicatorYaml() {
   }
   for (const auto& k : parsed->unknown_keys)
     Log()->warn("{}: ignoring unknown key \"{}\"", path, k);
+  for (const auto& note : parsed->notes) Log()->info("{}: {}", path, note);
+  if (config_.node_rank && *config_.node_rank != parsed->node_rank) {
+    Log()->warn("{}: node-rank {} differs from this agent's --node-rank {} ({} says {})", path,
+                parsed->node_rank, *config_.node_rank, kJaxInitInfoFile, *config_.node_rank);
+  }
   Status s;
   try {  // the coordinator's replies are checked, but never trusted to be well-typed
     s = Incarnate(*parsed);

@@ -81,6 +81,12 @@ class Agent {
                    std::optional<uint64_t> digest);
   Status CreateMarkers(const Incarnation& inc, const json& plan);
   void IngestCommittedSteps();
+  // Without inotify: whether the yaml has stayed the same since the last
+  // rescan (then the client has finished writing it).
+  bool PolledYamlSettled();
+  // Keeps jax-init-info.txt as --node-rank and --jax-coordinator say (no-op
+  // without --node-rank); logs a failure once.
+  void KeepJaxInitInfo();
   void IngestPytorchSaves();
   json Inventory(const std::string& job);
   bool SupersededByNewYaml() const;
@@ -255,6 +261,10 @@ class Agent {
   bool yaml_deferred_ = false;                // GUARDED_BY(mu_): seen during maintenance
   json last_maintenance_;                     // GUARDED_BY(mu_): the newest event record
   std::string replication_error_;             // GUARDED_BY(mu_): the last peer failure
+  // The run loop's thread only.
+  bool jax_init_info_written_ = false;  // logged once
+  bool jax_init_info_failed_ = false;   // a failure is logged once, until it clears
+  std::string polled_yaml_;             // without inotify: the yaml as the last rescan saw it
 };
 
 }  // namespace strata::agent

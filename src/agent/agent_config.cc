@@ -37,6 +37,7 @@ constexpr std::string_view kAgentFileKeys[] = {"local-dir",
                                                "listen",
                                                "advertise",
                                                "coordinator",
+                                               "jax-coordinator",
                                                "secret-file",
                                                "log-level",
                                                "node-rank",
@@ -52,6 +53,7 @@ constexpr std::string_view kAgentFileKeys[] = {"local-dir",
 constexpr std::pair<std::string_view, std::string_view> kAgentEnv[] = {
     {"local-dir", "STRATA_LOCAL_DIR"}, {"listen", "STRATA_LISTEN"},
     {"advertise", "STRATA_ADVERTISE"}, {"coordinator", "STRATA_COORDINATOR"},
+    {"jax-coordinator", "STRATA_JAX_COORDINATOR"}, {"node-rank", "STRATA_NODE_RANK"},
     {"secret", "STRATA_SECRET"},       {"secret-file", "STRATA_SECRET_FILE"},
     {"log-level", "STRATA_LOG_LEVEL"}, {"backup", "STRATA_BACKUP"},
 };
@@ -101,6 +103,7 @@ Settings FlagSettings(const AgentFlags& flags) {
   put("listen", flags.listen);
   put("advertise", flags.advertise);
   put("coordinator", flags.coordinator);
+  put("jax-coordinator", flags.jax_coordinator);
   put("secret-file", flags.secret_file);
   put("log-level", flags.log_level);
   put_int("node-rank", flags.node_rank);
@@ -169,6 +172,9 @@ Status BuildAddresses(const Settings& settings, AgentConfig* c) {
   }
   if (const Setting* s = FindSetting(settings, "coordinator")) {
     STRATA_ASSIGN_OR_RETURN(c->coordinator, SettingHostPort(*s));
+  }
+  if (const Setting* s = FindSetting(settings, "jax-coordinator")) {
+    STRATA_ASSIGN_OR_RETURN(c->jax_coordinator, SettingHostPort(*s));
   }
   return Status::Ok();
 }
@@ -294,6 +300,13 @@ StatusOr<AgentConfig> ResolveAgentConfig(const AgentFlags& flags, const GetenvFn
 
 StatusOr<AgentConfig> ResolveAgentConfig(const AgentFlags& flags) {
   return ResolveAgentConfig(flags, ProcessGetenv(), DefaultReadFile());
+}
+
+HostPort JaxCoordinator(const AgentConfig& c) {
+  if (c.jax_coordinator) return *c.jax_coordinator;
+  HostPort hp = c.coordinator ? *c.coordinator : c.advertise;
+  hp.port = kDefaultJaxCoordinatorPort;
+  return hp;
 }
 
 std::string SecretFromFileText(std::string text) {

@@ -296,7 +296,10 @@ Status ReadPeers(const FieldReader& in, ReplicatorConfig* c) {
   if (c->peer_ranks) STRATA_RETURN_IF_ERROR(CheckPeerRanks(in, *c->peer_ranks, c->node_rank));
   STRATA_ASSIGN_OR_RETURN(c->peers_per_node, in.Int("peers-per-node", 0, max_peers));
   if (c->peer_ranks && c->peers_per_node) {
-    return in.Error("peer-ranks and peers-per-node are both given; give only one");
+    c->notes.push_back("peer-ranks and peers-per-node are both given: using peer-ranks (" +
+                       std::to_string(c->peer_ranks->size()) + " peers), ignoring peers-per-node: " +
+                       std::to_string(*c->peers_per_node));
+    c->peers_per_node.reset();
   }
   return Status::Ok();
 }
@@ -310,7 +313,11 @@ Status ReadCadence(const FieldReader& in, ReplicatorConfig* c) {
                     " does not divide nodes (" + std::to_string(c->nodes) + ")");
   }
   STRATA_ASSIGN_OR_RETURN(c->backup_interval_minutes,
-                          in.Int("backup-interval-minutes", 1, kIntMax));
+                          in.Int("backup-interval-minutes", 0, kIntMax));
+  if (c->backup_interval_minutes == 0) {
+    c->notes.push_back("backup-interval-minutes: 0: no periodic backups");
+    c->backup_interval_minutes.reset();
+  }
   STRATA_ASSIGN_OR_RETURN(c->backup_interval_steps, in.Int("backup-interval-steps", 1, kIntMax));
   if (c->backup_interval_minutes && c->backup_interval_steps) {
     return in.Error(

@@ -79,14 +79,17 @@ struct ReplicatorConfig {
   int node_rank = 0;  // 0 <= node_rank < nodes
   int nodes = 1;      // 1..kMaxNodes
   // Explicit peers: distinct, in [0, nodes), never node_rank, at most
-  // kMaxPeers. Mutually exclusive with peers_per_node. Both unset: no peer
-  // replication.
+  // kMaxPeers. Both unset: no peer replication.
   std::optional<std::vector<int>> peer_ranks;
-  // Let the agent pick this many peers: 0..min(kMaxPeers, nodes - 1).
+  // Let the agent pick this many peers: 0..min(kMaxPeers, nodes - 1). Unset
+  // when peer_ranks is given: the NeMo plugin writes both, and peer-ranks
+  // wins, as with the GKE replicator (a note says so).
   std::optional<int> peers_per_node;
   // Number of identical data-parallel replicas; >= 1 and divides nodes.
   std::optional<int> assume_data_parallelism;
-  // Backup cadence; each >= 1, at most one of them is set.
+  // Backup cadence; each >= 1, at most one of them is set. A yaml's
+  // "backup-interval-minutes: 0" (legacy MaxText's default) leaves both
+  // unset: no periodic backups (a note says so).
   std::optional<int> backup_interval_minutes;
   std::optional<int> backup_interval_steps;
   int workers_per_node = 1;  // 1..kMaxWorkersPerNode
@@ -97,6 +100,9 @@ struct ReplicatorConfig {
   // Top-level keys the agent does not know, truncated to kMaxQuotedBytes, in
   // file order; at most kMaxUnknownKeys are kept. For logging only.
   std::vector<std::string> unknown_keys;
+  // How the agent read settings a client wrote differently from what it
+  // uses, one line each, for the log at info level.
+  std::vector<std::string> notes;
 };
 
 inline constexpr int kMaxNodes = 100000;
@@ -142,9 +148,14 @@ struct AgentConfig {
   std::string secret;
   // trace, debug, info, warn, error, critical or off. Default "info".
   std::string log_level = "info";
-  // This node's rank, used only when replicator.yaml does not give one.
-  // Default: unset.
+  // This node's rank (its JAX process index): written to jax-init-info.txt
+  // before a client starts; replicator.yaml's node-rank is the job's word.
+  // Default: unset (then no jax-init-info.txt is written).
   std::optional<int> node_rank;
+  // The JAX coordination service's address, line 2 of jax-init-info.txt.
+  // Default: the coordinator's host (this agent's advertised host when it
+  // coordinates) with port kDefaultJaxCoordinatorPort.
+  std::optional<HostPort> jax_coordinator;
   // Parallel TCP streams per large transfer, 1..kMaxDataStreams. Default 4.
   int data_streams = 4;
   // Largest protocol message accepted, in bytes, 64 KiB..1 GiB.
@@ -168,6 +179,13 @@ struct AgentConfig {
   std::chrono::seconds grace{300};
 };
 
+// The port of the JAX coordination service when --jax-coordinator gives
+// none: the one GKE's checkpointing driver writes into jax-init-info.txt.
+inline constexpr int kDefaultJaxCoordinatorPort = 8476;
+
+// The JAX coordination address `c` writes into jax-init-info.txt.
+HostPort JaxCoordinator(const AgentConfig& c);
+
 inline constexpr size_t kMinSecretBytes = 16;
 
 // The secret in a secret file's text: one trailing newline ("\n" or
@@ -183,6 +201,7 @@ struct AgentFlags {
   std::optional<std::string> listen;               // --listen HOST:PORT
   std::optional<std::string> advertise;            // --advertise HOST:PORT
   std::optional<std::string> coordinator;          // --coordinator HOST:PORT
+  std::optional<std::string> jax_coordinator;      // --jax-coordinator HOST:PORT
   std::optional<std::string> secret_file;          // --secret-file FILE
   std::optional<std::string> log_level;            // --log-level LEVEL
   std::optional<int64_t> node_rank;                // --node-rank N
@@ -198,14 +217,14 @@ struct AgentFlags {
 
 // Resolves the agent configuration. Sources, lowest precedence first:
 //   1. the YAML file flags.config_file (a mapping; keys local-dir, listen,
-//      advertise, coordinator, secret-file, log-level, node-rank,
+//      advertise, coordinator, jax-coordinator, secret-file, log-level, node-rank,
 //      data-streams, max-message-bytes, backup, backup-interval-steps,
 //      backup-interval-minutes, backup-bandwidth, restore-backup,
 //      grace-seconds; unknown
 //      keys are errors);
 //   2. the environment: STRATA_LOCAL_DIR, STRATA_LISTEN, STRATA_ADVERTISE,
-//      STRATA_COORDINATOR, STRATA_SECRET, STRATA_SECRET_FILE,
-//      STRATA_LOG_LEVEL, STRATA_BACKUP;
+//      STRATA_COORDINATOR, STRATA_JAX_COORDINATOR, STRATA_NODE_RANK,
+//      STRATA_SECRET, STRATA_SECRET_FILE, STRATA_LOG_LEVEL, STRATA_BACKUP;
 //   3. the flags.
 // A secret given inline (STRATA_SECRET) or as a file at a higher level
 // replaces either form at a lower level; both forms at one level is an error.

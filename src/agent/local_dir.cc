@@ -1,6 +1,7 @@
 // Copyright 2026 The Strata Authors.
 #include "agent/local_dir.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -30,6 +31,29 @@ bool IsProtocolLeftover(const DirEntry& e) {
   if (IsClientTempDir(n)) return true;
   if (ParseStepDirName(n) || n.starts_with("step=")) return true;
   return false;
+}
+
+// Creates the marker `path` at once under its final name: a symlink to
+// `target` is created atomically, and so is an empty regular file (step 0)
+// opened with O_EXCL, which has no content to be seen half-written. Clients
+// match markers by any name ending in ".restore", dot-files included, so no
+// temporary name may end so (they would take it, and rename it first).
+// A stale marker of the same name is replaced.
+Status CreateMarker(const std::string& path, const std::string& target) {
+  for (int attempt = 0;; ++attempt) {
+    if (target.empty()) {
+      int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      if (fd >= 0) return ::close(fd) == 0 ? Status::Ok() : ErrnoToStatus(errno, "close " + path);
+    } else if (::symlink(target.c_str(), path.c_str()) == 0) {
+      return Status::Ok();
+    }
+    int err = errno;
+    if (err != EEXIST || attempt > 0) {
+      return ErrnoToStatus(err, target.empty() ? "create " + path
+                                               : "symlink " + path + " -> " + target);
+    }
+    STRATA_RETURN_IF_ERROR(env()->RemoveFile(path));
+  }
 }
 
 }  // namespace
@@ -69,17 +93,19 @@ Status WriteMarkers(const std::string& local_dir, const std::string& job, int no
                     int64_t step, const std::vector<std::string>& targets) {
   for (int w = 0; w < workers; ++w) {
     const std::string target = targets.empty() ? "" : targets.at(static_cast<size_t>(w));
-    std::string name = MarkerName({job, target.empty() ? 0 : step, node, w});
-    std::string tmp = JoinPath(local_dir, std::string(kTempPrefix) + name);
-    env()->RemoveFile(tmp).IgnoreError();
-    if (target.empty()) {
-      STRATA_RETURN_IF_ERROR(WriteFileSynced(env(), tmp, ""));
-    } else if (::symlink(target.c_str(), tmp.c_str()) != 0) {
-      return ErrnoToStatus(errno, "symlink " + tmp + " -> " + target);
-    }
-    STRATA_RETURN_IF_ERROR(env()->Rename(tmp, JoinPath(local_dir, name)));
+    std::string path = JoinPath(local_dir, MarkerName({job, target.empty() ? 0 : step, node, w}));
+    STRATA_RETURN_IF_ERROR(CreateMarker(path, target));
   }
   return env()->SyncDir(local_dir);
+}
+
+Status EnsureJaxInitInfo(const std::string& local_dir, int process_index,
+                         const std::string& coordinator) {
+  const std::string path = JoinPath(local_dir, std::string(kJaxInitInfoFile));
+  const std::string text = std::to_string(process_index) + "\n" + coordinator + "\n";
+  auto now = ReadFileToString(env(), path, 4096);
+  if (now.ok() && *now == text) return Status::Ok();
+  return WriteFileAtomic(env(), path, text);
 }
 
 void ReportToClient(const std::string& local_dir, const std::string& message, bool fatal) {

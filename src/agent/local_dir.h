@@ -38,9 +38,15 @@ Status WritePrerestore(const std::string& local_dir, std::optional<int64_t> step
 // Creates one marker per worker w: a relative symlink to targets[w]
 // (relative to the local directory); with no targets, `workers` empty
 // regular files with step 0 (nothing to restore). Each marker is created
-// under a temporary name and renamed, so a client never sees a half-made one.
+// atomically under its final name (never under a temporary name a client
+// could match), so a client never sees a half-made one.
 Status WriteMarkers(const std::string& local_dir, const std::string& job, int node, int workers,
                     int64_t step, const std::vector<std::string>& targets);
+
+// Makes jax-init-info.txt say "<process_index>\n<coordinator>\n", written
+// atomically when it is missing or says anything else. Cleanup keeps it.
+Status EnsureJaxInitInfo(const std::string& local_dir, int process_index,
+                         const std::string& coordinator);
 
 // Appends a line to replicator.errors; with `fatal`, also writes
 // replicator.failed. Never throws the message away silently: failures to

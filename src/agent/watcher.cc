@@ -5,20 +5,47 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
+#include <thread>
 
 namespace strata::agent {
 
+namespace {
+
+int InotifyInit() {
+  const char* fail = std::getenv("STRATA_TEST_NO_INOTIFY");
+  if (fail != nullptr && std::string_view(fail) == "1") {
+    errno = EMFILE;
+    return -1;
+  }
+  return ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+}
+
+}  // namespace
+
 StatusOr<DirWatcher> DirWatcher::Open(const std::string& dir) {
-  int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  if (fd < 0) return ErrnoToStatus(errno, "inotify_init1 for " + dir);
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) return ErrnoToStatus(errno, "watching " + dir);
+  int fd = InotifyInit();
+  if (fd < 0) {
+    return DirWatcher(-1, dir,
+                      std::string("inotify_init1: ") + std::strerror(errno) +
+                          (errno == EMFILE ? " (the limit fs.inotify.max_user_instances)" : ""));
+  }
   if (::inotify_add_watch(fd, dir.c_str(), IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE) < 0) {
     int err = errno;
     ::close(fd);
-    return ErrnoToStatus(err, "watching " + dir);
+    if (err != ENOSPC && err != ENOMEM) return ErrnoToStatus(err, "watching " + dir);
+    return DirWatcher(-1, dir,
+                      std::string("inotify_add_watch: ") + std::strerror(err) +
+                          (err == ENOSPC ? " (the limit fs.inotify.max_user_watches)" : ""));
   }
-  return DirWatcher(fd, dir);
+  return DirWatcher(fd, dir, "");
 }
 
 DirWatcher::~DirWatcher() {
@@ -27,6 +54,10 @@ DirWatcher::~DirWatcher() {
 
 StatusOr<std::vector<DirEvent>> DirWatcher::Wait(std::chrono::milliseconds timeout) {
   std::vector<DirEvent> events;
+  if (polling()) {
+    std::this_thread::sleep_for(timeout);
+    return events;
+  }
   struct pollfd p = {fd_, POLLIN, 0};
   int rc = ::poll(&p, 1, static_cast<int>(timeout.count()));
   if (rc < 0 && errno != EINTR) return ErrnoToStatus(errno, "waiting for events in " + dir_);

@@ -3,6 +3,13 @@
 // DirWatcher: inotify on one directory (not recursive), reporting the events
 // the replicator protocol reacts to — a file closed after writing, an entry
 // renamed into the directory, a directory created in it. Used by one thread.
+//
+// Where inotify cannot be had (the host-wide limits fs.inotify.max_user_
+// instances and max_user_watches are easy to exhaust on a shared machine),
+// Open() returns a watcher that reports no events (polling() is true and
+// reason() says why): its user rescans the directory on a timer instead.
+// STRATA_TEST_NO_INOTIFY=1 in the environment makes inotify_init1 fail with
+// EMFILE, for tests of that path.
 #ifndef STRATA_AGENT_WATCHER_H_
 #define STRATA_AGENT_WATCHER_H_
 
@@ -25,16 +32,25 @@ struct DirEvent {
 class DirWatcher {
  public:
   static StatusOr<DirWatcher> Open(const std::string& dir);
-  DirWatcher(DirWatcher&& o) noexcept : fd_(o.fd_), dir_(std::move(o.dir_)) { o.fd_ = -1; }
+  DirWatcher(DirWatcher&& o) noexcept
+      : fd_(o.fd_), dir_(std::move(o.dir_)), reason_(std::move(o.reason_)) {
+    o.fd_ = -1;
+  }
   DirWatcher& operator=(DirWatcher&&) = delete;
   ~DirWatcher();
-  // Waits up to `timeout` for events; empty on timeout.
+  // Waits up to `timeout` for events; empty on timeout (always, polling).
   StatusOr<std::vector<DirEvent>> Wait(std::chrono::milliseconds timeout);
+  // No inotify: events are never reported.
+  bool polling() const { return fd_ < 0; }
+  // Why it is polling ("inotify_init1: Too many open files ..."), or "".
+  const std::string& reason() const { return reason_; }
 
  private:
-  DirWatcher(int fd, std::string dir) : fd_(fd), dir_(std::move(dir)) {}
+  DirWatcher(int fd, std::string dir, std::string reason)
+      : fd_(fd), dir_(std::move(dir)), reason_(std::move(reason)) {}
   int fd_;
   std::string dir_;
+  std::string reason_;
 };
 
 }  // namespace strata::agent

@@ -122,6 +122,9 @@ void RegisterAgentCommands(CLI::App& app, Context& ctx) {
   opt("--listen", flags->listen, "HOST:PORT to accept peers on (default 0.0.0.0:7701)");
   opt("--advertise", flags->advertise, "HOST:PORT peers should use (default: --listen)");
   opt("--coordinator", flags->coordinator, "HOST:PORT of the coordinating (rank 0) agent");
+  opt("--jax-coordinator", flags->jax_coordinator,
+      "HOST:PORT of the JAX coordination service, for jax-init-info.txt (default: the "
+      "coordinator's host, port 8476)");
   opt("--secret-file", flags->secret_file,
       "File holding the job's shared secret (or STRATA_SECRET)");
   opt("--log-level", flags->log_level, "trace, debug, info, warn, error");
@@ -129,7 +132,8 @@ void RegisterAgentCommands(CLI::App& app, Context& ctx) {
     agent->add_option_function<int64_t>(
         name, [&field](int64_t v) { field = v; }, help);
   };
-  iopt("--node-rank", flags->node_rank, "This node's rank when replicator.yaml gives none");
+  iopt("--node-rank", flags->node_rank,
+       "This node's rank (JAX process index), written to jax-init-info.txt");
   iopt("--data-streams", flags->data_streams, "Parallel TCP streams per large transfer");
   iopt("--max-message-bytes", flags->max_message_bytes, "Largest protocol message accepted");
   opt("--backup", flags->backup, "Backup URL: s3://bucket/prefix or file:///path (docs/backup.md)");

@@ -41,6 +41,9 @@ inline constexpr std::string_view kReplicatorYaml = "replicator.yaml";
 inline constexpr std::string_view kReplicatorYamlTmp = "replicator.yaml.tmp";
 inline constexpr std::string_view kPrerestoreFile = "replicator.prerestore";
 inline constexpr std::string_view kErrorsFile = "replicator.errors";
+// Line 1 the node's JAX process index, line 2 the JAX coordination service's
+// "host:port"; Orbax and MaxText read it before they write replicator.yaml.
+inline constexpr std::string_view kJaxInitInfoFile = "jax-init-info.txt";
 inline constexpr std::string_view kFailedFile = "replicator.failed";
 
 // Largest accepted item name, in bytes.
