@@ -1,6 +1,7 @@
 """Fixtures for the Python tests: scratch directories on tmpfs, the example
 trainer as a subprocess, and real `strata agent` processes on loopback."""
 
+import json
 import os
 import shutil
 import signal
@@ -110,12 +111,14 @@ class Agents:
     """One `strata agent` per simulated node, each with its own RAM directory
     and port; node 0's agent also serves coordination."""
 
-    def __init__(self, root: Path, nodes: int):
+    def __init__(self, root: Path, nodes: int, args=(), env=None):
         self.root = root
         self.ports = [free_port() for _ in range(nodes)]
         self.secret = root / "secret"
         self.secret.write_text("python-tests-secret\n")
         self.procs = [None] * nodes
+        self.args = list(args)  # more arguments for every agent; "{node}" is its rank
+        self.env = dict(os.environ, **(env or {}))
 
     def dir(self, node: int) -> Path:
         return self.root / f"node{node}"
@@ -132,14 +135,23 @@ class Agents:
             self.procs[node] = subprocess.Popen(
                 [STRATA_BIN, "agent", "--local-dir", str(self.dir(node)),
                  "--listen", self.address(node), "--coordinator", self.address(0),
-                 "--secret-file", str(self.secret), "--grace-seconds", "20"],
-                stdout=log, stderr=log)
+                 "--secret-file", str(self.secret), "--grace-seconds", "20",
+                 *[a.replace("{node}", str(node)) for a in self.args]],
+                stdout=log, stderr=log, env=self.env)
         _children.append(self.procs[node])
         deadline = time.monotonic() + 10
         while "listening on" not in self.log(node):
             assert self.procs[node].poll() is None, self.log(node)
             assert time.monotonic() < deadline, self.log(node)
             time.sleep(0.02)
+
+    def status(self, node: int) -> dict:
+        """`strata status --json` of the node's agent."""
+        out = subprocess.run([STRATA_BIN, "status", "--agent", self.address(node),
+                              "--secret-file", str(self.secret), "--json"],
+                             capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0, out.stdout + out.stderr
+        return json.loads(out.stdout)
 
     def kill(self, node: int) -> None:
         self.procs[node].send_signal(signal.SIGKILL)
@@ -163,8 +175,8 @@ def agents(scratch):
     """agents(n) starts n agents under the scratch directory."""
     started = []
 
-    def start(nodes: int) -> Agents:
-        a = Agents(scratch, nodes)
+    def start(nodes: int, args=(), env=None) -> Agents:
+        a = Agents(scratch, nodes, args, env)
         started.append(a)  # stopped at teardown even if a later node fails to start
         for node in range(nodes):
             a.start(node)
