@@ -66,10 +66,11 @@ class MotoServer {
 
   // Creates `name` as user strata.
   Status CreateBucket(const std::string& name);
-  // Authentication on (the default after Start) or off. moto's SigV4 check
-  // canonicalises some key characters ('=', '+', '!', ...) differently from
-  // AWS, so even the aws CLI is refused for such keys; tests of those keys
-  // turn it off.
+  // Authentication on (the default after Start) or off. moto checks
+  // signatures over its web framework's decoded URL, so it refuses the aws
+  // CLI's correct signature of a listing below a prefix or of keys with
+  // '=', '+', '!', ...: tests turn it off only while the CLI runs. Strata's
+  // client adapts (src/storage/sigv4.h) and is always checked.
   Status SetAuth(bool on);
   // "K=V" entries that point the aws CLI at this server as user strata.
   std::vector<std::string> AwsEnv() const;
