@@ -12,7 +12,7 @@ for environ in /proc/[0-9]*/environ; do
   pid=${environ#/proc/}
   pid=${pid%/environ}
   [ "$pid" = "$$" ] && continue
-  if tr '\0' '\n' <"$environ" 2>/dev/null | grep -qxF -- "$tag"; then
+  if { tr '\0' '\n' <"$environ"; } 2>/dev/null | grep -qxF -- "$tag"; then
     left+=("$pid")
   fi
 done
@@ -23,7 +23,7 @@ fi
 echo "${#left[@]} process(es) started by the tests of $1 are still alive:"
 for pid in "${left[@]}"; do
   printf '  pid %s (parent %s): %s\n' "$pid" "$(awk '/^PPid:/ {print $2}' /proc/$pid/status 2>/dev/null)" \
-    "$(tr '\0' ' ' </proc/$pid/cmdline 2>/dev/null | cut -c1-200)"
+    "$( { tr '\0' ' ' </proc/$pid/cmdline; } 2>/dev/null | cut -c1-200)"
 done
 kill -9 "${left[@]}" 2>/dev/null
 exit 1

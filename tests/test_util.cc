@@ -11,6 +11,7 @@
 #include <dirent.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -87,10 +88,10 @@ int KillOwnedProcesses() {
   for (int round = 0; round < 20; ++round) {
     std::vector<pid_t> left = ProcessesWithEnv(OwnerTag());
     if (left.empty()) break;
+    // Not reaped here: a Child reaps its own (a zombie's environment is
+    // empty, so the next round no longer finds it).
     for (pid_t p : left) killed += ::kill(p, SIGKILL) == 0 ? 1 : 0;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
-    }
   }
   return killed;
 }
@@ -158,6 +159,11 @@ int Child::Wait(std::chrono::milliseconds timeout) {
     pid_t r = ::waitpid(pid_, &status_, WNOHANG);
     if (r == pid_) {
       exited_ = true;
+      break;
+    }
+    if (r < 0 && errno == ECHILD) {  // reaped elsewhere: it is gone
+      exited_ = true;
+      status_ = 0;
       break;
     }
     if (std::chrono::steady_clock::now() > deadline) return -1;
