@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "agent/agent.h"
 #include "agent/rpc.h"
 #include "agent/step_index.h"
 #include "agent/store.h"
@@ -728,6 +729,39 @@ TEST_F(AgentSafetyTest, CleanupDoesNotFollowSymlinksOutOfTheDirectory) {
   EXPECT_FALSE(Holds(c_.Status(0), "j", 0, 20));
   EXPECT_EQ(ReadFile(outside.Sub("precious")), "keep me");
   ExpectServing(c_);
+}
+
+// Destroying an agent while a peer's sync long-poll waits in its
+// coordinator: ~Agent wakes the call and waits for its thread to finish.
+// (The thread used to be left inside Coordinator::Sync after ~Agent had
+// returned: a heap-use-after-free under ASan, a reply made from freed
+// memory without it.)
+TEST(AgentShutdownTest, DestroyingTheCoordinatorEndsASyncLongPollFirst) {
+  ScratchDir dir("shutdown");
+  AgentConfig config;
+  config.local_dir = dir.Sub("node0");
+  config.listen = {"127.0.0.1", 0};
+  config.advertise = {"127.0.0.1", 0};
+  config.secret = "shutdown-test-secret-0123456789";
+  auto agent = agent::Agent::Start(config);
+  ASSERT_TRUE(agent.ok()) << agent.status().ToString();
+  auto peer = agent::RpcClient::Connect((*agent)->listen_endpoint(), config.secret, "node 1");
+  ASSERT_TRUE(peer.ok()) << peer.status().ToString();
+  json reg = {{"op", "register"}, {"job", "j"},  {"nodes", 2},
+              {"node", 1},        {"dp", 1},     {"address", "127.0.0.1:9"}};
+  ASSERT_TRUE(peer->Call(reg, 5s).ok());
+  json sync = {{"op", "sync"}, {"job", "j"}, {"node", 1}, {"step", 5}, {"generation", 0}};
+  auto now = peer->Call(sync, 5s);  // stale generation: answers at once
+  ASSERT_TRUE(now.ok()) << now.status().ToString();
+  sync["generation"] = (*now)["generation"];
+  StatusOr<json> waited = json();
+  std::thread poll([&] { waited = peer->Call(sync, 10s); });  // waits up to 2 s
+  std::this_thread::sleep_for(300ms);
+  agent->reset();
+  poll.join();
+  ASSERT_FALSE(waited.ok()) << waited->dump();
+  EXPECT_NE(waited.status().message().find("shutting down"), std::string::npos)
+      << waited.status().ToString();
 }
 
 }  // namespace

@@ -106,13 +106,16 @@ void Agent::ResumeReplication() {
 
 Agent::~Agent() {
   stopping_ = true;
+  coordinator_.Shutdown();  // wakes long-polls and barriers waiting in it
   cv_.notify_all();
   if (server_.joinable()) server_.join();
   if (replicator_.joinable()) replicator_.join();
   if (backup_thread_.joinable()) backup_thread_.join();
   if (notice_thread_.joinable()) notice_thread_.join();
   if (sync_thread_.joinable()) sync_thread_.join();
-  while (connections_.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // Every connection thread, also one whose sync long-poll does not count
+  // against the connection cap (connections_).
+  while (serving_.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
 }
 
 Status Agent::Run(const std::atomic<bool>& stop, const std::atomic<bool>* drain) {

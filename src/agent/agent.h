@@ -207,7 +207,8 @@ class Agent {
     const std::atomic<bool>* stop = stop_flag_.load();
     return stopping_.load() || (stop != nullptr && stop->load());
   }
-  std::atomic<int> connections_{0};
+  std::atomic<int> connections_{0};  // counted against kMaxConnections (not long-polls)
+  std::atomic<int> serving_{0};      // connection threads alive; ~Agent waits for 0
   // Registered for a restore round that has no plan yet: copies that arrive
   // meanwhile are added to the round's inventory (ReportNewCopy).
   std::atomic<bool> restoring_{false};

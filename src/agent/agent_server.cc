@@ -92,9 +92,11 @@ void Agent::ServeMain() {
       continue;
     }
     ++connections_;
+    ++serving_;  // before the thread exists: ~Agent cannot miss it
     std::thread([this, s = std::move(*conn)]() mutable {
       ServeConnection(std::move(s));
       --connections_;
+      --serving_;  // the last touch of *this
     }).detach();
   }
 }

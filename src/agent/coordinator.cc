@@ -153,13 +153,21 @@ json Coordinator::PlanJson(const Job& job) const {
   return plan;
 }
 
+void Coordinator::Shutdown() {
+  std::lock_guard<std::mutex> l(mu_);
+  shut_down_ = true;
+  cv_.notify_all();
+}
+
 StatusOr<json> Coordinator::AwaitPlan(const json& req) {
   std::unique_lock<std::mutex> l(mu_);
   int64_t round;
   STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req, &round));
   int64_t seen = req.value("plan_version", int64_t{0});
-  bool ready = cv_.wait_for(
-      l, wait_, [&] { return job->round != round || (job->plan && job->plan_version > seen); });
+  bool ready = cv_.wait_for(l, wait_, [&] {
+    return shut_down_ || job->round != round || (job->plan && job->plan_version > seen);
+  });
+  if (shut_down_) return UnavailableError("the coordinator is shutting down");
   if (job->round != round)
     return AbortedError("round " + std::to_string(round) + " was superseded");
   if (!ready) {
@@ -194,13 +202,14 @@ StatusOr<json> Coordinator::Ready(const json& req) {
   }
   cv_.notify_all();
   auto all_ready = [&] {
-    if (job->round != round || job->plan_version != version) return true;
+    if (shut_down_ || job->round != round || job->plan_version != version) return true;
     for (const auto& [n, m] : job->members) {
       if (!m.ready) return false;
     }
     return true;
   };
   if (!cv_.wait_for(l, wait_, all_ready)) return DeadlineExceededError("waiting for other nodes");
+  if (shut_down_) return UnavailableError("the coordinator is shutting down");
   if (job->round != round || job->plan_version != version) return json{{"replan", true}};
   RollbackRestored(req["job"].get<std::string>(), *job);
   // The ranks start training once told "go": a notice that came during the

@@ -59,6 +59,12 @@ class Coordinator {
   // "sync"); NOT_FOUND for other ops.
   StatusOr<json> Handle(const json& request);
 
+  // Wakes every call waiting in the coordinator (a plan, the ready barrier,
+  // a sync long-poll) and makes it return UNAVAILABLE, now and later. The
+  // owner calls it before it waits for its serving threads to finish and
+  // destroys the coordinator.
+  void Shutdown();
+
   // Makes the coordinator plan with and schedule backups in `store`, which
   // must outlive it. `restore_backup`: at each job's next start, restore
   // exactly that backup id (a rollback); `on_rollback(id)` is called once a
@@ -184,6 +190,7 @@ class Coordinator {
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, Job> jobs_;  // GUARDED_BY(mu_)
+  bool shut_down_ = false;            // GUARDED_BY(mu_)
 
   std::function<std::time_t()> now_ = [] { return std::time(nullptr); };
   storage::ObjectStore* backup_store_ = nullptr;

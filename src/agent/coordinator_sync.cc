@@ -105,7 +105,7 @@ StatusOr<json> Coordinator::Sync(const json& req) {
     return s.generation != generation || (s.collecting && s.collect_id != collect);
   };
   const auto until = Clock::now() + wait_;
-  while (!stale() && Clock::now() < until) {
+  while (!stale() && !shut_down_ && Clock::now() < until) {
     auto wake = until;
     if (job->sync.collecting && job->sync.collect_deadline > Clock::now()) {
       wake = std::min(until, job->sync.collect_deadline);
@@ -113,6 +113,7 @@ StatusOr<json> Coordinator::Sync(const json& req) {
     cv_.wait_until(l, wake);
     MaybeDecideSync(name, *job);  // a collection whose window closed
   }
+  if (shut_down_) return UnavailableError("the coordinator is shutting down");
   return SyncJson(*job);
 }
 
