@@ -370,6 +370,45 @@ TEST(SigV4Test, QueryAndPathNeedingEncodingCanonicaliseAsBotocore) {
   EXPECT_EQ(CanonicalUri(path, SigV4Dialect::kAws), "/bkt/p/eq%3Dand%2Bplus%20%C3%BC~");
 }
 
+// botocore 1.43's S3SigV4Auth for a virtual-host request with a session
+// token, a checksum header, an empty query value and a key of odd
+// characters (its datetime fixed at 2026-01-01).
+TEST(SigV4Test, MatchesBotocoreWithASessionTokenAndOddKey) {
+  SigV4Request r;
+  r.method = "PUT";
+  r.canonical_uri = CanonicalUri(
+      "/" + UriEncode("a b/eq=and+plus/\xc3\xbc~!$'()*;:@", true), SigV4Dialect::kAws);
+  EXPECT_EQ(r.canonical_uri, "/a%20b/eq%3Dand%2Bplus/%C3%BC~%21%24%27%28%29%2A%3B%3A%40");
+  r.canonical_query = CanonicalQuery(
+      {{"uploadId", "x/y+z="}, {"partNumber", "3"}, {"empty", ""}}, SigV4Dialect::kAws);
+  EXPECT_EQ(r.canonical_query, "empty=&partNumber=3&uploadId=x%2Fy%2Bz%3D");
+  r.headers = {{"content-type", "application/octet-stream"},
+               {"host", "bkt.s3.eu-west-1.amazonaws.com"},
+               {"x-amz-checksum-crc32c", "4waSgw=="},
+               {"x-amz-content-sha256", kEmptySha256},
+               {"x-amz-date", "20260101T000000Z"},
+               {"x-amz-security-token", "TOKEN/abc+=="}};
+  r.payload_hash = kEmptySha256;
+  EXPECT_EQ(SigV4Authorization({"AKID", "SECRET/xyz", "eu-west-1", "s3"}, r),
+            "AWS4-HMAC-SHA256 Credential=AKID/20260101/eu-west-1/s3/aws4_request, "
+            "SignedHeaders=content-type;host;x-amz-checksum-crc32c;x-amz-content-sha256;"
+            "x-amz-date;x-amz-security-token, "
+            "Signature=605b7d456dbaff5cb72bc9f513aa247ccd4ed70b566edc3ef8e698db60d8d3c3");
+}
+
+// When a request re-signed in the other form is answered, what that says.
+TEST(SigV4Test, VerdictOnAResignedRequest) {
+  for (long accepted : {200L, 204L, 206L, 301L, 304L, 404L, 409L, 412L, 416L}) {
+    EXPECT_EQ(SignatureVerdict(accepted), Verdict::kAccepted) << accepted;
+  }
+  for (long refused : {400L, 401L, 403L}) {
+    EXPECT_EQ(SignatureVerdict(refused), Verdict::kRefused) << refused;
+  }
+  for (long unknown : {429L, 500L, 503L}) {
+    EXPECT_EQ(SignatureVerdict(unknown), Verdict::kUnknown) << unknown;
+  }
+}
+
 TEST(SigV4Test, DecodedUrlDialectIsWerkzeugsIri) {
   // moto checks against werkzeug's request.url: escapes decoded except
   // controls, space, '%' and the part's delimiters; UTF-8 as characters.

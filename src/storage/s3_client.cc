@@ -65,9 +65,20 @@ std::string UrlPath(const std::string& url) {
   return p == std::string::npos ? "" : url.substr(p);
 }
 
-// Whether a 403 may be a signature the server canonicalised differently.
-bool MaybeSignatureMismatch(const S3Response& r, const S3ErrorBody& e) {
-  return r.status == 403 && (e.code == "SignatureDoesNotMatch" || e.code.empty());
+// Whether a 403 may be a signature the server canonicalised differently:
+// SignatureDoesNotMatch, or a HEAD's 403 (which has no body to say why).
+bool MaybeSignatureMismatch(const S3Request& req, const S3Response& r, const S3ErrorBody& e) {
+  return r.status == 403 &&
+         (e.code == "SignatureDoesNotMatch" || (req.method == "HEAD" && r.body.empty()));
+}
+
+// "host:port" without the scheme's default port, as libcurl and botocore
+// send (and sign) the Host header.
+std::string HostHeader(const std::string& url) {
+  std::string authority = Authority(url);
+  const std::string default_port = url.starts_with("https://") ? ":443" : ":80";
+  if (authority.ends_with(default_port)) authority.resize(authority.size() - default_port.size());
+  return authority;
 }
 
 std::string HostUrl(const S3Config& c) {
@@ -228,7 +239,7 @@ size_t OnHeader(char* p, size_t size, size_t nitems, void* ctx) {
 S3Client::S3Client(S3Config config)
     : config_(std::move(config)),
       host_url_(HostUrl(config_)),
-      host_(Authority(host_url_)),
+      host_(HostHeader(host_url_)),
       base_path_(UrlPath(host_url_)),
       credentials_{config_.access_key_id, config_.secret_access_key, config_.region, "s3"} {
   GlobalInit();
@@ -339,9 +350,9 @@ S3Client::Attempt S3Client::Once(const S3Request& req, uint64_t done, SigV4Diale
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, OnWrite);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &t);
 
-  // Every header but Range, Host and Authorization is signed (ToSign keeps
-  // the x-amz-* and content ones). "Expect:" removes libcurl's
-  // "Expect: 100-continue": the body follows the headers at once.
+  // Signed (ToSign): Host and every x-amz-*, Content-Type and Content-MD5
+  // header; not Range. "Expect:" removes libcurl's "Expect: 100-continue":
+  // the body follows the headers at once.
   std::vector<std::string> hdrs = {std::string("x-amz-content-sha256: ") + kUnsignedPayload,
                                    "x-amz-date: " + AmzDateNow()};
   if (!config_.session_token.empty()) hdrs.push_back("x-amz-security-token: " + config_.session_token);
@@ -394,15 +405,24 @@ S3Client::Attempt S3Client::SignedOnce(const S3Request& req, uint64_t done) {
   const SigV4Dialect used = dialect_.load();
   Attempt a = Once(req, done, used);
   if (!a.local.ok() || a.curl != CURLE_OK ||
-      !MaybeSignatureMismatch(a.response, ParseS3Error(a.response.body)) || !DialectsDiffer(req)) {
+      !MaybeSignatureMismatch(req, a.response, ParseS3Error(a.response.body)) ||
+      !DialectsDiffer(req)) {
     return a;
   }
   const SigV4Dialect other =
       used == SigV4Dialect::kAws ? SigV4Dialect::kDecodedUrl : SigV4Dialect::kAws;
   Attempt b = Once(req, done, other);
-  if (!b.local.ok() || b.curl != CURLE_OK || b.response.status == 403) return a;
+  if (!b.local.ok() || b.curl != CURLE_OK) return b;  // its own failure, for Call to judge
+  switch (SignatureVerdict(b.response.status)) {
+    case Verdict::kRefused:
+      return a;  // refused in both forms: the first refusal says why
+    case Verdict::kUnknown:
+      return b;  // no verdict (5xx, 429): retried as usual, in the current dialect
+    case Verdict::kAccepted:
+      break;
+  }
   if (dialect_.exchange(other) != other) {
-    Log()->info("{}: {} checks signatures over {} canonical form, not {}; signing that way",
+    Log()->debug("{}: {} checks signatures over {} canonical form, not {}; signing that way",
                 config_.url, host_, SigV4DialectName(other), SigV4DialectName(used));
   }
   return b;

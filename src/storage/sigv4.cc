@@ -150,7 +150,7 @@ std::string CanonicalHeaderValue(std::string_view v) {
 }  // namespace
 
 const char* SigV4DialectName(SigV4Dialect d) {
-  return d == SigV4Dialect::kAws ? "AWS's (RFC 3986)" : "the decoded URL's (as moto does)";
+  return d == SigV4Dialect::kAws ? "AWS's" : "the decoded URL's (as moto does)";
 }
 
 std::string UriEncode(std::string_view s, bool keep_slash) {
@@ -198,6 +198,12 @@ std::string CanonicalQuery(const std::vector<std::pair<std::string, std::string>
     out += k + "=" + v;
   }
   return out;
+}
+
+Verdict SignatureVerdict(long http_status) {
+  if (http_status >= 500 || http_status == 429) return Verdict::kUnknown;
+  if (http_status == 400 || http_status == 401 || http_status == 403) return Verdict::kRefused;
+  return Verdict::kAccepted;
 }
 
 std::string CanonicalRequest(const SigV4Request& r) {

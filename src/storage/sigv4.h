@@ -65,6 +65,13 @@ struct SigV4Request {
   std::string_view payload_hash;  // hex SHA-256 of the body, or "UNSIGNED-PAYLOAD"
 };
 
+// What a response to a re-signed request says of its signature: accepted
+// (2xx, 3xx, or a 4xx that comes after authentication: 404, 409, 412, 416,
+// ...), refused (400, 401, 403), or nothing (5xx, 429: the server did not
+// get as far).
+enum class Verdict { kAccepted, kRefused, kUnknown };
+Verdict SignatureVerdict(long http_status);
+
 // The canonical request, newline-separated as the specification gives it.
 std::string CanonicalRequest(const SigV4Request& r);
 
