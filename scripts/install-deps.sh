@@ -9,7 +9,7 @@ packages=(
   libxxhash-dev libcurl4-openssl-dev libssl-dev libpugixml-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format xxhash python3
-  pybind11-dev python3-dev python3-numpy python3-pytest python3-torch
+  pybind11-dev python3-dev python3-numpy python3-pytest python3-torch python3-yaml
 )
 
 missing=()

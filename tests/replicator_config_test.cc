@@ -176,14 +176,17 @@ TEST(ReplicatorConfigTest, NemoPluginWritesPeerRanksAndPeersPerNode) {
             "peers-per-node: 1");
 }
 
-// Legacy MaxText writes replicator_backup_interval_minutes, 0 by default.
-TEST(ReplicatorConfigTest, BackupIntervalOfZeroMinutesMeansNoPeriodicBackups) {
+// Legacy MaxText writes replicator_backup_interval_minutes, 0 by default:
+// the yaml gives no cadence (the agent's --backup-interval-* applies).
+TEST(ReplicatorConfigTest, BackupIntervalOfZeroMinutesGivesNoCadence) {
   StatusOr<ReplicatorConfig> c = Parse(Base("backup-interval-minutes: 0"));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->backup_interval_minutes, std::nullopt);
   EXPECT_EQ(c->backup_interval_steps, std::nullopt);
   ASSERT_EQ(c->notes.size(), 1u);
-  EXPECT_EQ(c->notes[0], "backup-interval-minutes: 0: no periodic backups");
+  EXPECT_EQ(c->notes[0],
+            "backup-interval-minutes: 0: no cadence from the client (the agent's own applies, if "
+            "any)");
 }
 
 TEST(ReplicatorConfigTest, ListStylesAndTrailingNewlinesAgree) {

@@ -47,6 +47,7 @@ class Child {
   // to the inherited environment.
   explicit Child(const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
   ~Child();  // kills (SIGKILL) the child's process group and reaps the child
+  // Wait() returns 255 for a child some other code reaped.
   Child(const Child&) = delete;
   Child& operator=(const Child&) = delete;
 

@@ -31,6 +31,8 @@ import re
 import time
 from pathlib import Path
 
+import yaml  # PyYAML, as the NeMo plugin uses it
+
 log = logging.getLogger("replicator_clients")
 
 REPLICATOR_FILE = "replicator.yaml"
@@ -106,12 +108,15 @@ def orbax_peer_ranks(node_rank: int, nodes: int, num_slices: int):
 class OrbaxClient(_Client):
     RESTORE_RE = re.compile(r"^.+-s(?P<step>\d+)-n\d+-w\d+\.restore$")
 
-    def __init__(self, local_dir, run_name: str, nodes: int, data_parallelism: int,
-                 backup_interval_minutes=None, backup_interval_steps=None, poll: float = 0.2):
+    def __init__(self, local_dir, run_name: str, nodes: int, num_slices: int,
+                 data_parallelism=None, backup_interval_minutes=None,
+                 backup_interval_steps=None, poll: float = 0.2):
         super().__init__(local_dir, poll)
         self.run_name = run_name
         self.nodes = nodes
-        self.data_parallelism = data_parallelism
+        self.num_slices = num_slices  # peers: the same position in every other slice
+        # assume-data-parallelism; Orbax defaults it to the number of slices
+        self.data_parallelism = data_parallelism if data_parallelism else num_slices
         self.backup_interval_minutes = backup_interval_minutes
         self.backup_interval_steps = backup_interval_steps
         if backup_interval_minutes is None and backup_interval_steps is None:
@@ -163,7 +168,7 @@ class OrbaxClient(_Client):
         self.node_rank = int(process_id)  # jax.distributed.initialize(process_id=...)
         self.coordinator_address = coordinator_address
         self._wait_for_replicator_file_to_disappear(timeout, check_for_errors=False)
-        peers = orbax_peer_ranks(self.node_rank, self.nodes, self.data_parallelism)
+        peers = orbax_peer_ranks(self.node_rank, self.nodes, self.num_slices)
         interval = (f"backup-interval-minutes: {self.backup_interval_minutes}"
                     if self.backup_interval_minutes is not None
                     else f"backup-interval-steps: {self.backup_interval_steps}")
@@ -230,17 +235,15 @@ class NemoClient(_Client):
         self.peers_per_node = peers_per_node
         self.backup_interval_minutes = backup_interval_minutes
 
-    def yaml_text(self) -> str:
-        """What yaml.dump(config, default_flow_style=False, sort_keys=False)
-        writes for the plugin's mapping."""
-        lines = [f"job-name: {self.job_name}", "framework: pytorch.distributed",
-                 f"node-rank: {self.node_rank}", f"nodes: {self.nodes}",
-                 f"peers-per-node: {self.peers_per_node}",
-                 f"backup-interval-minutes: {self.backup_interval_minutes}"]
+    def config(self) -> dict:
+        """The plugin's mapping, in its order."""
+        config = {"job-name": self.job_name, "framework": "pytorch.distributed",
+                  "node-rank": self.node_rank, "nodes": self.nodes,
+                  "peers-per-node": self.peers_per_node,
+                  "backup-interval-minutes": self.backup_interval_minutes}
         if self.peer_ranks is not None:
-            lines.append("peer-ranks:")
-            lines += [f"- {r}" for r in self.peer_ranks]
-        return "\n".join(lines) + "\n"
+            config["peer-ranks"] = list(self.peer_ranks)
+        return config
 
     def handle_replicator_fail_situation(self) -> None:
         errors = self.dir / ERRORS_FILE
@@ -258,7 +261,7 @@ class NemoClient(_Client):
         if not self._wait_gone(REPLICATOR_FILE, timeout):
             raise TimeoutError("replicator.yaml did not disappear")
         with open(self.dir / self._note(REPLICATOR_FILE), "w") as f:  # in place
-            f.write(self.yaml_text())
+            yaml.dump(self.config(), f, default_flow_style=False, sort_keys=False)
 
     def block_and_proces_restore_dir(self, timeout: float = 300):
         """Returns the step of the directory it will load, or None."""
@@ -284,12 +287,13 @@ class NemoClient(_Client):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if path.exists():
-                info = {}
-                for line in path.read_text().splitlines():
-                    key, sep, value = line.partition(":")
-                    if sep:
-                        info[key.strip()] = value.strip()
-                return int(info.get("restore-step", 0))
+                try:
+                    with open(path) as f:
+                        info = yaml.safe_load(f)
+                except yaml.YAMLError as e:
+                    log.error("bad %s: %s", path, e)
+                    return 0
+                return int(info.get("restore-step", 0))  # an empty file: None.get raises
             time.sleep(self.poll)
         raise ValueError("Replictor failed to produce prerestore file.")
 

@@ -136,7 +136,7 @@ class Kind:
     def client(self, agents, node: int):
         d = agents.dir(node)
         if self.name == "orbax":
-            return OrbaxClient(d, self.job, NODES, data_parallelism=SLICES)
+            return OrbaxClient(d, self.job, NODES, num_slices=SLICES)
         if self.name == "maxtext":
             return LegacyMaxTextClient(d, self.job, NODES, num_slices=SLICES)
         # The plugin always writes peers-per-node and adds peer-ranks.
@@ -209,7 +209,7 @@ def test_real_client_fresh_start_restart_and_lost_node(agents, kind):
     if kind == "nemo":
         assert "using peer-ranks (1 peers), ignoring peers-per-node: 1" in nodes.log(0)
     if kind == "maxtext":
-        assert "backup-interval-minutes: 0: no periodic backups" in nodes.log(0)
+        assert "backup-interval-minutes: 0: no cadence from the client" in nodes.log(0)
 
     watch.stop()
     assert watch.events, "the watch saw nothing"
@@ -249,7 +249,7 @@ def test_an_orbax_client_without_data_parallelism_writes_one_and_restarts(agents
     nodes = agents(2, args=["--node-rank", "{node}"])
 
     def run(node, steps):
-        c = OrbaxClient(nodes.dir(node), "dp1", 2, data_parallelism=1)
+        c = OrbaxClient(nodes.dir(node), "dp1", 2, num_slices=1)
         restored = c.initialize()
         data = c.read(restored) if restored is not None else None
         for step in steps:

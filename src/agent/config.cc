@@ -315,7 +315,8 @@ Status ReadCadence(const FieldReader& in, ReplicatorConfig* c) {
   STRATA_ASSIGN_OR_RETURN(c->backup_interval_minutes,
                           in.Int("backup-interval-minutes", 0, kIntMax));
   if (c->backup_interval_minutes == 0) {
-    c->notes.push_back("backup-interval-minutes: 0: no periodic backups");
+    c->notes.push_back(
+        "backup-interval-minutes: 0: no cadence from the client (the agent's own applies, if any)");
     c->backup_interval_minutes.reset();
   }
   STRATA_ASSIGN_OR_RETURN(c->backup_interval_steps, in.Int("backup-interval-steps", 1, kIntMax));

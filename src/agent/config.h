@@ -89,7 +89,7 @@ struct ReplicatorConfig {
   std::optional<int> assume_data_parallelism;
   // Backup cadence; each >= 1, at most one of them is set. A yaml's
   // "backup-interval-minutes: 0" (legacy MaxText's default) leaves both
-  // unset: no periodic backups (a note says so).
+  // unset, as a yaml without a cadence does (a note says so).
   std::optional<int> backup_interval_minutes;
   std::optional<int> backup_interval_steps;
   int workers_per_node = 1;  // 1..kMaxWorkersPerNode
