@@ -7,7 +7,11 @@
 
 #include <sys/stat.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <mutex>
+#include <random>
 #include <thread>
 
 #include "agent/local_dir.h"
@@ -15,6 +19,7 @@
 #include "agent/ram_disk.h"
 #include "agent/watcher.h"
 #include "format/naming.h"
+#include "storage/retry.h"
 #include "util/file_util.h"
 #include "util/hash.h"
 #include "util/logging.h"
@@ -24,6 +29,37 @@ namespace {
 
 constexpr auto kCallTimeout = std::chrono::seconds(30);
 constexpr uint64_t kMaxYamlBytes = 1 << 20;
+
+// A random id for one start of the client (one registration, retried).
+std::string IncarnationId() {
+  static std::mt19937_64 gen{std::random_device{}()};
+  static std::mutex mu;
+  std::lock_guard<std::mutex> l(mu);
+  return fmt::format("{:016x}", gen());
+}
+
+// Logs a retried operation's failures without a line per try: the first
+// failure, then the latest every minute, and the success that ends them.
+class RetryLog {
+ public:
+  explicit RetryLog(std::string what) : what_(std::move(what)) {}
+  void Failed(const Status& s) {
+    ++failures_;
+    const auto now = std::chrono::steady_clock::now();
+    if (failures_ > 1 && now - logged_ < std::chrono::minutes(1)) return;
+    logged_ = now;
+    Log()->warn("{}: {} (try {}; retrying with backoff)", what_, s.message(), failures_);
+  }
+  void Succeeded() {
+    if (failures_ > 0) Log()->info("{}: done after {} failed tries", what_, failures_);
+    failures_ = 0;
+  }
+
+ private:
+  const std::string what_;
+  int failures_ = 0;
+  std::chrono::steady_clock::time_point logged_{};
+};
 
 // True if none of `files` in `dir` was modified in the last second. PyTorch
 // clients write .save files in place, so a file is only taken once settled.
@@ -132,7 +168,9 @@ Status Agent::RunLoop(const std::atomic<bool>& stop) {
     Log()->warn("no inotify for {} ({}): rescanning it every second instead", config_.local_dir,
                 watcher.reason());
   }
-  OnEvents(Env::Default()->Exists(YamlPath(config_)));  // a yaml written while we were down
+  // A yaml written while we were down; without inotify it may still be
+  // being written (in place): the rescans decide.
+  OnEvents(!watcher.polling() && Env::Default()->Exists(YamlPath(config_)));
   auto last_scan = std::chrono::steady_clock::now();
   std::optional<std::chrono::steady_clock::time_point> drain_until;
   while (!stop.load()) {
@@ -168,8 +206,9 @@ bool Agent::PolledYamlSettled() {
     seen = std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
            std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
   }
-  bool settled = !seen.empty() && seen == polled_yaml_;
-  polled_yaml_ = settled ? "" : seen;  // a new yaml later (same inode) counts again
+  bool settled = !seen.empty() && seen == polled_yaml_ && seen != taken_yaml_;
+  polled_yaml_ = seen;
+  if (settled) taken_yaml_ = seen;  // reported once, as inotify reports a close once
   return settled;
 }
 
@@ -311,17 +350,23 @@ Status Agent::RegisterAndRestore(Incarnation& inc) {
               {"address", listen_.ToString()},
               {"inventory", Inventory(c.job_name)}};
   reg.update(CadenceJson(c));
+  // Retries of this registration carry the same id: the coordinator keeps
+  // the round for them (Coordinator::Register).
+  reg["incarnation"] = IncarnationId();
   bool yaml_deleted = false;
-  for (int attempt = 0; attempt < 1000 && !Stopping(); ++attempt) {
+  RetryLog retry_log("registering with the coordinator");
+  for (int attempt = 1; !Stopping(); ++attempt) {
     if (yaml_deleted && SupersededByNewYaml()) {
       return CancelledError("a new replicator.yaml replaces this incarnation");
     }
     auto registered = CallCoordinator(c, reg, kCallTimeout);
     if (!registered.ok()) {
-      Log()->warn("registering with the coordinator: {}", registered.status().message());
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      retry_log.Failed(registered.status());
+      SleepUnlessStopping(storage::BackoffDelay(attempt, std::chrono::milliseconds(200),
+                                       std::chrono::milliseconds(5000)));
       continue;
     }
+    retry_log.Succeeded();
     inc.round = (*registered)["round"].get<int64_t>();
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -336,10 +381,21 @@ Status Agent::RegisterAndRestore(Incarnation& inc) {
     // The coordinator cannot make a plan (e.g. --restore-backup names no
     // complete backup): the client must hear it, not wait.
     if (done.status().code() == StatusCode::kFailedPrecondition) return done.status();
-    if (!done.ok())
+    if (!done.ok()) {
       Log()->warn("round {}: {}; registering again", inc.round, done.status().message());
+      SleepUnlessStopping(storage::BackoffDelay(attempt, std::chrono::milliseconds(200),
+                                       std::chrono::milliseconds(5000)));
+    }
   }
-  return AbortedError("node " + std::to_string(c.node_rank) + " could not complete a restore");
+  return CancelledError("stopped while registering");
+}
+
+void Agent::SleepUnlessStopping(std::chrono::milliseconds d) const {
+  const auto until = std::chrono::steady_clock::now() + d;
+  while (!Stopping() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+        until - std::chrono::steady_clock::now(), std::chrono::milliseconds(50)));
+  }
 }
 
 // After this incarnation's yaml was deleted, a yaml in the directory is a

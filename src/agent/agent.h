@@ -84,6 +84,8 @@ class Agent {
   // Without inotify: whether the yaml has stayed the same since the last
   // rescan (then the client has finished writing it).
   bool PolledYamlSettled();
+  // Sleeps `d`, or less once the agent is stopping.
+  void SleepUnlessStopping(std::chrono::milliseconds d) const;
   // Keeps jax-init-info.txt as --node-rank and --jax-coordinator say (no-op
   // without --node-rank); logs a failure once.
   void KeepJaxInitInfo();
@@ -266,6 +268,7 @@ class Agent {
   bool jax_init_info_written_ = false;  // logged once
   bool jax_init_info_failed_ = false;   // a failure is logged once, until it clears
   std::string polled_yaml_;             // without inotify: the yaml as the last rescan saw it
+  std::string taken_yaml_;              // and as it was when reported complete
 };
 
 }  // namespace strata::agent

@@ -123,10 +123,13 @@ void Agent::ServeConnection(net::Socket socket) {
     json request = ParseBounded(frame->payload);
     StatusOr<json> reply = InvalidArgumentError("malformed call");
     if (frame->type == kFrameCall && request.is_object()) {
-      // A "sync" call waits at the coordinator by design, one per node of
-      // the job: it does not count against kMaxConnections while it waits.
+      // Calls that wait at the coordinator by design, one per node of the
+      // job (the sync long-poll, the plan, the ready barrier), do not count
+      // against kMaxConnections while they wait: a job of more nodes than
+      // the cap would otherwise have its own coordination refused.
       auto op = request.find("op");  // unchecked input: any type
-      const bool long_poll = op != request.end() && op->is_string() && *op == "sync";
+      const bool long_poll = op != request.end() && op->is_string() &&
+                             (*op == "sync" || *op == "await_plan" || *op == "ready");
       if (long_poll) --connections_;
       try {  // a field of the wrong type must not take the agent down
         reply = HandleCall(request, socket);

@@ -80,10 +80,23 @@ StatusOr<json> Coordinator::Register(const json& req) {
   STRATA_RETURN_IF_ERROR(ParseEndpoint(address).status());
   if (backup_store_ != nullptr)
     RefreshCatalog(/*for_restore=*/true);  // before mu_: it reads the store
+  auto incarnation = req.find("incarnation");
+  const std::string id =
+      incarnation != req.end() && incarnation->is_string() ? incarnation->get<std::string>() : "";
   std::lock_guard<std::mutex> l(mu_);
   Job& job = jobs_[name];
+  // The same start of a node's client registering again (its reply was
+  // lost, its next call refused or timed out) keeps the round: only a new
+  // start, or a new member after the plan, begins one. Otherwise nodes
+  // retrying under load would push each other into new rounds for ever.
+  auto member = job.members.find(node);
+  if (!id.empty() && member != job.members.end() && member->second.incarnation == id &&
+      job.nodes == nodes && job.dp == dp) {
+    member->second.address = address;
+    return json{{"round", job.round}};
+  }
   bool new_round =
-      job.nodes != nodes || job.dp != dp || job.plan.has_value() || job.members.count(node) > 0;
+      job.nodes != nodes || job.dp != dp || job.plan.has_value() || member != job.members.end();
   if (new_round) {
     Job next;
     next.nodes = nodes;
@@ -104,7 +117,7 @@ StatusOr<json> Coordinator::Register(const json& req) {
     Log()->info("job {}: round {} begins (node {} registered)", name, job.round, node);
   }
   NoteCadence(req, job);
-  job.members[node] = Member{address};
+  job.members[node] = Member{address, id};
   STRATA_RETURN_IF_ERROR(AddInventory(req, node, job.inventory));
   if (static_cast<int>(job.members.size()) == job.nodes) {
     Replan(name, job);

@@ -79,6 +79,9 @@ class Coordinator {
  private:
   struct Member {
     std::string address;
+    // The registering agent's id for this start of its client: a register
+    // call carrying the member's own id again is a retry, not a new start.
+    std::string incarnation;
     bool ready = false;
     bool failed = false;
   };

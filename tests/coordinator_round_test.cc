@@ -1,0 +1,87 @@
+// Copyright 2026 The Strata Authors.
+//
+// Round formation in process: registrations retried because a reply was
+// lost or a call was refused or timed out keep the round, so many nodes
+// retrying under load converge on one round and one plan; a new start of a
+// node's client begins a new round.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "agent/coordinator.h"
+
+namespace strata::agent {
+namespace {
+
+class CoordinatorRoundTest : public ::testing::Test {
+ protected:
+  StatusOr<json> Register(int nodes, int node, const std::string& incarnation) {
+    json req = {{"op", "register"},
+                {"job", "j"},
+                {"nodes", nodes},
+                {"node", node},
+                {"dp", 1},
+                {"address", "127.0.0.1:" + std::to_string(7000 + node)},
+                {"inventory", json::array()}};
+    if (!incarnation.empty()) req["incarnation"] = incarnation;
+    return c_.Handle(req);
+  }
+  int64_t Round(int nodes, int node, const std::string& incarnation) {
+    auto r = Register(nodes, node, incarnation);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? (*r)["round"].get<int64_t>() : -1;
+  }
+  StatusOr<json> AwaitPlan(int64_t round) {
+    return c_.Handle({{"op", "await_plan"}, {"job", "j"}, {"round", round}, {"plan_version", 0}});
+  }
+
+  Coordinator c_{std::chrono::milliseconds(20)};
+};
+
+TEST_F(CoordinatorRoundTest, ARetriedRegistrationKeepsTheRound) {
+  const int64_t round = Round(2, 0, "start-a");
+  EXPECT_EQ(Round(2, 0, "start-a"), round);  // the reply was lost: again
+  EXPECT_EQ(Round(2, 1, "start-b"), round);  // the last node: planned
+  ASSERT_TRUE(AwaitPlan(round).ok());
+  EXPECT_EQ(Round(2, 1, "start-b"), round);  // a retry after the plan
+  auto plan = AwaitPlan(round);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ((*plan)["plan_version"].get<int64_t>(), 1);
+  // Node 1's client started again: a new round, which node 0 must join.
+  const int64_t next = Round(2, 1, "start-c");
+  EXPECT_EQ(next, round + 1);
+  EXPECT_EQ(AwaitPlan(round).status().code(), StatusCode::kAborted);
+  EXPECT_EQ(AwaitPlan(next).status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(Round(2, 0, "start-d"), next);
+  EXPECT_TRUE(AwaitPlan(next).ok());
+}
+
+TEST_F(CoordinatorRoundTest, ARegistrationWithoutAnIdIsANewStartAsBefore) {
+  const int64_t round = Round(2, 0, "");
+  EXPECT_EQ(Round(2, 0, ""), round + 1);
+}
+
+// 128 nodes register in a random order; every reply is lost with
+// probability 1/2 and the node registers again (up to 3 times), as the
+// agents do when a call is refused or times out. One round, one plan.
+TEST_F(CoordinatorRoundTest, ManyNodesRetryingAtRandomConvergeOnOneRound) {
+  constexpr int kNodes = 128;
+  std::mt19937 rng(20261124);
+  std::vector<int> calls;
+  for (int n = 0; n < kNodes; ++n) {
+    int tries = 1;
+    while (tries < 4 && rng() % 2 == 0) ++tries;
+    calls.insert(calls.end(), tries, n);
+  }
+  std::shuffle(calls.begin(), calls.end(), rng);
+  const int64_t round = Round(kNodes, calls.front(), "start-" + std::to_string(calls.front()));
+  for (int n : calls) EXPECT_EQ(Round(kNodes, n, "start-" + std::to_string(n)), round) << n;
+  auto plan = AwaitPlan(round);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ((*plan)["plan_version"].get<int64_t>(), 1);
+  EXPECT_EQ((*plan)["addresses"].size(), static_cast<size_t>(kNodes));
+}
+
+}  // namespace
+}  // namespace strata::agent
