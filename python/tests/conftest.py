@@ -42,6 +42,24 @@ def scratch():
     shutil.rmtree(d, ignore_errors=True)
 
 
+def free_ports(count: int):
+    """`count` free loopback ports below the ephemeral range (32768 and up
+    on Linux), where the agents' own outgoing connections cannot take them
+    between now and the agents' bind."""
+    import random
+    for _ in range(100):
+        base = random.randrange(20000, 32000 - count)
+        ports = list(range(base, base + count))
+        try:
+            for p in ports:
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", p))
+            return ports
+        except OSError:
+            continue
+    raise AssertionError(f"no {count} free ports in 20000-32000")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -113,7 +131,7 @@ class Agents:
 
     def __init__(self, root: Path, nodes: int, args=(), env=None):
         self.root = root
-        self.ports = [free_port() for _ in range(nodes)]
+        self.ports = free_ports(nodes)
         self.secret = root / "secret"
         self.secret.write_text("python-tests-secret\n")
         self.procs = [None] * nodes
