@@ -49,5 +49,16 @@ TEST(StatusOrTest, ValueOrError) {
   EXPECT_EQ(Half(3).value_or(-1), -1);
 }
 
+// Reading the value of an error aborts, naming the status (as absl does),
+// rather than reading an empty optional.
+TEST(StatusOrDeathTest, ValueOfAnErrorAbortsWithItsMessage) {
+  StatusOr<int> bad = NotFoundError("step 7 of job j");
+  EXPECT_DEATH((void)bad.value(), "StatusOr accessed without a value: NOT_FOUND: step 7 of job j");
+  EXPECT_DEATH((void)*bad, "NOT_FOUND");
+  StatusOr<std::string> s = InternalError("x");
+  EXPECT_DEATH((void)s->size(), "INTERNAL: x");
+  EXPECT_EQ(bad.value_or(3), 3);
+}
+
 }  // namespace
 }  // namespace strata

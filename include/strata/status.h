@@ -90,7 +90,14 @@ Status InternalError(std::string message);
 // "<context>: <strerror(err)>".
 Status ErrnoToStatus(int err, std::string_view context);
 
-// Holds either a value or a non-OK status.
+namespace status_internal {
+// Prints "StatusOr accessed without a value: <status>" to stderr and aborts.
+[[noreturn]] void DieOfBadAccess(const Status& status);
+}  // namespace status_internal
+
+// Holds either a value or a non-OK status. Reading the value of an error
+// (value(), *, ->) aborts the process with the status's message, as absl's
+// StatusOr does: check ok() first, or use value_or().
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
@@ -103,19 +110,23 @@ class [[nodiscard]] StatusOr {
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
 
-  // REQUIRES: ok().
-  T& value() & { return *value_; }
-  const T& value() const& { return *value_; }
-  T&& value() && { return std::move(*value_); }
-  T& operator*() & { return *value_; }
-  const T& operator*() const& { return *value_; }
-  T&& operator*() && { return std::move(*value_); }
-  T* operator->() { return &*value_; }
-  const T* operator->() const { return &*value_; }
+  // REQUIRES: ok(); aborts otherwise.
+  T& value() & { return Checked(), *value_; }
+  const T& value() const& { return Checked(), *value_; }
+  T&& value() && { return Checked(), std::move(*value_); }
+  T& operator*() & { return Checked(), *value_; }
+  const T& operator*() const& { return Checked(), *value_; }
+  T&& operator*() && { return Checked(), std::move(*value_); }
+  T* operator->() { return Checked(), &*value_; }
+  const T* operator->() const { return Checked(), &*value_; }
 
   T value_or(T fallback) const& { return ok() ? *value_ : std::move(fallback); }
 
  private:
+  void Checked() const {
+    if (!value_) status_internal::DieOfBadAccess(status_);
+  }
+
   Status status_;
   std::optional<T> value_;
 };

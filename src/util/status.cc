@@ -2,6 +2,8 @@
 #include "strata/status.h"
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace strata {
@@ -123,3 +125,12 @@ Status ErrnoToStatus(int err, std::string_view context) {
 }
 
 }  // namespace strata
+
+namespace strata::status_internal {
+
+void DieOfBadAccess(const Status& status) {
+  std::fprintf(stderr, "StatusOr accessed without a value: %s\n", status.ToString().c_str());
+  std::abort();
+}
+
+}  // namespace strata::status_internal
