@@ -117,6 +117,27 @@ class Trainer:
         return self.line("final step=").split("digest=")[1]
 
 
+def on_every_node(count: int, fn, timeout: float = 600):
+    """fn(node) for nodes 0..count-1 at once, one thread each, as the nodes'
+    clients run; the results in node order. Fails naming the nodes that raised."""
+    import threading
+    results, errors = [None] * count, []
+
+    def run(node):
+        try:
+            results[node] = fn(node)
+        except BaseException as e:  # reported below, with the node
+            errors.append((node, repr(e)))
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    assert not errors, sorted(errors)[:5]
+    return results
+
+
 def run_trainer(directory, *args, env=None, expect_rc=0) -> Trainer:
     t = Trainer(directory, *args, env=env)
     rc = t.finish()

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import on_every_node
 from replicator_clients import (JAX_INIT_INFO_FILE, LegacyMaxTextClient, NemoClient,
                                 OrbaxClient, step_bytes)
 
@@ -92,25 +93,6 @@ def violations(watch: DirectoryWatch, job: str, created):
     return bad
 
 
-def on_every_node(fn):
-    """fn(node) on one thread per node, as the nodes' clients run at once."""
-    results, errors = [None] * NODES, []
-
-    def run(node):
-        try:
-            results[node] = fn(node)
-        except BaseException as e:  # reported below, with the node
-            errors.append((node, repr(e)))
-
-    threads = [threading.Thread(target=run, args=(n,)) for n in range(NODES)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(240)
-    assert not errors, errors
-    return results
-
-
 def wait_replicated(agents, job: str, step: int, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     for node in range(NODES):
@@ -156,6 +138,14 @@ class Kind:
         else:
             c.save(step, self.content(node, step))
 
+    def start_and_save(self, c, node: int, steps):
+        """Starts `c`, then saves `steps`; the step restored and its bytes."""
+        restored = self.start(c)
+        data = c.read(restored) if restored is not None else None
+        for step in steps:
+            self.save(c, node, step)
+        return restored, data
+
 
 @pytest.mark.parametrize("kind", ["orbax", "nemo", "maxtext"])
 def test_real_client_fresh_start_restart_and_lost_node(agents, kind):
@@ -169,13 +159,11 @@ def test_real_client_fresh_start_restart_and_lost_node(agents, kind):
     def start_and_save(steps):
         def run(node):
             c = k.client(nodes, node)
-            restored = k.start(c)
-            data = c.read(restored) if restored is not None else None
-            for step in steps:
-                k.save(c, node, step)
-            created[node] |= c.created
-            return restored, data
-        return on_every_node(run)
+            try:
+                return k.start_and_save(c, node, steps)
+            finally:
+                created[node] |= c.created
+        return on_every_node(NODES, run)
 
     # A fresh start: nothing to restore; then two saves.
     for restored, _ in start_and_save([10, 20]):
@@ -223,14 +211,8 @@ def test_without_inotify_the_agent_rescans_every_second(agents):
     k = Kind("nemo")
     nodes = agents(NODES, env={"STRATA_TEST_NO_INOTIFY": "1"})
     for step_pair in ([10], [20]):
-        def run(node):
-            c = k.client(nodes, node)
-            restored = k.start(c)
-            data = c.read(restored) if restored is not None else None
-            for step in step_pair:
-                k.save(c, node, step)
-            return restored, data
-        results = on_every_node(run)
+        results = on_every_node(
+            NODES, lambda node: k.start_and_save(k.client(nodes, node), node, step_pair))
         if step_pair == [20]:
             for n, (restored, data) in enumerate(results):
                 assert restored == 10 and data == k.content(n, 10), (n, restored)
@@ -257,14 +239,7 @@ def test_an_orbax_client_without_data_parallelism_writes_one_and_restarts(agents
         return restored, data
 
     def both(steps):
-        out = [None, None]
-        threads = [threading.Thread(target=lambda n=n: out.__setitem__(n, run(n, steps)))
-                   for n in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
-        return out
+        return on_every_node(2, lambda node: run(node, steps))
 
     assert both([5]) == [(None, None), (None, None)]
     deadline = time.monotonic() + 30

@@ -5,9 +5,9 @@ same way. Every round must form (a registration retried under load keeps
 its round) and every node must get its own bytes back."""
 
 import shutil
-import threading
 import time
 
+from conftest import on_every_node
 from replicator_clients import OrbaxClient, step_bytes
 
 NODES = 128
@@ -23,25 +23,14 @@ def content(node: int, step: int) -> bytes:
 def round_of_starts(agents, steps):
     """Every node's client starts at once, then saves `steps`; returns what
     each restored, with its bytes."""
-    results, errors = [None] * NODES, []
-
     def run(node):
-        try:
-            c = OrbaxClient(agents.dir(node), JOB, NODES, num_slices=SLICES)
-            restored = c.initialize(timeout=300)
-            results[node] = (restored, c.read(restored) if restored is not None else None)
-            for step in steps:
-                c.save(step, content(node, step))
-        except BaseException as e:  # reported with the node
-            errors.append((node, repr(e)))
-
-    threads = [threading.Thread(target=run, args=(n,)) for n in range(NODES)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(600)
-    assert not errors, errors[:5]
-    return results
+        c = OrbaxClient(agents.dir(node), JOB, NODES, num_slices=SLICES)
+        restored = c.initialize(timeout=300)
+        data = c.read(restored) if restored is not None else None
+        for step in steps:
+            c.save(step, content(node, step))
+        return restored, data
+    return on_every_node(NODES, run)
 
 
 def wait_replicated(agents, step: int, timeout: float = 300) -> None:
