@@ -12,6 +12,7 @@
 
 #include "agent/agent.h"
 #include "backup/layout.h"
+#include "format/naming.h"
 #include "util/file_util.h"
 #include "util/hash.h"
 #include "util/logging.h"
@@ -55,7 +56,7 @@ Status Agent::OpenBackup() {
   // --restore-backup is a rollback for the job's next start, done once: the
   // id restored is remembered in the store's directory, so an agent
   // restarted with the same flag does not roll the job back again.
-  const std::string done_file = JoinPath(store_->root(), "rollback.done");
+  const std::string done_file = JoinPath(store_->root(), std::string(kRollbackDoneFile));
   std::optional<std::string> rollback = config_.restore_backup;
   auto done = ReadFileToString(Env::Default(), done_file, 4096);
   if (rollback && done.ok() && *done == *rollback) {

@@ -19,6 +19,7 @@
 
 #include "agent/agent.h"
 #include "agent/local_dir.h"
+#include "format/naming.h"
 #include "util/file_util.h"
 #include "util/logging.h"
 #include "util/time_format.h"
@@ -29,7 +30,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr auto kSlotPoll = std::chrono::milliseconds(50);
 constexpr auto kRateWindow = std::chrono::seconds(2);
-constexpr char kMaintenanceFile[] = "maintenance.json";
 // A RAM disk fuller than this is unhealthy: the next save may not fit.
 constexpr double kRamBudget = 0.95;
 
@@ -409,12 +409,12 @@ void Agent::RecordMaintenance(const json& event) {
   last_maintenance_ = event;
   maintenance_since_.reset();
   Status s =
-      WriteFileAtomic(Env::Default(), JoinPath(store_->root(), kMaintenanceFile), event.dump());
+      WriteFileAtomic(Env::Default(), JoinPath(store_->root(), std::string(kMaintenanceFile)), event.dump());
   if (!s.ok()) Log()->warn("recording the maintenance event: {}", s.message());
 }
 
 void Agent::LoadMaintenance() {
-  auto text = ReadFileToString(Env::Default(), JoinPath(store_->root(), kMaintenanceFile), 1 << 16);
+  auto text = ReadFileToString(Env::Default(), JoinPath(store_->root(), std::string(kMaintenanceFile)), 1 << 16);
   if (!text.ok()) return;
   json j = ParseBounded(*text);
   if (j.is_object() && j.contains("time")) last_maintenance_ = j;

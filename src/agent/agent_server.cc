@@ -10,6 +10,7 @@
 #include <functional>
 
 #include "agent/agent.h"
+#include "format/naming.h"
 #include "net/auth.h"
 #include "net/frame.h"
 #include "util/file_util.h"
@@ -278,12 +279,12 @@ void Agent::SaveState() {
             {"addresses", addresses},
             {"dp", c.assume_data_parallelism.value_or(1)},
             {"master", c.master.value_or("")}};
-  Status s = WriteFileAtomic(Env::Default(), JoinPath(store_->root(), "state.json"), j.dump());
+  Status s = WriteFileAtomic(Env::Default(), JoinPath(store_->root(), std::string(kAgentStateFile)), j.dump());
   if (!s.ok()) Log()->warn("saving agent state: {}", s.message());
 }
 
 void Agent::LoadState() {
-  std::string path = JoinPath(store_->root(), "state.json");
+  std::string path = JoinPath(store_->root(), std::string(kAgentStateFile));
   auto text = ReadFileToString(Env::Default(), path, 1 << 20);
   if (!text.ok()) return;
   json j = json::parse(*text, nullptr, false);

@@ -37,6 +37,12 @@ inline constexpr std::string_view kTempPrefix = ".strata-tmp-";
 inline constexpr std::string_view kRunLockFileName = ".strata-run.lock";
 inline constexpr std::string_view kQuarantineSuffix = ".quarantined";
 
+// The agent's own files in its directory (kAgentDirName, sync_map.h): the
+// incarnation, a rollback that was done, the newest maintenance event.
+inline constexpr std::string_view kAgentStateFile = "state.json";
+inline constexpr std::string_view kRollbackDoneFile = "rollback.done";
+inline constexpr std::string_view kMaintenanceFile = "maintenance.json";
+
 inline constexpr std::string_view kReplicatorYaml = "replicator.yaml";
 inline constexpr std::string_view kReplicatorYamlTmp = "replicator.yaml.tmp";
 inline constexpr std::string_view kPrerestoreFile = "replicator.prerestore";
