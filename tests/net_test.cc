@@ -16,6 +16,7 @@
 
 #include "net/auth.h"
 #include "net/frame.h"
+#include "net/handshake_budget.h"
 #include "net/socket.h"
 #include "test_util.h"
 #include "util/hash.h"
@@ -493,6 +494,44 @@ TEST_F(AuthTest, BadArgumentsAreRejectedBeforeSending) {
   // Nothing reached the server.
   char byte;
   EXPECT_EQ(server_.RecvAll(&byte, 1, DeadlineAfter(50ms)).code(), StatusCode::kDeadlineExceeded);
+}
+
+TEST(HandshakeBudgetTest, OneSourceHoldsAtMostItsShareAndAllAtMostTheTotal) {
+  net::HandshakeBudget b(/*total=*/5, /*per_source=*/2);
+  EXPECT_TRUE(b.TryAcquire("10.0.0.1"));
+  EXPECT_TRUE(b.TryAcquire("10.0.0.1"));
+  EXPECT_FALSE(b.TryAcquire("10.0.0.1"));  // its share is spent
+  EXPECT_TRUE(b.TryAcquire("10.0.0.2"));
+  EXPECT_TRUE(b.TryAcquire("10.0.0.2"));
+  EXPECT_TRUE(b.TryAcquire("10.0.0.3"));
+  EXPECT_FALSE(b.TryAcquire("10.0.0.4"));  // the total is spent
+  b.Release("10.0.0.1");
+  EXPECT_TRUE(b.TryAcquire("10.0.0.4"));
+  EXPECT_FALSE(b.TryAcquire("10.0.0.1"));
+  b.Release("10.0.0.9");  // never granted: ignored
+  EXPECT_FALSE(b.TryAcquire("10.0.0.5"));
+}
+
+TEST(HandshakeBudgetTest, RefusalsAreLoggedFirstThenAtMostOncePerPeriod) {
+  net::HandshakeBudget b(1, 1);
+  uint64_t count = 0;
+  EXPECT_FALSE(b.RefusalsToLog(std::chrono::hours(1), &count));  // none yet
+  ASSERT_TRUE(b.TryAcquire("a"));
+  EXPECT_FALSE(b.TryAcquire("b"));
+  EXPECT_TRUE(b.RefusalsToLog(std::chrono::hours(1), &count));
+  EXPECT_EQ(count, 1u);
+  EXPECT_FALSE(b.TryAcquire("b"));
+  EXPECT_FALSE(b.TryAcquire("c"));
+  EXPECT_FALSE(b.RefusalsToLog(std::chrono::hours(1), &count));  // within the period
+  EXPECT_TRUE(b.RefusalsToLog(std::chrono::seconds(0), &count));
+  EXPECT_EQ(count, 2u);
+}
+
+TEST(HandshakeBudgetTest, SourceAddressDropsThePort) {
+  EXPECT_EQ(net::SourceAddress("10.1.2.3:7701"), "10.1.2.3");
+  EXPECT_EQ(net::SourceAddress("[fe80::1]:7701"), "fe80::1");
+  EXPECT_EQ(net::SourceAddress("node7"), "node7");
+  EXPECT_EQ(net::SourceAddress("fe80::1"), "fe80::1");
 }
 
 }  // namespace

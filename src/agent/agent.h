@@ -33,6 +33,7 @@
 #include "agent/rpc.h"
 #include "agent/store.h"
 #include "agent/transfer.h"
+#include "net/handshake_budget.h"
 #include "net/socket.h"
 #include "storage/object_store.h"
 #include "util/thread_pool.h"
@@ -184,7 +185,10 @@ class Agent {
 
   // Server.
   void ServeMain();
-  void ServeConnection(net::Socket socket);
+  // Authenticates a connection from `source` (its handshake slot is given
+  // back once that is over), then serves its calls.
+  void ServeConnection(net::Socket socket, const std::string& source);
+  void ServeCalls(net::Socket& socket, const std::string& who);
   bool AwaitCall(net::Socket& socket) const;
   StatusOr<json> HandleCall(const json& request, net::Socket& socket);
   StatusOr<json> HandlePutStep(const json& request, net::Socket& socket);
@@ -211,6 +215,10 @@ class Agent {
   }
   std::atomic<int> connections_{0};  // counted against kMaxConnections (not long-polls)
   std::atomic<int> serving_{0};      // connection threads alive; ~Agent waits for 0
+  // Connections not yet authenticated: at most 64, 8 from one address.
+  static constexpr int kMaxHandshakes = 64;
+  static constexpr int kMaxHandshakesPerSource = 8;
+  net::HandshakeBudget handshakes_{kMaxHandshakes, kMaxHandshakesPerSource};
   // Registered for a restore round that has no plan yet: copies that arrive
   // meanwhile are added to the round's inventory (ReportNewCopy).
   std::atomic<bool> restoring_{false};

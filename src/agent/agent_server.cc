@@ -3,7 +3,9 @@
 // The agent's server: every connection authenticates (HMAC challenge-
 // response), then sends calls. Malformed, oversized or unauthenticated input
 // is logged with its reason and the connection closed; the agent keeps
-// serving. Each connection has its own thread, at most kMaxConnections.
+// serving. Each connection has its own thread: at most kMaxHandshakes of
+// them authenticating (kMaxHandshakesPerSource from one address), at most
+// kMaxConnections authenticated (calls that wait at the coordinator aside).
 #include <poll.h>
 #include <sys/statvfs.h>
 
@@ -88,15 +90,19 @@ void Agent::ServeMain() {
       }
       continue;
     }
-    if (connections_.load() >= kMaxConnections) {
-      Log()->warn("refusing {}: {} connections open", conn->peer(), kMaxConnections);
+    std::string source = net::SourceAddress(conn->peer());
+    if (!handshakes_.TryAcquire(source)) {
+      uint64_t refused = 0;
+      if (handshakes_.RefusalsToLog(std::chrono::seconds(10), &refused)) {
+        Log()->warn("closed {} unauthenticated connection(s), latest from {}: {} handshakes in "
+                    "progress at most, {} from one address",
+                    refused, conn->peer(), kMaxHandshakes, kMaxHandshakesPerSource);
+      }
       continue;
     }
-    ++connections_;
     ++serving_;  // before the thread exists: ~Agent cannot miss it
-    std::thread([this, s = std::move(*conn)]() mutable {
-      ServeConnection(std::move(s));
-      --connections_;
+    std::thread([this, s = std::move(*conn), source]() mutable {
+      ServeConnection(std::move(s), source);
       --serving_;  // the last touch of *this
     }).detach();
   }
@@ -106,18 +112,29 @@ bool Agent::AwaitCall(net::Socket& socket) const {
   return AwaitCallImpl(socket, [this] { return Stopping(); });
 }
 
-void Agent::ServeConnection(net::Socket socket) {
+void Agent::ServeConnection(net::Socket socket, const std::string& source) {
   auto who = net::AuthenticateAsServer(socket, config_.secret, net::DeadlineAfter(kAuthTimeout));
+  handshakes_.Release(source);
   if (!who.ok()) {
     Log()->warn("rejected connection from {}: {}", socket.peer(), who.status().message());
     return;
   }
+  if (connections_.load() >= kMaxConnections) {
+    Log()->warn("refusing {} ({}): {} connections open", socket.peer(), *who, kMaxConnections);
+    return;
+  }
+  ++connections_;
+  ServeCalls(socket, *who);
+  --connections_;
+}
+
+void Agent::ServeCalls(net::Socket& socket, const std::string& who) {
   while (!Stopping()) {
     if (!AwaitCall(socket)) return;  // idle too long, closed, or shutting down
     auto frame = net::RecvFrame(socket, kMaxControlBytes, net::DeadlineAfter(kReplyTimeout));
     if (!frame.ok()) {
       if (frame.status().code() != StatusCode::kUnavailable) {
-        Log()->warn("{} ({}): {}", socket.peer(), *who, frame.status().message());
+        Log()->warn("{} ({}): {}", socket.peer(), who, frame.status().message());
       }
       return;
     }
@@ -140,7 +157,7 @@ void Agent::ServeConnection(net::Socket socket) {
       if (long_poll) ++connections_;
     }
     if (!reply.ok()) {
-      Log()->warn("{} ({}): {}", socket.peer(), *who, reply.status().message());
+      Log()->warn("{} ({}): {}", socket.peer(), who, reply.status().message());
       if (!SendReply(socket, StatusToJson(reply.status())).ok()) return;
       if (reply.status().code() == StatusCode::kDataLoss) return;  // stream out of sync
       continue;

@@ -1,0 +1,47 @@
+// Copyright 2026 The Strata Authors.
+#include "net/handshake_budget.h"
+
+namespace strata::net {
+
+bool HandshakeBudget::TryAcquire(const std::string& source) {
+  std::lock_guard<std::mutex> l(mu_);
+  int& mine = by_source_[source];
+  if (in_use_ >= total_ || mine >= per_source_) {
+    if (mine == 0) by_source_.erase(source);
+    ++refused_;
+    return false;
+  }
+  ++mine;
+  ++in_use_;
+  return true;
+}
+
+void HandshakeBudget::Release(const std::string& source) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = by_source_.find(source);
+  if (it == by_source_.end()) return;
+  --in_use_;
+  if (--it->second == 0) by_source_.erase(it);
+}
+
+bool HandshakeBudget::RefusalsToLog(std::chrono::steady_clock::duration every, uint64_t* count) {
+  std::lock_guard<std::mutex> l(mu_);
+  const auto now = std::chrono::steady_clock::now();
+  *count = refused_ - refused_logged_;
+  if (*count == 0 || (refused_logged_ > 0 && now - logged_at_ < every)) return false;
+  refused_logged_ = refused_;
+  logged_at_ = now;
+  return true;
+}
+
+std::string SourceAddress(std::string_view peer) {
+  if (peer.starts_with('[')) {
+    size_t close = peer.find(']');
+    return std::string(close == std::string_view::npos ? peer : peer.substr(1, close - 1));
+  }
+  size_t colon = peer.rfind(':');
+  if (colon == std::string_view::npos || peer.find(':') != colon) return std::string(peer);
+  return std::string(peer.substr(0, colon));
+}
+
+}  // namespace strata::net
