@@ -752,8 +752,8 @@ TEST(AgentShutdownTest, DestroyingTheCoordinatorEndsASyncLongPollFirst) {
   ASSERT_TRUE(agent.ok()) << agent.status().ToString();
   auto peer = agent::RpcClient::Connect((*agent)->listen_endpoint(), config.secret, "node 1");
   ASSERT_TRUE(peer.ok()) << peer.status().ToString();
-  json reg = {{"op", "register"}, {"job", "j"},  {"nodes", 2},
-              {"node", 1},        {"dp", 1},     {"address", "127.0.0.1:9"}};
+  json reg = {{"op", "register"}, {"job", "j"}, {"nodes", 2},
+              {"node", 1},        {"dp", 1},    {"address", "127.0.0.1:9"}};
   ASSERT_TRUE(peer->Call(reg, 5s).ok());
   json sync = {{"op", "sync"}, {"job", "j"}, {"node", 1}, {"step", 5}, {"generation", 0}};
   auto now = peer->Call(sync, 5s);  // stale generation: answers at once
@@ -771,8 +771,7 @@ TEST(AgentShutdownTest, DestroyingTheCoordinatorEndsASyncLongPollFirst) {
 
 // `count` TCP connections from `source` (a loopback address of its own)
 // to `to` that never say a word; their descriptors.
-std::vector<int> IdleConnections(const std::string& source, const agent::Endpoint& to,
-                                 int count) {
+std::vector<int> IdleConnections(const std::string& source, const agent::Endpoint& to, int count) {
   std::vector<int> fds;
   for (int i = 0; i < count; ++i) {
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -358,11 +358,12 @@ TEST(SigV4Test, AwsReferenceListObjects) {
 
 TEST(SigV4Test, QueryAndPathNeedingEncodingCanonicaliseAsBotocore) {
   // botocore 1.43's S3SigV4Auth.canonical_request for the same requests.
-  EXPECT_EQ(CanonicalQuery({{"list-type", "2"},
-                            {"prefix", "job/a b=c+d~e/\xc3\xbc"},
-                            {"continuation-token", "1/ab+c=="}},
-                           SigV4Dialect::kAws),
-            "continuation-token=1%2Fab%2Bc%3D%3D&list-type=2&prefix=job%2Fa%20b%3Dc%2Bd~e%2F%C3%BC");
+  EXPECT_EQ(
+      CanonicalQuery({{"list-type", "2"},
+                      {"prefix", "job/a b=c+d~e/\xc3\xbc"},
+                      {"continuation-token", "1/ab+c=="}},
+                     SigV4Dialect::kAws),
+      "continuation-token=1%2Fab%2Bc%3D%3D&list-type=2&prefix=job%2Fa%20b%3Dc%2Bd~e%2F%C3%BC");
   EXPECT_EQ(CanonicalQuery({{"uploadId", "x/y+z="}, {"partNumber", "3"}}, SigV4Dialect::kAws),
             "partNumber=3&uploadId=x%2Fy%2Bz%3D");
   EXPECT_EQ(CanonicalQuery({{"uploads", ""}}, SigV4Dialect::kAws), "uploads=");
@@ -376,18 +377,16 @@ TEST(SigV4Test, QueryAndPathNeedingEncodingCanonicaliseAsBotocore) {
 TEST(SigV4Test, MatchesBotocoreWithASessionTokenAndOddKey) {
   SigV4Request r;
   r.method = "PUT";
-  r.canonical_uri = CanonicalUri(
-      "/" + UriEncode("a b/eq=and+plus/\xc3\xbc~!$'()*;:@", true), SigV4Dialect::kAws);
+  r.canonical_uri =
+      CanonicalUri("/" + UriEncode("a b/eq=and+plus/\xc3\xbc~!$'()*;:@", true), SigV4Dialect::kAws);
   EXPECT_EQ(r.canonical_uri, "/a%20b/eq%3Dand%2Bplus/%C3%BC~%21%24%27%28%29%2A%3B%3A%40");
-  r.canonical_query = CanonicalQuery(
-      {{"uploadId", "x/y+z="}, {"partNumber", "3"}, {"empty", ""}}, SigV4Dialect::kAws);
+  r.canonical_query = CanonicalQuery({{"uploadId", "x/y+z="}, {"partNumber", "3"}, {"empty", ""}},
+                                     SigV4Dialect::kAws);
   EXPECT_EQ(r.canonical_query, "empty=&partNumber=3&uploadId=x%2Fy%2Bz%3D");
-  r.headers = {{"content-type", "application/octet-stream"},
-               {"host", "bkt.s3.eu-west-1.amazonaws.com"},
-               {"x-amz-checksum-crc32c", "4waSgw=="},
-               {"x-amz-content-sha256", kEmptySha256},
-               {"x-amz-date", "20260101T000000Z"},
-               {"x-amz-security-token", "TOKEN/abc+=="}};
+  r.headers = {
+      {"content-type", "application/octet-stream"}, {"host", "bkt.s3.eu-west-1.amazonaws.com"},
+      {"x-amz-checksum-crc32c", "4waSgw=="},        {"x-amz-content-sha256", kEmptySha256},
+      {"x-amz-date", "20260101T000000Z"},           {"x-amz-security-token", "TOKEN/abc+=="}};
   r.payload_hash = kEmptySha256;
   EXPECT_EQ(SigV4Authorization({"AKID", "SECRET/xyz", "eu-west-1", "s3"}, r),
             "AWS4-HMAC-SHA256 Credential=AKID/20260101/eu-west-1/s3/aws4_request, "
@@ -419,7 +418,8 @@ TEST(SigV4Test, DecodedUrlDialectIsWerkzeugsIri) {
                          SigV4Dialect::kDecodedUrl),
             "/bkt/p/eq=and+plus%20\xc3\xbc~%3F%23%");
   // urlparse leaves ";params" of the last segment out of the path.
-  EXPECT_EQ(CanonicalUri("/b/" + UriEncode("a;b/k;x", true), SigV4Dialect::kDecodedUrl), "/b/a;b/k");
+  EXPECT_EQ(CanonicalUri("/b/" + UriEncode("a;b/k;x", true), SigV4Dialect::kDecodedUrl),
+            "/b/a;b/k");
   // A literal '%' is not escaped again, and what follows it may decode.
   EXPECT_EQ(CanonicalUri("/b/" + UriEncode("p%20q%41", true), SigV4Dialect::kDecodedUrl),
             "/b/p%20qA");
@@ -434,7 +434,8 @@ TEST(SigV4Test, HeaderValuesAreTrimmedAndFolded) {
   SigV4Request r;
   r.method = "PUT";
   r.canonical_uri = "/b/k";
-  r.headers = {{"host", "h"}, {"x-amz-meta-a", "  one   two  "}, {"x-amz-date", "20260101T000000Z"}};
+  r.headers = {
+      {"host", "h"}, {"x-amz-meta-a", "  one   two  "}, {"x-amz-date", "20260101T000000Z"}};
   r.payload_hash = "UNSIGNED-PAYLOAD";
   EXPECT_EQ(CanonicalRequest(r),
             "PUT\n/b/k\n\nhost:h\nx-amz-date:20260101T000000Z\nx-amz-meta-a:one two\n\n"
@@ -779,8 +780,7 @@ TEST_F(S3Test, OtherQueryParametersAreSignedToo) {
   std::vector<std::string> versions;
   for (const std::string v : {"first version", "second version"}) {
     S3Body b{v, -1, 0, v.size()};
-    versions.push_back(
-        call(req("PUT", key, {}, &b)).headers["x-amz-version-id"]);
+    versions.push_back(call(req("PUT", key, {}, &b)).headers["x-amz-version-id"]);
     ASSERT_FALSE(versions.back().empty());
   }
   EXPECT_EQ(call(req("GET", key, {{"versionId", versions[0]}})).body, "first version");
@@ -793,15 +793,16 @@ TEST_F(S3Test, OtherQueryParametersAreSignedToo) {
     S3Body b{k, -1, 0, k.size()};
     call(req("PUT", OddPrefixes().back() + "/" + k, {}, &b));
   }
-  auto after = call(req(
-      "GET", "",
-      {{"list-type", "2"}, {"prefix", OddPrefixes().back() + "/"}, {"start-after", key}}));
+  auto after =
+      call(req("GET", "",
+               {{"list-type", "2"}, {"prefix", OddPrefixes().back() + "/"}, {"start-after", key}}));
   for (const auto& k : OddKeys()) {
     const std::string full = OddPrefixes().back() + "/" + k;
     std::string xml;  // the key as the listing's XML writes it
     for (char ch : full) xml += ch == '&' ? std::string("&amp;") : std::string(1, ch);
     EXPECT_EQ(after.body.find("<Key>" + xml + "</Key>") != std::string::npos, full > key)
-        << full << "\n" << after.body;
+        << full << "\n"
+        << after.body;
   }
 
   auto created = call(req("POST", key, {{"uploads", ""}}));

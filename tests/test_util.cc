@@ -1,14 +1,13 @@
 // Copyright 2026 The Strata Authors.
 #include "test_util.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <dirent.h>
 
 #include <atomic>
 #include <cerrno>

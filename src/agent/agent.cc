@@ -5,9 +5,8 @@
 // and agent_server.cc.
 #include "agent/agent.h"
 
-#include <sys/stat.h>
-
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <mutex>
@@ -363,7 +362,7 @@ Status Agent::RegisterAndRestore(Incarnation& inc) {
     if (!registered.ok()) {
       retry_log.Failed(registered.status());
       SleepUnlessStopping(storage::BackoffDelay(attempt, std::chrono::milliseconds(200),
-                                       std::chrono::milliseconds(5000)));
+                                                std::chrono::milliseconds(5000)));
       continue;
     }
     retry_log.Succeeded();
@@ -384,7 +383,7 @@ Status Agent::RegisterAndRestore(Incarnation& inc) {
     if (!done.ok()) {
       Log()->warn("round {}: {}; registering again", inc.round, done.status().message());
       SleepUnlessStopping(storage::BackoffDelay(attempt, std::chrono::milliseconds(200),
-                                       std::chrono::milliseconds(5000)));
+                                                std::chrono::milliseconds(5000)));
     }
   }
   return CancelledError("stopped while registering");

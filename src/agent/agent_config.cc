@@ -51,11 +51,16 @@ constexpr std::string_view kAgentFileKeys[] = {"local-dir",
                                                "grace-seconds"};
 
 constexpr std::pair<std::string_view, std::string_view> kAgentEnv[] = {
-    {"local-dir", "STRATA_LOCAL_DIR"}, {"listen", "STRATA_LISTEN"},
-    {"advertise", "STRATA_ADVERTISE"}, {"coordinator", "STRATA_COORDINATOR"},
-    {"jax-coordinator", "STRATA_JAX_COORDINATOR"}, {"node-rank", "STRATA_NODE_RANK"},
-    {"secret", "STRATA_SECRET"},       {"secret-file", "STRATA_SECRET_FILE"},
-    {"log-level", "STRATA_LOG_LEVEL"}, {"backup", "STRATA_BACKUP"},
+    {"local-dir", "STRATA_LOCAL_DIR"},
+    {"listen", "STRATA_LISTEN"},
+    {"advertise", "STRATA_ADVERTISE"},
+    {"coordinator", "STRATA_COORDINATOR"},
+    {"jax-coordinator", "STRATA_JAX_COORDINATOR"},
+    {"node-rank", "STRATA_NODE_RANK"},
+    {"secret", "STRATA_SECRET"},
+    {"secret-file", "STRATA_SECRET_FILE"},
+    {"log-level", "STRATA_LOG_LEVEL"},
+    {"backup", "STRATA_BACKUP"},
 };
 
 StatusOr<Settings> FileSettings(const std::string& path, const ReadFileFn& read_file) {

@@ -408,13 +408,14 @@ void Agent::RecordMaintenance(const json& event) {
   std::lock_guard<std::mutex> l(mu_);
   last_maintenance_ = event;
   maintenance_since_.reset();
-  Status s =
-      WriteFileAtomic(Env::Default(), JoinPath(store_->root(), std::string(kMaintenanceFile)), event.dump());
+  Status s = WriteFileAtomic(Env::Default(),
+                             JoinPath(store_->root(), std::string(kMaintenanceFile)), event.dump());
   if (!s.ok()) Log()->warn("recording the maintenance event: {}", s.message());
 }
 
 void Agent::LoadMaintenance() {
-  auto text = ReadFileToString(Env::Default(), JoinPath(store_->root(), std::string(kMaintenanceFile)), 1 << 16);
+  auto text = ReadFileToString(Env::Default(),
+                               JoinPath(store_->root(), std::string(kMaintenanceFile)), 1 << 16);
   if (!text.ok()) return;
   json j = ParseBounded(*text);
   if (j.is_object() && j.contains("time")) last_maintenance_ = j;

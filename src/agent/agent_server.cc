@@ -94,9 +94,10 @@ void Agent::ServeMain() {
     if (!handshakes_.TryAcquire(source)) {
       uint64_t refused = 0;
       if (handshakes_.RefusalsToLog(std::chrono::seconds(10), &refused)) {
-        Log()->warn("closed {} unauthenticated connection(s), latest from {}: {} handshakes in "
-                    "progress at most, {} from one address",
-                    refused, conn->peer(), kMaxHandshakes, kMaxHandshakesPerSource);
+        Log()->warn(
+            "closed {} unauthenticated connection(s), latest from {}: {} handshakes in "
+            "progress at most, {} from one address",
+            refused, conn->peer(), kMaxHandshakes, kMaxHandshakesPerSource);
       }
       continue;
     }
@@ -296,7 +297,8 @@ void Agent::SaveState() {
             {"addresses", addresses},
             {"dp", c.assume_data_parallelism.value_or(1)},
             {"master", c.master.value_or("")}};
-  Status s = WriteFileAtomic(Env::Default(), JoinPath(store_->root(), std::string(kAgentStateFile)), j.dump());
+  Status s = WriteFileAtomic(Env::Default(), JoinPath(store_->root(), std::string(kAgentStateFile)),
+                             j.dump());
   if (!s.ok()) Log()->warn("saving agent state: {}", s.message());
 }
 

@@ -297,8 +297,8 @@ Status ReadPeers(const FieldReader& in, ReplicatorConfig* c) {
   STRATA_ASSIGN_OR_RETURN(c->peers_per_node, in.Int("peers-per-node", 0, max_peers));
   if (c->peer_ranks && c->peers_per_node) {
     c->notes.push_back("peer-ranks and peers-per-node are both given: using peer-ranks (" +
-                       std::to_string(c->peer_ranks->size()) + " peers), ignoring peers-per-node: " +
-                       std::to_string(*c->peers_per_node));
+                       std::to_string(c->peer_ranks->size()) +
+                       " peers), ignoring peers-per-node: " + std::to_string(*c->peers_per_node));
     c->peers_per_node.reset();
   }
   return Status::Ok();

@@ -193,7 +193,7 @@ class Coordinator {
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, Job> jobs_;  // GUARDED_BY(mu_)
-  bool shut_down_ = false;            // GUARDED_BY(mu_)
+  bool shut_down_ = false;           // GUARDED_BY(mu_)
 
   std::function<std::time_t()> now_ = [] { return std::time(nullptr); };
   storage::ObjectStore* backup_store_ = nullptr;

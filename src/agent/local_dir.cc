@@ -49,8 +49,8 @@ Status CreateMarker(const std::string& path, const std::string& target) {
     }
     int err = errno;
     if (err != EEXIST || attempt > 0) {
-      return ErrnoToStatus(err, target.empty() ? "create " + path
-                                               : "symlink " + path + " -> " + target);
+      return ErrnoToStatus(err,
+                           target.empty() ? "create " + path : "symlink " + path + " -> " + target);
     }
     STRATA_RETURN_IF_ERROR(env()->RemoveFile(path));
   }

@@ -3,9 +3,8 @@
 
 #include <poll.h>
 #include <sys/inotify.h>
-#include <unistd.h>
-
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>

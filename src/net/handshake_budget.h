@@ -40,10 +40,10 @@ class HandshakeBudget {
   const int total_;
   const int per_source_;
   std::mutex mu_;
-  int in_use_ = 0;                            // guarded by mu_
-  std::map<std::string, int> by_source_;      // guarded by mu_
-  uint64_t refused_ = 0;                      // guarded by mu_
-  uint64_t refused_logged_ = 0;               // guarded by mu_
+  int in_use_ = 0;                                     // guarded by mu_
+  std::map<std::string, int> by_source_;               // guarded by mu_
+  uint64_t refused_ = 0;                               // guarded by mu_
+  uint64_t refused_logged_ = 0;                        // guarded by mu_
   std::chrono::steady_clock::time_point logged_at_{};  // guarded by mu_
 };
 

@@ -268,11 +268,39 @@ std::string S3Client::Url(const S3Request& req) const {
   return url;
 }
 
+std::vector<std::string> S3Client::SignedHeaders(const S3Request& req, uint64_t done,
+                                                 SigV4Dialect dialect) const {
+  // Signed (ToSign): Host and every x-amz-*, Content-Type and Content-MD5
+  // header; not Range. "Expect:" removes libcurl's "Expect: 100-continue":
+  // the body follows the headers at once.
+  std::vector<std::string> hdrs = {std::string("x-amz-content-sha256: ") + kUnsignedPayload,
+                                   "x-amz-date: " + AmzDateNow()};
+  if (!config_.session_token.empty())
+    hdrs.push_back("x-amz-security-token: " + config_.session_token);
+  hdrs.insert(hdrs.end(), req.headers.begin(), req.headers.end());
+  if (req.method == "PUT" || req.method == "POST") {
+    hdrs.push_back("Content-Type: application/octet-stream");
+  }
+  const SigV4Request to_sign = ToSign(req, dialect, hdrs);
+  hdrs.push_back("Host: " + host_);
+  hdrs.push_back("Authorization: " + SigV4Authorization(credentials_, to_sign));
+  hdrs.push_back("Expect:");
+  if (req.range) {
+    hdrs.push_back("Range: bytes=" + std::to_string(req.range->first + done) + "-" +
+                   std::to_string(req.range->second));
+  }
+  return hdrs;
+}
+
+std::string S3Client::EncodedPath(const S3Request& req) const {
+  return base_path_ + "/" + UriEncode(req.object_key, /*keep_slash=*/true);
+}
+
 SigV4Request S3Client::ToSign(const S3Request& req, SigV4Dialect d,
                               const std::vector<std::string>& headers) const {
   SigV4Request r;
   r.method = req.method;
-  r.canonical_uri = CanonicalUri(base_path_ + "/" + UriEncode(req.object_key, true), d);
+  r.canonical_uri = CanonicalUri(EncodedPath(req), d);
   r.canonical_query = CanonicalQuery(req.query, d);
   r.payload_hash = kUnsignedPayload;
   r.headers["host"] = host_;
@@ -290,7 +318,7 @@ SigV4Request S3Client::ToSign(const S3Request& req, SigV4Dialect d,
 }
 
 bool S3Client::DialectsDiffer(const S3Request& req) const {
-  std::string path = base_path_ + "/" + UriEncode(req.object_key, true);
+  const std::string path = EncodedPath(req);
   return CanonicalUri(path, SigV4Dialect::kAws) != CanonicalUri(path, SigV4Dialect::kDecodedUrl) ||
          CanonicalQuery(req.query, SigV4Dialect::kAws) !=
              CanonicalQuery(req.query, SigV4Dialect::kDecodedUrl);
@@ -350,26 +378,12 @@ S3Client::Attempt S3Client::Once(const S3Request& req, uint64_t done, SigV4Diale
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, OnWrite);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &t);
 
-  // Signed (ToSign): Host and every x-amz-*, Content-Type and Content-MD5
-  // header; not Range. "Expect:" removes libcurl's "Expect: 100-continue":
-  // the body follows the headers at once.
-  std::vector<std::string> hdrs = {std::string("x-amz-content-sha256: ") + kUnsignedPayload,
-                                   "x-amz-date: " + AmzDateNow()};
-  if (!config_.session_token.empty()) hdrs.push_back("x-amz-security-token: " + config_.session_token);
-  hdrs.insert(hdrs.end(), req.headers.begin(), req.headers.end());
-  static const S3Body kEmpty;
   const bool upload = req.method == "PUT" || req.method == "POST";
-  if (upload) hdrs.push_back("Content-Type: application/octet-stream");
-  const SigV4Request to_sign = ToSign(req, dialect, hdrs);
-  hdrs.push_back("Host: " + host_);
-  hdrs.push_back("Authorization: " + SigV4Authorization(credentials_, to_sign));
-  hdrs.push_back("Expect:");
-  if (req.range) {
-    hdrs.push_back("Range: bytes=" + std::to_string(req.range->first + done) + "-" +
-                   std::to_string(req.range->second));
-  }
+  static const S3Body kEmpty;
   curl_slist* headers = nullptr;
-  for (const auto& line : hdrs) headers = curl_slist_append(headers, line.c_str());
+  for (const auto& line : SignedHeaders(req, done, dialect)) {
+    headers = curl_slist_append(headers, line.c_str());
+  }
   if (upload) {
     const S3Body* body = req.body ? req.body : &kEmpty;
     t.body = body;
@@ -423,7 +437,7 @@ S3Client::Attempt S3Client::SignedOnce(const S3Request& req, uint64_t done) {
   }
   if (dialect_.exchange(other) != other) {
     Log()->debug("{}: {} checks signatures over {} canonical form, not {}; signing that way",
-                config_.url, host_, SigV4DialectName(other), SigV4DialectName(used));
+                 config_.url, host_, SigV4DialectName(other), SigV4DialectName(used));
   }
   return b;
 }

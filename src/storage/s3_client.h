@@ -119,6 +119,12 @@ class S3Client {
   // one, which becomes the current dialect if the server accepts it.
   Attempt SignedOnce(const S3Request& req, uint64_t done);
   std::string Url(const S3Request& req) const;
+  // Every header of one try of `req` ("Name: value"), signed in `dialect`;
+  // `done` bytes of a ranged GET are already in its file.
+  std::vector<std::string> SignedHeaders(const S3Request& req, uint64_t done,
+                                         SigV4Dialect dialect) const;
+  // The request's path as sent: "/bucket/key" or "/key", RFC 3986-encoded.
+  std::string EncodedPath(const S3Request& req) const;
   // What SigV4 signs for `req` sent with `headers` ("Name: value").
   SigV4Request ToSign(const S3Request& req, SigV4Dialect d,
                       const std::vector<std::string>& headers) const;
