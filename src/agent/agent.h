@@ -228,7 +228,6 @@ class Agent {
   std::condition_variable cv_;
   std::optional<Incarnation> inc_;          // GUARDED_BY(mu_)
   std::deque<StepKey> to_replicate_;        // GUARDED_BY(mu_)
-  std::map<StepKey, std::set<int>> acked_;  // GUARDED_BY(mu_): peers that hold the step
   int64_t watermark_ = -1;                  // GUARDED_BY(mu_): every node replicated this
   int64_t newest_replicated_ = -1;          // GUARDED_BY(mu_)
   int64_t newest_ingested_ = -1;            // GUARDED_BY(mu_)

@@ -30,7 +30,6 @@ StatusOr<json> Coordinator::Handle(const json& req) {
   if (op == "await_plan") return AwaitPlan(req);
   if (op == "ready") return Ready(req);
   if (op == "replicated") return Replicated(req);
-  if (op == "members") return Members(req);
   if (op == "backup_done") return BackupDone(req);
   if (op == "node_address") return NodeAddress(req);
   if (op == "notice") return Notice(req);
@@ -265,14 +264,6 @@ StatusOr<json> Coordinator::Replicated(const json& req) {
   json reply = BackupReply(*job, node);
   reply["watermark"] = watermark;
   return reply;
-}
-
-StatusOr<json> Coordinator::Members(const json& req) {
-  std::lock_guard<std::mutex> l(mu_);
-  STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req, nullptr));
-  json addresses = json::object();
-  for (const auto& [n, m] : job->members) addresses[std::to_string(n)] = m.address;
-  return json{{"round", job->round}, {"addresses", addresses}};
 }
 
 // Copies a registered node received before the round's plan was made.

@@ -55,7 +55,7 @@ class Coordinator {
   explicit Coordinator(std::chrono::milliseconds wait = std::chrono::seconds(2)) : wait_(wait) {}
 
   // Dispatches a coordination call ("register", "await_plan", "ready",
-  // "replicated", "backup_done", "members", "node_address", "notice",
+  // "replicated", "backup_done", "node_address", "notice",
   // "sync"); NOT_FOUND for other ops.
   StatusOr<json> Handle(const json& request);
 
@@ -155,7 +155,6 @@ class Coordinator {
   StatusOr<json> AwaitPlan(const json& req);
   StatusOr<json> Ready(const json& req);
   StatusOr<json> Replicated(const json& req);
-  StatusOr<json> Members(const json& req);
   StatusOr<json> BackupDone(const json& req);
   StatusOr<json> NodeAddress(const json& req);
   StatusOr<json> Quarantine(const json& req);
