@@ -7,6 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+
 namespace strata::storage {
 namespace {
 
@@ -17,16 +20,25 @@ SigV4Credentials AwsExampleCredentials() {
 }
 constexpr char kEmptySha256[] = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
-TEST(SigV4Test, AwsReferenceGetObject) {
+// An example's GET of examplebucket with an empty body on 2013-05-24, and
+// `more` headers besides host and x-amz-*.
+SigV4Request AwsExampleGet(std::string canonical_uri, std::string canonical_query,
+                           std::map<std::string, std::string> more = {}) {
   SigV4Request r;
   r.method = "GET";
-  r.canonical_uri = CanonicalUri("/test.txt", SigV4Dialect::kAws);
-  r.canonical_query = CanonicalQuery({}, SigV4Dialect::kAws);
-  r.headers = {{"host", "examplebucket.s3.amazonaws.com"},
-               {"range", "bytes=0-9"},
-               {"x-amz-content-sha256", kEmptySha256},
-               {"x-amz-date", "20130524T000000Z"}};
+  r.canonical_uri = std::move(canonical_uri);
+  r.canonical_query = std::move(canonical_query);
+  r.headers = std::move(more);
+  r.headers["host"] = "examplebucket.s3.amazonaws.com";
+  r.headers["x-amz-content-sha256"] = kEmptySha256;
+  r.headers["x-amz-date"] = "20130524T000000Z";
   r.payload_hash = kEmptySha256;
+  return r;
+}
+
+TEST(SigV4Test, AwsReferenceGetObject) {
+  SigV4Request r = AwsExampleGet(CanonicalUri("/test.txt", SigV4Dialect::kAws),
+                                 CanonicalQuery({}, SigV4Dialect::kAws), {{"range", "bytes=0-9"}});
   EXPECT_EQ(SigV4Authorization(AwsExampleCredentials(), r),
             "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request, "
             "SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, "
@@ -34,15 +46,9 @@ TEST(SigV4Test, AwsReferenceGetObject) {
 }
 
 TEST(SigV4Test, AwsReferenceListObjects) {
-  SigV4Request r;
-  r.method = "GET";
-  r.canonical_uri = "/";
-  r.canonical_query = CanonicalQuery({{"prefix", "J"}, {"max-keys", "2"}}, SigV4Dialect::kAws);
+  SigV4Request r =
+      AwsExampleGet("/", CanonicalQuery({{"prefix", "J"}, {"max-keys", "2"}}, SigV4Dialect::kAws));
   EXPECT_EQ(r.canonical_query, "max-keys=2&prefix=J");
-  r.headers = {{"host", "examplebucket.s3.amazonaws.com"},
-               {"x-amz-content-sha256", kEmptySha256},
-               {"x-amz-date", "20130524T000000Z"}};
-  r.payload_hash = kEmptySha256;
   EXPECT_EQ(SigV4Authorization(AwsExampleCredentials(), r),
             "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request, "
             "SignedHeaders=host;x-amz-content-sha256;x-amz-date, "

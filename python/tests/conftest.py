@@ -3,12 +3,14 @@ trainer as a subprocess, and real `strata agent` processes on loopback."""
 
 import json
 import os
+import random
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -46,7 +48,6 @@ def free_ports(count: int):
     """`count` free loopback ports below the ephemeral range (32768 and up
     on Linux), where the agents' own outgoing connections cannot take them
     between now and the agents' bind."""
-    import random
     for _ in range(100):
         base = random.randrange(20000, 32000 - count)
         ports = list(range(base, base + count))
@@ -120,7 +121,6 @@ class Trainer:
 def on_every_node(count: int, fn, timeout: float = 600):
     """fn(node) for nodes 0..count-1 at once, one thread each, as the nodes'
     clients run; the results in node order. Fails naming the nodes that raised."""
-    import threading
     results, errors = [None] * count, []
 
     def run(node):

@@ -5,7 +5,6 @@
 // and agent_server.cc.
 #include "agent/agent.h"
 
-#include <fmt/format.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -34,7 +33,7 @@ std::string IncarnationId() {
   static std::mt19937_64 gen{std::random_device{}()};
   static std::mutex mu;
   std::lock_guard<std::mutex> l(mu);
-  return fmt::format("{:016x}", gen());
+  return Hex64(gen());
 }
 
 // Logs a retried operation's failures without a line per try: the first
@@ -354,6 +353,11 @@ Status Agent::RegisterAndRestore(Incarnation& inc) {
   reg["incarnation"] = IncarnationId();
   bool yaml_deleted = false;
   RetryLog retry_log("registering with the coordinator");
+  auto back_off = [this](int attempt) {  // jittered, 0.2 s doubling to 5 s
+    const auto wait = storage::BackoffDelay(attempt, std::chrono::milliseconds(200),
+                                            std::chrono::milliseconds(5000));
+    PollUntil(std::chrono::steady_clock::now() + wait, [] { return false; });
+  };
   for (int attempt = 1; !Stopping(); ++attempt) {
     if (yaml_deleted && SupersededByNewYaml()) {
       return CancelledError("a new replicator.yaml replaces this incarnation");
@@ -361,8 +365,7 @@ Status Agent::RegisterAndRestore(Incarnation& inc) {
     auto registered = CallCoordinator(c, reg, kCallTimeout);
     if (!registered.ok()) {
       retry_log.Failed(registered.status());
-      SleepUnlessStopping(storage::BackoffDelay(attempt, std::chrono::milliseconds(200),
-                                                std::chrono::milliseconds(5000)));
+      back_off(attempt);
       continue;
     }
     retry_log.Succeeded();
@@ -382,19 +385,10 @@ Status Agent::RegisterAndRestore(Incarnation& inc) {
     if (done.status().code() == StatusCode::kFailedPrecondition) return done.status();
     if (!done.ok()) {
       Log()->warn("round {}: {}; registering again", inc.round, done.status().message());
-      SleepUnlessStopping(storage::BackoffDelay(attempt, std::chrono::milliseconds(200),
-                                                std::chrono::milliseconds(5000)));
+      back_off(attempt);
     }
   }
   return CancelledError("stopped while registering");
-}
-
-void Agent::SleepUnlessStopping(std::chrono::milliseconds d) const {
-  const auto until = std::chrono::steady_clock::now() + d;
-  while (!Stopping() && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
-        until - std::chrono::steady_clock::now(), std::chrono::milliseconds(50)));
-  }
 }
 
 // After this incarnation's yaml was deleted, a yaml in the directory is a

@@ -85,8 +85,6 @@ class Agent {
   // Without inotify: whether the yaml has stayed the same since the last
   // rescan (then the client has finished writing it).
   bool PolledYamlSettled();
-  // Sleeps `d`, or less once the agent is stopping.
-  void SleepUnlessStopping(std::chrono::milliseconds d) const;
   // Keeps jax-init-info.txt as --node-rank and --jax-coordinator say (no-op
   // without --node-rank); logs a failure once.
   void KeepJaxInitInfo();
@@ -226,11 +224,11 @@ class Agent {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::optional<Incarnation> inc_;          // GUARDED_BY(mu_)
-  std::deque<StepKey> to_replicate_;        // GUARDED_BY(mu_)
-  int64_t watermark_ = -1;                  // GUARDED_BY(mu_): every node replicated this
-  int64_t newest_replicated_ = -1;          // GUARDED_BY(mu_)
-  int64_t newest_ingested_ = -1;            // GUARDED_BY(mu_)
+  std::optional<Incarnation> inc_;    // GUARDED_BY(mu_)
+  std::deque<StepKey> to_replicate_;  // GUARDED_BY(mu_)
+  int64_t watermark_ = -1;            // GUARDED_BY(mu_): every node replicated this
+  int64_t newest_replicated_ = -1;    // GUARDED_BY(mu_)
+  int64_t newest_ingested_ = -1;      // GUARDED_BY(mu_)
   // When the oldest ingested step not yet on every peer was ingested; unset
   // when replication has caught up. Replication lag is the time since then.
   std::optional<std::chrono::steady_clock::time_point> behind_since_;  // GUARDED_BY(mu_)

@@ -142,13 +142,11 @@ void Agent::ServeCalls(net::Socket& socket, const std::string& who) {
     json request = ParseBounded(frame->payload);
     StatusOr<json> reply = InvalidArgumentError("malformed call");
     if (frame->type == kFrameCall && request.is_object()) {
-      // Calls that wait at the coordinator by design, one per node of the
-      // job (the sync long-poll, the plan, the ready barrier), do not count
-      // against kMaxConnections while they wait: a job of more nodes than
-      // the cap would otherwise have its own coordination refused.
+      // A job of more nodes than the cap would otherwise have its own
+      // coordination refused.
       auto op = request.find("op");  // unchecked input: any type
       const bool long_poll = op != request.end() && op->is_string() &&
-                             (*op == "sync" || *op == "await_plan" || *op == "ready");
+                             Coordinator::WaitsByDesign(op->get<std::string>());
       if (long_poll) --connections_;
       try {  // a field of the wrong type must not take the agent down
         reply = HandleCall(request, socket);

@@ -165,6 +165,10 @@ json Coordinator::PlanJson(const Job& job) const {
   return plan;
 }
 
+bool Coordinator::WaitsByDesign(std::string_view op) {
+  return op == "await_plan" || op == "ready" || op == "sync";
+}
+
 void Coordinator::Shutdown() {
   std::lock_guard<std::mutex> l(mu_);
   shut_down_ = true;

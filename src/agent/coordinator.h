@@ -38,6 +38,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "agent/planner.h"
 #include "agent/rpc.h"
@@ -58,6 +59,10 @@ class Coordinator {
   // "replicated", "backup_done", "node_address", "notice",
   // "sync"); NOT_FOUND for other ops.
   StatusOr<json> Handle(const json& request);
+  // Whether a call `op` waits in the coordinator by design, one per node of
+  // a job (the plan, the ready barrier, the sync long-poll): the server does
+  // not count those against its connection cap while they wait.
+  static bool WaitsByDesign(std::string_view op);
 
   // Wakes every call waiting in the coordinator (a plan, the ready barrier,
   // a sync long-poll) and makes it return UNAVAILABLE, now and later. The

@@ -32,9 +32,10 @@ StatusOr<DirWatcher> DirWatcher::Open(const std::string& dir) {
   if (::stat(dir.c_str(), &st) != 0) return ErrnoToStatus(errno, "watching " + dir);
   int fd = InotifyInit();
   if (fd < 0) {
+    const int err = errno;  // before anything below may change it
     return DirWatcher(-1, dir,
-                      std::string("inotify_init1: ") + std::strerror(errno) +
-                          (errno == EMFILE ? " (the limit fs.inotify.max_user_instances)" : ""));
+                      std::string("inotify_init1: ") + std::strerror(err) +
+                          (err == EMFILE ? " (the limit fs.inotify.max_user_instances)" : ""));
   }
   if (::inotify_add_watch(fd, dir.c_str(), IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE) < 0) {
     int err = errno;

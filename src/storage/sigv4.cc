@@ -21,6 +21,13 @@ int HexValue(char c) {
   return -1;
 }
 
+// The byte of the escape "%XX" at s[i], or -1 if there is none there.
+int EscapedByte(std::string_view s, size_t i) {
+  if (s[i] != '%' || i + 2 >= s.size()) return -1;
+  const int hi = HexValue(s[i + 1]), lo = HexValue(s[i + 2]);
+  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
 // Length of the UTF-8 sequence starting at s[i], or 0 if it is not valid.
 size_t Utf8Length(std::string_view s, size_t i) {
   auto b = static_cast<unsigned char>(s[i]);
@@ -60,13 +67,9 @@ std::string DecodeAsIri(std::string_view encoded, std::string_view keep) {
     run.clear();
   };
   for (size_t i = 0; i < encoded.size(); ++i) {
-    int hi = -1, lo = -1;
-    if (encoded[i] == '%' && i + 2 < encoded.size()) {
-      hi = HexValue(encoded[i + 1]);
-      lo = HexValue(encoded[i + 2]);
-    }
-    if (hi >= 0 && lo >= 0 && !kept(static_cast<unsigned char>(hi * 16 + lo))) {
-      run += static_cast<char>(hi * 16 + lo);
+    const int b = EscapedByte(encoded, i);
+    if (b >= 0 && !kept(static_cast<unsigned char>(b))) {
+      run += static_cast<char>(b);
       i += 2;
       continue;
     }
@@ -81,13 +84,9 @@ std::string DecodeAsIri(std::string_view encoded, std::string_view keep) {
 std::string PercentDecode(std::string_view s) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) {
-    int hi = -1, lo = -1;
-    if (s[i] == '%' && i + 2 < s.size()) {
-      hi = HexValue(s[i + 1]);
-      lo = HexValue(s[i + 2]);
-    }
-    if (hi >= 0 && lo >= 0) {
-      out += static_cast<char>(hi * 16 + lo);
+    const int b = EscapedByte(s, i);
+    if (b >= 0) {
+      out += static_cast<char>(b);
       i += 2;
     } else {
       out += s[i];
