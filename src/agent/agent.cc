@@ -98,7 +98,7 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config) {
   STRATA_RETURN_IF_ERROR(a->OpenSyncMap());
   a->LoadState();
   a->ResumeReplication();
-  a->server_ = std::thread([p = a.get()] { p->ServeMain(); });
+  STRATA_RETURN_IF_ERROR(a->StartServer());
   a->replicator_ = std::thread([p = a.get()] { p->ReplicationMain(); });
   if (a->backup_) a->backup_thread_ = std::thread([p = a.get()] { p->BackupMain(); });
   a->notice_thread_ = std::thread([p = a.get()] { p->NoticeMain(); });
@@ -140,16 +140,13 @@ void Agent::ResumeReplication() {
 
 Agent::~Agent() {
   stopping_ = true;
-  coordinator_.Shutdown();  // wakes long-polls and barriers waiting in it
+  coordinator_.Shutdown();  // answers the calls parked in it
   cv_.notify_all();
-  if (server_.joinable()) server_.join();
+  if (server_) server_->Stop();  // long calls see Stopping() and return
   if (replicator_.joinable()) replicator_.join();
   if (backup_thread_.joinable()) backup_thread_.join();
   if (notice_thread_.joinable()) notice_thread_.join();
   if (sync_thread_.joinable()) sync_thread_.join();
-  // Every connection thread, also one whose sync long-poll does not count
-  // against the connection cap (connections_).
-  while (serving_.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
 }
 
 Status Agent::Run(const std::atomic<bool>& stop, const std::atomic<bool>* drain) {

@@ -11,9 +11,10 @@
 //     replicated past.
 //   * uploads its part of each backup the coordinator begins, and restores
 //     from a backup when no in-cluster copy is newer (agent_backup.cc).
-// See docs/agent.md and docs/backup.md. Threads: the main loop (Run), one
-// server thread plus one thread per connection, one replication thread and,
-// with --backup, one backup thread.
+// See docs/agent.md and docs/backup.md. Threads: the main loop (Run); the
+// Server's event loop, its workers and one thread per long call (server.h);
+// the coordinator's timer; one replication thread; the notice and sync
+// threads; with --backup, one backup thread.
 #ifndef STRATA_AGENT_AGENT_H_
 #define STRATA_AGENT_AGENT_H_
 
@@ -31,9 +32,9 @@
 #include "agent/coordinator.h"
 #include "agent/ram_disk.h"
 #include "agent/rpc.h"
+#include "agent/server.h"
 #include "agent/store.h"
 #include "agent/transfer.h"
-#include "net/handshake_budget.h"
 #include "net/socket.h"
 #include "storage/object_store.h"
 #include "util/thread_pool.h"
@@ -181,14 +182,11 @@ class Agent {
   // ours) and the workers per node.
   json CadenceJson(const ReplicatorConfig& c) const;
 
-  // Server.
-  void ServeMain();
-  // Authenticates a connection from `source` (its handshake slot is given
-  // back once that is over), then serves its calls.
-  void ServeConnection(net::Socket socket, const std::string& source);
-  void ServeCalls(net::Socket& socket, const std::string& who);
-  bool AwaitCall(net::Socket& socket) const;
-  StatusOr<json> HandleCall(const json& request, net::Socket& socket);
+  // Calls, as the Server hands them over (agent_server.cc).
+  Status StartServer();
+  static bool IsLongCall(const std::string& op);
+  void HandleControl(const json& request, Server::Reply reply);
+  StatusOr<json> HandleLongCall(const json& request, net::Socket& socket);
   StatusOr<json> HandlePutStep(const json& request, net::Socket& socket);
   StatusOr<json> HandlePutFiles(const json& request, net::Socket& socket);
   StatusOr<json> HandleFetchStep(const json& request, net::Socket& socket);
@@ -211,12 +209,6 @@ class Agent {
     const std::atomic<bool>* stop = stop_flag_.load();
     return stopping_.load() || (stop != nullptr && stop->load());
   }
-  std::atomic<int> connections_{0};  // counted against kMaxConnections (not long-polls)
-  std::atomic<int> serving_{0};      // connection threads alive; ~Agent waits for 0
-  // Connections not yet authenticated: at most 64, 8 from one address.
-  static constexpr int kMaxHandshakes = 64;
-  static constexpr int kMaxHandshakesPerSource = 8;
-  net::HandshakeBudget handshakes_{kMaxHandshakes, kMaxHandshakesPerSource};
   // Registered for a restore round that has no plan yet: copies that arrive
   // meanwhile are added to the round's inventory (ReportNewCopy).
   std::atomic<bool> restoring_{false};
@@ -246,7 +238,7 @@ class Agent {
   std::string backup_error_;                       // GUARDED_BY(mu_): the last failure here
   std::string job_backup_error_;  // GUARDED_BY(mu_): the coordinator's last backup failure
   json newest_backup_;            // GUARDED_BY(mu_): id, step, created, committed
-  std::thread server_;
+  std::unique_ptr<Server> server_;
   std::thread replicator_;
   std::thread backup_thread_;
 

@@ -1,11 +1,9 @@
 // Copyright 2026 The Strata Authors.
 //
-// The agent's server: every connection authenticates (HMAC challenge-
-// response), then sends calls. Malformed, oversized or unauthenticated input
-// is logged with its reason and the connection closed; the agent keeps
-// serving. Each connection has its own thread: at most kMaxHandshakes of
-// them authenticating (kMaxHandshakesPerSource from one address), at most
-// kMaxConnections authenticated (calls that wait at the coordinator aside).
+// The agent's calls, as its Server (server.h) hands them over: control
+// calls (coordination, status, health, a step's index) on the server's
+// workers, long calls (step transfers, maintenance, quarantine) on threads
+// of their own with the connection's socket.
 #include <poll.h>
 #include <sys/statvfs.h>
 
@@ -23,9 +21,6 @@
 namespace strata::agent {
 namespace {
 
-constexpr int kMaxConnections = 64;
-constexpr auto kAuthTimeout = std::chrono::seconds(5);
-constexpr auto kIdleTimeout = std::chrono::minutes(5);
 constexpr auto kReplyTimeout = std::chrono::seconds(30);
 constexpr auto kStallTimeout = std::chrono::seconds(60);
 
@@ -41,19 +36,6 @@ Status CheckFreeSpace(const std::string& dir, uint64_t bytes, const StepKey& key
                                   std::to_string(free_bytes) + " free");
   }
   return Status::Ok();
-}
-
-// Waits until the next call starts arriving, in short slices so that an idle
-// connection never holds up shutdown. False on idle timeout or hang-up.
-bool AwaitCallImpl(net::Socket& socket, const std::function<bool()>& stopping) {
-  const auto deadline = std::chrono::steady_clock::now() + kIdleTimeout;
-  while (!stopping() && std::chrono::steady_clock::now() < deadline) {
-    struct pollfd p = {socket.fd(), POLLIN, 0};
-    int rc = ::poll(&p, 1, 200);
-    if (rc > 0) return true;  // data, or a hang-up that RecvFrame will report
-    if (rc < 0 && errno != EINTR) return false;
-  }
-  return false;
 }
 
 Status SendReply(net::Socket& socket, const json& reply) {
@@ -81,104 +63,44 @@ StatusOr<std::vector<size_t>> FilePositions(const json& files, size_t count) {
 
 }  // namespace
 
-void Agent::ServeMain() {
-  while (!stopping_) {
-    auto conn = listener_.Accept(std::chrono::milliseconds(200));
-    if (!conn.ok()) {
-      if (conn.status().code() != StatusCode::kDeadlineExceeded) {
-        Log()->warn("accept: {}", conn.status().message());
-      }
-      continue;
-    }
-    std::string source = net::SourceAddress(conn->peer());
-    if (!handshakes_.TryAcquire(source)) {
-      uint64_t refused = 0;
-      if (handshakes_.RefusalsToLog(std::chrono::seconds(10), &refused)) {
-        Log()->warn(
-            "closed {} unauthenticated connection(s), latest from {}: {} handshakes in "
-            "progress at most, {} from one address",
-            refused, conn->peer(), kMaxHandshakes, kMaxHandshakesPerSource);
-      }
-      continue;
-    }
-    ++serving_;  // before the thread exists: ~Agent cannot miss it
-    std::thread([this, s = std::move(*conn), source]() mutable {
-      ServeConnection(std::move(s), source);
-      --serving_;  // the last touch of *this
-    }).detach();
-  }
+bool Agent::IsLongCall(const std::string& op) {
+  return op == "put_step" || op == "put_files" || op == "fetch_step" || op == "maintenance" ||
+         op == "quarantine";
 }
 
-bool Agent::AwaitCall(net::Socket& socket) const {
-  return AwaitCallImpl(socket, [this] { return Stopping(); });
+void Agent::HandleControl(const json& request, Server::Reply reply) {
+  const std::string op = request.value("op", "");
+  if (op == "get_index") return reply(HandleGetIndex(request));
+  if (op == "status") return reply(StatusJson());
+  if (op == "health") return reply(HealthJson());
+  coordinator_.HandleAsync(request, std::move(reply));
 }
 
-void Agent::ServeConnection(net::Socket socket, const std::string& source) {
-  auto who = net::AuthenticateAsServer(socket, config_.secret, net::DeadlineAfter(kAuthTimeout));
-  handshakes_.Release(source);
-  if (!who.ok()) {
-    Log()->warn("rejected connection from {}: {}", socket.peer(), who.status().message());
-    return;
-  }
-  if (connections_.load() >= kMaxConnections) {
-    Log()->warn("refusing {} ({}): {} connections open", socket.peer(), *who, kMaxConnections);
-    return;
-  }
-  ++connections_;
-  ServeCalls(socket, *who);
-  --connections_;
-}
-
-void Agent::ServeCalls(net::Socket& socket, const std::string& who) {
-  while (!Stopping()) {
-    if (!AwaitCall(socket)) return;  // idle too long, closed, or shutting down
-    auto frame = net::RecvFrame(socket, kMaxControlBytes, net::DeadlineAfter(kReplyTimeout));
-    if (!frame.ok()) {
-      if (frame.status().code() != StatusCode::kUnavailable) {
-        Log()->warn("{} ({}): {}", socket.peer(), who, frame.status().message());
-      }
-      return;
-    }
-    json request = ParseBounded(frame->payload);
-    StatusOr<json> reply = InvalidArgumentError("malformed call");
-    if (frame->type == kFrameCall && request.is_object()) {
-      // A job of more nodes than the cap would otherwise have its own
-      // coordination refused.
-      auto op = request.find("op");  // unchecked input: any type
-      const bool long_poll = op != request.end() && op->is_string() &&
-                             Coordinator::WaitsByDesign(op->get<std::string>());
-      if (long_poll) --connections_;
-      try {  // a field of the wrong type must not take the agent down
-        reply = HandleCall(request, socket);
-      } catch (const json::exception& e) {
-        reply = InvalidArgumentError(std::string("malformed call: ") + e.what());
-      }
-      if (long_poll) ++connections_;
-    }
-    if (!reply.ok()) {
-      Log()->warn("{} ({}): {}", socket.peer(), who, reply.status().message());
-      if (!SendReply(socket, StatusToJson(reply.status())).ok()) return;
-      if (reply.status().code() == StatusCode::kDataLoss) return;  // stream out of sync
-      continue;
-    }
-    if (reply->value("closed", false)) return;
-    json out = *reply;
-    out["ok"] = true;
-    if (!SendReply(socket, out).ok()) return;
-  }
-}
-
-StatusOr<json> Agent::HandleCall(const json& request, net::Socket& socket) {
-  std::string op = request.value("op", "");
+StatusOr<json> Agent::HandleLongCall(const json& request, net::Socket& socket) {
+  const std::string op = request.value("op", "");
   if (op == "put_step") return HandlePutStep(request, socket);
   if (op == "put_files") return HandlePutFiles(request, socket);
   if (op == "fetch_step") return HandleFetchStep(request, socket);
-  if (op == "get_index") return HandleGetIndex(request);
-  if (op == "status") return StatusJson();
-  if (op == "health") return HealthJson();
   if (op == "maintenance") return HandleMaintenance(request);
   if (op == "quarantine") return HandleQuarantine(request);
-  return coordinator_.Handle(request);
+  return NotFoundError("unknown call \"" + op.substr(0, 32) + "\"");
+}
+
+Status Agent::StartServer() {
+  Server::Options options;
+  options.secret = config_.secret;
+  options.workers = 4;
+  Server::Handlers handlers;
+  handlers.is_long = &Agent::IsLongCall;
+  handlers.control = [this](const json& request, const std::string&, Server::Reply reply) {
+    HandleControl(request, std::move(reply));
+  };
+  handlers.long_call = [this](const json& request, net::Socket& socket) {
+    return HandleLongCall(request, socket);
+  };
+  STRATA_ASSIGN_OR_RETURN(
+      server_, Server::Start(std::move(listener_), std::move(options), std::move(handlers)));
+  return Status::Ok();
 }
 
 // A peer sends us a copy: say whether we already have it, then receive the

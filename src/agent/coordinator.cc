@@ -24,19 +24,136 @@ StatusOr<std::string> JobField(const json& j) {
   return job;
 }
 
+Coordinator::Coordinator(std::chrono::milliseconds wait) : wait_(wait) {
+  timer_ = std::thread([this] { TimerMain(); });
+}
+
+Coordinator::~Coordinator() {
+  Shutdown();
+  timer_.join();
+}
+
+void Coordinator::HandleAsync(const json& req, Done done) {
+  Answer answer = Dispatch(req, done);
+  RunFired();  // what this call completed for others
+  if (answer) done(std::move(*answer));
+}
+
 StatusOr<json> Coordinator::Handle(const json& req) {
+  std::mutex m;
+  std::condition_variable cv;
+  std::optional<StatusOr<json>> result;
+  HandleAsync(req, [&](StatusOr<json> r) {
+    std::lock_guard<std::mutex> l(m);
+    result = std::move(r);
+    cv.notify_all();
+  });
+  std::unique_lock<std::mutex> l(m);
+  cv.wait(l, [&] { return result.has_value(); });
+  return std::move(*result);
+}
+
+Coordinator::Answer Coordinator::Dispatch(const json& req, Done& done) {
   std::string op = req.value("op", "");
   if (op == "register") return Register(req);
-  if (op == "await_plan") return AwaitPlan(req);
-  if (op == "ready") return Ready(req);
+  if (op == "await_plan") return AwaitPlan(req, done);
+  if (op == "ready") return Ready(req, done);
   if (op == "replicated") return Replicated(req);
   if (op == "backup_done") return BackupDone(req);
   if (op == "node_address") return NodeAddress(req);
   if (op == "notice") return Notice(req);
-  if (op == "sync") return Sync(req);
+  if (op == "sync") return Sync(req, done);
   if (op == "quarantine_step") return Quarantine(req);
   if (op == "add_copies") return AddCopies(req);
   return NotFoundError("unknown coordination call \"" + op.substr(0, 32) + "\"");
+}
+
+size_t Coordinator::waiting() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return waiting_;
+}
+
+Coordinator::Answer Coordinator::Park(const std::string& name, const json& req, Check check,
+                                      Done& done) {
+  if (Answer now = check(false)) return now;
+  auto wait = wait_;
+  auto w = req.find("wait_ms");
+  if (w != req.end() && w->is_number_unsigned()) {
+    wait = std::min(std::chrono::milliseconds(w->get<uint64_t>()), kMaxWait);
+  }
+  waiters_[name].push_back(Waiter{std::move(check), Clock::now() + wait, std::move(done)});
+  if (++waiting_ == 1) timer_cv_.notify_all();
+  return std::nullopt;
+}
+
+void Coordinator::Wake(const std::string& name, bool only_expired) {
+  if (waking_) {  // a check that changed state (e.g. decided a sync step)
+    rewake_.insert(name);
+    return;
+  }
+  waking_ = true;
+  std::string next = name;
+  for (;;) {
+    auto it = waiters_.find(next);
+    if (it != waiters_.end()) {
+      const auto now = Clock::now();
+      std::vector<Waiter> parked = std::move(it->second);
+      std::vector<Waiter> kept;
+      for (Waiter& w : parked) {
+        const bool expired = now >= w.deadline;
+        Answer a = (only_expired && !expired) ? std::nullopt : w.check(expired);
+        if (a) {
+          fired_.push_back(Completion{std::move(w.done), std::move(*a)});
+          --waiting_;
+        } else {
+          kept.push_back(std::move(w));
+        }
+      }
+      auto& now_parked = waiters_[next];  // calls parked by the checks, if any
+      for (Waiter& w : now_parked) kept.push_back(std::move(w));
+      now_parked = std::move(kept);
+      if (now_parked.empty()) waiters_.erase(next);
+    }
+    if (rewake_.empty()) break;
+    next = *rewake_.begin();
+    rewake_.erase(rewake_.begin());
+    only_expired = false;
+  }
+  waking_ = false;
+}
+
+void Coordinator::RunFired() {
+  std::vector<Completion> fired;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    fired.swap(fired_);
+  }
+  for (Completion& c : fired) c.done(std::move(c.result));
+}
+
+// Ends the waits whose deadline passed and closes the collection windows of
+// on-demand steps, every kTick while anything waits.
+void Coordinator::TimerMain() {
+  constexpr auto kTick = std::chrono::milliseconds(20);
+  std::unique_lock<std::mutex> l(mu_);
+  while (!shut_down_) {
+    if (waiting_ == 0) {
+      timer_cv_.wait_for(l, std::chrono::milliseconds(200));  // collections without waiters
+    } else {
+      timer_cv_.wait_for(l, kTick);
+    }
+    for (auto& [name, job] : jobs_) {
+      if (job.sync.collecting) MaybeDecideSync(name, job);
+    }
+    std::vector<std::string> names;
+    for (const auto& [name, w] : waiters_) names.push_back(name);
+    for (const auto& name : names) Wake(name, /*only_expired=*/true);
+    if (!fired_.empty()) {
+      l.unlock();
+      RunFired();
+      l.lock();
+    }
+  }
 }
 
 StatusOr<Coordinator::Job*> Coordinator::FindJob(const json& req, int64_t* round) {
@@ -123,7 +240,7 @@ StatusOr<json> Coordinator::Register(const json& req) {
     Log()->info("job {} round {}: {}", name, job.round, job.plan->reason);
     MaybeDecideSync(name, job);  // a notice that came while the job was registering
   }
-  cv_.notify_all();
+  if (new_round || job.plan) Wake(name);  // superseded waits; the plan
   return json{{"round", job.round}};
 }
 
@@ -142,15 +259,29 @@ void Coordinator::Replan(const std::string& name, Job& job) {
   if (b != job.plan_backups.end()) job.plan->reason += " (backup " + b->second + " holds it too)";
   ++job.plan_version;
   for (auto& [n, m] : job.members) m.ready = m.failed = false;
+  job.ready_count = 0;
 }
 
-json Coordinator::PlanJson(const Job& job) const {
+json Coordinator::PlanJson(const Job& job, int node, const std::vector<int>& peers) const {
   json addresses = json::object();
-  for (const auto& [n, m] : job.members) addresses[std::to_string(n)] = m.address;
+  auto add_address = [&](int n) {
+    auto m = job.members.find(n);
+    if (m != job.members.end()) addresses[std::to_string(n)] = m->second.address;
+  };
   json sources = json::object();
-  for (const auto& [rank, src] : job.plan->sources) {
+  auto add_source = [&](int rank, const Source& src) {
     sources[std::to_string(rank)] = {
         {"source_rank", src.source_rank}, {"holders", src.holders}, {"digest", Hex64(src.digest)}};
+    for (int h : src.holders) add_address(h);
+  };
+  if (node < 0) {
+    for (const auto& [n, m] : job.members) add_address(n);
+    for (const auto& [rank, src] : job.plan->sources) add_source(rank, src);
+  } else {
+    auto src = job.plan->sources.find(node);
+    if (src != job.plan->sources.end()) add_source(node, src->second);
+    add_address(node);
+    for (int p : peers) add_address(p);
   }
   json step = job.plan->step ? json(*job.plan->step) : json(nullptr);
   json plan = {{"round", job.round},     {"plan_version", job.plan_version},
@@ -170,71 +301,100 @@ bool Coordinator::WaitsByDesign(std::string_view op) {
 }
 
 void Coordinator::Shutdown() {
-  std::lock_guard<std::mutex> l(mu_);
-  shut_down_ = true;
-  cv_.notify_all();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    shut_down_ = true;
+    std::vector<std::string> names;
+    for (const auto& [name, w] : waiters_) names.push_back(name);
+    for (const auto& name : names) Wake(name);
+    timer_cv_.notify_all();
+  }
+  RunFired();
 }
 
-StatusOr<json> Coordinator::AwaitPlan(const json& req) {
-  std::unique_lock<std::mutex> l(mu_);
+// Waits for a plan newer than the caller's "plan_version". With "node", the
+// reply holds what that node needs (its source, its holders' and its
+// "peers"' addresses); without, the whole plan.
+Coordinator::Answer Coordinator::AwaitPlan(const json& req, Done& done) {
+  std::lock_guard<std::mutex> l(mu_);
   int64_t round;
   STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req, &round));
-  int64_t seen = req.value("plan_version", int64_t{0});
-  bool ready = cv_.wait_for(l, wait_, [&] {
-    return shut_down_ || job->round != round || (job->plan && job->plan_version > seen);
-  });
-  if (shut_down_) return UnavailableError("the coordinator is shutting down");
-  if (job->round != round)
-    return AbortedError("round " + std::to_string(round) + " was superseded");
-  if (!ready) {
-    return DeadlineExceededError("waiting for " + std::to_string(job->nodes - job->members.size()) +
-                                 " more node(s) to register");
+  const std::string name = req["job"].get<std::string>();
+  const int64_t seen = req.value("plan_version", int64_t{0});
+  const int node = req.value("node", -1);
+  std::vector<int> peers;
+  auto p = req.find("peers");
+  if (p != req.end() && p->is_array()) {
+    for (const auto& n : *p) {
+      if (!n.is_number_integer()) return InvalidArgumentError("\"peers\" must hold node ranks");
+      peers.push_back(n.get<int>());
+    }
   }
-  return PlanJson(*job);
+  return Park(
+      name, req,
+      [this, job, round, seen, node, peers = std::move(peers)](bool expired) -> Answer {
+        if (shut_down_) return UnavailableError("the coordinator is shutting down");
+        if (job->round != round)
+          return AbortedError("round " + std::to_string(round) + " was superseded");
+        if (job->plan && job->plan_version > seen) return PlanJson(*job, node, peers);
+        if (!expired) return std::nullopt;
+        return DeadlineExceededError("waiting for " +
+                                     std::to_string(job->nodes - job->members.size()) +
+                                     " more node(s) to register");
+      },
+      done);
 }
 
 // Records a node's result for the current plan and waits for the others:
 // {"go": true} when every node is ready, {"replan": true} when one failed.
-StatusOr<json> Coordinator::Ready(const json& req) {
-  std::unique_lock<std::mutex> l(mu_);
+Coordinator::Answer Coordinator::Ready(const json& req, Done& done) {
+  std::lock_guard<std::mutex> l(mu_);
   int64_t round;
   STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req, &round));
+  const std::string name = req["job"].get<std::string>();
   STRATA_ASSIGN_OR_RETURN(int node, IntField(req, "node", 0, job->nodes - 1));
   int64_t version = req.value("plan_version", int64_t{-1});
   if (!job->plan || version != job->plan_version) return json{{"replan", true}};
   Member& me = job->members[node];
+  const bool was_ready = me.ready;
   me.ready = req.value("ok", false);
   me.failed = !me.ready;
+  job->ready_count += static_cast<int>(me.ready) - static_cast<int>(was_ready);
   for (const auto& bad : req.value("bad", json::array())) {
     if (bad.is_array() && bad.size() == 3) {
       job->excluded.insert({bad[0].get<int>(), bad[1].get<int>(), bad[2].get<int64_t>()});
     }
   }
   if (me.failed) {
-    Replan(req["job"].get<std::string>(), *job);
+    Replan(name, *job);
     Log()->warn("node {} could not get its data; new plan: {}", node, job->plan->reason);
-    cv_.notify_all();
+    Wake(name);
     return json{{"replan", true}};
   }
-  cv_.notify_all();
-  auto all_ready = [&] {
-    if (shut_down_ || job->round != round || job->plan_version != version) return true;
-    for (const auto& [n, m] : job->members) {
-      if (!m.ready) return false;
-    }
-    return true;
-  };
-  if (!cv_.wait_for(l, wait_, all_ready)) return DeadlineExceededError("waiting for other nodes");
-  if (shut_down_) return UnavailableError("the coordinator is shutting down");
-  if (job->round != round || job->plan_version != version) return json{{"replan", true}};
-  RollbackRestored(req["job"].get<std::string>(), *job);
-  // The ranks start training once told "go": a notice that came during the
-  // restore is decided now and travels with it, so that every agent
-  // publishes the step before its ranks can pass it.
-  MaybeDecideSync(req["job"].get<std::string>(), *job, /*now_or_never=*/true);
-  json go = {{"go", true}};
-  if (job->sync.step && job->sync.round == round) go["sync"] = SyncJson(*job);
-  return go;
+  const bool all_ready = job->ready_count == static_cast<int>(job->members.size());
+  Answer answer = Park(
+      name, req,
+      [this, name, job, round, version](bool expired) -> Answer {
+        if (shut_down_) return UnavailableError("the coordinator is shutting down");
+        if (job->round != round || job->plan_version != version) return json{{"replan", true}};
+        if (job->ready_count < static_cast<int>(job->members.size())) {
+          if (!expired) return std::nullopt;
+          return DeadlineExceededError("waiting for " +
+                                       std::to_string(job->members.size() - job->ready_count) +
+                                       " other node(s) to be ready");
+        }
+        RollbackRestored(name, *job);
+        // The ranks start training once told "go": a notice that came
+        // during the restore is decided now and travels with it, so that
+        // every agent publishes the step before its ranks can pass it.
+        MaybeDecideSync(name, *job, /*now_or_never=*/true);
+        json go = {{"go", true}};
+        if (job->sync.step && job->sync.round == round) go["sync"] = SyncJson(*job);
+        return go;
+      },
+      done);
+  if (all_ready) Wake(name);  // this node was the last one
+  return answer;
 }
 
 // A node's newest fully replicated step. The reply carries the job-wide
@@ -257,13 +417,19 @@ StatusOr<json> Coordinator::Replicated(const json& req) {
   STRATA_ASSIGN_OR_RETURN(int node, IntField(req, "node", 0, job->nodes - 1));
   NoteCadence(req, *job);
   int64_t step = req.value("step", int64_t{-1});
-  int64_t& r = job->replicated[node];
-  r = std::max(r, step);
-  int64_t watermark = INT64_MAX;
-  for (int n = 0; n < job->nodes; ++n) {
-    auto it = job->replicated.find(n);
-    watermark = std::min(watermark, it == job->replicated.end() ? -1 : it->second);
+  auto [r, first] = job->replicated.try_emplace(node, step);
+  if (first) {
+    ++job->replicated_count[step];
+  } else if (step > r->second) {
+    auto c = job->replicated_count.find(r->second);
+    if (--c->second == 0) job->replicated_count.erase(c);
+    r->second = step;
+    ++job->replicated_count[step];
   }
+  // The newest step every node replicated: -1 until each has reported.
+  const int64_t watermark = static_cast<int>(job->replicated.size()) < job->nodes
+                                ? -1
+                                : job->replicated_count.begin()->first;
   if (backup_store_ != nullptr) MaybeBeginBackup(name, *job, watermark, l);
   json reply = BackupReply(*job, node);
   reply["watermark"] = watermark;

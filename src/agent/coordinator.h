@@ -11,9 +11,16 @@
 // it. A registration from a node that already belongs to a decided round
 // starts the next round (the job restarted).
 //
-// Each call may block (waiting for the other nodes) for at most `wait`;
+// A call that waits for the other nodes (await_plan, ready, sync) holds no
+// thread while it waits: HandleAsync parks it with a completion, and
+// whoever changes what it waits for (another node's call, the timer thread
+// for deadlines and collection windows) completes it. Its wait is the
+// request's "wait_ms" (at most kMaxWait) or the constructor's default;
 // callers retry on DEADLINE_EXCEEDED (short waits keep a waiting agent
-// responsive to shutdown and to a new replicator.yaml). Thread-safe.
+// responsive to shutdown and to a new replicator.yaml). Every reply and
+// every wake-up costs O(1) or O(the caller's own data), never O(nodes),
+// except the decisions themselves (a plan, a sync step): a round of N nodes
+// costs O(N log N). Thread-safe; one timer thread.
 //
 // Backups (when EnableBackups gave a store): the restore decision also
 // considers the committed backups of the job (their parts are copies held
@@ -39,6 +46,8 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <vector>
 
 #include "agent/planner.h"
 #include "agent/rpc.h"
@@ -53,16 +62,29 @@ StatusOr<std::string> JobField(const json& request);
 
 class Coordinator {
  public:
-  explicit Coordinator(std::chrono::milliseconds wait = std::chrono::seconds(2)) : wait_(wait) {}
+  // The longest wait a call may ask for ("wait_ms").
+  static constexpr std::chrono::milliseconds kMaxWait{60000};
 
-  // Dispatches a coordination call ("register", "await_plan", "ready",
-  // "replicated", "backup_done", "node_address", "notice",
-  // "sync"); NOT_FOUND for other ops.
+  explicit Coordinator(std::chrono::milliseconds wait = std::chrono::seconds(2));
+  ~Coordinator();
+  Coordinator(const Coordinator&) = delete;
+  Coordinator& operator=(const Coordinator&) = delete;
+
+  using Done = std::function<void(StatusOr<json>)>;
+  // Answers a coordination call ("register", "await_plan", "ready",
+  // "replicated", "backup_done", "node_address", "notice", "sync",
+  // "quarantine_step", "add_copies"; NOT_FOUND for other ops) through
+  // `done`, exactly once: at once, or for a waiting call once it may
+  // return. `done` never runs under the coordinator's lock; it runs on the
+  // calling thread or on the thread that completed the wait.
+  void HandleAsync(const json& request, Done done);
+  // The same, blocking the calling thread until the answer.
   StatusOr<json> Handle(const json& request);
   // Whether a call `op` waits in the coordinator by design, one per node of
-  // a job (the plan, the ready barrier, the sync long-poll): the server does
-  // not count those against its connection cap while they wait.
+  // a job (the plan, the ready barrier, the sync long-poll).
   static bool WaitsByDesign(std::string_view op);
+  // Calls parked now (for status and tests).
+  size_t waiting() const;
 
   // Wakes every call waiting in the coordinator (a plan, the ready barrier,
   // a sync long-poll) and makes it return UNAVAILABLE, now and later. The
@@ -89,6 +111,19 @@ class Coordinator {
     std::string incarnation;
     bool ready = false;
     bool failed = false;
+  };
+  using Clock = std::chrono::steady_clock;
+  // A parked call. `check`, run under mu_, gives its answer once it has one;
+  // with `expired` (its deadline passed) it must give one.
+  using Check = std::function<std::optional<StatusOr<json>>(bool expired)>;
+  struct Waiter {
+    Check check;
+    Clock::time_point deadline;
+    Done done;
+  };
+  struct Completion {
+    Done done;
+    StatusOr<json> result;
   };
   // A backup being uploaded.
   struct BackupInFlight {
@@ -146,7 +181,9 @@ class Coordinator {
     Inventory inventory;
     std::set<std::tuple<int, int, int64_t>> excluded;
     std::optional<RestorePlan> plan;
+    int ready_count = 0;                          // members ready for plan_version
     std::map<int, int64_t> replicated;            // newest fully replicated step per node
+    std::map<int64_t, int> replicated_count;      // step -> nodes whose newest it is
     std::map<int64_t, std::string> plan_backups;  // step -> backup id offered to the planner
     std::string plan_error;                       // the plan cannot be made (e.g. bad backup id)
     std::optional<int64_t> rollback_step;  // the plan restores the operator's backup of this step
@@ -156,9 +193,13 @@ class Coordinator {
     std::set<int64_t> quarantined;
   };
 
+  // An answer now, or none: the call was parked with its completion.
+  using Answer = std::optional<StatusOr<json>>;
+  Answer Dispatch(const json& req, Done& done);
   StatusOr<json> Register(const json& req);
-  StatusOr<json> AwaitPlan(const json& req);
-  StatusOr<json> Ready(const json& req);
+  // The waiting calls.
+  Answer AwaitPlan(const json& req, Done& done);
+  Answer Ready(const json& req, Done& done);
   StatusOr<json> Replicated(const json& req);
   StatusOr<json> BackupDone(const json& req);
   StatusOr<json> NodeAddress(const json& req);
@@ -167,13 +208,24 @@ class Coordinator {
   // Adds the request's "inventory" ([rank, step, digest] triples) as copies
   // held by `node`.
   static Status AddInventory(const json& req, int node, Inventory& inventory);
-  json PlanJson(const Job& job) const;
+  // The plan as node `node` needs it: its own source and the addresses of
+  // its holders and of `peers`; all of it for node -1.
+  json PlanJson(const Job& job, int node, const std::vector<int>& peers) const;
+  // Parks a call of job `name` until `check` answers it (or answers it now).
+  // REQUIRES: mu_ held.
+  Answer Park(const std::string& name, const json& req, Check check, Done& done);
+  // Re-checks the calls parked for `name`; the answered ones go to fired_.
+  // With `only_expired`, only those whose deadline passed. REQUIRES: mu_ held.
+  void Wake(const std::string& name, bool only_expired = false);
+  // Runs the completions the calls so far fired. REQUIRES: mu_ not held.
+  void RunFired();
+  void TimerMain();
   void Replan(const std::string& name, Job& job);           // REQUIRES: mu_ held
   StatusOr<Job*> FindJob(const json& req, int64_t* round);  // REQUIRES: mu_ held
 
   // The on-demand step (coordinator_sync.cc).
   StatusOr<json> Notice(const json& req);
-  StatusOr<json> Sync(const json& req);
+  Answer Sync(const json& req, Done& done);
   // Decides the collection in progress once every node reported or its
   // window closed; `now_or_never`: at once, with what is known (the ranks
   // are about to resume from the plan's step). REQUIRES: mu_ held.
@@ -194,10 +246,16 @@ class Coordinator {
   Status WriteCommit(const backup::Commit& commit);  // no lock held
 
   const std::chrono::milliseconds wait_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::string, Job> jobs_;  // GUARDED_BY(mu_)
-  bool shut_down_ = false;           // GUARDED_BY(mu_)
+  mutable std::mutex mu_;
+  std::condition_variable timer_cv_;                    // a call parked, or shutdown
+  std::map<std::string, Job> jobs_;                     // GUARDED_BY(mu_)
+  bool shut_down_ = false;                              // GUARDED_BY(mu_)
+  std::map<std::string, std::vector<Waiter>> waiters_;  // GUARDED_BY(mu_): by job
+  size_t waiting_ = 0;                                  // GUARDED_BY(mu_)
+  std::vector<Completion> fired_;                       // GUARDED_BY(mu_): to run unlocked
+  bool waking_ = false;                                 // GUARDED_BY(mu_): Wake is running
+  std::set<std::string> rewake_;                        // GUARDED_BY(mu_): woken meanwhile
+  std::thread timer_;
 
   std::function<std::time_t()> now_ = [] { return std::time(nullptr); };
   storage::ObjectStore* backup_store_ = nullptr;

@@ -22,7 +22,6 @@
 namespace strata::agent {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr auto kCollectWindow = std::chrono::milliseconds(1000);
 // How far ahead of the ranks the step is placed: the agents' view of their
 // ranks is up to one slot poll (50 ms) old, and publishing the decision
@@ -82,16 +81,16 @@ StatusOr<json> Coordinator::Notice(const json& req) {
   s.origin = origin;
   Log()->info("job {} round {}: maintenance notice from {}; collecting the nodes' steps", name,
               job->round, origin);
-  cv_.notify_all();
+  Wake(name);
   return SyncJson(*job);
 }
 
 // A node's long-standing call: records its progress, answers at once when
 // the caller's view is stale (a new decision, a collection it has not
 // reported to), else waits up to wait_ for one.
-StatusOr<json> Coordinator::Sync(const json& req) {
+Coordinator::Answer Coordinator::Sync(const json& req, Done& done) {
   STRATA_ASSIGN_OR_RETURN(std::string name, JobField(req));
-  std::unique_lock<std::mutex> l(mu_);
+  std::lock_guard<std::mutex> l(mu_);
   STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req, nullptr));
   STRATA_ASSIGN_OR_RETURN(int node, IntField(req, "node", 0, job->nodes - 1));
   NodeProgress p{req.value("step", int64_t{-1}), req.value("rate", 0.0), Clock::now()};
@@ -100,21 +99,17 @@ StatusOr<json> Coordinator::Sync(const json& req) {
   const uint64_t collect = req.value("collect", uint64_t{0});
   if (job->sync.collecting && collect == job->sync.collect_id) job->sync.reports[node] = p;
   MaybeDecideSync(name, *job);
-  auto stale = [&] {
-    const SyncState& s = job->sync;
-    return s.generation != generation || (s.collecting && s.collect_id != collect);
-  };
-  const auto until = Clock::now() + wait_;
-  while (!stale() && !shut_down_ && Clock::now() < until) {
-    auto wake = until;
-    if (job->sync.collecting && job->sync.collect_deadline > Clock::now()) {
-      wake = std::min(until, job->sync.collect_deadline);
-    }
-    cv_.wait_until(l, wake);
-    MaybeDecideSync(name, *job);  // a collection whose window closed
-  }
-  if (shut_down_) return UnavailableError("the coordinator is shutting down");
-  return SyncJson(*job);
+  // The timer thread closes a collection window that runs out meanwhile.
+  return Park(
+      name, req,
+      [this, job, generation, collect](bool expired) -> Answer {
+        if (shut_down_) return UnavailableError("the coordinator is shutting down");
+        const SyncState& s = job->sync;
+        const bool stale = s.generation != generation || (s.collecting && s.collect_id != collect);
+        if (stale || expired) return SyncJson(*job);
+        return std::nullopt;
+      },
+      done);
 }
 
 void Coordinator::MaybeDecideSync(const std::string& name, Job& job, bool now_or_never) {
@@ -152,7 +147,7 @@ void Coordinator::MaybeDecideSync(const std::string& name, Job& job, bool now_or
   Log()->info("job {} round {}: on-demand step {} for every rank (notice from {}){}", name,
               job.round, *s.step, s.origin,
               silent.empty() ? "" : "; no report from node(s) " + silent + ", used their last");
-  cv_.notify_all();
+  Wake(name);
 }
 
 }  // namespace strata::agent

@@ -18,8 +18,7 @@ namespace {
 constexpr size_t kNonceSize = 32;
 constexpr size_t kMacSize = 32;  // SHA-256
 constexpr size_t kHelloFixedSize = 4 + kNonceSize;
-// Bounds every handshake frame, including ERROR reasons.
-constexpr uint32_t kMaxAuthPayload = 1024;
+
 constexpr std::string_view kServerLabel = "strata-server";
 constexpr std::string_view kClientLabel = "strata-client";
 constexpr std::string_view kAuthFailed = "authentication failed";
@@ -98,32 +97,6 @@ Nonce ToNonce(std::string_view bytes) {
   return n;
 }
 
-// Receives the next handshake frame, which must be of type `want`. An ERROR
-// frame from `who` ("server 10.0.0.2:7000") is PERMISSION_DENIED.
-StatusOr<Frame> Expect(Socket& socket, uint16_t want, const char* want_name, const std::string& who,
-                       Deadline deadline) {
-  STRATA_ASSIGN_OR_RETURN(Frame frame, RecvFrame(socket, kMaxAuthPayload, deadline));
-  if (frame.type == kFrameError) {
-    return PermissionDeniedError(who + " rejected the handshake: " + Quote(frame.payload));
-  }
-  if (frame.type != want) {
-    return InvalidArgumentError("handshake with " + who + ": expected " + want_name +
-                                ", got a frame of type " + std::to_string(frame.type));
-  }
-  return frame;
-}
-
-// Tells the peer why (best effort) and returns `status`.
-Status Refuse(Socket& socket, std::string_view reason, Status status, Deadline deadline) {
-  SendFrame(socket, kFrameError, reason, deadline).IgnoreError();
-  return status;
-}
-
-struct Hello {
-  Nonce nonce;
-  std::string client_id;
-};
-
 std::string EncodeHello(const Nonce& nonce, std::string_view client_id) {
   std::string hello;
   PutU32(&hello, kAuthProtocolVersion);
@@ -132,83 +105,142 @@ std::string EncodeHello(const Nonce& nonce, std::string_view client_id) {
   return hello;
 }
 
-// Parses a HELLO payload; on failure the error frame has been sent.
-StatusOr<Hello> ParseHello(Socket& socket, std::string_view p, const std::string& who,
-                           Deadline deadline) {
-  if (p.size() >= 4 && GetU32(p) != kAuthProtocolVersion) {
-    std::string reason = "unsupported protocol version " + std::to_string(GetU32(p)) +
-                         "; this agent speaks " + std::to_string(kAuthProtocolVersion);
-    return Refuse(socket, reason, FailedPreconditionError(who + ": " + reason), deadline);
+// The frame a handshake step received must be of type `want`; an ERROR frame
+// from `who` ("server 10.0.0.2:7000") is PERMISSION_DENIED.
+Status CheckType(const Frame& frame, uint16_t want, const char* want_name, const std::string& who) {
+  if (frame.type == kFrameError) {
+    return PermissionDeniedError(who + " rejected the handshake: " + Quote(frame.payload));
   }
-  std::string problem = p.size() < kHelloFixedSize ? "it has " + std::to_string(p.size()) + " bytes"
-                                                   : ClientIdProblem(p.substr(kHelloFixedSize));
-  if (!problem.empty()) {
-    return Refuse(socket, "malformed HELLO",
-                  InvalidArgumentError("malformed HELLO from " + who + ": " + problem), deadline);
+  if (frame.type != want) {
+    return InvalidArgumentError("handshake with " + who + ": expected " + want_name +
+                                ", got a frame of type " + std::to_string(frame.type));
   }
-  return Hello{ToNonce(p.substr(4)), std::string(p.substr(kHelloFixedSize))};
+  return Status::Ok();
+}
+
+// Sends what a handshake step produced: its reply frame, or the ERROR
+// frame it asked for (best effort) before failing.
+Status SendStep(Socket& socket, uint16_t type, const StatusOr<std::string>& step,
+                const std::string& refusal, Deadline deadline) {
+  if (!step.ok()) {
+    if (!refusal.empty()) SendFrame(socket, kFrameError, refusal, deadline).IgnoreError();
+    return step.status();
+  }
+  return SendFrame(socket, type, *step, deadline);
 }
 
 }  // namespace
 
-Status AuthenticateAsClient(Socket& socket, std::string_view secret, std::string_view client_id,
-                            Deadline deadline) {
-  STRATA_RETURN_IF_ERROR(CheckSecret(secret));
-  if (std::string problem = ClientIdProblem(client_id); !problem.empty()) {
+ServerHandshake::ServerHandshake(std::string_view secret, std::string peer)
+    : secret_(secret), who_("client " + std::move(peer)) {}
+
+StatusOr<std::string> ServerHandshake::OnHello(const Frame& frame, std::string* refusal) {
+  refusal->clear();
+  STRATA_RETURN_IF_ERROR(CheckSecret(secret_));
+  STRATA_RETURN_IF_ERROR(CheckType(frame, kFrameHello, "HELLO", who_));
+  std::string_view p = frame.payload;
+  if (p.size() >= 4 && GetU32(p) != kAuthProtocolVersion) {
+    *refusal = "unsupported protocol version " + std::to_string(GetU32(p)) +
+               "; this agent speaks " + std::to_string(kAuthProtocolVersion);
+    return FailedPreconditionError(who_ + ": " + *refusal);
+  }
+  std::string problem = p.size() < kHelloFixedSize ? "it has " + std::to_string(p.size()) + " bytes"
+                                                   : ClientIdProblem(p.substr(kHelloFixedSize));
+  if (!problem.empty()) {
+    *refusal = "malformed HELLO";
+    return InvalidArgumentError("malformed HELLO from " + who_ + ": " + problem);
+  }
+  const Nonce client_nonce = ToNonce(p.substr(4));
+  client_nonce_.assign(AsView(client_nonce.data(), client_nonce.size()));
+  client_id_.assign(p.substr(kHelloFixedSize));
+  who_ += " (" + Quote(client_id_) + ")";
+  STRATA_ASSIGN_OR_RETURN(Nonce server_nonce, NewNonce());
+  server_nonce_.assign(AsView(server_nonce.data(), server_nonce.size()));
+  STRATA_ASSIGN_OR_RETURN(Mac server_proof,
+                          ComputeMac(secret_, kServerLabel, client_nonce, server_nonce));
+  std::string challenge = server_nonce_;
+  challenge.append(AsView(server_proof.data(), server_proof.size()));
+  return challenge;
+}
+
+StatusOr<std::string> ServerHandshake::OnProof(const Frame& frame, std::string* refusal) {
+  refusal->clear();
+  if (server_nonce_.empty()) return FailedPreconditionError(who_ + ": PROOF before HELLO");
+  STRATA_RETURN_IF_ERROR(CheckType(frame, kFrameProof, "PROOF", who_));
+  STRATA_ASSIGN_OR_RETURN(Mac expected, ComputeMac(secret_, kClientLabel, ToNonce(server_nonce_),
+                                                   ToNonce(client_nonce_)));
+  if (!MacMatches(expected, frame.payload)) {
+    *refusal = std::string(kAuthFailed);
+    return PermissionDeniedError(who_ + " could not prove it knows the job secret");
+  }
+  return client_id_;
+}
+
+ClientHandshake::ClientHandshake(std::string_view secret, std::string_view client_id,
+                                 std::string peer)
+    : secret_(secret), client_id_(client_id), who_("server " + std::move(peer)) {}
+
+StatusOr<std::string> ClientHandshake::Hello() {
+  STRATA_RETURN_IF_ERROR(CheckSecret(secret_));
+  if (std::string problem = ClientIdProblem(client_id_); !problem.empty()) {
     return InvalidArgumentError("authentication: " + problem);
   }
-  const std::string who = "server " + socket.peer();
-  STRATA_ASSIGN_OR_RETURN(Nonce client_nonce, NewNonce());
-  STRATA_RETURN_IF_ERROR(
-      SendFrame(socket, kFrameHello, EncodeHello(client_nonce, client_id), deadline));
+  STRATA_ASSIGN_OR_RETURN(Nonce nonce, NewNonce());
+  client_nonce_.assign(AsView(nonce.data(), nonce.size()));
+  return EncodeHello(nonce, client_id_);
+}
 
-  STRATA_ASSIGN_OR_RETURN(Frame challenge,
-                          Expect(socket, kFrameChallenge, "CHALLENGE", who, deadline));
-  if (challenge.payload.size() != kNonceSize + kMacSize) {
-    return InvalidArgumentError("malformed CHALLENGE from " + who + ": " +
-                                std::to_string(challenge.payload.size()) + " bytes");
+StatusOr<std::string> ClientHandshake::OnChallenge(const Frame& frame, std::string* refusal) {
+  refusal->clear();
+  if (client_nonce_.empty()) return FailedPreconditionError(who_ + ": CHALLENGE before HELLO");
+  STRATA_RETURN_IF_ERROR(CheckType(frame, kFrameChallenge, "CHALLENGE", who_));
+  if (frame.payload.size() != kNonceSize + kMacSize) {
+    return InvalidArgumentError("malformed CHALLENGE from " + who_ + ": " +
+                                std::to_string(frame.payload.size()) + " bytes");
   }
-  const Nonce server_nonce = ToNonce(challenge.payload);
+  const Nonce client_nonce = ToNonce(client_nonce_);
+  const Nonce server_nonce = ToNonce(frame.payload);
   STRATA_ASSIGN_OR_RETURN(Mac expected,
-                          ComputeMac(secret, kServerLabel, client_nonce, server_nonce));
-  if (!MacMatches(expected, std::string_view(challenge.payload).substr(kNonceSize))) {
-    return Refuse(
-        socket, kAuthFailed,
-        PermissionDeniedError(who + " could not prove it knows the job secret (the secrets "
-                                    "differ, or it is an impostor)"),
-        deadline);
+                          ComputeMac(secret_, kServerLabel, client_nonce, server_nonce));
+  if (!MacMatches(expected, std::string_view(frame.payload).substr(kNonceSize))) {
+    *refusal = std::string(kAuthFailed);
+    return PermissionDeniedError(who_ +
+                                 " could not prove it knows the job secret (the secrets "
+                                 "differ, or it is an impostor)");
   }
-  STRATA_ASSIGN_OR_RETURN(Mac proof, ComputeMac(secret, kClientLabel, server_nonce, client_nonce));
-  STRATA_RETURN_IF_ERROR(
-      SendFrame(socket, kFrameProof, AsView(proof.data(), proof.size()), deadline));
-  return Expect(socket, kFrameAuthOk, "OK", who, deadline).status();
+  STRATA_ASSIGN_OR_RETURN(Mac proof, ComputeMac(secret_, kClientLabel, server_nonce, client_nonce));
+  return std::string(AsView(proof.data(), proof.size()));
+}
+
+Status ClientHandshake::OnOk(const Frame& frame) const {
+  return CheckType(frame, kFrameAuthOk, "OK", who_);
+}
+
+Status AuthenticateAsClient(Socket& socket, std::string_view secret, std::string_view client_id,
+                            Deadline deadline) {
+  ClientHandshake h(secret, client_id, socket.peer());
+  STRATA_ASSIGN_OR_RETURN(std::string hello, h.Hello());
+  STRATA_RETURN_IF_ERROR(SendFrame(socket, kFrameHello, hello, deadline));
+  STRATA_ASSIGN_OR_RETURN(Frame challenge, RecvFrame(socket, kMaxAuthPayload, deadline));
+  std::string refusal;
+  auto proof = h.OnChallenge(challenge, &refusal);
+  STRATA_RETURN_IF_ERROR(SendStep(socket, kFrameProof, proof, refusal, deadline));
+  STRATA_ASSIGN_OR_RETURN(Frame ok, RecvFrame(socket, kMaxAuthPayload, deadline));
+  return h.OnOk(ok);
 }
 
 StatusOr<std::string> AuthenticateAsServer(Socket& socket, std::string_view secret,
                                            Deadline deadline) {
-  STRATA_RETURN_IF_ERROR(CheckSecret(secret));
-  std::string who = "client " + socket.peer();
-  STRATA_ASSIGN_OR_RETURN(Frame hello_frame, Expect(socket, kFrameHello, "HELLO", who, deadline));
-  STRATA_ASSIGN_OR_RETURN(Hello hello, ParseHello(socket, hello_frame.payload, who, deadline));
-  who += " (" + Quote(hello.client_id) + ")";
-
-  STRATA_ASSIGN_OR_RETURN(Nonce server_nonce, NewNonce());
-  STRATA_ASSIGN_OR_RETURN(Mac server_proof,
-                          ComputeMac(secret, kServerLabel, hello.nonce, server_nonce));
-  std::string challenge(AsView(server_nonce.data(), server_nonce.size()));
-  challenge.append(AsView(server_proof.data(), server_proof.size()));
-  STRATA_RETURN_IF_ERROR(SendFrame(socket, kFrameChallenge, challenge, deadline));
-
-  STRATA_ASSIGN_OR_RETURN(Frame proof, Expect(socket, kFrameProof, "PROOF", who, deadline));
-  STRATA_ASSIGN_OR_RETURN(Mac expected,
-                          ComputeMac(secret, kClientLabel, server_nonce, hello.nonce));
-  if (!MacMatches(expected, proof.payload)) {
-    return Refuse(socket, kAuthFailed,
-                  PermissionDeniedError(who + " could not prove it knows the job secret"),
-                  deadline);
-  }
-  STRATA_RETURN_IF_ERROR(SendFrame(socket, kFrameAuthOk, "", deadline));
-  return hello.client_id;
+  ServerHandshake h(secret, socket.peer());
+  std::string refusal;
+  STRATA_ASSIGN_OR_RETURN(Frame hello, RecvFrame(socket, kMaxAuthPayload, deadline));
+  auto challenge = h.OnHello(hello, &refusal);
+  STRATA_RETURN_IF_ERROR(SendStep(socket, kFrameChallenge, challenge, refusal, deadline));
+  STRATA_ASSIGN_OR_RETURN(Frame proof, RecvFrame(socket, kMaxAuthPayload, deadline));
+  auto id = h.OnProof(proof, &refusal);
+  STRATA_RETURN_IF_ERROR(
+      SendStep(socket, kFrameAuthOk, id.ok() ? StatusOr<std::string>("") : id, refusal, deadline));
+  return id;
 }
 
 }  // namespace strata::net

@@ -31,6 +31,7 @@
 #include <string>
 #include <string_view>
 
+#include "net/frame.h"
 #include "net/socket.h"
 #include "strata/status.h"
 
@@ -38,6 +39,39 @@ namespace strata::net {
 
 inline constexpr uint32_t kAuthProtocolVersion = 1;
 inline constexpr size_t kMaxClientIdSize = 256;
+
+// The handshake without I/O, for event loops: each step takes the frame
+// received and returns the payload of the frame to send next. On an error,
+// *refusal is the reason to send in an ERROR frame before closing (empty:
+// close without one). One object per connection.
+class ServerHandshake {
+ public:
+  ServerHandshake(std::string_view secret, std::string peer);
+  // HELLO in, CHALLENGE out.
+  StatusOr<std::string> OnHello(const Frame& frame, std::string* refusal);
+  // PROOF in; the client's id once it proved it knows the secret (then send
+  // an empty OK frame).
+  StatusOr<std::string> OnProof(const Frame& frame, std::string* refusal);
+
+ private:
+  std::string secret_, who_, client_id_, client_nonce_, server_nonce_;
+};
+
+class ClientHandshake {
+ public:
+  ClientHandshake(std::string_view secret, std::string_view client_id, std::string peer);
+  StatusOr<std::string> Hello();  // the HELLO payload
+  // CHALLENGE in, PROOF out: only once the server proved it knows the secret.
+  StatusOr<std::string> OnChallenge(const Frame& frame, std::string* refusal);
+  // The server's last frame: OK once it accepted our proof.
+  Status OnOk(const Frame& frame) const;
+
+ private:
+  std::string secret_, client_id_, who_, client_nonce_;
+};
+
+// The most a handshake frame may carry.
+inline constexpr uint32_t kMaxAuthPayload = 1024;
 
 // REQUIRES: a freshly connected socket. OK once the server has proved it
 // knows `secret` and accepted our proof.

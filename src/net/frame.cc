@@ -32,10 +32,10 @@ uint32_t GetU32(const char* p) { return GetU16(p) | (static_cast<uint32_t>(GetU1
 
 uint32_t HeaderChecksum(const char* header) { return static_cast<uint32_t>(Xxh3(header, 12)); }
 
-// Validates a received header; on success `frame` has type and flags set and
-// `length` is the payload size, at most max_payload.
-Status ParseHeader(const char* h, uint32_t max_payload, const std::string& peer, Frame* frame,
-                   uint32_t* length) {
+}  // namespace
+
+Status ParseFrameHeader(const char* h, uint32_t max_payload, const std::string& peer, Frame* frame,
+                        uint32_t* length) {
   if (GetU32(h) != kFrameMagic) {
     return InvalidArgumentError("garbage from " + peer + ": not a Strata frame (it starts " +
                                 Quote(std::string_view(h, kFrameHeaderSize)) + ")");
@@ -54,7 +54,12 @@ Status ParseHeader(const char* h, uint32_t max_payload, const std::string& peer,
   return Status::Ok();
 }
 
-}  // namespace
+std::string EncodeFrame(uint16_t type, std::string_view payload, uint16_t flags) {
+  const auto header = EncodeFrameHeader(type, flags, static_cast<uint32_t>(payload.size()));
+  std::string out(header.data(), header.size());
+  out.append(payload);
+  return out;
+}
 
 std::string FormatBytes(uint64_t n) {
   if (n < 1024) return std::to_string(n) + (n == 1 ? " byte" : " bytes");
@@ -125,7 +130,7 @@ StatusOr<Frame> RecvFrame(Socket& socket, uint32_t max_payload, Deadline deadlin
   STRATA_RETURN_IF_ERROR(socket.RecvAll(header, sizeof header, deadline));
   Frame frame;
   uint32_t length = 0;
-  STRATA_RETURN_IF_ERROR(ParseHeader(header, max_payload, socket.peer(), &frame, &length));
+  STRATA_RETURN_IF_ERROR(ParseFrameHeader(header, max_payload, socket.peer(), &frame, &length));
   frame.payload.resize(length);
   Status s = socket.RecvAll(frame.payload.data(), length, deadline);
   if (!s.ok()) return s.WithContext("payload of a type " + std::to_string(frame.type) + " frame");

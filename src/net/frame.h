@@ -50,6 +50,16 @@ struct Frame {
 std::array<char, kFrameHeaderSize> EncodeFrameHeader(uint16_t type, uint16_t flags,
                                                      uint32_t length);
 
+// Validates the 16 header bytes at `h` received from `peer`: on success
+// `frame` has its type and flags and *length is the payload size (at most
+// max_payload). The errors are RecvFrame's. For event loops, which read
+// the header and the payload themselves.
+Status ParseFrameHeader(const char* h, uint32_t max_payload, const std::string& peer, Frame* frame,
+                        uint32_t* length);
+
+// Header and payload as one buffer. REQUIRES: payload.size() < 4 GiB.
+std::string EncodeFrame(uint16_t type, std::string_view payload, uint16_t flags = 0);
+
 // Sends one frame. INVALID_ARGUMENT if the payload is 4 GiB or more.
 Status SendFrame(Socket& socket, uint16_t type, std::string_view payload, Deadline deadline,
                  uint16_t flags = 0);

@@ -255,6 +255,21 @@ struct Socket::Progress {
 
 Socket::~Socket() { Close(); }
 
+Socket Socket::Adopt(int fd, std::string peer) { return Socket(fd, std::move(peer)); }
+
+int Socket::Release() {
+  const int fd = fd_;
+  fd_ = -1;
+  return fd;
+}
+
+int Socket::Family() const {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (fd_ < 0 || ::getsockname(fd_, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return AF_UNSPEC;
+  return ss.ss_family;
+}
+
 Socket::Socket(Socket&& other) noexcept
     : fd_(std::exchange(other.fd_, -1)), peer_(std::move(other.peer_)) {}
 

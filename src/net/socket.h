@@ -59,6 +59,14 @@ class Socket {
   // The result has TCP_NODELAY set.
   StatusOr<Socket> Accept(std::chrono::milliseconds timeout);
 
+  // Takes ownership of `fd`, an open socket (e.g. one an event loop
+  // accepted) that must be non-blocking; `peer` names it in messages.
+  static Socket Adopt(int fd, std::string peer);
+  // Gives up ownership of the descriptor (-1 if not open) and returns it.
+  int Release();
+  // AF_INET or AF_INET6 (of the bound address); AF_UNSPEC if unknown.
+  int Family() const;
+
   // The bound local port (of a listening or connected socket).
   StatusOr<uint16_t> LocalPort() const;
 

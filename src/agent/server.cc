@@ -1,0 +1,541 @@
+// Copyright 2026 The Strata Authors.
+#include "agent/server.h"
+
+#include <sys/resource.h>
+
+#include <asio.hpp>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "net/auth.h"
+#include "net/frame.h"
+#include "net/handshake_budget.h"
+#include "util/logging.h"
+
+namespace strata::agent {
+namespace {
+
+using asio::ip::tcp;
+using ErrorCode = asio::error_code;
+
+std::string PeerName(const tcp::endpoint& e) {
+  const std::string host = e.address().to_string();
+  return (e.address().is_v6() ? "[" + host + "]" : host) + ":" + std::to_string(e.port());
+}
+
+int DefaultMaxConnections() {
+  struct rlimit rl;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 4096;
+  return std::max<int>(64, static_cast<int>(rl.rlim_cur / 4 * 3));
+}
+
+// At most one log line per `every` for a kind of event that may repeat
+// thousands of times a second (refused connections).
+class RateLimitedLog {
+ public:
+  // True when the caller should log now; *count is how many happened since.
+  bool Due(std::chrono::steady_clock::duration every, uint64_t* count) {
+    std::lock_guard<std::mutex> l(mu_);
+    ++events_;
+    const auto now = std::chrono::steady_clock::now();
+    if (logged_ != std::chrono::steady_clock::time_point{} && now - logged_ < every) return false;
+    logged_ = now;
+    *count = events_;
+    events_ = 0;
+    return true;
+  }
+
+ private:
+  std::mutex mu_;
+  uint64_t events_ = 0;
+  std::chrono::steady_clock::time_point logged_{};
+};
+
+}  // namespace
+
+class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
+ public:
+  Impl(Options options, Handlers handlers)
+      : options_(std::move(options)),
+        handlers_(std::move(handlers)),
+        workers_(static_cast<size_t>(std::max(1, options_.workers))),
+        budget_(options_.max_handshakes, options_.max_handshakes_per_source) {
+    if (options_.max_connections <= 0) options_.max_connections = DefaultMaxConnections();
+  }
+
+  Status Start(net::Socket listener);
+  void Stop();
+  Stats stats() const;
+
+  // Called by sessions, on the loop thread unless stated.
+  const Options& options() const { return options_; }
+  const Handlers& handlers() const { return handlers_; }
+  asio::io_context& io() { return io_; }
+  asio::thread_pool& workers() { return workers_; }
+  void ReleaseHandshake(const std::string& source) { budget_.Release(source); }
+  void Forget(uint64_t id);
+  void Authenticated() { ++authenticated_; }
+  void Called() { ++calls_; }
+  // Reserves a place for a long call: false when max_long_calls run.
+  bool ReserveLong();
+  // Runs a reserved long call on a thread of its own (null: gives the
+  // reservation back). False once stopped.
+  bool RunLong(std::function<void()> fn);
+
+ private:
+  void Accept();
+  void OnAccepted(tcp::socket socket);
+  // `what`: "unauthenticated " or "".
+  void Refuse(const char* what, const std::string& peer, const std::string& why);
+  void Reap(uint64_t thread_id);
+
+  Options options_;
+  const Handlers handlers_;
+  asio::io_context io_;  // before everything that holds its objects
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard_;
+  tcp::acceptor acceptor_{io_};
+  asio::steady_timer accept_retry_{io_};
+  asio::thread_pool workers_;
+  std::thread loop_;
+  net::HandshakeBudget budget_;
+  RateLimitedLog refusals_;
+  std::map<uint64_t, std::shared_ptr<Session>> sessions_;  // loop thread only
+  uint64_t next_session_ = 0;                              // loop thread only
+  std::atomic<bool> stopped_{false};
+  std::atomic<uint64_t> accepted_{0}, authenticated_{0}, refused_{0}, calls_{0};
+  std::atomic<int> open_{0};
+
+  mutable std::mutex long_mu_;
+  std::map<uint64_t, std::thread> long_threads_;  // GUARDED_BY(long_mu_)
+  uint64_t next_thread_ = 0;                      // GUARDED_BY(long_mu_)
+  int long_calls_ = 0;                            // GUARDED_BY(long_mu_)
+};
+
+// One connection, on the loop thread: handshake, then calls one at a time.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(Server::Impl* server, uint64_t id, tcp::socket socket, tcp protocol, std::string peer,
+          std::string source)
+      : server_(server),
+        id_(id),
+        protocol_(protocol),
+        socket_(std::move(socket)),
+        timer_(server->io()),
+        peer_(std::move(peer)),
+        source_(std::move(source)) {}
+
+  void Start();
+  // Closes the connection (logging `why` unless empty) and forgets it.
+  void Close(const std::string& why);
+  // The answer to the call in progress.
+  void Answer(StatusOr<json> reply);
+  // Takes the socket back after a long call (`socket` closed: it ended the
+  // connection).
+  void Resume(net::Socket socket);
+
+ private:
+  using Then = std::function<void()>;
+  void Arm(std::chrono::milliseconds after, std::string why);
+  void Disarm() { ++timer_generation_, timer_.cancel(); }
+  void ReadFrame(uint32_t max_payload, Then then);
+  void Write(std::string bytes, Then then);
+  void RefuseHandshake(const std::string& refusal, const Status& status);
+  void OnHello();
+  void OnProof();
+  void AwaitCall();
+  void OnCall();
+  void Control(json request);
+  void Long(json request);
+
+  Server::Impl* const server_;
+  const uint64_t id_;
+  const tcp protocol_;
+  tcp::socket socket_;
+  asio::steady_timer timer_;
+  uint64_t timer_generation_ = 0;
+  const std::string peer_, source_;
+  std::string who_;
+  std::optional<net::ServerHandshake> handshake_;
+  bool holds_handshake_slot_ = true;
+  bool closed_ = false;
+  char header_[net::kFrameHeaderSize];
+  net::Frame frame_;
+  std::string out_;
+};
+
+void Session::Start() {
+  handshake_.emplace(server_->options().secret, peer_);
+  Arm(server_->options().auth_timeout, "rejected connection: handshake timed out");
+  ReadFrame(net::kMaxAuthPayload, [this] { OnHello(); });
+}
+
+void Session::Close(const std::string& why) {
+  if (closed_) return;
+  closed_ = true;
+  if (!why.empty()) {
+    Log()->warn("{}{}: {}", peer_, who_.empty() ? "" : " (" + who_ + ")", why);
+  }
+  if (holds_handshake_slot_) server_->ReleaseHandshake(source_);
+  holds_handshake_slot_ = false;
+  ErrorCode ignored;
+  socket_.close(ignored);
+  Disarm();
+  server_->Forget(id_);  // may drop the last reference but the caller's
+}
+
+void Session::Arm(std::chrono::milliseconds after, std::string why) {
+  const uint64_t generation = ++timer_generation_;
+  timer_.expires_after(after);
+  timer_.async_wait([self = shared_from_this(), generation, why = std::move(why)](ErrorCode ec) {
+    if (ec || generation != self->timer_generation_) return;  // re-armed or disarmed
+    self->Close(why);
+  });
+}
+
+void Session::ReadFrame(uint32_t max_payload, Then then) {
+  asio::async_read(
+      socket_, asio::buffer(header_),
+      [self = shared_from_this(), max_payload, then = std::move(then)](ErrorCode ec, size_t) {
+        if (self->closed_) return;
+        if (ec) {  // a hang-up between calls is how connections end
+          if (self->handshake_) return self->Close("rejected connection: " + ec.message());
+          self->Close(ec == asio::error::eof ? "" : "receiving: " + ec.message());
+          return;
+        }
+        uint32_t length = 0;
+        self->frame_ = net::Frame();
+        Status s =
+            net::ParseFrameHeader(self->header_, max_payload, self->peer_, &self->frame_, &length);
+        if (!s.ok()) {
+          return self->Close((self->handshake_ ? "rejected connection: " : "") +
+                             std::string(s.message()));
+        }
+        if (length == 0) return then();
+        self->frame_.payload.resize(length);
+        asio::async_read(self->socket_, asio::buffer(self->frame_.payload),
+                         [self, then](ErrorCode e, size_t) {
+                           if (self->closed_) return;
+                           if (e) return self->Close("receiving a payload: " + e.message());
+                           then();
+                         });
+      });
+}
+
+void Session::Write(std::string bytes, Then then) {
+  out_ = std::move(bytes);
+  Arm(server_->options().reply_timeout, "the peer does not take our reply");
+  asio::async_write(socket_, asio::buffer(out_),
+                    [self = shared_from_this(), then = std::move(then)](ErrorCode ec, size_t) {
+                      if (self->closed_) return;
+                      if (ec) return self->Close("sending: " + ec.message());
+                      then();
+                    });
+}
+
+void Session::RefuseHandshake(const std::string& refusal, const Status& status) {
+  const std::string why = "rejected connection: " + std::string(status.message());
+  if (refusal.empty()) return Close(why);
+  Write(net::EncodeFrame(net::kFrameError, refusal), [this, why] { Close(why); });
+}
+
+void Session::OnHello() {
+  std::string refusal;
+  auto challenge = handshake_->OnHello(frame_, &refusal);
+  if (!challenge.ok()) return RefuseHandshake(refusal, challenge.status());
+  Write(net::EncodeFrame(net::kFrameChallenge, *challenge),
+        [this] { ReadFrame(net::kMaxAuthPayload, [this] { OnProof(); }); });
+}
+
+void Session::OnProof() {
+  std::string refusal;
+  auto id = handshake_->OnProof(frame_, &refusal);
+  if (!id.ok()) return RefuseHandshake(refusal, id.status());
+  who_ = *id;
+  handshake_.reset();
+  server_->ReleaseHandshake(source_);
+  holds_handshake_slot_ = false;
+  server_->Authenticated();
+  Write(net::EncodeFrame(net::kFrameAuthOk, ""), [this] { AwaitCall(); });
+}
+
+void Session::AwaitCall() {
+  Arm(server_->options().idle_timeout, "");  // an idle connection closes quietly
+  ReadFrame(kMaxControlBytes, [this] { OnCall(); });
+}
+
+void Session::OnCall() {
+  Disarm();  // a call may take as long as it takes
+  server_->Called();
+  json request = ParseBounded(frame_.payload);
+  frame_.payload.clear();
+  if (frame_.type != kFrameCall || !request.is_object()) {
+    return Answer(InvalidArgumentError("malformed call"));
+  }
+  auto op = request.find("op");  // unchecked input: any type
+  const std::string name = op != request.end() && op->is_string() ? op->get<std::string>() : "";
+  if (server_->handlers().is_long(name)) return Long(std::move(request));
+  Control(std::move(request));
+}
+
+void Session::Control(json request) {
+  std::weak_ptr<Server::Impl> server = server_->weak_from_this();
+  std::weak_ptr<Session> session = weak_from_this();
+  auto once = std::make_shared<std::atomic<bool>>(false);
+  Server::Reply reply = [server, session, once](StatusOr<json> r) {
+    if (once->exchange(true)) return;
+    auto s = server.lock();
+    if (!s) return;  // the server is gone: the answer has nowhere to go
+    asio::post(s->io(), [session, r = std::move(r)]() mutable {
+      if (auto live = session.lock()) live->Answer(std::move(r));
+    });
+  };
+  asio::post(server_->workers(),
+             [handlers = &server_->handlers(), request = std::move(request), who = who_, reply]() {
+               try {  // a field of the wrong type must not take the agent down
+                 handlers->control(request, who, reply);
+               } catch (const json::exception& e) {
+                 reply(InvalidArgumentError(std::string("malformed call: ") + e.what()));
+               }
+             });
+}
+
+void Session::Answer(StatusOr<json> reply) {
+  if (closed_) return;
+  bool close_after = false;
+  json out;
+  if (!reply.ok()) {
+    Log()->warn("{} ({}): {}", peer_, who_, reply.status().message());
+    out = StatusToJson(reply.status());
+    close_after = reply.status().code() == StatusCode::kDataLoss;  // stream out of sync
+  } else {
+    if (reply->value("closed", false)) return Close("");
+    out = std::move(*reply);
+    out["ok"] = true;
+  }
+  Write(net::EncodeFrame(kFrameReply, out.dump()), [this, close_after] {
+    if (close_after) return Close("");
+    AwaitCall();
+  });
+}
+
+// The connection leaves the loop for a thread of its own; the thread sends
+// the answer itself (the call may have sent and received before it) and
+// hands the socket back.
+void Session::Long(json request) {
+  if (!server_->ReserveLong()) {
+    return Answer(ResourceExhaustedError(
+        "this agent is busy: " + std::to_string(server_->options().max_long_calls) +
+        " transfers or maintenance calls in progress; try again"));
+  }
+  ErrorCode ec;
+  const int fd = socket_.release(ec);
+  if (ec) {
+    server_->RunLong(nullptr);  // gives the reservation back
+    return Close("taking the connection off the event loop: " + ec.message());
+  }
+  auto socket = std::make_shared<net::Socket>(net::Socket::Adopt(fd, peer_));
+  std::weak_ptr<Server::Impl> server = server_->weak_from_this();
+  std::weak_ptr<Session> session = weak_from_this();
+  const std::string peer = peer_, who = who_;
+  const auto reply_timeout = server_->options().reply_timeout;
+  const Server::Handlers* handlers = &server_->handlers();
+  auto run = [=, request = std::move(request)]() {
+    StatusOr<json> r = InternalError("no answer");
+    try {
+      r = handlers->long_call(request, *socket);
+    } catch (const json::exception& e) {
+      r = InvalidArgumentError(std::string("malformed call: ") + e.what());
+    }
+    bool keep = true;
+    if (!r.ok()) {
+      Log()->warn("{} ({}): {}", peer, who, r.status().message());
+      keep = net::SendFrame(*socket, kFrameReply, StatusToJson(r.status()).dump(),
+                            net::DeadlineAfter(reply_timeout))
+                 .ok() &&
+             r.status().code() != StatusCode::kDataLoss;  // the stream is out of sync
+    } else if (r->value("closed", false)) {
+      keep = false;
+    } else {
+      json out = std::move(*r);
+      out["ok"] = true;
+      keep =
+          net::SendFrame(*socket, kFrameReply, out.dump(), net::DeadlineAfter(reply_timeout)).ok();
+    }
+    if (!keep) socket->Close();
+    if (auto s = server.lock()) {
+      asio::post(s->io(), [session, socket]() mutable {
+        if (auto live = session.lock()) live->Resume(std::move(*socket));
+      });
+    }
+  };
+  if (!server_->RunLong(std::move(run))) socket->Close();  // stopping
+}
+
+void Session::Resume(net::Socket socket) {
+  if (closed_) return;
+  if (!socket.is_open()) return Close("");
+  ErrorCode ec;
+  const int fd = socket.Release();
+  socket_.assign(protocol_, fd, ec);
+  if (ec) {
+    ::close(fd);
+    return Close("taking the connection back after a long call: " + ec.message());
+  }
+  AwaitCall();
+}
+
+Status Server::Impl::Start(net::Socket listener) {
+  ErrorCode ec;
+  const int family = listener.Family();
+  const int fd = listener.Release();
+  acceptor_.assign(family == AF_INET6 ? tcp::v6() : tcp::v4(), fd, ec);
+  if (ec) {
+    ::close(fd);
+    return InternalError("serving the listening socket: " + ec.message());
+  }
+  guard_.emplace(io_.get_executor());
+  Accept();
+  loop_ = std::thread([this] { io_.run(); });
+  return Status::Ok();
+}
+
+void Server::Impl::Accept() {
+  acceptor_.async_accept([this](ErrorCode ec, tcp::socket socket) {
+    if (stopped_ || ec == asio::error::operation_aborted) return;
+    if (ec) {  // e.g. out of descriptors: try again shortly
+      uint64_t n = 0;
+      if (refusals_.Due(std::chrono::seconds(10), &n)) Log()->warn("accept: {}", ec.message());
+      accept_retry_.expires_after(std::chrono::milliseconds(100));
+      accept_retry_.async_wait([this](ErrorCode e) {
+        if (!e && !stopped_) Accept();
+      });
+      return;
+    }
+    OnAccepted(std::move(socket));
+    Accept();
+  });
+}
+
+void Server::Impl::Refuse(const char* what, const std::string& peer, const std::string& why) {
+  ++refused_;
+  uint64_t n = 0;
+  if (refusals_.Due(std::chrono::seconds(10), &n)) {
+    Log()->warn("closed {} {}connection(s), latest from {}: {}", n, what, peer, why);
+  }
+}
+
+void Server::Impl::OnAccepted(tcp::socket socket) {
+  ++accepted_;
+  ErrorCode ec;
+  const tcp::endpoint remote = socket.remote_endpoint(ec);
+  if (ec) return;  // gone already
+  const std::string peer = PeerName(remote);
+  if (open_.load() >= options_.max_connections) {
+    return Refuse("", peer, std::to_string(options_.max_connections) + " connections open");
+  }
+  const std::string source = remote.address().to_string();
+  if (!budget_.TryAcquire(source)) {
+    return Refuse("unauthenticated ", peer,
+                  std::to_string(options_.max_handshakes) + " handshakes in progress at most, " +
+                      std::to_string(options_.max_handshakes_per_source) + " from one address");
+  }
+  socket.set_option(tcp::no_delay(true), ec);
+  const uint64_t id = ++next_session_;
+  auto session =
+      std::make_shared<Session>(this, id, std::move(socket), remote.protocol(), peer, source);
+  sessions_[id] = session;
+  ++open_;
+  session->Start();
+}
+
+void Server::Impl::Forget(uint64_t id) {
+  if (sessions_.erase(id) > 0) --open_;
+}
+
+bool Server::Impl::ReserveLong() {
+  std::lock_guard<std::mutex> l(long_mu_);
+  if (long_calls_ >= options_.max_long_calls) return false;
+  ++long_calls_;
+  return true;
+}
+
+bool Server::Impl::RunLong(std::function<void()> fn) {
+  std::lock_guard<std::mutex> l(long_mu_);
+  if (stopped_ || !fn) {
+    --long_calls_;
+    return false;
+  }
+  const uint64_t id = ++next_thread_;
+  long_threads_[id] = std::thread([this, id, fn = std::move(fn)] {
+    fn();
+    std::lock_guard<std::mutex> done(long_mu_);
+    --long_calls_;
+    if (!stopped_) asio::post(io_, [this, id] { Reap(id); });  // Stop joins it otherwise
+  });
+  return true;
+}
+
+void Server::Impl::Reap(uint64_t thread_id) {
+  std::thread t;
+  {
+    std::lock_guard<std::mutex> l(long_mu_);
+    auto it = long_threads_.find(thread_id);
+    if (it == long_threads_.end()) return;  // Stop took it
+    t = std::move(it->second);
+    long_threads_.erase(it);
+  }
+  t.join();  // it is past its last statement
+}
+
+void Server::Impl::Stop() {
+  if (stopped_.exchange(true)) return;
+  // Reverse order of start: accepts, workers, long calls, connections, loop.
+  asio::post(io_, [this] {
+    ErrorCode ignored;
+    acceptor_.close(ignored);
+    accept_retry_.cancel();
+  });
+  workers_.join();
+  std::map<uint64_t, std::thread> threads;
+  {
+    std::lock_guard<std::mutex> l(long_mu_);
+    threads.swap(long_threads_);
+  }
+  for (auto& [id, t] : threads) t.join();
+  asio::post(io_, [this] {
+    auto sessions = sessions_;  // Close erases
+    for (auto& [id, s] : sessions) s->Close("");
+    guard_.reset();
+    io_.stop();
+  });
+  if (loop_.joinable()) loop_.join();
+}
+
+Server::Stats Server::Impl::stats() const {
+  Stats s;
+  s.accepted = accepted_;
+  s.authenticated = authenticated_;
+  s.refused = refused_;
+  s.calls = calls_;
+  s.open = open_;
+  std::lock_guard<std::mutex> l(long_mu_);
+  s.long_calls = long_calls_;
+  return s;
+}
+
+StatusOr<std::unique_ptr<Server>> Server::Start(net::Socket listener, Options options,
+                                                Handlers handlers) {
+  auto impl = std::make_shared<Impl>(std::move(options), std::move(handlers));
+  STRATA_RETURN_IF_ERROR(impl->Start(std::move(listener)));
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+Server::Server(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Server::~Server() { Stop(); }
+void Server::Stop() { impl_->Stop(); }
+Server::Stats Server::stats() const { return impl_->stats(); }
+
+}  // namespace strata::agent
