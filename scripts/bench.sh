@@ -2,8 +2,11 @@
 # Runs the engine benchmarks (bench/engine_bench.cc), the agent benchmarks
 # (bench/agent_bench.cc), the storage benchmarks (bench/storage_bench.cc,
 # against a moto_server it starts), then the PyTorch benchmarks
-# (bench/torch_bench.py, when the Python package is built), and repeats their
-# `ratio <name> <value> target <t>` lines as a summary at the end.
+# (bench/torch_bench.py, when the Python package is built) and the control
+# plane at scale (bench/scale_bench.cc, benchmark name "scale"; it takes
+# none of the flags below, STRATA_SCALE_NODES sets its node counts), and
+# repeats their `ratio <name> <value> target <t>` and `scale nodes=…` lines
+# as a summary at the end.
 #
 # Usage: scripts/bench.sh [BUILD_DIR [flags and benchmark names]]
 # Flags (--size-mib, --reps, --tmpfs) go to every binary; each benchmark
@@ -24,6 +27,7 @@ build_dir=${1:-build}
 agent_benchmarks=" peer_replication restore_from_peer "
 storage_benchmarks=" backup_upload backup_restore "
 torch_benchmarks=" torch_save_blocking torch_load "
+run_scale=0
 flags=()
 engine_names=()
 agent_names=()
@@ -39,6 +43,7 @@ while [ $# -gt 0 ]; do
         shift
       fi
       ;;
+    scale) run_scale=1 ;;
     *)
       if [[ $agent_benchmarks == *" $1 "* ]]; then
         agent_names+=("$1")
@@ -55,13 +60,14 @@ while [ $# -gt 0 ]; do
 done
 
 runs=()  # binaries to run, in order; no names: all of them
-any_names=$((${#engine_names[@]} + ${#agent_names[@]} + ${#storage_names[@]} + ${#torch_names[@]}))
+any_names=$((${#engine_names[@]} + ${#agent_names[@]} + ${#storage_names[@]} + ${#torch_names[@]} + run_scale))
 if [ "$any_names" -eq 0 ] || [ ${#engine_names[@]} -gt 0 ]; then runs+=(engine_bench); fi
 if [ "$any_names" -eq 0 ] || [ ${#agent_names[@]} -gt 0 ]; then runs+=(agent_bench); fi
 if [ "$any_names" -eq 0 ] || [ ${#storage_names[@]} -gt 0 ]; then runs+=(storage_bench); fi
 if [ ${#torch_names[@]} -gt 0 ] || { [ "$any_names" -eq 0 ] && [ -d "$build_dir/python/strata" ]; }; then
   runs+=(torch_bench)
 fi
+if [ "$any_names" -eq 0 ] || [ "$run_scale" -eq 1 ]; then runs+=(scale_bench); fi
 for b in "${runs[@]}"; do
   [ "$b" = torch_bench ] && continue
   if [ ! -x "$build_dir/bench/$b" ]; then
@@ -118,6 +124,11 @@ for b in "${runs[@]}"; do
     names=("${engine_names[@]+"${engine_names[@]}"}")
   elif [ "$b" = agent_bench ]; then
     names=("${agent_names[@]+"${agent_names[@]}"}")
+  elif [ "$b" = scale_bench ]; then
+    echo
+    "$build_dir/bench/scale_bench" --nodes "${STRATA_SCALE_NODES:-100,1000,10000}" |
+      tee -a "$out" || status=$?
+    continue
   elif [ "$b" = torch_bench ]; then
     echo
     PYTHONPATH="$build_dir/python" /usr/bin/python3 "$(dirname "$0")/../bench/torch_bench.py" \
@@ -134,5 +145,5 @@ done
 
 echo
 echo "== Summary"
-grep '^ratio ' "$out" || true
+grep -E '^(ratio|scale) ' "$out" || true
 exit "$status"

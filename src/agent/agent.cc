@@ -5,9 +5,12 @@
 // and agent_server.cc.
 #include "agent/agent.h"
 
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstring>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -73,6 +76,15 @@ bool AllSettled(const std::string& dir, const std::vector<std::string>& files) {
   return true;
 }
 
+// Raises the soft limit on open descriptors to the hard one.
+void RaiseFileLimit() {
+  struct rlimit rl;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max) return;
+  rl.rlim_cur = rl.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &rl) != 0)
+    Log()->warn("raising the descriptor limit: {}", std::strerror(errno));
+}
+
 std::string YamlPath(const AgentConfig& c) {
   return JoinPath(c.local_dir, std::string(kReplicatorYaml));
 }
@@ -83,13 +95,14 @@ Agent::Agent(AgentConfig config)
     : config_(std::move(config)), pool_(ThreadPool::DefaultThreads() - 1) {}
 
 StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config) {
+  RaiseFileLimit();  // a coordinator keeps a connection per node
   std::unique_ptr<Agent> a(new Agent(std::move(config)));
   STRATA_RETURN_IF_ERROR(Env::Default()->CreateDir(a->config_.local_dir));
   STRATA_ASSIGN_OR_RETURN(a->store_, Store::Open(a->config_.local_dir, &a->pool_));
   a->ram_disk_ = DescribeRamDisk(a->config_.local_dir);
   a->LogRamDisk();
-  STRATA_ASSIGN_OR_RETURN(a->listener_,
-                          net::Socket::Listen(a->config_.listen.host, a->config_.listen.port, 128));
+  STRATA_ASSIGN_OR_RETURN(
+      a->listener_, net::Socket::Listen(a->config_.listen.host, a->config_.listen.port, SOMAXCONN));
   STRATA_ASSIGN_OR_RETURN(uint16_t port, a->listener_.LocalPort());
   // Advertise the configured port, or the bound one when listening on port 0.
   uint16_t advertised = a->config_.listen.port == 0 ? port : a->config_.advertise.port;
@@ -146,6 +159,10 @@ Agent::~Agent() {
   if (replicator_.joinable()) replicator_.join();
   if (backup_thread_.joinable()) backup_thread_.join();
   if (notice_thread_.joinable()) notice_thread_.join();
+  {
+    std::lock_guard<std::mutex> l(sync_socket_mu_);
+    if (sync_socket_ != nullptr) sync_socket_->Shutdown();  // ends its wait
+  }
   if (sync_thread_.joinable()) sync_thread_.join();
 }
 
@@ -433,8 +450,10 @@ StatusOr<bool> Agent::FetchAndReport(Incarnation& inc, const json&) {
   for (int attempt = 0; attempt < 10000 && !Stopping(); ++attempt) {
     if (SupersededByNewYaml())
       return CancelledError("a new replicator.yaml replaces this incarnation");
-    json wait = {
-        {"op", "await_plan"}, {"job", c.job_name}, {"round", inc.round}, {"plan_version", version}};
+    // The plan as this node needs it: its own source and the addresses of
+    // its holders and peers (O(1) in the job's size).
+    json wait = {{"op", "await_plan"},      {"job", c.job_name},   {"round", inc.round},
+                 {"plan_version", version}, {"node", c.node_rank}, {"peers", inc.peers}};
     auto plan = CallCoordinator(c, wait, kCallTimeout);
     if (!plan.ok() && plan.status().code() == StatusCode::kDeadlineExceeded) continue;
     if (!plan.ok()) return plan.status();

@@ -246,6 +246,8 @@ class Agent {
   SyncMap sync_map_;
   std::thread notice_thread_;
   std::thread sync_thread_;
+  std::mutex sync_socket_mu_;             // taken alone
+  net::Socket* sync_socket_ = nullptr;    // GUARDED_BY(sync_socket_mu_): the sync poll's
   std::optional<SyncJob> sync_job_;       // GUARDED_BY(mu_): set once registered
   int64_t published_sync_ = kNoSyncStep;  // GUARDED_BY(mu_): in the sync map
   // This node's on-demand step: replicated first, held for by a drain or a

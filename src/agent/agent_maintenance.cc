@@ -170,14 +170,45 @@ void Agent::PostNotice(const std::string& origin) {
   if (notice_unsent_ == origin) notice_unsent_.clear();
 }
 
-// One "sync" call at a time, each waiting at the coordinator for news.
+// One "sync" call at a time, each waiting at the coordinator for news, on
+// one connection kept open between calls (a job of N nodes would otherwise
+// cost the coordinator N handshakes per wait). ~Agent shuts the connection
+// down to end a wait early.
 void Agent::SyncPollMain() {
+  constexpr auto kWait = std::chrono::seconds(10);
   uint64_t generation = 0, collect = 0;
+  std::optional<RpcClient> client;
+  std::string connected_to;
+  auto drop = [&] {
+    std::lock_guard<std::mutex> l(sync_socket_mu_);
+    sync_socket_ = nullptr;
+    client.reset();
+  };
   while (!Stopping()) {
     std::optional<SyncJob> job = CurrentSyncJob();
     if (!job) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       continue;
+    }
+    auto to = CoordinatorEndpoint(job->config);
+    if (!to) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      continue;
+    }
+    if (client && connected_to != to->ToString()) drop();
+    if (!client) {
+      auto c =
+          RpcClient::Connect(*to, config_.secret, "node " + std::to_string(job->config.node_rank));
+      if (!c.ok()) {
+        Log()->debug("sync call: {}", c.status().message());
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        continue;
+      }
+      std::lock_guard<std::mutex> l(sync_socket_mu_);
+      client = std::move(*c);
+      connected_to = to->ToString();
+      sync_socket_ = &client->socket();
+      if (Stopping()) client->socket().Shutdown();  // ~Agent came first
     }
     json req = {{"op", "sync"},
                 {"job", job->config.job_name},
@@ -185,10 +216,12 @@ void Agent::SyncPollMain() {
                 {"step", node_step_.load()},
                 {"rate", node_rate_.load()},
                 {"generation", generation},
-                {"collect", collect}};
-    auto r = CallCoordinator(job->config, req, std::chrono::seconds(10));
+                {"collect", collect},
+                {"wait_ms", std::chrono::milliseconds(kWait).count()}};
+    auto r = client->Call(req, kWait + std::chrono::seconds(5));
     if (!r.ok()) {
       Log()->debug("sync call: {}", r.status().message());
+      drop();
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
       continue;
     }
@@ -207,6 +240,7 @@ void Agent::SyncPollMain() {
       Log()->warn("malformed reply to a sync call: {}", e.what());
     }
   }
+  drop();
 }
 
 // Publishes a decided on-demand step in the sync map. Withdrawals are local

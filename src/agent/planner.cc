@@ -69,6 +69,7 @@ std::optional<Source> FindSource(const Inventory& inv, int rank, int nodes, int 
     best_tier = tier;
     best = Source{src, {}, copies.front().digest};
     for (const Copy& c : copies) best->holders.push_back(c.holder);
+    if (tier == 0) break;  // its own store: nothing is better
   }
   return best;
 }

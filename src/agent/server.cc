@@ -202,7 +202,8 @@ void Session::ReadFrame(uint32_t max_payload, Then then) {
         if (self->closed_) return;
         if (ec) {  // a hang-up between calls is how connections end
           if (self->handshake_) return self->Close("rejected connection: " + ec.message());
-          self->Close(ec == asio::error::eof ? "" : "receiving: " + ec.message());
+          const bool hang_up = ec == asio::error::eof || ec == asio::error::connection_reset;
+          self->Close(hang_up ? "" : "receiving: " + ec.message());
           return;
         }
         uint32_t length = 0;
@@ -307,7 +308,13 @@ void Session::Answer(StatusOr<json> reply) {
   bool close_after = false;
   json out;
   if (!reply.ok()) {
-    Log()->warn("{} ({}): {}", peer_, who_, reply.status().message());
+    // Waits that ran out, superseded rounds and shutdown are how the
+    // protocol goes; only other errors are worth a warning.
+    const StatusCode code = reply.status().code();
+    const bool routine = code == StatusCode::kDeadlineExceeded || code == StatusCode::kAborted ||
+                         code == StatusCode::kUnavailable;
+    (routine ? Log()->debug("{} ({}): {}", peer_, who_, reply.status().message())
+             : Log()->warn("{} ({}): {}", peer_, who_, reply.status().message()));
     out = StatusToJson(reply.status());
     close_after = reply.status().code() == StatusCode::kDataLoss;  // stream out of sync
   } else {
