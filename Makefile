@@ -8,7 +8,7 @@ TSAN_DIR  ?= build-tsan
 # The concurrent parts, under ThreadSanitizer (where it runs clean): the
 # thread pool, the checkpointer's background saves, the transport; and the
 # object stores' parallel part uploads, ranged downloads and rate limiter.
-TSAN_FILTER ?= ThreadPool*:Checkpointer*:Hash*:Copy*:Net*:Frame*:Auth*:SyncMap*:AgentSync*:StreamVerify*:StrataStep*
+TSAN_FILTER ?= ServerTest*:Coordinator*:ThreadPool*:Checkpointer*:Hash*:Copy*:Net*:Frame*:Auth*:SyncMap*:AgentSync*:StreamVerify*:StrataStep*
 TSAN_STORAGE_FILTER ?= FileStore*:S3Pieces*:Backends/BackendTest.*
 
 .PHONY: all deps build test test-asan test-tsan demo bench format clean

@@ -431,10 +431,7 @@ StatusOr<json> Agent::CallCoordinator(const ReplicatorConfig& c, json request,
         "no coordinator: pass --coordinator or set master in "
         "replicator.yaml");
   }
-  STRATA_ASSIGN_OR_RETURN(
-      RpcClient client,
-      RpcClient::Connect(*to, config_.secret, "node " + std::to_string(c.node_rank)));
-  return client.Call(request, timeout);
+  return coordinator_link_.Call(*to, "node " + std::to_string(c.node_rank), request, timeout);
 }
 
 }  // namespace strata::agent

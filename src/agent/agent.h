@@ -197,6 +197,9 @@ class Agent {
   std::unique_ptr<Store> store_;
   RamDisk ram_disk_;  // what backs config_.local_dir; set at start
   Coordinator coordinator_;
+  // Calls to the coordinator keep their connections (one per thread that
+  // calls at a time): N nodes cost it N connections, not N handshakes per call.
+  RpcPool coordinator_link_{config_.secret};
   TransferTable transfers_;
   net::Socket listener_;
   Endpoint listen_;

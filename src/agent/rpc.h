@@ -9,8 +9,12 @@
 #define STRATA_AGENT_RPC_H_
 
 #include <chrono>
+#include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "agent/step_index.h"
 #include "agent/store.h"
@@ -47,10 +51,40 @@ class RpcClient {
   StatusOr<json> Call(const json& request, std::chrono::milliseconds timeout);
   net::Socket& socket() { return socket_; }
   const std::string& peer() const { return peer_; }
+  // Whether the last Call got its reply (ok or not): the connection is in
+  // step and may carry another call. After a failure to send or receive,
+  // close it.
+  bool answered() const { return answered_; }
 
  private:
   net::Socket socket_;
   std::string peer_;
+  bool answered_ = false;
+};
+
+// Connections kept open between calls, for a caller that calls the same
+// agents often (every agent its coordinator): a call takes an idle
+// connection to its target or opens one, and gives it back once answered;
+// a kept connection that turns out closed is replaced once. Only for calls
+// that are safe to repeat (every coordination call is). Thread-safe; a
+// connection serves one call at a time.
+class RpcPool {
+ public:
+  explicit RpcPool(std::string secret, size_t max_idle = 4);
+  // A call to `to` as `client_id` (see RpcClient::Connect).
+  StatusOr<json> Call(const Endpoint& to, const std::string& client_id, const json& request,
+                      std::chrono::milliseconds timeout);
+  void Clear();  // closes the idle connections
+
+ private:
+  std::optional<RpcClient> TakeIdle(const std::string& to);
+  void GiveBack(const std::string& to, RpcClient client);
+
+  const std::string secret_;
+  const size_t max_idle_;
+  std::mutex mu_;
+  // GUARDED_BY(mu_): by "host:port client-id"
+  std::map<std::string, std::vector<RpcClient>> idle_;
 };
 
 // Parses JSON from a peer, dropping anything nested deeper than 32 levels
