@@ -9,7 +9,6 @@
 
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,6 +19,7 @@
 #include "net/socket.h"
 #include "test_util.h"
 #include "util/hash.h"
+#include "util/process.h"
 
 namespace strata::net {
 namespace {
@@ -60,16 +60,6 @@ std::string ReadRange(int fd, uint64_t offset, size_t n) {
   std::string s(n, '\0');
   EXPECT_EQ(::pread(fd, s.data(), n, offset), static_cast<ssize_t>(n));
   return s;
-}
-
-// Peak resident set size of this process in KiB (VmHWM).
-long PeakRssKiB() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
-  }
-  return -1;
 }
 
 double Seconds(Clock::time_point start) {
@@ -298,11 +288,12 @@ TEST_F(FrameTest, RoundTripsPayloadsOfEverySize) {
 TEST_F(FrameTest, OversizedFrameIsRejectedWithoutAllocatingIt) {
   const auto header = EncodeFrameHeader(kFirstAgentFrameType, 0, 0x80000000u);
   SendRaw(std::string_view(header.data(), header.size()));
-  const long rss_before = PeakRssKiB();
+  const int64_t rss_before = ProcessStatus("VmHWM").value_or(-1);
   auto start = Clock::now();
   auto frame = RecvFrame(server_, kLimit, Soon());
   EXPECT_LT(Seconds(start), 2) << "it waited for the payload";
-  EXPECT_LT(PeakRssKiB() - rss_before, 512 << 10) << "it allocated the announced payload";
+  EXPECT_LT(ProcessStatus("VmHWM").value_or(-1) - rss_before, 512 << 10)
+      << "it allocated the announced payload";
   ASSERT_EQ(frame.status().code(), StatusCode::kInvalidArgument) << frame.status().ToString();
   EXPECT_NE(frame.status().message().find(server_.peer() +
                                           " sent a 2.0 GiB message (frame type 16); the limit "

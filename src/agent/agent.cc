@@ -5,12 +5,10 @@
 // and agent_server.cc.
 #include "agent/agent.h"
 
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cstring>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -76,15 +74,6 @@ bool AllSettled(const std::string& dir, const std::vector<std::string>& files) {
   return true;
 }
 
-// Raises the soft limit on open descriptors to the hard one.
-void RaiseFileLimit() {
-  struct rlimit rl;
-  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max) return;
-  rl.rlim_cur = rl.rlim_max;
-  if (::setrlimit(RLIMIT_NOFILE, &rl) != 0)
-    Log()->warn("raising the descriptor limit: {}", std::strerror(errno));
-}
-
 std::string YamlPath(const AgentConfig& c) {
   return JoinPath(c.local_dir, std::string(kReplicatorYaml));
 }
@@ -95,7 +84,6 @@ Agent::Agent(AgentConfig config)
     : config_(std::move(config)), pool_(ThreadPool::DefaultThreads() - 1) {}
 
 StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config) {
-  RaiseFileLimit();  // a coordinator keeps a connection per node
   std::unique_ptr<Agent> a(new Agent(std::move(config)));
   STRATA_RETURN_IF_ERROR(Env::Default()->CreateDir(a->config_.local_dir));
   STRATA_ASSIGN_OR_RETURN(a->store_, Store::Open(a->config_.local_dir, &a->pool_));

@@ -1,6 +1,8 @@
 // Copyright 2026 The Strata Authors.
 #include "agent/coordinator.h"
 
+#include <future>
+
 #include "util/hash.h"
 #include "util/logging.h"
 
@@ -40,17 +42,10 @@ void Coordinator::HandleAsync(const json& req, Done done) {
 }
 
 StatusOr<json> Coordinator::Handle(const json& req) {
-  std::mutex m;
-  std::condition_variable cv;
-  std::optional<StatusOr<json>> result;
-  HandleAsync(req, [&](StatusOr<json> r) {
-    std::lock_guard<std::mutex> l(m);
-    result = std::move(r);
-    cv.notify_all();
-  });
-  std::unique_lock<std::mutex> l(m);
-  cv.wait(l, [&] { return result.has_value(); });
-  return std::move(*result);
+  std::promise<StatusOr<json>> answer;
+  std::future<StatusOr<json>> got = answer.get_future();
+  HandleAsync(req, [&answer](StatusOr<json> r) { answer.set_value(std::move(r)); });
+  return got.get();
 }
 
 Coordinator::Answer Coordinator::Dispatch(const json& req, Done& done) {
@@ -95,11 +90,10 @@ void Coordinator::Wake(const std::string& name, bool only_expired) {
   std::string next = name;
   for (;;) {
     auto it = waiters_.find(next);
-    if (it != waiters_.end()) {
+    if (it != waiters_.end()) {  // checks never park, so `it` stays valid
       const auto now = Clock::now();
-      std::vector<Waiter> parked = std::move(it->second);
       std::vector<Waiter> kept;
-      for (Waiter& w : parked) {
+      for (Waiter& w : it->second) {
         const bool expired = now >= w.deadline;
         Answer a = (only_expired && !expired) ? std::nullopt : w.check(expired);
         if (a) {
@@ -109,10 +103,11 @@ void Coordinator::Wake(const std::string& name, bool only_expired) {
           kept.push_back(std::move(w));
         }
       }
-      auto& now_parked = waiters_[next];  // calls parked by the checks, if any
-      for (Waiter& w : now_parked) kept.push_back(std::move(w));
-      now_parked = std::move(kept);
-      if (now_parked.empty()) waiters_.erase(next);
+      if (kept.empty()) {
+        waiters_.erase(it);
+      } else {
+        it->second = std::move(kept);
+      }
     }
     if (rewake_.empty()) break;
     next = *rewake_.begin();
@@ -296,10 +291,6 @@ json Coordinator::PlanJson(const Job& job, int node, const std::vector<int>& pee
   return plan;
 }
 
-bool Coordinator::WaitsByDesign(std::string_view op) {
-  return op == "await_plan" || op == "ready" || op == "sync";
-}
-
 void Coordinator::Shutdown() {
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -326,7 +317,10 @@ Coordinator::Answer Coordinator::AwaitPlan(const json& req, Done& done) {
   auto p = req.find("peers");
   if (p != req.end() && p->is_array()) {
     for (const auto& n : *p) {
-      if (!n.is_number_integer()) return InvalidArgumentError("\"peers\" must hold node ranks");
+      if (!n.is_number_integer()) {
+        return InvalidArgumentError("await_plan of job " + name +
+                                    ": \"peers\" must hold node ranks");
+      }
       peers.push_back(n.get<int>());
     }
   }

@@ -76,20 +76,17 @@ class Coordinator {
   // "quarantine_step", "add_copies"; NOT_FOUND for other ops) through
   // `done`, exactly once: at once, or for a waiting call once it may
   // return. `done` never runs under the coordinator's lock; it runs on the
-  // calling thread or on the thread that completed the wait.
+  // calling thread, on the thread whose call completed the wait, or on the
+  // timer thread (a deadline).
   void HandleAsync(const json& request, Done done);
   // The same, blocking the calling thread until the answer.
   StatusOr<json> Handle(const json& request);
-  // Whether a call `op` waits in the coordinator by design, one per node of
-  // a job (the plan, the ready barrier, the sync long-poll).
-  static bool WaitsByDesign(std::string_view op);
   // Calls parked now (for status and tests).
   size_t waiting() const;
 
-  // Wakes every call waiting in the coordinator (a plan, the ready barrier,
-  // a sync long-poll) and makes it return UNAVAILABLE, now and later. The
-  // owner calls it before it waits for its serving threads to finish and
-  // destroys the coordinator.
+  // Answers every parked call (a plan, the ready barrier, a sync long-poll)
+  // UNAVAILABLE, and every later one at once. The owner calls it before it
+  // stops whatever delivers the answers (the Server).
   void Shutdown();
 
   // Makes the coordinator plan with and schedule backups in `store`, which

@@ -1,8 +1,6 @@
 // Copyright 2026 The Strata Authors.
 #include "agent/server.h"
 
-#include <sys/resource.h>
-
 #include <asio.hpp>
 #include <atomic>
 #include <map>
@@ -14,6 +12,7 @@
 #include "net/frame.h"
 #include "net/handshake_budget.h"
 #include "util/logging.h"
+#include "util/process.h"
 
 namespace strata::agent {
 namespace {
@@ -21,38 +20,37 @@ namespace {
 using asio::ip::tcp;
 using ErrorCode = asio::error_code;
 
-std::string PeerName(const tcp::endpoint& e) {
-  const std::string host = e.address().to_string();
-  return (e.address().is_v6() ? "[" + host + "]" : host) + ":" + std::to_string(e.port());
-}
-
+// 3/4 of the descriptor limit (raised to the hard one first).
 int DefaultMaxConnections() {
-  struct rlimit rl;
-  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 4096;
-  return std::max<int>(64, static_cast<int>(rl.rlim_cur / 4 * 3));
+  const int64_t limit = RaiseFileLimit();
+  return limit < 0 ? 1 << 20 : static_cast<int>(std::max<int64_t>(64, limit / 4 * 3));
 }
 
-// At most one log line per `every` for a kind of event that may repeat
-// thousands of times a second (refused connections).
-class RateLimitedLog {
- public:
-  // True when the caller should log now; *count is how many happened since.
-  bool Due(std::chrono::steady_clock::duration every, uint64_t* count) {
-    std::lock_guard<std::mutex> l(mu_);
-    ++events_;
-    const auto now = std::chrono::steady_clock::now();
-    if (logged_ != std::chrono::steady_clock::time_point{} && now - logged_ < every) return false;
-    logged_ = now;
-    *count = events_;
-    events_ = 0;
-    return true;
+// The reply frame for a call's answer from `peer` (`who`), with the error
+// logged as it deserves; none when the answer says "closed" (the call's
+// data was its answer). *close_after: close the connection after it
+// (DATA_LOSS: the stream is out of sync).
+std::optional<std::string> ReplyFrame(StatusOr<json> answer, const std::string& peer,
+                                      const std::string& who, bool* close_after) {
+  *close_after = false;
+  if (answer.ok()) {
+    if (answer->value("closed", false)) return std::nullopt;
+    (*answer)["ok"] = true;
+    return net::EncodeFrame(kFrameReply, answer->dump());
   }
+  // Waits that ran out, superseded rounds and shutdown are how the protocol
+  // goes; only other errors are worth a warning.
+  const StatusCode code = answer.status().code();
+  const bool routine = code == StatusCode::kDeadlineExceeded || code == StatusCode::kAborted ||
+                       code == StatusCode::kUnavailable;
+  Log()->log(routine ? spdlog::level::debug : spdlog::level::warn, "{} ({}): {}", peer, who,
+             answer.status().message());
+  *close_after = code == StatusCode::kDataLoss;
+  return net::EncodeFrame(kFrameReply, StatusToJson(answer.status()).dump());
+}
 
- private:
-  std::mutex mu_;
-  uint64_t events_ = 0;
-  std::chrono::steady_clock::time_point logged_{};
-};
+// Repeated refusals and accept errors are logged at most this often.
+constexpr auto kLogPeriod = std::chrono::seconds(10);
 
 }  // namespace
 
@@ -81,15 +79,19 @@ class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
   void Called() { ++calls_; }
   // Reserves a place for a long call: false when max_long_calls run.
   bool ReserveLong();
-  // Runs a reserved long call on a thread of its own (null: gives the
-  // reservation back). False once stopped.
+  void ReleaseLong();  // a reservation not used
+  // Runs a reserved long call on a thread of its own; false (the
+  // reservation given back) once stopped.
   bool RunLong(std::function<void()> fn);
 
  private:
   void Accept();
   void OnAccepted(tcp::socket socket);
   // `what`: "unauthenticated " or "".
-  void Refuse(const char* what, const std::string& peer, const std::string& why);
+  // Counts a refused connection; logs `count` of them as one line when
+  // `due` (a LogLimiter's verdict).
+  void Refused(bool due, uint64_t count, const char* what, const std::string& peer,
+               const std::string& why);
   void Reap(uint64_t thread_id);
 
   Options options_;
@@ -100,8 +102,9 @@ class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
   asio::steady_timer accept_retry_{io_};
   asio::thread_pool workers_;
   std::thread loop_;
-  net::HandshakeBudget budget_;
-  RateLimitedLog refusals_;
+  net::HandshakeBudget budget_;  // counts its own refusals
+  LogLimiter over_cap_;          // connections refused at max_connections
+  LogLimiter accept_errors_;
   std::map<uint64_t, std::shared_ptr<Session>> sessions_;  // loop thread only
   uint64_t next_session_ = 0;                              // loop thread only
   std::atomic<bool> stopped_{false};
@@ -139,7 +142,10 @@ class Session : public std::enable_shared_from_this<Session> {
  private:
   using Then = std::function<void()>;
   void Arm(std::chrono::milliseconds after, std::string why);
-  void Disarm() { ++timer_generation_, timer_.cancel(); }
+  void Disarm() {
+    ++timer_generation_;
+    timer_.cancel();
+  }
   void ReadFrame(uint32_t max_payload, Then then);
   void Write(std::string bytes, Then then);
   void RefuseHandshake(const std::string& refusal, const Status& status);
@@ -306,23 +312,9 @@ void Session::Control(json request) {
 void Session::Answer(StatusOr<json> reply) {
   if (closed_) return;
   bool close_after = false;
-  json out;
-  if (!reply.ok()) {
-    // Waits that ran out, superseded rounds and shutdown are how the
-    // protocol goes; only other errors are worth a warning.
-    const StatusCode code = reply.status().code();
-    const bool routine = code == StatusCode::kDeadlineExceeded || code == StatusCode::kAborted ||
-                         code == StatusCode::kUnavailable;
-    (routine ? Log()->debug("{} ({}): {}", peer_, who_, reply.status().message())
-             : Log()->warn("{} ({}): {}", peer_, who_, reply.status().message()));
-    out = StatusToJson(reply.status());
-    close_after = reply.status().code() == StatusCode::kDataLoss;  // stream out of sync
-  } else {
-    if (reply->value("closed", false)) return Close("");
-    out = std::move(*reply);
-    out["ok"] = true;
-  }
-  Write(net::EncodeFrame(kFrameReply, out.dump()), [this, close_after] {
+  std::optional<std::string> frame = ReplyFrame(std::move(reply), peer_, who_, &close_after);
+  if (!frame) return Close("");
+  Write(std::move(*frame), [this, close_after] {
     if (close_after) return Close("");
     AwaitCall();
   });
@@ -340,7 +332,7 @@ void Session::Long(json request) {
   ErrorCode ec;
   const int fd = socket_.release(ec);
   if (ec) {
-    server_->RunLong(nullptr);  // gives the reservation back
+    server_->ReleaseLong();
     return Close("taking the connection off the event loop: " + ec.message());
   }
   auto socket = std::make_shared<net::Socket>(net::Socket::Adopt(fd, peer_));
@@ -356,22 +348,12 @@ void Session::Long(json request) {
     } catch (const json::exception& e) {
       r = InvalidArgumentError(std::string("malformed call: ") + e.what());
     }
-    bool keep = true;
-    if (!r.ok()) {
-      Log()->warn("{} ({}): {}", peer, who, r.status().message());
-      keep = net::SendFrame(*socket, kFrameReply, StatusToJson(r.status()).dump(),
-                            net::DeadlineAfter(reply_timeout))
-                 .ok() &&
-             r.status().code() != StatusCode::kDataLoss;  // the stream is out of sync
-    } else if (r->value("closed", false)) {
-      keep = false;
-    } else {
-      json out = std::move(*r);
-      out["ok"] = true;
-      keep =
-          net::SendFrame(*socket, kFrameReply, out.dump(), net::DeadlineAfter(reply_timeout)).ok();
-    }
-    if (!keep) socket->Close();
+    bool close_after = false;
+    std::optional<std::string> frame = ReplyFrame(std::move(r), peer, who, &close_after);
+    const bool sent =
+        frame &&
+        socket->SendAll(frame->data(), frame->size(), net::DeadlineAfter(reply_timeout)).ok();
+    if (!sent || close_after) socket->Close();
     if (auto s = server.lock()) {
       asio::post(s->io(), [session, socket]() mutable {
         if (auto live = session.lock()) live->Resume(std::move(*socket));
@@ -413,8 +395,9 @@ void Server::Impl::Accept() {
   acceptor_.async_accept([this](ErrorCode ec, tcp::socket socket) {
     if (stopped_ || ec == asio::error::operation_aborted) return;
     if (ec) {  // e.g. out of descriptors: try again shortly
+      accept_errors_.Add();
       uint64_t n = 0;
-      if (refusals_.Due(std::chrono::seconds(10), &n)) Log()->warn("accept: {}", ec.message());
+      if (accept_errors_.Due(kLogPeriod, &n)) Log()->warn("accept ({} times): {}", n, ec.message());
       accept_retry_.expires_after(std::chrono::milliseconds(100));
       accept_retry_.async_wait([this](ErrorCode e) {
         if (!e && !stopped_) Accept();
@@ -426,12 +409,10 @@ void Server::Impl::Accept() {
   });
 }
 
-void Server::Impl::Refuse(const char* what, const std::string& peer, const std::string& why) {
+void Server::Impl::Refused(bool due, uint64_t count, const char* what, const std::string& peer,
+                           const std::string& why) {
   ++refused_;
-  uint64_t n = 0;
-  if (refusals_.Due(std::chrono::seconds(10), &n)) {
-    Log()->warn("closed {} {}connection(s), latest from {}: {}", n, what, peer, why);
-  }
+  if (due) Log()->warn("closed {} {}connection(s), latest from {}: {}", count, what, peer, why);
 }
 
 void Server::Impl::OnAccepted(tcp::socket socket) {
@@ -439,15 +420,18 @@ void Server::Impl::OnAccepted(tcp::socket socket) {
   ErrorCode ec;
   const tcp::endpoint remote = socket.remote_endpoint(ec);
   if (ec) return;  // gone already
-  const std::string peer = PeerName(remote);
+  const std::string peer = net::HostPort(remote.address().to_string(), remote.port());
+  uint64_t n = 0;
   if (open_.load() >= options_.max_connections) {
-    return Refuse("", peer, std::to_string(options_.max_connections) + " connections open");
+    over_cap_.Add();
+    return Refused(over_cap_.Due(kLogPeriod, &n), n, "", peer,
+                   std::to_string(options_.max_connections) + " connections open");
   }
-  const std::string source = remote.address().to_string();
+  const std::string source = net::SourceAddress(peer);
   if (!budget_.TryAcquire(source)) {
-    return Refuse("unauthenticated ", peer,
-                  std::to_string(options_.max_handshakes) + " handshakes in progress at most, " +
-                      std::to_string(options_.max_handshakes_per_source) + " from one address");
+    return Refused(budget_.RefusalsToLog(kLogPeriod, &n), n, "unauthenticated ", peer,
+                   std::to_string(options_.max_handshakes) + " handshakes in progress at most, " +
+                       std::to_string(options_.max_handshakes_per_source) + " from one address");
   }
   socket.set_option(tcp::no_delay(true), ec);
   const uint64_t id = ++next_session_;
@@ -469,9 +453,14 @@ bool Server::Impl::ReserveLong() {
   return true;
 }
 
+void Server::Impl::ReleaseLong() {
+  std::lock_guard<std::mutex> l(long_mu_);
+  --long_calls_;
+}
+
 bool Server::Impl::RunLong(std::function<void()> fn) {
   std::lock_guard<std::mutex> l(long_mu_);
-  if (stopped_ || !fn) {
+  if (stopped_) {
     --long_calls_;
     return false;
   }

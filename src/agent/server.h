@@ -18,7 +18,8 @@
 // Bounds: at most max_handshakes connections authenticating at once,
 // max_handshakes_per_source from one address, each for auth_timeout; a
 // connection over budget is closed at once. At most max_connections open
-// (default: 3/4 of the descriptor limit). An authenticated connection idle
+// (default: 3/4 of the descriptor limit, whose soft value Start raises to
+// the hard one). An authenticated connection idle
 // for idle_timeout is closed. Malformed, oversized or unauthenticated input
 // is logged with its reason and the connection closed; the server serves on.
 //
@@ -51,7 +52,7 @@ class Server {
     int max_handshakes = 1024;
     int max_handshakes_per_source = 8;
     int max_long_calls = 64;
-    int max_connections = 0;  // 0: 3/4 of RLIMIT_NOFILE
+    int max_connections = 0;  // 0: 3/4 of RLIMIT_NOFILE, raised to its hard limit
     int workers = 2;
     std::chrono::milliseconds auth_timeout{5000};
     std::chrono::milliseconds idle_timeout{std::chrono::minutes(5)};

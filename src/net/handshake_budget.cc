@@ -8,7 +8,7 @@ bool HandshakeBudget::TryAcquire(const std::string& source) {
   int& mine = by_source_[source];
   if (in_use_ >= total_ || mine >= per_source_) {
     if (mine == 0) by_source_.erase(source);
-    ++refused_;
+    refusals_.Add();
     return false;
   }
   ++mine;
@@ -25,13 +25,7 @@ void HandshakeBudget::Release(const std::string& source) {
 }
 
 bool HandshakeBudget::RefusalsToLog(std::chrono::steady_clock::duration every, uint64_t* count) {
-  std::lock_guard<std::mutex> l(mu_);
-  const auto now = std::chrono::steady_clock::now();
-  *count = refused_ - refused_logged_;
-  if (*count == 0 || (refused_logged_ > 0 && now - logged_at_ < every)) return false;
-  refused_logged_ = refused_;
-  logged_at_ = now;
-  return true;
+  return refusals_.Due(every, count);
 }
 
 std::string SourceAddress(std::string_view peer) {

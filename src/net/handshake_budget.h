@@ -1,13 +1,12 @@
 // Copyright 2026 The Strata Authors.
 //
 // HandshakeBudget: how many connections may be authenticating at once, in
-// all and from one source address. A connection costs a thread and a slot
-// until it has proved it knows the job's secret (or failed to, or its
-// handshake timed out); without a budget, idle connections from anyone who
-// can reach the port, or a client reconnecting every few seconds, would hold
-// every slot and the agent's own peers would be refused. With it, one source
-// holds at most `per_source` slots, and a connection over budget is closed
-// at once, before it costs a thread.
+// all and from one source address. A connection holds a slot until it has
+// proved it knows the job's secret (or failed to, or its handshake timed
+// out); without a budget, idle connections from anyone who can reach the
+// port, or a client reconnecting every few seconds, would hold every slot
+// and the agent's own peers would be refused. With it, one source holds at
+// most `per_source` slots, and a connection over budget is closed at once.
 //
 // Thread-safe.
 #ifndef STRATA_NET_HANDSHAKE_BUDGET_H_
@@ -19,6 +18,8 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+
+#include "util/logging.h"
 
 namespace strata::net {
 
@@ -40,11 +41,9 @@ class HandshakeBudget {
   const int total_;
   const int per_source_;
   std::mutex mu_;
-  int in_use_ = 0;                                     // guarded by mu_
-  std::map<std::string, int> by_source_;               // guarded by mu_
-  uint64_t refused_ = 0;                               // guarded by mu_
-  uint64_t refused_logged_ = 0;                        // guarded by mu_
-  std::chrono::steady_clock::time_point logged_at_{};  // guarded by mu_
+  int in_use_ = 0;                        // guarded by mu_
+  std::map<std::string, int> by_source_;  // guarded by mu_
+  LogLimiter refusals_;
 };
 
 // The address part of "host:port" or "[v6]:port" (the whole text if it has

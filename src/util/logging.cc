@@ -30,4 +30,19 @@ bool SetLogLevel(const std::string& level) {
   return true;
 }
 
+void LogLimiter::Add() {
+  std::lock_guard<std::mutex> l(mu_);
+  ++events_;
+}
+
+bool LogLimiter::Due(std::chrono::steady_clock::duration every, uint64_t* count) {
+  std::lock_guard<std::mutex> l(mu_);
+  const auto now = std::chrono::steady_clock::now();
+  *count = events_ - logged_;
+  if (*count == 0 || (logged_ > 0 && now - logged_at_ < every)) return false;
+  logged_ = events_;
+  logged_at_ = now;
+  return true;
+}
+
 }  // namespace strata

@@ -7,6 +7,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+
 namespace strata {
 
 // Never null. Thread-safe.
@@ -14,6 +18,23 @@ spdlog::logger* Log();
 
 // Sets the level by name; false if the name is unknown.
 bool SetLogLevel(const std::string& level);
+
+// For events that may come thousands of times a second (refused
+// connections): Add() each one; Due() says when to log them as one line.
+// Thread-safe.
+class LogLimiter {
+ public:
+  void Add();
+  // True for the first event, then at most once every `every`; *count is
+  // how many events came since the last true. False while none came.
+  bool Due(std::chrono::steady_clock::duration every, uint64_t* count);
+
+ private:
+  std::mutex mu_;
+  uint64_t events_ = 0;                                // guarded by mu_
+  uint64_t logged_ = 0;                                // guarded by mu_: events_ at the last line
+  std::chrono::steady_clock::time_point logged_at_{};  // guarded by mu_
+};
 
 }  // namespace strata
 
