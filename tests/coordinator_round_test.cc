@@ -83,5 +83,62 @@ TEST_F(CoordinatorRoundTest, ManyNodesRetryingAtRandomConvergeOnOneRound) {
   EXPECT_EQ((*plan)["addresses"].size(), static_cast<size_t>(kNodes));
 }
 
+// A node's plan names its own source and the addresses of its holders and
+// peers only, however large the job; without "node" the whole plan comes.
+TEST_F(CoordinatorRoundTest, ANodesPlanHoldsOnlyWhatItNeeds) {
+  constexpr int kNodes = 50;
+  for (int n = 0; n < kNodes; ++n) {
+    const int left = (n + kNodes - 1) % kNodes;
+    json req = {{"op", "register"},
+                {"job", "j"},
+                {"nodes", kNodes},
+                {"node", n},
+                {"dp", 1},
+                {"address", "127.0.0.1:" + std::to_string(7000 + n)},
+                {"incarnation", "i" + std::to_string(n)},
+                // Its own step, and its left neighbour's copy.
+                {"inventory", json::array({json::array({n, 10, "00000000000000aa"}),
+                                           json::array({left, 10, "00000000000000aa"})})}};
+    ASSERT_TRUE(c_.Handle(req).ok());
+  }
+  auto wait = [&](json req) {
+    req.update({{"op", "await_plan"}, {"job", "j"}, {"round", 1}, {"plan_version", 0}});
+    return c_.Handle(req);
+  };
+  auto plan = wait({{"node", 3}, {"peers", {4, 20}}});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ((*plan)["step"], 10);
+  EXPECT_EQ((*plan)["sources"].size(), 1u);
+  EXPECT_EQ((*plan)["sources"]["3"]["holders"], json::array({3, 4}));
+  EXPECT_EQ((*plan)["addresses"],
+            json({{"3", "127.0.0.1:7003"}, {"4", "127.0.0.1:7004"}, {"20", "127.0.0.1:7020"}}));
+  auto whole = wait(json::object());
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ((*whole)["sources"].size(), static_cast<size_t>(kNodes));
+  EXPECT_EQ((*whole)["addresses"].size(), static_cast<size_t>(kNodes));
+}
+
+// The watermark is the lowest newest step over every node, -1 until each
+// has reported; a report older than a node's newest changes nothing.
+TEST_F(CoordinatorRoundTest, TheWatermarkIsTheSlowestNodesNewestStep) {
+  auto report = [&](int node, int64_t step) {
+    auto r = c_.Handle({{"op", "replicated"},
+                        {"job", "j"},
+                        {"node", node},
+                        {"step", step},
+                        {"nodes", 3},
+                        {"dp", 1}});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? (*r)["watermark"].get<int64_t>() : -2;
+  };
+  EXPECT_EQ(report(0, 10), -1);
+  EXPECT_EQ(report(1, 20), -1);
+  EXPECT_EQ(report(2, 30), 10);
+  EXPECT_EQ(report(0, 40), 20);
+  EXPECT_EQ(report(1, 15), 20);  // older than node 1's newest
+  EXPECT_EQ(report(1, 50), 30);
+  EXPECT_EQ(report(2, 60), 40);
+}
+
 }  // namespace
 }  // namespace strata::agent

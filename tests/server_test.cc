@@ -12,7 +12,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -21,6 +20,7 @@
 #include "agent/coordinator.h"
 #include "agent/rpc.h"
 #include "net/frame.h"
+#include "util/process.h"
 
 namespace strata::agent {
 namespace {
@@ -29,27 +29,20 @@ using namespace std::chrono_literals;
 
 constexpr char kSecret[] = "server-test-secret-0123456789";
 
-int ThreadsOfThisProcess() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
-  }
-  return -1;
-}
-
 class ServerTest : public ::testing::Test {
  protected:
   // Serves `coordinator_` plus the test's own calls: "long" (a long call
   // that answers with its thread's id after `long_gate_` opens) and
   // "hold" (a control call whose answer the test gives later).
-  void StartServer(int max_long_calls = 64) {
+  void StartServer(int max_long_calls = 64,
+                   std::chrono::milliseconds idle_timeout = std::chrono::minutes(5)) {
     auto listener = net::Socket::Listen("127.0.0.1", 0, SOMAXCONN);
     ASSERT_TRUE(listener.ok()) << listener.status().ToString();
     endpoint_ = Endpoint{"127.0.0.1", static_cast<uint16_t>(*listener->LocalPort())};
     Server::Options options;
     options.secret = kSecret;
     options.max_long_calls = max_long_calls;
+    options.idle_timeout = idle_timeout;
     Server::Handlers handlers;
     handlers.is_long = [](const std::string& op) { return op == "long"; };
     handlers.control = [this](const json& request, const std::string&, Server::Reply reply) {
@@ -118,7 +111,7 @@ TEST_F(ServerTest, ParkedCallsHoldNoThread) {
                                   {"incarnation", "i" + std::to_string(n)}});
     ASSERT_TRUE(r.ok()) << r.status().ToString();
   }
-  const int threads_before = ThreadsOfThisProcess();
+  const int threads_before = ProcessStatus("Threads").value_or(-1);
   std::vector<RpcClient> clients;
   for (int n = 0; n < kNodes; ++n) {
     clients.push_back(Connect("node " + std::to_string(n)));
@@ -137,7 +130,7 @@ TEST_F(ServerTest, ParkedCallsHoldNoThread) {
   for (int i = 0; i < 500 && coordinator_.waiting() < kNodes; ++i)
     std::this_thread::sleep_for(10ms);
   EXPECT_EQ(coordinator_.waiting(), static_cast<size_t>(kNodes));
-  EXPECT_LE(ThreadsOfThisProcess(), threads_before + 2);
+  EXPECT_LE(ProcessStatus("Threads").value_or(-1), threads_before + 2);
   EXPECT_EQ(server_->stats().open, kNodes);
 
   coordinator_.Shutdown();
@@ -247,6 +240,25 @@ TEST_F(ServerTest, StopWithCallsInFlight) {
     if (f.ok()) f = net::RecvFrame(c->socket(), 1 << 20, net::DeadlineAfter(10s));
     EXPECT_EQ(f.status().code(), StatusCode::kUnavailable) << f.status().ToString();
   }
+}
+
+// RpcPool keeps a connection across calls (one handshake for several calls)
+// and replaces a kept one the server closed meanwhile, without the caller
+// seeing an error.
+TEST_F(ServerTest, APoolKeepsItsConnectionAndReplacesAClosedOne) {
+  StartServer(64, /*idle_timeout=*/200ms);
+  RpcPool pool(kSecret);
+  json ask = {{"op", "node_address"}, {"job", "nobody"}, {"node", 0}};
+  for (int i = 0; i < 3; ++i) {
+    auto r = pool.Call(endpoint_, "node 1", ask, 10s);
+    EXPECT_EQ(r.status().code(), StatusCode::kNotFound) << r.status().ToString();
+  }
+  EXPECT_EQ(server_->stats().authenticated, 1u);
+  for (int i = 0; i < 300 && server_->stats().open > 0; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(server_->stats().open, 0);  // the server closed the idle connection
+  auto r = pool.Call(endpoint_, "node 1", ask, 10s);
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound) << r.status().ToString();
+  EXPECT_EQ(server_->stats().authenticated, 2u);
 }
 
 }  // namespace
