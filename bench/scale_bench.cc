@@ -5,10 +5,13 @@
 // loopback sockets by N simulated agents that speak the agent's protocol
 // (HMAC handshake, framed JSON calls) — all of them on one event-loop
 // thread of this process, each from a loopback address of its own
-// (127.x.y.z), as N nodes would come from N hosts. Like the agent, a
-// simulated agent opens a connection per registration, plan and ready call
-// and retries with jittered backoff when a call cannot be made; its sync
-// long-poll and its replication reports keep one connection each.
+// (127.x.y.z), as N nodes would come from N hosts. Like the agent
+// (RpcPool), a simulated agent keeps one connection to the coordinator for
+// its registration, plan and ready calls, opens a new one (retrying with
+// jittered backoff) when it cannot make a call, and sends the agent's
+// fields with the agent's waits (the coordinator's default for the plan
+// and the barrier, 10 s for the sync long-poll); its sync long-poll and its
+// replication reports keep one connection each.
 //
 // For each N (--nodes, default 100,1000,10000) one line:
 //
@@ -34,7 +37,6 @@
 // N = 10,000 on 2 cores: every round <= 10 s, the sync decision <= 1 s,
 // the coordinator <= 1 GiB (docs/agent.md, "Scale").
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,7 +44,6 @@
 #include <asio.hpp>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <random>
@@ -57,6 +58,7 @@
 #include "net/frame.h"
 #include "util/hash.h"
 #include "util/logging.h"
+#include "util/process.h"
 
 namespace strata {
 namespace {
@@ -71,16 +73,6 @@ constexpr char kJob[] = "scale";
 constexpr int64_t kStep = 100;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-// As many descriptors as allowed (root may raise the hard limit too).
-void RaiseFileLimit() {
-  struct rlimit rl;
-  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
-  struct rlimit want = {1 << 17, 1 << 17};
-  if (::setrlimit(RLIMIT_NOFILE, &want) == 0) return;
-  rl.rlim_cur = rl.rlim_max;
-  ::setrlimit(RLIMIT_NOFILE, &rl);
-}
 
 // ---------------------------------------------------------------------------
 // The coordinator process.
@@ -147,14 +139,9 @@ struct CoordinatorProcess {
     ::close(ports[0]);
     return p;
   }
-  // VmHWM of the process, in MiB.
+  // Peak resident memory of the process, in MiB.
   double PeakRssMib() const {
-    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-    std::string line;
-    while (std::getline(status, line)) {
-      if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
-    }
-    return -1;
+    return static_cast<double>(ProcessStatus("VmHWM", pid).value_or(-1024)) / 1024.0;
   }
   void Stop() {
     ::close(stdin_fd);
@@ -364,7 +351,7 @@ class Fleet {
       bool decided = false;
     };
     std::vector<Poll> polls(nodes_);
-    int open = 0, decided = 0, parked_rounds = 0;
+    int decided = 0, parked_rounds = 0;
     bool notice_sent = false;
     Clock::time_point notice_at;
     std::function<void(int)> sync = [&](int n) {
@@ -375,7 +362,7 @@ class Fleet {
                   {"rate", 10.0},
                   {"generation", polls[n].generation},
                   {"collect", polls[n].collect},
-                  {"wait_ms", 30000}};
+                  {"wait_ms", 10000}};
       polls[n].conn->Call(req, [&, n](StatusOr<json> r) {
         if (!r.ok()) Fail("sync of node " + std::to_string(n), r.status());
         Poll& p = polls[n];
@@ -394,7 +381,6 @@ class Fleet {
     for (int n = 0; n < nodes_; ++n) {
       OpenWithRetry(n, [&, n](std::shared_ptr<Conn> c) {
         polls[n].conn = c;
-        ++open;
         sync(n);
       });
     }
@@ -500,13 +486,9 @@ class Fleet {
   void AwaitPlan(int n, int64_t round, int64_t version,
                  const std::function<std::string(int, const json&)>& check,
                  std::function<void()> finished) {
-    json req = {{"op", "await_plan"},
-                {"job", kJob},
-                {"round", round},
-                {"node", n},
-                {"plan_version", version},
-                {"wait_ms", 5000},
-                {"peers", json::array({(n + 1) % nodes_})}};
+    json req = {{"op", "await_plan"},      {"job", kJob},
+                {"round", round},          {"node", n},
+                {"plan_version", version}, {"peers", json::array({(n + 1) % nodes_})}};
     Call(n, req, [this, n, round, version, check, finished](StatusOr<json> r) {
       if (!r.ok() && r.status().code() == StatusCode::kDeadlineExceeded) {
         return AwaitPlan(n, round, version, check, finished);
@@ -522,9 +504,8 @@ class Fleet {
   void Ready(int n, int64_t round, int64_t version,
              const std::function<std::string(int, const json&)>& check,
              std::function<void()> finished) {
-    json req = {
-        {"op", "ready"},           {"job", kJob}, {"round", round},       {"node", n},
-        {"plan_version", version}, {"ok", true},  {"bad", json::array()}, {"wait_ms", 5000}};
+    json req = {{"op", "ready"},           {"job", kJob}, {"round", round},      {"node", n},
+                {"plan_version", version}, {"ok", true},  {"bad", json::array()}};
     Call(n, req, [this, n, round, version, check, finished](StatusOr<json> r) {
       if (!r.ok() && r.status().code() == StatusCode::kDeadlineExceeded) {
         return Ready(n, round, version, check, finished);
