@@ -16,14 +16,15 @@ namespace {
 
 class CoordinatorRoundTest : public ::testing::Test {
  protected:
-  StatusOr<json> Register(int nodes, int node, const std::string& incarnation) {
+  StatusOr<json> Register(int nodes, int node, const std::string& incarnation,
+                          json inventory = json::array()) {
     json req = {{"op", "register"},
                 {"job", "j"},
                 {"nodes", nodes},
                 {"node", node},
                 {"dp", 1},
                 {"address", "127.0.0.1:" + std::to_string(7000 + node)},
-                {"inventory", json::array()}};
+                {"inventory", std::move(inventory)}};
     if (!incarnation.empty()) req["incarnation"] = incarnation;
     return c_.Handle(req);
   }
@@ -89,17 +90,10 @@ TEST_F(CoordinatorRoundTest, ANodesPlanHoldsOnlyWhatItNeeds) {
   constexpr int kNodes = 50;
   for (int n = 0; n < kNodes; ++n) {
     const int left = (n + kNodes - 1) % kNodes;
-    json req = {{"op", "register"},
-                {"job", "j"},
-                {"nodes", kNodes},
-                {"node", n},
-                {"dp", 1},
-                {"address", "127.0.0.1:" + std::to_string(7000 + n)},
-                {"incarnation", "i" + std::to_string(n)},
-                // Its own step, and its left neighbour's copy.
-                {"inventory", json::array({json::array({n, 10, "00000000000000aa"}),
-                                           json::array({left, 10, "00000000000000aa"})})}};
-    ASSERT_TRUE(c_.Handle(req).ok());
+    // Its own step, and its left neighbour's copy.
+    json held = json::array(
+        {json::array({n, 10, "00000000000000aa"}), json::array({left, 10, "00000000000000aa"})});
+    ASSERT_TRUE(Register(kNodes, n, "i" + std::to_string(n), held).ok());
   }
   auto wait = [&](json req) {
     req.update({{"op", "await_plan"}, {"job", "j"}, {"round", 1}, {"plan_version", 0}});
