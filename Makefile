@@ -5,13 +5,14 @@ JOBS      ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
 TSAN_DIR  ?= build-tsan
+LOCKS_DIR ?= build-locks
 # The concurrent parts, under ThreadSanitizer (where it runs clean): the
 # thread pool, the checkpointer's background saves, the transport; and the
 # object stores' parallel part uploads, ranged downloads and rate limiter.
-TSAN_FILTER ?= ServerTest*:Coordinator*:ThreadPool*:Checkpointer*:Hash*:Copy*:Net*:Frame*:Auth*:SyncMap*:AgentSync*:StreamVerify*:StrataStep*
+TSAN_FILTER ?= ServerTest*:Coordinator*:ThreadPool*:RunParallel*:Mutex*:Checkpointer*:Hash*:Copy*:Net*:Frame*:Auth*:SyncMap*:AgentSync*:StreamVerify*:StrataStep*
 TSAN_STORAGE_FILTER ?= FileStore*:S3Pieces*:Backends/BackendTest.*
 
-.PHONY: all deps build test test-asan test-tsan demo bench format clean
+.PHONY: all deps build test test-asan test-tsan check-locks demo bench format clean
 
 all: build
 
@@ -41,6 +42,13 @@ test-tsan: deps
 	@$(TSAN_DIR)/tests/unit_tests --gtest_filter='$(TSAN_FILTER)'
 	@$(TSAN_DIR)/tests/storage_tests --gtest_filter='$(TSAN_STORAGE_FILTER)'
 
+# The lock contracts (GUARDED_BY, REQUIRES, ...) checked by clang's
+# -Wthread-safety, as errors: every library and the strata binary.
+check-locks: deps
+	@CXX=clang++ cmake -S . -B $(LOCKS_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+	  -DSTRATA_THREAD_SAFETY=ON -DSTRATA_WERROR=ON -DSTRATA_BENCH=OFF -DSTRATA_PYTHON=OFF >/dev/null
+	@cmake --build $(LOCKS_DIR) -j $(JOBS) --target strata
+
 demo: build
 	@python3 scripts/demo.py $(BUILD_DIR)
 
@@ -51,4 +59,4 @@ format:
 	@git ls-files '*.cc' '*.h' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(LOCKS_DIR)

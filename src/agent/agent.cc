@@ -127,7 +127,7 @@ void Agent::LogRamDisk() const {
 // process but not yet replicated: queue it (a peer that already holds it
 // answers "have", so this costs one call when nothing was lost).
 void Agent::ResumeReplication() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (!inc_) return;
   std::optional<StepKey> newest;
   for (const auto& [key, index] : store_->List()) {
@@ -142,13 +142,13 @@ void Agent::ResumeReplication() {
 Agent::~Agent() {
   stopping_ = true;
   coordinator_.Shutdown();  // answers the calls parked in it
-  cv_.notify_all();
+  cv_.SignalAll();
   if (server_) server_->Stop();  // long calls see Stopping() and return
   if (replicator_.joinable()) replicator_.join();
   if (backup_thread_.joinable()) backup_thread_.join();
   if (notice_thread_.joinable()) notice_thread_.join();
   {
-    std::lock_guard<std::mutex> l(sync_socket_mu_);
+    MutexLock l(&sync_socket_mu_);
     if (sync_socket_ != nullptr) sync_socket_->Shutdown();  // ends its wait
   }
   if (sync_thread_.joinable()) sync_thread_.join();
@@ -216,7 +216,7 @@ void Agent::OnEvents(bool yaml_complete) {
   {
     // A maintenance event holds the node: a restarted client's new yaml
     // waits until it is over (and, with --lose-ram, the RAM is wiped).
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     yaml_deferred_ |= yaml_complete;
     yaml_complete = yaml_deferred_ && !maintenance_since_;
     if (yaml_complete) yaml_deferred_ = false;
@@ -300,7 +300,7 @@ Status Agent::Incarnate(const ReplicatorConfig& config) {
   }
   AwaitOnDemandReplicated(config.job_name);
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     inc_.reset();  // stop replicating for the old incarnation
     to_replicate_.clear();
     // The ranks restarted: an on-demand step was for their predecessors.
@@ -317,9 +317,9 @@ Status Agent::Incarnate(const ReplicatorConfig& config) {
   Status s = RegisterAndRestore(inc);
   restoring_ = false;
   STRATA_RETURN_IF_ERROR(s);
-  std::lock_guard<std::mutex> l(mu_);
+  SaveState(inc);  // I/O outside mu_; a crash before the next line resumes from it
+  MutexLock l(&mu_);
   inc_ = std::move(inc);
-  SaveState();
   return Status::Ok();
 }
 
@@ -373,7 +373,7 @@ Status Agent::RegisterAndRestore(Incarnation& inc) {
     retry_log.Succeeded();
     inc.round = (*registered)["round"].get<int64_t>();
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       sync_job_ = SyncJob{c, inc.round};
     }
     if (!yaml_deleted) {  // only now: clients look for markers once it is gone
@@ -516,7 +516,7 @@ Status Agent::FetchStep(const Incarnation& inc, const StepKey& key, const json& 
                           : FetchFrom(address, key, inc.config.node_rank, digest);
     }
     if (s.ok()) {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       last_restore_ = "step " + std::to_string(key.step) + " of node " + std::to_string(key.rank) +
                       " from " + from;
       Log()->info("restored {} from {}", key.ToString(), from);
@@ -546,7 +546,7 @@ Status Agent::FetchFrom(const std::string& address, const StepKey& key, int node
 Status Agent::CreateMarkers(const Incarnation& inc, const json& plan) {
   const ReplicatorConfig& c = inc.config;
   if (plan["step"].is_null()) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     last_restore_ = "nothing to restore (fresh start)";
     restored_step_ = -1;
     return WriteMarkers(config_.local_dir, c.job_name, c.node_rank, c.workers_per_node, 0, {});
@@ -554,7 +554,7 @@ Status Agent::CreateMarkers(const Incarnation& inc, const json& plan) {
   int64_t step = plan["step"].get<int64_t>();
   int src = plan["sources"][std::to_string(c.node_rank)]["source_rank"].get<int>();
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     restored_step_ = step;
     if (last_restore_.find(" from node ") == std::string::npos &&
         last_restore_.find(" from backup ") == std::string::npos) {
@@ -576,7 +576,7 @@ Status Agent::CreateMarkers(const Incarnation& inc, const json& plan) {
 void Agent::IngestCommittedSteps() {
   std::optional<ReplicatorConfig> c;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (inc_) c = inc_->config;
   }
   if (!c) return;
@@ -590,7 +590,7 @@ void Agent::IngestCommittedSteps() {
     }
     Log()->info("ingested step {} ({} bytes, digest {})", step, index->total_bytes,
                 Hex64(index->digest));
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (index->total_bytes > largest_step_bytes_) {
       largest_step_bytes_ = index->total_bytes;
       const uint64_t in = inc_ ? inc_->peers.size() : 0;  // copies others send here, by symmetry
@@ -602,7 +602,7 @@ void Agent::IngestCommittedSteps() {
     newest_ingested_ = std::max(newest_ingested_, step);
     if (!behind_since_) behind_since_ = std::chrono::steady_clock::now();
     to_replicate_.push_back(key);
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 }
 
@@ -611,7 +611,7 @@ void Agent::IngestCommittedSteps() {
 void Agent::IngestPytorchSaves() {
   std::optional<ReplicatorConfig> c;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (inc_ && inc_->config.framework == Framework::kPytorch) c = inc_->config;
   }
   if (!c) return;

@@ -19,11 +19,9 @@
 #define STRATA_AGENT_AGENT_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
@@ -37,6 +35,7 @@
 #include "agent/transfer.h"
 #include "net/socket.h"
 #include "storage/object_store.h"
+#include "util/mutex.h"
 #include "util/thread_pool.h"
 
 namespace strata::agent {
@@ -95,7 +94,8 @@ class Agent {
   std::optional<Endpoint> CoordinatorEndpoint(const ReplicatorConfig& config) const;
   StatusOr<json> CallCoordinator(const ReplicatorConfig& config, json request,
                                  std::chrono::milliseconds timeout);
-  void SaveState();
+  // Writes `inc` to the state file (no lock: the caller owns it).
+  void SaveState(const Incarnation& inc);
   void LoadState();
   void ResumeReplication();
   void LogRamDisk() const;
@@ -130,12 +130,12 @@ class Agent {
   void NoticeMain();    // watches the ranks' slots in the sync map
   void SyncPollMain();  // keeps a "sync" call waiting at the coordinator
   void ApplySync(const json& reply);
-  void WithdrawSync(const char* why);
+  void WithdrawSync(const char* why) REQUIRES(mu_);
   // Tells the coordinator of a notice; retried by NoticeMain until it is heard.
   void PostNotice(const std::string& origin);
   std::vector<std::pair<int, int64_t>> LiveRanks() const;  // (slot, pid)
-  bool SyncStepReplicated() const;                         // REQUIRES: mu_ held
-  bool RanksDone() const;                                  // every live rank served the sync step
+  bool SyncStepReplicated() const REQUIRES(mu_);
+  bool RanksDone() const REQUIRES(mu_);  // every live rank served the sync step
   // SIGTERM to the agent: tells the job (when ranks are here) and returns
   // the drain's deadline; DrainStep says when it is over.
   std::chrono::steady_clock::time_point BeginDrain();
@@ -168,8 +168,8 @@ class Agent {
   void BackupMain();
   void CheckBackupAccess();
   // Takes what a coordinator's reply says about backups; returns a task this
-  // agent must refuse (it has no --backup). REQUIRES: mu_ held.
-  std::optional<BackupTask> NoteBackupReply(const json& reply);
+  // agent must refuse (it has no --backup).
+  std::optional<BackupTask> NoteBackupReply(const json& reply) REQUIRES(mu_);
   Status UploadPart(const BackupTask& task, uint64_t* bytes, uint64_t* digest);
   void YieldToOnDemandReplication();
   // True when the coordinator received the report.
@@ -177,7 +177,7 @@ class Agent {
   Status FetchFromBackup(const std::string& id, const StepKey& key, uint64_t digest);
   // A rollback: removes this job's steps above `step` from the store.
   void DiscardAbove(const std::string& job, int64_t step);
-  json BackupStatusJson() const;  // REQUIRES: mu_ held
+  json BackupStatusJson() const REQUIRES(mu_);
   // Backup fields for the coordinator: the cadence (replicator.yaml's, else
   // ours) and the workers per node.
   json CadenceJson(const ReplicatorConfig& c) const;
@@ -217,30 +217,30 @@ class Agent {
   std::atomic<bool> restoring_{false};
   void ReportNewCopy(const StepKey& key, uint64_t digest);
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::optional<Incarnation> inc_;    // GUARDED_BY(mu_)
-  std::deque<StepKey> to_replicate_;  // GUARDED_BY(mu_)
-  int64_t watermark_ = -1;            // GUARDED_BY(mu_): every node replicated this
-  int64_t newest_replicated_ = -1;    // GUARDED_BY(mu_)
-  int64_t newest_ingested_ = -1;      // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::optional<Incarnation> inc_ GUARDED_BY(mu_);
+  std::deque<StepKey> to_replicate_ GUARDED_BY(mu_);
+  int64_t watermark_ GUARDED_BY(mu_) = -1;  // every node replicated this
+  int64_t newest_replicated_ GUARDED_BY(mu_) = -1;
+  int64_t newest_ingested_ GUARDED_BY(mu_) = -1;
   // When the oldest ingested step not yet on every peer was ingested; unset
   // when replication has caught up. Replication lag is the time since then.
-  std::optional<std::chrono::steady_clock::time_point> behind_since_;  // GUARDED_BY(mu_)
-  std::string last_restore_;                       // GUARDED_BY(mu_): for status
-  int64_t restored_step_ = -1;                     // GUARDED_BY(mu_): of the last restore
-  uint64_t largest_step_bytes_ = 0;                // GUARDED_BY(mu_)
-  std::unique_ptr<storage::ObjectStore> backup_;   // null without --backup
-  std::optional<BackupTask> backup_task_;          // GUARDED_BY(mu_): next part to upload
-  std::optional<BackupTask> backup_current_;       // GUARDED_BY(mu_): being uploaded
-  std::optional<UploadResult> backup_unreported_;  // GUARDED_BY(mu_): done, not yet reported
-  bool backup_rereport_ = false;                   // GUARDED_BY(mu_): report it again
+  std::optional<std::chrono::steady_clock::time_point> behind_since_ GUARDED_BY(mu_);
+  std::string last_restore_ GUARDED_BY(mu_);    // for status
+  int64_t restored_step_ GUARDED_BY(mu_) = -1;  // of the last restore
+  uint64_t largest_step_bytes_ GUARDED_BY(mu_) = 0;
+  std::unique_ptr<storage::ObjectStore> backup_;                   // null without --backup
+  std::optional<BackupTask> backup_task_ GUARDED_BY(mu_);          // next part to upload
+  std::optional<BackupTask> backup_current_ GUARDED_BY(mu_);       // being uploaded
+  std::optional<UploadResult> backup_unreported_ GUARDED_BY(mu_);  // done, not yet reported
+  bool backup_rereport_ GUARDED_BY(mu_) = false;                   // report it again
   // Steps kept from garbage collection until their upload is reported.
-  std::set<StepKey> backup_pins_;                  // GUARDED_BY(mu_)
-  std::string backup_access_ = "not checked yet";  // GUARDED_BY(mu_): "ok" or the problem
-  std::string backup_error_;                       // GUARDED_BY(mu_): the last failure here
-  std::string job_backup_error_;  // GUARDED_BY(mu_): the coordinator's last backup failure
-  json newest_backup_;            // GUARDED_BY(mu_): id, step, created, committed
+  std::set<StepKey> backup_pins_ GUARDED_BY(mu_);
+  std::string backup_access_ GUARDED_BY(mu_) = "not checked yet";  // "ok" or the problem
+  std::string backup_error_ GUARDED_BY(mu_);                       // the last failure here
+  std::string job_backup_error_ GUARDED_BY(mu_);  // the coordinator's last backup failure
+  json newest_backup_ GUARDED_BY(mu_);            // id, step, created, committed
   std::unique_ptr<Server> server_;
   std::thread replicator_;
   std::thread backup_thread_;
@@ -249,23 +249,23 @@ class Agent {
   SyncMap sync_map_;
   std::thread notice_thread_;
   std::thread sync_thread_;
-  std::mutex sync_socket_mu_;             // taken alone
-  net::Socket* sync_socket_ = nullptr;    // GUARDED_BY(sync_socket_mu_): the sync poll's
-  std::optional<SyncJob> sync_job_;       // GUARDED_BY(mu_): set once registered
-  int64_t published_sync_ = kNoSyncStep;  // GUARDED_BY(mu_): in the sync map
+  Mutex sync_socket_mu_;                                            // taken alone
+  net::Socket* sync_socket_ GUARDED_BY(sync_socket_mu_) = nullptr;  // the sync poll's
+  std::optional<SyncJob> sync_job_ GUARDED_BY(mu_);                 // set once registered
+  int64_t published_sync_ GUARDED_BY(mu_) = kNoSyncStep;            // in the sync map
   // This node's on-demand step: replicated first, held for by a drain or a
   // maintenance event. Unlike the publication it outlives the ranks.
-  int64_t ondemand_step_ = kNoSyncStep;                     // GUARDED_BY(mu_)
-  std::chrono::steady_clock::time_point ondemand_since_{};  // GUARDED_BY(mu_)
-  uint64_t published_generation_ = 0;                       // GUARDED_BY(mu_): the coordinator's
-  std::vector<int64_t> sync_pids_;                          // GUARDED_BY(mu_): live at publication
-  std::string notice_unsent_;                 // GUARDED_BY(mu_): origin of an unheard notice
-  std::atomic<int64_t> node_step_{-1};        // newest step a rank here checked
-  std::atomic<double> node_rate_{0};          // its steps per second
-  std::optional<int64_t> maintenance_since_;  // GUARDED_BY(mu_): unix ms, in progress
-  bool yaml_deferred_ = false;                // GUARDED_BY(mu_): seen during maintenance
-  json last_maintenance_;                     // GUARDED_BY(mu_): the newest event record
-  std::string replication_error_;             // GUARDED_BY(mu_): the last peer failure
+  int64_t ondemand_step_ GUARDED_BY(mu_) = kNoSyncStep;
+  std::chrono::steady_clock::time_point ondemand_since_ GUARDED_BY(mu_){};
+  uint64_t published_generation_ GUARDED_BY(mu_) = 0;         // the coordinator's
+  std::vector<int64_t> sync_pids_ GUARDED_BY(mu_);            // live at publication
+  std::string notice_unsent_ GUARDED_BY(mu_);                 // origin of an unheard notice
+  std::atomic<int64_t> node_step_{-1};                        // newest step a rank here checked
+  std::atomic<double> node_rate_{0};                          // its steps per second
+  std::optional<int64_t> maintenance_since_ GUARDED_BY(mu_);  // unix ms, in progress
+  bool yaml_deferred_ GUARDED_BY(mu_) = false;                // seen during maintenance
+  json last_maintenance_ GUARDED_BY(mu_);                     // the newest event record
+  std::string replication_error_ GUARDED_BY(mu_);             // the last peer failure
   // The run loop's thread only.
   bool jax_init_info_written_ = false;  // logged once
   bool jax_init_info_failed_ = false;   // a failure is logged once, until it clears

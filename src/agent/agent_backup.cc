@@ -26,26 +26,6 @@ constexpr auto kAccessRecheck = std::chrono::seconds(60);
 // Files of a part moved in parallel (each large file is itself multipart).
 constexpr size_t kFilesInFlight = 4;
 
-// Runs fn(i) for i in [0, n) on up to `threads` threads; the first error wins.
-Status ForEachParallel(size_t n, size_t threads, const std::function<Status(size_t)>& fn) {
-  std::atomic<size_t> next{0};
-  std::mutex mu;
-  Status first;
-  auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < n;) {
-      Status s = fn(i);
-      std::lock_guard<std::mutex> l(mu);
-      if (!s.ok() && first.ok()) first = s;
-      if (!first.ok()) return;
-    }
-  };
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < std::min(n, threads); ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
-  return first;
-}
-
 }  // namespace
 
 Status Agent::OpenBackup() {
@@ -121,13 +101,13 @@ std::optional<Agent::BackupTask> Agent::NoteBackupReply(const json& reply) {
     backup_task_ = task;
   }
   backup_pins_.insert(task.key);
-  cv_.notify_all();
+  cv_.SignalAll();
   return std::nullopt;
 }
 
 void Agent::CheckBackupAccess() {
   Status s = backup_->CheckAccess();
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (s.ok()) {
     if (backup_access_ != "ok") Log()->info("backup store {} is usable", backup_->url());
     backup_access_ = "ok";
@@ -145,16 +125,17 @@ void Agent::BackupMain() {
   while (!Stopping()) {
     if (std::chrono::steady_clock::now() >= next_check) {
       CheckBackupAccess();
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       next_check = backup_access_ == "ok" ? std::chrono::steady_clock::time_point::max()
                                           : std::chrono::steady_clock::now() + kAccessRecheck;
     }
     std::optional<UploadResult> result;
     {
-      std::unique_lock<std::mutex> l(mu_);
-      cv_.wait_for(l, std::chrono::milliseconds(500), [this] {
-        return stopping_.load() || backup_task_.has_value() || backup_rereport_;
-      });
+      MutexLock l(&mu_);
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+      while (!stopping_.load() && !backup_task_.has_value() && !backup_rereport_ &&
+             cv_.WaitUntil(&mu_, until)) {
+      }
       if (backup_rereport_ && backup_unreported_) {
         result = backup_unreported_;
       } else if (backup_task_) {
@@ -166,7 +147,7 @@ void Agent::BackupMain() {
     if (!result) {
       std::optional<BackupTask> task;
       {
-        std::lock_guard<std::mutex> l(mu_);
+        MutexLock l(&mu_);
         task = backup_current_;
       }
       if (!task) continue;
@@ -182,13 +163,13 @@ void Agent::BackupMain() {
       } else {
         Log()->error("backup {}: part {}: {}", task->id, task->key.rank, result->status.message());
       }
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       backup_current_.reset();
       backup_unreported_ = result;
       if (!result->status.ok()) backup_error_ = result->status.message();
     }
     if (ReportBackupDone(*result)) {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       if (backup_unreported_ && backup_unreported_->task == result->task) {
         backup_unreported_.reset();
         if (!(backup_task_ && backup_task_->key == result->task.key))
@@ -204,14 +185,14 @@ void Agent::BackupMain() {
 // backup is the only other copy there will be.
 void Agent::YieldToOnDemandReplication() {
   constexpr auto kLimit = std::chrono::minutes(1);
-  std::unique_lock<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   bool logged = false;
   while (!SyncStepReplicated() && !Stopping() &&
          std::chrono::steady_clock::now() - ondemand_since_ < kLimit) {
     if (!logged)
       Log()->info("backup upload paused: on-demand step {} replicates first", ondemand_step_);
     logged = true;
-    cv_.wait_for(l, std::chrono::milliseconds(50));
+    cv_.WaitFor(&mu_, std::chrono::milliseconds(50));
   }
 }
 
@@ -225,7 +206,7 @@ Status Agent::UploadPart(const BackupTask& task, uint64_t* bytes, uint64_t* dige
   const std::string dir = store_->StepPath(task.key);
   const int part = task.key.rank;
   STRATA_RETURN_IF_ERROR(
-      ForEachParallel(index.files.size(), kFilesInFlight, [&](size_t i) -> Status {
+      RunParallel(index.files.size(), kFilesInFlight, [&](size_t i, const auto&) -> Status {
         if (Stopping()) return CancelledError("the agent is stopping");
         YieldToOnDemandReplication();
         const IndexedFile& f = index.files[i];
@@ -257,7 +238,7 @@ Status Agent::UploadPart(const BackupTask& task, uint64_t* bytes, uint64_t* dige
 bool Agent::ReportBackupDone(const UploadResult& result) {
   std::optional<ReplicatorConfig> c;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (inc_) c = inc_->config;
   }
   if (!c) return false;
@@ -297,7 +278,7 @@ Status Agent::FetchFromBackup(const std::string& id, const StepKey& key, uint64_
                          Hex64(digest));
   }
   STRATA_ASSIGN_OR_RETURN(std::string dir, store_->NewIncomingDir());
-  Status s = ForEachParallel(index.files.size(), kFilesInFlight, [&](size_t i) -> Status {
+  Status s = RunParallel(index.files.size(), kFilesInFlight, [&](size_t i, const auto&) -> Status {
     const IndexedFile& f = index.files[i];
     const std::string path = JoinPath(dir, f.path);
     STRATA_RETURN_IF_ERROR(CreateDirs(Env::Default(), Dirname(path)));

@@ -40,7 +40,7 @@ double SecondsSince(Clock::time_point t) {
 }  // namespace
 
 std::optional<Agent::SyncJob> Agent::CurrentSyncJob() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return sync_job_;
 }
 
@@ -107,7 +107,7 @@ void Agent::NoticeMain() {
     }
     node_step_.store(step);
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       if (published_sync_ != kNoSyncStep && RanksDone()) WithdrawSync("every rank served it");
       // A notice the coordinator has not heard yet: retry at most twice a second.
       if (notice.empty() && !notice_unsent_.empty() &&
@@ -122,7 +122,7 @@ void Agent::NoticeMain() {
   }
 }
 
-// REQUIRES: mu_ held. True when no rank that was registered at publication
+// True when no rank that was registered at publication
 // still has to save the published step.
 bool Agent::RanksDone() const {
   // Published before any rank registered (on "go", for ranks that open
@@ -141,7 +141,7 @@ bool Agent::RanksDone() const {
 void Agent::PostNotice(const std::string& origin) {
   std::optional<SyncJob> job;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     job = sync_job_;
     if (!job) {
       if (notice_unsent_ != origin) {
@@ -161,12 +161,12 @@ void Agent::PostNotice(const std::string& origin) {
   if (!r.ok()) {
     Log()->warn("telling the coordinator of a maintenance notice ({}): {} (will retry)", origin,
                 r.status().message());
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     notice_unsent_ = origin;  // NoticeMain retries
     return;
   }
   Log()->info("maintenance notice ({}) sent to the coordinator", origin);
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (notice_unsent_ == origin) notice_unsent_.clear();
 }
 
@@ -180,7 +180,7 @@ void Agent::SyncPollMain() {
   std::optional<RpcClient> client;
   std::string connected_to;
   auto drop = [&] {
-    std::lock_guard<std::mutex> l(sync_socket_mu_);
+    MutexLock l(&sync_socket_mu_);
     sync_socket_ = nullptr;
     client.reset();
   };
@@ -204,7 +204,7 @@ void Agent::SyncPollMain() {
         std::this_thread::sleep_for(std::chrono::milliseconds(500));
         continue;
       }
-      std::lock_guard<std::mutex> l(sync_socket_mu_);
+      MutexLock l(&sync_socket_mu_);
       client = std::move(*c);
       connected_to = to->ToString();
       sync_socket_ = &client->socket();
@@ -250,7 +250,7 @@ void Agent::SyncPollMain() {
 void Agent::ApplySync(const json& reply) {
   const int64_t step = reply["step"].get<int64_t>();
   const uint64_t generation = reply["generation"].get<uint64_t>();
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (generation == published_generation_) return;  // this decision was taken in already
   published_generation_ = generation;
   if (step == published_sync_) return;
@@ -264,7 +264,6 @@ void Agent::ApplySync(const json& reply) {
               sync_pids_.size(), reply.value("origin", "?"));
 }
 
-// REQUIRES: mu_ held.
 void Agent::WithdrawSync(const char* why) {
   if (published_sync_ == kNoSyncStep) return;
   Log()->info("on-demand step {} withdrawn: {}", published_sync_, why);
@@ -273,7 +272,7 @@ void Agent::WithdrawSync(const char* why) {
   sync_map_.Publish(kNoSyncStep, 0);
 }
 
-// REQUIRES: mu_ held. The on-demand step this node saved is on every peer.
+// The on-demand step this node saved is on every peer.
 bool Agent::SyncStepReplicated() const {
   if (ondemand_step_ == kNoSyncStep || !inc_) return true;
   return inc_->peers.empty() || newest_replicated_ >= ondemand_step_;
@@ -282,11 +281,11 @@ bool Agent::SyncStepReplicated() const {
 void Agent::AwaitOnDemandReplicated(const std::string& job) {
   constexpr auto kLimit = std::chrono::seconds(30);
   const auto deadline = Clock::now() + kLimit;
-  std::unique_lock<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (!inc_ || inc_->config.job_name != job || SyncStepReplicated()) return;
   Log()->info("the job restarted: replicating on-demand step {} first", ondemand_step_);
   while (!SyncStepReplicated() && !Stopping() && Clock::now() < deadline) {
-    cv_.wait_for(l, kSlotPoll);
+    cv_.WaitFor(&mu_, kSlotPoll);
   }
   if (!SyncStepReplicated()) {
     Log()->warn("on-demand step {} not on every peer after {} s; the restart goes ahead",
@@ -305,7 +304,7 @@ Clock::time_point Agent::BeginDrain() {
 // One look at a drain; true when it is over.
 bool Agent::DrainStep(Clock::time_point deadline) {
   if (Clock::now() >= deadline) return true;
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   bool ranks_gone = true;
   for (int i = 0; i < kSyncSlots; ++i) {
     int64_t pid = sync_map_.slot(i).pid.load();
@@ -326,7 +325,7 @@ StatusOr<json> Agent::HandleMaintenance(const json& request) {
   const bool lose_ram = request.value("lose_ram", false);
   const int64_t started_ms = UnixMillisNow();
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (maintenance_since_) {
       return FailedPreconditionError("a maintenance event is in progress on " + config_.local_dir +
                                      " since " + Rfc3339(*maintenance_since_));
@@ -390,7 +389,7 @@ void Agent::AwaitOnDemandStep(bool on_peers, Clock::time_point deadline, json& e
   int64_t sync = kNoSyncStep;
   bool saved = false, replicated = false;
   PollUntil(deadline, [&] {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     sync = ondemand_step_;
     saved = sync != kNoSyncStep && inc_ &&
             store_->Has({inc_->config.job_name, inc_->config.node_rank, sync});
@@ -424,7 +423,7 @@ StatusOr<json> Agent::HandleQuarantine(const json& request) {
 // a restarted agent would rebuild it.
 void Agent::WipeRam() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     to_replicate_.clear();
     backup_pins_.clear();
   }
@@ -432,16 +431,19 @@ void Agent::WipeRam() {
   store_->DropSpare();                                           // the RAM is gone, spare files too
   Status s = CleanLocalDir(config_.local_dir, kReplicatorYaml);  // a deferred yaml stays
   if (!s.ok()) Log()->error("wiping {}: {}", config_.local_dir, s.message());
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   newest_ingested_ = newest_replicated_ = -1;
   ondemand_step_ = kNoSyncStep;
   Log()->warn("wiped the RAM of {}: this node holds nothing now", config_.local_dir);
 }
 
+// The record's I/O happens outside mu_ (only the maintenance call writes it).
 void Agent::RecordMaintenance(const json& event) {
-  std::lock_guard<std::mutex> l(mu_);
-  last_maintenance_ = event;
-  maintenance_since_.reset();
+  {
+    MutexLock l(&mu_);
+    last_maintenance_ = event;
+    maintenance_since_.reset();
+  }
   Status s = WriteFileAtomic(Env::Default(),
                              JoinPath(store_->root(), std::string(kMaintenanceFile)), event.dump());
   if (!s.ok()) Log()->warn("recording the maintenance event: {}", s.message());
@@ -452,7 +454,9 @@ void Agent::LoadMaintenance() {
                                JoinPath(store_->root(), std::string(kMaintenanceFile)), 1 << 16);
   if (!text.ok()) return;
   json j = ParseBounded(*text);
-  if (j.is_object() && j.contains("time")) last_maintenance_ = j;
+  if (!j.is_object() || !j.contains("time")) return;
+  MutexLock l(&mu_);
+  last_maintenance_ = j;
 }
 
 // {"healthy": bool, "description": "..."}: the first problem found, else
@@ -470,7 +474,7 @@ json Agent::HealthJson() const {
   if (::statvfs(config_.local_dir.c_str(), &st) == 0 && st.f_blocks > 0) {
     fill = 1.0 - static_cast<double>(st.f_bavail) / static_cast<double>(st.f_blocks);
   }
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (maintenance_since_) {
     return unhealthy("A maintenance event is in progress since " + Rfc3339(*maintenance_since_));
   }

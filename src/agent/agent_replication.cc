@@ -26,10 +26,11 @@ void Agent::ReplicationMain() {
   auto backoff = kMinRetry;
   std::optional<StepKey> retry;  // the newest step some peer still lacks
   auto retry_at = std::chrono::steady_clock::now();
-  std::unique_lock<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   while (!stopping_) {
-    cv_.wait_for(l, std::chrono::milliseconds(500),
-                 [this] { return stopping_ || !to_replicate_.empty(); });
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+    while (!stopping_ && to_replicate_.empty() && cv_.WaitUntil(&mu_, until)) {
+    }
     if (stopping_) return;
     std::optional<StepKey> key;
     if (!to_replicate_.empty()) {
@@ -46,13 +47,13 @@ void Agent::ReplicationMain() {
       key = retry;
     }
     if (!key || !inc_) {
-      l.unlock();
+      l.Unlock();
       RefreshWatermark();
       CollectGarbage();
-      l.lock();
+      l.Lock();
       continue;
     }
-    l.unlock();
+    l.Unlock();
     bool all = false;
     try {  // a peer's malformed reply must not end the thread
       all = ReplicateEverywhere(*key);
@@ -60,7 +61,7 @@ void Agent::ReplicationMain() {
       Log()->warn("replicating {}: malformed reply: {}", key->ToString(), e.what());
     }
     CollectGarbage();
-    l.lock();
+    l.Lock();
     if (all) {
       retry.reset();
     } else {  // try again later; a peer may be restarting
@@ -76,7 +77,7 @@ bool Agent::ReplicateEverywhere(const StepKey& key) {
   std::vector<int> peers;
   std::map<int, std::string> addresses;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (!inc_ || key.job != inc_->config.job_name) return true;  // a past incarnation's step
     peers = inc_->peers;
     addresses = inc_->addresses;
@@ -92,12 +93,12 @@ bool Agent::ReplicateEverywhere(const StepKey& key) {
       continue;
     }
     Log()->warn("replicating {} to node {}: {} (will retry)", key.ToString(), peer, s.message());
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     replication_error_ =
         "replicating " + key.ToString() + " to node " + std::to_string(peer) + ": " + s.message();
   }
   if (done == peers.size()) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     replication_error_.clear();
   }
   if (done < peers.size()) return false;
@@ -110,7 +111,7 @@ bool Agent::ReplicateEverywhere(const StepKey& key) {
 void Agent::RefreshWatermark() {
   std::optional<StepKey> newest;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (inc_ && newest_replicated_ >= 0) {
       newest = StepKey{inc_->config.job_name, inc_->config.node_rank, newest_replicated_};
     }
@@ -147,35 +148,28 @@ Status Agent::ReplicateToPeer(const StepKey& key, const std::string& address) {
 // Sends each group of files on its own connection, in parallel.
 Status Agent::SendGroups(const Endpoint& to, const StepKey& key, const StepIndex& index,
                          uint64_t transfer, const std::vector<std::vector<size_t>>& groups) {
-  std::vector<Status> results(groups.size());
-  std::vector<std::thread> senders;
-  for (size_t g = 0; g < groups.size(); ++g) {
-    senders.emplace_back([&, g] {
-      auto client = RpcClient::Connect(to, config_.secret, "node " + std::to_string(key.rank));
-      Status s = client.status();
-      if (s.ok()) {
-        json call = {{"op", "put_files"}, {"transfer", transfer}, {"files", groups[g]}};
-        s = client->Call(call, std::chrono::seconds(30)).status();
-      }
-      if (s.ok())
-        s = SendStepFiles(client->socket(), store_->StepPath(key), SubIndex(index, groups[g]));
-      if (s.ok()) {
-        auto done =
-            net::RecvFrame(client->socket(), kMaxControlBytes, net::DeadlineAfter(kPutTimeout));
-        s = done.ok() ? StatusFromJson(ParseBounded(done->payload), to.ToString()) : done.status();
-      }
-      results[g] = s;
-    });
-  }
-  for (auto& t : senders) t.join();
-  for (const Status& s : results) STRATA_RETURN_IF_ERROR(s);
-  return Status::Ok();
+  return RunParallel(groups.size(), groups.size(), [&](size_t g, const auto&) {
+    auto client = RpcClient::Connect(to, config_.secret, "node " + std::to_string(key.rank));
+    Status s = client.status();
+    if (s.ok()) {
+      json call = {{"op", "put_files"}, {"transfer", transfer}, {"files", groups[g]}};
+      s = client->Call(call, std::chrono::seconds(30)).status();
+    }
+    if (s.ok())
+      s = SendStepFiles(client->socket(), store_->StepPath(key), SubIndex(index, groups[g]));
+    if (s.ok()) {
+      auto done =
+          net::RecvFrame(client->socket(), kMaxControlBytes, net::DeadlineAfter(kPutTimeout));
+      s = done.ok() ? StatusFromJson(ParseBounded(done->payload), to.ToString()) : done.status();
+    }
+    return s;
+  });
 }
 
 void Agent::ReportReplicated(const StepKey& key) {
   std::optional<ReplicatorConfig> c;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     newest_replicated_ = std::max(newest_replicated_, key.step);
     if (newest_replicated_ >= newest_ingested_) behind_since_.reset();
     if (inc_) c = inc_->config;
@@ -192,7 +186,7 @@ void Agent::ReportReplicated(const StepKey& key) {
   }
   std::optional<BackupTask> refuse;
   try {  // the reply is checked, never trusted to be well-typed
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     // A backup task pins its step before the watermark can move past it.
     refuse = NoteBackupReply(*r);
     auto w = r->find("watermark");
@@ -217,7 +211,7 @@ void Agent::CollectGarbage() {
   int64_t watermark;
   std::set<StepKey> pinned;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (!inc_) return;
     job = inc_->config.job_name;
     watermark = watermark_;

@@ -202,8 +202,7 @@ StatusOr<json> Agent::HandleFetchStep(const json& request, net::Socket& socket) 
 
 // The incarnation survives an agent restart, so a restarted agent keeps
 // ingesting and replicating without a new replicator.yaml.
-void Agent::SaveState() {
-  const Incarnation& inc = *inc_;
+void Agent::SaveState(const Incarnation& inc) {
   const ReplicatorConfig& c = inc.config;
   json addresses = json::object();
   for (const auto& [n, a] : inc.addresses) addresses[std::to_string(n)] = a;
@@ -245,7 +244,7 @@ void Agent::LoadState() {
     for (const auto& [n, a] : j.at("addresses").items()) inc.addresses[std::stoi(n)] = a;
     if (!ValidateJobName(c.job_name).ok()) return;
     Log()->info("resuming job {} as node {} of {}", c.job_name, c.node_rank, c.nodes);
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     sync_job_ = SyncJob{inc.config, inc.round};
     inc_ = std::move(inc);
   } catch (const std::exception& e) {
@@ -262,7 +261,7 @@ json Agent::StatusJson() const {
                     {"bytes", index.total_bytes},
                     {"digest", Hex64(index.digest)}});
   }
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   double lag = 0;
   if (behind_since_) {
     lag = std::chrono::duration<double>(std::chrono::steady_clock::now() - *behind_since_).count();

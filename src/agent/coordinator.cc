@@ -64,7 +64,7 @@ Coordinator::Answer Coordinator::Dispatch(const json& req, Done& done) {
 }
 
 size_t Coordinator::waiting() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return waiting_;
 }
 
@@ -77,7 +77,7 @@ Coordinator::Answer Coordinator::Park(const std::string& name, const json& req, 
     wait = std::min(std::chrono::milliseconds(w->get<uint64_t>()), kMaxWait);
   }
   waiters_[name].push_back(Waiter{std::move(check), Clock::now() + wait, std::move(done)});
-  if (++waiting_ == 1) timer_cv_.notify_all();
+  if (++waiting_ == 1) timer_cv_.SignalAll();
   return std::nullopt;
 }
 
@@ -120,7 +120,7 @@ void Coordinator::Wake(const std::string& name, bool only_expired) {
 void Coordinator::RunFired() {
   std::vector<Completion> fired;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     fired.swap(fired_);
   }
   for (Completion& c : fired) c.done(std::move(c.result));
@@ -130,12 +130,12 @@ void Coordinator::RunFired() {
 // on-demand steps, every kTick while anything waits.
 void Coordinator::TimerMain() {
   constexpr auto kTick = std::chrono::milliseconds(20);
-  std::unique_lock<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   while (!shut_down_) {
     if (waiting_ == 0) {
-      timer_cv_.wait_for(l, std::chrono::milliseconds(200));  // collections without waiters
+      timer_cv_.WaitFor(&mu_, std::chrono::milliseconds(200));  // collections without waiters
     } else {
-      timer_cv_.wait_for(l, kTick);
+      timer_cv_.WaitFor(&mu_, kTick);
     }
     for (auto& [name, job] : jobs_) {
       if (job.sync.collecting) MaybeDecideSync(name, job);
@@ -144,9 +144,9 @@ void Coordinator::TimerMain() {
     for (const auto& [name, w] : waiters_) names.push_back(name);
     for (const auto& name : names) Wake(name, /*only_expired=*/true);
     if (!fired_.empty()) {
-      l.unlock();
+      l.Unlock();
       RunFired();
-      l.lock();
+      l.Lock();
     }
   }
 }
@@ -194,7 +194,7 @@ StatusOr<json> Coordinator::Register(const json& req) {
   auto incarnation = req.find("incarnation");
   const std::string id =
       incarnation != req.end() && incarnation->is_string() ? incarnation->get<std::string>() : "";
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   Job& job = jobs_[name];
   // The same start of a node's client registering again (its reply was
   // lost, its next call refused or timed out) keeps the round: only a new
@@ -293,12 +293,12 @@ json Coordinator::PlanJson(const Job& job, int node, const std::vector<int>& pee
 
 void Coordinator::Shutdown() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     shut_down_ = true;
     std::vector<std::string> names;
     for (const auto& [name, w] : waiters_) names.push_back(name);
     for (const auto& name : names) Wake(name);
-    timer_cv_.notify_all();
+    timer_cv_.SignalAll();
   }
   RunFired();
 }
@@ -307,7 +307,7 @@ void Coordinator::Shutdown() {
 // reply holds what that node needs (its source, its holders' and its
 // "peers"' addresses); without, the whole plan.
 Coordinator::Answer Coordinator::AwaitPlan(const json& req, Done& done) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   int64_t round;
   STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req, &round));
   const std::string name = req["job"].get<std::string>();
@@ -327,6 +327,7 @@ Coordinator::Answer Coordinator::AwaitPlan(const json& req, Done& done) {
   return Park(
       name, req,
       [this, job, round, seen, node, peers = std::move(peers)](bool expired) -> Answer {
+        mu_.AssertHeld();  // checks run under mu_ (Park, Wake)
         if (shut_down_) return UnavailableError("the coordinator is shutting down");
         if (job->round != round)
           return AbortedError("round " + std::to_string(round) + " was superseded");
@@ -342,7 +343,7 @@ Coordinator::Answer Coordinator::AwaitPlan(const json& req, Done& done) {
 // Records a node's result for the current plan and waits for the others:
 // {"go": true} when every node is ready, {"replan": true} when one failed.
 Coordinator::Answer Coordinator::Ready(const json& req, Done& done) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   int64_t round;
   STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req, &round));
   const std::string name = req["job"].get<std::string>();
@@ -369,6 +370,7 @@ Coordinator::Answer Coordinator::Ready(const json& req, Done& done) {
   Answer answer = Park(
       name, req,
       [this, name, job, round, version](bool expired) -> Answer {
+        mu_.AssertHeld();  // checks run under mu_ (Park, Wake)
         if (shut_down_) return UnavailableError("the coordinator is shutting down");
         if (job->round != round || job->plan_version != version) return json{{"replan", true}};
         if (job->ready_count < static_cast<int>(job->members.size())) {
@@ -398,7 +400,7 @@ Coordinator::Answer Coordinator::Ready(const json& req, Done& done) {
 StatusOr<json> Coordinator::Replicated(const json& req) {
   STRATA_ASSIGN_OR_RETURN(std::string name, JobField(req));
   if (backup_store_ != nullptr) RefreshCatalog(/*for_restore=*/false);
-  std::unique_lock<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (!jobs_.count(name) && req.contains("nodes")) {
     STRATA_ASSIGN_OR_RETURN(int nodes, IntField(req, "nodes", 1, 100000));
     STRATA_ASSIGN_OR_RETURN(int dp, IntField(req, "dp", 1, nodes));
@@ -424,7 +426,7 @@ StatusOr<json> Coordinator::Replicated(const json& req) {
   const int64_t watermark = static_cast<int>(job->replicated.size()) < job->nodes
                                 ? -1
                                 : job->replicated_count.begin()->first;
-  if (backup_store_ != nullptr) MaybeBeginBackup(name, *job, watermark, l);
+  if (backup_store_ != nullptr) MaybeBeginBackup(name, *job, watermark);
   json reply = BackupReply(*job, node);
   reply["watermark"] = watermark;
   return reply;
@@ -432,7 +434,7 @@ StatusOr<json> Coordinator::Replicated(const json& req) {
 
 // Copies a registered node received before the round's plan was made.
 StatusOr<json> Coordinator::AddCopies(const json& req) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   int64_t round;
   STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req, &round));
   STRATA_ASSIGN_OR_RETURN(int node, IntField(req, "node", 0, job->nodes - 1));
@@ -443,7 +445,7 @@ StatusOr<json> Coordinator::AddCopies(const json& req) {
 
 StatusOr<json> Coordinator::Quarantine(const json& req) {
   STRATA_ASSIGN_OR_RETURN(std::string name, JobField(req));
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req, nullptr));
   STRATA_ASSIGN_OR_RETURN(int node, IntField(req, "node", 0, job->nodes - 1));
   auto step = req.find("step");
@@ -461,7 +463,7 @@ StatusOr<json> Coordinator::Quarantine(const json& req) {
 // The address of node `node` of `job` (or of the only job): how `strata
 // maintenance` and `strata health` reach a node through the coordinator.
 StatusOr<json> Coordinator::NodeAddress(const json& req) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   const Job* job = nullptr;
   std::string name;
   if (req.contains("job")) {

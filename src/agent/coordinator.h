@@ -37,11 +37,9 @@
 #define STRATA_AGENT_COORDINATOR_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <ctime>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -53,6 +51,7 @@
 #include "agent/rpc.h"
 #include "backup/layout.h"
 #include "storage/object_store.h"
+#include "util/mutex.h"
 
 namespace strata::agent {
 
@@ -209,68 +208,68 @@ class Coordinator {
   // its holders and of `peers`; all of it for node -1.
   json PlanJson(const Job& job, int node, const std::vector<int>& peers) const;
   // Parks a call of job `name` until `check` answers it (or answers it now).
-  // REQUIRES: mu_ held.
-  Answer Park(const std::string& name, const json& req, Check check, Done& done);
+  Answer Park(const std::string& name, const json& req, Check check, Done& done) REQUIRES(mu_);
   // Re-checks the calls parked for `name`; the answered ones go to fired_.
-  // With `only_expired`, only those whose deadline passed. REQUIRES: mu_ held.
-  void Wake(const std::string& name, bool only_expired = false);
-  // Runs the completions the calls so far fired. REQUIRES: mu_ not held.
-  void RunFired();
-  void TimerMain();
-  void Replan(const std::string& name, Job& job);           // REQUIRES: mu_ held
-  StatusOr<Job*> FindJob(const json& req, int64_t* round);  // REQUIRES: mu_ held
+  // With `only_expired`, only those whose deadline passed.
+  void Wake(const std::string& name, bool only_expired = false) REQUIRES(mu_);
+  // Runs the completions the calls so far fired.
+  void RunFired() EXCLUDES(mu_);
+  void TimerMain() EXCLUDES(mu_);
+  void Replan(const std::string& name, Job& job) REQUIRES(mu_);
+  StatusOr<Job*> FindJob(const json& req, int64_t* round) REQUIRES(mu_);
 
   // The on-demand step (coordinator_sync.cc).
   StatusOr<json> Notice(const json& req);
   Answer Sync(const json& req, Done& done);
   // Decides the collection in progress once every node reported or its
   // window closed; `now_or_never`: at once, with what is known (the ranks
-  // are about to resume from the plan's step). REQUIRES: mu_ held.
-  void MaybeDecideSync(const std::string& name, Job& job, bool now_or_never = false);
+  // are about to resume from the plan's step).
+  void MaybeDecideSync(const std::string& name, Job& job, bool now_or_never = false) REQUIRES(mu_);
   static json SyncJson(const Job& job);
 
   // Backups (coordinator_backup.cc).
-  void RefreshCatalog(bool for_restore);  // I/O without locks; takes catalog_mu_ briefly
-  void AddBackupCopies(const std::string& name, Job& job, Inventory* inv);  // REQUIRES: mu_
-  void CheckRollbackPlan(Job& job);                                         // REQUIRES: mu_
-  void RollbackRestored(const std::string& name, Job& job);                 // REQUIRES: mu_
-  void NoteCadence(const json& req, Job& job);                              // REQUIRES: mu_
-  void LearnNewestBackup(const std::string& name, BackupState& b);          // REQUIRES: mu_
-  // Begins a backup when `job` is due; may drop and retake `l`.
-  void MaybeBeginBackup(const std::string& name, Job& job, int64_t watermark,
-                        std::unique_lock<std::mutex>& l);
-  json BackupReply(const Job& job, int node);        // REQUIRES: mu_
-  Status WriteCommit(const backup::Commit& commit);  // no lock held
+  // I/O without locks; takes catalog_mu_ briefly.
+  void RefreshCatalog(bool for_restore) EXCLUDES(mu_, catalog_mu_);
+  void AddBackupCopies(const std::string& name, Job& job, Inventory* inv) REQUIRES(mu_);
+  void CheckRollbackPlan(Job& job) REQUIRES(mu_);
+  void RollbackRestored(const std::string& name, Job& job) REQUIRES(mu_);
+  void NoteCadence(const json& req, Job& job) REQUIRES(mu_);
+  void LearnNewestBackup(const std::string& name, BackupState& b) REQUIRES(mu_);
+  // Begins a backup when `job` is due; drops mu_ for the store's I/O and
+  // takes it again (jobs_ entries are never erased, so `job` stays valid).
+  void MaybeBeginBackup(const std::string& name, Job& job, int64_t watermark) REQUIRES(mu_);
+  json BackupReply(const Job& job, int node) REQUIRES(mu_);
+  Status WriteCommit(const backup::Commit& commit) EXCLUDES(mu_, catalog_mu_);
 
   const std::chrono::milliseconds wait_;
-  mutable std::mutex mu_;
-  std::condition_variable timer_cv_;                    // a call parked, or shutdown
-  std::map<std::string, Job> jobs_;                     // GUARDED_BY(mu_)
-  bool shut_down_ = false;                              // GUARDED_BY(mu_)
-  std::map<std::string, std::vector<Waiter>> waiters_;  // GUARDED_BY(mu_): by job
-  size_t waiting_ = 0;                                  // GUARDED_BY(mu_)
-  std::vector<Completion> fired_;                       // GUARDED_BY(mu_): to run unlocked
-  bool waking_ = false;                                 // GUARDED_BY(mu_): Wake is running
-  std::set<std::string> rewake_;                        // GUARDED_BY(mu_): woken meanwhile
+  mutable Mutex mu_;
+  CondVar timer_cv_;  // a call parked, or shutdown
+  std::map<std::string, Job> jobs_ GUARDED_BY(mu_);
+  bool shut_down_ GUARDED_BY(mu_) = false;
+  std::map<std::string, std::vector<Waiter>> waiters_ GUARDED_BY(mu_);  // by job
+  size_t waiting_ GUARDED_BY(mu_) = 0;
+  std::vector<Completion> fired_ GUARDED_BY(mu_);  // to run unlocked
+  bool waking_ GUARDED_BY(mu_) = false;            // Wake is running
+  std::set<std::string> rewake_ GUARDED_BY(mu_);   // woken meanwhile
   std::thread timer_;
 
   std::function<std::time_t()> now_ = [] { return std::time(nullptr); };
   storage::ObjectStore* backup_store_ = nullptr;
   std::optional<std::string> restore_backup_;
   std::function<void(const std::string&)> on_rollback_;
-  std::mutex catalog_mu_;  // taken alone or after mu_; never take mu_ while holding it
+  Mutex catalog_mu_ ACQUIRED_AFTER(mu_);  // taken alone or after mu_
   // What the store holds: committed backups, every id (complete or not, and
   // ids this coordinator reserved), and the backups rollbacks (an operator's
   // --restore-backup) abandoned.
-  std::map<backup::BackupId, backup::Commit> commits_;  // GUARDED_BY(catalog_mu_)
-  std::set<backup::BackupId> ids_;                      // GUARDED_BY(catalog_mu_)
-  std::set<backup::BackupId> reserved_;                 // GUARDED_BY(catalog_mu_)
-  std::set<backup::BackupId> superseded_;               // GUARDED_BY(catalog_mu_): by rollbacks
-  std::string catalog_error_;    // GUARDED_BY(catalog_mu_): why the last listing failed
-  bool catalog_loaded_ = false;  // GUARDED_BY(catalog_mu_)
-  bool refreshing_ = false;
-  std::condition_variable catalog_cv_;                  // refreshing_ became false
-  std::chrono::steady_clock::time_point catalog_at_{};  // GUARDED_BY(catalog_mu_)
+  std::map<backup::BackupId, backup::Commit> commits_ GUARDED_BY(catalog_mu_);
+  std::set<backup::BackupId> ids_ GUARDED_BY(catalog_mu_);
+  std::set<backup::BackupId> reserved_ GUARDED_BY(catalog_mu_);
+  std::set<backup::BackupId> superseded_ GUARDED_BY(catalog_mu_);  // by rollbacks
+  std::string catalog_error_ GUARDED_BY(catalog_mu_);              // why the last listing failed
+  bool catalog_loaded_ GUARDED_BY(catalog_mu_) = false;
+  bool refreshing_ GUARDED_BY(catalog_mu_) = false;
+  CondVar catalog_cv_;  // refreshing_ became false
+  std::chrono::steady_clock::time_point catalog_at_ GUARDED_BY(catalog_mu_){};
 };
 
 }  // namespace strata::agent

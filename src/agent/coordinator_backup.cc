@@ -70,13 +70,13 @@ void Coordinator::EnableBackups(storage::ObjectStore* store,
 void Coordinator::RefreshCatalog(bool for_restore) {
   std::set<backup::BackupId> known;
   {
-    std::unique_lock<std::mutex> l(catalog_mu_);
+    MutexLock l(&catalog_mu_);
     const auto now = std::chrono::steady_clock::now();
     const bool fresh_enough = catalog_at_ != std::chrono::steady_clock::time_point{} &&
                               now - catalog_at_ < kCatalogMaxAge;
     if (for_restore && !catalog_loaded_) {
       if (refreshing_) {  // share the attempt under way (at most one attempt long)
-        catalog_cv_.wait(l, [this] { return !refreshing_; });
+        while (refreshing_) catalog_cv_.Wait(&catalog_mu_);
         return;
       }
     } else if (refreshing_ || fresh_enough) {
@@ -113,9 +113,9 @@ void Coordinator::RefreshCatalog(bool for_restore) {
       }
     }
   }
-  std::lock_guard<std::mutex> l(catalog_mu_);
+  MutexLock l(&catalog_mu_);
   refreshing_ = false;
-  catalog_cv_.notify_all();
+  catalog_cv_.SignalAll();
   if (!listed.ok()) {
     catalog_error_ = "reading the backup catalog: " + std::string(listed.status().message());
     Log()->warn("{}", catalog_error_);
@@ -137,7 +137,7 @@ void Coordinator::RefreshCatalog(bool for_restore) {
 void Coordinator::AddBackupCopies(const std::string& name, Job& job, Inventory* inv) {
   job.rollback_step.reset();
   if (backup_store_ == nullptr) return;
-  std::lock_guard<std::mutex> l(catalog_mu_);
+  MutexLock l(&catalog_mu_);
   std::optional<backup::BackupId> only;
   if (restore_backup_ && !job.backup.rollback_done) {
     auto id = backup::ParseBackupId(*restore_backup_);
@@ -203,7 +203,7 @@ void Coordinator::RollbackRestored(const std::string& name, Job& job) {
   // complete, since no backup of the job is in flight across a new round).
   json superseded = json::array();
   {
-    std::lock_guard<std::mutex> c(catalog_mu_);
+    MutexLock c(&catalog_mu_);
     for (const auto& [id, commit] : commits_) {
       if (commit.job == name && commit.step > *job.rollback_step) {
         superseded.push_back(id.ToString());
@@ -251,7 +251,7 @@ void Coordinator::NoteCadence(const json& req, Job& job) {
 // coordinator does not back up again at once). REQUIRES: mu_ held.
 void Coordinator::LearnNewestBackup(const std::string& name, BackupState& b) {
   if (b.learned) return;
-  std::lock_guard<std::mutex> c(catalog_mu_);
+  MutexLock c(&catalog_mu_);
   if (!catalog_loaded_) return;
   b.learned = true;
   for (const auto& [id, commit] : commits_) {
@@ -263,8 +263,7 @@ void Coordinator::LearnNewestBackup(const std::string& name, BackupState& b) {
   }
 }
 
-void Coordinator::MaybeBeginBackup(const std::string& name, Job& job, int64_t watermark,
-                                   std::unique_lock<std::mutex>& l) {
+void Coordinator::MaybeBeginBackup(const std::string& name, Job& job, int64_t watermark) {
   BackupState& b = job.backup;
   LearnNewestBackup(name, b);
   if (b.in_flight && !b.in_flight->committing && now_() - b.in_flight->began > kInFlightLimit) {
@@ -294,11 +293,11 @@ void Coordinator::MaybeBeginBackup(const std::string& name, Job& job, int64_t wa
   const int64_t round = job.round;
   b.starting = round + 1;
   const std::string minute = backup::BackupId{began - began % 60, 1}.ToString();
-  l.unlock();
+  mu_.Unlock();
   auto listed = backup_store_->List(minute);
   std::optional<backup::BackupId> id;
   if (listed.ok()) {
-    std::lock_guard<std::mutex> c(catalog_mu_);
+    MutexLock c(&catalog_mu_);
     std::vector<backup::BackupId> taken(ids_.begin(), ids_.end());
     taken.insert(taken.end(), reserved_.begin(), reserved_.end());
     for (const auto& o : *listed) {
@@ -309,7 +308,7 @@ void Coordinator::MaybeBeginBackup(const std::string& name, Job& job, int64_t wa
     if (std::find(taken.begin(), taken.end(), *id) != taken.end()) id.reset();  // all taken
     if (id) reserved_.insert(*id);
   }
-  l.lock();
+  mu_.Lock();
   if (b.starting != round + 1 || job.round != round) return;  // a new round began meanwhile
   b.starting = 0;
   if (!id) {
@@ -344,7 +343,7 @@ json Coordinator::BackupReply(const Job& job, int node) {
   if (!b.last_error.empty()) {
     reply["backup_error"] = b.last_error;
   } else {
-    std::lock_guard<std::mutex> c(catalog_mu_);
+    MutexLock c(&catalog_mu_);
     if (!catalog_error_.empty()) reply["backup_error"] = catalog_error_;
   }
   if (b.in_flight && !b.in_flight->committing) {
@@ -363,7 +362,7 @@ json Coordinator::BackupReply(const Job& job, int node) {
 // call write the commit object; the reply says whether it did.
 StatusOr<json> Coordinator::BackupDone(const json& req) {
   STRATA_ASSIGN_OR_RETURN(std::string name, JobField(req));
-  std::unique_lock<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req, nullptr));
   BackupState& b = job->backup;
   const std::string id = req.value("id", "");
@@ -409,11 +408,11 @@ StatusOr<json> Coordinator::BackupDone(const json& req) {
     commit.part_bytes[p] = done.first;
     commit.part_digests[p] = done.second;
   }
-  l.unlock();
+  l.Unlock();
   commit.committed = now_();
   CrashPoint("coordinator_before_commit");
   Status s = WriteCommit(commit);
-  l.lock();
+  l.Lock();
   const bool current = b.in_flight && b.in_flight->id == id;
   if (current) b.in_flight.reset();
   if (!s.ok()) {
@@ -435,7 +434,7 @@ Status Coordinator::WriteCommit(const backup::Commit& commit) {
   STRATA_RETURN_IF_ERROR(
       backup_store_->Put(backup::CommitKey(commit.id), backup::EncodeCommit(commit)));
   STRATA_ASSIGN_OR_RETURN(backup::BackupId id, backup::ParseBackupId(commit.id));
-  std::lock_guard<std::mutex> l(catalog_mu_);
+  MutexLock l(&catalog_mu_);
   commits_[id] = commit;
   ids_.insert(id);
   reserved_.erase(id);

@@ -56,7 +56,7 @@ json Coordinator::SyncJson(const Job& job) {
 
 StatusOr<json> Coordinator::Notice(const json& req) {
   STRATA_ASSIGN_OR_RETURN(std::string name, JobField(req));
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req, nullptr));
   STRATA_ASSIGN_OR_RETURN(int node, IntField(req, "node", 0, job->nodes - 1));
   SyncState& s = job->sync;
@@ -90,7 +90,7 @@ StatusOr<json> Coordinator::Notice(const json& req) {
 // reported to), else waits up to wait_ for one.
 Coordinator::Answer Coordinator::Sync(const json& req, Done& done) {
   STRATA_ASSIGN_OR_RETURN(std::string name, JobField(req));
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req, nullptr));
   STRATA_ASSIGN_OR_RETURN(int node, IntField(req, "node", 0, job->nodes - 1));
   NodeProgress p{req.value("step", int64_t{-1}), req.value("rate", 0.0), Clock::now()};
@@ -103,6 +103,7 @@ Coordinator::Answer Coordinator::Sync(const json& req, Done& done) {
   return Park(
       name, req,
       [this, job, generation, collect](bool expired) -> Answer {
+        mu_.AssertHeld();  // checks run under mu_ (Park, Wake)
         if (shut_down_) return UnavailableError("the coordinator is shutting down");
         const SyncState& s = job->sync;
         const bool stale = s.generation != generation || (s.collecting && s.collect_id != collect);

@@ -69,7 +69,7 @@ RpcPool::RpcPool(std::string secret, size_t max_idle)
     : secret_(std::move(secret)), max_idle_(max_idle) {}
 
 std::optional<RpcClient> RpcPool::TakeIdle(const std::string& to) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = idle_.find(to);
   if (it == idle_.end() || it->second.empty()) return std::nullopt;
   RpcClient c = std::move(it->second.back());
@@ -78,7 +78,7 @@ std::optional<RpcClient> RpcPool::TakeIdle(const std::string& to) {
 }
 
 void RpcPool::GiveBack(const std::string& to, RpcClient client) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto& idle = idle_[to];
   if (idle.size() < max_idle_) idle.push_back(std::move(client));
 }
@@ -102,7 +102,7 @@ StatusOr<json> RpcPool::Call(const Endpoint& to, const std::string& client_id, c
 }
 
 void RpcPool::Clear() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   idle_.clear();
 }
 

@@ -10,7 +10,6 @@
 
 #include <chrono>
 #include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -21,6 +20,7 @@
 #include "agent/stream_verify.h"
 #include "net/socket.h"
 #include "strata/status.h"
+#include "util/mutex.h"
 
 namespace strata::agent {
 
@@ -82,9 +82,9 @@ class RpcPool {
 
   const std::string secret_;
   const size_t max_idle_;
-  std::mutex mu_;
-  // GUARDED_BY(mu_): by "host:port client-id"
-  std::map<std::string, std::vector<RpcClient>> idle_;
+  Mutex mu_;
+  // By "host:port client-id".
+  std::map<std::string, std::vector<RpcClient>> idle_ GUARDED_BY(mu_);
 };
 
 // Parses JSON from a peer, dropping anything nested deeper than 32 levels

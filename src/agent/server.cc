@@ -4,7 +4,6 @@
 #include <asio.hpp>
 #include <atomic>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -12,6 +11,7 @@
 #include "net/frame.h"
 #include "net/handshake_budget.h"
 #include "util/logging.h"
+#include "util/mutex.h"
 #include "util/process.h"
 
 namespace strata::agent {
@@ -79,7 +79,7 @@ class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
   void Called() { ++calls_; }
   // Reserves a place for a long call: false when max_long_calls run.
   bool ReserveLong();
-  void ReleaseLong();  // a reservation not used
+  void ReleaseLong();  // gives a reservation back
   // Runs a reserved long call on a thread of its own; false (the
   // reservation given back) once stopped.
   bool RunLong(std::function<void()> fn);
@@ -111,10 +111,10 @@ class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
   std::atomic<uint64_t> accepted_{0}, authenticated_{0}, refused_{0}, calls_{0};
   std::atomic<int> open_{0};
 
-  mutable std::mutex long_mu_;
-  std::map<uint64_t, std::thread> long_threads_;  // GUARDED_BY(long_mu_)
-  uint64_t next_thread_ = 0;                      // GUARDED_BY(long_mu_)
-  int long_calls_ = 0;                            // GUARDED_BY(long_mu_)
+  mutable Mutex long_mu_;
+  std::map<uint64_t, std::thread> long_threads_ GUARDED_BY(long_mu_);
+  uint64_t next_thread_ GUARDED_BY(long_mu_) = 0;
+  int long_calls_ GUARDED_BY(long_mu_) = 0;
 };
 
 // One connection, on the loop thread: handshake, then calls one at a time.
@@ -341,6 +341,7 @@ void Session::Long(json request) {
   const std::string peer = peer_, who = who_;
   const auto reply_timeout = server_->options().reply_timeout;
   const Server::Handlers* handlers = &server_->handlers();
+  Server::Impl* impl = server_;  // outlives the thread: Stop joins it
   auto run = [=, request = std::move(request)]() {
     StatusOr<json> r = InternalError("no answer");
     try {
@@ -348,6 +349,9 @@ void Session::Long(json request) {
     } catch (const json::exception& e) {
       r = InvalidArgumentError(std::string("malformed call: ") + e.what());
     }
+    // The slot is free before the caller hears back, so a caller that got
+    // its answer may start the next long call at once.
+    impl->ReleaseLong();
     bool close_after = false;
     std::optional<std::string> frame = ReplyFrame(std::move(r), peer, who, &close_after);
     const bool sent =
@@ -447,28 +451,28 @@ void Server::Impl::Forget(uint64_t id) {
 }
 
 bool Server::Impl::ReserveLong() {
-  std::lock_guard<std::mutex> l(long_mu_);
+  MutexLock l(&long_mu_);
   if (long_calls_ >= options_.max_long_calls) return false;
   ++long_calls_;
   return true;
 }
 
 void Server::Impl::ReleaseLong() {
-  std::lock_guard<std::mutex> l(long_mu_);
+  MutexLock l(&long_mu_);
   --long_calls_;
 }
 
+// `fn` must call ReleaseLong when its work is done.
 bool Server::Impl::RunLong(std::function<void()> fn) {
-  std::lock_guard<std::mutex> l(long_mu_);
+  MutexLock l(&long_mu_);
   if (stopped_) {
     --long_calls_;
     return false;
   }
   const uint64_t id = ++next_thread_;
   long_threads_[id] = std::thread([this, id, fn = std::move(fn)] {
-    fn();
-    std::lock_guard<std::mutex> done(long_mu_);
-    --long_calls_;
+    fn();  // gives the slot back (ReleaseLong) once its work is done
+    MutexLock done(&long_mu_);
     if (!stopped_) asio::post(io_, [this, id] { Reap(id); });  // Stop joins it otherwise
   });
   return true;
@@ -477,7 +481,7 @@ bool Server::Impl::RunLong(std::function<void()> fn) {
 void Server::Impl::Reap(uint64_t thread_id) {
   std::thread t;
   {
-    std::lock_guard<std::mutex> l(long_mu_);
+    MutexLock l(&long_mu_);
     auto it = long_threads_.find(thread_id);
     if (it == long_threads_.end()) return;  // Stop took it
     t = std::move(it->second);
@@ -497,7 +501,7 @@ void Server::Impl::Stop() {
   workers_.join();
   std::map<uint64_t, std::thread> threads;
   {
-    std::lock_guard<std::mutex> l(long_mu_);
+    MutexLock l(&long_mu_);
     threads.swap(long_threads_);
   }
   for (auto& [id, t] : threads) t.join();
@@ -517,7 +521,7 @@ Server::Stats Server::Impl::stats() const {
   s.refused = refused_;
   s.calls = calls_;
   s.open = open_;
-  std::lock_guard<std::mutex> l(long_mu_);
+  MutexLock l(&long_mu_);
   s.long_calls = long_calls_;
   return s;
 }

@@ -86,7 +86,7 @@ Status Store::Recover() {
           continue;
         }
         if (!text.ok()) STRATA_RETURN_IF_ERROR(WriteIndex(key, *index));
-        std::lock_guard<std::mutex> l(mu_);
+        MutexLock l(&mu_);
         spare_limit_ = std::max(spare_limit_, index->total_bytes);
         held_[key] = std::move(*index);
       }
@@ -117,7 +117,7 @@ StatusOr<StepIndex> Store::Ingest(const std::string& client_dir, const StepKey& 
     return index.status().WithContext("ingesting " + client_dir);
   }
   STRATA_RETURN_IF_ERROR(WriteIndex(key, *index));
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   held_[key] = *index;
   spare_limit_ = std::max(spare_limit_, index->total_bytes);
   return index;
@@ -146,26 +146,26 @@ Status Store::AdoptChecked(const std::string& dir, const StepKey& key, const Ste
   if (env()->Exists(dst)) STRATA_RETURN_IF_ERROR(Remove(key));
   STRATA_RETURN_IF_ERROR(CommitDir(env(), dir, dst));
   STRATA_RETURN_IF_ERROR(WriteIndex(key, index));
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   held_[key] = index;
   spare_limit_ = std::max(spare_limit_, index.total_bytes);
   return Status::Ok();
 }
 
 bool Store::Has(const StepKey& key) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return held_.count(key) > 0;
 }
 
 StatusOr<StepIndex> Store::GetIndex(const StepKey& key) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = held_.find(key);
   if (it == held_.end()) return NotFoundError("this agent holds no step " + key.ToString());
   return it->second;
 }
 
 std::map<StepKey, StepIndex> Store::List() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return held_;
 }
 
@@ -177,7 +177,7 @@ Status Store::Verify(const StepKey& key) {
 Status Store::Remove(const StepKey& key) {
   std::optional<StepIndex> index;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (auto it = held_.find(key); it != held_.end()) index = std::move(it->second);
     held_.erase(key);
   }
@@ -195,13 +195,13 @@ void Store::KeepSpare(const std::string& dir, const StepIndex& index) {
     if (f.size == 0) continue;
     std::string to;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       if (spare_bytes_ + f.size > spare_limit_) return;
       to = JoinPath(JoinPath(root_, "spare"), std::to_string(++spare_counter_));
       spare_bytes_ += f.size;  // reserved; undone below if the rename fails
     }
     Status s = env()->Rename(JoinPath(dir, f.path), to);
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (s.ok()) {
       spare_.emplace(f.size, std::move(to));
     } else {
@@ -214,7 +214,7 @@ bool Store::TakeSpare(uint64_t size, const std::string& path) {
   std::string from;
   uint64_t from_size = 0;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (spare_.empty()) return false;
     auto it = spare_.lower_bound(size);  // the smallest that holds it, else the largest
     if (it == spare_.end()) it = std::prev(it);
@@ -233,7 +233,7 @@ bool Store::TakeSpare(uint64_t size, const std::string& path) {
 void Store::DropSpare() {
   std::multimap<uint64_t, std::string> spare;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     spare.swap(spare_);
     spare_bytes_ = 0;
   }
@@ -241,12 +241,12 @@ void Store::DropSpare() {
 }
 
 uint64_t Store::SpareBytes() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return spare_bytes_;
 }
 
 uint64_t Store::BytesHeld() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   uint64_t n = 0;
   for (const auto& [key, index] : held_) n += index.total_bytes;
   return n;

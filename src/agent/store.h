@@ -27,13 +27,13 @@
 #include <compare>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 
 #include "agent/step_index.h"
 #include "format/naming.h"
 #include "format/sync_map.h"
 #include "strata/status.h"
+#include "util/mutex.h"
 #include "util/thread_pool.h"
 
 namespace strata::agent {
@@ -107,12 +107,12 @@ class Store {
   const std::string local_dir_;
   const std::string root_;
   ThreadPool* const pool_;
-  mutable std::mutex mu_;
-  std::map<StepKey, StepIndex> held_;           // GUARDED_BY(mu_)
-  std::multimap<uint64_t, std::string> spare_;  // size -> path; GUARDED_BY(mu_)
-  uint64_t spare_bytes_ = 0;                    // GUARDED_BY(mu_)
-  uint64_t spare_limit_ = 0;                    // the largest step held so far; GUARDED_BY(mu_)
-  uint64_t spare_counter_ = 0;                  // names spare files; GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::map<StepKey, StepIndex> held_ GUARDED_BY(mu_);
+  std::multimap<uint64_t, std::string> spare_ GUARDED_BY(mu_);  // size -> path
+  uint64_t spare_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t spare_limit_ GUARDED_BY(mu_) = 0;    // the largest step held so far
+  uint64_t spare_counter_ GUARDED_BY(mu_) = 0;  // names spare files
 };
 
 }  // namespace strata::agent

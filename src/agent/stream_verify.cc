@@ -111,11 +111,11 @@ StreamVerifier::StreamVerifier(std::string dir, const StepIndex& index, RangePla
 
 StreamVerifier::~StreamVerifier() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     stop_ = true;
     queue_.clear();
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   for (auto& t : workers_) t.join();
 }
 
@@ -132,7 +132,7 @@ void StreamVerifier::Submit(const std::string& path, size_t first, size_t last) 
   last = std::min(last, plan_.files[file].size());
   std::vector<Task> inline_tasks;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     // One task per run of checks not submitted before.
     for (size_t c = first; c < last;) {
       if (submitted_[file][c]) {
@@ -150,28 +150,28 @@ void StreamVerifier::Submit(const std::string& path, size_t first, size_t last) 
       }
     }
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   for (const Task& t : inline_tasks) Finished(Run(t));
 }
 
 void StreamVerifier::WorkerMain() {
-  std::unique_lock<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   for (;;) {
-    cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
+    while (!stop_ && queue_.empty()) cv_.Wait(&mu_);
     if (stop_) return;
     Task task = queue_.front();
     queue_.pop_front();
     const bool skip = !error_.ok();  // a failure already decided the outcome
-    l.unlock();
+    l.Unlock();
     Finished(skip ? Status::Ok() : Run(task));
-    l.lock();
+    l.Lock();
   }
 }
 
 void StreamVerifier::Finished(const Status& s) {
   bool first_failure = false;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (!s.ok() && error_.ok()) {
       error_ = s;
       first_failure = true;
@@ -180,10 +180,10 @@ void StreamVerifier::Finished(const Status& s) {
   // Before the task counts as done, so Wait() returns after the callback.
   if (first_failure && on_failure_) on_failure_();
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     --pending_;
   }
-  done_.notify_all();
+  done_.SignalAll();
 }
 
 Status StreamVerifier::Mismatch(const std::string& path, const RangeCheck& c) const {
@@ -265,14 +265,14 @@ Status StreamVerifier::HashRead(int fd, const Task& t, const std::string& path) 
 }
 
 Status StreamVerifier::Wait() {
-  std::unique_lock<std::mutex> l(mu_);
-  done_.wait(l, [&] { return pending_ == 0; });
+  MutexLock l(&mu_);
+  while (pending_ != 0) done_.Wait(&mu_);
   return error_;
 }
 
 Status StreamVerifier::Finish() {
   STRATA_RETURN_IF_ERROR(Wait());
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   for (size_t f = 0; f < submitted_.size(); ++f) {
     for (size_t c = 0; c < submitted_[f].size(); ++c) {
       if (!submitted_[f][c]) {

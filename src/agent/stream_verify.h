@@ -17,12 +17,10 @@
 #ifndef STRATA_AGENT_STREAM_VERIFY_H_
 #define STRATA_AGENT_STREAM_VERIFY_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,6 +28,7 @@
 #include "agent/step_index.h"
 #include "strata/catalog.h"
 #include "strata/status.h"
+#include "util/mutex.h"
 
 namespace strata::agent {
 
@@ -110,14 +109,14 @@ class StreamVerifier {
   std::map<std::string, size_t> position_;
   RangePlan plan_;
   std::function<void()> on_failure_;
-  std::mutex mu_;
-  std::condition_variable cv_;                // work queued, or stopping
-  std::condition_variable done_;              // a task finished
-  std::deque<Task> queue_;                    // GUARDED_BY(mu_)
-  std::vector<std::vector<bool>> submitted_;  // by file, check; GUARDED_BY(mu_)
-  size_t pending_ = 0;                        // submitted, not finished; GUARDED_BY(mu_)
-  Status error_;                              // the first failure; GUARDED_BY(mu_)
-  bool stop_ = false;                         // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;    // work queued, or stopping
+  CondVar done_;  // a task finished
+  std::deque<Task> queue_ GUARDED_BY(mu_);
+  std::vector<std::vector<bool>> submitted_ GUARDED_BY(mu_);  // by file, check
+  size_t pending_ GUARDED_BY(mu_) = 0;                        // submitted, not finished
+  Status error_ GUARDED_BY(mu_);                              // the first failure
+  bool stop_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> workers_;
 };
 

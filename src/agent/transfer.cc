@@ -105,30 +105,14 @@ StatusOr<size_t> ManifestPosition(const StepIndex& index) {
 Status FetchGroups(std::vector<RpcClient>& clients, const StepKey& key, const FetchedCopy& copy,
                    const std::vector<std::vector<size_t>>& groups, Store* store,
                    StreamVerifier* verifier) {
-  std::mutex mu;
-  Status first_error;  // GUARDED_BY(mu)
-  auto fail = [&](const Status& s) {
-    std::lock_guard<std::mutex> l(mu);
-    if (!first_error.ok()) return;
-    first_error = s;
-    for (RpcClient& c : clients) c.socket().Shutdown();
-  };
-  auto run = [&](size_t g) {
-    Status s = FetchGroup(clients[g], key, copy.index, groups[g], copy.dir, store, verifier);
-    if (!s.ok()) fail(s);
-  };
-  std::vector<std::thread> receivers;
-  for (size_t g = 1; g < groups.size(); ++g) {
-    try {
-      receivers.emplace_back(run, g);
-    } catch (const std::system_error& e) {
-      fail(ResourceExhaustedError(std::string("starting a receive thread: ") + e.what()));
-      break;
-    }
-  }
-  run(0);
-  for (auto& t : receivers) t.join();
-  return first_error;
+  return RunParallel(
+      groups.size(), groups.size(),
+      [&](size_t g, const auto&) {
+        return FetchGroup(clients[g], key, copy.index, groups[g], copy.dir, store, verifier);
+      },
+      [&](const Status&) {
+        for (RpcClient& c : clients) c.socket().Shutdown();
+      });
 }
 
 // get_index; for a Strata copy its manifest; then the other files in groups
@@ -233,14 +217,14 @@ Status AdoptCopy(Store* store, const StepKey& key, const FetchedCopy& copy) {
 }
 
 uint64_t TransferTable::Begin(std::string dir, StepIndex index) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   uint64_t id = next_id_++;
   active_[id] = Transfer{std::move(dir), std::move(index), 0, Status::Ok()};
   return id;
 }
 
 Status TransferTable::Lookup(uint64_t id, std::string* dir, StepIndex* index) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = active_.find(id);
   if (it == active_.end())
     return NotFoundError("no transfer " + std::to_string(id) + " in progress");
@@ -251,17 +235,17 @@ Status TransferTable::Lookup(uint64_t id, std::string* dir, StepIndex* index) {
 
 void TransferTable::Finish(uint64_t id, size_t files, const Status& status) {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     auto it = active_.find(id);
     if (it == active_.end()) return;
     it->second.arrived += files;
     if (!status.ok() && it->second.error.ok()) it->second.error = status;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 Status TransferTable::Wait(uint64_t id, std::chrono::milliseconds stall) {
-  std::unique_lock<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   size_t seen = 0;
   for (;;) {
     auto it = active_.find(id);
@@ -269,8 +253,8 @@ Status TransferTable::Wait(uint64_t id, std::chrono::milliseconds stall) {
     const Transfer& t = it->second;
     if (!t.error.ok()) return t.error;
     if (t.arrived >= t.index.files.size()) return Status::Ok();
-    if (t.arrived == seen && cv_.wait_for(l, stall) == std::cv_status::timeout &&
-        active_.at(id).arrived == seen && active_.at(id).error.ok()) {
+    if (t.arrived == seen && !cv_.WaitFor(&mu_, stall) && active_.at(id).arrived == seen &&
+        active_.at(id).error.ok()) {
       return DeadlineExceededError("transfer " + std::to_string(id) +
                                    " stalled: " + std::to_string(seen) + " of " +
                                    std::to_string(t.index.files.size()) + " files arrived");
@@ -280,7 +264,7 @@ Status TransferTable::Wait(uint64_t id, std::chrono::milliseconds stall) {
 }
 
 void TransferTable::End(uint64_t id) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   active_.erase(id);
 }
 

@@ -13,10 +13,8 @@
 #define STRATA_AGENT_TRANSFER_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +23,7 @@
 #include "agent/step_index.h"
 #include "agent/store.h"
 #include "strata/status.h"
+#include "util/mutex.h"
 
 namespace strata::agent {
 
@@ -91,10 +90,10 @@ class TransferTable {
     size_t arrived = 0;
     Status error;
   };
-  std::mutex mu_;
-  std::condition_variable cv_;
-  uint64_t next_id_ = 1;                 // GUARDED_BY(mu_)
-  std::map<uint64_t, Transfer> active_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;
+  uint64_t next_id_ GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, Transfer> active_ GUARDED_BY(mu_);
 };
 
 }  // namespace strata::agent

@@ -40,10 +40,10 @@ AgentSync::AgentSync(SyncMap map, int slot, std::chrono::milliseconds timeout,
 
 AgentSync::~AgentSync() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   watcher_.join();
   MirrorNoticesTo(nullptr);
   map_.Release(slot_index_);
@@ -102,8 +102,10 @@ std::optional<int64_t> AgentSync::PendingSyncStep() const {
 void AgentSync::WatchMain() {
   using Clock = std::chrono::steady_clock;
   Clock::time_point waiting_since{};  // epoch: not waiting
-  std::unique_lock<std::mutex> l(mu_);
-  while (!cv_.wait_for(l, std::chrono::milliseconds(50), [this] { return stop_; })) {
+  MutexLock l(&mu_);
+  for (;;) {
+    if (!stop_) cv_.WaitFor(&mu_, std::chrono::milliseconds(50));
+    if (stop_) break;
     bool notice = PreemptionNotices() != served_notices_->load(std::memory_order_relaxed);
     if (!notice || PendingSyncStep().has_value()) {
       waiting_since = Clock::time_point{};

@@ -14,14 +14,13 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
 #include "format/sync_map.h"
+#include "util/mutex.h"
 
 namespace strata {
 
@@ -66,9 +65,9 @@ class AgentSync {
   std::atomic<bool> fallback_due_{false};
   mutable std::atomic<int64_t> first_step_{-1};  // the first step ShouldSave saw
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;
+  bool stop_ GUARDED_BY(mu_) = false;
   std::thread watcher_;
 };
 

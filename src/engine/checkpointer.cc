@@ -7,9 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <condition_variable>
 #include <cstring>
-#include <mutex>
 #include <thread>
 
 #include "engine/agent_sync.h"
@@ -22,6 +20,7 @@
 #include "util/crash_point.h"
 #include "util/file_util.h"
 #include "util/logging.h"
+#include "util/mutex.h"
 #include "util/thread_pool.h"
 #include "util/time_format.h"
 
@@ -191,17 +190,17 @@ class CheckpointerImpl final : public Checkpointer {
   std::atomic<uint64_t> served_notices_;
   std::atomic<bool> time_due_{false};
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::optional<Job> job_;                 // GUARDED_BY(mu_): handed to the saver
-  bool busy_ = false;                      // GUARDED_BY(mu_): a job is queued or running
-  bool stop_ = false;                      // GUARDED_BY(mu_)
-  Status unreported_error_;                // GUARDED_BY(mu_)
-  Status last_error_;                      // GUARDED_BY(mu_)
-  std::optional<int64_t> in_flight_step_;  // GUARDED_BY(mu_)
-  std::optional<int64_t> last_committed_;  // GUARDED_BY(mu_)
-  Clock::time_point last_save_time_;       // GUARDED_BY(mu_)
-  bool timer_reset_ = false;               // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::optional<Job> job_ GUARDED_BY(mu_);  // handed to the saver
+  bool busy_ GUARDED_BY(mu_) = false;       // a job is queued or running
+  bool stop_ GUARDED_BY(mu_) = false;
+  Status unreported_error_ GUARDED_BY(mu_);
+  Status last_error_ GUARDED_BY(mu_);
+  std::optional<int64_t> in_flight_step_ GUARDED_BY(mu_);
+  std::optional<int64_t> last_committed_ GUARDED_BY(mu_);
+  Clock::time_point last_save_time_ GUARDED_BY(mu_);
+  bool timer_reset_ GUARDED_BY(mu_) = false;
   std::thread saver_;
   std::thread timer_;
   std::unique_ptr<AgentSync> sync_;  // null without a node agent
@@ -226,10 +225,10 @@ CheckpointerImpl::~CheckpointerImpl() {
   if (!s.ok()) Log()->error("{}", s.message());
   sync_.reset();
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (saver_.joinable()) saver_.join();
   if (timer_.joinable()) timer_.join();
   ::close(lock_fd_);
@@ -276,12 +275,12 @@ StatusOr<SaveResult> CheckpointerImpl::Save(int64_t step, std::span<const Item> 
     Job job;
     STRATA_RETURN_IF_ERROR(Snapshot(step, items, &job));
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       job_ = std::move(job);
       busy_ = true;
       in_flight_step_ = step;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   ResetTimer();
   return result;
@@ -370,7 +369,7 @@ Status CheckpointerImpl::ApplyRetention() {
 }
 
 void CheckpointerImpl::RecordResult(int64_t step, const Status& s, double seconds) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   in_flight_step_.reset();
   if (s.ok()) {
     last_committed_ = step;
@@ -407,53 +406,54 @@ void CheckpointerImpl::LogOnDemand(int64_t step, Clock::time_point start) const 
 }
 
 Status CheckpointerImpl::Wait() {
-  std::unique_lock<std::mutex> l(mu_);
-  cv_.wait(l, [this] { return !busy_; });
+  MutexLock l(&mu_);
+  while (busy_) cv_.Wait(&mu_);
   Status s = std::move(unreported_error_);
   unreported_error_ = Status::Ok();
   return s;
 }
 
 void CheckpointerImpl::SaverMain() {
-  std::unique_lock<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   for (;;) {
-    cv_.wait(l, [this] { return stop_ || job_.has_value(); });
+    while (!stop_ && !job_.has_value()) cv_.Wait(&mu_);
     if (!job_) return;
     Job job = std::move(*job_);
     job_.reset();
-    l.unlock();
+    l.Unlock();
     Clock::time_point start = Clock::now();
     Status s = Commit(job.step, job.items);
     RecordResult(job.step, s, SecondsSince(start));
-    l.lock();
+    l.Lock();
     if (!s.ok()) unreported_error_ = s;
     busy_ = false;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 }
 
 void CheckpointerImpl::TimerMain() {
   const auto interval = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(options_.save_interval_seconds));
-  std::unique_lock<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   while (!stop_) {
     timer_reset_ = false;
-    bool woken =
-        cv_.wait_until(l, last_save_time_ + interval, [this] { return stop_ || timer_reset_; });
-    if (woken) continue;
+    const Clock::time_point due = last_save_time_ + interval;
+    while (!stop_ && !timer_reset_ && cv_.WaitUntil(&mu_, due)) {
+    }
+    if (stop_ || timer_reset_) continue;
     time_due_.store(true, std::memory_order_relaxed);
-    cv_.wait(l, [this] { return stop_ || timer_reset_; });
+    while (!stop_ && !timer_reset_) cv_.Wait(&mu_);
   }
 }
 
 void CheckpointerImpl::ResetTimer() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     last_save_time_ = Clock::now();
     timer_reset_ = true;
     time_due_.store(false, std::memory_order_relaxed);
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 StatusOr<int64_t> CheckpointerImpl::RestoreNewest(const RestoreOptions& options,
@@ -526,7 +526,7 @@ StatusOr<RestoredStep> CheckpointerImpl::Restore(const RestoreOptions& options) 
 }
 
 CheckpointerStatus CheckpointerImpl::status() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   CheckpointerStatus s;
   s.in_flight_step = in_flight_step_;
   s.last_committed_step = last_committed_;

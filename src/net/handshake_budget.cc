@@ -4,7 +4,7 @@
 namespace strata::net {
 
 bool HandshakeBudget::TryAcquire(const std::string& source) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   int& mine = by_source_[source];
   if (in_use_ >= total_ || mine >= per_source_) {
     if (mine == 0) by_source_.erase(source);
@@ -17,7 +17,7 @@ bool HandshakeBudget::TryAcquire(const std::string& source) {
 }
 
 void HandshakeBudget::Release(const std::string& source) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = by_source_.find(source);
   if (it == by_source_.end()) return;
   --in_use_;

@@ -15,11 +15,11 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <string_view>
 
 #include "util/logging.h"
+#include "util/mutex.h"
 
 namespace strata::net {
 
@@ -40,9 +40,9 @@ class HandshakeBudget {
  private:
   const int total_;
   const int per_source_;
-  std::mutex mu_;
-  int in_use_ = 0;                        // guarded by mu_
-  std::map<std::string, int> by_source_;  // guarded by mu_
+  Mutex mu_;
+  int in_use_ GUARDED_BY(mu_) = 0;
+  std::map<std::string, int> by_source_ GUARDED_BY(mu_);
   LogLimiter refusals_;
 };
 

@@ -17,7 +17,7 @@ void RateLimiter::Acquire(uint64_t n) {
   auto need = std::min(static_cast<double>(n), burst_);
   std::chrono::duration<double> wait{0};
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     Clock::time_point now = Clock::now();
     tokens_ =
         std::min(burst_, tokens_ + std::chrono::duration<double>(now - last_).count() * rate_);

@@ -8,7 +8,8 @@
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
+
+#include "util/mutex.h"
 
 namespace strata::storage {
 
@@ -27,9 +28,9 @@ class RateLimiter {
   using Clock = std::chrono::steady_clock;
   const double rate_;   // bytes per second
   const double burst_;  // bucket capacity, bytes
-  std::mutex mu_;
-  double tokens_;           // guarded by mu_; may be negative (debt)
-  Clock::time_point last_;  // guarded by mu_
+  Mutex mu_;
+  double tokens_ GUARDED_BY(mu_);  // may be negative (debt)
+  Clock::time_point last_ GUARDED_BY(mu_);
 };
 
 }  // namespace strata::storage

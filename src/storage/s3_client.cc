@@ -326,7 +326,7 @@ bool S3Client::DialectsDiffer(const S3Request& req) const {
 
 std::unique_ptr<S3Client::Handle> S3Client::AcquireHandle() {
   {
-    std::lock_guard lock(pool_mu_);
+    MutexLock lock(&pool_mu_);
     if (!pool_.empty()) {
       auto h = std::move(pool_.back());
       pool_.pop_back();
@@ -340,7 +340,7 @@ std::unique_ptr<S3Client::Handle> S3Client::AcquireHandle() {
 
 void S3Client::ReleaseHandle(std::unique_ptr<Handle> h) {
   curl_easy_reset(h->curl);  // keeps the connection
-  std::lock_guard lock(pool_mu_);
+  MutexLock lock(&pool_mu_);
   pool_.push_back(std::move(h));
 }
 

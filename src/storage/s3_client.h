@@ -25,7 +25,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -36,6 +35,7 @@
 #include "storage/rate_limiter.h"
 #include "storage/s3_errors.h"
 #include "storage/sigv4.h"
+#include "util/mutex.h"
 
 namespace strata::storage {
 
@@ -141,8 +141,8 @@ class S3Client {
   std::atomic<SigV4Dialect> dialect_{SigV4Dialect::kAws};
   std::unique_ptr<RateLimiter> upload_limiter_;  // null: unlimited
   std::atomic<uint64_t> retries_{0};
-  std::mutex pool_mu_;
-  std::vector<std::unique_ptr<Handle>> pool_;  // guarded by pool_mu_
+  Mutex pool_mu_;
+  std::vector<std::unique_ptr<Handle>> pool_ GUARDED_BY(pool_mu_);
 };
 
 }  // namespace strata::storage

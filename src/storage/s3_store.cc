@@ -17,6 +17,7 @@
 #include "storage/crc32c.h"
 #include "storage/fd.h"
 #include "util/logging.h"
+#include "util/thread_pool.h"
 
 namespace strata::storage {
 namespace {
@@ -50,33 +51,6 @@ StatusOr<uint32_t> FileCrc32c(int fd, uint64_t offset, uint64_t n) {
     n -= static_cast<uint64_t>(r);
   }
   return crc;
-}
-
-// Runs fn(0) .. fn(n - 1) on up to `workers` threads; returns the first
-// error. After an error no new item starts, and `cancel` (passed to fn) is
-// set so that requests in flight give up.
-Status RunParallel(size_t n, int workers,
-                   const std::function<Status(size_t, const std::atomic<bool>*)>& fn) {
-  std::atomic<size_t> next{0};
-  std::atomic<bool> cancel{false};
-  std::mutex mu;
-  Status first;  // guarded by mu
-  auto work = [&] {
-    for (size_t i; !cancel.load() && (i = next.fetch_add(1)) < n;) {
-      Status s = fn(i, &cancel);
-      if (!s.ok()) {
-        std::lock_guard lock(mu);
-        if (first.ok() && s.code() != StatusCode::kCancelled) first = s;
-        cancel.store(true);
-      }
-    }
-  };
-  size_t threads = std::min<size_t>(n, static_cast<size_t>(std::max(workers, 1)));
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
-  return first;
 }
 
 std::string Xml(const pugi::xml_document& doc) {
@@ -205,7 +179,7 @@ Status S3Store::PutMultipart(const std::string& key, int fd, uint64_t size) {
   size_t parts = static_cast<size_t>((size + part - 1) / part);
   STRATA_ASSIGN_OR_RETURN(std::string upload_id, CreateMultipart(key));
   std::vector<std::string> etags(parts), crcs(parts);
-  Status s = RunParallel(parts, o.parallelism, [&](size_t i, const std::atomic<bool>* cancel) {
+  Status s = RunParallel(parts, o.parallelism, [&](size_t i, const std::atomic<bool>& cancel) {
     std::string detail = "part " + std::to_string(i + 1) + " of " + std::to_string(parts);
     S3Body body;
     body.fd = fd;
@@ -221,7 +195,7 @@ Status S3Store::PutMultipart(const std::string& key, int fd, uint64_t size) {
     req.query = {{"partNumber", std::to_string(i + 1)}, {"uploadId", upload_id}};
     req.headers = {"x-amz-sdk-checksum-algorithm: CRC32C", "x-amz-checksum-crc32c: " + crcs[i]};
     req.body = &body;
-    req.cancel = cancel;
+    req.cancel = &cancel;
     STRATA_ASSIGN_OR_RETURN(S3Response r, client_.Call(req));
     etags[i] = r.headers["etag"];
     if (etags[i].empty())
@@ -323,7 +297,7 @@ Status S3Store::GetRanges(const std::string& key, int fd, uint64_t from, uint64_
   const StoreOptions& o = client_.config().options;
   uint64_t part = o.part_bytes;
   size_t ranges = static_cast<size_t>((size - from + part - 1) / part);
-  return RunParallel(ranges, o.parallelism, [&](size_t i, const std::atomic<bool>* cancel) {
+  return RunParallel(ranges, o.parallelism, [&](size_t i, const std::atomic<bool>& cancel) {
     uint64_t begin = from + i * part;
     uint64_t end = std::min(begin + part, size);  // exclusive
     std::string detail = "bytes " + std::to_string(begin) + "-" + std::to_string(end - 1);
@@ -333,7 +307,7 @@ Status S3Store::GetRanges(const std::string& key, int fd, uint64_t from, uint64_
     req.range = {begin, end - 1};
     req.sink_fd = fd;
     req.sink_offset = begin;
-    req.cancel = cancel;
+    req.cancel = &cancel;
     if (!etag.empty()) req.headers = {"If-Match: " + etag};
     STRATA_ASSIGN_OR_RETURN(S3Response r, client_.Call(req));
     if (r.sink_bytes != end - begin) {

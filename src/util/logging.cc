@@ -31,12 +31,12 @@ bool SetLogLevel(const std::string& level) {
 }
 
 void LogLimiter::Add() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   ++events_;
 }
 
 bool LogLimiter::Due(std::chrono::steady_clock::duration every, uint64_t* count) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   const auto now = std::chrono::steady_clock::now();
   *count = events_ - logged_;
   if (*count == 0 || (logged_ > 0 && now - logged_at_ < every)) return false;

@@ -9,7 +9,8 @@
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
+
+#include "util/mutex.h"
 
 namespace strata {
 
@@ -30,10 +31,10 @@ class LogLimiter {
   bool Due(std::chrono::steady_clock::duration every, uint64_t* count);
 
  private:
-  std::mutex mu_;
-  uint64_t events_ = 0;                                // guarded by mu_
-  uint64_t logged_ = 0;                                // guarded by mu_: events_ at the last line
-  std::chrono::steady_clock::time_point logged_at_{};  // guarded by mu_
+  Mutex mu_;
+  uint64_t events_ GUARDED_BY(mu_) = 0;
+  uint64_t logged_ GUARDED_BY(mu_) = 0;  // events_ at the last line
+  std::chrono::steady_clock::time_point logged_at_ GUARDED_BY(mu_){};
 };
 
 }  // namespace strata

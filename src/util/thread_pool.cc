@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <system_error>
 
 namespace strata {
 
@@ -12,9 +13,10 @@ struct ThreadPool::Loop {
   size_t n = 0;
   const std::function<void(size_t)>* fn = nullptr;
   std::atomic<size_t> next{0};
-  size_t done = 0;  // GUARDED_BY(pool mu_)
-  int helpers = 0;  // workers currently inside this loop; GUARDED_BY(pool mu_)
-  std::condition_variable finished;
+  // Guarded by the pool's mu_ (which the analysis cannot name from here).
+  size_t done = 0;
+  int helpers = 0;  // workers currently inside this loop
+  CondVar finished;
 
   // Runs indices until none are left; returns how many it ran.
   size_t Drain() {
@@ -30,10 +32,10 @@ ThreadPool::ThreadPool(int threads) {
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   for (auto& t : workers_) t.join();
 }
 
@@ -43,9 +45,9 @@ int ThreadPool::DefaultThreads(int cap) {
 }
 
 void ThreadPool::WorkerMain() {
-  std::unique_lock<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   for (;;) {
-    cv_.wait(l, [this] { return stop_ || !loops_.empty(); });
+    while (!stop_ && loops_.empty()) cv_.Wait(&mu_);
     if (stop_) return;
     Loop* loop = loops_.front();
     if (loop->next.load(std::memory_order_relaxed) >= loop->n) {
@@ -53,12 +55,12 @@ void ThreadPool::WorkerMain() {
       continue;
     }
     ++loop->helpers;
-    l.unlock();
+    l.Unlock();
     size_t ran = loop->Drain();
-    l.lock();
+    l.Lock();
     loop->done += ran;
     --loop->helpers;
-    if (loop->done == loop->n && loop->helpers == 0) loop->finished.notify_all();
+    if (loop->done == loop->n && loop->helpers == 0) loop->finished.SignalAll();
   }
 }
 
@@ -72,16 +74,77 @@ void ThreadPool::ParallelFor(size_t n, const std::function<void(size_t)>& fn) {
   loop.n = n;
   loop.fn = &fn;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     loops_.push_back(&loop);
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   size_t ran = loop.Drain();
-  std::unique_lock<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   loop.done += ran;
-  loop.finished.wait(l, [&] { return loop.done == loop.n && loop.helpers == 0; });
+  while (loop.done != loop.n || loop.helpers != 0) loop.finished.Wait(&mu_);
   auto it = std::find(loops_.begin(), loops_.end(), &loop);
   if (it != loops_.end()) loops_.erase(it);
+}
+
+namespace {
+
+// The state a RunParallel's threads share.
+class Run {
+ public:
+  Run(size_t n, const std::function<Status(size_t, const std::atomic<bool>&)>& fn,
+      const std::function<void(const Status&)>& on_error)
+      : n_(n), fn_(fn), on_error_(on_error) {}
+
+  // Claims and runs indices until none are left or a task failed.
+  void Work() {
+    for (size_t i; !cancelled_.load() && (i = next_.fetch_add(1)) < n_;) {
+      Status s = fn_(i, cancelled_);
+      if (!s.ok()) Fail(std::move(s));
+    }
+  }
+  void Fail(Status s) EXCLUDES(mu_) {
+    {
+      MutexLock l(&mu_);
+      if (!first_.ok()) return;
+      first_ = s;
+      cancelled_.store(true);
+    }
+    if (on_error_) on_error_(s);
+  }
+  Status first() EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    return first_;
+  }
+
+ private:
+  const size_t n_;
+  const std::function<Status(size_t, const std::atomic<bool>&)>& fn_;
+  const std::function<void(const Status&)>& on_error_;
+  std::atomic<size_t> next_{0};
+  std::atomic<bool> cancelled_{false};
+  Mutex mu_;
+  Status first_ GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+Status RunParallel(size_t n, size_t threads,
+                   const std::function<Status(size_t, const std::atomic<bool>&)>& fn,
+                   const std::function<void(const Status&)>& on_error) {
+  Run run(n, fn, on_error);
+  std::vector<std::thread> helpers;
+  const size_t count = std::min(n, std::max<size_t>(threads, 1));
+  for (size_t t = 1; t < count; ++t) {
+    try {
+      helpers.emplace_back([&run] { run.Work(); });
+    } catch (const std::system_error& e) {
+      run.Fail(ResourceExhaustedError(std::string("starting a thread: ") + e.what()));
+      break;
+    }
+  }
+  run.Work();
+  for (auto& t : helpers) t.join();
+  return run.first();
 }
 
 }  // namespace strata
