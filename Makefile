@@ -48,6 +48,9 @@ check-locks: deps
 	@CXX=clang++ cmake -S . -B $(LOCKS_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
 	  -DSTRATA_THREAD_SAFETY=ON -DSTRATA_WERROR=ON -DSTRATA_BENCH=OFF -DSTRATA_PYTHON=OFF >/dev/null
 	@cmake --build $(LOCKS_DIR) -j $(JOBS) --target strata
+	@n=$$(clang++ -std=c++20 -Isrc -Iinclude -fsyntax-only -Wthread-safety tests/lock_violation.cc 2>&1 \
+	  | grep -c 'warning:.*\[-Wthread-safety'); \
+	  if [ "$$n" -ne 5 ]; then echo "check-locks: the analysis found $$n of the 5 violations in tests/lock_violation.cc" >&2; exit 1; fi
 
 demo: build
 	@python3 scripts/demo.py $(BUILD_DIR)
