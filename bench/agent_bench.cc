@@ -49,6 +49,7 @@
 #include "util/file_util.h"
 #include "util/logging.h"
 #include "util/thread_pool.h"
+#include "wire/op.h"
 
 namespace strata {
 namespace {
@@ -322,7 +323,9 @@ StatusOr<Phases> PutStep(const Bench& b, const agent::StepKey& as) {
   Clock::time_point t0 = Clock::now();
   STRATA_ASSIGN_OR_RETURN(agent::RpcClient client,
                           agent::RpcClient::Connect(to, b.secret, "node 0"));
-  json put = {{"op", "put_step"}, {"key", StepKeyToJson(as)}, {"index", StepIndexToJson(b.index)}};
+  json put = {{"op", wire::OpName(wire::Op::kPutStep)},
+              {"key", StepKeyToJson(as)},
+              {"index", StepIndexToJson(b.index)}};
   STRATA_ASSIGN_OR_RETURN(json ready, client.Call(put, std::chrono::seconds(30)));
   if (ready.value("have", false)) return FailedPreconditionError("the peer already holds it");
   t.call = SecondsSince(t0);

@@ -59,6 +59,7 @@
 #include "util/hash.h"
 #include "util/logging.h"
 #include "util/process.h"
+#include "wire/op.h"
 
 namespace strata {
 namespace {
@@ -313,7 +314,7 @@ class Fleet {
     int done = 0;
     const auto start = Clock::now();
     for (int n = 0; n < nodes_; ++n) {
-      json reg = {{"op", "register"},
+      json reg = {{"op", wire::OpName(wire::Op::kRegister)},
                   {"job", kJob},
                   {"nodes", nodes_},
                   {"node", n},
@@ -355,7 +356,7 @@ class Fleet {
     bool notice_sent = false;
     Clock::time_point notice_at;
     std::function<void(int)> sync = [&](int n) {
-      json req = {{"op", "sync"},
+      json req = {{"op", wire::OpName(wire::Op::kSync)},
                   {"job", kJob},
                   {"node", n},
                   {"step", 500},
@@ -393,7 +394,11 @@ class Fleet {
     notice_at = Clock::now();
     notice_sent = true;
     Call(0,
-         {{"op", "notice"}, {"job", kJob}, {"node", 0}, {"origin", "scale_bench"}, {"step", 600}},
+         {{"op", wire::OpName(wire::Op::kNotice)},
+          {"job", kJob},
+          {"node", 0},
+          {"origin", "scale_bench"},
+          {"step", 600}},
          [](StatusOr<json> r) {
            if (!r.ok()) Fail("notice", r.status());
          });
@@ -417,8 +422,12 @@ class Fleet {
     Clock::time_point start;
     std::function<void(int)> report = [&](int n) {
       if (over) return;
-      json req = {{"op", "replicated"}, {"job", kJob},     {"node", n},
-                  {"step", ++step[n]},  {"nodes", nodes_}, {"dp", 1}};
+      json req = {{"op", wire::OpName(wire::Op::kReplicated)},
+                  {"job", kJob},
+                  {"node", n},
+                  {"step", ++step[n]},
+                  {"nodes", nodes_},
+                  {"dp", 1}};
       conns[n]->Call(req, [&, n](StatusOr<json> r) {
         if (over) return;
         if (!r.ok()) Fail("replicated of node " + std::to_string(n), r.status());
@@ -486,9 +495,12 @@ class Fleet {
   void AwaitPlan(int n, int64_t round, int64_t version,
                  const std::function<std::string(int, const json&)>& check,
                  std::function<void()> finished) {
-    json req = {{"op", "await_plan"},      {"job", kJob},
-                {"round", round},          {"node", n},
-                {"plan_version", version}, {"peers", json::array({(n + 1) % nodes_})}};
+    json req = {{"op", wire::OpName(wire::Op::kAwaitPlan)},
+                {"job", kJob},
+                {"round", round},
+                {"node", n},
+                {"plan_version", version},
+                {"peers", json::array({(n + 1) % nodes_})}};
     Call(n, req, [this, n, round, version, check, finished](StatusOr<json> r) {
       if (!r.ok() && r.status().code() == StatusCode::kDeadlineExceeded) {
         return AwaitPlan(n, round, version, check, finished);
@@ -504,8 +516,13 @@ class Fleet {
   void Ready(int n, int64_t round, int64_t version,
              const std::function<std::string(int, const json&)>& check,
              std::function<void()> finished) {
-    json req = {{"op", "ready"},           {"job", kJob}, {"round", round},      {"node", n},
-                {"plan_version", version}, {"ok", true},  {"bad", json::array()}};
+    json req = {{"op", wire::OpName(wire::Op::kReady)},
+                {"job", kJob},
+                {"round", round},
+                {"node", n},
+                {"plan_version", version},
+                {"ok", true},
+                {"bad", json::array()}};
     Call(n, req, [this, n, round, version, check, finished](StatusOr<json> r) {
       if (!r.ok() && r.status().code() == StatusCode::kDeadlineExceeded) {
         return Ready(n, round, version, check, finished);

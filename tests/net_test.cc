@@ -459,13 +459,28 @@ TEST_F(AuthTest, MalformedHellosAreRejected) {
   EXPECT_EQ(reply->type, kFrameError);
 }
 
+// An agent of another release is refused at the handshake: both sides get
+// FAILED_PRECONDITION, and the message names both versions.
 TEST_F(AuthTest, UnsupportedVersionIsFailedPrecondition) {
   std::string hello("\x02\x00\x00\x00", 4);
   hello += std::string(32, 'n') + "node 9";
   SendFrame(client_, kFrameHello, hello, Soon()).IgnoreError();
   auto server = AuthenticateAsServer(server_, "s3cret", Soon());
   ASSERT_EQ(server.status().code(), StatusCode::kFailedPrecondition) << server.status().ToString();
-  EXPECT_NE(server.status().message().find("unsupported protocol version 2"), std::string::npos);
+  EXPECT_NE(server.status().message().find("the caller speaks version 2, this agent version 1"),
+            std::string::npos)
+      << server.status().message();
+  // The client side: the server's refusal is the answer to its HELLO.
+  auto refusal = RecvFrame(client_, 1024, Soon());
+  ASSERT_TRUE(refusal.ok()) << refusal.status().ToString();
+  ClientHandshake client("s3cret", "node 9", "10.0.0.1:7000");
+  ASSERT_TRUE(client.Hello().ok());
+  std::string ignored;
+  auto proof = client.OnChallenge(*refusal, &ignored);
+  ASSERT_EQ(proof.status().code(), StatusCode::kFailedPrecondition) << proof.status().ToString();
+  EXPECT_NE(proof.status().message().find("run the same Strata release on every node"),
+            std::string::npos)
+      << proof.status().message();
 }
 
 TEST_F(AuthTest, GarbageInsteadOfHelloIsRejected) {

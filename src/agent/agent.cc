@@ -22,6 +22,7 @@
 #include "util/file_util.h"
 #include "util/hash.h"
 #include "util/logging.h"
+#include "wire/op.h"
 
 namespace strata::agent {
 namespace {
@@ -342,7 +343,7 @@ json Agent::Inventory(const std::string& job) {
 
 Status Agent::RegisterAndRestore(Incarnation& inc) {
   const ReplicatorConfig& c = inc.config;
-  json reg = {{"op", "register"},
+  json reg = {{"op", wire::OpName(wire::Op::kRegister)},
               {"job", c.job_name},
               {"node", c.node_rank},
               {"nodes", c.nodes},
@@ -437,8 +438,12 @@ StatusOr<bool> Agent::FetchAndReport(Incarnation& inc, const json&) {
       return CancelledError("a new replicator.yaml replaces this incarnation");
     // The plan as this node needs it: its own source and the addresses of
     // its holders and peers (O(1) in the job's size).
-    json wait = {{"op", "await_plan"},      {"job", c.job_name},   {"round", inc.round},
-                 {"plan_version", version}, {"node", c.node_rank}, {"peers", inc.peers}};
+    json wait = {{"op", wire::OpName(wire::Op::kAwaitPlan)},
+                 {"job", c.job_name},
+                 {"round", inc.round},
+                 {"plan_version", version},
+                 {"node", c.node_rank},
+                 {"peers", inc.peers}};
     auto plan = CallCoordinator(c, wait, kCallTimeout);
     if (!plan.ok() && plan.status().code() == StatusCode::kDeadlineExceeded) continue;
     if (!plan.ok()) return plan.status();
@@ -474,8 +479,12 @@ StatusOr<bool> Agent::FetchAndReport(Incarnation& inc, const json&) {
     } else {
       STRATA_RETURN_IF_ERROR(WritePrerestore(config_.local_dir, step));
     }
-    json ready = {{"op", "ready"},       {"job", c.job_name},       {"round", inc.round},
-                  {"node", c.node_rank}, {"plan_version", version}, {"ok", got.ok()},
+    json ready = {{"op", wire::OpName(wire::Op::kReady)},
+                  {"job", c.job_name},
+                  {"round", inc.round},
+                  {"node", c.node_rank},
+                  {"plan_version", version},
+                  {"ok", got.ok()},
                   {"bad", bad}};
     for (;;) {
       auto r = CallCoordinator(c, ready, kCallTimeout);

@@ -17,6 +17,7 @@
 #include "util/hash.h"
 #include "util/logging.h"
 #include "util/priority.h"
+#include "wire/op.h"
 
 namespace strata::agent {
 namespace {
@@ -243,10 +244,14 @@ bool Agent::ReportBackupDone(const UploadResult& result) {
   }
   if (!c) return false;
   const BackupTask& task = result.task;
-  json req = {{"op", "backup_done"},           {"job", c->job_name},
-              {"node", c->node_rank},          {"id", task.id},
-              {"part", task.key.rank},         {"step", task.key.step},
-              {"ok", result.status.ok()},      {"bytes", result.bytes},
+  json req = {{"op", wire::OpName(wire::Op::kBackupDone)},
+              {"job", c->job_name},
+              {"node", c->node_rank},
+              {"id", task.id},
+              {"part", task.key.rank},
+              {"step", task.key.step},
+              {"ok", result.status.ok()},
+              {"bytes", result.bytes},
               {"digest", Hex64(result.digest)}};
   if (!result.status.ok()) req["error"] = result.status.message();
   auto r = CallCoordinator(*c, req, std::chrono::seconds(60));

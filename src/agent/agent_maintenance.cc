@@ -23,6 +23,7 @@
 #include "util/file_util.h"
 #include "util/logging.h"
 #include "util/time_format.h"
+#include "wire/op.h"
 
 namespace strata::agent {
 namespace {
@@ -152,7 +153,7 @@ void Agent::PostNotice(const std::string& origin) {
       return;
     }
   }
-  json req = {{"op", "notice"},
+  json req = {{"op", wire::OpName(wire::Op::kNotice)},
               {"job", job->config.job_name},
               {"node", job->config.node_rank},
               {"step", node_step_.load()},
@@ -210,7 +211,7 @@ void Agent::SyncPollMain() {
       sync_socket_ = &client->socket();
       if (Stopping()) client->socket().Shutdown();  // ~Agent came first
     }
-    json req = {{"op", "sync"},
+    json req = {{"op", wire::OpName(wire::Op::kSync)},
                 {"job", job->config.job_name},
                 {"node", job->config.node_rank},
                 {"step", node_step_.load()},
@@ -411,7 +412,7 @@ StatusOr<json> Agent::HandleQuarantine(const json& request) {
     return FailedPreconditionError("quarantine of step " + std::to_string(step->get<int64_t>()) +
                                    ": the agent of " + config_.local_dir + " has no job yet");
   }
-  json req = {{"op", "quarantine_step"},
+  json req = {{"op", wire::OpName(wire::Op::kQuarantineStep)},
               {"job", job->config.job_name},
               {"node", job->config.node_rank},
               {"step", *step}};

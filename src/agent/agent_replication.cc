@@ -12,6 +12,7 @@
 #include "net/frame.h"
 #include "util/file_util.h"
 #include "util/logging.h"
+#include "wire/op.h"
 
 namespace strata::agent {
 namespace {
@@ -127,7 +128,7 @@ Status Agent::ReplicateToPeer(const StepKey& key, const std::string& address) {
   const auto groups = index.total_bytes >= kMultiStreamMinBytes
                           ? PartitionFiles(index, config_.data_streams)
                           : std::vector<std::vector<size_t>>(1);
-  json put = {{"op", "put_step"},
+  json put = {{"op", wire::OpName(wire::Op::kPutStep)},
               {"key", StepKeyToJson(key)},
               {"index", StepIndexToJson(index)},
               {"streams", groups.size()}};
@@ -152,7 +153,8 @@ Status Agent::SendGroups(const Endpoint& to, const StepKey& key, const StepIndex
     auto client = RpcClient::Connect(to, config_.secret, "node " + std::to_string(key.rank));
     Status s = client.status();
     if (s.ok()) {
-      json call = {{"op", "put_files"}, {"transfer", transfer}, {"files", groups[g]}};
+      json call = {
+          {"op", wire::OpName(wire::Op::kPutFiles)}, {"transfer", transfer}, {"files", groups[g]}};
       s = client->Call(call, std::chrono::seconds(30)).status();
     }
     if (s.ok())
@@ -175,9 +177,12 @@ void Agent::ReportReplicated(const StepKey& key) {
     if (inc_) c = inc_->config;
   }
   if (!c) return;
-  json req = {{"op", "replicated"},   {"job", c->job_name},
-              {"node", c->node_rank}, {"step", key.step},
-              {"nodes", c->nodes},    {"dp", c->assume_data_parallelism.value_or(1)}};
+  json req = {{"op", wire::OpName(wire::Op::kReplicated)},
+              {"job", c->job_name},
+              {"node", c->node_rank},
+              {"step", key.step},
+              {"nodes", c->nodes},
+              {"dp", c->assume_data_parallelism.value_or(1)}};
   req.update(CadenceJson(*c));
   auto r = CallCoordinator(*c, req, std::chrono::seconds(10));
   if (!r.ok()) {

@@ -17,6 +17,7 @@
 #include "util/hash.h"
 #include "util/logging.h"
 #include "util/time_format.h"
+#include "wire/op.h"
 
 namespace strata::agent {
 namespace {
@@ -63,27 +64,46 @@ StatusOr<std::vector<size_t>> FilePositions(const json& files, size_t count) {
 
 }  // namespace
 
-bool Agent::IsLongCall(const std::string& op) {
-  return op == "put_step" || op == "put_files" || op == "fetch_step" || op == "maintenance" ||
-         op == "quarantine";
+bool Agent::IsLongCall(const std::string& name) {
+  std::optional<wire::Op> op = wire::OpFromName(name);
+  return op && wire::KindOf(*op) == wire::OpKind::kLong;
 }
 
 void Agent::HandleControl(const json& request, Server::Reply reply) {
-  const std::string op = request.value("op", "");
-  if (op == "get_index") return reply(HandleGetIndex(request));
-  if (op == "status") return reply(StatusJson());
-  if (op == "health") return reply(HealthJson());
-  coordinator_.HandleAsync(request, std::move(reply));
+  StatusOr<wire::Op> op = wire::ParseOp(request);
+  if (!op.ok()) return reply(op.status());
+  switch (*op) {
+    case wire::Op::kGetIndex:
+      return reply(HandleGetIndex(request));
+    case wire::Op::kStatus:
+      return reply(StatusJson());
+    case wire::Op::kHealth:
+      return reply(HealthJson());
+    default:
+      if (wire::KindOf(*op) == wire::OpKind::kCoordination) {
+        return coordinator_.HandleAsync(request, std::move(reply));
+      }
+      // The server routes long calls to HandleLongCall.
+      return reply(InternalError(std::string(wire::OpName(*op)) + " is not a control call"));
+  }
 }
 
 StatusOr<json> Agent::HandleLongCall(const json& request, net::Socket& socket) {
-  const std::string op = request.value("op", "");
-  if (op == "put_step") return HandlePutStep(request, socket);
-  if (op == "put_files") return HandlePutFiles(request, socket);
-  if (op == "fetch_step") return HandleFetchStep(request, socket);
-  if (op == "maintenance") return HandleMaintenance(request);
-  if (op == "quarantine") return HandleQuarantine(request);
-  return NotFoundError("unknown call \"" + op.substr(0, 32) + "\"");
+  STRATA_ASSIGN_OR_RETURN(wire::Op op, wire::ParseOp(request));
+  switch (op) {
+    case wire::Op::kPutStep:
+      return HandlePutStep(request, socket);
+    case wire::Op::kPutFiles:
+      return HandlePutFiles(request, socket);
+    case wire::Op::kFetchStep:
+      return HandleFetchStep(request, socket);
+    case wire::Op::kMaintenance:
+      return HandleMaintenance(request);
+    case wire::Op::kQuarantine:
+      return HandleQuarantine(request);
+    default:
+      return InternalError(std::string(wire::OpName(op)) + " is not a long call");
+  }
 }
 
 Status Agent::StartServer() {
@@ -143,7 +163,7 @@ StatusOr<json> Agent::HandlePutStep(const json& request, net::Socket& socket) {
 void Agent::ReportNewCopy(const StepKey& key, uint64_t digest) {
   std::optional<SyncJob> job = CurrentSyncJob();
   if (!job || job->config.job_name != key.job) return;
-  json req = {{"op", "add_copies"},
+  json req = {{"op", wire::OpName(wire::Op::kAddCopies)},
               {"job", key.job},
               {"round", job->round},
               {"node", job->config.node_rank},

@@ -5,6 +5,7 @@
 
 #include "util/hash.h"
 #include "util/logging.h"
+#include "wire/op.h"
 
 namespace strata::agent {
 
@@ -49,18 +50,31 @@ StatusOr<json> Coordinator::Handle(const json& req) {
 }
 
 Coordinator::Answer Coordinator::Dispatch(const json& req, Done& done) {
-  std::string op = req.value("op", "");
-  if (op == "register") return Register(req);
-  if (op == "await_plan") return AwaitPlan(req, done);
-  if (op == "ready") return Ready(req, done);
-  if (op == "replicated") return Replicated(req);
-  if (op == "backup_done") return BackupDone(req);
-  if (op == "node_address") return NodeAddress(req);
-  if (op == "notice") return Notice(req);
-  if (op == "sync") return Sync(req, done);
-  if (op == "quarantine_step") return Quarantine(req);
-  if (op == "add_copies") return AddCopies(req);
-  return NotFoundError("unknown coordination call \"" + op.substr(0, 32) + "\"");
+  STRATA_ASSIGN_OR_RETURN(wire::Op op, wire::ParseOp(req));
+  switch (op) {
+    case wire::Op::kRegister:
+      return Register(req);
+    case wire::Op::kAwaitPlan:
+      return AwaitPlan(req, done);
+    case wire::Op::kReady:
+      return Ready(req, done);
+    case wire::Op::kReplicated:
+      return Replicated(req);
+    case wire::Op::kBackupDone:
+      return BackupDone(req);
+    case wire::Op::kNodeAddress:
+      return NodeAddress(req);
+    case wire::Op::kNotice:
+      return Notice(req);
+    case wire::Op::kSync:
+      return Sync(req, done);
+    case wire::Op::kQuarantineStep:
+      return Quarantine(req);
+    case wire::Op::kAddCopies:
+      return AddCopies(req);
+    default:
+      return NotFoundError("\"" + std::string(wire::OpName(op)) + "\" is not a coordination call");
+  }
 }
 
 size_t Coordinator::waiting() const {

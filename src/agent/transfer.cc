@@ -13,6 +13,7 @@
 #include "util/file_util.h"
 #include "util/hash.h"
 #include "util/logging.h"
+#include "wire/op.h"
 
 namespace strata::agent {
 
@@ -64,7 +65,7 @@ constexpr int kVerifyThreads = 2;
 Status FetchGroup(RpcClient& client, const StepKey& key, const StepIndex& index,
                   const std::vector<size_t>& group, const std::string& dir, Store* store,
                   StreamVerifier* verifier) {
-  json call = {{"op", "fetch_step"},
+  json call = {{"op", wire::OpName(wire::Op::kFetchStep)},
                {"key", StepKeyToJson(key)},
                {"digest", Hex64(index.digest)},
                {"files", group}};
@@ -123,9 +124,9 @@ Status FetchInGroups(const Endpoint& to, const std::string& secret, const std::s
   std::vector<RpcClient> clients;
   STRATA_ASSIGN_OR_RETURN(RpcClient first, RpcClient::Connect(to, secret, client_id));
   clients.push_back(std::move(first));
-  STRATA_ASSIGN_OR_RETURN(
-      json reply,
-      clients[0].Call({{"op", "get_index"}, {"key", StepKeyToJson(key)}}, kFetchCallTimeout));
+  STRATA_ASSIGN_OR_RETURN(json reply, clients[0].Call({{"op", wire::OpName(wire::Op::kGetIndex)},
+                                                       {"key", StepKeyToJson(key)}},
+                                                      kFetchCallTimeout));
   STRATA_ASSIGN_OR_RETURN(copy->index, StepIndexFromJson(reply.value("index", json()), "index"));
   STRATA_RETURN_IF_ERROR(CheckDigest(copy->index, digest));
   STRATA_ASSIGN_OR_RETURN(copy->dir, store->NewIncomingDir());
@@ -172,9 +173,9 @@ Status FetchWhole(const Endpoint& to, const std::string& secret, const std::stri
                   const StepKey& key, Store* store, std::optional<uint64_t> digest,
                   FetchedCopy* copy) {
   STRATA_ASSIGN_OR_RETURN(RpcClient client, RpcClient::Connect(to, secret, client_id));
-  STRATA_ASSIGN_OR_RETURN(
-      json reply,
-      client.Call({{"op", "fetch_step"}, {"key", StepKeyToJson(key)}}, kFetchCallTimeout));
+  STRATA_ASSIGN_OR_RETURN(json reply, client.Call({{"op", wire::OpName(wire::Op::kFetchStep)},
+                                                   {"key", StepKeyToJson(key)}},
+                                                  kFetchCallTimeout));
   STRATA_ASSIGN_OR_RETURN(copy->index, StepIndexFromJson(reply.value("index", json()), "index"));
   STRATA_RETURN_IF_ERROR(CheckDigest(copy->index, digest));
   STRATA_ASSIGN_OR_RETURN(copy->dir, store->NewIncomingDir());

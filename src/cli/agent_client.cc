@@ -6,6 +6,7 @@
 
 #include "agent/config.h"
 #include "agent/rpc.h"
+#include "wire/op.h"
 
 namespace strata::cli {
 
@@ -48,7 +49,7 @@ StatusOr<std::string> ResolveAgent(const AgentAddress& a, const std::string& cli
   }
   if (!a.agent.empty()) return InvalidArgumentError("give --agent or --coordinator, not both");
   if (!a.node) return InvalidArgumentError("--coordinator needs --node RANK");
-  nlohmann::json req = {{"op", "node_address"}, {"node", *a.node}};
+  nlohmann::json req = {{"op", wire::OpName(wire::Op::kNodeAddress)}, {"node", *a.node}};
   if (!a.job.empty()) req["job"] = a.job;
   STRATA_ASSIGN_OR_RETURN(auto reply, CallAgent(a.coordinator, a.secret_file, req,
                                                 std::chrono::seconds(10), client_id));

@@ -15,6 +15,7 @@
 #include "cli/cli.h"
 #include "util/file_util.h"
 #include "util/logging.h"
+#include "wire/op.h"
 
 namespace strata::cli {
 namespace {
@@ -92,9 +93,10 @@ void PrintStatus(Context& ctx, const nlohmann::json& j) {
 
 void Status_(Context& ctx, const AgentAddress& address, bool as_json) {
   auto at = ResolveAgent(address, "strata status");
-  auto reply = at.ok() ? CallAgent(*at, address.secret_file, {{"op", "status"}},
-                                   std::chrono::seconds(10), "strata status")
-                       : StatusOr<nlohmann::json>(at.status());
+  auto reply = at.ok()
+                   ? CallAgent(*at, address.secret_file, {{"op", wire::OpName(wire::Op::kStatus)}},
+                               std::chrono::seconds(10), "strata status")
+                   : StatusOr<nlohmann::json>(at.status());
   if (!reply.ok()) {
     ctx.err << "strata status: " << reply.status().message() << "\n";
     ctx.exit_code = 1;

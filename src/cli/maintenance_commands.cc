@@ -9,6 +9,7 @@
 #include "cli/agent_client.h"
 #include "cli/cli.h"
 #include "supervisor/supervisor.h"
+#include "wire/op.h"
 
 namespace strata::cli {
 namespace {
@@ -48,7 +49,9 @@ void Maintenance(Context& ctx, const MaintenanceArgs& a) {
     return;
   }
   auto at = ResolveAgent(a.address, "strata maintenance");
-  json req = {{"op", "maintenance"}, {"grace_ms", grace->count()}, {"lose_ram", a.lose_ram}};
+  json req = {{"op", wire::OpName(wire::Op::kMaintenance)},
+              {"grace_ms", grace->count()},
+              {"lose_ram", a.lose_ram}};
   auto reply = at.ok() ? CallAgent(*at, a.address.secret_file, req,
                                    *grace + std::chrono::seconds(60), "strata maintenance")
                        : StatusOr<json>(at.status());
@@ -76,9 +79,10 @@ void Maintenance(Context& ctx, const MaintenanceArgs& a) {
 
 void Health(Context& ctx, const AgentAddress& address, bool as_json) {
   auto at = ResolveAgent(address, "strata health");
-  StatusOr<json> reply = at.ok() ? CallAgent(*at, address.secret_file, {{"op", "health"}},
-                                             std::chrono::seconds(10), "strata health")
-                                 : StatusOr<json>(at.status());
+  StatusOr<json> reply =
+      at.ok() ? CallAgent(*at, address.secret_file, {{"op", wire::OpName(wire::Op::kHealth)}},
+                          std::chrono::seconds(10), "strata health")
+              : StatusOr<json>(at.status());
   bool healthy = false;
   std::string description;
   if (reply.ok()) {

@@ -8,6 +8,7 @@
 #include "cli/agent_client.h"
 #include "cli/cli.h"
 #include "supervisor/supervisor.h"
+#include "wire/op.h"
 
 namespace strata::cli {
 namespace {
@@ -56,8 +57,8 @@ bool ParseDurations(Context& ctx, RunArgs& a) {
 // run's progress unknown (not counted toward a crash loop).
 supervisor::ProgressHooks AgentHooks(const std::string& agent, const std::string& secret_file) {
   auto field = [agent, secret_file](const char* name) -> std::optional<int64_t> {
-    auto j =
-        CallAgent(agent, secret_file, {{"op", "status"}}, std::chrono::seconds(10), "strata run");
+    auto j = CallAgent(agent, secret_file, {{"op", wire::OpName(wire::Op::kStatus)}},
+                       std::chrono::seconds(10), "strata run");
     if (!j.ok() || !j->contains(name) || !(*j)[name].is_number_integer()) return std::nullopt;
     return (*j)[name].get<int64_t>();
   };
@@ -68,9 +69,10 @@ supervisor::ProgressHooks AgentHooks(const std::string& agent, const std::string
     return r && *r >= 0 ? r : std::nullopt;
   };
   h.quarantine = [agent, secret_file](int64_t step) -> StatusOr<std::string> {
-    STRATA_ASSIGN_OR_RETURN(auto reply,
-                            CallAgent(agent, secret_file, {{"op", "quarantine"}, {"step", step}},
-                                      std::chrono::seconds(30), "strata run"));
+    STRATA_ASSIGN_OR_RETURN(
+        auto reply,
+        CallAgent(agent, secret_file, {{"op", wire::OpName(wire::Op::kQuarantine)}, {"step", step}},
+                  std::chrono::seconds(30), "strata run"));
     return reply.value("description", std::string("quarantined"));
   };
   return h;

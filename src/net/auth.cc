@@ -22,6 +22,8 @@ constexpr size_t kHelloFixedSize = 4 + kNonceSize;
 constexpr std::string_view kServerLabel = "strata-server";
 constexpr std::string_view kClientLabel = "strata-client";
 constexpr std::string_view kAuthFailed = "authentication failed";
+// How a version refusal begins (the client recognizes it by this).
+constexpr std::string_view kVersionMismatch = "protocol version mismatch";
 
 using Nonce = std::array<unsigned char, kNonceSize>;
 using Mac = std::array<unsigned char, kMacSize>;
@@ -99,7 +101,7 @@ Nonce ToNonce(std::string_view bytes) {
 
 std::string EncodeHello(const Nonce& nonce, std::string_view client_id) {
   std::string hello;
-  PutU32(&hello, kAuthProtocolVersion);
+  PutU32(&hello, kProtocolVersion);
   hello.append(AsView(nonce.data(), nonce.size()));
   hello.append(client_id);
   return hello;
@@ -108,6 +110,9 @@ std::string EncodeHello(const Nonce& nonce, std::string_view client_id) {
 // The frame a handshake step received must be of type `want`; an ERROR frame
 // from `who` ("server 10.0.0.2:7000") is PERMISSION_DENIED.
 Status CheckType(const Frame& frame, uint16_t want, const char* want_name, const std::string& who) {
+  if (frame.type == kFrameError && frame.payload.starts_with(kVersionMismatch)) {
+    return FailedPreconditionError(who + " refused the connection: " + Quote(frame.payload, 256));
+  }
   if (frame.type == kFrameError) {
     return PermissionDeniedError(who + " rejected the handshake: " + Quote(frame.payload));
   }
@@ -139,9 +144,10 @@ StatusOr<std::string> ServerHandshake::OnHello(const Frame& frame, std::string* 
   STRATA_RETURN_IF_ERROR(CheckSecret(secret_));
   STRATA_RETURN_IF_ERROR(CheckType(frame, kFrameHello, "HELLO", who_));
   std::string_view p = frame.payload;
-  if (p.size() >= 4 && GetU32(p) != kAuthProtocolVersion) {
-    *refusal = "unsupported protocol version " + std::to_string(GetU32(p)) +
-               "; this agent speaks " + std::to_string(kAuthProtocolVersion);
+  if (p.size() >= 4 && GetU32(p) != kProtocolVersion) {
+    *refusal = std::string(kVersionMismatch) + ": the caller speaks version " +
+               std::to_string(GetU32(p)) + ", this agent version " +
+               std::to_string(kProtocolVersion) + "; run the same Strata release on every node";
     return FailedPreconditionError(who_ + ": " + *refusal);
   }
   std::string problem = p.size() < kHelloFixedSize ? "it has " + std::to_string(p.size()) + " bytes"

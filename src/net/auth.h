@@ -5,7 +5,7 @@
 // crosses the wire, and a client checks the server's proof before sending its
 // own, so it never answers an impostor. Run it first on every new connection.
 //
-//   client -> HELLO      u32 version (1) | 32-byte client nonce | client id
+//   client -> HELLO      u32 version | 32-byte client nonce | client id
 //   server -> CHALLENGE  32-byte server nonce |
 //                        HMAC(secret, "strata-server" | client nonce | server nonce)
 //   client -> PROOF      HMAC(secret, "strata-client" | server nonce | client nonce)
@@ -18,9 +18,14 @@
 // This authenticates the connection's start only: it neither encrypts nor
 // signs later frames.
 //
+// The version is that of the whole agent protocol: this handshake, the frames
+// and every call's messages (wire/op.h). A server refuses a HELLO of another
+// version with an ERROR frame that says both versions, and both sides report
+// FAILED_PRECONDITION: agents of different Strata releases do not talk.
+//
 // Errors: PERMISSION_DENIED when either side fails the check (wrong secret or
 // impostor), naming the peer; INVALID_ARGUMENT for a malformed handshake;
-// FAILED_PRECONDITION for an unsupported protocol version; the Socket's codes
+// FAILED_PRECONDITION for a protocol version mismatch; the Socket's codes
 // (UNAVAILABLE, DEADLINE_EXCEEDED) otherwise. Pass a short deadline so a
 // silent peer cannot hold the thread.
 #ifndef STRATA_NET_AUTH_H_
@@ -37,7 +42,8 @@
 
 namespace strata::net {
 
-inline constexpr uint32_t kAuthProtocolVersion = 1;
+// Bumped whenever the handshake, the frames or a call changes incompatibly.
+inline constexpr uint32_t kProtocolVersion = 1;
 inline constexpr size_t kMaxClientIdSize = 256;
 
 // The handshake without I/O, for event loops: each step takes the frame
