@@ -47,8 +47,8 @@ TEST(AgentConfigTest, Defaults) {
   StatusOr<AgentConfig> c = Resolve(MinimalFlags(), {}, kSecretFile);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->local_dir, "/local");
-  EXPECT_EQ(c->listen, (HostPort{"0.0.0.0", 7701}));
-  EXPECT_EQ(c->advertise, (HostPort{"127.0.0.1", 7701}));
+  EXPECT_EQ(c->listen, (Endpoint{"0.0.0.0", 7701}));
+  EXPECT_EQ(c->advertise, (Endpoint{"127.0.0.1", 7701}));
   EXPECT_EQ(c->coordinator, std::nullopt);
   EXPECT_EQ(c->secret, kSecret);
   EXPECT_EQ(c->log_level, "info");
@@ -68,9 +68,9 @@ TEST(AgentConfigTest, EverythingFromConfigFile) {
   StatusOr<AgentConfig> c = Resolve(flags, {}, files);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->local_dir, "/dev/shm/n1");
-  EXPECT_EQ(c->listen, (HostPort{"127.0.0.1", 7802}));
-  EXPECT_EQ(c->advertise, (HostPort{"node1", 7802}));
-  EXPECT_EQ(c->coordinator, (HostPort{"node0", 7801}));
+  EXPECT_EQ(c->listen, (Endpoint{"127.0.0.1", 7802}));
+  EXPECT_EQ(c->advertise, (Endpoint{"node1", 7802}));
+  EXPECT_EQ(c->coordinator, (Endpoint{"node0", 7801}));
   EXPECT_EQ(c->secret, std::string(kSecret) + "xyz");
   EXPECT_EQ(c->log_level, "debug");
   EXPECT_EQ(c->node_rank, 1);
@@ -188,7 +188,7 @@ TEST(AgentConfigTest, EmptyEnvironmentValuesCountAsUnset) {
   EnvVars env = {{"STRATA_LISTEN", ""}, {"STRATA_LOCAL_DIR", ""}};
   StatusOr<AgentConfig> c = Resolve(MinimalFlags(), env, kSecretFile);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->listen, (HostPort{"0.0.0.0", 7701}));
+  EXPECT_EQ(c->listen, (Endpoint{"0.0.0.0", 7701}));
   ExpectError(Resolve(AgentFlags(), env, kSecretFile).status(), StatusCode::kInvalidArgument,
               {"no local directory: pass --local-dir DIR"});
 }
@@ -199,18 +199,18 @@ TEST(AgentConfigTest, JaxInitInfoSettings) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->jax_coordinator, std::nullopt);
   // The coordinating agent: its advertised host, port 8476.
-  EXPECT_EQ(JaxCoordinator(*c), (HostPort{"127.0.0.1", 8476}));
+  EXPECT_EQ(JaxCoordinator(*c), (Endpoint{"127.0.0.1", 8476}));
 
   AgentFlags flags = MinimalFlags();
   flags.coordinator = "node0:7701";
   c = Resolve(flags, {{"STRATA_NODE_RANK", "3"}}, kSecretFile);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->node_rank, 3);
-  EXPECT_EQ(JaxCoordinator(*c), (HostPort{"node0", 8476}));
+  EXPECT_EQ(JaxCoordinator(*c), (Endpoint{"node0", 8476}));
 
   c = Resolve(flags, {{"STRATA_JAX_COORDINATOR", "10.0.0.1:1234"}}, kSecretFile);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(JaxCoordinator(*c), (HostPort{"10.0.0.1", 1234}));
+  EXPECT_EQ(JaxCoordinator(*c), (Endpoint{"10.0.0.1", 1234}));
   flags.jax_coordinator = "tcp://[fe80::1]:5";
   c = Resolve(flags, {{"STRATA_JAX_COORDINATOR", "10.0.0.1:1234"}}, kSecretFile);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
@@ -226,7 +226,7 @@ TEST(AgentConfigTest, JaxInitInfoSettings) {
 TEST(AgentConfigTest, AdvertiseDefaultsFromListen) {
   struct Case {
     std::string listen;
-    HostPort advertise;
+    Endpoint advertise;
   };
   for (const Case& c : std::vector<Case>{{"0.0.0.0:7000", {"127.0.0.1", 7000}},
                                          {"[::]:7000", {"::1", 7000}},
@@ -349,7 +349,7 @@ TEST(AgentConfigTest, EmptyConfigFileMeansDefaults) {
     files["/cfg"] = std::string(text);
     StatusOr<AgentConfig> c = Resolve(flags, {}, files);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
-    EXPECT_EQ(c->listen, (HostPort{"0.0.0.0", 7701}));
+    EXPECT_EQ(c->listen, (Endpoint{"0.0.0.0", 7701}));
   }
 }
 

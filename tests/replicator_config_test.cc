@@ -47,9 +47,9 @@ std::string BaseWith(std::string_view key, std::string_view line) {
 }
 
 // ---------------------------------------------------------------------------
-// HostPort
+// Endpoint
 
-TEST(HostPortTest, ParsesAcceptedForms) {
+TEST(EndpointTest, ParsesAcceptedForms) {
   struct Case {
     std::string_view text;
     std::string host;
@@ -62,14 +62,14 @@ TEST(HostPortTest, ParsesAcceptedForms) {
                                          {"node-3.example_x:1", "node-3.example_x", 1},
                                          {"h:65535", "h", 65535},
                                          {"h:0080", "h", 80}}) {
-    StatusOr<HostPort> hp = ParseHostPort(c.text);
+    StatusOr<Endpoint> hp = ParseEndpoint(c.text);
     ASSERT_TRUE(hp.ok()) << c.text << ": " << hp.status().ToString();
     EXPECT_EQ(hp->host, c.host) << c.text;
     EXPECT_EQ(hp->port, c.port) << c.text;
   }
 }
 
-TEST(HostPortTest, RejectsMalformedWithReason) {
+TEST(EndpointTest, RejectsMalformedWithReason) {
   struct Case {
     std::string_view text;
     std::string_view reason;
@@ -95,16 +95,16 @@ TEST(HostPortTest, RejectsMalformedWithReason) {
                                          {"[127.0.0.1]:80", "IPv6"},
                                          {"a b:80", "bad host name"},
                                          {"h/x:80", "bad host name"}}) {
-    StatusOr<HostPort> hp = ParseHostPort(c.text);
+    StatusOr<Endpoint> hp = ParseEndpoint(c.text);
     ASSERT_FALSE(hp.ok()) << c.text;
     std::string quoted = "\"" + std::string(c.text) + "\"";
     ExpectError(hp.status(), StatusCode::kInvalidArgument, {quoted, "is not host:port", c.reason});
   }
 }
 
-TEST(HostPortTest, ErrorQuotesAtMost64BytesOnOneLine) {
+TEST(EndpointTest, ErrorQuotesAtMost64BytesOnOneLine) {
   std::string text = std::string(1000, 'a') + "\n:x";
-  StatusOr<HostPort> hp = ParseHostPort(text);
+  StatusOr<Endpoint> hp = ParseEndpoint(text);
   ASSERT_FALSE(hp.ok());
   EXPECT_NE(hp.status().message().find("\"" + std::string(64, 'a') + "...\""), std::string::npos)
       << hp.status().message();
@@ -112,11 +112,11 @@ TEST(HostPortTest, ErrorQuotesAtMost64BytesOnOneLine) {
   EXPECT_EQ(hp.status().message().find('\n'), std::string::npos);
 }
 
-TEST(HostPortTest, ToStringBracketsIpv6AndRoundTrips) {
-  EXPECT_EQ((HostPort{"h", 1}).ToString(), "h:1");
-  EXPECT_EQ((HostPort{"::1", 7701}).ToString(), "[::1]:7701");
+TEST(EndpointTest, ToStringBracketsIpv6AndRoundTrips) {
+  EXPECT_EQ((Endpoint{"h", 1}).ToString(), "h:1");
+  EXPECT_EQ((Endpoint{"::1", 7701}).ToString(), "[::1]:7701");
   for (std::string_view text : {"10.0.0.1:80", "[fe80::2]:9", "example.com:65535"}) {
-    StatusOr<HostPort> hp = ParseHostPort(text);
+    StatusOr<Endpoint> hp = ParseEndpoint(text);
     ASSERT_TRUE(hp.ok()) << text;
     EXPECT_EQ(hp->ToString(), text);
   }

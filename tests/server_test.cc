@@ -43,6 +43,7 @@ class ServerTest : public ::testing::Test {
     options.secret = kSecret;
     options.max_long_calls = max_long_calls;
     options.idle_timeout = idle_timeout;
+    options.max_request_bytes = max_request_bytes_;
     Server::Handlers handlers;
     handlers.is_long = [](const std::string& op) { return op == "long"; };
     handlers.control = [this](const json& request, const std::string&, Server::Reply reply) {
@@ -88,6 +89,7 @@ class ServerTest : public ::testing::Test {
   Coordinator coordinator_;
   std::unique_ptr<Server> server_;
   Endpoint endpoint_;
+  uint32_t max_request_bytes_ = kMaxControlBytes;
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Server::Reply> held_;  // GUARDED_BY(mu_)
@@ -181,6 +183,22 @@ TEST_F(ServerTest, ALongCallGivesTheConnectionBack) {
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   auto control = c.Call({{"op", "node_address"}, {"job", "nobody"}, {"node", 0}}, 10s);
   EXPECT_EQ(control.status().code(), StatusCode::kNotFound) << control.status().ToString();
+}
+
+// A call larger than max_request_bytes (the agent's max-message-bytes)
+// closes its connection before its payload is read; other connections and
+// smaller calls are served.
+TEST_F(ServerTest, ACallOverTheRequestLimitClosesItsConnection) {
+  max_request_bytes_ = 64 << 10;
+  StartServer();
+  RpcClient big = Connect("node 1");
+  json request = {{"op", "node_address"}, {"job", std::string(100 << 10, 'j')}, {"node", 0}};
+  auto refused = big.Call(request, 10s);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_FALSE(big.answered());
+  RpcClient small = Connect("node 2");
+  auto served = small.Call({{"op", "node_address"}, {"job", "nobody"}, {"node", 0}}, 10s);
+  EXPECT_EQ(served.status().code(), StatusCode::kNotFound) << served.status().ToString();
 }
 
 // Past max_long_calls, a long call is answered RESOURCE_EXHAUSTED at once

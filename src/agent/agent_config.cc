@@ -144,8 +144,8 @@ Status Overlay(const Settings& top, Settings* base) {
   return Status::Ok();
 }
 
-StatusOr<HostPort> SettingHostPort(const Setting& s) {
-  StatusOr<HostPort> hp = ParseHostPort(s.value);
+StatusOr<Endpoint> SettingEndpoint(const Setting& s) {
+  StatusOr<Endpoint> hp = ParseEndpoint(s.value);
   if (!hp.ok()) return hp.status().WithContext(s.origin);
   return hp;
 }
@@ -157,7 +157,7 @@ StatusOr<int64_t> SettingInt(const Setting& s, int64_t lo, int64_t hi) {
 }
 
 // A wildcard listen address is advertised as loopback.
-HostPort DefaultAdvertise(HostPort listen) {
+Endpoint DefaultAdvertise(Endpoint listen) {
   if (listen.host == "0.0.0.0") listen.host = "127.0.0.1";
   if (listen.host == "::") listen.host = "::1";
   return listen;
@@ -165,21 +165,21 @@ HostPort DefaultAdvertise(HostPort listen) {
 
 Status BuildAddresses(const Settings& settings, AgentConfig* c) {
   if (const Setting* s = FindSetting(settings, "listen")) {
-    STRATA_ASSIGN_OR_RETURN(c->listen, SettingHostPort(*s));
+    STRATA_ASSIGN_OR_RETURN(c->listen, SettingEndpoint(*s));
   }
   c->advertise = DefaultAdvertise(c->listen);
   if (const Setting* s = FindSetting(settings, "advertise")) {
-    STRATA_ASSIGN_OR_RETURN(c->advertise, SettingHostPort(*s));
+    STRATA_ASSIGN_OR_RETURN(c->advertise, SettingEndpoint(*s));
     if (c->advertise.host == "0.0.0.0" || c->advertise.host == "::") {
       return InvalidArgumentError(s->origin + ": " + Quote(s->value) +
                                   " is a wildcard address; peers cannot connect to it");
     }
   }
   if (const Setting* s = FindSetting(settings, "coordinator")) {
-    STRATA_ASSIGN_OR_RETURN(c->coordinator, SettingHostPort(*s));
+    STRATA_ASSIGN_OR_RETURN(c->coordinator, SettingEndpoint(*s));
   }
   if (const Setting* s = FindSetting(settings, "jax-coordinator")) {
-    STRATA_ASSIGN_OR_RETURN(c->jax_coordinator, SettingHostPort(*s));
+    STRATA_ASSIGN_OR_RETURN(c->jax_coordinator, SettingEndpoint(*s));
   }
   return Status::Ok();
 }
@@ -307,9 +307,9 @@ StatusOr<AgentConfig> ResolveAgentConfig(const AgentFlags& flags) {
   return ResolveAgentConfig(flags, ProcessGetenv(), DefaultReadFile());
 }
 
-HostPort JaxCoordinator(const AgentConfig& c) {
+Endpoint JaxCoordinator(const AgentConfig& c) {
   if (c.jax_coordinator) return *c.jax_coordinator;
-  HostPort hp = c.coordinator ? *c.coordinator : c.advertise;
+  Endpoint hp = c.coordinator ? *c.coordinator : c.advertise;
   hp.port = kDefaultJaxCoordinatorPort;
   return hp;
 }

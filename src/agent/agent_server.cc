@@ -110,6 +110,7 @@ Status Agent::StartServer() {
   Server::Options options;
   options.secret = config_.secret;
   options.workers = 4;
+  options.max_request_bytes = static_cast<uint32_t>(config_.max_message_bytes);
   Server::Handlers handlers;
   handlers.is_long = &Agent::IsLongCall;
   handlers.control = [this](const json& request, const std::string&, Server::Reply reply) {

@@ -331,7 +331,7 @@ Status ReadMaster(const FieldReader& in, ReplicatorConfig* c) {
   STRATA_ASSIGN_OR_RETURN(c->master_port, in.Int("master-port", 1, 65535));
   STRATA_ASSIGN_OR_RETURN(std::optional<std::string> master, in.String("master"));
   if (!master) return Status::Ok();
-  StatusOr<HostPort> hp = ParseHostPort(*master);
+  StatusOr<Endpoint> hp = ParseEndpoint(*master);
   if (!hp.ok()) return hp.status().WithContext(in.Context("master"));
   c->master = hp->ToString();
   return Status::Ok();
@@ -361,64 +361,6 @@ StatusOr<ReplicatorConfig> ParseReplicatorUnguarded(std::string_view text, const
   return c;
 }
 
-// ---------------------------------------------------------------------------
-// Host and port
-
-bool IsHostNameChar(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_';
-}
-
-bool IsIpv6Char(char c) {
-  return std::isxdigit(static_cast<unsigned char>(c)) || c == ':' || c == '.';
-}
-
-// Splits "host:port" or "[v6]:port" into the host (brackets removed) and
-// the port text; the error says what is wrong.
-Status SplitHostPort(std::string_view rest, std::string_view* host, std::string_view* port) {
-  if (rest.starts_with('[')) {
-    size_t close = rest.find(']');
-    if (close == std::string_view::npos) return InvalidArgumentError("missing ']'");
-    *host = rest.substr(1, close - 1);
-    if (host->find(':') == std::string_view::npos ||
-        !std::all_of(host->begin(), host->end(), IsIpv6Char)) {
-      return InvalidArgumentError("bad IPv6 address");
-    }
-    if (close + 1 >= rest.size() || rest[close + 1] != ':') {
-      return InvalidArgumentError("missing :port");
-    }
-    *port = rest.substr(close + 2);
-    return Status::Ok();
-  }
-  size_t colon = rest.rfind(':');
-  if (colon == std::string_view::npos) return InvalidArgumentError("missing :port");
-  *host = rest.substr(0, colon);
-  *port = rest.substr(colon + 1);
-  if (host->find(':') != std::string_view::npos) {
-    return InvalidArgumentError("an IPv6 address must be written in brackets");
-  }
-  if (host->empty()) return InvalidArgumentError("missing host");
-  if (host->size() > 253 || !std::all_of(host->begin(), host->end(), IsHostNameChar)) {
-    return InvalidArgumentError("bad host name");
-  }
-  return Status::Ok();
-}
-
-// Parses "[tcp://]host:port" into *out; the error says what is wrong.
-Status ParseAddress(std::string_view text, HostPort* out) {
-  if (text.starts_with("tcp://")) text.remove_prefix(6);
-  if (text.find("://") != std::string_view::npos) {
-    return InvalidArgumentError("only tcp:// is supported");
-  }
-  std::string_view host, port;
-  STRATA_RETURN_IF_ERROR(SplitHostPort(text, &host, &port));
-  bool digits = !port.empty() &&
-                std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
-  StatusOr<int64_t> n = ParseIntInRange(port, 1, 65535);
-  if (!digits || !n.ok()) return InvalidArgumentError("the port must be a number in 1..65535");
-  *out = HostPort{std::string(host), static_cast<uint16_t>(*n)};
-  return Status::Ok();
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -436,18 +378,6 @@ ReadFileFn DefaultReadFile() {
   return [](const std::string& path) {
     return ReadFileToString(Env::Default(), path, kMaxConfigFileBytes);
   };
-}
-
-std::string HostPort::ToString() const {
-  std::string p = std::to_string(port);
-  return host.find(':') == std::string::npos ? host + ":" + p : "[" + host + "]:" + p;
-}
-
-StatusOr<HostPort> ParseHostPort(std::string_view text) {
-  HostPort out;
-  Status s = ParseAddress(text, &out);
-  if (!s.ok()) return InvalidArgumentError(Quote(text) + " is not host:port: " + s.message());
-  return out;
 }
 
 std::string_view FrameworkName(Framework framework) {

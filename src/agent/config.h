@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "net/endpoint.h"
 #include "strata/status.h"
 
 namespace strata {
@@ -47,19 +48,9 @@ inline constexpr size_t kMaxQuotedBytes = 64;
 // ---------------------------------------------------------------------------
 // Network addresses
 
-struct HostPort {
-  std::string host;  // a name or IPv4/IPv6 literal, without brackets
-  uint16_t port = 0;
-
-  // "host:port", or "[v6]:port" when host contains ':'.
-  std::string ToString() const;
-  friend bool operator==(const HostPort&, const HostPort&) = default;
-};
-
-// Accepts "host:port", "tcp://host:port" and "[v6-literal]:port" (optionally
-// with tcp://). The port is decimal in 1..65535; a host is required. Errors
-// are INVALID_ARGUMENT and quote the (truncated) text.
-StatusOr<HostPort> ParseHostPort(std::string_view text);
+// The one host:port type (net/endpoint.h).
+using net::Endpoint;
+using net::ParseEndpoint;
 
 // ---------------------------------------------------------------------------
 // replicator.yaml
@@ -93,7 +84,7 @@ struct ReplicatorConfig {
   std::optional<int> backup_interval_minutes;
   std::optional<int> backup_interval_steps;
   int workers_per_node = 1;  // 1..kMaxWorkersPerNode
-  // "host:port" (HostPort::ToString() form), from "tcp://host:port" or
+  // "host:port" (Endpoint::ToString() form), from "tcp://host:port" or
   // "host:port".
   std::optional<std::string> master;
   std::optional<int> master_port;  // 1..65535
@@ -135,13 +126,13 @@ struct AgentConfig {
   // Required: --local-dir, STRATA_LOCAL_DIR or `local-dir:`.
   std::string local_dir;
   // Where this agent accepts peer connections. Default 0.0.0.0:7701.
-  HostPort listen{"0.0.0.0", kDefaultAgentPort};
+  Endpoint listen{"0.0.0.0", kDefaultAgentPort};
   // The address peers are told to use. Default: `listen` with a wildcard
   // host (0.0.0.0 or ::) replaced by loopback (127.0.0.1 or ::1).
-  HostPort advertise{"127.0.0.1", kDefaultAgentPort};
+  Endpoint advertise{"127.0.0.1", kDefaultAgentPort};
   // The rank-0 agent's coordination address. Default: unset (then taken from
   // replicator.yaml's master / master-port, or this agent is rank 0).
-  std::optional<HostPort> coordinator;
+  std::optional<Endpoint> coordinator;
   // The job's shared secret, at least kMinSecretBytes. Required: from
   // --secret-file FILE, STRATA_SECRET, STRATA_SECRET_FILE or `secret-file:`.
   // One trailing newline of a secret file is stripped. Never logged.
@@ -155,7 +146,7 @@ struct AgentConfig {
   // The JAX coordination service's address, line 2 of jax-init-info.txt.
   // Default: the coordinator's host (this agent's advertised host when it
   // coordinates) with port kDefaultJaxCoordinatorPort.
-  std::optional<HostPort> jax_coordinator;
+  std::optional<Endpoint> jax_coordinator;
   // Parallel TCP streams per large transfer, 1..kMaxDataStreams. Default 4.
   int data_streams = 4;
   // Largest protocol message accepted, in bytes, 64 KiB..1 GiB.
@@ -184,7 +175,7 @@ struct AgentConfig {
 inline constexpr int kDefaultJaxCoordinatorPort = 8476;
 
 // The JAX coordination address `c` writes into jax-init-info.txt.
-HostPort JaxCoordinator(const AgentConfig& c);
+Endpoint JaxCoordinator(const AgentConfig& c);
 
 inline constexpr size_t kMinSecretBytes = 16;
 

@@ -20,27 +20,6 @@ constexpr auto kDataTimeout = std::chrono::minutes(30);
 
 }  // namespace
 
-std::string Endpoint::ToString() const { return net::HostPort(host, port); }
-
-StatusOr<Endpoint> ParseEndpoint(std::string_view text) {
-  std::string_view t = text;
-  if (t.starts_with("tcp://")) t.remove_prefix(6);
-  size_t colon = t.rfind(':');
-  if (colon == std::string_view::npos || colon == 0) {
-    return InvalidArgumentError("\"" + std::string(text.substr(0, 64)) + "\" is not host:port");
-  }
-  std::string host(t.substr(0, colon));
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  unsigned port = 0;
-  std::string_view digits = t.substr(colon + 1);
-  auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
-  if (ec != std::errc() || p != digits.data() + digits.size() || port == 0 || port > 65535) {
-    return InvalidArgumentError("\"" + std::string(text.substr(0, 64)) + "\" has no valid port");
-  }
-  return Endpoint{host, static_cast<uint16_t>(port)};
-}
-
 StatusOr<RpcClient> RpcClient::Connect(const Endpoint& to, const std::string& secret,
                                        const std::string& client_id,
                                        std::chrono::milliseconds timeout) {

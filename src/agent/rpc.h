@@ -18,6 +18,7 @@
 #include "agent/step_index.h"
 #include "agent/store.h"
 #include "agent/stream_verify.h"
+#include "net/endpoint.h"
 #include "net/socket.h"
 #include "strata/status.h"
 #include "util/mutex.h"
@@ -33,12 +34,8 @@ inline constexpr uint16_t kFrameReply = 17;
 // Control messages are small; step data never travels in a frame.
 inline constexpr uint32_t kMaxControlBytes = 16u << 20;
 
-struct Endpoint {
-  std::string host;
-  uint16_t port = 0;
-  std::string ToString() const;
-};
-StatusOr<Endpoint> ParseEndpoint(std::string_view text);
+using net::Endpoint;
+using net::ParseEndpoint;
 
 // An authenticated connection to another agent. Used by one thread at a time.
 class RpcClient {

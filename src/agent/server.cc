@@ -270,7 +270,7 @@ void Session::OnProof() {
 
 void Session::AwaitCall() {
   Arm(server_->options().idle_timeout, "");  // an idle connection closes quietly
-  ReadFrame(kMaxControlBytes, [this] { OnCall(); });
+  ReadFrame(server_->options().max_request_bytes, [this] { OnCall(); });
 }
 
 void Session::OnCall() {
@@ -424,7 +424,7 @@ void Server::Impl::OnAccepted(tcp::socket socket) {
   ErrorCode ec;
   const tcp::endpoint remote = socket.remote_endpoint(ec);
   if (ec) return;  // gone already
-  const std::string peer = net::HostPort(remote.address().to_string(), remote.port());
+  const std::string peer = net::Endpoint{remote.address().to_string(), remote.port()}.ToString();
   uint64_t n = 0;
   if (open_.load() >= options_.max_connections) {
     over_cap_.Add();

@@ -54,6 +54,9 @@ class Server {
     int max_long_calls = 64;
     int max_connections = 0;  // 0: 3/4 of RLIMIT_NOFILE, raised to its hard limit
     int workers = 2;
+    // The largest call (request frame) accepted; a larger one closes the
+    // connection with an error naming both sizes.
+    uint32_t max_request_bytes = kMaxControlBytes;
     std::chrono::milliseconds auth_timeout{5000};
     std::chrono::milliseconds idle_timeout{std::chrono::minutes(5)};
     std::chrono::milliseconds reply_timeout{30000};

@@ -18,6 +18,8 @@
 #include <cstring>
 #include <memory>
 
+#include "net/endpoint.h"
+
 namespace strata::net {
 namespace {
 
@@ -109,7 +111,7 @@ std::string FormatAddress(const sockaddr_storage& ss) {
     ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
     port = ntohs(in6->sin6_port);
   }
-  return HostPort(host, port);
+  return Endpoint{host, port}.ToString();
 }
 
 std::string FormatAddress(const sockaddr* sa, socklen_t len) {
@@ -154,7 +156,7 @@ StatusOr<AddrInfoPtr> Resolve(const std::string& host, uint16_t port, bool passi
   const std::string service = Str(port);
   addrinfo* res = nullptr;
   int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res);
-  if (rc != 0) return ResolveError(rc, HostPort(host, port));
+  if (rc != 0) return ResolveError(rc, Endpoint{host, port}.ToString());
   return AddrInfoPtr(res);
 }
 
@@ -242,11 +244,6 @@ void DisableSpliceForTesting(bool disable) { g_splice_disabled = disable; }
 
 Deadline DeadlineAfter(std::chrono::milliseconds timeout) { return Clock::now() + timeout; }
 
-std::string HostPort(const std::string& host, uint16_t port) {
-  if (host.find(':') != std::string::npos) return "[" + host + "]:" + Str(port);
-  return host + ":" + Str(port);
-}
-
 struct Socket::Progress {
   const char* op;  // "receiving from", "sending to", ...
   uint64_t done;
@@ -283,7 +280,7 @@ Socket& Socket::operator=(Socket&& other) noexcept {
 }
 
 StatusOr<Socket> Socket::Listen(const std::string& host, uint16_t port, int backlog) {
-  const std::string where = HostPort(host, port);
+  const std::string where = Endpoint{host, port}.ToString();
   STRATA_ASSIGN_OR_RETURN(AddrInfoPtr addrs, Resolve(host, port, /*passive=*/true));
   Status last = UnavailableError("listen on " + where + ": no address");
   for (const addrinfo* a = addrs.get(); a != nullptr; a = a->ai_next) {
@@ -297,7 +294,7 @@ StatusOr<Socket> Socket::Listen(const std::string& host, uint16_t port, int back
 StatusOr<Socket> Socket::Connect(const std::string& host, uint16_t port,
                                  std::chrono::milliseconds timeout) {
   const Deadline deadline = DeadlineAfter(timeout);
-  const std::string where = HostPort(host, port);
+  const std::string where = Endpoint{host, port}.ToString();
   STRATA_ASSIGN_OR_RETURN(AddrInfoPtr addrs, Resolve(host, port, /*passive=*/false));
   Status last = UnavailableError("connect to " + where + ": no address");
   for (const addrinfo* a = addrs.get(); a != nullptr; a = a->ai_next) {

@@ -32,9 +32,6 @@ using Deadline = std::chrono::steady_clock::time_point;
 // now + timeout.
 Deadline DeadlineAfter(std::chrono::milliseconds timeout);
 
-// "host:port", or "[host]:port" when host is an IPv6 literal.
-std::string HostPort(const std::string& host, uint16_t port);
-
 class Socket {
  public:
   Socket() = default;  // not open
