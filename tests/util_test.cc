@@ -1,15 +1,21 @@
 // Copyright 2026 The Strata Authors.
 //
 // util/: the dispatched XXH3 and the non-temporal copy must be exact
-// drop-in replacements for libxxhash and memcpy.
+// drop-in replacements for libxxhash and memcpy; the commit protocol leaves
+// the old file or the new one, never a temp file.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include <cstring>
 #include <random>
 #include <vector>
 
+#include "fault_env.h"
+#include "test_util.h"
 #include "util/copy.h"
+#include "util/file_util.h"
 #include "util/hash.h"
 
 namespace strata {
@@ -58,6 +64,47 @@ TEST(CopyTest, NonTemporalCopyIsExactAtEveryAlignment) {
       }
     }
   }
+}
+
+// The commit protocol leaves either the old file or the new one, never a
+// temp file, whichever of its steps fails.
+TEST(FileUtilTest, AFailedCommitLeavesTheOldFileAndNoTemp) {
+  testing::ScratchDir d("commit");
+  const std::string path = d.Sub("state.json");
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), path, "old").ok());
+  for (testing::Op op : {testing::Op::kWrite, testing::Op::kSync, testing::Op::kRename}) {
+    testing::FaultInjectionEnv env;
+    env.FailAt(op, 1, EIO);
+    Status s = WriteFileAtomic(&env, path, "new");
+    EXPECT_EQ(s.code(), StatusCode::kDataLoss) << static_cast<int>(op) << ": " << s.ToString();
+    EXPECT_EQ(testing::ReadFile(path), "old");
+    auto entries = Env::Default()->ListDir(d.path());
+    ASSERT_TRUE(entries.ok());
+    EXPECT_EQ(entries->size(), 1u) << static_cast<int>(op);
+  }
+  ASSERT_TRUE(WriteFileAtomic(Env::Default(), path, "new").ok());
+  EXPECT_EQ(testing::ReadFile(path), "new");
+}
+
+// CommitFileAt publishes a file written relative to an open directory and
+// closes the descriptor; a failed rename removes the temp file.
+TEST(FileUtilTest, CommitFileAtPublishesAndCleansUp) {
+  testing::ScratchDir d("commitat");
+  int dir = ::open(d.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(dir, 0);
+  int fd = ::openat(dir, "tmp1", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "abc", 3), 3);
+  ASSERT_TRUE(CommitFileAt(dir, fd, "tmp1", "object").ok());
+  EXPECT_EQ(testing::ReadFile(d.Sub("object")), "abc");
+  fd = ::openat(dir, "tmp2", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  Status s = CommitFileAt(dir, fd, "tmp2", "no-such-dir/object");
+  EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
+  EXPECT_NE(s.message().find("rename tmp2 to no-such-dir/object"), std::string::npos)
+      << s.ToString();
+  EXPECT_FALSE(Env::Default()->Exists(d.Sub("tmp2")));
+  ::close(dir);
 }
 
 }  // namespace

@@ -641,8 +641,10 @@ void Agent::IngestPytorchSaves() {
     for (const auto& f : files) {
       if (s.ok()) s = Env::Default()->Rename(JoinPath(config_.local_dir, f), JoinPath(tmp, f));
     }
+    // The workers' files are complete (settled); the directory is published
+    // by the commit protocol, as every step directory is.
     std::string dir = JoinPath(config_.local_dir, std::to_string(step));
-    if (s.ok()) s = Env::Default()->Rename(tmp, dir);
+    if (s.ok()) s = CommitDir(Env::Default(), tmp, dir);
     if (!s.ok()) Log()->error("collecting the .save files of step {}: {}", step, s.message());
   }
 }

@@ -100,7 +100,9 @@ Status WriteYaml(const fs::path& dir, const AgentJob& j) {
   fs::path yaml = dir / kReplicatorYaml;
   STRATA_RETURN_IF_ERROR(WaitFor([&] { return !Exists(yaml); }, j,
                                  "a stale " + yaml.string() + " was never taken by an agent"));
-  // orbax writes a temporary file and renames it; nemo writes in place.
+  // Written exactly as the clients write it (orbax: a temporary file renamed
+  // into place; nemo: in place), not with the commit protocol: the agent
+  // must take what the real clients write, and this client exists to prove it.
   fs::path target = j.style == "nemo" ? yaml : dir / kReplicatorYamlTmp;
   {
     std::ofstream f(target, std::ios::trunc);

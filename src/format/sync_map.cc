@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -85,32 +86,26 @@ StatusOr<SyncMap> SyncMap::Open(const std::string& path) {
 StatusOr<SyncMap> SyncMap::OpenOrCreate(const std::string& path) {
   auto existing = Open(path);
   if (existing.ok()) return existing;
-  std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) return ErrnoToStatus(errno, "create " + tmp);
-  Status s;
-  if (::ftruncate(fd, static_cast<off_t>(kSyncMapBytes)) != 0) {
-    s = ErrnoToStatus(errno, "size " + tmp);
-  } else {
-    auto p = MapFile(tmp, fd);
-    if (!p.ok()) {
-      s = p.status();
-    } else {
-      auto* h = new (*p) SyncHeader();
-      h->magic = kMagic;
-      h->version = kVersion;
-      h->slots = kSyncSlots;
-      auto* slots = reinterpret_cast<SyncSlot*>(static_cast<char*>(*p) + sizeof(SyncHeader));
-      for (int i = 0; i < kSyncSlots; ++i) new (&slots[i]) SyncSlot();
-      ::munmap(*p, kSyncMapBytes);
-    }
-  }
-  ::close(fd);
-  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) s = ErrnoToStatus(errno, "rename " + tmp);
+  // A fresh map, published by the commit protocol: a reader never sees a
+  // map without its header.
+  alignas(SyncHeader) std::array<char, kSyncMapBytes> bytes{};
+  auto* h = new (bytes.data()) SyncHeader();
+  h->magic = kMagic;
+  h->version = kVersion;
+  h->slots = kSyncSlots;
+  auto* slots = reinterpret_cast<SyncSlot*>(bytes.data() + sizeof(SyncHeader));
+  for (int i = 0; i < kSyncSlots; ++i) new (&slots[i]) SyncSlot();
+  Env* env = Env::Default();
+  const std::string tmp = TempPathFor(path);
+  Status s = WriteFileSynced(env, tmp, std::string_view(bytes.data(), bytes.size()));
+  // The ranks claim slots by writing: readable and writable by every user
+  // the trainer may run as.
+  if (s.ok() && ::chmod(tmp.c_str(), 0666) != 0) s = ErrnoToStatus(errno, "chmod " + tmp);
   if (!s.ok()) {
-    ::unlink(tmp.c_str());
+    env->RemoveFile(tmp).IgnoreError();
     return s;
   }
+  STRATA_RETURN_IF_ERROR(CommitFile(env, tmp, path));
   return Open(path);
 }
 

@@ -475,15 +475,6 @@ Status Socket::DrainPipe(int pipe_fd, int file_fd, uint64_t offset, size_t n) {
   return Status::Ok();
 }
 
-Status Socket::SetBufferSizes(int bytes) {
-  STRATA_RETURN_IF_ERROR(CheckOpen("set buffer sizes"));
-  if (::setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes) != 0 ||
-      ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes) != 0) {
-    return ErrnoToStatus(errno, "set socket buffer sizes for " + peer_);
-  }
-  return Status::Ok();
-}
-
 void Socket::Shutdown() {
   if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
 }

@@ -84,12 +84,6 @@ class Socket {
   // On error the range holds an unspecified prefix of the data.
   Status RecvToFile(int file_fd, uint64_t offset, uint64_t len, Deadline deadline);
 
-  // Sets SO_SNDBUF and SO_RCVBUF to `bytes` (Linux caps them at
-  // net.core.wmem_max / rmem_max and turns off auto-tuning). Call on a
-  // listening socket before Accept (accepted sockets inherit it) or right
-  // after Connect.
-  Status SetBufferSizes(int bytes);
-
   // shutdown(SHUT_RDWR): the peer sees end of stream and a call blocked in
   // another thread returns. The descriptor stays open until Close().
   void Shutdown();

@@ -246,16 +246,12 @@ Status FileStore::Write(std::string_view op, const std::string& key, Fill fill) 
   Fd fd(::openat(dir, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
   if (!fd.valid()) return ErrnoToStatus(errno, Context(op, key) + ": create " + tmp);
   s = fill(fd.get());
-  if (s.ok() && ::fsync(fd.get()) != 0) s = ErrnoToStatus(errno, "fsync");
-  if (s.ok() && ::close(fd.Release()) != 0) s = ErrnoToStatus(errno, "close");
-  if (s.ok() && ::renameat(dir, tmp.c_str(), dir, parts.back().c_str()) != 0) {
-    s = ErrnoToStatus(errno, "rename");
-  }
   if (!s.ok()) {
     ::unlinkat(dir, tmp.c_str(), 0);
     return s.WithContext(Context(op, key));
   }
-  if (::fsync(dir) != 0) return ErrnoToStatus(errno, Context(op, key) + ": fsync directory");
+  s = CommitFileAt(dir, fd.Release(), tmp, parts.back());
+  if (!s.ok()) return s.WithContext(Context(op, key));
   return Status::Ok();
 }
 

@@ -1,9 +1,11 @@
 // Copyright 2026 The Strata Authors.
 #include "util/file_util.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 
 #include "util/crash_point.h"
 
@@ -47,19 +49,50 @@ Status WriteFileSynced(Env* env, const std::string& path, std::string_view data)
   return file->Close();
 }
 
-Status WriteFileAtomic(Env* env, const std::string& path, std::string_view data) {
+std::string TempPathFor(const std::string& path) {
   static std::atomic<uint64_t> seq{0};
   std::string base = path.substr(path.rfind('/') + 1);  // whole path if no '/'
-  std::string tmp =
-      JoinPath(Dirname(path), ".strata-tmp-" + base + "-" + std::to_string(::getpid()) + "-" +
-                                  std::to_string(seq.fetch_add(1)));
+  return JoinPath(Dirname(path), ".strata-tmp-" + base + "-" + std::to_string(::getpid()) + "-" +
+                                     std::to_string(seq.fetch_add(1)));
+}
+
+Status CommitFile(Env* env, const std::string& tmp_file, const std::string& final_file) {
+  CrashPoint("commit.before_rename");
+  Status s = env->Rename(tmp_file, final_file);
+  if (!s.ok()) {
+    env->RemoveFile(tmp_file).IgnoreError();
+    return s;
+  }
+  CrashPoint("commit.after_rename");
+  return env->SyncDir(Dirname(final_file));
+}
+
+Status WriteFileAtomic(Env* env, const std::string& path, std::string_view data) {
+  std::string tmp = TempPathFor(path);
   Status s = WriteFileSynced(env, tmp, data);
-  if (s.ok()) s = env->Rename(tmp, path);
   if (!s.ok()) {
     env->RemoveFile(tmp).IgnoreError();
     return s;
   }
-  return env->SyncDir(Dirname(path));
+  return CommitFile(env, tmp, path);
+}
+
+Status CommitFileAt(int dir_fd, int file_fd, const std::string& tmp_name,
+                    const std::string& final_name) {
+  Status s;
+  if (::fsync(file_fd) != 0) s = ErrnoToStatus(errno, "fsync " + tmp_name);
+  if (::close(file_fd) != 0 && s.ok()) s = ErrnoToStatus(errno, "close " + tmp_name);
+  CrashPoint("commit.before_rename");
+  if (s.ok() && ::renameat(dir_fd, tmp_name.c_str(), dir_fd, final_name.c_str()) != 0) {
+    s = ErrnoToStatus(errno, "rename " + tmp_name + " to " + final_name);
+  }
+  if (!s.ok()) {
+    ::unlinkat(dir_fd, tmp_name.c_str(), 0);
+    return s;
+  }
+  CrashPoint("commit.after_rename");
+  if (::fsync(dir_fd) != 0) return ErrnoToStatus(errno, "fsync the directory of " + final_name);
+  return Status::Ok();
 }
 
 StatusOr<std::string> ReadFileToString(Env* env, const std::string& path, uint64_t max_size) {

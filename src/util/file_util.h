@@ -32,8 +32,24 @@ Status CommitDir(Env* env, const std::string& tmp_dir, const std::string& final_
 // inside a directory that is itself committed with CommitDir).
 Status WriteFileSynced(Env* env, const std::string& path, std::string_view data);
 
+// Publishes the synced file `tmp_file` as `final_file` (same directory):
+// rename, fsync the directory. Removes `tmp_file` if the rename fails.
+Status CommitFile(Env* env, const std::string& tmp_file, const std::string& final_file);
+
+// A temp name for `path` in its directory, unique in this process.
+std::string TempPathFor(const std::string& path);
+
 // Replaces `path` atomically with `data` (temp file, fsync, rename, fsync dir).
 Status WriteFileAtomic(Env* env, const std::string& path, std::string_view data);
+
+// The same protocol for a caller that addresses files relative to an open
+// directory `dir_fd` (so that no path is resolved twice and no symbolic link
+// is followed): `file_fd`, written under `tmp_name` in that directory, is
+// fsynced and closed, renamed to `final_name` and the directory fsynced. On
+// failure the temp file is removed. Takes ownership of `file_fd` (closed in
+// every case). Errors name the step that failed and `tmp_name`.
+Status CommitFileAt(int dir_fd, int file_fd, const std::string& tmp_name,
+                    const std::string& final_name);
 
 // Reads a whole file; RESOURCE_EXHAUSTED if it is larger than `max_size`.
 StatusOr<std::string> ReadFileToString(Env* env, const std::string& path, uint64_t max_size);
