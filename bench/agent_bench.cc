@@ -12,6 +12,9 @@
 //                      into an empty store (no copy, no spare files) from a
 //                      live agent: FetchCopy over the default data-streams,
 //                      verifying as the data arrives, then the commit
+//   restart_check      time to read and verify 3 held copies of the step ÷
+//                      time to prove them unchanged by their seals, as a
+//                      restarted agent does before it registers
 //
 // The step is a real Strata checkpoint (sync Checkpointer) in the sender's
 // Store; the agent runs in-process on 127.0.0.1, port 0. Raw baselines use
@@ -476,6 +479,61 @@ Status BenchRestoreFromPeer(Bench& b) {
   return Status::Ok();
 }
 
+// --- restart_check ---
+
+// A restarted agent (the store reopened) checks the copies it holds before
+// it registers: by their seals, reading no byte (Store::CheckHeld), against
+// reading and verifying every copy (Store::Verify, what registration did
+// before seals).
+struct RestartSamples {
+  Samples seals, verify_all;
+};
+
+Status RestartRep(Node& node, const std::vector<agent::StepKey>& held, RestartSamples* s) {
+  node.store.reset();
+  STRATA_ASSIGN_OR_RETURN(node.store, agent::Store::Open(node.dir, &node.pool));
+  Clock::time_point t0 = Clock::now();
+  for (const agent::StepKey& key : held) {
+    STRATA_ASSIGN_OR_RETURN(bool read, node.store->CheckHeld(key));
+    if (read) return InternalError(key.ToString() + " was read: its seal did not prove it");
+  }
+  s->seals.Add(SecondsSince(t0));
+  t0 = Clock::now();
+  for (const agent::StepKey& key : held) STRATA_RETURN_IF_ERROR(node.store->Verify(key));
+  s->verify_all.Add(SecondsSince(t0));
+  return Status::Ok();
+}
+
+Status BenchRestartCheck(Bench& b) {
+  constexpr int kCopies = 3;  // its own step and two peers' (data-parallel replicas)
+  std::printf(
+      "\n[restart_check] a restarted agent checks the %d copies it holds (%.1f MiB): seals "
+      "(no byte read) vs reading and verifying every copy\n",
+      kCopies, static_cast<double>(b.bytes) * kCopies / kMiB);
+  Node node{JoinPath(b.scratch, "holding")};
+  STRATA_ASSIGN_OR_RETURN(node.store, agent::Store::Open(node.dir, &node.pool));
+  std::vector<agent::StepKey> held;
+  for (int r = 0; r < kCopies; ++r) {
+    STRATA_ASSIGN_OR_RETURN(std::string dir, node.store->NewIncomingDir());
+    std::error_code ec;
+    std::filesystem::copy(b.sender->store->StepPath(b.key), dir,
+                          std::filesystem::copy_options::recursive, ec);
+    if (ec) return ErrnoToStatus(ec.value(), "copy the step into " + dir);
+    held.push_back({kJob, r, b.key.step});
+    STRATA_RETURN_IF_ERROR(node.store->Adopt(dir, held.back(), b.index));
+  }
+  RestartSamples warmup, s;
+  // The warm-up also seals any copy adopted in the clock tick it was written.
+  for (const agent::StepKey& key : held)
+    STRATA_RETURN_IF_ERROR(node.store->CheckHeld(key).status());
+  STRATA_RETURN_IF_ERROR(RestartRep(node, held, &warmup));
+  for (int r = 0; r < b.reps; ++r) STRATA_RETURN_IF_ERROR(RestartRep(node, held, &s));
+  PrintSamples("baseline: read and verify every copy", s.verify_all, b.bytes * kCopies);
+  PrintSamples("strata: prove every copy by its seal", s.seals, 0);
+  PrintRatio("restart_check", s.verify_all.Median() / s.seals.Median(), "10");
+  return Status::Ok();
+}
+
 // --- Driver ---
 
 struct Benchmark {
@@ -485,6 +543,7 @@ struct Benchmark {
 constexpr Benchmark kBenchmarks[] = {
     {"peer_replication", BenchPeerReplication},
     {"restore_from_peer", BenchRestoreFromPeer},
+    {"restart_check", BenchRestartCheck},
 };
 
 // The scratch directory, removed with everything in it when this goes.
@@ -577,7 +636,7 @@ int Main(int argc, char** argv) {
       ->envname("STRATA_BENCH_TMPFS")
       ->capture_default_str();
   app.add_option("benchmarks", only, "Benchmarks to run (default all)")
-      ->check(CLI::IsMember({"peer_replication", "restore_from_peer"}));
+      ->check(CLI::IsMember({"peer_replication", "restore_from_peer", "restart_check"}));
   CLI11_PARSE(app, argc, argv);
   if (std::getenv("STRATA_LOG_LEVEL") == nullptr) SetLogLevel("warn");  // no per-step info lines
 

@@ -24,7 +24,7 @@ set -euo pipefail
 
 build_dir=${1:-build}
 [ $# -gt 0 ] && shift
-agent_benchmarks=" peer_replication restore_from_peer "
+agent_benchmarks=" peer_replication restore_from_peer restart_check "
 storage_benchmarks=" backup_upload backup_restore "
 torch_benchmarks=" torch_save_blocking torch_load "
 run_scale=0

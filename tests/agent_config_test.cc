@@ -54,7 +54,7 @@ TEST(AgentConfigTest, Defaults) {
   EXPECT_EQ(c->log_level, "info");
   EXPECT_EQ(c->node_rank, std::nullopt);
   EXPECT_EQ(c->data_streams, 4);
-  EXPECT_EQ(c->max_message_bytes, uint64_t{64} << 20);
+  EXPECT_EQ(c->max_message_bytes, uint64_t{16} << 20);  // the limit calls always had
 }
 
 TEST(AgentConfigTest, EverythingFromConfigFile) {

@@ -1,10 +1,12 @@
 // Copyright 2026 The Strata Authors.
 //
 // The agent's store: removed steps leave spare files that the next transfer
-// receives into, within a limit of about one step.
+// receives into, within a limit of about one step; seals prove held copies
+// unchanged at a restart without reading them.
 #include "agent/store.h"
 
 #include <gtest/gtest.h>
+#include <time.h>
 
 #include <filesystem>
 #include <thread>
@@ -136,6 +138,85 @@ constexpr char kMountinfo[] =
     "28 26 0:26 / /local/disk rw - ext4 /dev/vdb rw\n"
     "29 22 0:24 /node0 /srv/node0 rw - tmpfs tmpfs rw,size=64g,huge=within_size,mode=750\n"
     "30 22 0:27 / /run/a rw - tmpfs tmpfs rw,huge=advise\n";
+
+// Lets the file-time clock tick past the files just written: a file
+// modified in the tick a listing began in is never proven by a seal.
+void PassAClockTick() {
+  struct timespec res;
+  ::clock_getres(CLOCK_REALTIME_COARSE, &res);
+  std::this_thread::sleep_for(std::chrono::nanoseconds(res.tv_nsec) * 3 + 1ms);
+}
+
+// A restart proves held copies unchanged by their seals without reading
+// them; whatever could have changed is read and verified.
+TEST_F(StoreTest, SealsProveUnchangedCopiesAndCatchChangedOnes) {
+  const StepKey one{"j", 0, 1}, two{"j", 0, 2}, three{"j", 0, 3};
+  std::string c1 = MakeClientStep(dir_.path(), "c1", 3000, 1000, 'a');
+  std::string c2 = MakeClientStep(dir_.path(), "c2", 3000, 1000, 'c');
+  std::string c3 = MakeClientStep(dir_.path(), "c3", 3000, 1000, 'e');
+  PassAClockTick();
+  ASSERT_TRUE(store_->Ingest(c1, one).ok());
+  ASSERT_TRUE(store_->Ingest(c2, two).ok());
+  ASSERT_TRUE(store_->Ingest(c3, three).ok());
+  // The agent restarts.
+  store_.reset();
+  auto reopened = Store::Open(dir_.path(), &pool_);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  store_ = std::move(*reopened);
+  for (const StepKey& key : {one, two, three}) {
+    auto read = store_->CheckHeld(key);
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    EXPECT_FALSE(*read) << key.ToString() << " was read; its seal should prove it";
+  }
+  // Step 1: a byte changed in place (with its time restored, as a stray
+  // writer that kept it could not: ctime moves too). Step 2: the same bytes
+  // written again. Step 3: a file added.
+  const std::string a1 = JoinPath(store_->StepPath(one), "a.bin");
+  auto mtime = fs::last_write_time(a1);
+  testing::FlipByte(a1, 10);
+  fs::last_write_time(a1, mtime);
+  testing::WriteFile(JoinPath(store_->StepPath(two), "b.bin"), std::string(1000, 'd'));
+  testing::WriteFile(JoinPath(store_->StepPath(three), "extra"), "x");
+  auto corrupt = store_->CheckHeld(one);
+  EXPECT_EQ(corrupt.status().code(), StatusCode::kDataLoss) << corrupt.status().ToString();
+  auto rewritten = store_->CheckHeld(two);
+  ASSERT_TRUE(rewritten.ok()) << rewritten.status().ToString();
+  EXPECT_TRUE(*rewritten) << "a rewritten file must be read again";
+  auto extra = store_->CheckHeld(three);
+  EXPECT_EQ(extra.status().code(), StatusCode::kDataLoss) << extra.status().ToString();
+  // Step 2 verified and was sealed again: once its files are older than the
+  // seal's listing, the seal proves it.
+  PassAClockTick();
+  ASSERT_TRUE(store_->Remove(two).ok());
+  std::string c4 = MakeClientStep(dir_.path(), "c4", 10, 10, 'g');
+  PassAClockTick();
+  ASSERT_TRUE(store_->Ingest(c4, two).ok());
+  auto again = store_->CheckHeld(two);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_FALSE(*again);
+}
+
+// Files written in the clock tick the listing began in are "racily clean":
+// the seal never proves them; they are read, and sealed properly then.
+TEST_F(StoreTest, ACopyWrittenAsItWasSealedIsReadAgain) {
+  const StepKey key{"j", 0, 1};
+  std::string dir = MakeClientStep(dir_.path(), "c1", 100, 100, 'a');
+  // Ingested at once: usually in the tick the files were written in.
+  ASSERT_TRUE(store_->Ingest(dir, key).ok());
+  const std::string seal = store_->StepPath(key) + ".seal";
+  ASSERT_TRUE(fs::exists(seal));
+  // Whatever the first check found, a lost seal means a full read.
+  fs::remove(seal);
+  auto read = store_->CheckHeld(key);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_TRUE(*read);
+  EXPECT_TRUE(fs::exists(seal));
+  // A seal of another index is not a proof either.
+  testing::WriteFile(seal, R"({"index_digest":"0000000000000001","listed_at_ns":1,"files":[]})");
+  auto other = store_->CheckHeld(key);
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  EXPECT_TRUE(*other);
+}
 
 TEST(RamDiskTest, HugeOptionOfTheTmpfsWithTheDevice) {
   EXPECT_EQ(TmpfsHugeOption(kMountinfo, "0:24"), "within_size");  // also bind-mounted

@@ -46,6 +46,19 @@ struct DirEntry {
   enum class Type { kFile, kDirectory, kSymlink, kOther } type = Type::kOther;
 };
 
+// What tells a file's contents apart without reading them: a write, a
+// truncation or a replacement of the file changes at least one field (for a
+// write within the file system's timestamp granularity of the last look, see
+// Store's seals). Comparable only on one machine between reboots.
+struct FileIdentity {
+  uint64_t device = 0;
+  uint64_t inode = 0;
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;
+  friend bool operator==(const FileIdentity&, const FileIdentity&) = default;
+};
+
 class Env {
  public:
   virtual ~Env() = default;
@@ -68,6 +81,10 @@ class Env {
   virtual StatusOr<std::vector<DirEntry>> ListDir(const std::string& path) = 0;
   // True if `path` exists (without following a final symlink).
   virtual bool Exists(const std::string& path) = 0;
+  // The identity of the regular file `path` (a final symlink is not
+  // followed: FAILED_PRECONDITION, as for anything but a regular file).
+  // UNIMPLEMENTED where the Env cannot tell; callers then read the bytes.
+  virtual StatusOr<FileIdentity> Identify(const std::string& path);
 };
 
 // Forwards every call to a target Env; override what you want to change.
@@ -93,6 +110,7 @@ class EnvWrapper : public Env {
     return target_->ListDir(p);
   }
   bool Exists(const std::string& p) override { return target_->Exists(p); }
+  StatusOr<FileIdentity> Identify(const std::string& p) override { return target_->Identify(p); }
 
  private:
   Env* target_;

@@ -324,19 +324,29 @@ Status Agent::Incarnate(const ReplicatorConfig& config) {
   return Status::Ok();
 }
 
-// This node's verified copies of `job`, as [rank, step, digest] triples.
-// A copy that fails verification is dropped here, before anyone plans on it.
+// This node's copies of `job`, as [rank, step, digest] triples. Each is
+// proven unchanged since it was verified (its seal: no byte read) or else
+// read and verified again; a copy that fails is dropped here, before anyone
+// plans on it. The copy a plan then restores from this node's own RAM is
+// read and verified once more before it is used (FetchAndReport), and a copy
+// served to a peer is verified as it is sent and as it arrives.
 json Agent::Inventory(const std::string& job) {
   json inv = json::array();
+  int proven = 0, read = 0;
   for (const auto& [key, index] : store_->List()) {
     if (key.job != job) continue;
-    Status v = store_->Verify(key);
-    if (!v.ok()) {
-      Log()->warn("dropping corrupt copy {}: {}", key.ToString(), v.message());
+    StatusOr<bool> checked = store_->CheckHeld(key);
+    if (!checked.ok()) {
+      Log()->warn("dropping corrupt copy {}: {}", key.ToString(), checked.status().message());
       store_->Remove(key).IgnoreError();
       continue;
     }
+    ++(*checked ? read : proven);
     inv.push_back({key.rank, key.step, Hex64(index.digest)});
+  }
+  if (proven + read > 0) {
+    Log()->info("job {}: {} held copies proven unchanged by their seals, {} read and verified", job,
+                proven, read);
   }
   return inv;
 }
@@ -472,6 +482,7 @@ StatusOr<bool> Agent::FetchAndReport(Incarnation& inc, const json&) {
       STRATA_RETURN_IF_ERROR(
           WritePrerestore(config_.local_dir, step, from_backup ? backup_id : ""));
       int used = c.node_rank;
+      if (have) got = VerifyOwnCopy(key, c.node_rank, &bad);
       if (!have) got = FetchStep(inc, key, src, *plan, &bad, &used);
       if (got.ok() && used == kBackupHolder && !from_backup) {
         STRATA_RETURN_IF_ERROR(WritePrerestore(config_.local_dir, step, backup_id));
@@ -501,6 +512,19 @@ StatusOr<bool> Agent::FetchAndReport(Incarnation& inc, const json&) {
     }
   }
   return CancelledError("stopped while restoring");
+}
+
+// Reads and verifies this node's own copy of `key` before the ranks restore
+// from it (registration proved it unchanged without reading it). A copy that
+// fails is dropped and reported in `bad`, so that the coordinator plans
+// another source. `node` is this node's rank.
+Status Agent::VerifyOwnCopy(const StepKey& key, int node, std::vector<json>* bad) {
+  Status v = store_->Verify(key);
+  if (v.ok()) return v;
+  Log()->warn("own copy {} does not verify, dropped: {}", key.ToString(), v.message());
+  store_->Remove(key).IgnoreError();
+  bad->push_back({node, key.rank, key.step});
+  return v;
 }
 
 // Fetches `key` from the first holder in `source` (a plan's entry for this

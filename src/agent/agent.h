@@ -76,6 +76,7 @@ class Agent {
   Status Incarnate(const ReplicatorConfig& config);
   Status RegisterAndRestore(Incarnation& inc);
   StatusOr<bool> FetchAndReport(Incarnation& inc, const json& plan);
+  Status VerifyOwnCopy(const StepKey& key, int node, std::vector<json>* bad);
   Status FetchStep(const Incarnation& inc, const StepKey& key, const json& source, const json& plan,
                    std::vector<json>* bad, int* used);
   Status FetchFrom(const std::string& address, const StepKey& key, int node_rank,

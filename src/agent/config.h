@@ -151,7 +151,7 @@ struct AgentConfig {
   int data_streams = 4;
   // Largest protocol message accepted, in bytes, 64 KiB..1 GiB.
   // Default 64 MiB.
-  uint64_t max_message_bytes = uint64_t{64} << 20;
+  uint64_t max_message_bytes = uint64_t{16} << 20;
 
   // The backup tier: "s3://bucket/prefix" or "file:///path". Default: unset
   // (no backups). See docs/backup.md.

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,26 +24,65 @@ namespace {
 
 using json = nlohmann::json;
 
-// Lists regular files under `root` recursively (relative paths, sorted).
-Status ListFiles(const std::string& root, const std::string& rel, std::vector<IndexedFile>* out,
-                 int depth) {
+// The clock the kernel stamps file times with (jiffy-grained): a file
+// written after a reading of it has a time at or past that reading.
+int64_t CoarseRealtimeNs() {
+  struct timespec ts;
+  ::clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+// A regular file found under a step directory, as it was when listed.
+struct Listed {
+  IndexedFile file;  // path and size; no checksums
+  FileIdentity id;
+};
+
+// Lists regular files under `root` recursively (relative paths, sorted by
+// path). Anything but regular files and directories is an error.
+Status ListFilesUnder(const std::string& root, const std::string& rel, std::vector<Listed>* out,
+                      int depth) {
   if (depth > 32) return InvalidArgumentError(root + "/" + rel + ": directories nested too deep");
   std::string dir = rel.empty() ? root : JoinPath(root, rel);
   STRATA_ASSIGN_OR_RETURN(auto entries, Env::Default()->ListDir(dir));
   for (const auto& e : entries) {
     std::string child = rel.empty() ? e.name : rel + "/" + e.name;
     std::string full = JoinPath(root, child);
-    struct stat st;
-    if (::lstat(full.c_str(), &st) != 0) return ErrnoToStatus(errno, "stat " + full);
-    if (S_ISDIR(st.st_mode)) {
-      STRATA_RETURN_IF_ERROR(ListFiles(root, child, out, depth + 1));
-    } else if (S_ISREG(st.st_mode)) {
-      out->push_back({child, static_cast<uint64_t>(st.st_size), {}});
-    } else {
+    if (e.type == DirEntry::Type::kDirectory) {
+      STRATA_RETURN_IF_ERROR(ListFilesUnder(root, child, out, depth + 1));
+      continue;
+    }
+    StatusOr<FileIdentity> id = e.type == DirEntry::Type::kFile
+                                    ? Env::Default()->Identify(full)
+                                    : FailedPreconditionError(full + " is not a regular file");
+    if (id.status().code() == StatusCode::kFailedPrecondition) {
       return InvalidArgumentError(full + " is not a regular file or directory");
     }
+    if (!id.ok()) return id.status();
+    out->push_back({{child, id->size, {}}, *id});
   }
   return Status::Ok();
+}
+
+// The files under `root`, sorted by path; the identities, if wanted, in
+// *identity, with the time the listing began.
+StatusOr<std::vector<IndexedFile>> ListFiles(const std::string& root, StepIdentity* identity) {
+  const int64_t listed_at = CoarseRealtimeNs();
+  std::vector<Listed> listed;
+  STRATA_RETURN_IF_ERROR(ListFilesUnder(root, "", &listed, 0));
+  std::sort(listed.begin(), listed.end(),
+            [](const Listed& a, const Listed& b) { return a.file.path < b.file.path; });
+  std::vector<IndexedFile> files;
+  files.reserve(listed.size());
+  if (identity != nullptr) {
+    identity->listed_at_ns = listed_at;
+    identity->files.clear();
+  }
+  for (Listed& l : listed) {
+    files.push_back(std::move(l.file));
+    if (identity != nullptr) identity->files.push_back(l.id);
+  }
+  return files;
 }
 
 // Checksums a file of `size` bytes has in a (non-Strata) index.
@@ -179,11 +219,10 @@ Status ValidateRelativePath(std::string_view path) {
   return Status::Ok();
 }
 
-StatusOr<StepIndex> BuildStepIndex(const std::string& dir, ThreadPool* pool) {
+StatusOr<StepIndex> BuildStepIndex(const std::string& dir, ThreadPool* pool,
+                                   StepIdentity* identity) {
   StepIndex index;
-  STRATA_RETURN_IF_ERROR(ListFiles(dir, "", &index.files, 0));
-  std::sort(index.files.begin(), index.files.end(),
-            [](const IndexedFile& a, const IndexedFile& b) { return a.path < b.path; });
+  STRATA_ASSIGN_OR_RETURN(index.files, ListFiles(dir, identity));
   for (const auto& f : index.files) index.total_bytes += f.size;
   if (IndexAsStrata(dir, &index)) return index;
   std::vector<std::vector<uint64_t>> hashes;
@@ -193,12 +232,12 @@ StatusOr<StepIndex> BuildStepIndex(const std::string& dir, ThreadPool* pool) {
   return index;
 }
 
-Status VerifyStepIndex(const std::string& dir, const StepIndex& index, ThreadPool* pool,
-                       VerifyScope scope) {
-  std::vector<IndexedFile> present;
-  STRATA_RETURN_IF_ERROR(ListFiles(dir, "", &present, 0));
-  std::sort(present.begin(), present.end(),
-            [](const IndexedFile& a, const IndexedFile& b) { return a.path < b.path; });
+namespace {
+
+// OK iff `present` (a listing of `dir`) names exactly the indexed files with
+// the indexed sizes; DATA_LOSS naming the first difference.
+Status CheckLayout(const std::string& dir, const std::vector<IndexedFile>& present,
+                   const StepIndex& index) {
   if (present.size() != index.files.size()) {
     return DataLossError(dir + " holds " + std::to_string(present.size()) +
                          " files, the index lists " + std::to_string(index.files.size()));
@@ -209,6 +248,15 @@ Status VerifyStepIndex(const std::string& dir, const StepIndex& index, ThreadPoo
                            " is missing or has the wrong size");
     }
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status VerifyStepIndex(const std::string& dir, const StepIndex& index, ThreadPool* pool,
+                       VerifyScope scope, StepIdentity* identity) {
+  STRATA_ASSIGN_OR_RETURN(std::vector<IndexedFile> present, ListFiles(dir, identity));
+  STRATA_RETURN_IF_ERROR(CheckLayout(dir, present, index));
   if (index.strata) {
     auto info = StrataManifest(dir);
     if (!info || info->ContentDigest() != index.digest) {
@@ -233,6 +281,62 @@ Status VerifyStepIndex(const std::string& dir, const StepIndex& index, ThreadPoo
     }
   }
   return Status::Ok();
+}
+
+Status CheckStepIdentity(const std::string& dir, const StepIndex& index,
+                         const StepIdentity& sealed) {
+  STRATA_ASSIGN_OR_RETURN(std::vector<IndexedFile> present, ListFiles(dir, nullptr));
+  Status layout = CheckLayout(dir, present, index);
+  if (!layout.ok()) return FailedPreconditionError(std::string(layout.message()));
+  if (sealed.files.size() != index.files.size()) {
+    return FailedPreconditionError(dir + ": the seal lists " + std::to_string(sealed.files.size()) +
+                                   " files, the index " + std::to_string(index.files.size()));
+  }
+  for (size_t i = 0; i < index.files.size(); ++i) {
+    const std::string path = JoinPath(dir, index.files[i].path);
+    const FileIdentity& was = sealed.files[i];
+    if (was.mtime_ns >= sealed.listed_at_ns) {
+      return FailedPreconditionError(path + " was modified as it was sealed");
+    }
+    STRATA_ASSIGN_OR_RETURN(FileIdentity now, Env::Default()->Identify(path));
+    if (!(now == was)) return FailedPreconditionError(path + " changed since it was sealed");
+  }
+  return Status::Ok();
+}
+
+std::string EncodeSeal(uint64_t index_digest, const StepIdentity& identity) {
+  json files = json::array();
+  for (const FileIdentity& f : identity.files) {
+    files.push_back({f.device, f.inode, f.size, f.mtime_ns, f.ctime_ns});
+  }
+  return json{{"index_digest", Hex64(index_digest)},
+              {"listed_at_ns", identity.listed_at_ns},
+              {"files", std::move(files)}}
+      .dump();
+}
+
+StatusOr<StepIdentity> DecodeSeal(std::string_view text, uint64_t index_digest,
+                                  std::string_view source) {
+  const std::string where(source);
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object() || !doc.contains("files") || !doc["files"].is_array() ||
+      !doc.value("listed_at_ns", json()).is_number_integer()) {
+    return DataLossError(where + ": not a seal");
+  }
+  if (doc.value("index_digest", "") != Hex64(index_digest)) {
+    return FailedPreconditionError(where + ": sealed for another index");
+  }
+  StepIdentity out;
+  out.listed_at_ns = doc["listed_at_ns"].get<int64_t>();
+  for (const json& f : doc["files"]) {
+    bool well_formed = f.is_array() && f.size() == 5 && f[0].is_number_unsigned() &&
+                       f[1].is_number_unsigned() && f[2].is_number_unsigned() &&
+                       f[3].is_number_integer() && f[4].is_number_integer();
+    if (!well_formed) return DataLossError(where + ": a malformed file entry");
+    out.files.push_back({f[0].get<uint64_t>(), f[1].get<uint64_t>(), f[2].get<uint64_t>(),
+                         f[3].get<int64_t>(), f[4].get<int64_t>()});
+  }
+  return out;
 }
 
 nlohmann::json StepIndexToJson(const StepIndex& index) {

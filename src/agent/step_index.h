@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "strata/catalog.h"
+#include "strata/env.h"
 #include "strata/status.h"
 #include "util/thread_pool.h"
 
@@ -39,9 +40,19 @@ struct StepIndex {
   std::vector<IndexedFile> files;  // sorted by path
 };
 
+// How the files of a step directory were when it was listed, just before
+// their bytes were read (BuildStepIndex, VerifyStepIndex): with the index,
+// a seal that later proves the bytes unchanged without reading them.
+struct StepIdentity {
+  int64_t listed_at_ns = 0;         // the file-time clock when the listing began
+  std::vector<FileIdentity> files;  // in index order
+};
+
 // Indexes the step directory `dir`. Symlinks, devices and paths that are not
-// safe relative names are errors naming the path.
-StatusOr<StepIndex> BuildStepIndex(const std::string& dir, ThreadPool* pool);
+// safe relative names are errors naming the path. With `identity`, records
+// how the files were as they were read.
+StatusOr<StepIndex> BuildStepIndex(const std::string& dir, ThreadPool* pool,
+                                   StepIdentity* identity = nullptr);
 
 // What VerifyStepIndex checks. kLayout: exactly the indexed files with the
 // indexed sizes and, for a Strata step, a manifest whose content digest is
@@ -52,7 +63,24 @@ enum class VerifyScope { kAll, kLayout };
 // Checks that `dir` holds exactly the indexed files with the indexed bytes.
 // DATA_LOSS names the file (and chunk) that differs.
 Status VerifyStepIndex(const std::string& dir, const StepIndex& index, ThreadPool* pool,
-                       VerifyScope scope = VerifyScope::kAll);
+                       VerifyScope scope = VerifyScope::kAll, StepIdentity* identity = nullptr);
+
+// Proves without reading a byte that `dir` still holds what `sealed`
+// recorded when its bytes were last read and checked against `index`: the
+// same files, each with the same identity (device, inode, size, mtime,
+// ctime), none modified at or after the listing began (a write in the same
+// clock tick as the listing would keep its mtime: such a file is never
+// proven, as git treats a "racily clean" entry). FAILED_PRECONDITION
+// saying what differs; the caller then reads and verifies the bytes.
+Status CheckStepIdentity(const std::string& dir, const StepIndex& index,
+                         const StepIdentity& sealed);
+
+// A seal (the .seal file next to a held step's .index) and back. Decoding
+// is FAILED_PRECONDITION for a seal of another index (its digest differs),
+// DATA_LOSS prefixed with `source` for a malformed one.
+std::string EncodeSeal(uint64_t index_digest, const StepIdentity& identity);
+StatusOr<StepIdentity> DecodeSeal(std::string_view text, uint64_t index_digest,
+                                  std::string_view source);
 
 // The index as JSON (the .index files and the peer protocol carry it), and
 // back. Decoding checks every field and the shape (chunk counts, total);

@@ -15,7 +15,9 @@
 namespace strata::agent {
 namespace {
 
-Env* env() { return Env::Default(); }
+constexpr std::string_view kIndexSuffix = ".index";
+constexpr std::string_view kSealSuffix = ".seal";
+constexpr uint64_t kMaxIndexBytes = 64 << 20;
 
 }  // namespace
 
@@ -31,17 +33,19 @@ Status ValidateStepKey(const StepKey& key) {
   return Status::Ok();
 }
 
-Store::Store(std::string local_dir, ThreadPool* pool)
+Store::Store(std::string local_dir, ThreadPool* pool, Env* env)
     : local_dir_(std::move(local_dir)),
       root_(JoinPath(local_dir_, std::string(kAgentDirName))),
-      pool_(pool) {}
+      pool_(pool),
+      env_(env) {}
 
-StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& local_dir, ThreadPool* pool) {
-  std::unique_ptr<Store> store(new Store(local_dir, pool));
-  STRATA_RETURN_IF_ERROR(CreateDirs(env(), JoinPath(store->root_, "steps")));
-  STRATA_RETURN_IF_ERROR(CreateDirs(env(), JoinPath(store->root_, "incoming")));
-  STRATA_RETURN_IF_ERROR(env()->RemoveAll(JoinPath(store->root_, "spare")));
-  STRATA_RETURN_IF_ERROR(CreateDirs(env(), JoinPath(store->root_, "spare")));
+StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& local_dir, ThreadPool* pool,
+                                             Env* env) {
+  std::unique_ptr<Store> store(new Store(local_dir, pool, env));
+  STRATA_RETURN_IF_ERROR(CreateDirs(env, JoinPath(store->root_, "steps")));
+  STRATA_RETURN_IF_ERROR(CreateDirs(env, JoinPath(store->root_, "incoming")));
+  STRATA_RETURN_IF_ERROR(env->RemoveAll(JoinPath(store->root_, "spare")));
+  STRATA_RETURN_IF_ERROR(CreateDirs(env, JoinPath(store->root_, "spare")));
   STRATA_RETURN_IF_ERROR(store->Recover());
   return store;
 }
@@ -57,43 +61,50 @@ std::string Store::RelativeStepPath(const StepKey& key) const {
 
 // Walks steps/<job>/<rank>/ and reconciles data directories with indexes.
 Status Store::Recover() {
-  STRATA_RETURN_IF_ERROR(env()->RemoveAll(JoinPath(root_, "incoming")));
-  STRATA_RETURN_IF_ERROR(env()->CreateDir(JoinPath(root_, "incoming")));
+  STRATA_RETURN_IF_ERROR(env_->RemoveAll(JoinPath(root_, "incoming")));
+  STRATA_RETURN_IF_ERROR(env_->CreateDir(JoinPath(root_, "incoming")));
   std::string steps = JoinPath(root_, "steps");
-  STRATA_ASSIGN_OR_RETURN(auto jobs, env()->ListDir(steps));
+  STRATA_ASSIGN_OR_RETURN(auto jobs, env_->ListDir(steps));
   for (const auto& j : jobs) {
     if (!ValidateJobName(j.name).ok()) continue;
-    STRATA_ASSIGN_OR_RETURN(auto ranks, env()->ListDir(JoinPath(steps, j.name)));
+    STRATA_ASSIGN_OR_RETURN(auto ranks, env_->ListDir(JoinPath(steps, j.name)));
     for (const auto& r : ranks) {
       auto rank = ParseStepDirName(r.name);
       if (!rank) continue;
       std::string rank_dir = JoinPath(JoinPath(steps, j.name), r.name);
-      STRATA_ASSIGN_OR_RETURN(auto entries, env()->ListDir(rank_dir));
+      STRATA_ASSIGN_OR_RETURN(auto entries, env_->ListDir(rank_dir));
       for (const auto& e : entries) {
         if (IsTempName(e.name)) {
-          STRATA_RETURN_IF_ERROR(env()->RemoveAll(JoinPath(rank_dir, e.name)));
+          STRATA_RETURN_IF_ERROR(env_->RemoveAll(JoinPath(rank_dir, e.name)));
           continue;
         }
         auto step = ParseStepDirName(e.name);
         if (!step || e.type != DirEntry::Type::kDirectory) continue;
         StepKey key{j.name, static_cast<int>(*rank), *step};
-        auto text = ReadFileToString(env(), StepPath(key) + ".index", 64 << 20);
-        auto index = text.ok() ? DecodeStepIndex(*text, StepPath(key) + ".index") : text.status();
-        if (!index.ok()) index = BuildStepIndex(StepPath(key), pool_);
+        const std::string index_path = StepPath(key) + std::string(kIndexSuffix);
+        auto text = ReadFileToString(env_, index_path, kMaxIndexBytes);
+        auto index = text.ok() ? DecodeStepIndex(*text, index_path) : text.status();
+        StepIdentity identity;
+        if (!index.ok()) index = BuildStepIndex(StepPath(key), pool_, &identity);
         if (!index.ok()) {
           Log()->warn("dropping {}: {}", StepPath(key), index.status().message());
           STRATA_RETURN_IF_ERROR(Remove(key));
           continue;
         }
-        if (!text.ok()) STRATA_RETURN_IF_ERROR(WriteIndex(key, *index));
+        if (!text.ok()) {
+          STRATA_RETURN_IF_ERROR(WriteIndex(key, *index));
+          WriteSeal(key, *index, identity);
+        }
         MutexLock l(&mu_);
         spare_limit_ = std::max(spare_limit_, index->total_bytes);
         held_[key] = std::move(*index);
       }
-      for (const auto& e : entries) {  // indexes whose data is gone
-        if (e.name.ends_with(".index") &&
-            !env()->Exists(JoinPath(rank_dir, e.name.substr(0, e.name.size() - 6)))) {
-          STRATA_RETURN_IF_ERROR(env()->RemoveFile(JoinPath(rank_dir, e.name)));
+      for (const auto& e : entries) {  // indexes and seals whose data is gone
+        for (std::string_view suffix : {kIndexSuffix, kSealSuffix}) {
+          if (e.name.ends_with(suffix) &&
+              !env_->Exists(JoinPath(rank_dir, e.name.substr(0, e.name.size() - suffix.size())))) {
+            STRATA_RETURN_IF_ERROR(env_->RemoveFile(JoinPath(rank_dir, e.name)));
+          }
         }
       }
     }
@@ -102,21 +113,48 @@ Status Store::Recover() {
 }
 
 Status Store::WriteIndex(const StepKey& key, const StepIndex& index) {
-  return WriteFileAtomic(env(), StepPath(key) + ".index", EncodeStepIndex(index));
+  return WriteFileAtomic(env_, StepPath(key) + std::string(kIndexSuffix), EncodeStepIndex(index));
+}
+
+void Store::WriteSeal(const StepKey& key, const StepIndex& index, const StepIdentity& identity) {
+  const std::string path = StepPath(key) + std::string(kSealSuffix);
+  Status s = identity.files.size() == index.files.size()
+                 ? WriteFileAtomic(env_, path, EncodeSeal(index.digest, identity))
+                 : FailedPreconditionError("no identity recorded");
+  // Without a seal the copy is read and verified at the next restart.
+  if (!s.ok()) Log()->warn("sealing {}: {}", key.ToString(), s.message());
+}
+
+StatusOr<bool> Store::CheckHeld(const StepKey& key) {
+  STRATA_ASSIGN_OR_RETURN(StepIndex index, GetIndex(key));
+  const std::string dir = StepPath(key);
+  const std::string seal_path = dir + std::string(kSealSuffix);
+  auto text = ReadFileToString(env_, seal_path, kMaxIndexBytes);
+  auto sealed = text.ok() ? DecodeSeal(*text, index.digest, seal_path) : text.status();
+  Status proof = sealed.ok() ? CheckStepIdentity(dir, index, *sealed) : sealed.status();
+  if (proof.ok()) return false;
+  // Could have changed: read every byte, and seal what verified.
+  env_->RemoveFile(seal_path).IgnoreError();
+  StepIdentity identity;
+  STRATA_RETURN_IF_ERROR(VerifyStepIndex(dir, index, pool_, VerifyScope::kAll, &identity));
+  WriteSeal(key, index, identity);
+  return true;
 }
 
 StatusOr<StepIndex> Store::Ingest(const std::string& client_dir, const StepKey& key) {
   STRATA_RETURN_IF_ERROR(ValidateStepKey(key));
   std::string dst = StepPath(key);
-  STRATA_RETURN_IF_ERROR(CreateDirs(env(), Dirname(dst)));
-  if (env()->Exists(dst)) STRATA_RETURN_IF_ERROR(Remove(key));
-  STRATA_RETURN_IF_ERROR(env()->Rename(client_dir, dst));
-  auto index = BuildStepIndex(dst, pool_);
+  STRATA_RETURN_IF_ERROR(CreateDirs(env_, Dirname(dst)));
+  if (env_->Exists(dst)) STRATA_RETURN_IF_ERROR(Remove(key));
+  STRATA_RETURN_IF_ERROR(env_->Rename(client_dir, dst));
+  StepIdentity identity;
+  auto index = BuildStepIndex(dst, pool_, &identity);
   if (!index.ok()) {
-    env()->RemoveAll(dst).IgnoreError();
+    env_->RemoveAll(dst).IgnoreError();
     return index.status().WithContext("ingesting " + client_dir);
   }
   STRATA_RETURN_IF_ERROR(WriteIndex(key, *index));
+  WriteSeal(key, *index, identity);
   MutexLock l(&mu_);
   held_[key] = *index;
   spare_limit_ = std::max(spare_limit_, index->total_bytes);
@@ -125,7 +163,7 @@ StatusOr<StepIndex> Store::Ingest(const std::string& client_dir, const StepKey& 
 
 StatusOr<std::string> Store::NewIncomingDir() {
   std::string dir = JoinPath(JoinPath(root_, "incoming"), TempDirName(0));
-  STRATA_RETURN_IF_ERROR(env()->CreateDir(dir));
+  STRATA_RETURN_IF_ERROR(env_->CreateDir(dir));
   return dir;
 }
 
@@ -140,12 +178,16 @@ Status Store::AdoptVerified(const std::string& dir, const StepKey& key, const St
 Status Store::AdoptChecked(const std::string& dir, const StepKey& key, const StepIndex& index,
                            VerifyScope scope) {
   STRATA_RETURN_IF_ERROR(ValidateStepKey(key));
-  STRATA_RETURN_IF_ERROR(VerifyStepIndex(dir, index, pool_, scope).WithContext(key.ToString()));
+  // Listed as checked; renaming the directory changes no file's identity.
+  StepIdentity identity;
+  STRATA_RETURN_IF_ERROR(
+      VerifyStepIndex(dir, index, pool_, scope, &identity).WithContext(key.ToString()));
   std::string dst = StepPath(key);
-  STRATA_RETURN_IF_ERROR(CreateDirs(env(), Dirname(dst)));
-  if (env()->Exists(dst)) STRATA_RETURN_IF_ERROR(Remove(key));
-  STRATA_RETURN_IF_ERROR(CommitDir(env(), dir, dst));
+  STRATA_RETURN_IF_ERROR(CreateDirs(env_, Dirname(dst)));
+  if (env_->Exists(dst)) STRATA_RETURN_IF_ERROR(Remove(key));
+  STRATA_RETURN_IF_ERROR(CommitDir(env_, dir, dst));
   STRATA_RETURN_IF_ERROR(WriteIndex(key, index));
+  WriteSeal(key, index, identity);
   MutexLock l(&mu_);
   held_[key] = index;
   spare_limit_ = std::max(spare_limit_, index.total_bytes);
@@ -182,12 +224,13 @@ Status Store::Remove(const StepKey& key) {
     held_.erase(key);
   }
   std::string path = StepPath(key);
-  STRATA_RETURN_IF_ERROR(env()->RemoveFile(path + ".index"));
-  if (!env()->Exists(path)) return Status::Ok();
+  STRATA_RETURN_IF_ERROR(env_->RemoveFile(path + std::string(kSealSuffix)));
+  STRATA_RETURN_IF_ERROR(env_->RemoveFile(path + std::string(kIndexSuffix)));
+  if (!env_->Exists(path)) return Status::Ok();
   std::string aside = JoinPath(Dirname(path), TempDirName(key.step));
-  STRATA_RETURN_IF_ERROR(env()->Rename(path, aside));
+  STRATA_RETURN_IF_ERROR(env_->Rename(path, aside));
   if (index) KeepSpare(aside, *index);
-  return env()->RemoveAll(aside);
+  return env_->RemoveAll(aside);
 }
 
 void Store::KeepSpare(const std::string& dir, const StepIndex& index) {
@@ -200,7 +243,7 @@ void Store::KeepSpare(const std::string& dir, const StepIndex& index) {
       to = JoinPath(JoinPath(root_, "spare"), std::to_string(++spare_counter_));
       spare_bytes_ += f.size;  // reserved; undone below if the rename fails
     }
-    Status s = env()->Rename(JoinPath(dir, f.path), to);
+    Status s = env_->Rename(JoinPath(dir, f.path), to);
     MutexLock l(&mu_);
     if (s.ok()) {
       spare_.emplace(f.size, std::move(to));
@@ -226,7 +269,7 @@ bool Store::TakeSpare(uint64_t size, const std::string& path) {
   if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) == 0) {
     return true;
   }
-  env()->RemoveFile(from).IgnoreError();
+  env_->RemoveFile(from).IgnoreError();
   return false;
 }
 
@@ -237,7 +280,7 @@ void Store::DropSpare() {
     spare.swap(spare_);
     spare_bytes_ = 0;
   }
-  for (const auto& [size, path] : spare) env()->RemoveFile(path).IgnoreError();
+  for (const auto& [size, path] : spare) env_->RemoveFile(path).IgnoreError();
 }
 
 uint64_t Store::SpareBytes() const {

@@ -54,7 +54,9 @@ class Store {
   // Opens (creating) the store in `local_dir`; finishes or undoes whatever a
   // crash interrupted: removes incoming transfers, indexes step directories
   // that lack an index, drops indexes without data.
-  static StatusOr<std::unique_ptr<Store>> Open(const std::string& local_dir, ThreadPool* pool);
+  // Every file operation goes through `env`.
+  static StatusOr<std::unique_ptr<Store>> Open(const std::string& local_dir, ThreadPool* pool,
+                                               Env* env = Env::Default());
 
   const std::string& root() const { return root_; }
   std::string StepPath(const StepKey& key) const;
@@ -81,6 +83,12 @@ class Store {
   std::map<StepKey, StepIndex> List() const;
   // Re-verifies a held step's bytes.
   Status Verify(const StepKey& key);
+  // Proves a held step unchanged since its bytes were last checked (its
+  // seal, CheckStepIdentity) without reading them, or else reads and
+  // verifies them and seals them again. Returns whether it read the bytes;
+  // DATA_LOSS if they no longer verify (the caller drops the copy).
+  // A copy is sealed when it is ingested, adopted or verified.
+  StatusOr<bool> CheckHeld(const StepKey& key);
   // Removes a step (index first, then the data, renamed out of the way); its
   // data files become spare files within the limit, the rest are deleted.
   Status Remove(const StepKey& key);
@@ -95,9 +103,12 @@ class Store {
   uint64_t SpareBytes() const;
 
  private:
-  Store(std::string local_dir, ThreadPool* pool);
+  Store(std::string local_dir, ThreadPool* pool, Env* env);
   Status Recover();
   Status WriteIndex(const StepKey& key, const StepIndex& index);
+  // Records how the files of `key` were when their bytes were read; a
+  // failure only costs a full verification at the next restart.
+  void WriteSeal(const StepKey& key, const StepIndex& index, const StepIdentity& identity);
   Status AdoptChecked(const std::string& dir, const StepKey& key, const StepIndex& index,
                       VerifyScope scope);
   // Moves the data files of `index` in `dir` to the spare directory while
@@ -107,6 +118,7 @@ class Store {
   const std::string local_dir_;
   const std::string root_;
   ThreadPool* const pool_;
+  Env* const env_;
   mutable Mutex mu_;
   std::map<StepKey, StepIndex> held_ GUARDED_BY(mu_);
   std::multimap<uint64_t, std::string> spare_ GUARDED_BY(mu_);  // size -> path

@@ -172,6 +172,17 @@ class PosixEnv final : public Env {
     return ::lstat(path.c_str(), &st) == 0;
   }
 
+  StatusOr<FileIdentity> Identify(const std::string& path) override {
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0) return PathError("stat", path, errno);
+    if (!S_ISREG(st.st_mode)) return FailedPreconditionError(path + " is not a regular file");
+    constexpr int64_t kNs = 1000000000;
+    return FileIdentity{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+                        static_cast<uint64_t>(st.st_size),
+                        st.st_mtim.tv_sec * kNs + st.st_mtim.tv_nsec,
+                        st.st_ctim.tv_sec * kNs + st.st_ctim.tv_nsec};
+  }
+
  private:
   static DirEntry::Type TypeOf(const std::string& dir, const struct dirent& e) {
     unsigned char t = e.d_type;
@@ -191,6 +202,10 @@ class PosixEnv final : public Env {
 };
 
 }  // namespace
+
+StatusOr<FileIdentity> Env::Identify(const std::string& path) {
+  return UnimplementedError("this Env cannot identify " + path + " without reading it");
+}
 
 Env* Env::Default() {
   static PosixEnv* env = new PosixEnv();  // never destroyed: used by detached threads
