@@ -10,12 +10,15 @@
 #include <thread>
 
 #include "agent/rpc.h"
+#include "agent_peer.h"
 #include "cluster.h"
 #include "format/naming.h"
 #include "strata/env.h"
 
 namespace strata::testing {
 namespace {
+
+using namespace std::chrono_literals;
 
 void ExpectAll(const std::vector<TrainerRun>& runs, const std::string& restored, int64_t steps,
                int state_mb = 2) {
@@ -86,6 +89,38 @@ TEST(AgentClusterTest, LosingANodeAndItsPeerFallsBackAndSaysWhy) {
   ExpectAll(c.Train(30, 5), "fresh", 30);
   EXPECT_NE(c.AgentLog(0).find("has no usable copy for node 0"), std::string::npos)
       << c.AgentLog(0);
+}
+
+// Node 0 (the coordinator's) is lost with its RAM in the middle of a
+// round: the other nodes have registered and wait for it. Its replacement
+// coordinates a new round from their retried registrations, and the job
+// restores its step, node 0's data from its peer.
+TEST(AgentClusterTest, CoordinatorNodeLostMidRoundEndsInARestore) {
+  Cluster c(4, "coordloss");
+  c.StartAll();
+  ExpectAll(c.Train(20, 5), "fresh", 20);
+  TrainOptions options;
+  std::vector<std::unique_ptr<Child>> trainers(4);
+  for (int n = 1; n < 4; ++n) trainers[n] = c.StartTrainer(n, 30, 5, options);
+  // Nodes 1..3 registered: the round is open, waiting for node 0.
+  ASSERT_TRUE(WaitUntil([&] { return Count(c.AgentLog(0), "round 2 begins") == 1; }, 60s))
+      << c.AgentLog(0);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        size_t registered = 0;
+        for (int n = 1; n < 4; ++n) registered += Count(c.AgentLog(n), "proven unchanged") >= 1;
+        return registered == 3;
+      },
+      60s));
+  c.KillAgent(0);
+  c.WipeDir(0);
+  c.StartAgent(0);
+  trainers[0] = c.StartTrainer(0, 30, 5, options);
+  std::vector<TrainerRun> runs;
+  for (auto& t : trainers) runs.push_back(Cluster::Finish(*t));
+  ExpectAll(runs, "20", 30);
+  EXPECT_NE(c.Status(0)["last_restore"].get<std::string>().find("from node 2"), std::string::npos)
+      << c.Status(0).dump(2);
 }
 
 TEST(AgentClusterTest, CorruptCopyIsDetectedAndAnotherUsed) {

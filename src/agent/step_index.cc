@@ -7,10 +7,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string_view>
+#include <thread>
 
 #include "engine/step_io.h"
 #include "format/manifest.h"
@@ -65,11 +68,24 @@ Status ListFilesUnder(const std::string& root, const std::string& rel, std::vect
 }
 
 // The files under `root`, sorted by path; the identities, if wanted, in
-// *identity, with the time the listing began.
+// *identity, with the time the listing began. A file written in the clock
+// tick the listing began in could not be proven by a seal later, so when
+// identities are wanted such a listing waits for the next tick (a few ms)
+// and lists again, up to twice; a file still being written stays unproven.
 StatusOr<std::vector<IndexedFile>> ListFiles(const std::string& root, StepIdentity* identity) {
-  const int64_t listed_at = CoarseRealtimeNs();
+  constexpr int kMaxRelists = 2;
+  int64_t listed_at = 0;
   std::vector<Listed> listed;
-  STRATA_RETURN_IF_ERROR(ListFilesUnder(root, "", &listed, 0));
+  for (int attempt = 0;; ++attempt) {
+    listed_at = CoarseRealtimeNs();
+    listed.clear();
+    STRATA_RETURN_IF_ERROR(ListFilesUnder(root, "", &listed, 0));
+    if (identity == nullptr || attempt == kMaxRelists) break;
+    int64_t newest = std::numeric_limits<int64_t>::min();
+    for (const Listed& l : listed) newest = std::max(newest, l.id.mtime_ns);
+    if (newest < listed_at) break;
+    while (CoarseRealtimeNs() <= newest) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   std::sort(listed.begin(), listed.end(),
             [](const Listed& a, const Listed& b) { return a.file.path < b.file.path; });
   std::vector<IndexedFile> files;

@@ -30,7 +30,8 @@ std::string Dirname(std::string_view path) {
 Status CreateDirs(Env* env, const std::string& dir) {
   if (dir.empty() || dir == "/" || dir == "." || env->Exists(dir)) return Status::Ok();
   STRATA_RETURN_IF_ERROR(CreateDirs(env, Dirname(dir)));
-  return env->CreateDir(dir);
+  STRATA_RETURN_IF_ERROR(env->CreateDir(dir));
+  return env->SyncDir(Dirname(dir));  // the new entry survives a power cut
 }
 
 Status CommitDir(Env* env, const std::string& tmp_dir, const std::string& final_dir) {

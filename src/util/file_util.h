@@ -20,7 +20,8 @@ std::string JoinPath(std::string_view a, std::string_view b);
 // "/a/b/c" -> "/a/b"; "c" -> ".".
 std::string Dirname(std::string_view path);
 
-// Creates `dir` and any missing parents (mkdir -p). OK if it exists.
+// Creates `dir` and any missing parents (mkdir -p), fsyncing the parent of
+// each directory it creates. OK if it exists.
 Status CreateDirs(Env* env, const std::string& dir);
 
 // Publishes the fully written directory `tmp_dir` as `final_dir` (same parent):
