@@ -81,13 +81,13 @@ std::string YamlPath(const AgentConfig& c) {
 
 }  // namespace
 
-Agent::Agent(AgentConfig config)
-    : config_(std::move(config)), pool_(ThreadPool::DefaultThreads() - 1) {}
+Agent::Agent(AgentConfig config, Env* env)
+    : config_(std::move(config)), env_(env), pool_(ThreadPool::DefaultThreads() - 1) {}
 
-StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config) {
-  std::unique_ptr<Agent> a(new Agent(std::move(config)));
-  STRATA_RETURN_IF_ERROR(Env::Default()->CreateDir(a->config_.local_dir));
-  STRATA_ASSIGN_OR_RETURN(a->store_, Store::Open(a->config_.local_dir, &a->pool_));
+StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config, Env* env) {
+  std::unique_ptr<Agent> a(new Agent(std::move(config), env));
+  STRATA_RETURN_IF_ERROR(env->CreateDir(a->config_.local_dir));
+  STRATA_ASSIGN_OR_RETURN(a->store_, Store::Open(a->config_.local_dir, &a->pool_, env));
   a->ram_disk_ = DescribeRamDisk(a->config_.local_dir);
   a->LogRamDisk();
   STRATA_ASSIGN_OR_RETURN(
@@ -171,7 +171,7 @@ Status Agent::RunLoop(const std::atomic<bool>& stop) {
   }
   // A yaml written while we were down; without inotify it may still be
   // being written (in place): the rescans decide.
-  OnEvents(!watcher.polling() && Env::Default()->Exists(YamlPath(config_)));
+  OnEvents(!watcher.polling() && env_->Exists(YamlPath(config_)));
   auto last_scan = std::chrono::steady_clock::now();
   std::optional<std::chrono::steady_clock::time_point> drain_until;
   while (!stop.load()) {
@@ -246,7 +246,7 @@ void Agent::KeepJaxInitInfo() {
 // A complete replicator.yaml: validate, then run a new incarnation.
 void Agent::OnReplicatorYaml() {
   std::string path = YamlPath(config_);
-  auto text = ReadFileToString(Env::Default(), path, kMaxYamlBytes);
+  auto text = ReadFileToString(env_, path, kMaxYamlBytes);
   StatusOr<ReplicatorConfig> parsed =
       text.ok() ? ParseReplicatorConfig(*text) : StatusOr<ReplicatorConfig>(text.status());
   if (!text.ok() && text.status().code() == StatusCode::kNotFound) return;  // already handled
@@ -256,7 +256,7 @@ void Agent::OnReplicatorYaml() {
   if (!parsed.ok()) {
     Log()->error("rejecting {}: {}", path, parsed.status().message());
     ReportToClient(config_.local_dir, parsed.status().message(), /*fatal=*/true);
-    Env::Default()->RemoveFile(path).IgnoreError();
+    env_->RemoveFile(path).IgnoreError();
     return;
   }
   for (const auto& k : parsed->unknown_keys)
@@ -279,7 +279,7 @@ void Agent::OnReplicatorYaml() {
   if (!s.ok()) {
     Log()->error("job {} node {}: {}", parsed->job_name, parsed->node_rank, s.message());
     ReportToClient(config_.local_dir, s.message(), /*fatal=*/true);
-    Env::Default()->RemoveFile(path).IgnoreError();
+    env_->RemoveFile(path).IgnoreError();
   }
 }
 
@@ -388,7 +388,7 @@ Status Agent::RegisterAndRestore(Incarnation& inc) {
       sync_job_ = SyncJob{c, inc.round};
     }
     if (!yaml_deleted) {  // only now: clients look for markers once it is gone
-      STRATA_RETURN_IF_ERROR(Env::Default()->RemoveFile(YamlPath(config_)));
+      STRATA_RETURN_IF_ERROR(env_->RemoveFile(YamlPath(config_)));
       yaml_deleted = true;
     }
     auto done = FetchAndReport(inc, json());
@@ -406,7 +406,7 @@ Status Agent::RegisterAndRestore(Incarnation& inc) {
 
 // After this incarnation's yaml was deleted, a yaml in the directory is a
 // new one: the client restarted and the current restore is moot.
-bool Agent::SupersededByNewYaml() const { return Env::Default()->Exists(YamlPath(config_)); }
+bool Agent::SupersededByNewYaml() const { return env_->Exists(YamlPath(config_)); }
 
 std::optional<Endpoint> Agent::CoordinatorEndpoint(const ReplicatorConfig& c) const {
   if (c.master) {
@@ -648,7 +648,7 @@ void Agent::IngestPytorchSaves() {
     if (inc_ && inc_->config.framework == Framework::kPytorch) c = inc_->config;
   }
   if (!c) return;
-  auto entries = Env::Default()->ListDir(config_.local_dir);
+  auto entries = env_->ListDir(config_.local_dir);
   if (!entries.ok()) return;
   std::map<int64_t, std::vector<std::string>> by_step;
   for (const auto& e : *entries) {
@@ -661,14 +661,14 @@ void Agent::IngestPytorchSaves() {
     if (static_cast<int>(files.size()) < c->workers_per_node) continue;
     if (!AllSettled(config_.local_dir, files)) continue;  // a worker may still be writing
     std::string tmp = JoinPath(config_.local_dir, TempDirName(step));
-    Status s = Env::Default()->CreateDir(tmp);
+    Status s = env_->CreateDir(tmp);
     for (const auto& f : files) {
-      if (s.ok()) s = Env::Default()->Rename(JoinPath(config_.local_dir, f), JoinPath(tmp, f));
+      if (s.ok()) s = env_->Rename(JoinPath(config_.local_dir, f), JoinPath(tmp, f));
     }
     // The workers' files are complete (settled); the directory is published
     // by the commit protocol, as every step directory is.
     std::string dir = JoinPath(config_.local_dir, std::to_string(step));
-    if (s.ok()) s = CommitDir(Env::Default(), tmp, dir);
+    if (s.ok()) s = CommitDir(env_, tmp, dir);
     if (!s.ok()) Log()->error("collecting the .save files of step {}: {}", step, s.message());
   }
 }

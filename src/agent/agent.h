@@ -43,8 +43,10 @@ namespace strata::agent {
 class Agent {
  public:
   // Opens the store, binds the listening socket and starts the server and
-  // replication threads.
-  static StatusOr<std::unique_ptr<Agent>> Start(AgentConfig config);
+  // replication threads. Every file operation on the local directory goes
+  // through `env` (tests inject faults with it; several agents may run in
+  // one process).
+  static StatusOr<std::unique_ptr<Agent>> Start(AgentConfig config, Env* env = Env::Default());
   ~Agent();
 
   // Runs the main loop until `stop` becomes true, or until a drain that
@@ -67,7 +69,7 @@ class Agent {
     std::vector<int> peers;
   };
 
-  explicit Agent(AgentConfig config);
+  Agent(AgentConfig config, Env* env);
 
   // Main loop.
   Status RunLoop(const std::atomic<bool>& stop);
@@ -194,6 +196,7 @@ class Agent {
   StatusOr<json> HandleGetIndex(const json& request);
 
   const AgentConfig config_;
+  Env* const env_;
   ThreadPool pool_;
   std::unique_ptr<Store> store_;
   RamDisk ram_disk_;  // what backs config_.local_dir; set at start

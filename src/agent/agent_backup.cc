@@ -39,15 +39,17 @@ Status Agent::OpenBackup() {
   // restarted with the same flag does not roll the job back again.
   const std::string done_file = JoinPath(store_->root(), std::string(kRollbackDoneFile));
   std::optional<std::string> rollback = config_.restore_backup;
-  auto done = ReadFileToString(Env::Default(), done_file, 4096);
+  auto done = ReadFileToString(env_, done_file, 4096);
   if (rollback && done.ok() && *done == *rollback) {
     Log()->warn("--restore-backup {}: already restored once; ignored", *rollback);
     rollback.reset();
   }
-  coordinator_.EnableBackups(backup_.get(), rollback, [done_file](const std::string& id) {
-    Status s = WriteFileAtomic(Env::Default(), done_file, id);
-    if (!s.ok()) Log()->warn("remembering the rollback to {}: {}", id, s.message());
-  });
+  coordinator_.EnableBackups(backup_.get(), rollback,
+                             [env = env_, done_file](const std::string& id) {
+                               Status s = WriteFileAtomic(env, done_file, id);
+                               if (!s.ok())
+                                 Log()->warn("remembering the rollback to {}: {}", id, s.message());
+                             });
   return Status::Ok();
 }
 
@@ -286,7 +288,7 @@ Status Agent::FetchFromBackup(const std::string& id, const StepKey& key, uint64_
   Status s = RunParallel(index.files.size(), kFilesInFlight, [&](size_t i, const auto&) -> Status {
     const IndexedFile& f = index.files[i];
     const std::string path = JoinPath(dir, f.path);
-    STRATA_RETURN_IF_ERROR(CreateDirs(Env::Default(), Dirname(path)));
+    STRATA_RETURN_IF_ERROR(CreateDirs(env_, Dirname(path)));
     const std::string object = backup::PartDataKey(id, key.rank, f.path);
     STRATA_ASSIGN_OR_RETURN(uint64_t size, backup_->GetFile(object, path));
     if (size != f.size) {
@@ -296,7 +298,7 @@ Status Agent::FetchFromBackup(const std::string& id, const StepKey& key, uint64_
     return Status::Ok();
   });
   if (s.ok()) s = store_->Adopt(dir, key, index);
-  if (!s.ok()) Env::Default()->RemoveAll(dir).IgnoreError();
+  if (!s.ok()) env_->RemoveAll(dir).IgnoreError();
   return s;
 }
 

@@ -445,13 +445,13 @@ void Agent::RecordMaintenance(const json& event) {
     last_maintenance_ = event;
     maintenance_since_.reset();
   }
-  Status s = WriteFileAtomic(Env::Default(),
+  Status s = WriteFileAtomic(env_,
                              JoinPath(store_->root(), std::string(kMaintenanceFile)), event.dump());
   if (!s.ok()) Log()->warn("recording the maintenance event: {}", s.message());
 }
 
 void Agent::LoadMaintenance() {
-  auto text = ReadFileToString(Env::Default(),
+  auto text = ReadFileToString(env_,
                                JoinPath(store_->root(), std::string(kMaintenanceFile)), 1 << 16);
   if (!text.ok()) return;
   json j = ParseBounded(*text);
@@ -468,7 +468,7 @@ json Agent::HealthJson() const {
   };
   std::string failed;
   auto f =
-      ReadFileToString(Env::Default(), JoinPath(config_.local_dir, std::string(kFailedFile)), 4096);
+      ReadFileToString(env_, JoinPath(config_.local_dir, std::string(kFailedFile)), 4096);
   if (f.ok()) failed = *f;
   struct statvfs st {};
   double fill = 0;

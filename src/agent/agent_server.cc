@@ -147,7 +147,7 @@ StatusOr<json> Agent::HandlePutStep(const json& request, net::Socket& socket) {
   }
   if (s.ok()) s = store_->Adopt(dir, key, index);
   if (!s.ok()) {
-    Env::Default()->RemoveAll(dir).IgnoreError();
+    env_->RemoveAll(dir).IgnoreError();
     return DataLossError("receiving " + key.ToString() + " from " + socket.peer() + ": " +
                          s.message());
   }
@@ -237,14 +237,14 @@ void Agent::SaveState(const Incarnation& inc) {
             {"addresses", addresses},
             {"dp", c.assume_data_parallelism.value_or(1)},
             {"master", c.master.value_or("")}};
-  Status s = WriteFileAtomic(Env::Default(), JoinPath(store_->root(), std::string(kAgentStateFile)),
+  Status s = WriteFileAtomic(env_, JoinPath(store_->root(), std::string(kAgentStateFile)),
                              j.dump());
   if (!s.ok()) Log()->warn("saving agent state: {}", s.message());
 }
 
 void Agent::LoadState() {
   std::string path = JoinPath(store_->root(), std::string(kAgentStateFile));
-  auto text = ReadFileToString(Env::Default(), path, 1 << 20);
+  auto text = ReadFileToString(env_, path, 1 << 20);
   if (!text.ok()) return;
   json j = json::parse(*text, nullptr, false);
   try {

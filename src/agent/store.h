@@ -59,6 +59,7 @@ class Store {
                                                Env* env = Env::Default());
 
   const std::string& root() const { return root_; }
+  Env* env() const { return env_; }
   std::string StepPath(const StepKey& key) const;
   // The step's path relative to the local directory (for restore markers).
   std::string RelativeStepPath(const StepKey& key) const;

@@ -80,7 +80,7 @@ StatusOr<StepInfo> FetchManifest(RpcClient& client, const StepKey& key, const Fe
   STRATA_RETURN_IF_ERROR(FetchGroup(client, key, copy.index, {position}, copy.dir, store, nullptr));
   const std::string path = JoinPath(copy.dir, std::string(kManifestFileName));
   STRATA_ASSIGN_OR_RETURN(std::string bytes,
-                          ReadFileToString(Env::Default(), path, kMaxManifestBytes));
+                          ReadFileToString(store->env(), path, kMaxManifestBytes));
   return DecodeManifest(bytes, path);
 }
 
@@ -183,8 +183,8 @@ Status FetchWhole(const Endpoint& to, const std::string& secret, const std::stri
 }
 
 // Removes what a failed attempt received.
-void Discard(FetchedCopy* copy) {
-  if (!copy->dir.empty()) Env::Default()->RemoveAll(copy->dir).IgnoreError();
+void Discard(Store* store, FetchedCopy* copy) {
+  if (!copy->dir.empty()) store->env()->RemoveAll(copy->dir).IgnoreError();
   *copy = FetchedCopy();
 }
 
@@ -196,7 +196,7 @@ StatusOr<FetchedCopy> FetchCopy(const Endpoint& to, const std::string& secret,
   const std::string what = "fetching " + key.ToString() + " from " + to.ToString();
   FetchedCopy copy;
   Status s = FetchInGroups(to, secret, client_id, key, streams, store, digest, &copy);
-  if (!s.ok()) Discard(&copy);
+  if (!s.ok()) Discard(store, &copy);
   // A holder without the copy says so, and a corrupt copy stays corrupt;
   // any other failure (a stream refused or cut, an agent that does not know
   // get_index) gets one more try, on one connection, before the holder
@@ -204,7 +204,7 @@ StatusOr<FetchedCopy> FetchCopy(const Endpoint& to, const std::string& secret,
   if (!s.ok() && s.code() != StatusCode::kNotFound && s.code() != StatusCode::kDataLoss) {
     Log()->warn("{} in groups: {}; again on one connection", what, s.message());
     s = FetchWhole(to, secret, client_id, key, store, digest, &copy);
-    if (!s.ok()) Discard(&copy);
+    if (!s.ok()) Discard(store, &copy);
   }
   if (!s.ok()) return s.WithContext(what);
   return copy;
@@ -213,7 +213,7 @@ StatusOr<FetchedCopy> FetchCopy(const Endpoint& to, const std::string& secret,
 Status AdoptCopy(Store* store, const StepKey& key, const FetchedCopy& copy) {
   Status s = copy.data_verified ? store->AdoptVerified(copy.dir, key, copy.index)
                                 : store->Adopt(copy.dir, key, copy.index);
-  if (!s.ok()) Env::Default()->RemoveAll(copy.dir).IgnoreError();
+  if (!s.ok()) store->env()->RemoveAll(copy.dir).IgnoreError();
   return s;
 }
 
