@@ -123,6 +123,36 @@ TEST(AgentClusterTest, CoordinatorNodeLostMidRoundEndsInARestore) {
       << c.Status(0).dump(2);
 }
 
+// An agent killed (kill -9) at a point inside its store or a transfer: a
+// step half ingested, a replica received but not committed, committed but
+// not indexed, a transfer cut after a file. Restarted, it recovers its
+// store, and the job's next start restores the newest step bit for bit.
+class AgentCrashTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(AgentCrashTest, AKilledAgentRecoversItsStore) {
+  Cluster c(2, "crash");
+  c.SetAgentEnv(1, {std::string("STRATA_CRASH_AT=") + GetParam() + ":3"});
+  c.StartAll();
+  TrainOptions o;
+  o.wait_replicated = false;  // node 1's agent dies on the way
+  ExpectAll(c.Train(20, 5, o), "fresh", 20);
+  EXPECT_EQ(c.WaitAgentExit(1, 60s), 128 + 9) << GetParam() << " was not reached\n"
+                                              << c.AgentLog(1);
+  c.SetAgentEnv(1, {});
+  c.StartAgent(1);
+  ExpectAll(c.Train(30, 5), "20", 30);
+}
+
+INSTANTIATE_TEST_SUITE_P(CrashPoints, AgentCrashTest,
+                         ::testing::Values("store.ingest.before_index", "store.ingest.before_seal",
+                                           "store.adopt.before_commit", "store.adopt.before_index",
+                                           "transfer.mid_receive"),
+                         [](const auto& point) {
+                           std::string name = point.param;
+                           for (char& ch : name) ch = ch == '.' ? '_' : ch;
+                           return name;
+                         });
+
 TEST(AgentClusterTest, CorruptCopyIsDetectedAndAnotherUsed) {
   Cluster c(4);
   c.StartAll();

@@ -10,6 +10,7 @@
 #include "agent/store.h"
 #include "net/auth.h"
 #include "net/frame.h"
+#include "util/crash_point.h"
 #include "util/file_util.h"
 
 namespace strata::agent {
@@ -177,8 +178,8 @@ Status RecvStepFiles(net::Socket& socket, const std::string& dir, const StepInde
   for (const auto& f : index.files) {
     STRATA_RETURN_IF_ERROR(ValidateRelativePath(f.path));  // never write outside `dir`
     std::string path = JoinPath(dir, f.path);
-    STRATA_RETURN_IF_ERROR(
-        CreateDirs(Env::Default(), Dirname(path)));  // below `dir`: path validated
+    Env* env = store != nullptr ? store->env() : Env::Default();
+    STRATA_RETURN_IF_ERROR(CreateDirs(env, Dirname(path)));  // below `dir`: path validated
     // A spare file's pages are already there: overwriting them is faster
     // than allocating new ones. It was renamed to `path` without replacing
     // anything, so it is ours.
@@ -198,6 +199,7 @@ Status RecvStepFiles(net::Socket& socket, const std::string& dir, const StepInde
     if (s.ok() && ::fdatasync(fd) != 0) s = ErrnoToStatus(errno, "fsync " + path);
     ::close(fd);
     STRATA_RETURN_IF_ERROR(s.WithContext("receiving " + path + " from " + socket.peer()));
+    CrashPoint("transfer.mid_receive");  // a file in, more may follow
   }
   return Status::Ok();
 }

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "format/naming.h"
+#include "util/crash_point.h"
 #include "util/file_util.h"
 #include "util/logging.h"
 
@@ -147,6 +148,7 @@ StatusOr<StepIndex> Store::Ingest(const std::string& client_dir, const StepKey& 
   STRATA_RETURN_IF_ERROR(CreateDirs(env_, Dirname(dst)));
   if (env_->Exists(dst)) STRATA_RETURN_IF_ERROR(Remove(key));
   STRATA_RETURN_IF_ERROR(env_->Rename(client_dir, dst));
+  CrashPoint("store.ingest.before_index");
   StepIdentity identity;
   auto index = BuildStepIndex(dst, pool_, &identity);
   if (!index.ok()) {
@@ -154,6 +156,7 @@ StatusOr<StepIndex> Store::Ingest(const std::string& client_dir, const StepKey& 
     return index.status().WithContext("ingesting " + client_dir);
   }
   STRATA_RETURN_IF_ERROR(WriteIndex(key, *index));
+  CrashPoint("store.ingest.before_seal");
   WriteSeal(key, *index, identity);
   MutexLock l(&mu_);
   held_[key] = *index;
@@ -185,7 +188,9 @@ Status Store::AdoptChecked(const std::string& dir, const StepKey& key, const Ste
   std::string dst = StepPath(key);
   STRATA_RETURN_IF_ERROR(CreateDirs(env_, Dirname(dst)));
   if (env_->Exists(dst)) STRATA_RETURN_IF_ERROR(Remove(key));
+  CrashPoint("store.adopt.before_commit");
   STRATA_RETURN_IF_ERROR(CommitDir(env_, dir, dst));
+  CrashPoint("store.adopt.before_index");
   STRATA_RETURN_IF_ERROR(WriteIndex(key, index));
   WriteSeal(key, index, identity);
   MutexLock l(&mu_);
