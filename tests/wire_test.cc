@@ -4,6 +4,7 @@
 #include <set>
 #include <string>
 
+#include "wire/coordination.h"
 #include "wire/op.h"
 
 namespace strata::wire {
@@ -47,6 +48,176 @@ TEST(WireOpTest, BadOpsAreClearErrors) {
   EXPECT_EQ(unknown.status().message(), "unknown call \"members\"");
   auto long_name = ParseOp(json{{"op", std::string(1000, 'x')}});
   EXPECT_EQ(long_name.status().message(), "unknown call \"" + std::string(32, 'x') + "\"");
+}
+
+// What a sender builds is what the coordinator parses, field for field.
+TEST(WireCoordinationTest, RequestsRoundTrip) {
+  RegisterRequest reg;
+  reg.job = "job1";
+  reg.node = 3;
+  reg.nodes = 8;
+  reg.dp = 2;
+  reg.address = {"10.0.0.3", 7701};
+  reg.incarnation = "abc";
+  reg.inventory = {{3, 20, 0x1234}, {7, 20, 0xffffffffffffffffull}};
+  reg.cadence.backup_interval_steps = 100;
+  reg.cadence.workers_per_node = 4;
+  auto back = RegisterRequest::FromJson(reg.ToJson());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->job, "job1");
+  EXPECT_EQ(back->node, 3);
+  EXPECT_EQ(back->nodes, 8);
+  EXPECT_EQ(back->dp, 2);
+  EXPECT_EQ(back->address, reg.address);
+  EXPECT_EQ(back->incarnation, "abc");
+  EXPECT_EQ(back->inventory, reg.inventory);
+  EXPECT_EQ(back->cadence.backup_interval_steps, 100);
+  EXPECT_FALSE(back->cadence.backup_interval_minutes.has_value());
+  EXPECT_EQ(back->cadence.workers_per_node, 4);
+  EXPECT_EQ(*ParseOp(reg.ToJson()), Op::kRegister);
+
+  ReadyRequest ready;
+  ready.job = "job1";
+  ready.round = 5;
+  ready.node = 1;
+  ready.plan_version = 2;
+  ready.ok = false;
+  ready.bad = {{-1, 1, 20}, {4, 1, 20}};  // the backup, a peer
+  ready.wait = std::chrono::milliseconds(1500);
+  // Through text, as on the wire.
+  auto ready_back = ReadyRequest::FromJson(json::parse(ready.ToJson().dump()));
+  ASSERT_TRUE(ready_back.ok()) << ready_back.status().ToString();
+  EXPECT_EQ(ready_back->bad, ready.bad);
+  EXPECT_EQ(ready_back->wait, ready.wait);
+  EXPECT_EQ(ready_back->plan_version, 2);
+
+  AwaitPlanRequest whole;  // no node: the whole plan
+  whole.job = "job1";
+  whole.round = 1;
+  auto whole_back = AwaitPlanRequest::FromJson(whole.ToJson());
+  ASSERT_TRUE(whole_back.ok()) << whole_back.status().ToString();
+  EXPECT_FALSE(whole_back->node.has_value());
+
+  SyncRequest sync;
+  sync.job = "job1";
+  sync.node = 7;
+  sync.step = 120;
+  sync.rate = 2.5;
+  sync.generation = 3;
+  sync.collect = 9;
+  auto sync_back = SyncRequest::FromJson(json::parse(sync.ToJson().dump()));
+  ASSERT_TRUE(sync_back.ok()) << sync_back.status().ToString();
+  EXPECT_EQ(sync_back->step, 120);
+  EXPECT_EQ(sync_back->rate, 2.5);
+  EXPECT_EQ(sync_back->generation, 3u);
+  EXPECT_EQ(sync_back->collect, 9u);
+  EXPECT_FALSE(sync_back->wait.has_value());
+}
+
+// A malformed request is INVALID_ARGUMENT naming the call and the field,
+// before any handler runs.
+TEST(WireCoordinationTest, MalformedFieldsAreNamed) {
+  struct Case {
+    json request;
+    std::string message;
+  };
+  const json reg = RegisterRequest{"job1", 0, 2, 1, {"h", 1}, "", {}, {}}.ToJson();
+  auto with = [](json j, const std::string& key, json value) {
+    j[key] = std::move(value);
+    return j;
+  };
+  auto without = [](json j, const std::string& key) {
+    j.erase(key);
+    return j;
+  };
+  for (const Case& c : std::vector<Case>{
+           {without(reg, "job"), "register: \"job\" is missing"},
+           {with(reg, "job", 7), "register: \"job\" must be a string"},
+           {with(reg, "job", "../x"), "register: "},
+           {with(reg, "nodes", 0), "register: \"nodes\" must be an integer in 1..100000"},
+           {with(reg, "node", 2), "register: \"node\" must be an integer in 0..1"},
+           {with(reg, "node", "0"), "register: \"node\" must be an integer"},
+           {with(reg, "dp", 3), "register: \"dp\" must be an integer in 1..2"},
+           {with(reg, "address", "nohost"), "register: \"address\": \"nohost\" is not host:port"},
+           {with(reg, "inventory", json::array({json::array({0, 1})})),
+            "register: \"inventory\" must be a list of [rank, step, \"digest\"]"},
+           {with(reg, "inventory", json::array({json::array({0, 1, "xyz"})})),
+            "register: \"inventory\" must be"},
+           {json{{"op", "ready"}, {"job", "j"}, {"round", 1}, {"node", 0}, {"ok", "yes"}},
+            "ready: \"ok\" must be true or false"},
+           {json{{"op", "ready"}, {"job", "j"}, {"round", 1}, {"node", 0}, {"bad", {{1, 2}}}},
+            "ready: \"bad\" must be a list of [holder, rank, step]"},
+           {json{{"op", "await_plan"}, {"job", "j"}, {"round", 1}, {"peers", {"x"}}},
+            "await_plan: \"peers\" must be a list of node ranks"},
+           {json{{"op", "sync"}, {"job", "j"}, {"node", 0}, {"wait_ms", -5}},
+            "sync: \"wait_ms\" must be a non-negative integer"},
+           {json{{"op", "quarantine_step"}, {"job", "j"}, {"node", 0}},
+            "quarantine_step: \"step\" is missing"},
+           {json::array(), "register: the request is not an object"},
+       }) {
+    SCOPED_TRACE(c.request.dump());
+    Status s;
+    switch (ParseOp(c.request).value_or(Op::kRegister)) {
+      case Op::kReady:
+        s = ReadyRequest::FromJson(c.request).status();
+        break;
+      case Op::kAwaitPlan:
+        s = AwaitPlanRequest::FromJson(c.request).status();
+        break;
+      case Op::kSync:
+        s = SyncRequest::FromJson(c.request).status();
+        break;
+      case Op::kQuarantineStep:
+        s = QuarantineStepRequest::FromJson(c.request).status();
+        break;
+      default:
+        s = RegisterRequest::FromJson(c.request).status();
+    }
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find(c.message), std::string::npos) << s.ToString();
+  }
+}
+
+// The plan the coordinator sends is the plan the node reads.
+TEST(WireCoordinationTest, APlanRoundTripsAndAMalformedOneIsRefused) {
+  PlanReply plan;
+  plan.round = 4;
+  plan.plan_version = 2;
+  plan.step = 120;
+  plan.sources[3] = {3, {3, 7, kBackupHolderRank}, 0xabcdef};
+  plan.addresses = {{3, "10.0.0.3:7701"}, {7, "[::1]:7701"}};
+  plan.reason = "step 120 is complete for all 8 nodes";
+  plan.backup = "2026-11-24_10-00";
+  plan.discard_above = 130;
+  auto back = PlanReply::FromJson(json::parse(plan.ToJson().dump()));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->round, 4);
+  EXPECT_EQ(back->plan_version, 2);
+  EXPECT_EQ(back->step, 120);
+  EXPECT_EQ(back->sources, plan.sources);
+  EXPECT_EQ(back->addresses, plan.addresses);
+  EXPECT_EQ(back->reason, plan.reason);
+  EXPECT_EQ(back->backup, plan.backup);
+  EXPECT_TRUE(back->error.empty());
+  EXPECT_EQ(back->discard_above, 130);
+
+  PlanReply fresh;  // nothing to restore
+  fresh.round = 1;
+  fresh.plan_version = 1;
+  auto fresh_back = PlanReply::FromJson(fresh.ToJson());
+  ASSERT_TRUE(fresh_back.ok()) << fresh_back.status().ToString();
+  EXPECT_FALSE(fresh_back->step.has_value());
+  EXPECT_FALSE(fresh_back->discard_above.has_value());
+
+  json broken = plan.ToJson();
+  broken["sources"]["3"]["digest"] = "not hex";
+  EXPECT_EQ(PlanReply::FromJson(broken).status().code(), StatusCode::kInvalidArgument);
+  broken = plan.ToJson();
+  broken["addresses"]["x"] = "h:1";
+  EXPECT_EQ(PlanReply::FromJson(broken).status().code(), StatusCode::kInvalidArgument);
+  broken = plan.ToJson();
+  broken.erase("plan_version");
+  EXPECT_EQ(PlanReply::FromJson(broken).status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

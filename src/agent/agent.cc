@@ -330,8 +330,8 @@ Status Agent::Incarnate(const ReplicatorConfig& config) {
 // plans on it. The copy a plan then restores from this node's own RAM is
 // read and verified once more before it is used (FetchAndReport), and a copy
 // served to a peer is verified as it is sent and as it arrives.
-json Agent::Inventory(const std::string& job) {
-  json inv = json::array();
+std::vector<wire::HeldCopy> Agent::Inventory(const std::string& job) {
+  std::vector<wire::HeldCopy> inv;
   int proven = 0, read = 0;
   for (const auto& [key, index] : store_->List()) {
     if (key.job != job) continue;
@@ -342,7 +342,7 @@ json Agent::Inventory(const std::string& job) {
       continue;
     }
     ++(*checked ? read : proven);
-    inv.push_back({key.rank, key.step, Hex64(index.digest)});
+    inv.push_back({key.rank, key.step, index.digest});
   }
   if (proven + read > 0) {
     Log()->info("job {}: {} held copies proven unchanged by their seals, {} read and verified", job,
@@ -353,17 +353,17 @@ json Agent::Inventory(const std::string& job) {
 
 Status Agent::RegisterAndRestore(Incarnation& inc) {
   const ReplicatorConfig& c = inc.config;
-  json reg = {{"op", wire::OpName(wire::Op::kRegister)},
-              {"job", c.job_name},
-              {"node", c.node_rank},
-              {"nodes", c.nodes},
-              {"dp", c.assume_data_parallelism.value_or(1)},
-              {"address", listen_.ToString()},
-              {"inventory", Inventory(c.job_name)}};
-  reg.update(CadenceJson(c));
+  wire::RegisterRequest reg;
+  reg.job = c.job_name;
+  reg.node = c.node_rank;
+  reg.nodes = c.nodes;
+  reg.dp = c.assume_data_parallelism.value_or(1);
+  reg.address = listen_;
+  reg.inventory = Inventory(c.job_name);
+  reg.cadence = Cadence(c);
   // Retries of this registration carry the same id: the coordinator keeps
   // the round for them (Coordinator::Register).
-  reg["incarnation"] = IncarnationId();
+  reg.incarnation = IncarnationId();
   bool yaml_deleted = false;
   RetryLog retry_log("registering with the coordinator");
   auto back_off = [this](int attempt) {  // jittered, 0.2 s doubling to 5 s
@@ -375,7 +375,7 @@ Status Agent::RegisterAndRestore(Incarnation& inc) {
     if (yaml_deleted && SupersededByNewYaml()) {
       return CancelledError("a new replicator.yaml replaces this incarnation");
     }
-    auto registered = CallCoordinator(c, reg, kCallTimeout);
+    auto registered = CallCoordinator(c, reg.ToJson(), kCallTimeout);
     if (!registered.ok()) {
       retry_log.Failed(registered.status());
       back_off(attempt);
@@ -448,55 +448,56 @@ StatusOr<bool> Agent::FetchAndReport(Incarnation& inc, const json&) {
       return CancelledError("a new replicator.yaml replaces this incarnation");
     // The plan as this node needs it: its own source and the addresses of
     // its holders and peers (O(1) in the job's size).
-    json wait = {{"op", wire::OpName(wire::Op::kAwaitPlan)},
-                 {"job", c.job_name},
-                 {"round", inc.round},
-                 {"plan_version", version},
-                 {"node", c.node_rank},
-                 {"peers", inc.peers}};
-    auto plan = CallCoordinator(c, wait, kCallTimeout);
-    if (!plan.ok() && plan.status().code() == StatusCode::kDeadlineExceeded) continue;
-    if (!plan.ok()) return plan.status();
-    version = (*plan)["plan_version"].get<int64_t>();
-    for (const auto& [n, a] : (*plan)["addresses"].items()) inc.addresses[std::stoi(n)] = a;
-    Log()->info("job {} round {} plan {}: {}", c.job_name, inc.round, version,
-                (*plan)["reason"].get<std::string>());
-    if (plan->contains("error"))
-      return FailedPreconditionError((*plan)["error"].get<std::string>());
-    std::optional<int64_t> step;
-    if (!(*plan)["step"].is_null()) step = (*plan)["step"].get<int64_t>();
-    std::vector<json> bad;
+    wire::AwaitPlanRequest wait;
+    wait.job = c.job_name;
+    wait.round = inc.round;
+    wait.plan_version = version;
+    wait.node = c.node_rank;
+    wait.peers = inc.peers;
+    auto reply = CallCoordinator(c, wait.ToJson(), kCallTimeout);
+    if (!reply.ok() && reply.status().code() == StatusCode::kDeadlineExceeded) continue;
+    if (!reply.ok()) return reply.status();
+    STRATA_ASSIGN_OR_RETURN(wire::PlanReply plan, wire::PlanReply::FromJson(*reply));
+    version = plan.plan_version;
+    for (const auto& [n, a] : plan.addresses) inc.addresses[n] = a;
+    Log()->info("job {} round {} plan {}: {}", c.job_name, inc.round, version, plan.reason);
+    if (!plan.error.empty()) return FailedPreconditionError(plan.error);
+    const std::optional<int64_t> step = plan.step;
+    std::vector<wire::FailedHolder> bad;
     Status got;
     if (step) {
-      if (plan->contains("discard_above")) {
-        DiscardAbove(c.job_name, (*plan)["discard_above"].get<int64_t>());
+      if (plan.discard_above) DiscardAbove(c.job_name, *plan.discard_above);
+      auto own = plan.sources.find(c.node_rank);
+      if (own == plan.sources.end()) {
+        return InvalidArgumentError("the plan for step " + std::to_string(*step) +
+                                    " has no source for node " + std::to_string(c.node_rank));
       }
-      const json& src = (*plan)["sources"][std::to_string(c.node_rank)];
-      StepKey key{c.job_name, src["source_rank"].get<int>(), *step};
+      const wire::PlanSource& src = own->second;
+      StepKey key{c.job_name, src.source_rank, *step};
       const bool have = store_->Has(key);
       // replicator.prerestore names the backup when this node's data comes
       // from it: planned so, or after the peers that should have served failed.
-      const bool from_backup =
-          !have && src["holders"].size() == 1 && src["holders"][0].get<int>() == kBackupHolder;
-      const std::string backup_id = plan->value("backup", "");
+      const bool from_backup = !have && src.holders.size() == 1 && src.holders[0] == kBackupHolder;
+      const std::string& backup_id = plan.backup;
       STRATA_RETURN_IF_ERROR(
           WritePrerestore(config_.local_dir, step, from_backup ? backup_id : ""));
       int used = c.node_rank;
       if (have) got = VerifyOwnCopy(key, c.node_rank, &bad);
-      if (!have) got = FetchStep(inc, key, src, *plan, &bad, &used);
+      if (!have) got = FetchStep(inc, key, src, plan, &bad, &used);
       if (got.ok() && used == kBackupHolder && !from_backup) {
         STRATA_RETURN_IF_ERROR(WritePrerestore(config_.local_dir, step, backup_id));
       }
     } else {
       STRATA_RETURN_IF_ERROR(WritePrerestore(config_.local_dir, step));
     }
-    json ready = {{"op", wire::OpName(wire::Op::kReady)},
-                  {"job", c.job_name},
-                  {"round", inc.round},
-                  {"node", c.node_rank},
-                  {"plan_version", version},
-                  {"ok", got.ok()},
-                  {"bad", bad}};
+    wire::ReadyRequest ready_request;
+    ready_request.job = c.job_name;
+    ready_request.round = inc.round;
+    ready_request.node = c.node_rank;
+    ready_request.plan_version = version;
+    ready_request.ok = got.ok();
+    ready_request.bad = std::move(bad);
+    const json ready = ready_request.ToJson();
     for (;;) {
       auto r = CallCoordinator(c, ready, kCallTimeout);
       if (SupersededByNewYaml())
@@ -505,7 +506,7 @@ StatusOr<bool> Agent::FetchAndReport(Incarnation& inc, const json&) {
       if (!r.ok()) return r.status();
       if (r->value("go", false)) {
         if (r->contains("sync")) ApplySync((*r)["sync"]);  // before any rank can pass it
-        STRATA_RETURN_IF_ERROR(CreateMarkers(inc, *plan));
+        STRATA_RETURN_IF_ERROR(CreateMarkers(inc, plan));
         return true;
       }
       break;  // replan: wait for the next plan version
@@ -518,7 +519,7 @@ StatusOr<bool> Agent::FetchAndReport(Incarnation& inc, const json&) {
 // from it (registration proved it unchanged without reading it). A copy that
 // fails is dropped and reported in `bad`, so that the coordinator plans
 // another source. `node` is this node's rank.
-Status Agent::VerifyOwnCopy(const StepKey& key, int node, std::vector<json>* bad) {
+Status Agent::VerifyOwnCopy(const StepKey& key, int node, std::vector<wire::FailedHolder>* bad) {
   Status v = store_->Verify(key);
   if (v.ok()) return v;
   Log()->warn("own copy {} does not verify, dropped: {}", key.ToString(), v.message());
@@ -530,23 +531,22 @@ Status Agent::VerifyOwnCopy(const StepKey& key, int node, std::vector<json>* bad
 // Fetches `key` from the first holder in `source` (a plan's entry for this
 // node) that serves a copy that verifies: peers first, the backup tier
 // last; records the holders that failed in `bad` and the one used in *used.
-Status Agent::FetchStep(const Incarnation& inc, const StepKey& key, const json& source,
-                        const json& plan, std::vector<json>* bad, int* used) {
+Status Agent::FetchStep(const Incarnation& inc, const StepKey& key, const wire::PlanSource& source,
+                        const wire::PlanReply& plan, std::vector<wire::FailedHolder>* bad,
+                        int* used) {
   Status last = NotFoundError("no holder of " + key.ToString());
-  for (const auto& h : source["holders"]) {
-    int holder = h.get<int>();
+  for (int holder : source.holders) {
     if (holder == inc.config.node_rank) continue;
     std::string from = "node " + std::to_string(holder);
-    const std::optional<uint64_t> digest = ParseHex64(source.value("digest", ""));
     Status s;
     if (holder == kBackupHolder) {
-      from = "backup " + plan.value("backup", "");
-      s = digest ? FetchFromBackup(plan.value("backup", ""), key, *digest)
-                 : InvalidArgumentError("the plan gives no digest for " + key.ToString());
+      from = "backup " + plan.backup;
+      s = FetchFromBackup(plan.backup, key, source.digest);
     } else {
-      std::string address = plan["addresses"].value(std::to_string(holder), "");
-      s = address.empty() ? UnavailableError("no address for node " + std::to_string(holder))
-                          : FetchFrom(address, key, inc.config.node_rank, digest);
+      auto address = plan.addresses.find(holder);
+      s = address == plan.addresses.end()
+              ? UnavailableError("no address for node " + std::to_string(holder))
+              : FetchFrom(address->second, key, inc.config.node_rank, source.digest);
     }
     if (s.ok()) {
       MutexLock l(&mu_);
@@ -576,16 +576,20 @@ Status Agent::FetchFrom(const std::string& address, const StepKey& key, int node
   return AdoptCopy(store_.get(), key, copy);
 }
 
-Status Agent::CreateMarkers(const Incarnation& inc, const json& plan) {
+Status Agent::CreateMarkers(const Incarnation& inc, const wire::PlanReply& plan) {
   const ReplicatorConfig& c = inc.config;
-  if (plan["step"].is_null()) {
+  if (!plan.step) {
     MutexLock l(&mu_);
     last_restore_ = "nothing to restore (fresh start)";
     restored_step_ = -1;
     return WriteMarkers(config_.local_dir, c.job_name, c.node_rank, c.workers_per_node, 0, {});
   }
-  int64_t step = plan["step"].get<int64_t>();
-  int src = plan["sources"][std::to_string(c.node_rank)]["source_rank"].get<int>();
+  const int64_t step = *plan.step;
+  auto own = plan.sources.find(c.node_rank);
+  if (own == plan.sources.end()) {
+    return InvalidArgumentError("the plan has no source for node " + std::to_string(c.node_rank));
+  }
+  const int src = own->second.source_rank;
   {
     MutexLock l(&mu_);
     restored_step_ = step;

@@ -37,6 +37,7 @@
 #include "storage/object_store.h"
 #include "util/mutex.h"
 #include "util/thread_pool.h"
+#include "wire/coordination.h"
 
 namespace strata::agent {
 
@@ -78,12 +79,12 @@ class Agent {
   Status Incarnate(const ReplicatorConfig& config);
   Status RegisterAndRestore(Incarnation& inc);
   StatusOr<bool> FetchAndReport(Incarnation& inc, const json& plan);
-  Status VerifyOwnCopy(const StepKey& key, int node, std::vector<json>* bad);
-  Status FetchStep(const Incarnation& inc, const StepKey& key, const json& source, const json& plan,
-                   std::vector<json>* bad, int* used);
+  Status VerifyOwnCopy(const StepKey& key, int node, std::vector<wire::FailedHolder>* bad);
+  Status FetchStep(const Incarnation& inc, const StepKey& key, const wire::PlanSource& source,
+                   const wire::PlanReply& plan, std::vector<wire::FailedHolder>* bad, int* used);
   Status FetchFrom(const std::string& address, const StepKey& key, int node_rank,
                    std::optional<uint64_t> digest);
-  Status CreateMarkers(const Incarnation& inc, const json& plan);
+  Status CreateMarkers(const Incarnation& inc, const wire::PlanReply& plan);
   void IngestCommittedSteps();
   // Without inotify: whether the yaml has stayed the same since the last
   // rescan (then the client has finished writing it).
@@ -92,7 +93,7 @@ class Agent {
   // without --node-rank); logs a failure once.
   void KeepJaxInitInfo();
   void IngestPytorchSaves();
-  json Inventory(const std::string& job);
+  std::vector<wire::HeldCopy> Inventory(const std::string& job);
   bool SupersededByNewYaml() const;
   std::optional<Endpoint> CoordinatorEndpoint(const ReplicatorConfig& config) const;
   StatusOr<json> CallCoordinator(const ReplicatorConfig& config, json request,
@@ -183,7 +184,7 @@ class Agent {
   json BackupStatusJson() const REQUIRES(mu_);
   // Backup fields for the coordinator: the cadence (replicator.yaml's, else
   // ours) and the workers per node.
-  json CadenceJson(const ReplicatorConfig& c) const;
+  wire::Cadence Cadence(const ReplicatorConfig& c) const;
 
   // Calls, as the Server hands them over (agent_server.cc).
   Status StartServer();

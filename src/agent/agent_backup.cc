@@ -53,19 +53,19 @@ Status Agent::OpenBackup() {
   return Status::Ok();
 }
 
-json Agent::CadenceJson(const ReplicatorConfig& c) const {
-  json j = json::object();
-  if (!backup_) return j;
-  j["workers_per_node"] = c.workers_per_node;
+wire::Cadence Agent::Cadence(const ReplicatorConfig& c) const {
+  wire::Cadence cadence;
+  if (!backup_) return cadence;
+  cadence.workers_per_node = c.workers_per_node;
   if (c.backup_interval_steps || c.backup_interval_minutes) {
-    if (c.backup_interval_steps) j["backup_interval_steps"] = *c.backup_interval_steps;
-    if (c.backup_interval_minutes) j["backup_interval_minutes"] = *c.backup_interval_minutes;
+    cadence.backup_interval_steps = c.backup_interval_steps;
+    cadence.backup_interval_minutes = c.backup_interval_minutes;
   } else if (config_.backup_interval_steps) {
-    j["backup_interval_steps"] = *config_.backup_interval_steps;
+    cadence.backup_interval_steps = *config_.backup_interval_steps;
   } else if (config_.backup_interval_minutes) {
-    j["backup_interval_minutes"] = *config_.backup_interval_minutes;
+    cadence.backup_interval_minutes = *config_.backup_interval_minutes;
   }
-  return j;
+  return cadence;
 }
 
 // Takes what the coordinator's reply to a "replicated" report says about
@@ -246,17 +246,17 @@ bool Agent::ReportBackupDone(const UploadResult& result) {
   }
   if (!c) return false;
   const BackupTask& task = result.task;
-  json req = {{"op", wire::OpName(wire::Op::kBackupDone)},
-              {"job", c->job_name},
-              {"node", c->node_rank},
-              {"id", task.id},
-              {"part", task.key.rank},
-              {"step", task.key.step},
-              {"ok", result.status.ok()},
-              {"bytes", result.bytes},
-              {"digest", Hex64(result.digest)}};
-  if (!result.status.ok()) req["error"] = result.status.message();
-  auto r = CallCoordinator(*c, req, std::chrono::seconds(60));
+  wire::BackupDoneRequest req;
+  req.job = c->job_name;
+  req.node = c->node_rank;
+  req.id = task.id;
+  req.part = task.key.rank;
+  req.step = task.key.step;
+  req.ok = result.status.ok();
+  req.bytes = result.bytes;
+  req.digest = result.digest;
+  if (!result.status.ok()) req.error = result.status.message();
+  auto r = CallCoordinator(*c, req.ToJson(), std::chrono::seconds(60));
   if (!r.ok()) {
     Log()->warn("reporting backup {} part {}: {}", task.id, task.key.rank, r.status().message());
     return r.status().code() ==

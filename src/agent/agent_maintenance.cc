@@ -153,12 +153,12 @@ void Agent::PostNotice(const std::string& origin) {
       return;
     }
   }
-  json req = {{"op", wire::OpName(wire::Op::kNotice)},
-              {"job", job->config.job_name},
-              {"node", job->config.node_rank},
-              {"step", node_step_.load()},
-              {"origin", origin}};
-  auto r = CallCoordinator(job->config, req, std::chrono::seconds(5));
+  wire::NoticeRequest req;
+  req.job = job->config.job_name;
+  req.node = job->config.node_rank;
+  req.step = node_step_.load();
+  req.origin = origin;
+  auto r = CallCoordinator(job->config, req.ToJson(), std::chrono::seconds(5));
   if (!r.ok()) {
     Log()->warn("telling the coordinator of a maintenance notice ({}): {} (will retry)", origin,
                 r.status().message());
@@ -211,15 +211,15 @@ void Agent::SyncPollMain() {
       sync_socket_ = &client->socket();
       if (Stopping()) client->socket().Shutdown();  // ~Agent came first
     }
-    json req = {{"op", wire::OpName(wire::Op::kSync)},
-                {"job", job->config.job_name},
-                {"node", job->config.node_rank},
-                {"step", node_step_.load()},
-                {"rate", node_rate_.load()},
-                {"generation", generation},
-                {"collect", collect},
-                {"wait_ms", std::chrono::milliseconds(kWait).count()}};
-    auto r = client->Call(req, kWait + std::chrono::seconds(5));
+    wire::SyncRequest req;
+    req.job = job->config.job_name;
+    req.node = job->config.node_rank;
+    req.step = node_step_.load();
+    req.rate = node_rate_.load();
+    req.generation = generation;
+    req.collect = collect;
+    req.wait = std::chrono::milliseconds(kWait);
+    auto r = client->Call(req.ToJson(), kWait + std::chrono::seconds(5));
     if (!r.ok()) {
       Log()->debug("sync call: {}", r.status().message());
       drop();
@@ -412,11 +412,11 @@ StatusOr<json> Agent::HandleQuarantine(const json& request) {
     return FailedPreconditionError("quarantine of step " + std::to_string(step->get<int64_t>()) +
                                    ": the agent of " + config_.local_dir + " has no job yet");
   }
-  json req = {{"op", wire::OpName(wire::Op::kQuarantineStep)},
-              {"job", job->config.job_name},
-              {"node", job->config.node_rank},
-              {"step", *step}};
-  return CallCoordinator(job->config, req, std::chrono::seconds(10));
+  wire::QuarantineStepRequest req;
+  req.job = job->config.job_name;
+  req.node = job->config.node_rank;
+  req.step = step->get<int64_t>();
+  return CallCoordinator(job->config, req.ToJson(), std::chrono::seconds(10));
 }
 
 // The node comes back empty: every step the agent holds and every client
@@ -445,14 +445,14 @@ void Agent::RecordMaintenance(const json& event) {
     last_maintenance_ = event;
     maintenance_since_.reset();
   }
-  Status s = WriteFileAtomic(env_,
-                             JoinPath(store_->root(), std::string(kMaintenanceFile)), event.dump());
+  Status s =
+      WriteFileAtomic(env_, JoinPath(store_->root(), std::string(kMaintenanceFile)), event.dump());
   if (!s.ok()) Log()->warn("recording the maintenance event: {}", s.message());
 }
 
 void Agent::LoadMaintenance() {
-  auto text = ReadFileToString(env_,
-                               JoinPath(store_->root(), std::string(kMaintenanceFile)), 1 << 16);
+  auto text =
+      ReadFileToString(env_, JoinPath(store_->root(), std::string(kMaintenanceFile)), 1 << 16);
   if (!text.ok()) return;
   json j = ParseBounded(*text);
   if (!j.is_object() || !j.contains("time")) return;
@@ -467,8 +467,7 @@ json Agent::HealthJson() const {
     return json{{"healthy", false}, {"description", why}};
   };
   std::string failed;
-  auto f =
-      ReadFileToString(env_, JoinPath(config_.local_dir, std::string(kFailedFile)), 4096);
+  auto f = ReadFileToString(env_, JoinPath(config_.local_dir, std::string(kFailedFile)), 4096);
   if (f.ok()) failed = *f;
   struct statvfs st {};
   double fill = 0;

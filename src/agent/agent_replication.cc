@@ -177,14 +177,14 @@ void Agent::ReportReplicated(const StepKey& key) {
     if (inc_) c = inc_->config;
   }
   if (!c) return;
-  json req = {{"op", wire::OpName(wire::Op::kReplicated)},
-              {"job", c->job_name},
-              {"node", c->node_rank},
-              {"step", key.step},
-              {"nodes", c->nodes},
-              {"dp", c->assume_data_parallelism.value_or(1)}};
-  req.update(CadenceJson(*c));
-  auto r = CallCoordinator(*c, req, std::chrono::seconds(10));
+  wire::ReplicatedRequest req;
+  req.job = c->job_name;
+  req.node = c->node_rank;
+  req.step = key.step;
+  req.nodes = c->nodes;
+  req.dp = c->assume_data_parallelism.value_or(1);
+  req.cadence = Cadence(*c);
+  auto r = CallCoordinator(*c, req.ToJson(), std::chrono::seconds(10));
   if (!r.ok()) {
     Log()->warn("reporting step {} replicated: {}", key.step, r.status().message());
     return;

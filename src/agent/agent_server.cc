@@ -164,12 +164,12 @@ StatusOr<json> Agent::HandlePutStep(const json& request, net::Socket& socket) {
 void Agent::ReportNewCopy(const StepKey& key, uint64_t digest) {
   std::optional<SyncJob> job = CurrentSyncJob();
   if (!job || job->config.job_name != key.job) return;
-  json req = {{"op", wire::OpName(wire::Op::kAddCopies)},
-              {"job", key.job},
-              {"round", job->round},
-              {"node", job->config.node_rank},
-              {"inventory", json::array({json::array({key.rank, key.step, Hex64(digest)})})}};
-  auto r = CallCoordinator(job->config, req, std::chrono::seconds(5));
+  wire::AddCopiesRequest req;
+  req.job = key.job;
+  req.round = job->round;
+  req.node = job->config.node_rank;
+  req.inventory = {{key.rank, key.step, digest}};
+  auto r = CallCoordinator(job->config, req.ToJson(), std::chrono::seconds(5));
   if (!r.ok()) Log()->debug("reporting the copy {}: {}", key.ToString(), r.status().message());
 }
 
@@ -237,8 +237,8 @@ void Agent::SaveState(const Incarnation& inc) {
             {"addresses", addresses},
             {"dp", c.assume_data_parallelism.value_or(1)},
             {"master", c.master.value_or("")}};
-  Status s = WriteFileAtomic(env_, JoinPath(store_->root(), std::string(kAgentStateFile)),
-                             j.dump());
+  Status s =
+      WriteFileAtomic(env_, JoinPath(store_->root(), std::string(kAgentStateFile)), j.dump());
   if (!s.ok()) Log()->warn("saving agent state: {}", s.message());
 }
 

@@ -9,24 +9,6 @@
 
 namespace strata::agent {
 
-StatusOr<int> IntField(const json& j, const char* key, int min, int max) {
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_number_integer()) {
-    return InvalidArgumentError(std::string("missing integer \"") + key + "\"");
-  }
-  int64_t v = it->get<int64_t>();
-  if (v < min || v > max) return InvalidArgumentError(std::string("\"") + key + "\" out of range");
-  return static_cast<int>(v);
-}
-
-StatusOr<std::string> JobField(const json& j) {
-  auto it = j.find("job");
-  if (it == j.end() || !it->is_string()) return InvalidArgumentError("missing \"job\"");
-  std::string job = it->get<std::string>();
-  STRATA_RETURN_IF_ERROR(ValidateJobName(job));
-  return job;
-}
-
 Coordinator::Coordinator(std::chrono::milliseconds wait) : wait_(wait) {
   timer_ = std::thread([this] { TimerMain(); });
 }
@@ -49,29 +31,42 @@ StatusOr<json> Coordinator::Handle(const json& req) {
   return got.get();
 }
 
+namespace {
+
+// Parses `req` as a `Request` and hands it to `handle`: a handler sees only
+// its typed request.
+template <typename Request, typename Handle>
+std::optional<StatusOr<json>> Typed(const json& req, Handle&& handle) {
+  StatusOr<Request> r = Request::FromJson(req);
+  if (!r.ok()) return r.status();
+  return handle(*r);
+}
+
+}  // namespace
+
 Coordinator::Answer Coordinator::Dispatch(const json& req, Done& done) {
   STRATA_ASSIGN_OR_RETURN(wire::Op op, wire::ParseOp(req));
   switch (op) {
     case wire::Op::kRegister:
-      return Register(req);
+      return Typed<wire::RegisterRequest>(req, [&](const auto& r) { return Register(r); });
     case wire::Op::kAwaitPlan:
-      return AwaitPlan(req, done);
+      return Typed<wire::AwaitPlanRequest>(req, [&](const auto& r) { return AwaitPlan(r, done); });
     case wire::Op::kReady:
-      return Ready(req, done);
+      return Typed<wire::ReadyRequest>(req, [&](const auto& r) { return Ready(r, done); });
     case wire::Op::kReplicated:
-      return Replicated(req);
+      return Typed<wire::ReplicatedRequest>(req, [&](const auto& r) { return Replicated(r); });
     case wire::Op::kBackupDone:
-      return BackupDone(req);
+      return Typed<wire::BackupDoneRequest>(req, [&](const auto& r) { return BackupDone(r); });
     case wire::Op::kNodeAddress:
-      return NodeAddress(req);
+      return Typed<wire::NodeAddressRequest>(req, [&](const auto& r) { return NodeAddress(r); });
     case wire::Op::kNotice:
-      return Notice(req);
+      return Typed<wire::NoticeRequest>(req, [&](const auto& r) { return Notice(r); });
     case wire::Op::kSync:
-      return Sync(req, done);
+      return Typed<wire::SyncRequest>(req, [&](const auto& r) { return Sync(r, done); });
     case wire::Op::kQuarantineStep:
-      return Quarantine(req);
+      return Typed<wire::QuarantineStepRequest>(req, [&](const auto& r) { return Quarantine(r); });
     case wire::Op::kAddCopies:
-      return AddCopies(req);
+      return Typed<wire::AddCopiesRequest>(req, [&](const auto& r) { return AddCopies(r); });
     default:
       return NotFoundError("\"" + std::string(wire::OpName(op)) + "\" is not a coordination call");
   }
@@ -82,14 +77,11 @@ size_t Coordinator::waiting() const {
   return waiting_;
 }
 
-Coordinator::Answer Coordinator::Park(const std::string& name, const json& req, Check check,
+Coordinator::Answer Coordinator::Park(const std::string& name,
+                                      std::optional<std::chrono::milliseconds> asked, Check check,
                                       Done& done) {
   if (Answer now = check(false)) return now;
-  auto wait = wait_;
-  auto w = req.find("wait_ms");
-  if (w != req.end() && w->is_number_unsigned()) {
-    wait = std::min(std::chrono::milliseconds(w->get<uint64_t>()), kMaxWait);
-  }
+  const auto wait = asked ? std::min(*asked, std::chrono::milliseconds(kMaxWait)) : wait_;
   waiters_[name].push_back(Waiter{std::move(check), Clock::now() + wait, std::move(done)});
   if (++waiting_ == 1) timer_cv_.SignalAll();
   return std::nullopt;
@@ -165,49 +157,35 @@ void Coordinator::TimerMain() {
   }
 }
 
-StatusOr<Coordinator::Job*> Coordinator::FindJob(const json& req, int64_t* round) {
-  STRATA_ASSIGN_OR_RETURN(std::string name, JobField(req));
+StatusOr<Coordinator::Job*> Coordinator::FindJob(const std::string& name,
+                                                 std::optional<int64_t> round) {
   auto it = jobs_.find(name);
   if (it == jobs_.end()) return NotFoundError("job " + name + " is not registered");
-  if (round) {
-    auto r = req.find("round");
-    if (r == req.end() || !r->is_number_integer()) return InvalidArgumentError("missing \"round\"");
-    *round = r->get<int64_t>();
-    if (*round != it->second.round) {
-      return AbortedError("round " + std::to_string(*round) + " of job " + name +
-                          " was superseded by round " + std::to_string(it->second.round));
-    }
+  if (round && *round != it->second.round) {
+    return AbortedError("round " + std::to_string(*round) + " of job " + name +
+                        " was superseded by round " + std::to_string(it->second.round));
   }
   return &it->second;
 }
 
-Status Coordinator::AddInventory(const json& req, int node, Inventory& inventory) {
-  const json& inv = req.contains("inventory") ? req["inventory"] : json::array();
-  for (const auto& c : inv) {
-    if (!c.is_array() || c.size() != 3 || !c[0].is_number_integer() || !c[1].is_number_integer() ||
-        !c[2].is_string()) {
-      return InvalidArgumentError("malformed inventory entry from node " + std::to_string(node));
-    }
-    auto digest = ParseHex64(c[2].get<std::string>());
-    if (!digest)
-      return InvalidArgumentError("bad digest in the inventory of node " + std::to_string(node));
-    inventory.Add(c[0].get<int>(), c[1].get<int64_t>(), node, *digest);
-  }
-  return Status::Ok();
+Status Coordinator::CheckNode(const std::string& name, const Job& job, int node) {
+  if (node < job.nodes) return Status::Ok();
+  return InvalidArgumentError("node " + std::to_string(node) + " is not a node of job " + name +
+                              " (" + std::to_string(job.nodes) + " nodes)");
 }
 
-StatusOr<json> Coordinator::Register(const json& req) {
-  STRATA_ASSIGN_OR_RETURN(std::string name, JobField(req));
-  STRATA_ASSIGN_OR_RETURN(int nodes, IntField(req, "nodes", 1, 100000));
-  STRATA_ASSIGN_OR_RETURN(int node, IntField(req, "node", 0, nodes - 1));
-  STRATA_ASSIGN_OR_RETURN(int dp, IntField(req, "dp", 1, nodes));
-  std::string address = req.value("address", "");
-  STRATA_RETURN_IF_ERROR(ParseEndpoint(address).status());
+void Coordinator::AddInventory(const std::vector<wire::HeldCopy>& copies, int node,
+                               Inventory& inventory) {
+  for (const wire::HeldCopy& c : copies) inventory.Add(c.rank, c.step, node, c.digest);
+}
+
+StatusOr<json> Coordinator::Register(const wire::RegisterRequest& req) {
+  const std::string& name = req.job;
+  const int nodes = req.nodes, node = req.node, dp = req.dp;
+  const std::string address = req.address.ToString();
+  const std::string& id = req.incarnation;
   if (backup_store_ != nullptr)
     RefreshCatalog(/*for_restore=*/true);  // before mu_: it reads the store
-  auto incarnation = req.find("incarnation");
-  const std::string id =
-      incarnation != req.end() && incarnation->is_string() ? incarnation->get<std::string>() : "";
   MutexLock l(&mu_);
   Job& job = jobs_[name];
   // The same start of a node's client registering again (its reply was
@@ -241,9 +219,9 @@ StatusOr<json> Coordinator::Register(const json& req) {
     job = std::move(next);
     Log()->info("job {}: round {} begins (node {} registered)", name, job.round, node);
   }
-  NoteCadence(req, job);
+  NoteCadence(req.cadence, job);
   job.members[node] = Member{address, id};
-  STRATA_RETURN_IF_ERROR(AddInventory(req, node, job.inventory));
+  AddInventory(req.inventory, node, job.inventory);
   if (static_cast<int>(job.members.size()) == job.nodes) {
     Replan(name, job);
     Log()->info("job {} round {}: {}", name, job.round, job.plan->reason);
@@ -272,15 +250,13 @@ void Coordinator::Replan(const std::string& name, Job& job) {
 }
 
 json Coordinator::PlanJson(const Job& job, int node, const std::vector<int>& peers) const {
-  json addresses = json::object();
+  wire::PlanReply plan;
   auto add_address = [&](int n) {
     auto m = job.members.find(n);
-    if (m != job.members.end()) addresses[std::to_string(n)] = m->second.address;
+    if (m != job.members.end()) plan.addresses[n] = m->second.address;
   };
-  json sources = json::object();
   auto add_source = [&](int rank, const Source& src) {
-    sources[std::to_string(rank)] = {
-        {"source_rank", src.source_rank}, {"holders", src.holders}, {"digest", Hex64(src.digest)}};
+    plan.sources[rank] = {src.source_rank, src.holders, src.digest};
     for (int h : src.holders) add_address(h);
   };
   if (node < 0) {
@@ -292,17 +268,17 @@ json Coordinator::PlanJson(const Job& job, int node, const std::vector<int>& pee
     add_address(node);
     for (int p : peers) add_address(p);
   }
-  json step = job.plan->step ? json(*job.plan->step) : json(nullptr);
-  json plan = {{"round", job.round},     {"plan_version", job.plan_version},
-               {"step", step},           {"sources", sources},
-               {"addresses", addresses}, {"reason", job.plan->reason}};
+  plan.round = job.round;
+  plan.plan_version = job.plan_version;
+  plan.step = job.plan->step;
+  plan.reason = job.plan->reason;
   auto b = job.plan->step ? job.plan_backups.find(*job.plan->step) : job.plan_backups.end();
-  if (b != job.plan_backups.end()) plan["backup"] = b->second;
-  if (!job.plan_error.empty()) plan["error"] = job.plan_error;
+  if (b != job.plan_backups.end()) plan.backup = b->second;
+  plan.error = job.plan_error;
   // A rollback: steps above it in the nodes' stores are from the abandoned
   // run and must go before anyone could restore them.
-  if (job.rollback_step) plan["discard_above"] = *job.rollback_step;
-  return plan;
+  plan.discard_above = job.rollback_step;
+  return plan.ToJson();
 }
 
 void Coordinator::Shutdown() {
@@ -320,27 +296,17 @@ void Coordinator::Shutdown() {
 // Waits for a plan newer than the caller's "plan_version". With "node", the
 // reply holds what that node needs (its source, its holders' and its
 // "peers"' addresses); without, the whole plan.
-Coordinator::Answer Coordinator::AwaitPlan(const json& req, Done& done) {
+Coordinator::Answer Coordinator::AwaitPlan(const wire::AwaitPlanRequest& req, Done& done) {
   MutexLock l(&mu_);
-  int64_t round;
-  STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req, &round));
-  const std::string name = req["job"].get<std::string>();
-  const int64_t seen = req.value("plan_version", int64_t{0});
-  const int node = req.value("node", -1);
-  std::vector<int> peers;
-  auto p = req.find("peers");
-  if (p != req.end() && p->is_array()) {
-    for (const auto& n : *p) {
-      if (!n.is_number_integer()) {
-        return InvalidArgumentError("await_plan of job " + name +
-                                    ": \"peers\" must hold node ranks");
-      }
-      peers.push_back(n.get<int>());
-    }
-  }
+  const int64_t round = req.round;
+  STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req.job, round));
+  const std::string& name = req.job;
+  const int64_t seen = req.plan_version;
+  const int node = req.node.value_or(-1);
+  if (req.node) STRATA_RETURN_IF_ERROR(CheckNode(name, *job, node));
   return Park(
-      name, req,
-      [this, job, round, seen, node, peers = std::move(peers)](bool expired) -> Answer {
+      name, req.wait,
+      [this, job, round, seen, node, peers = req.peers](bool expired) -> Answer {
         mu_.AssertHeld();  // checks run under mu_ (Park, Wake)
         if (shut_down_) return UnavailableError("the coordinator is shutting down");
         if (job->round != round)
@@ -356,23 +322,22 @@ Coordinator::Answer Coordinator::AwaitPlan(const json& req, Done& done) {
 
 // Records a node's result for the current plan and waits for the others:
 // {"go": true} when every node is ready, {"replan": true} when one failed.
-Coordinator::Answer Coordinator::Ready(const json& req, Done& done) {
+Coordinator::Answer Coordinator::Ready(const wire::ReadyRequest& req, Done& done) {
   MutexLock l(&mu_);
-  int64_t round;
-  STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req, &round));
-  const std::string name = req["job"].get<std::string>();
-  STRATA_ASSIGN_OR_RETURN(int node, IntField(req, "node", 0, job->nodes - 1));
-  int64_t version = req.value("plan_version", int64_t{-1});
+  const int64_t round = req.round;
+  STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req.job, round));
+  const std::string& name = req.job;
+  const int node = req.node;
+  STRATA_RETURN_IF_ERROR(CheckNode(name, *job, node));
+  const int64_t version = req.plan_version;
   if (!job->plan || version != job->plan_version) return json{{"replan", true}};
   Member& me = job->members[node];
   const bool was_ready = me.ready;
-  me.ready = req.value("ok", false);
+  me.ready = req.ok;
   me.failed = !me.ready;
   job->ready_count += static_cast<int>(me.ready) - static_cast<int>(was_ready);
-  for (const auto& bad : req.value("bad", json::array())) {
-    if (bad.is_array() && bad.size() == 3) {
-      job->excluded.insert({bad[0].get<int>(), bad[1].get<int>(), bad[2].get<int64_t>()});
-    }
+  for (const wire::FailedHolder& bad : req.bad) {
+    job->excluded.insert({bad.holder, bad.rank, bad.step});
   }
   if (me.failed) {
     Replan(name, *job);
@@ -382,7 +347,7 @@ Coordinator::Answer Coordinator::Ready(const json& req, Done& done) {
   }
   const bool all_ready = job->ready_count == static_cast<int>(job->members.size());
   Answer answer = Park(
-      name, req,
+      name, req.wait,
       [this, name, job, round, version](bool expired) -> Answer {
         mu_.AssertHeld();  // checks run under mu_ (Park, Wake)
         if (shut_down_) return UnavailableError("the coordinator is shutting down");
@@ -411,22 +376,21 @@ Coordinator::Answer Coordinator::Ready(const json& req, Done& done) {
 // watermark, the newest committed backup and, for a node that must upload
 // a part of a backup, its task. A coordinator that restarted learns the job
 // from these reports.
-StatusOr<json> Coordinator::Replicated(const json& req) {
-  STRATA_ASSIGN_OR_RETURN(std::string name, JobField(req));
+StatusOr<json> Coordinator::Replicated(const wire::ReplicatedRequest& req) {
+  const std::string& name = req.job;
   if (backup_store_ != nullptr) RefreshCatalog(/*for_restore=*/false);
   MutexLock l(&mu_);
-  if (!jobs_.count(name) && req.contains("nodes")) {
-    STRATA_ASSIGN_OR_RETURN(int nodes, IntField(req, "nodes", 1, 100000));
-    STRATA_ASSIGN_OR_RETURN(int dp, IntField(req, "dp", 1, nodes));
+  if (!jobs_.count(name) && req.nodes) {
     Job& learned = jobs_[name];
-    learned.nodes = nodes;
-    learned.dp = dp;
-    Log()->info("job {}: learned from a report of node {}", name, req.value("node", -1));
+    learned.nodes = *req.nodes;
+    learned.dp = req.dp.value_or(1);
+    Log()->info("job {}: learned from a report of node {}", name, req.node);
   }
-  STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req, nullptr));
-  STRATA_ASSIGN_OR_RETURN(int node, IntField(req, "node", 0, job->nodes - 1));
-  NoteCadence(req, *job);
-  int64_t step = req.value("step", int64_t{-1});
+  STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(name));
+  const int node = req.node;
+  STRATA_RETURN_IF_ERROR(CheckNode(name, *job, node));
+  NoteCadence(req.cadence, *job);
+  const int64_t step = req.step;
   auto [r, first] = job->replicated.try_emplace(node, step);
   if (first) {
     ++job->replicated_count[step];
@@ -447,41 +411,35 @@ StatusOr<json> Coordinator::Replicated(const json& req) {
 }
 
 // Copies a registered node received before the round's plan was made.
-StatusOr<json> Coordinator::AddCopies(const json& req) {
+StatusOr<json> Coordinator::AddCopies(const wire::AddCopiesRequest& req) {
   MutexLock l(&mu_);
-  int64_t round;
-  STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req, &round));
-  STRATA_ASSIGN_OR_RETURN(int node, IntField(req, "node", 0, job->nodes - 1));
+  STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req.job, req.round));
+  STRATA_RETURN_IF_ERROR(CheckNode(req.job, *job, req.node));
   if (job->plan) return json{{"planned", true}};  // too late for this round
-  STRATA_RETURN_IF_ERROR(AddInventory(req, node, job->inventory));
+  AddInventory(req.inventory, req.node, job->inventory);
   return json{{"planned", false}};
 }
 
-StatusOr<json> Coordinator::Quarantine(const json& req) {
-  STRATA_ASSIGN_OR_RETURN(std::string name, JobField(req));
+StatusOr<json> Coordinator::Quarantine(const wire::QuarantineStepRequest& req) {
+  const std::string& name = req.job;
   MutexLock l(&mu_);
-  STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req, nullptr));
-  STRATA_ASSIGN_OR_RETURN(int node, IntField(req, "node", 0, job->nodes - 1));
-  auto step = req.find("step");
-  if (step == req.end() || !step->is_number_integer()) {
-    return InvalidArgumentError("quarantine: missing integer \"step\"");
-  }
-  job->quarantined.insert(step->get<int64_t>());
+  STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(name));
+  STRATA_RETURN_IF_ERROR(CheckNode(name, *job, req.node));
+  job->quarantined.insert(req.step);
   Log()->warn("job {}: step {} quarantined (a crash loop on node {}); it is never restored again",
-              name, step->get<int64_t>(), node);
-  return json{{"description", "job " + name + " will not restore step " +
-                                  std::to_string(step->get<int64_t>()) +
+              name, req.step, req.node);
+  return json{{"description", "job " + name + " will not restore step " + std::to_string(req.step) +
                                   " again; the next restore takes an older step"}};
 }
 
 // The address of node `node` of `job` (or of the only job): how `strata
 // maintenance` and `strata health` reach a node through the coordinator.
-StatusOr<json> Coordinator::NodeAddress(const json& req) {
+StatusOr<json> Coordinator::NodeAddress(const wire::NodeAddressRequest& req) {
   MutexLock l(&mu_);
   const Job* job = nullptr;
   std::string name;
-  if (req.contains("job")) {
-    STRATA_ASSIGN_OR_RETURN(name, JobField(req));
+  if (req.job) {
+    name = *req.job;
     auto it = jobs_.find(name);
     if (it != jobs_.end()) job = &it->second;
   } else if (jobs_.size() == 1) {
@@ -494,7 +452,7 @@ StatusOr<json> Coordinator::NodeAddress(const json& req) {
   if (job == nullptr)
     return NotFoundError("the coordinator knows no job" +
                          (name.empty() ? std::string() : " " + name));
-  STRATA_ASSIGN_OR_RETURN(int node, IntField(req, "node", 0, 1 << 30));
+  const int node = req.node;
   auto m = job->members.find(node);
   if (m == job->members.end()) {
     return NotFoundError("node " + std::to_string(node) + " has not registered in job " + name +

@@ -52,12 +52,9 @@
 #include "backup/layout.h"
 #include "storage/object_store.h"
 #include "util/mutex.h"
+#include "wire/coordination.h"
 
 namespace strata::agent {
-
-// Request fields, checked: an integer in [min, max]; a valid job name.
-StatusOr<int> IntField(const json& request, const char* key, int min, int max);
-StatusOr<std::string> JobField(const json& request);
 
 class Coordinator {
  public:
@@ -191,24 +188,27 @@ class Coordinator {
 
   // An answer now, or none: the call was parked with its completion.
   using Answer = std::optional<StatusOr<json>>;
+  // Parses the request (wire/coordination.h) and calls its handler.
   Answer Dispatch(const json& req, Done& done);
-  StatusOr<json> Register(const json& req);
+  StatusOr<json> Register(const wire::RegisterRequest& req);
   // The waiting calls.
-  Answer AwaitPlan(const json& req, Done& done);
-  Answer Ready(const json& req, Done& done);
-  StatusOr<json> Replicated(const json& req);
-  StatusOr<json> BackupDone(const json& req);
-  StatusOr<json> NodeAddress(const json& req);
-  StatusOr<json> Quarantine(const json& req);
-  StatusOr<json> AddCopies(const json& req);
-  // Adds the request's "inventory" ([rank, step, digest] triples) as copies
-  // held by `node`.
-  static Status AddInventory(const json& req, int node, Inventory& inventory);
+  Answer AwaitPlan(const wire::AwaitPlanRequest& req, Done& done);
+  Answer Ready(const wire::ReadyRequest& req, Done& done);
+  StatusOr<json> Replicated(const wire::ReplicatedRequest& req);
+  StatusOr<json> BackupDone(const wire::BackupDoneRequest& req);  // coordinator_backup.cc
+  StatusOr<json> NodeAddress(const wire::NodeAddressRequest& req);
+  StatusOr<json> Quarantine(const wire::QuarantineStepRequest& req);
+  StatusOr<json> AddCopies(const wire::AddCopiesRequest& req);
+  // Adds `copies` as copies held by `node`.
+  static void AddInventory(const std::vector<wire::HeldCopy>& copies, int node,
+                           Inventory& inventory);
   // The plan as node `node` needs it: its own source and the addresses of
   // its holders and of `peers`; all of it for node -1.
   json PlanJson(const Job& job, int node, const std::vector<int>& peers) const;
   // Parks a call of job `name` until `check` answers it (or answers it now).
-  Answer Park(const std::string& name, const json& req, Check check, Done& done) REQUIRES(mu_);
+  // `wait` overrides the coordinator's default wait (at most kMaxWait).
+  Answer Park(const std::string& name, std::optional<std::chrono::milliseconds> wait, Check check,
+              Done& done) REQUIRES(mu_);
   // Re-checks the calls parked for `name`; the answered ones go to fired_.
   // With `only_expired`, only those whose deadline passed.
   void Wake(const std::string& name, bool only_expired = false) REQUIRES(mu_);
@@ -216,11 +216,16 @@ class Coordinator {
   void RunFired() EXCLUDES(mu_);
   void TimerMain() EXCLUDES(mu_);
   void Replan(const std::string& name, Job& job) REQUIRES(mu_);
-  StatusOr<Job*> FindJob(const json& req, int64_t* round) REQUIRES(mu_);
+  // The registered job `name`; with `round`, ABORTED unless it is the
+  // job's current round.
+  StatusOr<Job*> FindJob(const std::string& name, std::optional<int64_t> round = std::nullopt)
+      REQUIRES(mu_);
+  // INVALID_ARGUMENT unless `node` is a node of `job`.
+  static Status CheckNode(const std::string& name, const Job& job, int node);
 
   // The on-demand step (coordinator_sync.cc).
-  StatusOr<json> Notice(const json& req);
-  Answer Sync(const json& req, Done& done);
+  StatusOr<json> Notice(const wire::NoticeRequest& req);
+  Answer Sync(const wire::SyncRequest& req, Done& done);
   // Decides the collection in progress once every node reported or its
   // window closed; `now_or_never`: at once, with what is known (the ranks
   // are about to resume from the plan's step).
@@ -233,7 +238,7 @@ class Coordinator {
   void AddBackupCopies(const std::string& name, Job& job, Inventory* inv) REQUIRES(mu_);
   void CheckRollbackPlan(Job& job) REQUIRES(mu_);
   void RollbackRestored(const std::string& name, Job& job) REQUIRES(mu_);
-  void NoteCadence(const json& req, Job& job) REQUIRES(mu_);
+  void NoteCadence(const wire::Cadence& cadence, Job& job) REQUIRES(mu_);
   void LearnNewestBackup(const std::string& name, BackupState& b) REQUIRES(mu_);
   // Begins a backup when `job` is due; drops mu_ for the store's I/O and
   // takes it again (jobs_ entries are never erased, so `job` stays valid).

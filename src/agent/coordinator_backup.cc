@@ -230,19 +230,12 @@ void Coordinator::RollbackRestored(const std::string& name, Job& job) {
 
 // Takes the cadence and worker count a node reports; reports without a
 // cadence (e.g. from an agent without --backup) leave it as it is.
-void Coordinator::NoteCadence(const json& req, Job& job) {
-  auto positive = [&](const char* key) -> std::optional<int> {
-    auto it = req.find(key);
-    if (it == req.end() || !it->is_number_integer() || it->get<int64_t>() < 1) return std::nullopt;
-    return static_cast<int>(std::min<int64_t>(it->get<int64_t>(), INT32_MAX));
-  };
-  auto steps = positive("backup_interval_steps");
-  auto minutes = positive("backup_interval_minutes");
-  if (steps || minutes) {
-    job.backup.interval_steps = steps;
-    job.backup.interval_minutes = minutes;
+void Coordinator::NoteCadence(const wire::Cadence& cadence, Job& job) {
+  if (cadence.backup_interval_steps || cadence.backup_interval_minutes) {
+    job.backup.interval_steps = cadence.backup_interval_steps;
+    job.backup.interval_minutes = cadence.backup_interval_minutes;
   }
-  if (auto w = positive("workers_per_node")) job.backup.workers_per_node = *w;
+  if (cadence.workers_per_node) job.backup.workers_per_node = *cadence.workers_per_node;
   if (job.backup.last_time == 0) job.backup.last_time = now_();
 }
 
@@ -360,38 +353,35 @@ json Coordinator::BackupReply(const Job& job, int node) {
 // A node uploaded (ok) or failed to upload its part. Only the node the part
 // was assigned to, for the backup's step, counts. The last part makes this
 // call write the commit object; the reply says whether it did.
-StatusOr<json> Coordinator::BackupDone(const json& req) {
-  STRATA_ASSIGN_OR_RETURN(std::string name, JobField(req));
+StatusOr<json> Coordinator::BackupDone(const wire::BackupDoneRequest& req) {
+  const std::string& name = req.job;
   MutexLock l(&mu_);
-  STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req, nullptr));
+  STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(name));
   BackupState& b = job->backup;
-  const std::string id = req.value("id", "");
+  const std::string& id = req.id;
   if (!b.in_flight || b.in_flight->id != id) {
     return json{{"abandoned", true}};  // a new round began, or it failed elsewhere
   }
   BackupInFlight& f = *b.in_flight;
-  STRATA_ASSIGN_OR_RETURN(int part, IntField(req, "part", 0, job->nodes - 1));
-  STRATA_ASSIGN_OR_RETURN(int node, IntField(req, "node", 0, job->nodes - 1));
+  const int part = req.part, node = req.node;
+  STRATA_RETURN_IF_ERROR(CheckNode(name, *job, part));
+  STRATA_RETURN_IF_ERROR(CheckNode(name, *job, node));
   auto uploader = f.uploaders.find(part);
-  if (uploader == f.uploaders.end() || uploader->second != node ||
-      req.value("step", int64_t{-1}) != f.step) {
+  if (uploader == f.uploaders.end() || uploader->second != node || req.step != f.step) {
     return InvalidArgumentError("backup " + id + ": node " + std::to_string(node) +
                                 " reported part " + std::to_string(part) + " of step " +
-                                std::to_string(req.value("step", int64_t{-1})) +
-                                ", which is not its task");
+                                std::to_string(req.step) + ", which is not its task");
   }
   if (f.committing) return json{{"committed", false}, {"committing", true}};
-  if (!req.value("ok", false)) {
-    b.last_error = "backup " + id + ": node " + std::to_string(node) + ": " +
-                   req.value("error", std::string("upload failed"));
+  if (!req.ok) {
+    b.last_error = "backup " + id + ": node " + std::to_string(node) + ": " + req.error;
     Log()->error("job {}: {}; it stays incomplete", name, b.last_error);
     b.in_flight.reset();
     b.retry_after = now_() + kRetryAfterFailure;
     return json{{"abandoned", true}};
   }
-  auto digest = ParseHex64(req.value("digest", std::string()));
-  if (!digest) return InvalidArgumentError("backup_done for " + id + " without a digest");
-  f.done[part] = {req.value("bytes", uint64_t{0}), *digest};
+  if (!req.digest) return InvalidArgumentError("backup_done for " + id + " without a digest");
+  f.done[part] = {req.bytes, *req.digest};
   if (f.done.size() < f.uploaders.size()) return json{{"committed", false}};
 
   f.committing = true;

@@ -54,17 +54,18 @@ json Coordinator::SyncJson(const Job& job) {
   return j;
 }
 
-StatusOr<json> Coordinator::Notice(const json& req) {
-  STRATA_ASSIGN_OR_RETURN(std::string name, JobField(req));
+StatusOr<json> Coordinator::Notice(const wire::NoticeRequest& req) {
+  const std::string& name = req.job;
   MutexLock l(&mu_);
-  STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req, nullptr));
-  STRATA_ASSIGN_OR_RETURN(int node, IntField(req, "node", 0, job->nodes - 1));
+  STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(name));
+  const int node = req.node;
+  STRATA_RETURN_IF_ERROR(CheckNode(name, *job, node));
   SyncState& s = job->sync;
-  std::string origin = "node " + std::to_string(node) + " (" + req.value("origin", "") + ")";
+  std::string origin = "node " + std::to_string(node) + " (" + req.origin + ")";
   // A notice joins the decided step unless the notifying node's ranks are
   // already past it (the job saved it and trained on): then it is a new
   // event and needs a step of its own.
-  const int64_t at = req.value("step", int64_t{-1});
+  const int64_t at = req.step;
   if (s.step && s.round == job->round && at < *s.step) {
     Log()->info("job {}: notice from {} joins the on-demand step {}", name, origin, *s.step);
     return SyncJson(*job);
@@ -88,20 +89,21 @@ StatusOr<json> Coordinator::Notice(const json& req) {
 // A node's long-standing call: records its progress, answers at once when
 // the caller's view is stale (a new decision, a collection it has not
 // reported to), else waits up to wait_ for one.
-Coordinator::Answer Coordinator::Sync(const json& req, Done& done) {
-  STRATA_ASSIGN_OR_RETURN(std::string name, JobField(req));
+Coordinator::Answer Coordinator::Sync(const wire::SyncRequest& req, Done& done) {
+  const std::string& name = req.job;
   MutexLock l(&mu_);
-  STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req, nullptr));
-  STRATA_ASSIGN_OR_RETURN(int node, IntField(req, "node", 0, job->nodes - 1));
-  NodeProgress p{req.value("step", int64_t{-1}), req.value("rate", 0.0), Clock::now()};
+  STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(name));
+  const int node = req.node;
+  STRATA_RETURN_IF_ERROR(CheckNode(name, *job, node));
+  NodeProgress p{req.step, req.rate, Clock::now()};
   job->sync.known[node] = p;
-  const uint64_t generation = req.value("generation", uint64_t{0});
-  const uint64_t collect = req.value("collect", uint64_t{0});
+  const uint64_t generation = req.generation;
+  const uint64_t collect = req.collect;
   if (job->sync.collecting && collect == job->sync.collect_id) job->sync.reports[node] = p;
   MaybeDecideSync(name, *job);
   // The timer thread closes a collection window that runs out meanwhile.
   return Park(
-      name, req,
+      name, req.wait,
       [this, job, generation, collect](bool expired) -> Answer {
         mu_.AssertHeld();  // checks run under mu_ (Park, Wake)
         if (shut_down_) return UnavailableError("the coordinator is shutting down");

@@ -6,7 +6,7 @@
 
 #include "agent/config.h"
 #include "agent/rpc.h"
-#include "wire/op.h"
+#include "wire/coordination.h"
 
 namespace strata::cli {
 
@@ -49,9 +49,10 @@ StatusOr<std::string> ResolveAgent(const AgentAddress& a, const std::string& cli
   }
   if (!a.agent.empty()) return InvalidArgumentError("give --agent or --coordinator, not both");
   if (!a.node) return InvalidArgumentError("--coordinator needs --node RANK");
-  nlohmann::json req = {{"op", wire::OpName(wire::Op::kNodeAddress)}, {"node", *a.node}};
-  if (!a.job.empty()) req["job"] = a.job;
-  STRATA_ASSIGN_OR_RETURN(auto reply, CallAgent(a.coordinator, a.secret_file, req,
+  wire::NodeAddressRequest req;
+  req.node = *a.node;
+  if (!a.job.empty()) req.job = a.job;
+  STRATA_ASSIGN_OR_RETURN(auto reply, CallAgent(a.coordinator, a.secret_file, req.ToJson(),
                                                 std::chrono::seconds(10), client_id));
   return reply.value("address", std::string());
 }

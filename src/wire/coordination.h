@@ -1,0 +1,206 @@
+// Copyright 2026 The Strata Authors.
+//
+// The coordination calls' requests as typed messages (wire/op.h names the
+// calls). The coordinator parses a request once, at the edge, with
+// FromJson: every field's presence and type is checked there, and an error
+// is INVALID_ARGUMENT naming the call and the field ("register: \"nodes\"
+// must be an integer in 1..100000"); nothing downstream reads the JSON.
+// Senders build the struct and send ToJson(). Checks that need the job's
+// state (a node rank below the job's node count, the current round) stay
+// with the coordinator.
+//
+// Optional fields are std::optional or have the default the protocol has
+// always had; a field a sender leaves out is left out of the JSON.
+#ifndef STRATA_WIRE_COORDINATION_H_
+#define STRATA_WIRE_COORDINATION_H_
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "net/endpoint.h"
+#include "strata/status.h"
+
+namespace strata::wire {
+
+using json = nlohmann::json;
+
+inline constexpr int kMaxNodes = 100000;
+
+// A copy a node holds: node `rank`'s step `step`, whose index has `digest`.
+// On the wire: [rank, step, "hex digest"].
+struct HeldCopy {
+  int rank = 0;
+  int64_t step = 0;
+  uint64_t digest = 0;
+  friend bool operator==(const HeldCopy&, const HeldCopy&) = default;
+};
+
+// A holder that failed to serve a copy: [holder, rank, step].
+struct FailedHolder {
+  int holder = 0;
+  int rank = 0;
+  int64_t step = 0;
+  friend bool operator==(const FailedHolder&, const FailedHolder&) = default;
+};
+
+// The backup cadence and worker count a node reports (each positive when
+// present; absent in reports of agents without a backup tier).
+struct Cadence {
+  std::optional<int> backup_interval_steps;
+  std::optional<int> backup_interval_minutes;
+  std::optional<int> workers_per_node;
+};
+
+// register: a node's start (incarnation) and what it holds.
+struct RegisterRequest {
+  std::string job;
+  int node = 0;
+  int nodes = 1;
+  int dp = 1;  // data-parallel replicas
+  net::Endpoint address;
+  std::string incarnation;  // empty: an agent that sends none
+  std::vector<HeldCopy> inventory;
+  Cadence cadence;
+  static StatusOr<RegisterRequest> FromJson(const json& j);
+  json ToJson() const;
+};
+
+// await_plan: waits for a plan newer than `plan_version`. With `node`, the
+// reply holds what that node needs (its source, its holders' and `peers`'
+// addresses); without, the whole plan.
+struct AwaitPlanRequest {
+  std::string job;
+  int64_t round = 0;
+  int64_t plan_version = 0;
+  std::optional<int> node;
+  std::vector<int> peers;
+  std::optional<std::chrono::milliseconds> wait;  // "wait_ms"
+  static StatusOr<AwaitPlanRequest> FromJson(const json& j);
+  json ToJson() const;
+};
+
+// ready: a node's result for a plan.
+struct ReadyRequest {
+  std::string job;
+  int64_t round = 0;
+  int node = 0;
+  int64_t plan_version = -1;
+  bool ok = false;
+  std::vector<FailedHolder> bad;
+  std::optional<std::chrono::milliseconds> wait;
+  static StatusOr<ReadyRequest> FromJson(const json& j);
+  json ToJson() const;
+};
+
+// replicated: a node's newest step on all its peers. `nodes` and `dp` let a
+// restarted coordinator learn the job.
+struct ReplicatedRequest {
+  std::string job;
+  int node = 0;
+  int64_t step = -1;
+  std::optional<int> nodes;
+  std::optional<int> dp;
+  Cadence cadence;
+  static StatusOr<ReplicatedRequest> FromJson(const json& j);
+  json ToJson() const;
+};
+
+// backup_done: a node's part of a backup uploaded, or failed.
+struct BackupDoneRequest {
+  std::string job;
+  int node = 0;
+  std::string id;
+  int part = 0;
+  int64_t step = -1;
+  bool ok = false;
+  std::string error;  // when !ok
+  uint64_t bytes = 0;
+  std::optional<uint64_t> digest;  // required when ok
+  static StatusOr<BackupDoneRequest> FromJson(const json& j);
+  json ToJson() const;
+};
+
+// node_address: where node `node` of `job` (or of the only job) listens.
+struct NodeAddressRequest {
+  std::optional<std::string> job;
+  int node = 0;
+  static StatusOr<NodeAddressRequest> FromJson(const json& j);
+  json ToJson() const;
+};
+
+// notice: a maintenance notice reached a node whose ranks are at `step`.
+struct NoticeRequest {
+  std::string job;
+  int node = 0;
+  int64_t step = -1;
+  std::string origin;
+  static StatusOr<NoticeRequest> FromJson(const json& j);
+  json ToJson() const;
+};
+
+// sync: a node's progress; waits for the on-demand step decision.
+struct SyncRequest {
+  std::string job;
+  int node = 0;
+  int64_t step = -1;
+  double rate = 0;  // steps per second
+  uint64_t generation = 0;
+  uint64_t collect = 0;
+  std::optional<std::chrono::milliseconds> wait;
+  static StatusOr<SyncRequest> FromJson(const json& j);
+  json ToJson() const;
+};
+
+// quarantine_step: never restore `step` of `job` again.
+struct QuarantineStepRequest {
+  std::string job;
+  int node = 0;
+  int64_t step = 0;
+  static StatusOr<QuarantineStepRequest> FromJson(const json& j);
+  json ToJson() const;
+};
+
+// add_copies: copies that arrived while the node waits for a plan.
+struct AddCopiesRequest {
+  std::string job;
+  int64_t round = 0;
+  int node = 0;
+  std::vector<HeldCopy> inventory;
+  static StatusOr<AddCopiesRequest> FromJson(const json& j);
+  json ToJson() const;
+};
+
+// A node's source in a plan: the rank whose step it restores, who holds
+// that copy (kBackupHolderRank for the backup tier), and the copy's digest.
+inline constexpr int kBackupHolderRank = -1;
+struct PlanSource {
+  int source_rank = 0;
+  std::vector<int> holders;
+  uint64_t digest = 0;
+  friend bool operator==(const PlanSource&, const PlanSource&) = default;
+};
+
+// await_plan's answer: the round's restore plan, whole or as one node
+// needs it (its own source; its holders' and peers' addresses).
+struct PlanReply {
+  int64_t round = 0;
+  int64_t plan_version = 0;
+  std::optional<int64_t> step;  // none: nothing to restore (a fresh start)
+  std::map<int, PlanSource> sources;
+  std::map<int, std::string> addresses;  // node rank -> host:port
+  std::string reason;
+  std::string backup;                    // the backup id that holds the step, if any
+  std::string error;                     // the job cannot start: why
+  std::optional<int64_t> discard_above;  // a rollback: newer steps are the abandoned run's
+  static StatusOr<PlanReply> FromJson(const json& j);
+  json ToJson() const;
+};
+
+}  // namespace strata::wire
+
+#endif  // STRATA_WIRE_COORDINATION_H_
