@@ -102,7 +102,7 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config, Env* env) {
   a->ResumeReplication();
   STRATA_RETURN_IF_ERROR(a->StartServer());
   a->replicator_ = std::thread([p = a.get()] { p->ReplicationMain(); });
-  if (a->backup_) a->backup_thread_ = std::thread([p = a.get()] { p->BackupMain(); });
+  if (a->backup_) a->backup_->Start();
   a->notice_thread_ = std::thread([p = a.get()] { p->NoticeMain(); });
   a->sync_thread_ = std::thread([p = a.get()] { p->SyncPollMain(); });
   Log()->info("agent for {} listening on {} ({} held)", a->config_.local_dir, a->listen_.ToString(),
@@ -146,7 +146,7 @@ Agent::~Agent() {
   cv_.SignalAll();
   if (server_) server_->Stop();  // long calls see Stopping() and return
   if (replicator_.joinable()) replicator_.join();
-  if (backup_thread_.joinable()) backup_thread_.join();
+  if (backup_) backup_->Stop();
   if (notice_thread_.joinable()) notice_thread_.join();
   {
     MutexLock l(&sync_socket_mu_);

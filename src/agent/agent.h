@@ -10,11 +10,13 @@
 //   * keeps RAM use bounded by garbage-collecting steps every node has
 //     replicated past.
 //   * uploads its part of each backup the coordinator begins, and restores
-//     from a backup when no in-cluster copy is newer (agent_backup.cc).
+//     from a backup when no in-cluster copy is newer (NodeBackup,
+//     node_backup.h; wired in agent_backup.cc).
 // See docs/agent.md and docs/backup.md. Threads: the main loop (Run); the
 // Server's event loop, its workers and one thread per long call (server.h);
 // the coordinator's timer; one replication thread; the notice and sync
-// threads; with --backup, one backup thread.
+// threads; with --backup, NodeBackup's upload thread. Lock order: the
+// agent's mu_, then a component's (Store, NodeBackup, Coordinator).
 #ifndef STRATA_AGENT_AGENT_H_
 #define STRATA_AGENT_AGENT_H_
 
@@ -28,6 +30,7 @@
 
 #include "agent/config.h"
 #include "agent/coordinator.h"
+#include "agent/node_backup.h"
 #include "agent/ram_disk.h"
 #include "agent/rpc.h"
 #include "agent/server.h"
@@ -156,32 +159,12 @@ class Agent {
   void RecordMaintenance(const json& event);
   void LoadMaintenance();
 
-  // Backups (agent_backup.cc).
-  struct BackupTask {
-    std::string id;
-    StepKey key;  // the step to upload; key.rank is the part
-    bool operator==(const BackupTask& o) const { return id == o.id && key == o.key; }
-  };
-  // An upload that finished, kept until the coordinator heard of it.
-  struct UploadResult {
-    BackupTask task;
-    Status status;
-    uint64_t bytes = 0, digest = 0;
-  };
+  // Backups (agent_backup.cc; the component is NodeBackup).
   Status OpenBackup();
-  void BackupMain();
-  void CheckBackupAccess();
-  // Takes what a coordinator's reply says about backups; returns a task this
-  // agent must refuse (it has no --backup).
-  std::optional<BackupTask> NoteBackupReply(const json& reply) REQUIRES(mu_);
-  Status UploadPart(const BackupTask& task, uint64_t* bytes, uint64_t* digest);
   void YieldToOnDemandReplication();
-  // True when the coordinator received the report.
-  bool ReportBackupDone(const UploadResult& result);
   Status FetchFromBackup(const std::string& id, const StepKey& key, uint64_t digest);
   // A rollback: removes this job's steps above `step` from the store.
   void DiscardAbove(const std::string& job, int64_t step);
-  json BackupStatusJson() const REQUIRES(mu_);
   // Backup fields for the coordinator: the cadence (replicator.yaml's, else
   // ours) and the workers per node.
   wire::Cadence Cadence(const ReplicatorConfig& c) const;
@@ -235,20 +218,9 @@ class Agent {
   std::string last_restore_ GUARDED_BY(mu_);    // for status
   int64_t restored_step_ GUARDED_BY(mu_) = -1;  // of the last restore
   uint64_t largest_step_bytes_ GUARDED_BY(mu_) = 0;
-  std::unique_ptr<storage::ObjectStore> backup_;                   // null without --backup
-  std::optional<BackupTask> backup_task_ GUARDED_BY(mu_);          // next part to upload
-  std::optional<BackupTask> backup_current_ GUARDED_BY(mu_);       // being uploaded
-  std::optional<UploadResult> backup_unreported_ GUARDED_BY(mu_);  // done, not yet reported
-  bool backup_rereport_ GUARDED_BY(mu_) = false;                   // report it again
-  // Steps kept from garbage collection until their upload is reported.
-  std::set<StepKey> backup_pins_ GUARDED_BY(mu_);
-  std::string backup_access_ GUARDED_BY(mu_) = "not checked yet";  // "ok" or the problem
-  std::string backup_error_ GUARDED_BY(mu_);                       // the last failure here
-  std::string job_backup_error_ GUARDED_BY(mu_);  // the coordinator's last backup failure
-  json newest_backup_ GUARDED_BY(mu_);            // id, step, created, committed
+  std::unique_ptr<NodeBackup> backup_;  // null without --backup
   std::unique_ptr<Server> server_;
   std::thread replicator_;
-  std::thread backup_thread_;
 
   // Maintenance state.
   SyncMap sync_map_;

@@ -426,8 +426,8 @@ void Agent::WipeRam() {
   {
     MutexLock l(&mu_);
     to_replicate_.clear();
-    backup_pins_.clear();
   }
+  if (backup_) backup_->DropPins();
   for (const auto& [key, index] : store_->List()) store_->Remove(key).IgnoreError();
   store_->DropSpare();                                           // the RAM is gone, spare files too
   Status s = CleanLocalDir(config_.local_dir, kReplicatorYaml);  // a deferred yaml stays
@@ -482,9 +482,10 @@ json Agent::HealthJson() const {
     while (!failed.empty() && failed.back() == '\n') failed.pop_back();
     return unhealthy("The job failed on this node (" + std::string(kFailedFile) + "): " + failed);
   }
-  if (backup_ && backup_access_ != "ok" && backup_access_ != "not checked yet") {
+  const std::string access = backup_ ? backup_->access() : "ok";
+  if (access != "ok" && access != "not checked yet") {
     return unhealthy("The backup " + config_.backup_url.value_or("") +
-                     " is unreachable: " + backup_access_);
+                     " is unreachable: " + access);
   }
   if (fill > kRamBudget) {
     return unhealthy(

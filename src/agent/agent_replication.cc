@@ -189,20 +189,32 @@ void Agent::ReportReplicated(const StepKey& key) {
     Log()->warn("reporting step {} replicated: {}", key.step, r.status().message());
     return;
   }
+  StatusOr<BackupNews> news = BackupNews::FromReply(*r, c->job_name, c->nodes);
+  if (!news.ok()) {
+    Log()->warn("reply to a replication report: {}", news.status().message());
+    news = BackupNews();
+  }
   std::optional<BackupTask> refuse;
-  try {  // the reply is checked, never trusted to be well-typed
+  {
     MutexLock l(&mu_);
     // A backup task pins its step before the watermark can move past it.
-    refuse = NoteBackupReply(*r);
+    if (backup_) {
+      backup_->OnNews(*news);
+    } else {
+      refuse = news->task;
+    }
     auto w = r->find("watermark");
     if (w != r->end() && w->is_number_integer())
       watermark_ = std::max(watermark_, w->get<int64_t>());
-  } catch (const json::exception& e) {
-    Log()->warn("malformed reply to a replication report: {}", e.what());
   }
   if (refuse) {  // this agent cannot back up: say so, so the backup ends
-    ReportBackupDone({*refuse, FailedPreconditionError("node " + std::to_string(c->node_rank) +
-                                                       " has no --backup")});
+    auto call = [this](const ReplicatorConfig& job, const json& request,
+                       std::chrono::milliseconds timeout) {
+      return CallCoordinator(job, request, timeout);
+    };
+    ReportBackupPart(
+        call, *c, *refuse,
+        FailedPreconditionError("node " + std::to_string(c->node_rank) + " has no --backup"));
   }
 }
 
@@ -220,8 +232,8 @@ void Agent::CollectGarbage() {
     if (!inc_) return;
     job = inc_->config.job_name;
     watermark = watermark_;
-    pinned = backup_pins_;
   }
+  if (backup_) pinned = backup_->Pins();
   const std::vector<std::string> targets = SymlinkTargets(config_.local_dir);
   std::map<int, int64_t> newest;
   auto held = store_->List();

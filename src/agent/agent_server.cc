@@ -307,7 +307,7 @@ json Agent::StatusJson() const {
     j["peers"] = inc_->peers;
     j["round"] = inc_->round;
   }
-  if (backup_) j["backup"] = BackupStatusJson();
+  if (backup_) j["backup"] = backup_->StatusJson();
   // The ranks registered in the sync map, and the job's on-demand step.
   json ranks = json::array();
   for (auto [slot, pid] : LiveRanks()) {
