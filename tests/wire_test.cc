@@ -220,5 +220,44 @@ TEST(WireCoordinationTest, APlanRoundTripsAndAMalformedOneIsRefused) {
   EXPECT_EQ(PlanReply::FromJson(broken).status().code(), StatusCode::kInvalidArgument);
 }
 
+// The on-demand step decision, as every sync call and "go" carries it.
+TEST(WireCoordinationTest, ASyncDecisionRoundTrips) {
+  SyncDecision d;
+  d.generation = 7;
+  d.round = 3;
+  d.collect = 12;
+  d.collecting = false;
+  d.step = 600;
+  d.notice_unix_ms = 1795000000123;
+  d.origin = "node 4 (SIGTERM)";
+  auto back = SyncDecision::FromJson(json::parse(d.ToJson().dump()));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->generation, 7u);
+  EXPECT_EQ(back->round, 3);
+  EXPECT_EQ(back->collect, 12u);
+  EXPECT_EQ(back->step, 600);
+  EXPECT_EQ(back->notice_unix_ms, 1795000000123);
+  EXPECT_EQ(back->origin, "node 4 (SIGTERM)");
+
+  SyncDecision none;  // collecting, nothing decided yet
+  none.generation = 1;
+  none.round = 1;
+  none.collect = 2;
+  none.collecting = true;
+  auto none_back = SyncDecision::FromJson(json::parse(none.ToJson().dump()));
+  ASSERT_TRUE(none_back.ok()) << none_back.status().ToString();
+  EXPECT_TRUE(none_back->collecting);
+  EXPECT_FALSE(none_back->step.has_value());
+
+  json broken = d.ToJson();
+  broken["step"] = "600";
+  EXPECT_EQ(SyncDecision::FromJson(broken).status().code(), StatusCode::kInvalidArgument);
+  broken = d.ToJson();
+  broken.erase("generation");
+  auto missing = SyncDecision::FromJson(broken);
+  EXPECT_EQ(missing.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(missing.status().message().find("\"generation\" is missing"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace strata::wire

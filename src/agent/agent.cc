@@ -505,7 +505,11 @@ StatusOr<bool> Agent::FetchAndReport(Incarnation& inc, const json&) {
       if (!r.ok() && r.status().code() == StatusCode::kDeadlineExceeded && !Stopping()) continue;
       if (!r.ok()) return r.status();
       if (r->value("go", false)) {
-        if (r->contains("sync")) ApplySync((*r)["sync"]);  // before any rank can pass it
+        if (r->contains("sync")) {  // before any rank can pass it
+          STRATA_ASSIGN_OR_RETURN(wire::SyncDecision sync,
+                                  wire::SyncDecision::FromJson((*r)["sync"]));
+          ApplySync(sync);
+        }
         STRATA_RETURN_IF_ERROR(CreateMarkers(inc, plan));
         return true;
       }

@@ -136,7 +136,7 @@ class Agent {
                          json& event);
   void NoticeMain();    // watches the ranks' slots in the sync map
   void SyncPollMain();  // keeps a "sync" call waiting at the coordinator
-  void ApplySync(const json& reply);
+  void ApplySync(const wire::SyncDecision& decision);
   void WithdrawSync(const char* why) REQUIRES(mu_);
   // Tells the coordinator of a notice; retried by NoticeMain until it is heard.
   void PostNotice(const std::string& origin);

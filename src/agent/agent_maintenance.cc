@@ -226,19 +226,20 @@ void Agent::SyncPollMain() {
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
       continue;
     }
-    try {
-      collect = r->value("collect", uint64_t{0});  // the next call reports to it
-      generation = r->value("generation", uint64_t{0});
-      if (!(*r)["step"].is_null()) {
-        if (r->value("round", int64_t{0}) == job->round) {
-          ApplySync(*r);
-        } else {  // decided for a round this node is joining: ask again once registered
-          generation = 0;
-          std::this_thread::sleep_for(kSlotPoll);
-        }
+    StatusOr<wire::SyncDecision> decision = wire::SyncDecision::FromJson(*r);
+    if (!decision.ok()) {
+      Log()->warn("reply to a sync call: {}", decision.status().message());
+      continue;
+    }
+    collect = decision->collect;  // the next call reports to it
+    generation = decision->generation;
+    if (decision->step) {
+      if (decision->round == job->round) {
+        ApplySync(*decision);
+      } else {  // decided for a round this node is joining: ask again once registered
+        generation = 0;
+        std::this_thread::sleep_for(kSlotPoll);
       }
-    } catch (const json::exception& e) {
-      Log()->warn("malformed reply to a sync call: {}", e.what());
     }
   }
   drop();
@@ -248,9 +249,10 @@ void Agent::SyncPollMain() {
 // (a new incarnation, or every rank served it), never the coordinator's: a
 // rank here may not have reached the step when another node's restarted
 // ranks begin the next round.
-void Agent::ApplySync(const json& reply) {
-  const int64_t step = reply["step"].get<int64_t>();
-  const uint64_t generation = reply["generation"].get<uint64_t>();
+void Agent::ApplySync(const wire::SyncDecision& decision) {
+  if (!decision.step) return;
+  const int64_t step = *decision.step;
+  const uint64_t generation = decision.generation;
   MutexLock l(&mu_);
   if (generation == published_generation_) return;  // this decision was taken in already
   published_generation_ = generation;
@@ -260,9 +262,9 @@ void Agent::ApplySync(const json& reply) {
   published_sync_ = step;
   ondemand_step_ = step;
   ondemand_since_ = Clock::now();
-  sync_map_.Publish(step, reply.value("notice_unix_ms", int64_t{0}));
+  sync_map_.Publish(step, decision.notice_unix_ms);
   Log()->info("on-demand step {} published to {} rank(s) here (notice from {})", step,
-              sync_pids_.size(), reply.value("origin", "?"));
+              sync_pids_.size(), decision.origin.empty() ? "?" : decision.origin);
 }
 
 void Agent::WithdrawSync(const char* why) {

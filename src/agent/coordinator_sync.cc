@@ -42,16 +42,17 @@ int64_t Projected(int64_t step, double rate, double ahead_seconds) {
 
 json Coordinator::SyncJson(const Job& job) {
   const SyncState& s = job.sync;
-  json j = {{"generation", s.generation},
-            {"round", s.round},
-            {"collect", s.collect_id},
-            {"collecting", s.collecting},
-            {"step", s.step ? json(*s.step) : json(nullptr)}};
+  wire::SyncDecision d;
+  d.generation = s.generation;
+  d.round = s.round;
+  d.collect = s.collect_id;
+  d.collecting = s.collecting;
+  d.step = s.step;
   if (s.step) {
-    j["notice_unix_ms"] = s.notice_unix_ms;
-    j["origin"] = s.origin;
+    d.notice_unix_ms = s.notice_unix_ms;
+    d.origin = s.origin;
   }
-  return j;
+  return d.ToJson();
 }
 
 StatusOr<json> Coordinator::Notice(const wire::NoticeRequest& req) {

@@ -454,6 +454,63 @@ json AddCopiesRequest::ToJson() const {
           {"inventory", CopiesJson(inventory)}};
 }
 
+StatusOr<SyncDecision> SyncDecision::FromJson(const json& j) {
+  const std::string what = "the on-demand step decision";
+  if (!j.is_object()) return InvalidArgumentError(what + " is not an object");
+  auto field = [&](const char* key) -> StatusOr<const json*> {
+    auto it = j.find(key);
+    if (it == j.end()) return InvalidArgumentError(what + ": \"" + key + "\" is missing");
+    return &*it;
+  };
+  auto malformed = [&](const char* key) {
+    return InvalidArgumentError(what + ": \"" + key + "\" is malformed");
+  };
+  SyncDecision d;
+  STRATA_ASSIGN_OR_RETURN(const json* generation, field("generation"));
+  STRATA_ASSIGN_OR_RETURN(const json* round, field("round"));
+  STRATA_ASSIGN_OR_RETURN(const json* collect, field("collect"));
+  STRATA_ASSIGN_OR_RETURN(const json* step, field("step"));
+  if (!generation->is_number_unsigned()) return malformed("generation");
+  if (!round->is_number_integer()) return malformed("round");
+  if (!collect->is_number_unsigned()) return malformed("collect");
+  d.generation = generation->get<uint64_t>();
+  d.round = round->get<int64_t>();
+  d.collect = collect->get<uint64_t>();
+  auto collecting = j.find("collecting");
+  if (collecting != j.end()) {
+    if (!collecting->is_boolean()) return malformed("collecting");
+    d.collecting = collecting->get<bool>();
+  }
+  if (!step->is_null()) {
+    if (!step->is_number_integer()) return malformed("step");
+    d.step = step->get<int64_t>();
+    auto at = j.find("notice_unix_ms");
+    if (at != j.end()) {
+      if (!at->is_number_integer()) return malformed("notice_unix_ms");
+      d.notice_unix_ms = at->get<int64_t>();
+    }
+    auto origin = j.find("origin");
+    if (origin != j.end()) {
+      if (!origin->is_string()) return malformed("origin");
+      d.origin = origin->get<std::string>();
+    }
+  }
+  return d;
+}
+
+json SyncDecision::ToJson() const {
+  json j = {{"generation", generation},
+            {"round", round},
+            {"collect", collect},
+            {"collecting", collecting},
+            {"step", step ? json(*step) : json(nullptr)}};
+  if (step) {
+    j["notice_unix_ms"] = notice_unix_ms;
+    j["origin"] = origin;
+  }
+  return j;
+}
+
 StatusOr<PlanReply> PlanReply::FromJson(const json& j) {
   const std::string what = "the plan";
   if (!j.is_object()) return InvalidArgumentError(what + " is not an object");

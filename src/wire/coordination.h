@@ -175,6 +175,22 @@ struct AddCopiesRequest {
   json ToJson() const;
 };
 
+// The on-demand step as the coordinator decided it: the answer to sync and
+// notice calls, and part of a ready call's "go". `generation` counts
+// decisions (a node takes each once); `collect` names the collection of the
+// nodes' steps in progress, which a node's next sync call reports to.
+struct SyncDecision {
+  uint64_t generation = 0;
+  int64_t round = 0;  // the round it was decided for
+  uint64_t collect = 0;
+  bool collecting = false;
+  std::optional<int64_t> step;  // none: nothing decided
+  int64_t notice_unix_ms = 0;   // when the notice came (with a step)
+  std::string origin;           // who sent it (with a step)
+  static StatusOr<SyncDecision> FromJson(const json& j);
+  json ToJson() const;
+};
+
 // A node's source in a plan: the rank whose step it restores, who holds
 // that copy (kBackupHolderRank for the backup tier), and the copy's digest.
 inline constexpr int kBackupHolderRank = -1;
