@@ -52,7 +52,7 @@
 #include "util/file_util.h"
 #include "util/logging.h"
 #include "util/thread_pool.h"
-#include "wire/op.h"
+#include "wire/data.h"
 
 namespace strata {
 namespace {
@@ -326,9 +326,7 @@ StatusOr<Phases> PutStep(const Bench& b, const agent::StepKey& as) {
   Clock::time_point t0 = Clock::now();
   STRATA_ASSIGN_OR_RETURN(agent::RpcClient client,
                           agent::RpcClient::Connect(to, b.secret, "node 0"));
-  json put = {{"op", wire::OpName(wire::Op::kPutStep)},
-              {"key", StepKeyToJson(as)},
-              {"index", StepIndexToJson(b.index)}};
+  const json put = wire::PutStepRequest{as, b.index, 1}.ToJson();
   STRATA_ASSIGN_OR_RETURN(json ready, client.Call(put, std::chrono::seconds(30)));
   if (ready.value("have", false)) return FailedPreconditionError("the peer already holds it");
   t.call = SecondsSince(t0);

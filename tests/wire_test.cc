@@ -4,7 +4,9 @@
 #include <set>
 #include <string>
 
+#include "agent/rpc.h"
 #include "wire/coordination.h"
+#include "wire/data.h"
 #include "wire/op.h"
 
 namespace strata::wire {
@@ -257,6 +259,56 @@ TEST(WireCoordinationTest, ASyncDecisionRoundTrips) {
   auto missing = SyncDecision::FromJson(broken);
   EXPECT_EQ(missing.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(missing.status().message().find("\"generation\" is missing"), std::string::npos);
+}
+
+// The data calls' messages: what a peer sends is what the agent parses.
+TEST(WireDataTest, MessagesRoundTripAndMalformedOnesAreNamed) {
+  agent::StepIndex index;
+  index.digest = 0x77;
+  index.files = {{"a.bin", 3, {0x1}}, {"b.bin", 0, {}}};
+  index.total_bytes = 3;
+  const agent::StepKey key{"job1", 2, 40};
+  auto put = PutStepRequest::FromJson(json::parse(PutStepRequest{key, index, 4}.ToJson().dump()));
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  EXPECT_EQ(put->key, key);
+  EXPECT_EQ(put->index.digest, 0x77u);
+  EXPECT_EQ(put->index.files.size(), 2u);
+  EXPECT_EQ(put->streams, 4);
+  auto ready = PutStepReady::FromJson(json::parse(PutStepReady{false, 9}.ToJson().dump()));
+  ASSERT_TRUE(ready.ok()) << ready.status().ToString();
+  EXPECT_FALSE(ready->have);
+  EXPECT_EQ(ready->transfer, 9u);
+  auto files = PutFilesRequest::FromJson(PutFilesRequest{9, {0, 1}}.ToJson());
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  EXPECT_EQ(files->files, (std::vector<size_t>{0, 1}));
+  auto fetch = FetchStepRequest::FromJson(
+      json::parse(FetchStepRequest{key, 0x77, std::vector<size_t>{1}}.ToJson().dump()));
+  ASSERT_TRUE(fetch.ok()) << fetch.status().ToString();
+  EXPECT_EQ(fetch->digest, 0x77u);
+  EXPECT_EQ(fetch->files, std::vector<size_t>{1});
+  auto whole = FetchStepRequest::FromJson(FetchStepRequest{key, {}, {}}.ToJson());
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  EXPECT_FALSE(whole->files.has_value());
+
+  json bad = PutStepRequest{key, index, 1}.ToJson();
+  bad["key"]["job"] = "../etc";
+  auto hostile = PutStepRequest::FromJson(bad);
+  EXPECT_EQ(hostile.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(hostile.status().message().find("put_step: \"key\""), std::string::npos)
+      << hostile.status().ToString();
+  bad = PutStepRequest{key, index, 1}.ToJson();
+  bad["streams"] = 1000;
+  EXPECT_EQ(PutStepRequest::FromJson(bad).status().code(), StatusCode::kInvalidArgument);
+  auto repeated =
+      PutFilesRequest::FromJson(json{{"op", "put_files"}, {"transfer", 1}, {"files", {1, 1}}});
+  EXPECT_NE(repeated.status().message().find("put_files: \"files\" must be increasing"),
+            std::string::npos)
+      << repeated.status().ToString();
+  auto no_digest = FetchStepRequest::FromJson(
+      json{{"op", "fetch_step"}, {"key", agent::StepKeyToJson(key)}, {"files", {0}}});
+  EXPECT_EQ(no_digest.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(CheckFilePositions({0, 1}, 2).ok());
+  EXPECT_EQ(CheckFilePositions({0, 2}, 2).code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

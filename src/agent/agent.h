@@ -41,6 +41,7 @@
 #include "util/mutex.h"
 #include "util/thread_pool.h"
 #include "wire/coordination.h"
+#include "wire/data.h"
 
 namespace strata::agent {
 
@@ -174,10 +175,10 @@ class Agent {
   static bool IsLongCall(const std::string& op);
   void HandleControl(const json& request, Server::Reply reply);
   StatusOr<json> HandleLongCall(const json& request, net::Socket& socket);
-  StatusOr<json> HandlePutStep(const json& request, net::Socket& socket);
-  StatusOr<json> HandlePutFiles(const json& request, net::Socket& socket);
-  StatusOr<json> HandleFetchStep(const json& request, net::Socket& socket);
-  StatusOr<json> HandleGetIndex(const json& request);
+  StatusOr<json> HandlePutStep(const wire::PutStepRequest& request, net::Socket& socket);
+  StatusOr<json> HandlePutFiles(const wire::PutFilesRequest& request, net::Socket& socket);
+  StatusOr<json> HandleFetchStep(const wire::FetchStepRequest& request, net::Socket& socket);
+  StatusOr<json> HandleGetIndex(const wire::GetIndexRequest& request);
 
   const AgentConfig config_;
   Env* const env_;

@@ -12,7 +12,7 @@
 #include "net/frame.h"
 #include "util/file_util.h"
 #include "util/logging.h"
-#include "wire/op.h"
+#include "wire/data.h"
 
 namespace strata::agent {
 namespace {
@@ -128,14 +128,12 @@ Status Agent::ReplicateToPeer(const StepKey& key, const std::string& address) {
   const auto groups = index.total_bytes >= kMultiStreamMinBytes
                           ? PartitionFiles(index, config_.data_streams)
                           : std::vector<std::vector<size_t>>(1);
-  json put = {{"op", wire::OpName(wire::Op::kPutStep)},
-              {"key", StepKeyToJson(key)},
-              {"index", StepIndexToJson(index)},
-              {"streams", groups.size()}};
-  STRATA_ASSIGN_OR_RETURN(json ready, client.Call(put, std::chrono::seconds(30)));
-  if (ready.value("have", false)) return Status::Ok();  // the peer already holds this copy
-  if (ready.contains("transfer")) {
-    STRATA_RETURN_IF_ERROR(SendGroups(to, key, index, ready["transfer"].get<uint64_t>(), groups));
+  const wire::PutStepRequest put{key, index, static_cast<int>(groups.size())};
+  STRATA_ASSIGN_OR_RETURN(json answer, client.Call(put.ToJson(), std::chrono::seconds(30)));
+  STRATA_ASSIGN_OR_RETURN(wire::PutStepReady ready, wire::PutStepReady::FromJson(answer));
+  if (ready.have) return Status::Ok();  // the peer already holds this copy
+  if (ready.transfer) {
+    STRATA_RETURN_IF_ERROR(SendGroups(to, key, index, *ready.transfer, groups));
   } else {
     STRATA_RETURN_IF_ERROR(SendStepFiles(client.socket(), store_->StepPath(key), index));
   }
@@ -153,9 +151,9 @@ Status Agent::SendGroups(const Endpoint& to, const StepKey& key, const StepIndex
     auto client = RpcClient::Connect(to, config_.secret, "node " + std::to_string(key.rank));
     Status s = client.status();
     if (s.ok()) {
-      json call = {
-          {"op", wire::OpName(wire::Op::kPutFiles)}, {"transfer", transfer}, {"files", groups[g]}};
-      s = client->Call(call, std::chrono::seconds(30)).status();
+      s = client
+              ->Call(wire::PutFilesRequest{transfer, groups[g]}.ToJson(), std::chrono::seconds(30))
+              .status();
     }
     if (s.ok())
       s = SendStepFiles(client->socket(), store_->StepPath(key), SubIndex(index, groups[g]));

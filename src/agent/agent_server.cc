@@ -17,6 +17,7 @@
 #include "util/hash.h"
 #include "util/logging.h"
 #include "util/time_format.h"
+#include "wire/data.h"
 #include "wire/op.h"
 
 namespace strata::agent {
@@ -43,25 +44,6 @@ Status SendReply(net::Socket& socket, const json& reply) {
   return net::SendFrame(socket, kFrameReply, reply.dump(), net::DeadlineAfter(kReplyTimeout));
 }
 
-// Checks a list of file positions from a peer: unsigned integers below
-// `count`, strictly increasing (so each file at most once).
-StatusOr<std::vector<size_t>> FilePositions(const json& files, size_t count) {
-  if (!files.is_array() || files.size() > count) {
-    return InvalidArgumentError("\"files\" must be an array of at most " + std::to_string(count) +
-                                " file positions");
-  }
-  std::vector<size_t> positions;
-  for (const auto& p : files) {
-    if (!p.is_number_unsigned() || p.get<uint64_t>() >= count ||
-        (!positions.empty() && p.get<uint64_t>() <= positions.back())) {
-      return InvalidArgumentError("\"files\": positions must increase and be below " +
-                                  std::to_string(count));
-    }
-    positions.push_back(p.get<size_t>());
-  }
-  return positions;
-}
-
 }  // namespace
 
 bool Agent::IsLongCall(const std::string& name) {
@@ -73,8 +55,10 @@ void Agent::HandleControl(const json& request, Server::Reply reply) {
   StatusOr<wire::Op> op = wire::ParseOp(request);
   if (!op.ok()) return reply(op.status());
   switch (*op) {
-    case wire::Op::kGetIndex:
-      return reply(HandleGetIndex(request));
+    case wire::Op::kGetIndex: {
+      StatusOr<wire::GetIndexRequest> r = wire::GetIndexRequest::FromJson(request);
+      return reply(r.ok() ? HandleGetIndex(*r) : StatusOr<json>(r.status()));
+    }
     case wire::Op::kStatus:
       return reply(StatusJson());
     case wire::Op::kHealth:
@@ -91,12 +75,18 @@ void Agent::HandleControl(const json& request, Server::Reply reply) {
 StatusOr<json> Agent::HandleLongCall(const json& request, net::Socket& socket) {
   STRATA_ASSIGN_OR_RETURN(wire::Op op, wire::ParseOp(request));
   switch (op) {
-    case wire::Op::kPutStep:
-      return HandlePutStep(request, socket);
-    case wire::Op::kPutFiles:
-      return HandlePutFiles(request, socket);
-    case wire::Op::kFetchStep:
-      return HandleFetchStep(request, socket);
+    case wire::Op::kPutStep: {
+      STRATA_ASSIGN_OR_RETURN(wire::PutStepRequest r, wire::PutStepRequest::FromJson(request));
+      return HandlePutStep(r, socket);
+    }
+    case wire::Op::kPutFiles: {
+      STRATA_ASSIGN_OR_RETURN(wire::PutFilesRequest r, wire::PutFilesRequest::FromJson(request));
+      return HandlePutFiles(r, socket);
+    }
+    case wire::Op::kFetchStep: {
+      STRATA_ASSIGN_OR_RETURN(wire::FetchStepRequest r, wire::FetchStepRequest::FromJson(request));
+      return HandleFetchStep(r, socket);
+    }
     case wire::Op::kMaintenance:
       return HandleMaintenance(request);
     case wire::Op::kQuarantine:
@@ -126,23 +116,22 @@ Status Agent::StartServer() {
 
 // A peer sends us a copy: say whether we already have it, then receive the
 // files into a temporary directory, verify and commit them, and acknowledge.
-StatusOr<json> Agent::HandlePutStep(const json& request, net::Socket& socket) {
-  STRATA_ASSIGN_OR_RETURN(StepKey key, StepKeyFromJson(request.value("key", json())));
-  STRATA_ASSIGN_OR_RETURN(StepIndex index,
-                          StepIndexFromJson(request.value("index", json()), "peer index"));
+StatusOr<json> Agent::HandlePutStep(const wire::PutStepRequest& request, net::Socket& socket) {
+  const StepKey& key = request.key;
+  const StepIndex& index = request.index;
   auto held = store_->GetIndex(key);
-  if (held.ok() && held->digest == index.digest) return json{{"have", true}};
+  if (held.ok() && held->digest == index.digest) return wire::PutStepReady{true, {}}.ToJson();
   STRATA_RETURN_IF_ERROR(CheckFreeSpace(config_.local_dir, index.total_bytes, key));
-  const bool parallel = request.value("streams", 1) > 1 && index.files.size() > 1;
+  const bool parallel = request.streams > 1 && index.files.size() > 1;
   STRATA_ASSIGN_OR_RETURN(std::string dir, store_->NewIncomingDir());
   Status s;
   if (parallel) {  // the files arrive on other connections (put_files)
     uint64_t id = transfers_.Begin(dir, index);
-    s = SendReply(socket, {{"ok", true}, {"have", false}, {"transfer", id}});
+    s = SendReply(socket, wire::PutStepReady{false, id}.ToJson());
     if (s.ok()) s = transfers_.Wait(id, kStallTimeout);
     transfers_.End(id);
   } else {
-    s = SendReply(socket, {{"ok", true}, {"have", false}});
+    s = SendReply(socket, wire::PutStepReady{false, {}}.ToJson());
     if (s.ok()) s = RecvStepFiles(socket, dir, index, store_.get());
   }
   if (s.ok()) s = store_->Adopt(dir, key, index);
@@ -175,14 +164,13 @@ void Agent::ReportNewCopy(const StepKey& key, uint64_t digest) {
 
 // One group of files of a multi-stream put_step: receive them into the
 // transfer's directory and tell the waiting put_step.
-StatusOr<json> Agent::HandlePutFiles(const json& request, net::Socket& socket) {
-  uint64_t id = request.value("transfer", uint64_t{0});
+StatusOr<json> Agent::HandlePutFiles(const wire::PutFilesRequest& request, net::Socket& socket) {
+  const uint64_t id = request.transfer;
   std::string dir;
   StepIndex index;
   STRATA_RETURN_IF_ERROR(transfers_.Lookup(id, &dir, &index));
-  STRATA_ASSIGN_OR_RETURN(std::vector<size_t> positions,
-                          FilePositions(request.value("files", json()), index.files.size()));
-  StepIndex group = SubIndex(index, positions);
+  STRATA_RETURN_IF_ERROR(wire::CheckFilePositions(request.files, index.files.size()));
+  StepIndex group = SubIndex(index, request.files);
   Status s = SendReply(socket, {{"ok", true}});
   if (s.ok()) s = RecvStepFiles(socket, dir, group, store_.get());
   transfers_.Finish(id, s.ok() ? group.files.size() : 0, s);
@@ -191,30 +179,27 @@ StatusOr<json> Agent::HandlePutFiles(const json& request, net::Socket& socket) {
 }
 
 // A peer about to restore from us: the index of our copy.
-StatusOr<json> Agent::HandleGetIndex(const json& request) {
-  STRATA_ASSIGN_OR_RETURN(StepKey key, StepKeyFromJson(request.value("key", json())));
-  STRATA_ASSIGN_OR_RETURN(StepIndex index, store_->GetIndex(key));
-  return json{{"index", StepIndexToJson(index)}};
+StatusOr<json> Agent::HandleGetIndex(const wire::GetIndexRequest& request) {
+  STRATA_ASSIGN_OR_RETURN(StepIndex index, store_->GetIndex(request.key));
+  return wire::IndexReply{std::move(index)}.ToJson();
 }
 
 // A peer restores from us: send the index in the reply, then the files —
 // all of them, or with "files" (positions in the index) and "digest" one
 // group of a multi-stream fetch, of that very copy.
-StatusOr<json> Agent::HandleFetchStep(const json& request, net::Socket& socket) {
-  STRATA_ASSIGN_OR_RETURN(StepKey key, StepKeyFromJson(request.value("key", json())));
+StatusOr<json> Agent::HandleFetchStep(const wire::FetchStepRequest& request, net::Socket& socket) {
+  const StepKey& key = request.key;
   STRATA_ASSIGN_OR_RETURN(StepIndex index, store_->GetIndex(key));
   StepIndex send = index;
-  if (request.contains("files")) {
-    auto digest = ParseHex64(request.value("digest", ""));
-    if (!digest || *digest != index.digest) {
+  if (request.files) {
+    if (request.digest != index.digest) {
       return FailedPreconditionError("this node holds another copy of " + key.ToString() +
                                      " than the one asked for");
     }
-    STRATA_ASSIGN_OR_RETURN(std::vector<size_t> positions,
-                            FilePositions(request.at("files"), index.files.size()));
-    send = SubIndex(index, positions);
+    STRATA_RETURN_IF_ERROR(wire::CheckFilePositions(*request.files, index.files.size()));
+    send = SubIndex(index, *request.files);
   }
-  STRATA_RETURN_IF_ERROR(SendReply(socket, {{"ok", true}, {"index", StepIndexToJson(index)}}));
+  STRATA_RETURN_IF_ERROR(SendReply(socket, wire::IndexReply{index}.ToJson()));
   Status s = SendStepFiles(socket, store_->StepPath(key), send);
   if (!s.ok()) return DataLossError(s.message());  // closes the connection
   Log()->info("served {} to {}", key.ToString(), socket.peer());

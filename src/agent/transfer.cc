@@ -13,7 +13,7 @@
 #include "util/file_util.h"
 #include "util/hash.h"
 #include "util/logging.h"
-#include "wire/op.h"
+#include "wire/data.h"
 
 namespace strata::agent {
 
@@ -65,11 +65,8 @@ constexpr int kVerifyThreads = 2;
 Status FetchGroup(RpcClient& client, const StepKey& key, const StepIndex& index,
                   const std::vector<size_t>& group, const std::string& dir, Store* store,
                   StreamVerifier* verifier) {
-  json call = {{"op", wire::OpName(wire::Op::kFetchStep)},
-               {"key", StepKeyToJson(key)},
-               {"digest", Hex64(index.digest)},
-               {"files", group}};
-  STRATA_RETURN_IF_ERROR(client.Call(call, kFetchCallTimeout).status());
+  const wire::FetchStepRequest call{key, index.digest, group};
+  STRATA_RETURN_IF_ERROR(client.Call(call.ToJson(), kFetchCallTimeout).status());
   return RecvStepFiles(client.socket(), dir, SubIndex(index, group), store, verifier);
 }
 
@@ -124,10 +121,10 @@ Status FetchInGroups(const Endpoint& to, const std::string& secret, const std::s
   std::vector<RpcClient> clients;
   STRATA_ASSIGN_OR_RETURN(RpcClient first, RpcClient::Connect(to, secret, client_id));
   clients.push_back(std::move(first));
-  STRATA_ASSIGN_OR_RETURN(json reply, clients[0].Call({{"op", wire::OpName(wire::Op::kGetIndex)},
-                                                       {"key", StepKeyToJson(key)}},
-                                                      kFetchCallTimeout));
-  STRATA_ASSIGN_OR_RETURN(copy->index, StepIndexFromJson(reply.value("index", json()), "index"));
+  STRATA_ASSIGN_OR_RETURN(json reply,
+                          clients[0].Call(wire::GetIndexRequest{key}.ToJson(), kFetchCallTimeout));
+  STRATA_ASSIGN_OR_RETURN(wire::IndexReply held, wire::IndexReply::FromJson(reply));
+  copy->index = std::move(held.index);
   STRATA_RETURN_IF_ERROR(CheckDigest(copy->index, digest));
   STRATA_ASSIGN_OR_RETURN(copy->dir, store->NewIncomingDir());
   std::vector<size_t> rest(copy->index.files.size());
@@ -173,10 +170,10 @@ Status FetchWhole(const Endpoint& to, const std::string& secret, const std::stri
                   const StepKey& key, Store* store, std::optional<uint64_t> digest,
                   FetchedCopy* copy) {
   STRATA_ASSIGN_OR_RETURN(RpcClient client, RpcClient::Connect(to, secret, client_id));
-  STRATA_ASSIGN_OR_RETURN(json reply, client.Call({{"op", wire::OpName(wire::Op::kFetchStep)},
-                                                   {"key", StepKeyToJson(key)}},
-                                                  kFetchCallTimeout));
-  STRATA_ASSIGN_OR_RETURN(copy->index, StepIndexFromJson(reply.value("index", json()), "index"));
+  STRATA_ASSIGN_OR_RETURN(
+      json reply, client.Call(wire::FetchStepRequest{key, {}, {}}.ToJson(), kFetchCallTimeout));
+  STRATA_ASSIGN_OR_RETURN(wire::IndexReply held, wire::IndexReply::FromJson(reply));
+  copy->index = std::move(held.index);
   STRATA_RETURN_IF_ERROR(CheckDigest(copy->index, digest));
   STRATA_ASSIGN_OR_RETURN(copy->dir, store->NewIncomingDir());
   return RecvStepFiles(client.socket(), copy->dir, copy->index, store);

@@ -1,0 +1,84 @@
+// Copyright 2026 The Strata Authors.
+//
+// The data calls' messages as typed structs (wire/op.h names the calls):
+// a peer pushing a replica (put_step, then put_files on more connections), a
+// restoring node fetching a copy (get_index, then fetch_step). The bytes
+// themselves follow on the connection, never in a message. As for the
+// coordination calls (wire/coordination.h), the receiver parses a request
+// once at the edge with FromJson, errors INVALID_ARGUMENT naming the call
+// and the field; the sender builds the struct and sends ToJson().
+#ifndef STRATA_WIRE_DATA_H_
+#define STRATA_WIRE_DATA_H_
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
+
+#include "agent/step_index.h"
+#include "agent/store.h"
+#include "strata/status.h"
+
+namespace strata::wire {
+
+using json = nlohmann::json;
+
+// put_step: a peer offers its copy of `key` with `index`; with streams > 1
+// the files follow on other connections (put_files).
+struct PutStepRequest {
+  agent::StepKey key;
+  agent::StepIndex index;
+  int streams = 1;
+  static StatusOr<PutStepRequest> FromJson(const json& j);
+  json ToJson() const;
+};
+
+// The receiver's answer to put_step: it holds that copy already, or the
+// files may come (on this connection, or as transfer `transfer`).
+struct PutStepReady {
+  bool have = false;
+  std::optional<uint64_t> transfer;
+  static StatusOr<PutStepReady> FromJson(const json& j);
+  json ToJson() const;
+};
+
+// put_files: files `files` (positions in the index, increasing) of transfer
+// `transfer` follow on this connection.
+struct PutFilesRequest {
+  uint64_t transfer = 0;
+  std::vector<size_t> files;
+  static StatusOr<PutFilesRequest> FromJson(const json& j);
+  json ToJson() const;
+};
+
+// get_index: the index of the copy of `key` the agent holds.
+struct GetIndexRequest {
+  agent::StepKey key;
+  static StatusOr<GetIndexRequest> FromJson(const json& j);
+  json ToJson() const;
+};
+
+// fetch_step: the agent's copy of `key` follows the reply (its index). With
+// `files`, only those positions, and only if the copy is the one with
+// `digest`.
+struct FetchStepRequest {
+  agent::StepKey key;
+  std::optional<uint64_t> digest;
+  std::optional<std::vector<size_t>> files;
+  static StatusOr<FetchStepRequest> FromJson(const json& j);
+  json ToJson() const;
+};
+
+// The reply to get_index and fetch_step: the index of the copy served.
+struct IndexReply {
+  agent::StepIndex index;
+  static StatusOr<IndexReply> FromJson(const json& j);
+  json ToJson() const;
+};
+
+// OK iff every position is below `count` (the index's file count).
+Status CheckFilePositions(const std::vector<size_t>& files, size_t count);
+
+}  // namespace strata::wire
+
+#endif  // STRATA_WIRE_DATA_H_
