@@ -1,7 +1,8 @@
 """128 real agents on loopback with the Orbax test client (64 KiB a node):
 a fresh start, a restart from the nodes' own stores, a node lost with its
-RAM and restored from its peer, and node 0 — the coordinator's — lost the
-same way. Every round must form (a registration retried under load keeps
+RAM and restored from its peer, node 0 — the coordinator's — lost the same
+way, and node 0 lost again in the middle of a round, while the 127 others
+wait in it. Every round must form (a registration retried under load keeps
 its round) and every node must get its own bytes back."""
 
 import shutil
@@ -68,3 +69,27 @@ def test_128_agents_fresh_start_restart_and_lost_nodes(agents):
     lose(nodes, 0)
     check(round_of_starts(nodes, []), 20)
     assert f"restored {JOB}/0/20 from " in nodes.log(0)
+    check(start_with_coordinator_lost_mid_round(nodes), 20)
+    assert nodes.log(0).count(f"restored {JOB}/0/20 from ") == 2
+
+
+REGISTERED = "held copies proven unchanged"  # an agent's line at each registration
+
+
+def start_with_coordinator_lost_mid_round(agents):
+    """Every node's client starts but node 0's; once the 127 others have
+    registered and wait in the round, node 0 is lost with its RAM and its
+    client starts on the replacement. Returns what each restored."""
+    before = [agents.log(n).count(REGISTERED) for n in range(NODES)]
+
+    def run(node):
+        if node == 0:
+            deadline = time.monotonic() + 300
+            while any(agents.log(n).count(REGISTERED) <= before[n] for n in range(1, NODES)):
+                assert time.monotonic() < deadline, "the other nodes never registered"
+                time.sleep(0.2)
+            lose(agents, 0)
+        c = OrbaxClient(agents.dir(node), JOB, NODES, num_slices=SLICES)
+        restored = c.initialize(timeout=300)
+        return restored, c.read(restored) if restored is not None else None
+    return on_every_node(NODES, run)
