@@ -7,9 +7,11 @@ CMAKE_FLAGS ?=
 TSAN_DIR  ?= build-tsan
 LOCKS_DIR ?= build-locks
 # The concurrent parts, under ThreadSanitizer (where it runs clean): the
-# thread pool, the checkpointer's background saves, the transport; and the
-# object stores' parallel part uploads, ranged downloads and rate limiter.
-TSAN_FILTER ?= ServerTest*:Coordinator*:ThreadPool*:RunParallel*:Mutex*:Checkpointer*:Hash*:Copy*:Net*:Frame*:Auth*:SyncMap*:AgentSync*:StreamVerify*:StrataStep*
+# agent's server and coordinator (parked calls, the timer), its backup
+# component and store, the thread pool, the checkpointer's background
+# saves, the transport; and the object stores' parallel part uploads,
+# ranged downloads and rate limiter.
+TSAN_FILTER ?= ServerTest*:Coordinator*:NodeBackup*:Store*:Wire*:ThreadPool*:RunParallel*:Mutex*:Checkpointer*:Hash*:Copy*:Net*:Frame*:Auth*:SyncMap*:AgentSync*:StreamVerify*:StrataStep*
 TSAN_STORAGE_FILTER ?= FileStore*:S3Pieces*:Backends/BackendTest.*
 
 .PHONY: all deps build test test-asan test-tsan check-locks demo bench format clean
