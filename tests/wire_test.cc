@@ -311,5 +311,34 @@ TEST(WireDataTest, MessagesRoundTripAndMalformedOnesAreNamed) {
   EXPECT_EQ(CheckFilePositions({0, 2}, 2).code(), StatusCode::kInvalidArgument);
 }
 
+// The answer to a replication report: the watermark and the backup state.
+TEST(WireCoordinationTest, AReplicatedReplyRoundTrips) {
+  ReplicatedReply r;
+  r.watermark = 40;
+  r.newest_backup = ReplicatedReply::Backup{"2026-11-24_10-00", 30, 1795000000, 1795000060};
+  r.backup_error = "backup 2026-11-24_09-00: node 3: upload failed";
+  r.backup_task = ReplicatedReply::Task{"2026-11-24_10-10", 40, 3};
+  auto back = ReplicatedReply::FromJson(json::parse(r.ToJson().dump()));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->watermark, 40);
+  ASSERT_TRUE(back->newest_backup.has_value());
+  EXPECT_EQ(back->newest_backup->id, "2026-11-24_10-00");
+  EXPECT_EQ(back->newest_backup->committed, 1795000060);
+  EXPECT_EQ(back->backup_error, r.backup_error);
+  ASSERT_TRUE(back->backup_task.has_value());
+  EXPECT_EQ(back->backup_task->part, 3);
+  EXPECT_EQ(back->backup_task->step, 40);
+  auto bare = ReplicatedReply::FromJson(json{{"watermark", -1}});
+  ASSERT_TRUE(bare.ok());
+  EXPECT_FALSE(bare->backup_task.has_value());
+  EXPECT_FALSE(bare->newest_backup.has_value());
+  json broken = r.ToJson();
+  broken["backup_task"]["part"] = -2;
+  EXPECT_EQ(ReplicatedReply::FromJson(broken).status().code(), StatusCode::kInvalidArgument);
+  broken = r.ToJson();
+  broken["watermark"] = "40";
+  EXPECT_EQ(ReplicatedReply::FromJson(broken).status().code(), StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace strata::wire

@@ -187,7 +187,12 @@ void Agent::ReportReplicated(const StepKey& key) {
     Log()->warn("reporting step {} replicated: {}", key.step, r.status().message());
     return;
   }
-  StatusOr<BackupNews> news = BackupNews::FromReply(*r, c->job_name, c->nodes);
+  StatusOr<wire::ReplicatedReply> reply = wire::ReplicatedReply::FromJson(*r);
+  if (!reply.ok()) {
+    Log()->warn("reply to a replication report: {}", reply.status().message());
+    return;
+  }
+  StatusOr<BackupNews> news = BackupNews::From(*reply, c->job_name, c->nodes);
   if (!news.ok()) {
     Log()->warn("reply to a replication report: {}", news.status().message());
     news = BackupNews();
@@ -201,9 +206,7 @@ void Agent::ReportReplicated(const StepKey& key) {
     } else {
       refuse = news->task;
     }
-    auto w = r->find("watermark");
-    if (w != r->end() && w->is_number_integer())
-      watermark_ = std::max(watermark_, w->get<int64_t>());
+    watermark_ = std::max(watermark_, reply->watermark);
   }
   if (refuse) {  // this agent cannot back up: say so, so the backup ends
     auto call = [this](const ReplicatorConfig& job, const json& request,

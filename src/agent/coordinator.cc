@@ -405,9 +405,9 @@ StatusOr<json> Coordinator::Replicated(const wire::ReplicatedRequest& req) {
                                 ? -1
                                 : job->replicated_count.begin()->first;
   if (backup_store_ != nullptr) MaybeBeginBackup(name, *job, watermark);
-  json reply = BackupReply(*job, node);
-  reply["watermark"] = watermark;
-  return reply;
+  wire::ReplicatedReply reply = BackupReply(*job, node);
+  reply.watermark = watermark;
+  return reply.ToJson();
 }
 
 // Copies a registered node received before the round's plan was made.

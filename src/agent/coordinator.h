@@ -243,7 +243,7 @@ class Coordinator {
   // Begins a backup when `job` is due; drops mu_ for the store's I/O and
   // takes it again (jobs_ entries are never erased, so `job` stays valid).
   void MaybeBeginBackup(const std::string& name, Job& job, int64_t watermark) REQUIRES(mu_);
-  json BackupReply(const Job& job, int node) REQUIRES(mu_);
+  wire::ReplicatedReply BackupReply(const Job& job, int node) REQUIRES(mu_);
   Status WriteCommit(const backup::Commit& commit) EXCLUDES(mu_, catalog_mu_);
 
   const std::chrono::milliseconds wait_;

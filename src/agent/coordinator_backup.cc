@@ -324,26 +324,23 @@ void Coordinator::MaybeBeginBackup(const std::string& name, Job& job, int64_t wa
   b.in_flight = std::move(f);
 }
 
-json Coordinator::BackupReply(const Job& job, int node) {
-  json reply = json::object();
+wire::ReplicatedReply Coordinator::BackupReply(const Job& job, int node) {
+  wire::ReplicatedReply reply;
   const BackupState& b = job.backup;
   if (b.newest) {
-    reply["newest_backup"] = {{"id", b.newest->id},
-                              {"step", b.newest->step},
-                              {"created", static_cast<int64_t>(b.newest->created)},
-                              {"committed", static_cast<int64_t>(b.newest->committed)}};
+    reply.newest_backup = {b.newest->id, b.newest->step, static_cast<int64_t>(b.newest->created),
+                           static_cast<int64_t>(b.newest->committed)};
   }
   if (!b.last_error.empty()) {
-    reply["backup_error"] = b.last_error;
+    reply.backup_error = b.last_error;
   } else {
     MutexLock c(&catalog_mu_);
-    if (!catalog_error_.empty()) reply["backup_error"] = catalog_error_;
+    reply.backup_error = catalog_error_;
   }
   if (b.in_flight && !b.in_flight->committing) {
     for (const auto& [part, uploader] : b.in_flight->uploaders) {
       if (uploader == node && !b.in_flight->done.count(part)) {
-        reply["backup_task"] = {
-            {"id", b.in_flight->id}, {"step", b.in_flight->step}, {"part", part}};
+        reply.backup_task = {b.in_flight->id, b.in_flight->step, part};
       }
     }
   }

@@ -22,27 +22,28 @@ constexpr size_t kFilesInFlight = 4;
 
 }  // namespace
 
-StatusOr<BackupNews> BackupNews::FromReply(const json& reply, const std::string& job, int nodes) {
+StatusOr<BackupNews> BackupNews::From(const wire::ReplicatedReply& reply, const std::string& job,
+                                      int nodes) {
   BackupNews news;
-  if (!reply.is_object()) return InvalidArgumentError("the reply is not an object");
-  auto newest = reply.find("newest_backup");
-  if (newest != reply.end() && newest->is_object()) news.newest = *newest;
-  auto error = reply.find("backup_error");
-  if (error != reply.end() && error->is_string()) news.job_error = error->get<std::string>();
-  auto t = reply.find("backup_task");
-  if (t == reply.end()) return news;
-  const bool well_formed = t->is_object() && t->value("part", json()).is_number_integer() &&
-                           t->value("id", json()).is_string() &&
-                           t->value("step", json()).is_number_integer();
-  if (!well_formed) return InvalidArgumentError("a malformed backup task: " + t->dump());
-  const int64_t part = (*t)["part"].get<int64_t>();
-  if (part < 0 || part >= nodes) {
-    return InvalidArgumentError("a backup task for part " + std::to_string(part) + " of a " +
+  if (reply.newest_backup) {
+    const auto& b = *reply.newest_backup;
+    news.newest = {
+        {"id", b.id}, {"step", b.step}, {"created", b.created}, {"committed", b.committed}};
+  }
+  news.job_error = reply.backup_error;
+  if (!reply.backup_task) return news;
+  const wire::ReplicatedReply::Task& t = *reply.backup_task;
+  if (t.part >= nodes) {
+    return InvalidArgumentError("a backup task for part " + std::to_string(t.part) + " of a " +
                                 std::to_string(nodes) + "-node job");
   }
-  news.task = BackupTask{(*t)["id"].get<std::string>(),
-                         {job, static_cast<int>(part), (*t)["step"].get<int64_t>()}};
+  news.task = BackupTask{t.id, {job, t.part, t.step}};
   return news;
+}
+
+StatusOr<BackupNews> BackupNews::FromReply(const json& reply, const std::string& job, int nodes) {
+  STRATA_ASSIGN_OR_RETURN(wire::ReplicatedReply typed, wire::ReplicatedReply::FromJson(reply));
+  return From(typed, job, nodes);
 }
 
 bool ReportBackupPart(const CoordinatorCall& call, const ReplicatorConfig& job,

@@ -32,6 +32,7 @@
 #include "storage/object_store.h"
 #include "strata/env.h"
 #include "util/mutex.h"
+#include "wire/coordination.h"
 
 namespace strata::agent {
 
@@ -47,8 +48,11 @@ struct BackupNews {
   json newest;                     // the newest committed backup (an object), or null
   std::string job_error;           // the job's last backup failure, as the coordinator saw it
   std::optional<BackupTask> task;  // this node's part to upload
-  // Reads the reply's backup fields for a report of `job` (of `nodes`
-  // nodes). INVALID_ARGUMENT for a malformed task or a part outside the job.
+  // The backup fields of the reply to a report of `job` (of `nodes` nodes).
+  // INVALID_ARGUMENT for a part outside the job.
+  static StatusOr<BackupNews> From(const wire::ReplicatedReply& reply, const std::string& job,
+                                   int nodes);
+  // The same from the reply's JSON; INVALID_ARGUMENT also when malformed.
   static StatusOr<BackupNews> FromReply(const json& reply, const std::string& job, int nodes);
 };
 

@@ -454,6 +454,64 @@ json AddCopiesRequest::ToJson() const {
           {"inventory", CopiesJson(inventory)}};
 }
 
+StatusOr<ReplicatedReply> ReplicatedReply::FromJson(const json& j) {
+  const std::string what = "the answer to a replication report";
+  if (!j.is_object()) return InvalidArgumentError(what + " is not an object");
+  auto malformed = [&what](const char* key) {
+    return InvalidArgumentError(what + ": \"" + key + "\" is malformed");
+  };
+  ReplicatedReply r;
+  auto watermark = j.find("watermark");
+  if (watermark != j.end()) {
+    if (!watermark->is_number_integer()) return malformed("watermark");
+    r.watermark = watermark->get<int64_t>();
+  }
+  auto newest = j.find("newest_backup");
+  if (newest != j.end() && !newest->is_null()) {
+    const bool ok = newest->is_object() && newest->value("id", json()).is_string() &&
+                    newest->value("step", json()).is_number_integer() &&
+                    newest->value("created", json()).is_number_integer() &&
+                    newest->value("committed", json()).is_number_integer();
+    if (!ok) return malformed("newest_backup");
+    r.newest_backup =
+        Backup{(*newest)["id"].get<std::string>(), (*newest)["step"].get<int64_t>(),
+               (*newest)["created"].get<int64_t>(), (*newest)["committed"].get<int64_t>()};
+  }
+  auto error = j.find("backup_error");
+  if (error != j.end()) {
+    if (!error->is_string()) return malformed("backup_error");
+    r.backup_error = error->get<std::string>();
+  }
+  auto task = j.find("backup_task");
+  if (task != j.end()) {
+    const bool ok = task->is_object() && task->value("id", json()).is_string() &&
+                    task->value("step", json()).is_number_integer() &&
+                    task->value("part", json()).is_number_integer() &&
+                    (*task)["part"].get<int64_t>() >= 0 &&
+                    (*task)["part"].get<int64_t>() < kMaxNodes;
+    if (!ok) return malformed("backup_task");
+    r.backup_task = Task{(*task)["id"].get<std::string>(), (*task)["step"].get<int64_t>(),
+                         (*task)["part"].get<int>()};
+  }
+  return r;
+}
+
+json ReplicatedReply::ToJson() const {
+  json j = {{"watermark", watermark}};
+  if (newest_backup) {
+    j["newest_backup"] = {{"id", newest_backup->id},
+                          {"step", newest_backup->step},
+                          {"created", newest_backup->created},
+                          {"committed", newest_backup->committed}};
+  }
+  if (!backup_error.empty()) j["backup_error"] = backup_error;
+  if (backup_task) {
+    j["backup_task"] = {
+        {"id", backup_task->id}, {"step", backup_task->step}, {"part", backup_task->part}};
+  }
+  return j;
+}
+
 StatusOr<SyncDecision> SyncDecision::FromJson(const json& j) {
   const std::string what = "the on-demand step decision";
   if (!j.is_object()) return InvalidArgumentError(what + " is not an object");

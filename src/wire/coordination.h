@@ -191,6 +191,29 @@ struct SyncDecision {
   json ToJson() const;
 };
 
+// The answer to a replication report: the job-wide watermark (the newest
+// step every node replicated; -1 until each has reported) and the state of
+// backups as the coordinator sees it, with this node's part to upload.
+struct ReplicatedReply {
+  struct Backup {  // a committed backup
+    std::string id;
+    int64_t step = 0;
+    int64_t created = 0;    // unix seconds
+    int64_t committed = 0;  // unix seconds
+  };
+  struct Task {  // part `part` of backup `id`: step `step` of node rank `part`
+    std::string id;
+    int64_t step = 0;
+    int part = 0;
+  };
+  int64_t watermark = -1;
+  std::optional<Backup> newest_backup;
+  std::string backup_error;  // the job's last backup failure
+  std::optional<Task> backup_task;
+  static StatusOr<ReplicatedReply> FromJson(const json& j);
+  json ToJson() const;
+};
+
 // A node's source in a plan: the rank whose step it restores, who holds
 // that copy (kBackupHolderRank for the backup tier), and the copy's digest.
 inline constexpr int kBackupHolderRank = -1;
