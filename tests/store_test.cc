@@ -224,6 +224,20 @@ TEST_F(StoreTest, AFreshStepIsProvenAndAMissingOrForeignSealMeansReading) {
   EXPECT_TRUE(*other);
 }
 
+// A file stamped in the future (a skewed clock) is never waited for and
+// never proven by a seal: the copy is read at every restart.
+TEST_F(StoreTest, AFileFromTheFutureIsIngestedAndAlwaysRead) {
+  const StepKey key{"j", 0, 1};
+  std::string dir = MakeClientStep(dir_.path(), "c1", 100, 100, 'a');
+  fs::last_write_time(JoinPath(dir, "a.bin"), fs::file_time_type::clock::now() + 24h);
+  ASSERT_TRUE(store_->Ingest(dir, key).ok());
+  for (int restart = 0; restart < 2; ++restart) {
+    auto read = store_->CheckHeld(key);
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    EXPECT_TRUE(*read) << "restart " << restart;
+  }
+}
+
 // A power cut at every point of a store's work (ingesting a client's step,
 // adopting a replica, replacing and removing copies), the disk then left
 // as the cut would leave it (FaultInjectionEnv::DropUnsyncedData): every

@@ -84,7 +84,15 @@ StatusOr<std::vector<IndexedFile>> ListFiles(const std::string& root, StepIdenti
     int64_t newest = std::numeric_limits<int64_t>::min();
     for (const Listed& l : listed) newest = std::max(newest, l.id.mtime_ns);
     if (newest < listed_at) break;
-    while (CoarseRealtimeNs() <= newest) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    // A file of this very tick: wait for the next one (a few ms). A file
+    // stamped in the future (a skewed clock, a copied mtime) is not waited
+    // for: it stays unproven, and is read at the next restart.
+    constexpr auto kMaxTickWait = std::chrono::milliseconds(50);
+    if (newest > listed_at + std::chrono::nanoseconds(kMaxTickWait).count()) break;
+    const auto give_up = std::chrono::steady_clock::now() + kMaxTickWait;
+    while (CoarseRealtimeNs() <= newest && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   }
   std::sort(listed.begin(), listed.end(),
             [](const Listed& a, const Listed& b) { return a.file.path < b.file.path; });
