@@ -81,11 +81,14 @@ std::string YamlPath(const AgentConfig& c) {
 
 }  // namespace
 
-Agent::Agent(AgentConfig config, Env* env)
-    : config_(std::move(config)), env_(env), pool_(ThreadPool::DefaultThreads() - 1) {}
+Agent::Agent(AgentConfig config, Env* env, SteadyClock* clock)
+    : config_(std::move(config)),
+      env_(env),
+      clock_(clock),
+      pool_(ThreadPool::DefaultThreads() - 1) {}
 
-StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config, Env* env) {
-  std::unique_ptr<Agent> a(new Agent(std::move(config), env));
+StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config, Env* env, SteadyClock* clock) {
+  std::unique_ptr<Agent> a(new Agent(std::move(config), env, clock));
   STRATA_RETURN_IF_ERROR(env->CreateDir(a->config_.local_dir));
   STRATA_ASSIGN_OR_RETURN(a->store_, Store::Open(a->config_.local_dir, &a->pool_, env));
   a->ram_disk_ = DescribeRamDisk(a->config_.local_dir);
@@ -98,10 +101,11 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config, Env* env) {
   a->listen_ = Endpoint{a->config_.advertise.host, advertised};
   STRATA_RETURN_IF_ERROR(a->OpenBackup());
   STRATA_RETURN_IF_ERROR(a->OpenSyncMap());
+  a->OpenReplication();
   a->LoadState();
   a->ResumeReplication();
   STRATA_RETURN_IF_ERROR(a->StartServer());
-  a->replicator_ = std::thread([p = a.get()] { p->ReplicationMain(); });
+  a->replication_->Start();
   if (a->backup_) a->backup_->Start();
   a->notice_thread_ = std::thread([p = a.get()] { p->NoticeMain(); });
   a->sync_thread_ = std::thread([p = a.get()] { p->SyncPollMain(); });
@@ -134,10 +138,7 @@ void Agent::ResumeReplication() {
   for (const auto& [key, index] : store_->List()) {
     if (key.job == inc_->config.job_name && key.rank == inc_->config.node_rank) newest = key;
   }
-  if (!newest) return;
-  newest_ingested_ = newest->step;
-  behind_since_ = std::chrono::steady_clock::now();
-  to_replicate_.push_back(*newest);
+  if (newest) replication_->Enqueue(*newest);
 }
 
 Agent::~Agent() {
@@ -145,7 +146,7 @@ Agent::~Agent() {
   coordinator_.Shutdown();  // answers the calls parked in it
   cv_.SignalAll();
   if (server_) server_->Stop();  // long calls see Stopping() and return
-  if (replicator_.joinable()) replicator_.join();
+  if (replication_) replication_->Stop();
   if (backup_) backup_->Stop();
   if (notice_thread_.joinable()) notice_thread_.join();
   {
@@ -303,17 +304,15 @@ Status Agent::Incarnate(const ReplicatorConfig& config) {
   {
     MutexLock l(&mu_);
     inc_.reset();  // stop replicating for the old incarnation
-    to_replicate_.clear();
     // The ranks restarted: an on-demand step was for their predecessors.
     sync_job_.reset();
     WithdrawSync("the job restarted");
     ondemand_step_ = kNoSyncStep;
-    // The job may restore an older step than it had replicated: the
-    // watermark is learned afresh (until then, collection keeps everything).
-    watermark_ = -1;
-    newest_replicated_ = -1;
-    newest_ingested_ = -1;  // per start of the job (strata run --agent's progress)
   }
+  // The job may restore an older step than it had replicated: the
+  // watermark is learned afresh (until then, collection keeps everything),
+  // and the progress counts per start of the job (strata run --agent's).
+  replication_->Forget();
   restoring_ = true;
   Status s = RegisterAndRestore(inc);
   restoring_ = false;
@@ -640,10 +639,7 @@ void Agent::IngestCommittedSteps() {
           "client's step in progress, 2 own steps and 2 steps per node replicating here",
           largest_step_bytes_, in, (3 + 2 * in) * largest_step_bytes_, 3.0 + 2.0 * in);
     }
-    newest_ingested_ = std::max(newest_ingested_, step);
-    if (!behind_since_) behind_since_ = std::chrono::steady_clock::now();
-    to_replicate_.push_back(key);
-    cv_.SignalAll();
+    replication_->Enqueue(key);
   }
 }
 

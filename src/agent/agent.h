@@ -4,7 +4,8 @@
 //   * implements the client file protocol in the local directory
 //     (replicator.yaml handshake, cleanup, prerestore, restore markers);
 //   * ingests committed steps into its Store without copying;
-//   * replicates each new step to the node's peers;
+//   * replicates each new step to the node's peers, and takes the peers'
+//     steps (Replication, replication.h);
 //   * plans and performs restores together with the other agents (the
 //     agent of node rank 0, or whichever --coordinator names, coordinates);
 //   * keeps RAM use bounded by garbage-collecting steps every node has
@@ -14,14 +15,15 @@
 //     node_backup.h; wired in agent_backup.cc).
 // See docs/agent.md and docs/backup.md. Threads: the main loop (Run); the
 // Server's event loop, its workers and one thread per long call (server.h);
-// the coordinator's timer; one replication thread; the notice and sync
+// the coordinator's timer; Replication's sending thread; the notice and sync
 // threads; with --backup, NodeBackup's upload thread. Lock order: the
-// agent's mu_, then a component's (Store, NodeBackup, Coordinator).
+// agent's mu_, then a component's (Store, Replication, NodeBackup,
+// Coordinator); a component calls its hooks (which take mu_) with no lock
+// of its own held.
 #ifndef STRATA_AGENT_AGENT_H_
 #define STRATA_AGENT_AGENT_H_
 
 #include <atomic>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -32,12 +34,14 @@
 #include "agent/coordinator.h"
 #include "agent/node_backup.h"
 #include "agent/ram_disk.h"
+#include "agent/replication.h"
 #include "agent/rpc.h"
 #include "agent/server.h"
 #include "agent/store.h"
 #include "agent/transfer.h"
 #include "net/socket.h"
 #include "storage/object_store.h"
+#include "util/clock.h"
 #include "util/mutex.h"
 #include "util/thread_pool.h"
 #include "wire/coordination.h"
@@ -51,7 +55,9 @@ class Agent {
   // replication threads. Every file operation on the local directory goes
   // through `env` (tests inject faults with it; several agents may run in
   // one process).
-  static StatusOr<std::unique_ptr<Agent>> Start(AgentConfig config, Env* env = Env::Default());
+  // Decisions from elapsed time (lags, health) read `clock`.
+  static StatusOr<std::unique_ptr<Agent>> Start(AgentConfig config, Env* env = Env::Default(),
+                                                SteadyClock* clock = SteadyClock::Real());
   ~Agent();
 
   // Runs the main loop until `stop` becomes true, or until a drain that
@@ -74,7 +80,7 @@ class Agent {
     std::vector<int> peers;
   };
 
-  Agent(AgentConfig config, Env* env);
+  Agent(AgentConfig config, Env* env, SteadyClock* clock);
 
   // Main loop.
   Status RunLoop(const std::atomic<bool>& stop);
@@ -106,17 +112,12 @@ class Agent {
   void SaveState(const Incarnation& inc);
   void LoadState();
   void ResumeReplication();
+  // Wires Replication (replication.h) to the incarnation, the coordinator
+  // and the backups.
+  void OpenReplication();
+  // The coordinator's answer to a replication report: its backup news.
+  void OnReplicatedReply(const ReplicatorConfig& c, const wire::ReplicatedReply& reply);
   void LogRamDisk() const;
-
-  // Replication thread.
-  void ReplicationMain();
-  bool ReplicateEverywhere(const StepKey& key);
-  void RefreshWatermark();
-  Status ReplicateToPeer(const StepKey& key, const std::string& address);
-  Status SendGroups(const Endpoint& to, const StepKey& key, const StepIndex& index,
-                    uint64_t transfer, const std::vector<std::vector<size_t>>& groups);
-  void ReportReplicated(const StepKey& key);
-  void CollectGarbage();
 
   // Maintenance: the job's on-demand step, notices, health
   // (agent_maintenance.cc).
@@ -175,13 +176,10 @@ class Agent {
   static bool IsLongCall(const std::string& op);
   void HandleControl(const json& request, Server::Reply reply);
   StatusOr<json> HandleLongCall(const json& request, net::Socket& socket);
-  StatusOr<json> HandlePutStep(const wire::PutStepRequest& request, net::Socket& socket);
-  StatusOr<json> HandlePutFiles(const wire::PutFilesRequest& request, net::Socket& socket);
-  StatusOr<json> HandleFetchStep(const wire::FetchStepRequest& request, net::Socket& socket);
-  StatusOr<json> HandleGetIndex(const wire::GetIndexRequest& request);
 
   const AgentConfig config_;
   Env* const env_;
+  SteadyClock* const clock_;
   ThreadPool pool_;
   std::unique_ptr<Store> store_;
   RamDisk ram_disk_;  // what backs config_.local_dir; set at start
@@ -189,7 +187,6 @@ class Agent {
   // Calls to the coordinator keep their connections (one per thread that
   // calls at a time): N nodes cost it N connections, not N handshakes per call.
   RpcPool coordinator_link_{config_.secret};
-  TransferTable transfers_;
   net::Socket listener_;
   Endpoint listen_;
   std::atomic<bool> stopping_{false};
@@ -209,19 +206,12 @@ class Agent {
   mutable Mutex mu_;
   CondVar cv_;
   std::optional<Incarnation> inc_ GUARDED_BY(mu_);
-  std::deque<StepKey> to_replicate_ GUARDED_BY(mu_);
-  int64_t watermark_ GUARDED_BY(mu_) = -1;  // every node replicated this
-  int64_t newest_replicated_ GUARDED_BY(mu_) = -1;
-  int64_t newest_ingested_ GUARDED_BY(mu_) = -1;
-  // When the oldest ingested step not yet on every peer was ingested; unset
-  // when replication has caught up. Replication lag is the time since then.
-  std::optional<std::chrono::steady_clock::time_point> behind_since_ GUARDED_BY(mu_);
   std::string last_restore_ GUARDED_BY(mu_);    // for status
   int64_t restored_step_ GUARDED_BY(mu_) = -1;  // of the last restore
   uint64_t largest_step_bytes_ GUARDED_BY(mu_) = 0;
   std::unique_ptr<NodeBackup> backup_;  // null without --backup
+  std::unique_ptr<Replication> replication_;
   std::unique_ptr<Server> server_;
-  std::thread replicator_;
 
   // Maintenance state.
   SyncMap sync_map_;
@@ -243,7 +233,6 @@ class Agent {
   std::optional<int64_t> maintenance_since_ GUARDED_BY(mu_);  // unix ms, in progress
   bool yaml_deferred_ GUARDED_BY(mu_) = false;                // seen during maintenance
   json last_maintenance_ GUARDED_BY(mu_);                     // the newest event record
-  std::string replication_error_ GUARDED_BY(mu_);             // the last peer failure
   // The run loop's thread only.
   bool jax_init_info_written_ = false;  // logged once
   bool jax_init_info_failed_ = false;   // a failure is logged once, until it clears

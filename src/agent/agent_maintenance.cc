@@ -33,6 +33,8 @@ constexpr auto kSlotPoll = std::chrono::milliseconds(50);
 constexpr auto kRateWindow = std::chrono::seconds(2);
 // A RAM disk fuller than this is unhealthy: the next save may not fit.
 constexpr double kRamBudget = 0.95;
+// Replication behind, with an error, for longer than this: unhealthy.
+constexpr std::chrono::seconds kReplicationTrouble(60);
 
 double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -278,7 +280,7 @@ void Agent::WithdrawSync(const char* why) {
 // The on-demand step this node saved is on every peer.
 bool Agent::SyncStepReplicated() const {
   if (ondemand_step_ == kNoSyncStep || !inc_) return true;
-  return inc_->peers.empty() || newest_replicated_ >= ondemand_step_;
+  return inc_->peers.empty() || replication_->Replicated(ondemand_step_);
 }
 
 void Agent::AwaitOnDemandReplicated(const std::string& job) {
@@ -425,17 +427,14 @@ StatusOr<json> Agent::HandleQuarantine(const json& request) {
 // file goes. The agent's own state (job, sync map, event records) stays, as
 // a restarted agent would rebuild it.
 void Agent::WipeRam() {
-  {
-    MutexLock l(&mu_);
-    to_replicate_.clear();
-  }
+  replication_->DropQueue();
   if (backup_) backup_->DropPins();
   for (const auto& [key, index] : store_->List()) store_->Remove(key).IgnoreError();
   store_->DropSpare();                                           // the RAM is gone, spare files too
   Status s = CleanLocalDir(config_.local_dir, kReplicatorYaml);  // a deferred yaml stays
   if (!s.ok()) Log()->error("wiping {}: {}", config_.local_dir, s.message());
+  replication_->Forget();
   MutexLock l(&mu_);
-  newest_ingested_ = newest_replicated_ = -1;
   ondemand_step_ = kNoSyncStep;
   Log()->warn("wiped the RAM of {}: this node holds nothing now", config_.local_dir);
 }
@@ -493,11 +492,8 @@ json Agent::HealthJson() const {
     return unhealthy(
         fmt::format("The RAM disk {} is over budget: {:.0f}% full", config_.local_dir, fill * 100));
   }
-  if (!replication_error_.empty() && behind_since_ &&
-      Clock::now() - *behind_since_ > std::chrono::seconds(60)) {
-    return unhealthy("Peer replication failing for " +
-                     std::to_string(static_cast<int>(SecondsSince(*behind_since_))) +
-                     " s: " + replication_error_);
+  if (std::optional<std::string> trouble = replication_->Trouble(kReplicationTrouble)) {
+    return unhealthy(*trouble);
   }
   if (last_maintenance_.is_object()) {
     return json{{"healthy", true},

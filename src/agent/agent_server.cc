@@ -4,9 +4,6 @@
 // calls (coordination, status, health, a step's index) on the server's
 // workers, long calls (step transfers, maintenance, quarantine) on threads
 // of their own with the connection's socket.
-#include <poll.h>
-#include <sys/statvfs.h>
-
 #include <functional>
 
 #include "agent/agent.h"
@@ -21,30 +18,6 @@
 #include "wire/op.h"
 
 namespace strata::agent {
-namespace {
-
-constexpr auto kReplyTimeout = std::chrono::seconds(30);
-constexpr auto kStallTimeout = std::chrono::seconds(60);
-
-// Refuses a copy that would not fit, before any byte of it is received:
-// filling the RAM disk would make the node's own saves fail.
-Status CheckFreeSpace(const std::string& dir, uint64_t bytes, const StepKey& key) {
-  struct statvfs st;
-  if (::statvfs(dir.c_str(), &st) != 0) return ErrnoToStatus(errno, "statvfs " + dir);
-  const uint64_t free_bytes = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
-  if (bytes + (bytes >> 4) > free_bytes) {  // keep a 1/16 margin
-    return ResourceExhaustedError("no room for " + key.ToString() + " in " + dir + ": " +
-                                  std::to_string(bytes) + " bytes needed, " +
-                                  std::to_string(free_bytes) + " free");
-  }
-  return Status::Ok();
-}
-
-Status SendReply(net::Socket& socket, const json& reply) {
-  return net::SendFrame(socket, kFrameReply, reply.dump(), net::DeadlineAfter(kReplyTimeout));
-}
-
-}  // namespace
 
 bool Agent::IsLongCall(const std::string& name) {
   std::optional<wire::Op> op = wire::OpFromName(name);
@@ -57,7 +30,7 @@ void Agent::HandleControl(const json& request, Server::Reply reply) {
   switch (*op) {
     case wire::Op::kGetIndex: {
       StatusOr<wire::GetIndexRequest> r = wire::GetIndexRequest::FromJson(request);
-      return reply(r.ok() ? HandleGetIndex(*r) : StatusOr<json>(r.status()));
+      return reply(r.ok() ? replication_->HandleGetIndex(*r) : StatusOr<json>(r.status()));
     }
     case wire::Op::kStatus:
       return reply(StatusJson());
@@ -77,15 +50,15 @@ StatusOr<json> Agent::HandleLongCall(const json& request, net::Socket& socket) {
   switch (op) {
     case wire::Op::kPutStep: {
       STRATA_ASSIGN_OR_RETURN(wire::PutStepRequest r, wire::PutStepRequest::FromJson(request));
-      return HandlePutStep(r, socket);
+      return replication_->HandlePutStep(r, socket);
     }
     case wire::Op::kPutFiles: {
       STRATA_ASSIGN_OR_RETURN(wire::PutFilesRequest r, wire::PutFilesRequest::FromJson(request));
-      return HandlePutFiles(r, socket);
+      return replication_->HandlePutFiles(r, socket);
     }
     case wire::Op::kFetchStep: {
       STRATA_ASSIGN_OR_RETURN(wire::FetchStepRequest r, wire::FetchStepRequest::FromJson(request));
-      return HandleFetchStep(r, socket);
+      return replication_->HandleFetchStep(r, socket);
     }
     case wire::Op::kMaintenance:
       return HandleMaintenance(request);
@@ -114,38 +87,6 @@ Status Agent::StartServer() {
   return Status::Ok();
 }
 
-// A peer sends us a copy: say whether we already have it, then receive the
-// files into a temporary directory, verify and commit them, and acknowledge.
-StatusOr<json> Agent::HandlePutStep(const wire::PutStepRequest& request, net::Socket& socket) {
-  const StepKey& key = request.key;
-  const StepIndex& index = request.index;
-  auto held = store_->GetIndex(key);
-  if (held.ok() && held->digest == index.digest) return wire::PutStepReady{true, {}}.ToJson();
-  STRATA_RETURN_IF_ERROR(CheckFreeSpace(config_.local_dir, index.total_bytes, key));
-  const bool parallel = request.streams > 1 && index.files.size() > 1;
-  STRATA_ASSIGN_OR_RETURN(std::string dir, store_->NewIncomingDir());
-  Status s;
-  if (parallel) {  // the files arrive on other connections (put_files)
-    uint64_t id = transfers_.Begin(dir, index);
-    s = SendReply(socket, wire::PutStepReady{false, id}.ToJson());
-    if (s.ok()) s = transfers_.Wait(id, kStallTimeout);
-    transfers_.End(id);
-  } else {
-    s = SendReply(socket, wire::PutStepReady{false, {}}.ToJson());
-    if (s.ok()) s = RecvStepFiles(socket, dir, index, store_.get());
-  }
-  if (s.ok()) s = store_->Adopt(dir, key, index);
-  if (!s.ok()) {
-    env_->RemoveAll(dir).IgnoreError();
-    return DataLossError("receiving " + key.ToString() + " from " + socket.peer() + ": " +
-                         s.message());
-  }
-  Log()->info("holding replica {} from {} ({} bytes)", key.ToString(), socket.peer(),
-              index.total_bytes);
-  if (restoring_) ReportNewCopy(key, index.digest);
-  return json{{"committed", true}};
-}
-
 // A replica that arrived after this node registered for a restore round:
 // without it the round's plan would not know this node holds it (a node
 // that left for maintenance replicates its on-demand step while the others
@@ -160,50 +101,6 @@ void Agent::ReportNewCopy(const StepKey& key, uint64_t digest) {
   req.inventory = {{key.rank, key.step, digest}};
   auto r = CallCoordinator(job->config, req.ToJson(), std::chrono::seconds(5));
   if (!r.ok()) Log()->debug("reporting the copy {}: {}", key.ToString(), r.status().message());
-}
-
-// One group of files of a multi-stream put_step: receive them into the
-// transfer's directory and tell the waiting put_step.
-StatusOr<json> Agent::HandlePutFiles(const wire::PutFilesRequest& request, net::Socket& socket) {
-  const uint64_t id = request.transfer;
-  std::string dir;
-  StepIndex index;
-  STRATA_RETURN_IF_ERROR(transfers_.Lookup(id, &dir, &index));
-  STRATA_RETURN_IF_ERROR(wire::CheckFilePositions(request.files, index.files.size()));
-  StepIndex group = SubIndex(index, request.files);
-  Status s = SendReply(socket, {{"ok", true}});
-  if (s.ok()) s = RecvStepFiles(socket, dir, group, store_.get());
-  transfers_.Finish(id, s.ok() ? group.files.size() : 0, s);
-  if (!s.ok()) return DataLossError(s.message());  // closes this connection
-  return json{{"received", group.files.size()}};
-}
-
-// A peer about to restore from us: the index of our copy.
-StatusOr<json> Agent::HandleGetIndex(const wire::GetIndexRequest& request) {
-  STRATA_ASSIGN_OR_RETURN(StepIndex index, store_->GetIndex(request.key));
-  return wire::IndexReply{std::move(index)}.ToJson();
-}
-
-// A peer restores from us: send the index in the reply, then the files —
-// all of them, or with "files" (positions in the index) and "digest" one
-// group of a multi-stream fetch, of that very copy.
-StatusOr<json> Agent::HandleFetchStep(const wire::FetchStepRequest& request, net::Socket& socket) {
-  const StepKey& key = request.key;
-  STRATA_ASSIGN_OR_RETURN(StepIndex index, store_->GetIndex(key));
-  StepIndex send = index;
-  if (request.files) {
-    if (request.digest != index.digest) {
-      return FailedPreconditionError("this node holds another copy of " + key.ToString() +
-                                     " than the one asked for");
-    }
-    STRATA_RETURN_IF_ERROR(wire::CheckFilePositions(*request.files, index.files.size()));
-    send = SubIndex(index, *request.files);
-  }
-  STRATA_RETURN_IF_ERROR(SendReply(socket, wire::IndexReply{index}.ToJson()));
-  Status s = SendStepFiles(socket, store_->StepPath(key), send);
-  if (!s.ok()) return DataLossError(s.message());  // closes the connection
-  Log()->info("served {} to {}", key.ToString(), socket.peer());
-  return json{{"closed", true}};  // the data was the answer: no reply frame
 }
 
 // The incarnation survives an agent restart, so a restarted agent keeps
@@ -267,24 +164,21 @@ json Agent::StatusJson() const {
                     {"bytes", index.total_bytes},
                     {"digest", Hex64(index.digest)}});
   }
+  const Replication::Progress progress = replication_->progress();
   MutexLock l(&mu_);
-  double lag = 0;
-  if (behind_since_) {
-    lag = std::chrono::duration<double>(std::chrono::steady_clock::now() - *behind_since_).count();
-  }
   json j = {{"local_dir", config_.local_dir},
             {"address", listen_.ToString()},
             {"steps", held},
             {"ram_bytes", store_->BytesHeld()},
             {"spare_bytes", store_->SpareBytes()},
             {"ram_disk", {{"tmpfs", ram_disk_.tmpfs}, {"huge", ram_disk_.huge}}},
-            {"watermark", watermark_},
-            {"newest_replicated", newest_replicated_},
+            {"watermark", progress.watermark},
+            {"newest_replicated", progress.newest_replicated},
             {"last_restore", last_restore_},
             {"restored_step", restored_step_},
-            {"queued", to_replicate_.size()},
-            {"newest_ingested", newest_ingested_},
-            {"replication_lag_seconds", lag}};
+            {"queued", progress.queued},
+            {"newest_ingested", progress.newest_ingested},
+            {"replication_lag_seconds", progress.lag_seconds}};
   if (inc_) {
     j["job"] = inc_->config.job_name;
     j["node"] = inc_->config.node_rank;

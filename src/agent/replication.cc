@@ -1,0 +1,401 @@
+// Copyright 2026 The Strata Authors.
+#include "agent/replication.h"
+
+#include <sys/statvfs.h>
+
+#include <algorithm>
+
+#include "agent/local_dir.h"
+#include "format/sync_map.h"
+#include "net/frame.h"
+#include "util/file_util.h"
+#include "util/logging.h"
+
+namespace strata::agent {
+namespace {
+
+constexpr auto kPutTimeout = std::chrono::minutes(30);
+constexpr auto kCallTimeout = std::chrono::seconds(30);
+constexpr auto kReplyTimeout = std::chrono::seconds(30);
+constexpr auto kStallTimeout = std::chrono::seconds(60);
+constexpr auto kReportTimeout = std::chrono::seconds(10);
+constexpr auto kIdleTick = std::chrono::milliseconds(500);
+constexpr auto kMinRetry = std::chrono::milliseconds(500);
+constexpr auto kMaxRetry = std::chrono::milliseconds(30000);
+
+// Refuses a copy that would not fit, before any byte of it is received:
+// filling the RAM disk would make the node's own saves fail.
+Status CheckFreeSpace(const std::string& dir, uint64_t bytes, const StepKey& key) {
+  struct statvfs st;
+  if (::statvfs(dir.c_str(), &st) != 0) return ErrnoToStatus(errno, "statvfs " + dir);
+  const uint64_t free_bytes = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+  if (bytes + (bytes >> 4) > free_bytes) {  // keep a 1/16 margin
+    return ResourceExhaustedError("no room for " + key.ToString() + " in " + dir + ": " +
+                                  std::to_string(bytes) + " bytes needed, " +
+                                  std::to_string(free_bytes) + " free");
+  }
+  return Status::Ok();
+}
+
+Status SendReply(net::Socket& socket, const json& reply) {
+  return net::SendFrame(socket, kFrameReply, reply.dump(), net::DeadlineAfter(kReplyTimeout));
+}
+
+// The peer's acknowledgement after it verified and committed what it got.
+Status AwaitCommitted(net::Socket& socket, const std::string& peer) {
+  STRATA_ASSIGN_OR_RETURN(
+      net::Frame ack, net::RecvFrame(socket, kMaxControlBytes, net::DeadlineAfter(kPutTimeout)));
+  return StatusFromJson(ParseBounded(ack.payload), peer);
+}
+
+}  // namespace
+
+Replication::Replication(Options options, Store* store, Env* env, SteadyClock* clock, Hooks hooks)
+    : options_(std::move(options)),
+      store_(store),
+      env_(env),
+      clock_(clock),
+      hooks_(std::move(hooks)) {}
+
+Replication::~Replication() { Stop(); }
+
+void Replication::Start() {
+  thread_ = std::thread([this] { Main(); });
+}
+
+void Replication::Stop() {
+  stopped_ = true;
+  {
+    MutexLock l(&mu_);
+    cv_.SignalAll();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void Replication::Enqueue(const StepKey& key) {
+  MutexLock l(&mu_);
+  newest_ingested_ = std::max(newest_ingested_, key.step);
+  if (!behind_since_) behind_since_ = clock_->Now();
+  queue_.push_back(key);
+  cv_.SignalAll();
+}
+
+void Replication::Forget() {
+  MutexLock l(&mu_);
+  queue_.clear();
+  watermark_ = newest_replicated_ = newest_ingested_ = -1;
+  behind_since_.reset();
+}
+
+void Replication::DropQueue() {
+  MutexLock l(&mu_);
+  queue_.clear();
+}
+
+bool Replication::Replicated(int64_t step) const {
+  MutexLock l(&mu_);
+  return newest_replicated_ >= step;
+}
+
+Replication::Progress Replication::progress() const {
+  MutexLock l(&mu_);
+  Progress p;
+  p.watermark = watermark_;
+  p.newest_replicated = newest_replicated_;
+  p.newest_ingested = newest_ingested_;
+  p.queued = queue_.size();
+  if (behind_since_) p.lag_seconds = SecondsSince(*clock_, *behind_since_);
+  p.error = error_;
+  return p;
+}
+
+std::optional<std::string> Replication::Trouble(std::chrono::seconds after) const {
+  MutexLock l(&mu_);
+  if (error_.empty() || !behind_since_ || clock_->Now() - *behind_since_ <= after) {
+    return std::nullopt;
+  }
+  return "Peer replication failing for " +
+         std::to_string(static_cast<int64_t>(SecondsSince(*clock_, *behind_since_))) +
+         " s: " + error_;
+}
+
+std::optional<StepKey> Replication::Next(const std::optional<StepKey>& retry,
+                                         SteadyClock::time_point retry_at, int64_t priority) {
+  if (queue_.empty()) {
+    if (retry && clock_->Now() >= retry_at) return retry;
+    return std::nullopt;
+  }
+  // Newest first: older queued steps are superseded ... except the job's
+  // on-demand step, which goes before everything.
+  const StepKey newest = queue_.back();
+  StepKey key = newest;
+  for (const StepKey& k : queue_) {
+    if (priority != kNoSyncStep && k.step == priority) key = k;
+  }
+  queue_.clear();
+  if (!(key == newest)) queue_.push_back(newest);
+  return key;
+}
+
+void Replication::Main() {
+  auto backoff = kMinRetry;
+  std::optional<StepKey> retry;  // the newest step some peer still lacks
+  auto retry_at = clock_->Now();
+  while (!stopped_) {
+    {
+      MutexLock l(&mu_);
+      const auto until = std::chrono::steady_clock::now() + kIdleTick;
+      while (!stopped_ && queue_.empty() && cv_.WaitUntil(&mu_, until)) {
+      }
+      if (stopped_) return;
+    }
+    const int64_t priority = hooks_.priority_step();  // the hooks take the agent's lock
+    const bool have_target = hooks_.target().has_value();
+    std::optional<StepKey> key;
+    {
+      MutexLock l(&mu_);
+      if (!queue_.empty()) backoff = kMinRetry;
+      key = Next(retry, retry_at, priority);
+    }
+    if (!have_target) key.reset();  // between incarnations nothing is sent
+    if (!key) {
+      RefreshWatermark();
+      CollectGarbage();
+      continue;
+    }
+    bool all = false;
+    try {  // a peer's malformed reply must not end the thread
+      all = SendEverywhere(*key);
+    } catch (const json::exception& e) {
+      Log()->warn("replicating {}: malformed reply: {}", key->ToString(), e.what());
+    }
+    CollectGarbage();
+    if (all) {
+      retry.reset();
+    } else {  // try again later; a peer may be restarting
+      retry = key;
+      retry_at = clock_->Now() + backoff;
+      backoff = std::min(backoff * 2, kMaxRetry);
+    }
+  }
+}
+
+bool Replication::SendEverywhere(const StepKey& key) {
+  std::optional<Target> target = hooks_.target();
+  if (!target || key.job != target->config.job_name) return true;  // a past incarnation's step
+  size_t done = 0;
+  for (int peer : target->peers) {
+    auto addr = target->addresses.find(peer);
+    Status s = addr == target->addresses.end()
+                   ? UnavailableError("no address for node " + std::to_string(peer))
+                   : SendToPeer(key, addr->second);
+    if (s.ok()) {
+      ++done;
+      continue;
+    }
+    Log()->warn("replicating {} to node {}: {} (will retry)", key.ToString(), peer, s.message());
+    MutexLock l(&mu_);
+    error_ =
+        "replicating " + key.ToString() + " to node " + std::to_string(peer) + ": " + s.message();
+  }
+  if (done < target->peers.size()) return false;
+  {
+    MutexLock l(&mu_);
+    error_.clear();
+  }
+  Report(key);
+  return true;
+}
+
+Status Replication::SendToPeer(const StepKey& key, const std::string& address) {
+  STRATA_ASSIGN_OR_RETURN(Endpoint to, ParseEndpoint(address));
+  STRATA_ASSIGN_OR_RETURN(StepIndex index, store_->GetIndex(key));
+  STRATA_ASSIGN_OR_RETURN(RpcClient client, RpcClient::Connect(to, options_.secret,
+                                                               "node " + std::to_string(key.rank)));
+  const auto groups = index.total_bytes >= kMultiStreamMinBytes
+                          ? PartitionFiles(index, options_.data_streams)
+                          : std::vector<std::vector<size_t>>(1);
+  const wire::PutStepRequest put{key, index, static_cast<int>(groups.size())};
+  STRATA_ASSIGN_OR_RETURN(json answer, client.Call(put.ToJson(), kCallTimeout));
+  STRATA_ASSIGN_OR_RETURN(wire::PutStepReady ready, wire::PutStepReady::FromJson(answer));
+  if (ready.have) return Status::Ok();  // the peer already holds this copy
+  if (ready.transfer) {
+    STRATA_RETURN_IF_ERROR(SendGroups(to, key, index, *ready.transfer, groups));
+  } else {
+    STRATA_RETURN_IF_ERROR(SendStepFiles(client.socket(), store_->StepPath(key), index));
+  }
+  return AwaitCommitted(client.socket(), address);
+}
+
+// Sends each group of files on its own connection, in parallel.
+Status Replication::SendGroups(const Endpoint& to, const StepKey& key, const StepIndex& index,
+                               uint64_t transfer, const std::vector<std::vector<size_t>>& groups) {
+  return RunParallel(groups.size(), groups.size(), [&](size_t g, const auto&) {
+    STRATA_ASSIGN_OR_RETURN(
+        RpcClient client,
+        RpcClient::Connect(to, options_.secret, "node " + std::to_string(key.rank)));
+    STRATA_RETURN_IF_ERROR(
+        client.Call(wire::PutFilesRequest{transfer, groups[g]}.ToJson(), kCallTimeout).status());
+    STRATA_RETURN_IF_ERROR(
+        SendStepFiles(client.socket(), store_->StepPath(key), SubIndex(index, groups[g])));
+    return AwaitCommitted(client.socket(), to.ToString());
+  });
+}
+
+void Replication::Report(const StepKey& key) {
+  {
+    MutexLock l(&mu_);
+    newest_replicated_ = std::max(newest_replicated_, key.step);
+    if (newest_replicated_ >= newest_ingested_) behind_since_.reset();
+  }
+  std::optional<Target> target = hooks_.target();
+  if (!target) return;
+  const ReplicatorConfig& c = target->config;
+  wire::ReplicatedRequest req;
+  req.job = c.job_name;
+  req.node = c.node_rank;
+  req.step = key.step;
+  req.nodes = c.nodes;
+  req.dp = c.assume_data_parallelism.value_or(1);
+  req.cadence = hooks_.cadence(c);
+  auto r = hooks_.call_coordinator(c, req.ToJson(), kReportTimeout);
+  if (!r.ok()) {
+    Log()->warn("reporting step {} replicated: {}", key.step, r.status().message());
+    return;
+  }
+  StatusOr<wire::ReplicatedReply> reply = wire::ReplicatedReply::FromJson(*r);
+  if (!reply.ok()) {
+    Log()->warn("reply to a replication report: {}", reply.status().message());
+    return;
+  }
+  hooks_.on_reply(c, *reply);
+  MutexLock l(&mu_);
+  watermark_ = std::max(watermark_, reply->watermark);
+}
+
+void Replication::RefreshWatermark() {
+  std::optional<Target> target = hooks_.target();
+  if (!target) return;
+  int64_t newest;
+  {
+    MutexLock l(&mu_);
+    newest = newest_replicated_;
+  }
+  if (newest >= 0) Report({target->config.job_name, target->config.node_rank, newest});
+}
+
+// Keeps, per node rank of the current job, every step at or above the
+// job-wide watermark (the newest step every node has replicated) and the
+// newest step held; plus anything a client's symlink points to and what the
+// hooks pin. Everything else goes, including steps of earlier job names.
+void Replication::CollectGarbage() {
+  std::optional<Target> target = hooks_.target();
+  if (!target) return;
+  const std::string& job = target->config.job_name;
+  int64_t watermark;
+  {
+    MutexLock l(&mu_);
+    watermark = watermark_;
+  }
+  const std::set<StepKey> pinned = hooks_.pins();
+  const std::vector<std::string> targets = SymlinkTargets(options_.local_dir);
+  std::map<int, int64_t> newest;
+  auto held = store_->List();
+  for (const auto& [key, index] : held) {
+    if (key.job == job) newest[key.rank] = std::max(newest[key.rank], key.step);
+  }
+  for (const auto& [key, index] : held) {
+    // Steps of an earlier job name cannot be restored by this job: they go.
+    if (key.job == job && (key.step >= watermark || key.step == newest[key.rank])) continue;
+    if (pinned.count(key)) continue;
+    const std::string rel = store_->RelativeStepPath(key);
+    if (std::any_of(targets.begin(), targets.end(),
+                    [&](const std::string& t) { return t == rel || t.starts_with(rel + "/"); })) {
+      continue;  // a client still reads it through a symlink
+    }
+    Log()->debug("gc: removing {}", key.ToString());
+    Status s = store_->Remove(key);
+    if (!s.ok()) Log()->warn("gc: {}", s.message());
+  }
+}
+
+// A peer sends us a copy: say whether we already have it, then receive the
+// files into a temporary directory, verify and commit them, and acknowledge.
+StatusOr<json> Replication::HandlePutStep(const wire::PutStepRequest& request,
+                                          net::Socket& socket) {
+  const StepKey& key = request.key;
+  const StepIndex& index = request.index;
+  auto held = store_->GetIndex(key);
+  if (held.ok() && held->digest == index.digest) return wire::PutStepReady{true, {}}.ToJson();
+  STRATA_RETURN_IF_ERROR(CheckFreeSpace(options_.local_dir, index.total_bytes, key));
+  const bool parallel = request.streams > 1 && index.files.size() > 1;
+  STRATA_ASSIGN_OR_RETURN(std::string dir, store_->NewIncomingDir());
+  Status s;
+  if (parallel) {  // the files arrive on other connections (put_files)
+    uint64_t id = transfers_.Begin(dir, index);
+    s = SendReply(socket, wire::PutStepReady{false, id}.ToJson());
+    if (s.ok()) s = transfers_.Wait(id, kStallTimeout);
+    transfers_.End(id);
+  } else {
+    s = SendReply(socket, wire::PutStepReady{false, {}}.ToJson());
+    if (s.ok()) s = RecvStepFiles(socket, dir, index, store_);
+  }
+  if (s.ok()) s = store_->Adopt(dir, key, index);
+  if (!s.ok()) {
+    env_->RemoveAll(dir).IgnoreError();
+    return DataLossError("receiving " + key.ToString() + " from " + socket.peer() + ": " +
+                         s.message());
+  }
+  Log()->info("holding replica {} from {} ({} bytes)", key.ToString(), socket.peer(),
+              index.total_bytes);
+  hooks_.on_replica(key, index.digest);
+  return json{{"committed", true}};
+}
+
+// One group of files of a multi-stream put_step: receive them into the
+// transfer's directory and tell the waiting put_step.
+StatusOr<json> Replication::HandlePutFiles(const wire::PutFilesRequest& request,
+                                           net::Socket& socket) {
+  const uint64_t id = request.transfer;
+  std::string dir;
+  StepIndex index;
+  STRATA_RETURN_IF_ERROR(transfers_.Lookup(id, &dir, &index));
+  STRATA_RETURN_IF_ERROR(wire::CheckFilePositions(request.files, index.files.size()));
+  StepIndex group = SubIndex(index, request.files);
+  Status s = SendReply(socket, {{"ok", true}});
+  if (s.ok()) s = RecvStepFiles(socket, dir, group, store_);
+  transfers_.Finish(id, s.ok() ? group.files.size() : 0, s);
+  if (!s.ok()) return DataLossError(s.message());  // closes this connection
+  return json{{"received", group.files.size()}};
+}
+
+// A peer about to restore from us: the index of our copy.
+StatusOr<json> Replication::HandleGetIndex(const wire::GetIndexRequest& request) {
+  STRATA_ASSIGN_OR_RETURN(StepIndex index, store_->GetIndex(request.key));
+  return wire::IndexReply{std::move(index)}.ToJson();
+}
+
+// A peer restores from us: send the index in the reply, then the files —
+// all of them, or with "files" (positions in the index) and "digest" one
+// group of a multi-stream fetch, of that very copy.
+StatusOr<json> Replication::HandleFetchStep(const wire::FetchStepRequest& request,
+                                            net::Socket& socket) {
+  const StepKey& key = request.key;
+  STRATA_ASSIGN_OR_RETURN(StepIndex index, store_->GetIndex(key));
+  StepIndex send = index;
+  if (request.files) {
+    if (request.digest != index.digest) {
+      return FailedPreconditionError("this node holds another copy of " + key.ToString() +
+                                     " than the one asked for");
+    }
+    STRATA_RETURN_IF_ERROR(wire::CheckFilePositions(*request.files, index.files.size()));
+    send = SubIndex(index, *request.files);
+  }
+  STRATA_RETURN_IF_ERROR(SendReply(socket, wire::IndexReply{index}.ToJson()));
+  Status s = SendStepFiles(socket, store_->StepPath(key), send);
+  if (!s.ok()) return DataLossError(s.message());  // closes the connection
+  Log()->info("served {} to {}", key.ToString(), socket.peer());
+  return json{{"closed", true}};  // the data was the answer: no reply frame
+}
+
+}  // namespace strata::agent

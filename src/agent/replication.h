@@ -1,0 +1,160 @@
+// Copyright 2026 The Strata Authors.
+//
+// Replication: the node's part in the peer tier, a component of the agent
+// with its own state, lock and thread. Both sides of a step transfer live
+// here:
+//   * sending: the queue of steps the node ingested, sent newest first (the
+//     job's on-demand step before everything) to every peer over several
+//     streams, retried with backoff; a step on every peer is reported to the
+//     coordinator, whose answer carries the job-wide watermark; garbage
+//     collection keeps what the job may still restore and drops the rest;
+//   * receiving: a peer's put_step (and its put_files streams), verified as
+//     it arrives and adopted into the store; get_index and fetch_step, a
+//     peer restoring from a copy held here.
+//
+// Threads and locks: one sending thread of its own; the receiving calls run
+// on the server's long-call threads. Every public method may be called from
+// any thread, also with the caller's own lock held (the agent holds its lock
+// when it queues a step): Replication never calls a hook, does I/O or waits
+// on the network with mu_ held.
+#ifndef STRATA_AGENT_REPLICATION_H_
+#define STRATA_AGENT_REPLICATION_H_
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/config.h"
+#include "agent/rpc.h"
+#include "agent/store.h"
+#include "agent/transfer.h"
+#include "net/endpoint.h"
+#include "net/socket.h"
+#include "strata/env.h"
+#include "util/clock.h"
+#include "util/mutex.h"
+#include "wire/coordination.h"
+#include "wire/data.h"
+
+namespace strata::agent {
+
+class Replication {
+ public:
+  // Where this node's steps go: the job it serves and its peers.
+  struct Target {
+    ReplicatorConfig config;
+    std::vector<int> peers;
+    std::map<int, std::string> addresses;  // node rank -> host:port
+  };
+  struct Options {
+    std::string secret;     // the job's shared secret, for peers and the coordinator
+    std::string local_dir;  // the client directory (its symlinks pin steps)
+    int data_streams = 4;   // connections per large step
+  };
+  struct Hooks {
+    // The current incarnation; none before the first registration.
+    std::function<std::optional<Target>()> target;
+    // The job's on-demand step (kNoSyncStep if none): it goes first.
+    std::function<int64_t()> priority_step;
+    // Calls the coordinator of a job (the agent's link).
+    std::function<StatusOr<json>(const ReplicatorConfig&, const json&, std::chrono::milliseconds)>
+        call_coordinator;
+    // The backup cadence a report carries.
+    std::function<wire::Cadence(const ReplicatorConfig&)> cadence;
+    // The coordinator's answer to a report, before the watermark it
+    // carries is applied (a backup task there pins its step first).
+    std::function<void(const ReplicatorConfig&, const wire::ReplicatedReply&)> on_reply;
+    // Steps garbage collection must keep besides the watermark's (backups).
+    std::function<std::set<StepKey>()> pins;
+    // A peer's copy was adopted into the store.
+    std::function<void(const StepKey&, uint64_t digest)> on_replica;
+  };
+  // The state `strata status` and the health check show.
+  struct Progress {
+    int64_t watermark = -1;  // the newest step every node has replicated
+    int64_t newest_replicated = -1;
+    int64_t newest_ingested = -1;
+    size_t queued = 0;
+    double lag_seconds = 0;  // since the oldest step not yet on every peer was ingested
+    std::string error;       // the last failure to reach a peer, cleared by a success
+  };
+
+  Replication(Options options, Store* store, Env* env, SteadyClock* clock, Hooks hooks);
+  ~Replication();  // Stop()
+  Replication(const Replication&) = delete;
+  Replication& operator=(const Replication&) = delete;
+
+  void Start();  // the sending thread
+  void Stop();   // ends it; a transfer in progress ends at its next timeout
+
+  // Sending side.
+  // A step of this node was ingested (or found held at start): send it.
+  void Enqueue(const StepKey& key) EXCLUDES(mu_);
+  // A new incarnation, or the RAM is gone: the queue, the watermark and the
+  // progress start afresh (until the watermark is learned again, garbage
+  // collection keeps everything).
+  void Forget() EXCLUDES(mu_);
+  // Only the queue goes (what is held stays, as does the progress).
+  void DropQueue() EXCLUDES(mu_);
+  // Whether this node's `step` is on every peer.
+  bool Replicated(int64_t step) const EXCLUDES(mu_);
+  Progress progress() const EXCLUDES(mu_);
+  // "Peer replication failing for N s: <error>" once replication has been
+  // behind, with an error, for longer than `after`.
+  std::optional<std::string> Trouble(std::chrono::seconds after) const EXCLUDES(mu_);
+
+  // Receiving side: the long calls a peer makes, with the connection.
+  StatusOr<json> HandlePutStep(const wire::PutStepRequest& request, net::Socket& socket);
+  StatusOr<json> HandlePutFiles(const wire::PutFilesRequest& request, net::Socket& socket);
+  StatusOr<json> HandleFetchStep(const wire::FetchStepRequest& request, net::Socket& socket);
+  StatusOr<json> HandleGetIndex(const wire::GetIndexRequest& request);
+
+ private:
+  void Main();
+  // The next step to send: the on-demand step, else the newest queued,
+  // else `retry` once `retry_at` has come.
+  std::optional<StepKey> Next(const std::optional<StepKey>& retry, SteadyClock::time_point retry_at,
+                              int64_t priority) REQUIRES(mu_);
+  // Sends `key` to every peer; true when all of them hold it.
+  bool SendEverywhere(const StepKey& key);
+  Status SendToPeer(const StepKey& key, const std::string& address);
+  Status SendGroups(const Endpoint& to, const StepKey& key, const StepIndex& index,
+                    uint64_t transfer, const std::vector<std::vector<size_t>>& groups);
+  // Tells the coordinator `key` is on every peer; applies the answer.
+  void Report(const StepKey& key);
+  // Idle: re-reports the newest replicated step (the watermark moves as
+  // the other nodes catch up).
+  void RefreshWatermark();
+  void CollectGarbage();
+
+  const Options options_;
+  Store* const store_;
+  Env* const env_;
+  SteadyClock* const clock_;
+  const Hooks hooks_;
+  TransferTable transfers_;  // multi-stream puts being received
+  std::atomic<bool> stopped_{false};
+  std::thread thread_;
+
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::deque<StepKey> queue_ GUARDED_BY(mu_);
+  int64_t watermark_ GUARDED_BY(mu_) = -1;
+  int64_t newest_replicated_ GUARDED_BY(mu_) = -1;
+  int64_t newest_ingested_ GUARDED_BY(mu_) = -1;
+  // When the oldest ingested step not yet on every peer was ingested; unset
+  // when replication has caught up.
+  std::optional<SteadyClock::time_point> behind_since_ GUARDED_BY(mu_);
+  std::string error_ GUARDED_BY(mu_);
+};
+
+}  // namespace strata::agent
+
+#endif  // STRATA_AGENT_REPLICATION_H_

@@ -1,0 +1,275 @@
+// Copyright 2026 The Strata Authors.
+//
+// Replication, the node's part in the peer tier, as a component in one
+// process: two nodes, each a real store with its Replication, node 1's
+// receiving side served by a real Server on loopback; the coordinator is
+// played by the test through node 0's hooks; time moves by a ManualClock.
+#include "agent/replication.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <vector>
+
+#include "agent/server.h"
+#include "format/sync_map.h"
+#include "test_util.h"
+#include "util/thread_pool.h"
+#include "wire/op.h"
+
+namespace strata::agent {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+constexpr char kSecret[] = "replication-test-secret-012345678";
+
+// One node: its store and its Replication.
+struct Node {
+  explicit Node(const std::string& tag) : dir(tag) {}
+  testing::ScratchDir dir;
+  ThreadPool pool{1};
+  std::unique_ptr<Store> store;
+  std::unique_ptr<Replication> replication;
+};
+
+class ReplicationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (Node* n : {&sender_, &receiver_}) {
+      auto store = Store::Open(n->dir.Sub("store"), &n->pool);
+      ASSERT_TRUE(store.ok()) << store.status().ToString();
+      n->store = std::move(*store);
+    }
+    target_.config.job_name = "job1";
+    target_.config.node_rank = 0;
+    target_.config.nodes = 2;
+    target_.peers = {1};
+    Replication::Hooks hooks;
+    hooks.on_replica = [this](const StepKey&, uint64_t) { ++adopted_; };
+    receiver_.replication = Make(receiver_, std::move(hooks));
+    ServeReceiver();
+  }
+
+  void TearDown() override {
+    sender_.replication.reset();  // its thread calls the hooks, which use the members
+    server_.reset();
+    receiver_.replication.reset();
+  }
+
+  // Node 1's receiving side on a real server; its address goes in the target.
+  void ServeReceiver() {
+    auto listener = net::Socket::Listen("127.0.0.1", 0, 64);
+    ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+    auto port = listener->LocalPort();
+    ASSERT_TRUE(port.ok());
+    Server::Options options;
+    options.secret = kSecret;
+    Server::Handlers handlers;
+    handlers.is_long = [](const std::string& name) {
+      auto op = wire::OpFromName(name);
+      return op && wire::KindOf(*op) == wire::OpKind::kLong;
+    };
+    handlers.control = [](const json&, const std::string&, Server::Reply reply) {
+      reply(UnimplementedError("no control calls here"));
+    };
+    handlers.long_call = [this](const json& request, net::Socket& socket) -> StatusOr<json> {
+      STRATA_ASSIGN_OR_RETURN(wire::Op op, wire::ParseOp(request));
+      Replication& r = *receiver_.replication;
+      if (op == wire::Op::kPutStep) {
+        ++puts_;
+        if (refuse_) return UnavailableError("node 1 is restarting");
+        STRATA_ASSIGN_OR_RETURN(auto req, wire::PutStepRequest::FromJson(request));
+        return r.HandlePutStep(req, socket);
+      }
+      if (op == wire::Op::kPutFiles) {
+        STRATA_ASSIGN_OR_RETURN(auto req, wire::PutFilesRequest::FromJson(request));
+        return r.HandlePutFiles(req, socket);
+      }
+      return UnimplementedError("not served here");
+    };
+    receiver_address_ = "127.0.0.1:" + std::to_string(*port);
+    auto server = Server::Start(std::move(*listener), options, std::move(handlers));
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(*server);
+  }
+
+  std::unique_ptr<Replication> Make(Node& n, Replication::Hooks hooks) {
+    Replication::Options options;
+    options.secret = kSecret;
+    options.local_dir = n.dir.Sub("client");
+    options.data_streams = 4;
+    fs::create_directories(options.local_dir);
+    if (!hooks.target) hooks.target = [] { return std::optional<Replication::Target>(); };
+    if (!hooks.priority_step) hooks.priority_step = [] { return kNoSyncStep; };
+    if (!hooks.pins) hooks.pins = [] { return std::set<StepKey>(); };
+    if (!hooks.on_replica) hooks.on_replica = [](const StepKey&, uint64_t) {};
+    if (!hooks.cadence) hooks.cadence = [](const ReplicatorConfig&) { return wire::Cadence(); };
+    if (!hooks.on_reply) hooks.on_reply = [](const ReplicatorConfig&, const auto&) {};
+    return std::make_unique<Replication>(options, n.store.get(), Env::Default(), &clock_,
+                                         std::move(hooks));
+  }
+
+  // Node 0's Replication, sending to node 1 at `address`; the coordinator
+  // records each report and answers with watermark_.
+  void StartSender(const std::string& address, int64_t priority = kNoSyncStep,
+                   std::set<StepKey> pins = {}) {
+    target_.addresses = {{1, address}};
+    Replication::Hooks hooks;
+    hooks.target = [this] { return std::optional<Replication::Target>(target_); };
+    hooks.priority_step = [priority] { return priority; };
+    hooks.pins = [pins] { return pins; };
+    hooks.call_coordinator = [this](const ReplicatorConfig&, const json& request,
+                                    std::chrono::milliseconds) -> StatusOr<json> {
+      std::lock_guard<std::mutex> l(mu_);
+      reported_.push_back(request.at("step").get<int64_t>());
+      cv_.notify_all();
+      return json{{"ok", true}, {"watermark", watermark_}};
+    };
+    sender_.replication = Make(sender_, std::move(hooks));
+  }
+
+  // Node 0 ingests step `step` (files of `bytes` each).
+  StepIndex Ingest(int64_t step, size_t bytes = 3000) {
+    const std::string client = sender_.dir.Sub("in" + std::to_string(step));
+    fs::create_directories(client + "/sub");
+    testing::WriteFile(client + "/a.bin", std::string(bytes, static_cast<char>('a' + step % 26)));
+    testing::WriteFile(client + "/sub/b.bin", std::string(bytes / 3, 'b'));
+    auto index = sender_.store->Ingest(client, Key(step));
+    EXPECT_TRUE(index.ok()) << index.status().ToString();
+    return index.ok() ? *index : StepIndex();
+  }
+
+  StepKey Key(int64_t step) const { return {"job1", 0, step}; }
+
+  // Waits until `n` reports reached the coordinator; returns the steps.
+  std::vector<int64_t> Reports(size_t n) {
+    std::unique_lock<std::mutex> l(mu_);
+    EXPECT_TRUE(cv_.wait_for(l, 30s, [&] { return reported_.size() >= n; }))
+        << reported_.size() << " report(s)";
+    return reported_;
+  }
+
+  template <class F>
+  bool Eventually(F done) {
+    for (int i = 0; i < 3000 && !done(); ++i) std::this_thread::sleep_for(10ms);
+    return done();
+  }
+
+  ManualClock clock_;
+  Node sender_{"repl-node0"};
+  Node receiver_{"repl-node1"};
+  std::unique_ptr<Server> server_;
+  std::string receiver_address_;
+  std::atomic<int> puts_{0};         // put_step calls node 1 received
+  std::atomic<bool> refuse_{false};  // node 1 refuses them
+  std::atomic<int> adopted_{0};      // copies node 1 received and adopted
+  Replication::Target target_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<int64_t> reported_;  // guarded by mu_
+  int64_t watermark_ = -1;         // guarded by mu_
+};
+
+// An ingested step reaches the peer, which verifies and holds the same copy;
+// the step is reported and the coordinator's watermark taken.
+TEST_F(ReplicationTest, AStepReachesThePeerAndIsReported) {
+  StartSender(receiver_address_);
+  watermark_ = 10;
+  const StepIndex sent = Ingest(10);
+  sender_.replication->Enqueue(Key(10));
+  sender_.replication->Start();
+  EXPECT_EQ(Reports(1).front(), 10);
+  auto held = receiver_.store->GetIndex(Key(10));
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  EXPECT_EQ(held->digest, sent.digest);
+  EXPECT_TRUE(sender_.replication->Replicated(10));
+  ASSERT_TRUE(Eventually([&] { return sender_.replication->progress().watermark == 10; }));
+  const Replication::Progress p = sender_.replication->progress();
+  EXPECT_EQ(p.newest_ingested, 10);
+  EXPECT_EQ(p.newest_replicated, 10);
+  EXPECT_EQ(p.lag_seconds, 0);
+  EXPECT_TRUE(p.error.empty()) << p.error;
+}
+
+// Queued steps go newest first, except the job's on-demand step, which goes
+// before everything; a step a newer one superseded is never sent.
+TEST_F(ReplicationTest, TheOnDemandStepGoesFirstAndSupersededStepsAreSkipped) {
+  StartSender(receiver_address_, /*priority=*/20);
+  for (int64_t step : {10, 20, 30}) {
+    Ingest(step);
+    sender_.replication->Enqueue(Key(step));
+  }
+  sender_.replication->Start();
+  EXPECT_EQ(Reports(2), (std::vector<int64_t>{20, 30}));
+  EXPECT_FALSE(receiver_.store->GetIndex(Key(10)).ok());
+}
+
+// A peer that refuses: the error names it; the node turns unhealthy only
+// once a minute has passed on the clock; each retry comes when the clock
+// says so (500 ms, then 1 s) and, the peer back, clears the trouble.
+TEST_F(ReplicationTest, ARefusingPeerIsTroubleAfterAMinuteAndARetryClearsIt) {
+  refuse_ = true;
+  StartSender(receiver_address_);
+  Ingest(10);
+  sender_.replication->Enqueue(Key(10));
+  sender_.replication->Start();
+  ASSERT_TRUE(Eventually([&] { return !sender_.replication->progress().error.empty(); }));
+  const std::string error = sender_.replication->progress().error;
+  EXPECT_NE(error.find("replicating job1/0/10 to node 1"), std::string::npos) << error;
+  EXPECT_NE(error.find("node 1 is restarting"), std::string::npos) << error;
+  EXPECT_FALSE(sender_.replication->Trouble(60s).has_value());
+
+  clock_.Advance(61s);
+  std::optional<std::string> trouble = sender_.replication->Trouble(60s);
+  ASSERT_TRUE(trouble.has_value());
+  EXPECT_NE(trouble->find("Peer replication failing for 61 s"), std::string::npos) << *trouble;
+  ASSERT_TRUE(Eventually([&] { return puts_ == 2; }));  // the first retry was due
+
+  refuse_ = false;  // the peer is back, but the next retry is 1 s away
+  std::this_thread::sleep_for(1200ms);
+  EXPECT_EQ(puts_, 2);
+  EXPECT_FALSE(receiver_.store->GetIndex(Key(10)).ok());
+  clock_.Advance(1s);
+  EXPECT_EQ(Reports(1).front(), 10);
+  EXPECT_EQ(puts_, 3);
+  EXPECT_TRUE(sender_.replication->progress().error.empty());
+  EXPECT_FALSE(sender_.replication->Trouble(60s).has_value());
+  EXPECT_TRUE(receiver_.store->GetIndex(Key(10)).ok());
+}
+
+// Garbage collection keeps the steps at or above the job's watermark, the
+// newest step, and what the hooks pin; older steps of the job go.
+TEST_F(ReplicationTest, CollectionKeepsTheWatermarkTheNewestAndPins) {
+  StartSender(receiver_address_, kNoSyncStep, /*pins=*/{Key(10)});
+  watermark_ = 30;
+  for (int64_t step : {10, 20, 30, 40}) Ingest(step);
+  sender_.replication->Enqueue(Key(40));
+  sender_.replication->Start();
+  Reports(1);
+  ASSERT_TRUE(Eventually([&] { return !sender_.store->GetIndex(Key(20)).ok(); }));
+  EXPECT_TRUE(sender_.store->GetIndex(Key(10)).ok());  // pinned
+  EXPECT_TRUE(sender_.store->GetIndex(Key(30)).ok());  // the watermark
+  EXPECT_TRUE(sender_.store->GetIndex(Key(40)).ok());  // the newest
+}
+
+// A copy the peer already holds costs one call: no bytes are sent again.
+TEST_F(ReplicationTest, ACopyThePeerHoldsIsNotSentAgain) {
+  StartSender(receiver_address_);
+  Ingest(10);
+  sender_.replication->Enqueue(Key(10));
+  sender_.replication->Start();
+  Reports(1);
+  EXPECT_EQ(adopted_, 1);
+  sender_.replication->Enqueue(Key(10));
+  Reports(2);
+  EXPECT_EQ(puts_, 2);
+  EXPECT_EQ(adopted_, 1);
+}
+
+}  // namespace
+}  // namespace strata::agent
