@@ -40,7 +40,7 @@ using namespace std::chrono_literals;
 // j/0/`step` over one stream.
 void PutDir(const Cluster& c, int64_t step, const std::string& dir, agent::StepIndex* index) {
   ThreadPool pool(1);
-  auto built = agent::BuildStepIndex(dir, &pool);
+  auto built = agent::BuildStepIndex(Env::Default(), dir, &pool);
   ASSERT_TRUE(built.ok()) << built.status().message();
   *index = *built;
   auto client = PeerConnect(c);

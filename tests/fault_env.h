@@ -77,12 +77,15 @@ class FaultInjectionEnv : public EnvWrapper {
     STRATA_RETURN_IF_ERROR(Check(Op::kRename, "rename " + a));
     std::lock_guard<std::mutex> l(mu_);
     Entry moved = TakeEntryLocked(a);  // a's own state moves with it
+    // What b is after a power cut depends on b's past, not a's: a new name
+    // goes, a name that was there gets its contents back.
     if (!target()->Exists(b)) {
       moved.created = true;  // b is a new name until its directory is synced
     } else if (auto old = entries_.find(b); old != entries_.end()) {
-      moved.created = moved.created || old->second.created;
+      moved.created = old->second.created;
       moved.old_contents = old->second.old_contents;
     } else {
+      moved.created = false;
       auto contents = ReadFileToString(target(), b, kMaxRemembered);
       if (contents.ok()) moved.old_contents = std::move(*contents);
     }

@@ -124,9 +124,9 @@ TEST_F(NodeBackupTest, ATaskIsUploadedReportedAndPinnedUntilHeard) {
     std::this_thread::sleep_for(20ms);
   }
   EXPECT_TRUE(backup_->Pins().empty());
-  json status = backup_->StatusJson();
-  EXPECT_EQ(status.value("access", ""), "ok") << status.dump();
-  EXPECT_FALSE(status.contains("last_error")) << status.dump();
+  wire::BackupStatus status = backup_->StatusReport();
+  EXPECT_EQ(status.access, "ok") << status.ToJson().dump();
+  EXPECT_FALSE(status.last_error) << *status.last_error;
 }
 
 // A part restores into another store, verified against the part's index; a
@@ -153,7 +153,7 @@ TEST_F(NodeBackupTest, AFailedUploadIsReportedAsFailed) {
   json report = Report(1);
   EXPECT_EQ(report.value("ok", true), false) << report.dump();
   EXPECT_NE(report.value("error", "").find("job1/1/99"), std::string::npos) << report.dump();
-  EXPECT_TRUE(backup_->StatusJson().contains("last_error"));
+  EXPECT_TRUE(backup_->StatusReport().last_error.has_value());
 }
 
 TEST(BackupNewsTest, ATaskOutsideTheJobIsRefused) {

@@ -102,7 +102,7 @@ TEST_F(StoreTest, ATransferReceivesIntoSpareFilesAndVerifies) {
 
   testing::ScratchDir src("store-src");
   std::string step_dir = MakeClientStep(src.path(), "s", 4000, 700, 'p');
-  auto index = BuildStepIndex(step_dir, &pool_);
+  auto index = BuildStepIndex(Env::Default(), step_dir, &pool_);
   ASSERT_TRUE(index.ok()) << index.status().ToString();
 
   auto listener = net::Socket::Listen("127.0.0.1", 0, 4);
@@ -269,7 +269,7 @@ TEST(StorePowerCutTest, AcknowledgedCopiesSurviveAndNoneIsCorrupt) {
           s = in.status();
           if (s.ok()) {
             testing::WriteFile(JoinPath(*in, "a.bin"), std::string(3000, 'p' + step));
-            auto index = BuildStepIndex(*in, &pool);
+            auto index = BuildStepIndex(Env::Default(), *in, &pool);
             s = index.ok() ? (*store)->Adopt(*in, key, *index) : index.status();
           }
         }

@@ -43,7 +43,7 @@ class StrataStepTest : public ::testing::Test {
     ASSERT_TRUE(ckpt.ok()) << ckpt.status().message();
     ASSERT_TRUE((*ckpt)->Save(1, items).ok());
     step_ = JoinPath(dir_.path(), StepDirName(1));
-    auto index = BuildStepIndex(step_, &pool_);
+    auto index = BuildStepIndex(Env::Default(), step_, &pool_);
     ASSERT_TRUE(index.ok()) << index.status().message();
     index_ = *index;
     ASSERT_TRUE(index_.strata);
@@ -159,11 +159,11 @@ TEST_F(StrataStepTest, FilesTheManifestDoesNotDescribeAreRefused) {
   // On disk: the agent indexes such a directory by hashing it, and a
   // Strata index of it no longer verifies.
   testing::WriteFile(JoinPath(step_, "zzz.bin"), std::string(100, 'z'));
-  auto rebuilt = BuildStepIndex(step_, &pool_);
+  auto rebuilt = BuildStepIndex(Env::Default(), step_, &pool_);
   ASSERT_TRUE(rebuilt.ok()) << rebuilt.status().message();
   EXPECT_FALSE(rebuilt->strata);
   extra.files.back().chunk_xxh3.clear();
-  EXPECT_EQ(VerifyStepIndex(step_, extra, &pool_).code(), StatusCode::kDataLoss);
+  EXPECT_EQ(VerifyStepIndex(Env::Default(), step_, extra, &pool_).code(), StatusCode::kDataLoss);
 }
 
 TEST_F(StrataStepTest, ARangeNeverSubmittedFails) {
@@ -198,7 +198,7 @@ TEST(StreamVerifyTest, OtherStepsAreCheckedIn16MiBChunksOfTheIndex) {
   testing::WriteFile(dir.Sub("big"), big);
   testing::WriteFile(dir.Sub("empty"), "");
   ThreadPool pool(1);
-  auto index = BuildStepIndex(dir.path(), &pool);
+  auto index = BuildStepIndex(Env::Default(), dir.path(), &pool);
   ASSERT_TRUE(index.ok()) << index.status().message();
   ASSERT_FALSE(index->strata);
   auto plan = PlanRangeChecks(*index, nullptr);

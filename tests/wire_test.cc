@@ -5,6 +5,7 @@
 #include <string>
 
 #include "agent/rpc.h"
+#include "wire/control.h"
 #include "wire/coordination.h"
 #include "wire/data.h"
 #include "wire/op.h"
@@ -338,6 +339,83 @@ TEST(WireCoordinationTest, AReplicatedReplyRoundTrips) {
   broken = r.ToJson();
   broken["watermark"] = "40";
   EXPECT_EQ(ReplicatedReply::FromJson(broken).status().code(), StatusCode::kInvalidArgument);
+}
+
+// The status answer, full and minimal, survives ToJson/FromJson; the JSON
+// keeps the field names `strata status --json` has always printed.
+TEST(WireControlTest, AStatusReplyRoundTrips) {
+  StatusReply full;
+  full.local_dir = "/dev/shm/ckpt";
+  full.address = "10.0.0.7:7701";
+  full.steps = {{"job1", 3, 1200, 1u << 20, "00ff00ff00ff00ff"}};
+  full.ram_bytes = 5u << 20;
+  full.tmpfs = true;
+  full.huge = "within_size";
+  full.watermark = 1100;
+  full.newest_replicated = 1200;
+  full.newest_ingested = 1200;
+  full.last_restore = "step 1100 from node 2";
+  full.restored_step = 1100;
+  full.queued = 1;
+  full.replication_lag_seconds = 0.25;
+  full.job = StatusReply::Job{"job1", 3, 8, {5, 7}, 4};
+  BackupStatus b;
+  b.url = "s3://bucket/prefix";
+  b.access = "ok";
+  b.uploading = "b-9 part 3";
+  b.newest = ReplicatedReply::Backup{"b-8", 1000, 1700000000, 1700000100};
+  b.lag_seconds = 42;
+  full.backup = b;
+  full.ranks = {{4242, 1201, 1, 1200}};
+  full.training_step = 1201;
+  full.ondemand_step = 1200;
+  full.maintenance_since = "2026-11-24T10:00:00Z";
+  const json j = full.ToJson();
+  EXPECT_EQ(j["ram_disk"]["huge"], "within_size");
+  EXPECT_EQ(j["backup"]["backup_lag_seconds"], 42);
+  EXPECT_EQ(j["job"], "job1");
+  auto back = StatusReply::FromJson(json::parse(j.dump()));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->ToJson(), j);
+  EXPECT_EQ(back->job->peers, (std::vector<int>{5, 7}));
+  EXPECT_EQ(back->backup->newest->committed, 1700000100);
+
+  const json minimal = StatusReply().ToJson();
+  EXPECT_FALSE(minimal.contains("job"));
+  EXPECT_FALSE(minimal.contains("backup"));
+  auto empty = StatusReply::FromJson(json::parse(minimal.dump()));
+  ASSERT_TRUE(empty.ok()) << empty.status().ToString();
+  EXPECT_FALSE(empty->job);
+  EXPECT_EQ(empty->newest_ingested, -1);
+}
+
+TEST(WireControlTest, AMalformedStatusOrHealthNamesTheField) {
+  json j = StatusReply().ToJson();
+  j["newest_ingested"] = "12";
+  auto bad = StatusReply::FromJson(j);
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("\"newest_ingested\""), std::string::npos)
+      << bad.status().ToString();
+  j = StatusReply().ToJson();
+  j["steps"] =
+      json::array({{{"job", "j"}, {"rank", 0}, {"step", 1}, {"bytes", -5}, {"digest", ""}}});
+  bad = StatusReply::FromJson(j);
+  EXPECT_NE(bad.status().message().find("\"bytes\""), std::string::npos) << bad.status().ToString();
+  j = StatusReply().ToJson();
+  j.erase("address");
+  EXPECT_NE(StatusReply::FromJson(j).status().message().find("\"address\" is missing"),
+            std::string::npos);
+
+  auto health = HealthReply::FromJson({{"healthy", true}, {"description", "fine"}});
+  ASSERT_TRUE(health.ok());
+  EXPECT_TRUE(health->healthy);
+  EXPECT_TRUE(health->maintenance.is_null());
+  auto event = HealthReply::FromJson(
+      {{"healthy", true}, {"description", "d"}, {"maintenance", {{"time", "t"}}}});
+  ASSERT_TRUE(event.ok());
+  EXPECT_EQ(event->ToJson()["maintenance"]["time"], "t");
+  EXPECT_FALSE(HealthReply::FromJson({{"description", "d"}}).ok());
+  EXPECT_FALSE(HealthReply::FromJson({{"healthy", 1}, {"description", "d"}}).ok());
 }
 
 }  // namespace

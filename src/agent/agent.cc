@@ -63,14 +63,13 @@ class RetryLog {
 
 // True if none of `files` in `dir` was modified in the last second. PyTorch
 // clients write .save files in place, so a file is only taken once settled.
-bool AllSettled(const std::string& dir, const std::vector<std::string>& files) {
-  const auto now = std::chrono::system_clock::now();
+bool AllSettled(Env* env, const std::string& dir, const std::vector<std::string>& files) {
+  const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
   for (const auto& f : files) {
-    struct stat st;
-    if (::stat(JoinPath(dir, f).c_str(), &st) != 0) return false;
-    auto mtime = std::chrono::system_clock::time_point(
-        std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec));
-    if (now - mtime < std::chrono::seconds(1)) return false;
+    StatusOr<FileIdentity> id = env->Identify(JoinPath(dir, f));
+    if (!id.ok() || now_ns - id->mtime_ns < 1'000'000'000) return false;
   }
   return true;
 }
@@ -85,6 +84,7 @@ Agent::Agent(AgentConfig config, Env* env, SteadyClock* clock)
     : config_(std::move(config)),
       env_(env),
       clock_(clock),
+      local_(env, config_.local_dir),
       pool_(ThreadPool::DefaultThreads() - 1) {}
 
 StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config, Env* env, SteadyClock* clock) {
@@ -232,7 +232,7 @@ void Agent::OnEvents(bool yaml_complete) {
 void Agent::KeepJaxInitInfo() {
   if (!config_.node_rank) return;
   const std::string coordinator = JaxCoordinator(config_).ToString();
-  Status s = EnsureJaxInitInfo(config_.local_dir, *config_.node_rank, coordinator);
+  Status s = local_.EnsureJaxInitInfo(*config_.node_rank, coordinator);
   if (!s.ok() && !jax_init_info_failed_) {
     Log()->error("cannot write {}/{}: {}", config_.local_dir, kJaxInitInfoFile, s.message());
   }
@@ -256,7 +256,7 @@ void Agent::OnReplicatorYaml() {
   }
   if (!parsed.ok()) {
     Log()->error("rejecting {}: {}", path, parsed.status().message());
-    ReportToClient(config_.local_dir, parsed.status().message(), /*fatal=*/true);
+    local_.ReportToClient(parsed.status().message(), /*fatal=*/true);
     env_->RemoveFile(path).IgnoreError();
     return;
   }
@@ -279,7 +279,7 @@ void Agent::OnReplicatorYaml() {
   }
   if (!s.ok()) {
     Log()->error("job {} node {}: {}", parsed->job_name, parsed->node_rank, s.message());
-    ReportToClient(config_.local_dir, s.message(), /*fatal=*/true);
+    local_.ReportToClient(s.message(), /*fatal=*/true);
     env_->RemoveFile(path).IgnoreError();
   }
 }
@@ -291,7 +291,7 @@ Status Agent::Incarnate(const ReplicatorConfig& config) {
   // below would remove it as not ours.
   IngestPytorchSaves();
   IngestCommittedSteps();
-  STRATA_RETURN_IF_ERROR(CleanLocalDir(config_.local_dir, kReplicatorYaml));
+  STRATA_RETURN_IF_ERROR(local_.Clean(kReplicatorYaml));
   Incarnation inc;
   inc.config = config;
   if (config.peer_ranks) {
@@ -478,16 +478,15 @@ StatusOr<bool> Agent::FetchAndReport(Incarnation& inc, const json&) {
       // from it: planned so, or after the peers that should have served failed.
       const bool from_backup = !have && src.holders.size() == 1 && src.holders[0] == kBackupHolder;
       const std::string& backup_id = plan.backup;
-      STRATA_RETURN_IF_ERROR(
-          WritePrerestore(config_.local_dir, step, from_backup ? backup_id : ""));
+      STRATA_RETURN_IF_ERROR(local_.WritePrerestore(step, from_backup ? backup_id : ""));
       int used = c.node_rank;
       if (have) got = VerifyOwnCopy(key, c.node_rank, &bad);
       if (!have) got = FetchStep(inc, key, src, plan, &bad, &used);
       if (got.ok() && used == kBackupHolder && !from_backup) {
-        STRATA_RETURN_IF_ERROR(WritePrerestore(config_.local_dir, step, backup_id));
+        STRATA_RETURN_IF_ERROR(local_.WritePrerestore(step, backup_id));
       }
     } else {
-      STRATA_RETURN_IF_ERROR(WritePrerestore(config_.local_dir, step));
+      STRATA_RETURN_IF_ERROR(local_.WritePrerestore(step));
     }
     wire::ReadyRequest ready_request;
     ready_request.job = c.job_name;
@@ -585,7 +584,7 @@ Status Agent::CreateMarkers(const Incarnation& inc, const wire::PlanReply& plan)
     MutexLock l(&mu_);
     last_restore_ = "nothing to restore (fresh start)";
     restored_step_ = -1;
-    return WriteMarkers(config_.local_dir, c.job_name, c.node_rank, c.workers_per_node, 0, {});
+    return local_.WriteMarkers(c.job_name, c.node_rank, c.workers_per_node, 0, {});
   }
   const int64_t step = *plan.step;
   auto own = plan.sources.find(c.node_rank);
@@ -609,8 +608,7 @@ Status Agent::CreateMarkers(const Incarnation& inc, const wire::PlanReply& plan)
                           ? target
                           : target + "/" + SaveFileName({c.job_name, step, src, w}));
   }
-  return WriteMarkers(config_.local_dir, c.job_name, c.node_rank, c.workers_per_node, step,
-                      targets);
+  return local_.WriteMarkers(c.job_name, c.node_rank, c.workers_per_node, step, targets);
 }
 
 void Agent::IngestCommittedSteps() {
@@ -620,12 +618,12 @@ void Agent::IngestCommittedSteps() {
     if (inc_) c = inc_->config;
   }
   if (!c) return;
-  for (int64_t step : CommittedStepDirs(config_.local_dir)) {
+  for (int64_t step : local_.CommittedSteps()) {
     StepKey key{c->job_name, c->node_rank, step};
     auto index = store_->Ingest(JoinPath(config_.local_dir, std::to_string(step)), key);
     if (!index.ok()) {
       Log()->error("{}", index.status().message());
-      ReportToClient(config_.local_dir, index.status().message(), /*fatal=*/false);
+      local_.ReportToClient(index.status().message(), /*fatal=*/false);
       continue;
     }
     Log()->info("ingested step {} ({} bytes, digest {})", step, index->total_bytes,
@@ -663,7 +661,7 @@ void Agent::IngestPytorchSaves() {
   }
   for (const auto& [step, files] : by_step) {
     if (static_cast<int>(files.size()) < c->workers_per_node) continue;
-    if (!AllSettled(config_.local_dir, files)) continue;  // a worker may still be writing
+    if (!AllSettled(env_, config_.local_dir, files)) continue;  // a worker may still be writing
     std::string tmp = JoinPath(config_.local_dir, TempDirName(step));
     Status s = env_->CreateDir(tmp);
     for (const auto& f : files) {

@@ -32,6 +32,7 @@
 
 #include "agent/config.h"
 #include "agent/coordinator.h"
+#include "agent/local_dir.h"
 #include "agent/node_backup.h"
 #include "agent/ram_disk.h"
 #include "agent/replication.h"
@@ -44,6 +45,7 @@
 #include "util/clock.h"
 #include "util/mutex.h"
 #include "util/thread_pool.h"
+#include "wire/control.h"
 #include "wire/coordination.h"
 #include "wire/data.h"
 
@@ -70,7 +72,7 @@ class Agent {
   // The agent's store, for tests and benchmarks that act as its GC.
   Store* store_for_testing() { return store_.get(); }
   // The state `strata status` shows.
-  json StatusJson() const;
+  wire::StatusReply StatusReport() const;
 
  private:
   struct Incarnation {
@@ -156,7 +158,7 @@ class Agent {
   // `strata run --agent` found a crash loop on `step`: the job must never
   // restore it again (the coordinator's "quarantine").
   StatusOr<json> HandleQuarantine(const json& request);
-  json HealthJson() const;
+  wire::HealthReply HealthReport() const;
   void WipeRam();
   void RecordMaintenance(const json& event);
   void LoadMaintenance();
@@ -180,6 +182,7 @@ class Agent {
   const AgentConfig config_;
   Env* const env_;
   SteadyClock* const clock_;
+  const LocalDir local_;  // config_.local_dir, the client's
   ThreadPool pool_;
   std::unique_ptr<Store> store_;
   RamDisk ram_disk_;  // what backs config_.local_dir; set at start

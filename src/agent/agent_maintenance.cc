@@ -430,8 +430,8 @@ void Agent::WipeRam() {
   replication_->DropQueue();
   if (backup_) backup_->DropPins();
   for (const auto& [key, index] : store_->List()) store_->Remove(key).IgnoreError();
-  store_->DropSpare();                                           // the RAM is gone, spare files too
-  Status s = CleanLocalDir(config_.local_dir, kReplicatorYaml);  // a deferred yaml stays
+  store_->DropSpare();                       // the RAM is gone, spare files too
+  Status s = local_.Clean(kReplicatorYaml);  // a deferred yaml stays
   if (!s.ok()) Log()->error("wiping {}: {}", config_.local_dir, s.message());
   replication_->Forget();
   MutexLock l(&mu_);
@@ -461,12 +461,9 @@ void Agent::LoadMaintenance() {
   last_maintenance_ = j;
 }
 
-// {"healthy": bool, "description": "..."}: the first problem found, else
-// the newest maintenance event.
-json Agent::HealthJson() const {
-  auto unhealthy = [](const std::string& why) {
-    return json{{"healthy", false}, {"description", why}};
-  };
+// The first problem found, else the newest maintenance event.
+wire::HealthReply Agent::HealthReport() const {
+  auto unhealthy = [](const std::string& why) { return wire::HealthReply{false, why, json()}; };
   std::string failed;
   auto f = ReadFileToString(env_, JoinPath(config_.local_dir, std::string(kFailedFile)), 4096);
   if (f.ok()) failed = *f;
@@ -496,12 +493,12 @@ json Agent::HealthJson() const {
     return unhealthy(*trouble);
   }
   if (last_maintenance_.is_object()) {
-    return json{{"healthy", true},
-                {"description", "The node had a maintenance event at " +
-                                    last_maintenance_.value("time", std::string("?"))},
-                {"maintenance", last_maintenance_}};
+    return wire::HealthReply{
+        true,
+        "The node had a maintenance event at " + last_maintenance_.value("time", std::string("?")),
+        last_maintenance_};
   }
-  return json{{"healthy", true}, {"description", "No maintenance event recorded"}};
+  return wire::HealthReply{true, "No maintenance event recorded", json()};
 }
 
 }  // namespace strata::agent

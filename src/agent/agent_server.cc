@@ -33,9 +33,9 @@ void Agent::HandleControl(const json& request, Server::Reply reply) {
       return reply(r.ok() ? replication_->HandleGetIndex(*r) : StatusOr<json>(r.status()));
     }
     case wire::Op::kStatus:
-      return reply(StatusJson());
+      return reply(StatusReport().ToJson());
     case wire::Op::kHealth:
-      return reply(HealthJson());
+      return reply(HealthReport().ToJson());
     default:
       if (wire::KindOf(*op) == wire::OpKind::kCoordination) {
         return coordinator_.HandleAsync(request, std::move(reply));
@@ -155,52 +155,40 @@ void Agent::LoadState() {
   }
 }
 
-json Agent::StatusJson() const {
-  json held = json::array();
+wire::StatusReply Agent::StatusReport() const {
+  wire::StatusReply r;
   for (const auto& [key, index] : store_->List()) {
-    held.push_back({{"job", key.job},
-                    {"rank", key.rank},
-                    {"step", key.step},
-                    {"bytes", index.total_bytes},
-                    {"digest", Hex64(index.digest)}});
+    r.steps.push_back({key.job, key.rank, key.step, index.total_bytes, Hex64(index.digest)});
   }
   const Replication::Progress progress = replication_->progress();
-  MutexLock l(&mu_);
-  json j = {{"local_dir", config_.local_dir},
-            {"address", listen_.ToString()},
-            {"steps", held},
-            {"ram_bytes", store_->BytesHeld()},
-            {"spare_bytes", store_->SpareBytes()},
-            {"ram_disk", {{"tmpfs", ram_disk_.tmpfs}, {"huge", ram_disk_.huge}}},
-            {"watermark", progress.watermark},
-            {"newest_replicated", progress.newest_replicated},
-            {"last_restore", last_restore_},
-            {"restored_step", restored_step_},
-            {"queued", progress.queued},
-            {"newest_ingested", progress.newest_ingested},
-            {"replication_lag_seconds", progress.lag_seconds}};
-  if (inc_) {
-    j["job"] = inc_->config.job_name;
-    j["node"] = inc_->config.node_rank;
-    j["nodes"] = inc_->config.nodes;
-    j["peers"] = inc_->peers;
-    j["round"] = inc_->round;
-  }
-  if (backup_) j["backup"] = backup_->StatusJson();
+  r.local_dir = config_.local_dir;
+  r.address = listen_.ToString();
+  r.ram_bytes = store_->BytesHeld();
+  r.spare_bytes = store_->SpareBytes();
+  r.tmpfs = ram_disk_.tmpfs;
+  r.huge = ram_disk_.huge;
+  r.watermark = progress.watermark;
+  r.newest_replicated = progress.newest_replicated;
+  r.newest_ingested = progress.newest_ingested;
+  r.queued = progress.queued;
+  r.replication_lag_seconds = progress.lag_seconds;
+  if (backup_) r.backup = backup_->StatusReport();
   // The ranks registered in the sync map, and the job's on-demand step.
-  json ranks = json::array();
   for (auto [slot, pid] : LiveRanks()) {
     const SyncSlot& s = sync_map_.slot(slot);
-    ranks.push_back({{"pid", pid},
-                     {"step", s.current_step.load()},
-                     {"notices", s.notices.load()},
-                     {"ondemand_step", s.saved_step.load()}});
+    r.ranks.push_back({pid, s.current_step.load(), s.notices.load(), s.saved_step.load()});
   }
-  j["ranks"] = ranks;
-  j["training_step"] = node_step_.load();
-  if (ondemand_step_ != kNoSyncStep) j["ondemand_step"] = ondemand_step_;
-  if (maintenance_since_) j["maintenance_since"] = Rfc3339(*maintenance_since_);
-  return j;
+  r.training_step = node_step_.load();
+  MutexLock l(&mu_);
+  r.last_restore = last_restore_;
+  r.restored_step = restored_step_;
+  if (inc_) {
+    const ReplicatorConfig& c = inc_->config;
+    r.job = wire::StatusReply::Job{c.job_name, c.node_rank, c.nodes, inc_->peers, inc_->round};
+  }
+  if (ondemand_step_ != kNoSyncStep) r.ondemand_step = ondemand_step_;
+  if (maintenance_since_) r.maintenance_since = Rfc3339(*maintenance_since_);
+  return r;
 }
 
 }  // namespace strata::agent

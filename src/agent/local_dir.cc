@@ -15,8 +15,6 @@
 namespace strata::agent {
 namespace {
 
-Env* env() { return Env::Default(); }
-
 bool IsClientTempDir(std::string_view name) {
   return name.find(".orbax-checkpoint-tmp") != std::string_view::npos || IsTempName(name) ||
          name.ends_with(".tmp");
@@ -39,7 +37,7 @@ bool IsProtocolLeftover(const DirEntry& e) {
 // match markers by any name ending in ".restore", dot-files included, so no
 // temporary name may end so (they would take it, and rename it first).
 // A stale marker of the same name is replaced.
-Status CreateMarker(const std::string& path, const std::string& target) {
+Status CreateMarker(Env* env, const std::string& path, const std::string& target) {
   for (int attempt = 0;; ++attempt) {
     if (target.empty()) {
       int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -52,15 +50,17 @@ Status CreateMarker(const std::string& path, const std::string& target) {
       return ErrnoToStatus(err,
                            target.empty() ? "create " + path : "symlink " + path + " -> " + target);
     }
-    STRATA_RETURN_IF_ERROR(env()->RemoveFile(path));
+    STRATA_RETURN_IF_ERROR(env->RemoveFile(path));
   }
 }
 
 }  // namespace
 
-std::vector<int64_t> CommittedStepDirs(const std::string& local_dir) {
+LocalDir::LocalDir(Env* env, std::string path) : env_(env), path_(std::move(path)) {}
+
+std::vector<int64_t> LocalDir::CommittedSteps() const {
   std::vector<int64_t> steps;
-  auto entries = env()->ListDir(local_dir);
+  auto entries = env_->ListDir(path_);
   if (!entries.ok()) return steps;
   for (const auto& e : *entries) {
     if (e.type != DirEntry::Type::kDirectory) continue;  // symlinks are restore links
@@ -70,63 +70,61 @@ std::vector<int64_t> CommittedStepDirs(const std::string& local_dir) {
   return steps;
 }
 
-Status CleanLocalDir(const std::string& local_dir, std::string_view keep) {
-  STRATA_ASSIGN_OR_RETURN(auto entries, env()->ListDir(local_dir));
+Status LocalDir::Clean(std::string_view keep) const {
+  STRATA_ASSIGN_OR_RETURN(auto entries, env_->ListDir(path_));
   for (const auto& e : entries) {
     if (e.name == keep || !IsProtocolLeftover(e)) continue;
-    STRATA_RETURN_IF_ERROR(env()->RemoveAll(JoinPath(local_dir, e.name)));
+    STRATA_RETURN_IF_ERROR(env_->RemoveAll(JoinPath(path_, e.name)));
   }
   return Status::Ok();
 }
 
-Status WritePrerestore(const std::string& local_dir, std::optional<int64_t> step,
-                       const std::string& backup_id) {
+Status LocalDir::WritePrerestore(std::optional<int64_t> step, const std::string& backup_id) const {
   std::string text = "{}\n";
   if (step) {
     text = "restore-step: " + std::to_string(*step) + "\n";
     if (!backup_id.empty()) text += "restore-backup: " + backup_id + "\n";
   }
-  return WriteFileAtomic(env(), JoinPath(local_dir, std::string(kPrerestoreFile)), text);
+  return WriteFileAtomic(env_, JoinPath(path_, std::string(kPrerestoreFile)), text);
 }
 
-Status WriteMarkers(const std::string& local_dir, const std::string& job, int node, int workers,
-                    int64_t step, const std::vector<std::string>& targets) {
+Status LocalDir::WriteMarkers(const std::string& job, int node, int workers, int64_t step,
+                              const std::vector<std::string>& targets) const {
   for (int w = 0; w < workers; ++w) {
     const std::string target = targets.empty() ? "" : targets.at(static_cast<size_t>(w));
-    std::string path = JoinPath(local_dir, MarkerName({job, target.empty() ? 0 : step, node, w}));
-    STRATA_RETURN_IF_ERROR(CreateMarker(path, target));
+    std::string path = JoinPath(path_, MarkerName({job, target.empty() ? 0 : step, node, w}));
+    STRATA_RETURN_IF_ERROR(CreateMarker(env_, path, target));
   }
-  return env()->SyncDir(local_dir);
+  return env_->SyncDir(path_);
 }
 
-Status EnsureJaxInitInfo(const std::string& local_dir, int process_index,
-                         const std::string& coordinator) {
-  const std::string path = JoinPath(local_dir, std::string(kJaxInitInfoFile));
+Status LocalDir::EnsureJaxInitInfo(int process_index, const std::string& coordinator) const {
+  const std::string path = JoinPath(path_, std::string(kJaxInitInfoFile));
   const std::string text = std::to_string(process_index) + "\n" + coordinator + "\n";
-  auto now = ReadFileToString(env(), path, 4096);
+  auto now = ReadFileToString(env_, path, 4096);
   if (now.ok() && *now == text) return Status::Ok();
-  return WriteFileAtomic(env(), path, text);
+  return WriteFileAtomic(env_, path, text);
 }
 
-void ReportToClient(const std::string& local_dir, const std::string& message, bool fatal) {
-  std::string errors = JoinPath(local_dir, std::string(kErrorsFile));
-  auto old = ReadFileToString(env(), errors, 1 << 20);
+void LocalDir::ReportToClient(const std::string& message, bool fatal) const {
+  std::string errors = JoinPath(path_, std::string(kErrorsFile));
+  auto old = ReadFileToString(env_, errors, 1 << 20);
   std::string text = (old.ok() ? *old : "") + message + "\n";
-  Status s = WriteFileAtomic(env(), errors, text);
+  Status s = WriteFileAtomic(env_, errors, text);
   if (s.ok() && fatal) {
-    s = WriteFileAtomic(env(), JoinPath(local_dir, std::string(kFailedFile)), message + "\n");
+    s = WriteFileAtomic(env_, JoinPath(path_, std::string(kFailedFile)), message + "\n");
   }
   if (!s.ok()) Log()->error("cannot report \"{}\" to the client: {}", message, s.message());
 }
 
-std::vector<std::string> SymlinkTargets(const std::string& local_dir) {
+std::vector<std::string> LocalDir::SymlinkTargets() const {
   std::vector<std::string> targets;
-  auto entries = env()->ListDir(local_dir);
+  auto entries = env_->ListDir(path_);
   if (!entries.ok()) return targets;
   for (const auto& e : *entries) {
     if (e.type != DirEntry::Type::kSymlink) continue;
     char buf[4096];
-    ssize_t n = ::readlink(JoinPath(local_dir, e.name).c_str(), buf, sizeof buf - 1);
+    ssize_t n = ::readlink(JoinPath(path_, e.name).c_str(), buf, sizeof buf - 1);
     if (n > 0) targets.emplace_back(buf, static_cast<size_t>(n));
   }
   return targets;

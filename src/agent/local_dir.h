@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "format/naming.h"
+#include "strata/env.h"
 #include "strata/status.h"
 
 namespace strata::agent {
@@ -20,42 +21,53 @@ namespace strata::agent {
 // The protocol's file names (kReplicatorYaml, MarkerName, ...) are in
 // format/naming.h, shared with the client side in libstrata.
 
-// A committed client step directory: a real directory (not a symlink) whose
-// name is a canonical step number.
-std::vector<int64_t> CommittedStepDirs(const std::string& local_dir);
+// The client's local directory, its files read and written through `env`.
+// Not thread-safe by itself: the agent's run loop owns the directory, and
+// other threads only read it (SymlinkTargets).
+class LocalDir {
+ public:
+  LocalDir(Env* env, std::string path);
+  const std::string& path() const { return path_; }
 
-// Removes everything in the local directory except the agent's own data and
-// `keep` (the new replicator.yaml): restore markers, replicator.prerestore,
-// .errors, .failed, temporary directories, step directories and links,
-// PyTorch .save files.
-Status CleanLocalDir(const std::string& local_dir, std::string_view keep);
+  // The committed client step directories: real directories (not symlinks)
+  // whose names are canonical step numbers, in ascending order.
+  std::vector<int64_t> CommittedSteps() const;
 
-// Writes replicator.prerestore atomically: "restore-step: N" (plus
-// "restore-backup: ID") or "{}" when there is nothing to restore.
-Status WritePrerestore(const std::string& local_dir, std::optional<int64_t> step,
-                       const std::string& backup_id = "");
+  // Removes everything in the directory except the agent's own data and
+  // `keep` (the new replicator.yaml): restore markers,
+  // replicator.prerestore, .errors, .failed, temporary directories, step
+  // directories and links, PyTorch .save files.
+  Status Clean(std::string_view keep) const;
 
-// Creates one marker per worker w: a relative symlink to targets[w]
-// (relative to the local directory); with no targets, `workers` empty
-// regular files with step 0 (nothing to restore). Each marker is created
-// atomically under its final name (never under a temporary name a client
-// could match), so a client never sees a half-made one.
-Status WriteMarkers(const std::string& local_dir, const std::string& job, int node, int workers,
-                    int64_t step, const std::vector<std::string>& targets);
+  // Writes replicator.prerestore atomically: "restore-step: N" (plus
+  // "restore-backup: ID") or "{}" when there is nothing to restore.
+  Status WritePrerestore(std::optional<int64_t> step, const std::string& backup_id = "") const;
 
-// Makes jax-init-info.txt say "<process_index>\n<coordinator>\n", written
-// atomically when it is missing or says anything else. Cleanup keeps it.
-Status EnsureJaxInitInfo(const std::string& local_dir, int process_index,
-                         const std::string& coordinator);
+  // Creates one marker per worker w: a relative symlink to targets[w]
+  // (relative to the directory); with no targets, `workers` empty regular
+  // files with step 0 (nothing to restore). Each marker is created
+  // atomically under its final name (never under a temporary name a client
+  // could match), so a client never sees a half-made one.
+  Status WriteMarkers(const std::string& job, int node, int workers, int64_t step,
+                      const std::vector<std::string>& targets) const;
 
-// Appends a line to replicator.errors; with `fatal`, also writes
-// replicator.failed. Never throws the message away silently: failures to
-// write are logged.
-void ReportToClient(const std::string& local_dir, const std::string& message, bool fatal);
+  // Makes jax-init-info.txt say "<process_index>\n<coordinator>\n", written
+  // atomically when it is missing or says anything else. Cleanup keeps it.
+  Status EnsureJaxInitInfo(int process_index, const std::string& coordinator) const;
 
-// Paths (relative to the local directory) that symlinks in it point to —
-// data a client still uses (e.g. Orbax's renamed marker "<step>").
-std::vector<std::string> SymlinkTargets(const std::string& local_dir);
+  // Appends a line to replicator.errors; with `fatal`, also writes
+  // replicator.failed. Never throws the message away silently: failures to
+  // write are logged.
+  void ReportToClient(const std::string& message, bool fatal) const;
+
+  // Paths (relative to the directory) that symlinks in it point to — data a
+  // client still uses (e.g. Orbax's renamed marker "<step>").
+  std::vector<std::string> SymlinkTargets() const;
+
+ private:
+  Env* const env_;
+  const std::string path_;
+};
 
 }  // namespace strata::agent
 

@@ -25,11 +25,7 @@ constexpr size_t kFilesInFlight = 4;
 StatusOr<BackupNews> BackupNews::From(const wire::ReplicatedReply& reply, const std::string& job,
                                       int nodes) {
   BackupNews news;
-  if (reply.newest_backup) {
-    const auto& b = *reply.newest_backup;
-    news.newest = {
-        {"id", b.id}, {"step", b.step}, {"created", b.created}, {"committed", b.committed}};
-  }
+  news.newest = reply.newest_backup;
   news.job_error = reply.backup_error;
   if (!reply.backup_task) return news;
   const wire::ReplicatedReply::Task& t = *reply.backup_task;
@@ -98,7 +94,7 @@ void NodeBackup::Stop() {
 
 void NodeBackup::OnNews(BackupNews news) {
   MutexLock l(&mu_);
-  if (news.newest.is_object()) newest_ = std::move(news.newest);
+  if (news.newest) newest_ = std::move(news.newest);
   job_error_ = std::move(news.job_error);
   if (!news.task) {
     pins_.clear();
@@ -289,20 +285,19 @@ Status NodeBackup::FetchPart(const std::string& id, const StepKey& key, uint64_t
   return s;
 }
 
-json NodeBackup::StatusJson() const {
+wire::BackupStatus NodeBackup::StatusReport() const {
   MutexLock l(&mu_);
-  json j = {{"url", store_->url()}, {"access", access_}};
-  if (current_) j["uploading"] = current_->id + " part " + std::to_string(current_->key.rank);
-  if (!error_.empty()) j["last_error"] = error_;
-  if (!job_error_.empty()) j["job_error"] = job_error_;
-  if (newest_.is_object()) {
-    j["newest"] = newest_;
-    // The age of the newest committed backup: how much work a loss of the
-    // whole cluster would cost now.
-    const int64_t created = newest_.value("created", int64_t{0});
-    j["backup_lag_seconds"] = std::max<int64_t>(0, std::time(nullptr) - created);
-  }
-  return j;
+  wire::BackupStatus b;
+  b.url = store_->url();
+  b.access = access_;
+  if (current_) b.uploading = current_->id + " part " + std::to_string(current_->key.rank);
+  if (!error_.empty()) b.last_error = error_;
+  if (!job_error_.empty()) b.job_error = job_error_;
+  b.newest = newest_;
+  // The age of the newest committed backup: how much work a loss of the
+  // whole cluster would cost now.
+  if (newest_) b.lag_seconds = std::max<int64_t>(0, std::time(nullptr) - newest_->created);
+  return b;
 }
 
 }  // namespace strata::agent

@@ -32,6 +32,7 @@
 #include "storage/object_store.h"
 #include "strata/env.h"
 #include "util/mutex.h"
+#include "wire/control.h"
 #include "wire/coordination.h"
 
 namespace strata::agent {
@@ -45,7 +46,7 @@ struct BackupTask {
 
 // What a coordinator's reply to a replication report says about backups.
 struct BackupNews {
-  json newest;                     // the newest committed backup (an object), or null
+  std::optional<wire::ReplicatedReply::Backup> newest;  // the newest committed backup
   std::string job_error;           // the job's last backup failure, as the coordinator saw it
   std::optional<BackupTask> task;  // this node's part to upload
   // The backup fields of the reply to a report of `job` (of `nodes` nodes).
@@ -104,8 +105,8 @@ class NodeBackup {
   Status FetchPart(const std::string& id, const StepKey& key, uint64_t digest);
   // "ok", "not checked yet" or why the store cannot be used.
   std::string access() const EXCLUDES(mu_);
-  // The "backup" object of `strata status`.
-  json StatusJson() const EXCLUDES(mu_);
+  // The "backup" part of `strata status`.
+  wire::BackupStatus StatusReport() const EXCLUDES(mu_);
 
  private:
   // An upload that finished, kept until the coordinator heard of it.
@@ -143,7 +144,7 @@ class NodeBackup {
   std::string access_ GUARDED_BY(mu_) = "not checked yet";  // "ok" or the problem
   std::string error_ GUARDED_BY(mu_);                       // the last failure here
   std::string job_error_ GUARDED_BY(mu_);                   // the coordinator's
-  json newest_ GUARDED_BY(mu_);                             // id, step, created, committed
+  std::optional<wire::ReplicatedReply::Backup> newest_ GUARDED_BY(mu_);
 };
 
 }  // namespace strata::agent

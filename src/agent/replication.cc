@@ -298,7 +298,7 @@ void Replication::CollectGarbage() {
     watermark = watermark_;
   }
   const std::set<StepKey> pinned = hooks_.pins();
-  const std::vector<std::string> targets = SymlinkTargets(options_.local_dir);
+  const std::vector<std::string> targets = LocalDir(env_, options_.local_dir).SymlinkTargets();
   std::map<int, int64_t> newest;
   auto held = store_->List();
   for (const auto& [key, index] : held) {

@@ -43,20 +43,20 @@ struct Listed {
 
 // Lists regular files under `root` recursively (relative paths, sorted by
 // path). Anything but regular files and directories is an error.
-Status ListFilesUnder(const std::string& root, const std::string& rel, std::vector<Listed>* out,
-                      int depth) {
+Status ListFilesUnder(Env* env, const std::string& root, const std::string& rel,
+                      std::vector<Listed>* out, int depth) {
   if (depth > 32) return InvalidArgumentError(root + "/" + rel + ": directories nested too deep");
   std::string dir = rel.empty() ? root : JoinPath(root, rel);
-  STRATA_ASSIGN_OR_RETURN(auto entries, Env::Default()->ListDir(dir));
+  STRATA_ASSIGN_OR_RETURN(auto entries, env->ListDir(dir));
   for (const auto& e : entries) {
     std::string child = rel.empty() ? e.name : rel + "/" + e.name;
     std::string full = JoinPath(root, child);
     if (e.type == DirEntry::Type::kDirectory) {
-      STRATA_RETURN_IF_ERROR(ListFilesUnder(root, child, out, depth + 1));
+      STRATA_RETURN_IF_ERROR(ListFilesUnder(env, root, child, out, depth + 1));
       continue;
     }
     StatusOr<FileIdentity> id = e.type == DirEntry::Type::kFile
-                                    ? Env::Default()->Identify(full)
+                                    ? env->Identify(full)
                                     : FailedPreconditionError(full + " is not a regular file");
     if (id.status().code() == StatusCode::kFailedPrecondition) {
       return InvalidArgumentError(full + " is not a regular file or directory");
@@ -72,14 +72,15 @@ Status ListFilesUnder(const std::string& root, const std::string& rel, std::vect
 // tick the listing began in could not be proven by a seal later, so when
 // identities are wanted such a listing waits for the next tick (a few ms)
 // and lists again, up to twice; a file still being written stays unproven.
-StatusOr<std::vector<IndexedFile>> ListFiles(const std::string& root, StepIdentity* identity) {
+StatusOr<std::vector<IndexedFile>> ListFiles(Env* env, const std::string& root,
+                                             StepIdentity* identity) {
   constexpr int kMaxRelists = 2;
   int64_t listed_at = 0;
   std::vector<Listed> listed;
   for (int attempt = 0;; ++attempt) {
     listed_at = CoarseRealtimeNs();
     listed.clear();
-    STRATA_RETURN_IF_ERROR(ListFilesUnder(root, "", &listed, 0));
+    STRATA_RETURN_IF_ERROR(ListFilesUnder(env, root, "", &listed, 0));
     if (identity == nullptr || attempt == kMaxRelists) break;
     int64_t newest = std::numeric_limits<int64_t>::min();
     for (const Listed& l : listed) newest = std::max(newest, l.id.mtime_ns);
@@ -127,8 +128,8 @@ std::vector<ChunkRef> Chunks(const std::vector<IndexedFile>& files) {
 
 // Hashes every chunk of every file in parallel into `hashes` (one vector per
 // file). Each worker reuses one buffer.
-Status HashChunks(const std::string& dir, const std::vector<IndexedFile>& files, ThreadPool* pool,
-                  std::vector<std::vector<uint64_t>>* hashes) {
+Status HashChunks(Env* env, const std::string& dir, const std::vector<IndexedFile>& files,
+                  ThreadPool* pool, std::vector<std::vector<uint64_t>>* hashes) {
   std::vector<ChunkRef> refs = Chunks(files);
   hashes->assign(files.size(), {});
   for (size_t f = 0; f < files.size(); ++f) {
@@ -144,7 +145,7 @@ Status HashChunks(const std::string& dir, const std::vector<IndexedFile>& files,
     uint64_t len = std::min(kIndexChunkBytes, f.size - off);
     std::string path = JoinPath(dir, f.path);
     Status s;
-    auto file = Env::Default()->OpenReadable(path);
+    auto file = env->OpenReadable(path);
     if (file.ok())
       s = (*file)->PRead(off, len, buf.get());
     else
@@ -172,10 +173,10 @@ uint64_t MerkleDigest(const std::vector<IndexedFile>& files) {
 
 // The manifest of the Strata checkpoint in `dir`, if it is one. The
 // directory's own name does not matter (it may be a transfer's temp dir).
-std::optional<StepInfo> StrataManifest(const std::string& dir) {
+std::optional<StepInfo> StrataManifest(Env* env, const std::string& dir) {
   std::string path = JoinPath(dir, std::string(kManifestFileName));
-  if (!Env::Default()->Exists(path)) return std::nullopt;
-  auto bytes = ReadFileToString(Env::Default(), path, kMaxManifestBytes);
+  if (!env->Exists(path)) return std::nullopt;
+  auto bytes = ReadFileToString(env, path, kMaxManifestBytes);
   if (!bytes.ok()) return std::nullopt;
   auto info = DecodeManifest(*bytes, path);
   if (!info.ok()) return std::nullopt;
@@ -185,8 +186,8 @@ std::optional<StepInfo> StrataManifest(const std::string& dir) {
 // A Strata checkpoint: the manifest gives the digest; no hashing needed.
 // A directory holding more or other files than its manifest describes is
 // hashed like any other step.
-bool IndexAsStrata(const std::string& dir, StepIndex* index) {
-  auto info = StrataManifest(dir);
+bool IndexAsStrata(Env* env, const std::string& dir, StepIndex* index) {
+  auto info = StrataManifest(env, dir);
   if (!info) return false;
   index->digest = info->ContentDigest();
   if (!ManifestDataPositions(*index, *info).ok()) return false;
@@ -243,14 +244,14 @@ Status ValidateRelativePath(std::string_view path) {
   return Status::Ok();
 }
 
-StatusOr<StepIndex> BuildStepIndex(const std::string& dir, ThreadPool* pool,
+StatusOr<StepIndex> BuildStepIndex(Env* env, const std::string& dir, ThreadPool* pool,
                                    StepIdentity* identity) {
   StepIndex index;
-  STRATA_ASSIGN_OR_RETURN(index.files, ListFiles(dir, identity));
+  STRATA_ASSIGN_OR_RETURN(index.files, ListFiles(env, dir, identity));
   for (const auto& f : index.files) index.total_bytes += f.size;
-  if (IndexAsStrata(dir, &index)) return index;
+  if (IndexAsStrata(env, dir, &index)) return index;
   std::vector<std::vector<uint64_t>> hashes;
-  STRATA_RETURN_IF_ERROR(HashChunks(dir, index.files, pool, &hashes));
+  STRATA_RETURN_IF_ERROR(HashChunks(env, dir, index.files, pool, &hashes));
   for (size_t f = 0; f < index.files.size(); ++f) index.files[f].chunk_xxh3 = std::move(hashes[f]);
   index.digest = MerkleDigest(index.files);
   return index;
@@ -277,25 +278,25 @@ Status CheckLayout(const std::string& dir, const std::vector<IndexedFile>& prese
 
 }  // namespace
 
-Status VerifyStepIndex(const std::string& dir, const StepIndex& index, ThreadPool* pool,
+Status VerifyStepIndex(Env* env, const std::string& dir, const StepIndex& index, ThreadPool* pool,
                        VerifyScope scope, StepIdentity* identity) {
-  STRATA_ASSIGN_OR_RETURN(std::vector<IndexedFile> present, ListFiles(dir, identity));
+  STRATA_ASSIGN_OR_RETURN(std::vector<IndexedFile> present, ListFiles(env, dir, identity));
   STRATA_RETURN_IF_ERROR(CheckLayout(dir, present, index));
   if (index.strata) {
-    auto info = StrataManifest(dir);
+    auto info = StrataManifest(env, dir);
     if (!info || info->ContentDigest() != index.digest) {
       return DataLossError(dir + ": manifest is unreadable or does not match the recorded digest");
     }
     STRATA_RETURN_IF_ERROR(ManifestDataPositions(index, *info).status().WithContext(dir));
     if (scope == VerifyScope::kLayout) return Status::Ok();
     VerifyReport report;
-    VerifyStepData(Env::Default(), pool, dir, *info, &report);
+    VerifyStepData(env, pool, dir, *info, &report);
     if (!report.ok()) return DataLossError(report.problems.front().message);
     return Status::Ok();
   }
   if (scope == VerifyScope::kLayout) return Status::Ok();
   std::vector<std::vector<uint64_t>> hashes;
-  STRATA_RETURN_IF_ERROR(HashChunks(dir, index.files, pool, &hashes));
+  STRATA_RETURN_IF_ERROR(HashChunks(env, dir, index.files, pool, &hashes));
   for (size_t f = 0; f < index.files.size(); ++f) {
     for (size_t c = 0; c < hashes[f].size(); ++c) {
       if (hashes[f][c] != index.files[f].chunk_xxh3[c]) {
@@ -307,9 +308,9 @@ Status VerifyStepIndex(const std::string& dir, const StepIndex& index, ThreadPoo
   return Status::Ok();
 }
 
-Status CheckStepIdentity(const std::string& dir, const StepIndex& index,
+Status CheckStepIdentity(Env* env, const std::string& dir, const StepIndex& index,
                          const StepIdentity& sealed) {
-  STRATA_ASSIGN_OR_RETURN(std::vector<IndexedFile> present, ListFiles(dir, nullptr));
+  STRATA_ASSIGN_OR_RETURN(std::vector<IndexedFile> present, ListFiles(env, dir, nullptr));
   Status layout = CheckLayout(dir, present, index);
   if (!layout.ok()) return FailedPreconditionError(std::string(layout.message()));
   if (sealed.files.size() != index.files.size()) {
@@ -322,7 +323,7 @@ Status CheckStepIdentity(const std::string& dir, const StepIndex& index,
     if (was.mtime_ns >= sealed.listed_at_ns) {
       return FailedPreconditionError(path + " was modified as it was sealed");
     }
-    STRATA_ASSIGN_OR_RETURN(FileIdentity now, Env::Default()->Identify(path));
+    STRATA_ASSIGN_OR_RETURN(FileIdentity now, env->Identify(path));
     if (!(now == was)) return FailedPreconditionError(path + " changed since it was sealed");
   }
   return Status::Ok();

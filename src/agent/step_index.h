@@ -48,10 +48,12 @@ struct StepIdentity {
   std::vector<FileIdentity> files;  // in index order
 };
 
+// The functions below read files through `env`.
+
 // Indexes the step directory `dir`. Symlinks, devices and paths that are not
 // safe relative names are errors naming the path. With `identity`, records
 // how the files were as they were read.
-StatusOr<StepIndex> BuildStepIndex(const std::string& dir, ThreadPool* pool,
+StatusOr<StepIndex> BuildStepIndex(Env* env, const std::string& dir, ThreadPool* pool,
                                    StepIdentity* identity = nullptr);
 
 // What VerifyStepIndex checks. kLayout: exactly the indexed files with the
@@ -62,7 +64,7 @@ enum class VerifyScope { kAll, kLayout };
 
 // Checks that `dir` holds exactly the indexed files with the indexed bytes.
 // DATA_LOSS names the file (and chunk) that differs.
-Status VerifyStepIndex(const std::string& dir, const StepIndex& index, ThreadPool* pool,
+Status VerifyStepIndex(Env* env, const std::string& dir, const StepIndex& index, ThreadPool* pool,
                        VerifyScope scope = VerifyScope::kAll, StepIdentity* identity = nullptr);
 
 // Proves without reading a byte that `dir` still holds what `sealed`
@@ -72,7 +74,7 @@ Status VerifyStepIndex(const std::string& dir, const StepIndex& index, ThreadPoo
 // clock tick as the listing would keep its mtime: such a file is never
 // proven, as git treats a "racily clean" entry). FAILED_PRECONDITION
 // saying what differs; the caller then reads and verifies the bytes.
-Status CheckStepIdentity(const std::string& dir, const StepIndex& index,
+Status CheckStepIdentity(Env* env, const std::string& dir, const StepIndex& index,
                          const StepIdentity& sealed);
 
 // A seal (the .seal file next to a held step's .index) and back. Decoding

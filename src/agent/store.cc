@@ -86,7 +86,7 @@ Status Store::Recover() {
         auto text = ReadFileToString(env_, index_path, kMaxIndexBytes);
         auto index = text.ok() ? DecodeStepIndex(*text, index_path) : text.status();
         StepIdentity identity;
-        if (!index.ok()) index = BuildStepIndex(StepPath(key), pool_, &identity);
+        if (!index.ok()) index = BuildStepIndex(env_, StepPath(key), pool_, &identity);
         if (!index.ok()) {
           Log()->warn("dropping {}: {}", StepPath(key), index.status().message());
           STRATA_RETURN_IF_ERROR(Remove(key));
@@ -132,12 +132,12 @@ StatusOr<bool> Store::CheckHeld(const StepKey& key) {
   const std::string seal_path = dir + std::string(kSealSuffix);
   auto text = ReadFileToString(env_, seal_path, kMaxIndexBytes);
   auto sealed = text.ok() ? DecodeSeal(*text, index.digest, seal_path) : text.status();
-  Status proof = sealed.ok() ? CheckStepIdentity(dir, index, *sealed) : sealed.status();
+  Status proof = sealed.ok() ? CheckStepIdentity(env_, dir, index, *sealed) : sealed.status();
   if (proof.ok()) return false;
   // Could have changed: read every byte, and seal what verified.
   env_->RemoveFile(seal_path).IgnoreError();
   StepIdentity identity;
-  STRATA_RETURN_IF_ERROR(VerifyStepIndex(dir, index, pool_, VerifyScope::kAll, &identity));
+  STRATA_RETURN_IF_ERROR(VerifyStepIndex(env_, dir, index, pool_, VerifyScope::kAll, &identity));
   WriteSeal(key, index, identity);
   return true;
 }
@@ -150,7 +150,7 @@ StatusOr<StepIndex> Store::Ingest(const std::string& client_dir, const StepKey& 
   STRATA_RETURN_IF_ERROR(env_->Rename(client_dir, dst));
   CrashPoint("store.ingest.before_index");
   StepIdentity identity;
-  auto index = BuildStepIndex(dst, pool_, &identity);
+  auto index = BuildStepIndex(env_, dst, pool_, &identity);
   if (!index.ok()) {
     env_->RemoveAll(dst).IgnoreError();
     return index.status().WithContext("ingesting " + client_dir);
@@ -184,7 +184,7 @@ Status Store::AdoptChecked(const std::string& dir, const StepKey& key, const Ste
   // Listed as checked; renaming the directory changes no file's identity.
   StepIdentity identity;
   STRATA_RETURN_IF_ERROR(
-      VerifyStepIndex(dir, index, pool_, scope, &identity).WithContext(key.ToString()));
+      VerifyStepIndex(env_, dir, index, pool_, scope, &identity).WithContext(key.ToString()));
   std::string dst = StepPath(key);
   STRATA_RETURN_IF_ERROR(CreateDirs(env_, Dirname(dst)));
   if (env_->Exists(dst)) STRATA_RETURN_IF_ERROR(Remove(key));
@@ -218,7 +218,7 @@ std::map<StepKey, StepIndex> Store::List() const {
 
 Status Store::Verify(const StepKey& key) {
   STRATA_ASSIGN_OR_RETURN(StepIndex index, GetIndex(key));
-  return VerifyStepIndex(StepPath(key), index, pool_);
+  return VerifyStepIndex(env_, StepPath(key), index, pool_);
 }
 
 Status Store::Remove(const StepKey& key) {

@@ -15,6 +15,7 @@
 #include "cli/cli.h"
 #include "util/file_util.h"
 #include "util/logging.h"
+#include "wire/control.h"
 #include "wire/op.h"
 
 namespace strata::cli {
@@ -52,61 +53,55 @@ void RunAgent(Context& ctx, const AgentFlags& flags) {
   }
 }
 
-void PrintStatus(Context& ctx, const nlohmann::json& j) {
-  ctx.out << fmt::format("agent {}  dir {}\n", j.value("address", ""), j.value("local_dir", ""));
-  if (j.contains("job")) {
-    ctx.out << fmt::format("job {}  node {} of {}  round {}  peers {}\n",
-                           j["job"].get<std::string>(), j["node"].get<int>(), j["nodes"].get<int>(),
-                           j["round"].get<int64_t>(), j["peers"].dump());
+void PrintStatus(Context& ctx, const wire::StatusReply& r) {
+  ctx.out << fmt::format("agent {}  dir {}\n", r.address, r.local_dir);
+  if (r.job) {
+    ctx.out << fmt::format("job {}  node {} of {}  round {}  peers {}\n", r.job->name, r.job->node,
+                           r.job->nodes, r.job->round, nlohmann::json(r.job->peers).dump());
   } else {
     ctx.out << "no job yet (waiting for replicator.yaml)\n";
   }
   ctx.out << fmt::format(
       "RAM held {}  newest replicated step {}  job-wide watermark {}  queued {}\n",
-      HumanBytes(j.value("ram_bytes", uint64_t{0})), j.value("newest_replicated", int64_t{-1}),
-      j.value("watermark", int64_t{-1}), j.value("queued", 0));
-  ctx.out << "last restore: " << j.value("last_restore", std::string("none")) << "\n";
-  if (j.contains("backup") && j["backup"].is_object()) {
-    const auto& b = j["backup"];
-    ctx.out << "backup " << b.value("url", "") << "  access: " << b.value("access", "") << "\n";
-    if (b.contains("newest")) {
+      HumanBytes(r.ram_bytes), r.newest_replicated, r.watermark, r.queued);
+  ctx.out << "last restore: " << (r.last_restore.empty() ? "none" : r.last_restore) << "\n";
+  if (r.backup) {
+    const wire::BackupStatus& b = *r.backup;
+    ctx.out << "backup " << b.url << "  access: " << b.access << "\n";
+    if (b.newest) {
       ctx.out << fmt::format("  newest committed backup {} (step {}), backup lag {} s\n",
-                             b["newest"].value("id", ""), b["newest"].value("step", int64_t{-1}),
-                             b.value("backup_lag_seconds", int64_t{0}));
+                             b.newest->id, b.newest->step, b.lag_seconds);
     } else {
       ctx.out << "  no committed backup yet\n";
     }
-    if (b.contains("uploading")) ctx.out << "  uploading " << b.value("uploading", "") << "\n";
-    if (b.contains("last_error")) ctx.out << "  last error: " << b.value("last_error", "") << "\n";
-    if (b.contains("job_error")) {
-      ctx.out << "  the job's last backup failure: " << b.value("job_error", "") << "\n";
-    }
+    if (b.uploading) ctx.out << "  uploading " << *b.uploading << "\n";
+    if (b.last_error) ctx.out << "  last error: " << *b.last_error << "\n";
+    if (b.job_error) ctx.out << "  the job's last backup failure: " << *b.job_error << "\n";
   }
   ctx.out << fmt::format("  {:<24} {:>6} {:>10} {:>10}  {}\n", "JOB", "NODE", "STEP", "SIZE",
                          "DIGEST");
-  for (const auto& s : j["steps"]) {
-    ctx.out << fmt::format("  {:<24} {:>6} {:>10} {:>10}  {}\n", s["job"].get<std::string>(),
-                           s["rank"].get<int>(), s["step"].get<int64_t>(),
-                           HumanBytes(s["bytes"].get<uint64_t>()), s["digest"].get<std::string>());
+  for (const auto& s : r.steps) {
+    ctx.out << fmt::format("  {:<24} {:>6} {:>10} {:>10}  {}\n", s.job, s.rank, s.step,
+                           HumanBytes(s.bytes), s.digest);
   }
 }
 
 void Status_(Context& ctx, const AgentAddress& address, bool as_json) {
   auto at = ResolveAgent(address, "strata status");
-  auto reply = at.ok()
-                   ? CallAgent(*at, address.secret_file, {{"op", wire::OpName(wire::Op::kStatus)}},
-                               std::chrono::seconds(10), "strata status")
-                   : StatusOr<nlohmann::json>(at.status());
-  if (!reply.ok()) {
-    ctx.err << "strata status: " << reply.status().message() << "\n";
+  auto reply = at.ok() ? CallAgent(*at, address.secret_file, wire::Request(wire::Op::kStatus),
+                                   std::chrono::seconds(10), "strata status")
+                       : StatusOr<nlohmann::json>(at.status());
+  StatusOr<wire::StatusReply> status = reply.ok() ? wire::StatusReply::FromJson(*reply)
+                                                  : StatusOr<wire::StatusReply>(reply.status());
+  if (!status.ok()) {
+    ctx.err << "strata status: " << status.status().message() << "\n";
     ctx.exit_code = 1;
     return;
   }
-  reply->erase("ok");
   if (as_json) {
-    ctx.out << reply->dump(2) << "\n";
+    ctx.out << status->ToJson().dump(2) << "\n";
   } else {
-    PrintStatus(ctx, *reply);
+    PrintStatus(ctx, *status);
   }
 }
 

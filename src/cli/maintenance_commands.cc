@@ -9,6 +9,7 @@
 #include "cli/agent_client.h"
 #include "cli/cli.h"
 #include "supervisor/supervisor.h"
+#include "wire/control.h"
 #include "wire/op.h"
 
 namespace strata::cli {
@@ -79,15 +80,17 @@ void Maintenance(Context& ctx, const MaintenanceArgs& a) {
 
 void Health(Context& ctx, const AgentAddress& address, bool as_json) {
   auto at = ResolveAgent(address, "strata health");
-  StatusOr<json> reply =
-      at.ok() ? CallAgent(*at, address.secret_file, {{"op", wire::OpName(wire::Op::kHealth)}},
-                          std::chrono::seconds(10), "strata health")
-              : StatusOr<json>(at.status());
+  StatusOr<json> call = at.ok()
+                            ? CallAgent(*at, address.secret_file, wire::Request(wire::Op::kHealth),
+                                        std::chrono::seconds(10), "strata health")
+                            : StatusOr<json>(at.status());
+  StatusOr<wire::HealthReply> reply =
+      call.ok() ? wire::HealthReply::FromJson(*call) : StatusOr<wire::HealthReply>(call.status());
   bool healthy = false;
   std::string description;
   if (reply.ok()) {
-    healthy = reply->value("healthy", false);
-    description = reply->value("description", "");
+    healthy = reply->healthy;
+    description = reply->description;
   } else if (at.ok()) {
     description = "The agent at " + *at + " is down: " + reply.status().message();
   } else {
@@ -95,7 +98,7 @@ void Health(Context& ctx, const AgentAddress& address, bool as_json) {
   }
   if (as_json) {
     json j = {{"health", healthy ? "HEALTHY" : "UNHEALTHY"}, {"healthDescription", description}};
-    if (reply.ok() && reply->contains("maintenance")) j["maintenance"] = (*reply)["maintenance"];
+    if (reply.ok() && reply->maintenance.is_object()) j["maintenance"] = reply->maintenance;
     ctx.out << j.dump(2) << "\n";
   } else {
     ctx.out << "health: " << (healthy ? "HEALTHY" : "UNHEALTHY")

@@ -8,6 +8,7 @@
 #include "cli/agent_client.h"
 #include "cli/cli.h"
 #include "supervisor/supervisor.h"
+#include "wire/control.h"
 #include "wire/op.h"
 
 namespace strata::cli {
@@ -56,17 +57,22 @@ bool ParseDurations(Context& ctx, RunArgs& a) {
 // quarantine by the coordinator. An agent that does not answer makes a
 // run's progress unknown (not counted toward a crash loop).
 supervisor::ProgressHooks AgentHooks(const std::string& agent, const std::string& secret_file) {
-  auto field = [agent, secret_file](const char* name) -> std::optional<int64_t> {
-    auto j = CallAgent(agent, secret_file, {{"op", wire::OpName(wire::Op::kStatus)}},
+  auto status = [agent, secret_file]() -> std::optional<wire::StatusReply> {
+    auto j = CallAgent(agent, secret_file, wire::Request(wire::Op::kStatus),
                        std::chrono::seconds(10), "strata run");
-    if (!j.ok() || !j->contains(name) || !(*j)[name].is_number_integer()) return std::nullopt;
-    return (*j)[name].get<int64_t>();
+    StatusOr<wire::StatusReply> r =
+        j.ok() ? wire::StatusReply::FromJson(*j) : StatusOr<wire::StatusReply>(j.status());
+    if (!r.ok()) return std::nullopt;
+    return std::move(*r);
   };
   supervisor::ProgressHooks h;
-  h.newest = [field] { return field("newest_ingested"); };  // -1: none since the start
-  h.restored = [field]() -> std::optional<int64_t> {
-    auto r = field("restored_step");
-    return r && *r >= 0 ? r : std::nullopt;
+  h.newest = [status]() -> std::optional<int64_t> {  // -1: none since the start
+    auto r = status();
+    return r ? std::optional<int64_t>(r->newest_ingested) : std::nullopt;
+  };
+  h.restored = [status]() -> std::optional<int64_t> {
+    auto r = status();
+    return r && r->restored_step >= 0 ? std::optional<int64_t>(r->restored_step) : std::nullopt;
   };
   h.quarantine = [agent, secret_file](int64_t step) -> StatusOr<std::string> {
     STRATA_ASSIGN_OR_RETURN(

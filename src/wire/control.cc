@@ -1,0 +1,252 @@
+// Copyright 2026 The Strata Authors.
+#include "wire/control.h"
+
+namespace strata::wire {
+namespace {
+
+// Reads the fields of one object of an answer; the first error names the
+// answer and the field. Holds a reference: `j` must outlive the Reader.
+class Reader {
+ public:
+  Reader(const json& j, std::string what) : j_(j), what_(std::move(what)) {
+    if (!j_.is_object()) status_ = InvalidArgumentError(what_ + " is not an object");
+  }
+
+  template <class T>
+  void Get(const char* field, T* out) {
+    if (!status_.ok()) return;
+    auto it = j_.find(field);
+    if (it == j_.end()) {
+      status_ = InvalidArgumentError(what_ + ": \"" + field + "\" is missing");
+      return;
+    }
+    Convert(*it, field, out);
+  }
+  template <class T>
+  void Get(const char* field, std::optional<T>* out) {
+    if (!status_.ok()) return;
+    auto it = j_.find(field);
+    if (it == j_.end() || it->is_null()) return;
+    T value;
+    Convert(*it, field, &value);
+    if (status_.ok()) *out = std::move(value);
+  }
+  // Each element of the array `field` through `read`.
+  template <class T, class F>
+  void Each(const char* field, std::vector<T>* out, F read) {
+    if (!status_.ok()) return;
+    auto it = j_.find(field);
+    if (it == j_.end() || !it->is_array()) {
+      status_ = InvalidArgumentError(what_ + ": \"" + field + "\" must be an array");
+      return;
+    }
+    for (const json& e : *it) {
+      StatusOr<T> v = read(e);
+      if (!v.ok()) {
+        status_ = InvalidArgumentError(what_ + ": \"" + field + "\": " + v.status().message());
+        return;
+      }
+      out->push_back(std::move(*v));
+    }
+  }
+  const Status& status() const { return status_; }
+
+ private:
+  template <class T>
+  void Convert(const json& v, const char* field, T* out) {
+    const bool ok = std::is_same_v<T, std::string> ? v.is_string()
+                    : std::is_same_v<T, bool>      ? v.is_boolean()
+                    : std::is_floating_point_v<T>  ? v.is_number()
+                    : std::is_unsigned_v<T>
+                        ? v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0)
+                    : std::is_integral_v<T> ? v.is_number_integer()
+                                            : true;
+    if (!ok) {
+      status_ = InvalidArgumentError(what_ + ": \"" + field + "\" has the wrong type");
+      return;
+    }
+    try {
+      *out = v.get<T>();
+    } catch (const json::exception& e) {
+      status_ = InvalidArgumentError(what_ + ": \"" + field + "\": " + e.what());
+    }
+  }
+
+  const json& j_;
+  const std::string what_;
+  Status status_;
+};
+
+StatusOr<StatusReply::Held> HeldFromJson(const json& j) {
+  Reader r(j, "a held step");
+  StatusReply::Held h;
+  r.Get("job", &h.job);
+  r.Get("rank", &h.rank);
+  r.Get("step", &h.step);
+  r.Get("bytes", &h.bytes);
+  r.Get("digest", &h.digest);
+  STRATA_RETURN_IF_ERROR(r.status());
+  return h;
+}
+
+StatusOr<StatusReply::Rank> RankFromJson(const json& j) {
+  Reader r(j, "a rank");
+  StatusReply::Rank k;
+  r.Get("pid", &k.pid);
+  r.Get("step", &k.step);
+  r.Get("notices", &k.notices);
+  r.Get("ondemand_step", &k.ondemand_step);
+  STRATA_RETURN_IF_ERROR(r.status());
+  return k;
+}
+
+StatusOr<ReplicatedReply::Backup> NewestFromJson(const json& j) {
+  Reader r(j, "status: backup: newest");
+  ReplicatedReply::Backup b;
+  r.Get("id", &b.id);
+  r.Get("step", &b.step);
+  r.Get("created", &b.created);
+  r.Get("committed", &b.committed);
+  STRATA_RETURN_IF_ERROR(r.status());
+  return b;
+}
+
+}  // namespace
+
+StatusOr<BackupStatus> BackupStatus::FromJson(const json& j) {
+  Reader r(j, "status: backup");
+  BackupStatus b;
+  r.Get("url", &b.url);
+  r.Get("access", &b.access);
+  r.Get("uploading", &b.uploading);
+  r.Get("last_error", &b.last_error);
+  r.Get("job_error", &b.job_error);
+  STRATA_RETURN_IF_ERROR(r.status());
+  if (auto newest = j.find("newest"); newest != j.end()) {
+    STRATA_ASSIGN_OR_RETURN(b.newest, NewestFromJson(*newest));
+    r.Get("backup_lag_seconds", &b.lag_seconds);
+  }
+  STRATA_RETURN_IF_ERROR(r.status());
+  return b;
+}
+
+json BackupStatus::ToJson() const {
+  json j = {{"url", url}, {"access", access}};
+  if (uploading) j["uploading"] = *uploading;
+  if (last_error) j["last_error"] = *last_error;
+  if (job_error) j["job_error"] = *job_error;
+  if (newest) {
+    j["newest"] = {{"id", newest->id},
+                   {"step", newest->step},
+                   {"created", newest->created},
+                   {"committed", newest->committed}};
+    j["backup_lag_seconds"] = lag_seconds;
+  }
+  return j;
+}
+
+StatusOr<StatusReply> StatusReply::FromJson(const json& j) {
+  Reader r(j, "status");
+  StatusReply s;
+  r.Get("local_dir", &s.local_dir);
+  r.Get("address", &s.address);
+  r.Each("steps", &s.steps, HeldFromJson);
+  r.Get("ram_bytes", &s.ram_bytes);
+  r.Get("spare_bytes", &s.spare_bytes);
+  r.Get("watermark", &s.watermark);
+  r.Get("newest_replicated", &s.newest_replicated);
+  r.Get("newest_ingested", &s.newest_ingested);
+  r.Get("last_restore", &s.last_restore);
+  r.Get("restored_step", &s.restored_step);
+  r.Get("queued", &s.queued);
+  r.Get("replication_lag_seconds", &s.replication_lag_seconds);
+  r.Each("ranks", &s.ranks, RankFromJson);
+  r.Get("training_step", &s.training_step);
+  r.Get("ondemand_step", &s.ondemand_step);
+  r.Get("maintenance_since", &s.maintenance_since);
+  STRATA_RETURN_IF_ERROR(r.status());
+  const json ram_disk = j.value("ram_disk", json());
+  Reader disk(ram_disk, "status: ram_disk");
+  disk.Get("tmpfs", &s.tmpfs);
+  disk.Get("huge", &s.huge);
+  STRATA_RETURN_IF_ERROR(disk.status());
+  if (j.contains("job")) {
+    Job job;
+    r.Get("job", &job.name);
+    r.Get("node", &job.node);
+    r.Get("nodes", &job.nodes);
+    r.Get("peers", &job.peers);
+    r.Get("round", &job.round);
+    STRATA_RETURN_IF_ERROR(r.status());
+    s.job = std::move(job);
+  }
+  if (auto backup = j.find("backup"); backup != j.end()) {
+    STRATA_ASSIGN_OR_RETURN(s.backup, BackupStatus::FromJson(*backup));
+  }
+  return s;
+}
+
+json StatusReply::ToJson() const {
+  json held = json::array();
+  for (const Held& h : steps) {
+    held.push_back({{"job", h.job},
+                    {"rank", h.rank},
+                    {"step", h.step},
+                    {"bytes", h.bytes},
+                    {"digest", h.digest}});
+  }
+  json j = {{"local_dir", local_dir},
+            {"address", address},
+            {"steps", held},
+            {"ram_bytes", ram_bytes},
+            {"spare_bytes", spare_bytes},
+            {"ram_disk", {{"tmpfs", tmpfs}, {"huge", huge}}},
+            {"watermark", watermark},
+            {"newest_replicated", newest_replicated},
+            {"last_restore", last_restore},
+            {"restored_step", restored_step},
+            {"queued", queued},
+            {"newest_ingested", newest_ingested},
+            {"replication_lag_seconds", replication_lag_seconds}};
+  if (job) {
+    j["job"] = job->name;
+    j["node"] = job->node;
+    j["nodes"] = job->nodes;
+    j["peers"] = job->peers;
+    j["round"] = job->round;
+  }
+  if (backup) j["backup"] = backup->ToJson();
+  json rank_list = json::array();
+  for (const Rank& k : ranks) {
+    rank_list.push_back({{"pid", k.pid},
+                         {"step", k.step},
+                         {"notices", k.notices},
+                         {"ondemand_step", k.ondemand_step}});
+  }
+  j["ranks"] = rank_list;
+  j["training_step"] = training_step;
+  if (ondemand_step) j["ondemand_step"] = *ondemand_step;
+  if (maintenance_since) j["maintenance_since"] = *maintenance_since;
+  return j;
+}
+
+StatusOr<HealthReply> HealthReply::FromJson(const json& j) {
+  Reader r(j, "health");
+  HealthReply h;
+  r.Get("healthy", &h.healthy);
+  r.Get("description", &h.description);
+  STRATA_RETURN_IF_ERROR(r.status());
+  if (auto m = j.find("maintenance"); m != j.end() && !m->is_null()) {
+    if (!m->is_object()) return InvalidArgumentError("health: \"maintenance\" must be an object");
+    h.maintenance = *m;
+  }
+  return h;
+}
+
+json HealthReply::ToJson() const {
+  json j = {{"healthy", healthy}, {"description", description}};
+  if (maintenance.is_object()) j["maintenance"] = maintenance;
+  return j;
+}
+
+}  // namespace strata::wire
