@@ -409,13 +409,64 @@ TEST(WireControlTest, AMalformedStatusOrHealthNamesTheField) {
   auto health = HealthReply::FromJson({{"healthy", true}, {"description", "fine"}});
   ASSERT_TRUE(health.ok());
   EXPECT_TRUE(health->healthy);
-  EXPECT_TRUE(health->maintenance.is_null());
-  auto event = HealthReply::FromJson(
-      {{"healthy", true}, {"description", "d"}, {"maintenance", {{"time", "t"}}}});
-  ASSERT_TRUE(event.ok());
-  EXPECT_EQ(event->ToJson()["maintenance"]["time"], "t");
+  EXPECT_FALSE(health->maintenance.has_value());
+  MaintenanceEvent e;
+  e.time = "2026-11-24T10:00:00.000Z";
+  e.unix_ms = 1795000000000;
+  e.origin = "strata maintenance";
+  e.grace_ms = 60000;
+  e.lose_ram = true;
+  e.ranks = 2;
+  e.ranks_exited_seconds = 1.5;
+  e.sync_step = 1200;
+  e.saved = e.replicated = e.wiped = true;
+  e.seconds = 3.25;
+  auto event = HealthReply::FromJson(json::parse(HealthReply{true, "d", e}.ToJson().dump()));
+  ASSERT_TRUE(event.ok()) << event.status().ToString();
+  ASSERT_TRUE(event->maintenance);
+  EXPECT_EQ(event->maintenance->ToJson(), e.ToJson());
+  EXPECT_EQ(*event->maintenance->sync_step, 1200);
+  json partial = e.ToJson();
+  partial.erase("saved");
+  auto bad_event =
+      HealthReply::FromJson({{"healthy", true}, {"description", "d"}, {"maintenance", partial}});
+  EXPECT_NE(bad_event.status().message().find("\"saved\" is missing"), std::string::npos)
+      << bad_event.status().ToString();
   EXPECT_FALSE(HealthReply::FromJson({{"description", "d"}}).ok());
   EXPECT_FALSE(HealthReply::FromJson({{"healthy", 1}, {"description", "d"}}).ok());
+}
+
+TEST(WireControlTest, MaintenanceAndQuarantineRequests) {
+  auto defaults = MaintenanceRequest::FromJson(Request(Op::kMaintenance));
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  EXPECT_EQ(defaults->grace, std::chrono::minutes(5));
+  EXPECT_FALSE(defaults->lose_ram);
+  MaintenanceRequest m;
+  m.grace = std::chrono::seconds(90);
+  m.lose_ram = true;
+  auto back = MaintenanceRequest::FromJson(m.ToJson());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->grace, std::chrono::seconds(90));
+  EXPECT_TRUE(back->lose_ram);
+  json day = m.ToJson();
+  day["grace_ms"] = int64_t{25} * 3600 * 1000;
+  EXPECT_NE(MaintenanceRequest::FromJson(day).status().message().find("not within 0..24 h"),
+            std::string::npos);
+  day["grace_ms"] = "60s";
+  EXPECT_NE(MaintenanceRequest::FromJson(day).status().message().find("\"grace_ms\""),
+            std::string::npos);
+
+  auto q = QuarantineRequest::FromJson(QuarantineRequest{40}.ToJson());
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(q->step, 40);
+  EXPECT_NE(QuarantineRequest::FromJson(Request(Op::kQuarantine))
+                .status()
+                .message()
+                .find("\"step\" is missing"),
+            std::string::npos);
+  auto answer = QuarantineStepReply::FromJson(QuarantineStepReply{"never again"}.ToJson());
+  ASSERT_TRUE(answer.ok());
+  EXPECT_EQ(answer->description, "never again");
 }
 
 }  // namespace

@@ -135,9 +135,9 @@ class Agent {
   // (SIGKILL at `deadline`), then for the on-demand step to be stored (and,
   // with `on_peers`, replicated). Fill `event`.
   void StopRanks(const std::vector<std::pair<int, int64_t>>& ranks,
-                 std::chrono::steady_clock::time_point deadline, json& event);
+                 std::chrono::steady_clock::time_point deadline, wire::MaintenanceEvent& event);
   void AwaitOnDemandStep(bool on_peers, std::chrono::steady_clock::time_point deadline,
-                         json& event);
+                         wire::MaintenanceEvent& event);
   void NoticeMain();    // watches the ranks' slots in the sync map
   void SyncPollMain();  // keeps a "sync" call waiting at the coordinator
   void ApplySync(const wire::SyncDecision& decision);
@@ -154,13 +154,13 @@ class Agent {
   // Before a new incarnation of `job` drops the replication queue: waits
   // (bounded) until the old incarnation's on-demand step is on the peers.
   void AwaitOnDemandReplicated(const std::string& job);
-  StatusOr<json> HandleMaintenance(const json& request);
+  StatusOr<json> HandleMaintenance(const wire::MaintenanceRequest& request);
   // `strata run --agent` found a crash loop on `step`: the job must never
   // restore it again (the coordinator's "quarantine").
-  StatusOr<json> HandleQuarantine(const json& request);
+  StatusOr<json> HandleQuarantine(const wire::QuarantineRequest& request);
   wire::HealthReply HealthReport() const;
   void WipeRam();
-  void RecordMaintenance(const json& event);
+  void RecordMaintenance(const wire::MaintenanceEvent& event);
   void LoadMaintenance();
 
   // Backups (agent_backup.cc; the component is NodeBackup).
@@ -235,7 +235,7 @@ class Agent {
   std::atomic<double> node_rate_{0};                          // its steps per second
   std::optional<int64_t> maintenance_since_ GUARDED_BY(mu_);  // unix ms, in progress
   bool yaml_deferred_ GUARDED_BY(mu_) = false;                // seen during maintenance
-  json last_maintenance_ GUARDED_BY(mu_);                     // the newest event record
+  std::optional<wire::MaintenanceEvent> last_maintenance_ GUARDED_BY(mu_);  // the newest
   // The run loop's thread only.
   bool jax_init_info_written_ = false;  // logged once
   bool jax_init_info_failed_ = false;   // a failure is logged once, until it clears

@@ -319,15 +319,9 @@ bool Agent::DrainStep(Clock::time_point deadline) {
   return ranks_gone && SyncStepReplicated() && heard;
 }
 
-StatusOr<json> Agent::HandleMaintenance(const json& request) {
-  const int64_t grace_ms =
-      request.value("grace_ms", static_cast<int64_t>(config_.grace.count()) * 1000);
-  if (grace_ms < 0 || grace_ms > int64_t{24} * 3600 * 1000) {
-    return InvalidArgumentError("maintenance: grace of " + std::to_string(grace_ms) +
-                                " ms is not within 0..24 h");
-  }
-  const auto grace = std::chrono::milliseconds(grace_ms);
-  const bool lose_ram = request.value("lose_ram", false);
+StatusOr<json> Agent::HandleMaintenance(const wire::MaintenanceRequest& request) {
+  const std::chrono::milliseconds grace = request.grace;
+  const bool lose_ram = request.lose_ram;
   const int64_t started_ms = UnixMillisNow();
   {
     MutexLock l(&mu_);
@@ -341,23 +335,23 @@ StatusOr<json> Agent::HandleMaintenance(const json& request) {
   auto ranks = LiveRanks();
   Log()->warn("maintenance event: SIGTERM to {} rank(s) using {}, grace {} ms{}", ranks.size(),
               config_.local_dir, grace.count(), lose_ram ? ", the node loses its RAM" : "");
-  json event = {{"time", Rfc3339(started_ms)},
-                {"unix_ms", started_ms},
-                {"origin", request.value("origin", "strata maintenance")},
-                {"grace_ms", grace.count()},
-                {"lose_ram", lose_ram},
-                {"ranks", ranks.size()}};
+  wire::MaintenanceEvent event;
+  event.time = Rfc3339(started_ms);
+  event.unix_ms = started_ms;
+  event.origin = request.origin;
+  event.grace_ms = grace.count();
+  event.lose_ram = lose_ram;
+  event.ranks = static_cast<int>(ranks.size());
   PostNotice("strata maintenance");
   StopRanks(ranks, deadline, event);
   AwaitOnDemandStep(lose_ram, deadline, event);
   if (lose_ram) {
-    if (!event["replicated"].get<bool>()) {
+    if (!event.replicated) {
       Log()->error(
           "maintenance: {} not on every peer within the grace period; wiping the RAM of "
           "{} anyway (the platform would not wait)",
-          event.contains("sync_step")
-              ? "on-demand step " + std::to_string(event["sync_step"].get<int64_t>())
-              : std::string("no on-demand step was saved, so nothing is"),
+          event.sync_step ? "on-demand step " + std::to_string(*event.sync_step)
+                          : std::string("no on-demand step was saved, so nothing is"),
           config_.local_dir);
     }
     // A restart that began before the event is restoring from this store:
@@ -365,14 +359,14 @@ StatusOr<json> Agent::HandleMaintenance(const json& request) {
     PollUntil(deadline, [this] { return !restoring_; });
     WipeRam();
   }
-  event["wiped"] = lose_ram;
-  event["seconds"] = SecondsSince(start);
+  event.wiped = lose_ram;
+  event.seconds = SecondsSince(start);
   RecordMaintenance(event);
-  return event;
+  return event.ToJson();
 }
 
 void Agent::StopRanks(const std::vector<std::pair<int, int64_t>>& ranks, Clock::time_point deadline,
-                      json& event) {
+                      wire::MaintenanceEvent& event) {
   const auto start = Clock::now();
   for (auto [i, pid] : ranks) ::kill(static_cast<pid_t>(pid), SIGTERM);
   // A rank may release its slot well before its process is gone (a
@@ -381,16 +375,17 @@ void Agent::StopRanks(const std::vector<std::pair<int, int64_t>>& ranks, Clock::
     return std::none_of(ranks.begin(), ranks.end(),
                         [](const auto& r) { return ProcessAlive(r.second); });
   });
-  event["ranks_exited_seconds"] = SecondsSince(start);
+  event.ranks_exited_seconds = SecondsSince(start);
   int killed = 0;
   for (auto [i, pid] : ranks) {
     if (ProcessAlive(pid) && ::kill(static_cast<pid_t>(pid), SIGKILL) == 0) ++killed;
   }
-  event["ranks_killed"] = killed;
+  event.ranks_killed = killed;
 }
 
 // The ranks' on-demand step, once the main loop has taken it in.
-void Agent::AwaitOnDemandStep(bool on_peers, Clock::time_point deadline, json& event) {
+void Agent::AwaitOnDemandStep(bool on_peers, Clock::time_point deadline,
+                              wire::MaintenanceEvent& event) {
   int64_t sync = kNoSyncStep;
   bool saved = false, replicated = false;
   PollUntil(deadline, [&] {
@@ -401,25 +396,21 @@ void Agent::AwaitOnDemandStep(bool on_peers, Clock::time_point deadline, json& e
     replicated = saved && SyncStepReplicated();
     return sync == kNoSyncStep || (saved && (replicated || !on_peers));
   });
-  if (sync != kNoSyncStep) event["sync_step"] = sync;
-  event["saved"] = saved;
-  event["replicated"] = replicated;
+  if (sync != kNoSyncStep) event.sync_step = sync;
+  event.saved = saved;
+  event.replicated = replicated;
 }
 
-StatusOr<json> Agent::HandleQuarantine(const json& request) {
-  auto step = request.find("step");
-  if (step == request.end() || !step->is_number_integer()) {
-    return InvalidArgumentError("quarantine: missing integer \"step\"");
-  }
+StatusOr<json> Agent::HandleQuarantine(const wire::QuarantineRequest& request) {
   std::optional<SyncJob> job = CurrentSyncJob();
   if (!job) {
-    return FailedPreconditionError("quarantine of step " + std::to_string(step->get<int64_t>()) +
+    return FailedPreconditionError("quarantine of step " + std::to_string(request.step) +
                                    ": the agent of " + config_.local_dir + " has no job yet");
   }
   wire::QuarantineStepRequest req;
   req.job = job->config.job_name;
   req.node = job->config.node_rank;
-  req.step = step->get<int64_t>();
+  req.step = request.step;
   return CallCoordinator(job->config, req.ToJson(), std::chrono::seconds(10));
 }
 
@@ -440,14 +431,14 @@ void Agent::WipeRam() {
 }
 
 // The record's I/O happens outside mu_ (only the maintenance call writes it).
-void Agent::RecordMaintenance(const json& event) {
+void Agent::RecordMaintenance(const wire::MaintenanceEvent& event) {
   {
     MutexLock l(&mu_);
     last_maintenance_ = event;
     maintenance_since_.reset();
   }
-  Status s =
-      WriteFileAtomic(env_, JoinPath(store_->root(), std::string(kMaintenanceFile)), event.dump());
+  Status s = WriteFileAtomic(env_, JoinPath(store_->root(), std::string(kMaintenanceFile)),
+                             event.ToJson().dump());
   if (!s.ok()) Log()->warn("recording the maintenance event: {}", s.message());
 }
 
@@ -455,15 +446,21 @@ void Agent::LoadMaintenance() {
   auto text =
       ReadFileToString(env_, JoinPath(store_->root(), std::string(kMaintenanceFile)), 1 << 16);
   if (!text.ok()) return;
-  json j = ParseBounded(*text);
-  if (!j.is_object() || !j.contains("time")) return;
+  StatusOr<wire::MaintenanceEvent> event = wire::MaintenanceEvent::FromJson(ParseBounded(*text));
+  if (!event.ok()) {
+    Log()->warn("ignoring the maintenance record in {}: {}", store_->root(),
+                event.status().message());
+    return;
+  }
   MutexLock l(&mu_);
-  last_maintenance_ = j;
+  last_maintenance_ = std::move(*event);
 }
 
 // The first problem found, else the newest maintenance event.
 wire::HealthReply Agent::HealthReport() const {
-  auto unhealthy = [](const std::string& why) { return wire::HealthReply{false, why, json()}; };
+  auto unhealthy = [](const std::string& why) {
+    return wire::HealthReply{false, why, std::nullopt};
+  };
   std::string failed;
   auto f = ReadFileToString(env_, JoinPath(config_.local_dir, std::string(kFailedFile)), 4096);
   if (f.ok()) failed = *f;
@@ -492,13 +489,11 @@ wire::HealthReply Agent::HealthReport() const {
   if (std::optional<std::string> trouble = replication_->Trouble(kReplicationTrouble)) {
     return unhealthy(*trouble);
   }
-  if (last_maintenance_.is_object()) {
-    return wire::HealthReply{
-        true,
-        "The node had a maintenance event at " + last_maintenance_.value("time", std::string("?")),
-        last_maintenance_};
+  if (last_maintenance_) {
+    return wire::HealthReply{true, "The node had a maintenance event at " + last_maintenance_->time,
+                             last_maintenance_};
   }
-  return wire::HealthReply{true, "No maintenance event recorded", json()};
+  return wire::HealthReply{true, "No maintenance event recorded", std::nullopt};
 }
 
 }  // namespace strata::agent

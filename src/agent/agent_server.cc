@@ -60,10 +60,14 @@ StatusOr<json> Agent::HandleLongCall(const json& request, net::Socket& socket) {
       STRATA_ASSIGN_OR_RETURN(wire::FetchStepRequest r, wire::FetchStepRequest::FromJson(request));
       return replication_->HandleFetchStep(r, socket);
     }
-    case wire::Op::kMaintenance:
-      return HandleMaintenance(request);
-    case wire::Op::kQuarantine:
-      return HandleQuarantine(request);
+    case wire::Op::kMaintenance: {
+      STRATA_ASSIGN_OR_RETURN(auto r, wire::MaintenanceRequest::FromJson(request));
+      return HandleMaintenance(r);
+    }
+    case wire::Op::kQuarantine: {
+      STRATA_ASSIGN_OR_RETURN(auto r, wire::QuarantineRequest::FromJson(request));
+      return HandleQuarantine(r);
+    }
     default:
       return InternalError(std::string(wire::OpName(op)) + " is not a long call");
   }

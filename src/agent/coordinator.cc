@@ -5,6 +5,7 @@
 
 #include "util/hash.h"
 #include "util/logging.h"
+#include "wire/control.h"
 #include "wire/op.h"
 
 namespace strata::agent {
@@ -428,8 +429,10 @@ StatusOr<json> Coordinator::Quarantine(const wire::QuarantineStepRequest& req) {
   job->quarantined.insert(req.step);
   Log()->warn("job {}: step {} quarantined (a crash loop on node {}); it is never restored again",
               name, req.step, req.node);
-  return json{{"description", "job " + name + " will not restore step " + std::to_string(req.step) +
-                                  " again; the next restore takes an older step"}};
+  return wire::QuarantineStepReply{"job " + name + " will not restore step " +
+                                   std::to_string(req.step) +
+                                   " again; the next restore takes an older step"}
+      .ToJson();
 }
 
 // The address of node `node` of `job` (or of the only job): how `strata

@@ -24,22 +24,22 @@ struct MaintenanceArgs {
   bool json = false;
 };
 
-void PrintEvent(Context& ctx, const std::string& at, const json& e) {
-  ctx.out << fmt::format("maintenance event at {} on the agent at {}\n", e.value("time", "?"), at);
+void PrintEvent(Context& ctx, const std::string& at, const wire::MaintenanceEvent& e) {
+  ctx.out << fmt::format("maintenance event at {} on the agent at {}\n", e.time, at);
   ctx.out << fmt::format(
-      "  {} rank(s) got SIGTERM; they were gone after {:.2f} s{}\n", e.value("ranks", 0),
-      e.value("ranks_exited_seconds", 0.0),
-      e.value("ranks_killed", 0) > 0
-          ? fmt::format(" ({} killed at the end of the grace period)", e.value("ranks_killed", 0))
+      "  {} rank(s) got SIGTERM; they were gone after {:.2f} s{}\n", e.ranks,
+      e.ranks_exited_seconds,
+      e.ranks_killed > 0
+          ? fmt::format(" ({} killed at the end of the grace period)", e.ranks_killed)
           : "");
-  if (e.contains("sync_step")) {
-    ctx.out << fmt::format("  on-demand step {}: {}{}\n", e.value("sync_step", int64_t{-1}),
-                           e.value("saved", false) ? "saved here" : "NOT saved here",
-                           e.value("replicated", false) ? ", on every peer" : "");
+  if (e.sync_step) {
+    ctx.out << fmt::format("  on-demand step {}: {}{}\n", *e.sync_step,
+                           e.saved ? "saved here" : "NOT saved here",
+                           e.replicated ? ", on every peer" : "");
   } else {
     ctx.out << "  no on-demand step (no job, or no rank reached one)\n";
   }
-  if (e.value("wiped", false)) ctx.out << "  RAM wiped: the node comes back empty\n";
+  if (e.wiped) ctx.out << "  RAM wiped: the node comes back empty\n";
 }
 
 void Maintenance(Context& ctx, const MaintenanceArgs& a) {
@@ -50,30 +50,30 @@ void Maintenance(Context& ctx, const MaintenanceArgs& a) {
     return;
   }
   auto at = ResolveAgent(a.address, "strata maintenance");
-  json req = {{"op", wire::OpName(wire::Op::kMaintenance)},
-              {"grace_ms", grace->count()},
-              {"lose_ram", a.lose_ram}};
-  auto reply = at.ok() ? CallAgent(*at, a.address.secret_file, req,
-                                   *grace + std::chrono::seconds(60), "strata maintenance")
-                       : StatusOr<json>(at.status());
-  if (!reply.ok()) {
-    ctx.err << "strata maintenance: " << reply.status().message() << "\n";
+  wire::MaintenanceRequest req;
+  req.grace = *grace;
+  req.lose_ram = a.lose_ram;
+  auto call = at.ok() ? CallAgent(*at, a.address.secret_file, req.ToJson(),
+                                  *grace + std::chrono::seconds(60), "strata maintenance")
+                      : StatusOr<json>(at.status());
+  StatusOr<wire::MaintenanceEvent> event = call.ok()
+                                               ? wire::MaintenanceEvent::FromJson(*call)
+                                               : StatusOr<wire::MaintenanceEvent>(call.status());
+  if (!event.ok()) {
+    ctx.err << "strata maintenance: " << event.status().message() << "\n";
     ctx.exit_code = 1;
     return;
   }
-  reply->erase("ok");
   if (a.json) {
-    ctx.out << reply->dump(2) << "\n";
+    ctx.out << event->ToJson().dump(2) << "\n";
   } else {
-    PrintEvent(ctx, *at, *reply);
+    PrintEvent(ctx, *at, *event);
   }
   // Work may be lost if the ranks did not save (or were killed), or a node
   // losing its RAM had no peer copy.
-  const bool had_step = reply->contains("sync_step");
-  const bool had_ranks = reply->value("ranks", 0) > 0;
-  if ((had_step && !reply->value("saved", false)) ||
-      (a.lose_ram && had_step && !reply->value("replicated", false)) || (had_ranks && !had_step) ||
-      reply->value("ranks_killed", 0) > 0) {
+  const bool had_step = event->sync_step.has_value();
+  if ((had_step && !event->saved) || (a.lose_ram && had_step && !event->replicated) ||
+      (event->ranks > 0 && !had_step) || event->ranks_killed > 0) {
     ctx.exit_code = 1;
   }
 }
@@ -98,7 +98,7 @@ void Health(Context& ctx, const AgentAddress& address, bool as_json) {
   }
   if (as_json) {
     json j = {{"health", healthy ? "HEALTHY" : "UNHEALTHY"}, {"healthDescription", description}};
-    if (reply.ok() && reply->maintenance.is_object()) j["maintenance"] = reply->maintenance;
+    if (reply.ok() && reply->maintenance) j["maintenance"] = reply->maintenance->ToJson();
     ctx.out << j.dump(2) << "\n";
   } else {
     ctx.out << "health: " << (healthy ? "HEALTHY" : "UNHEALTHY")

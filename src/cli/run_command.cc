@@ -75,11 +75,12 @@ supervisor::ProgressHooks AgentHooks(const std::string& agent, const std::string
     return r && r->restored_step >= 0 ? std::optional<int64_t>(r->restored_step) : std::nullopt;
   };
   h.quarantine = [agent, secret_file](int64_t step) -> StatusOr<std::string> {
-    STRATA_ASSIGN_OR_RETURN(
-        auto reply,
-        CallAgent(agent, secret_file, {{"op", wire::OpName(wire::Op::kQuarantine)}, {"step", step}},
-                  std::chrono::seconds(30), "strata run"));
-    return reply.value("description", std::string("quarantined"));
+    STRATA_ASSIGN_OR_RETURN(auto reply,
+                            CallAgent(agent, secret_file, wire::QuarantineRequest{step}.ToJson(),
+                                      std::chrono::seconds(30), "strata run"));
+    STRATA_ASSIGN_OR_RETURN(wire::QuarantineStepReply answer,
+                            wire::QuarantineStepReply::FromJson(reply));
+    return answer.description;
   };
   return h;
 }

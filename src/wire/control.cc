@@ -1,6 +1,8 @@
 // Copyright 2026 The Strata Authors.
 #include "wire/control.h"
 
+#include "wire/op.h"
+
 namespace strata::wire {
 namespace {
 
@@ -230,6 +232,72 @@ json StatusReply::ToJson() const {
   return j;
 }
 
+StatusOr<MaintenanceRequest> MaintenanceRequest::FromJson(const json& j) {
+  Reader r(j, "maintenance");
+  MaintenanceRequest m;
+  std::optional<int64_t> grace_ms;
+  std::optional<bool> lose_ram;
+  std::optional<std::string> origin;
+  r.Get("grace_ms", &grace_ms);
+  r.Get("lose_ram", &lose_ram);
+  r.Get("origin", &origin);
+  STRATA_RETURN_IF_ERROR(r.status());
+  if (grace_ms) {
+    if (*grace_ms < 0 || *grace_ms > int64_t{24} * 3600 * 1000) {
+      return InvalidArgumentError("maintenance: grace of " + std::to_string(*grace_ms) +
+                                  " ms is not within 0..24 h");
+    }
+    m.grace = std::chrono::milliseconds(*grace_ms);
+  }
+  if (lose_ram) m.lose_ram = *lose_ram;
+  if (origin) m.origin = *origin;
+  return m;
+}
+
+json MaintenanceRequest::ToJson() const {
+  return {{"op", OpName(Op::kMaintenance)},
+          {"grace_ms", grace.count()},
+          {"lose_ram", lose_ram},
+          {"origin", origin}};
+}
+
+StatusOr<MaintenanceEvent> MaintenanceEvent::FromJson(const json& j) {
+  Reader r(j, "a maintenance event");
+  MaintenanceEvent e;
+  r.Get("time", &e.time);
+  r.Get("unix_ms", &e.unix_ms);
+  r.Get("origin", &e.origin);
+  r.Get("grace_ms", &e.grace_ms);
+  r.Get("lose_ram", &e.lose_ram);
+  r.Get("ranks", &e.ranks);
+  r.Get("ranks_exited_seconds", &e.ranks_exited_seconds);
+  r.Get("ranks_killed", &e.ranks_killed);
+  r.Get("sync_step", &e.sync_step);
+  r.Get("saved", &e.saved);
+  r.Get("replicated", &e.replicated);
+  r.Get("wiped", &e.wiped);
+  r.Get("seconds", &e.seconds);
+  STRATA_RETURN_IF_ERROR(r.status());
+  return e;
+}
+
+json MaintenanceEvent::ToJson() const {
+  json j = {{"time", time},
+            {"unix_ms", unix_ms},
+            {"origin", origin},
+            {"grace_ms", grace_ms},
+            {"lose_ram", lose_ram},
+            {"ranks", ranks},
+            {"ranks_exited_seconds", ranks_exited_seconds},
+            {"ranks_killed", ranks_killed},
+            {"saved", saved},
+            {"replicated", replicated},
+            {"wiped", wiped},
+            {"seconds", seconds}};
+  if (sync_step) j["sync_step"] = *sync_step;
+  return j;
+}
+
 StatusOr<HealthReply> HealthReply::FromJson(const json& j) {
   Reader r(j, "health");
   HealthReply h;
@@ -237,16 +305,35 @@ StatusOr<HealthReply> HealthReply::FromJson(const json& j) {
   r.Get("description", &h.description);
   STRATA_RETURN_IF_ERROR(r.status());
   if (auto m = j.find("maintenance"); m != j.end() && !m->is_null()) {
-    if (!m->is_object()) return InvalidArgumentError("health: \"maintenance\" must be an object");
-    h.maintenance = *m;
+    STRATA_ASSIGN_OR_RETURN(h.maintenance, MaintenanceEvent::FromJson(*m));
   }
   return h;
 }
 
 json HealthReply::ToJson() const {
   json j = {{"healthy", healthy}, {"description", description}};
-  if (maintenance.is_object()) j["maintenance"] = maintenance;
+  if (maintenance) j["maintenance"] = maintenance->ToJson();
   return j;
 }
+
+StatusOr<QuarantineRequest> QuarantineRequest::FromJson(const json& j) {
+  Reader r(j, "quarantine");
+  QuarantineRequest q;
+  r.Get("step", &q.step);
+  STRATA_RETURN_IF_ERROR(r.status());
+  return q;
+}
+
+json QuarantineRequest::ToJson() const { return {{"op", OpName(Op::kQuarantine)}, {"step", step}}; }
+
+StatusOr<QuarantineStepReply> QuarantineStepReply::FromJson(const json& j) {
+  Reader r(j, "the answer to quarantine_step");
+  QuarantineStepReply q;
+  r.Get("description", &q.description);
+  STRATA_RETURN_IF_ERROR(r.status());
+  return q;
+}
+
+json QuarantineStepReply::ToJson() const { return {{"description", description}}; }
 
 }  // namespace strata::wire

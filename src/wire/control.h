@@ -1,12 +1,15 @@
 // Copyright 2026 The Strata Authors.
 //
-// The control calls' answers as typed structs: `status` (read by `strata
-// status` and by `strata run --agent` for its progress) and `health` (read
-// by `strata health`). The agent builds them and sends ToJson(); a reader
+// The operator's calls to an agent as typed structs: the answers to
+// `status` (read by `strata status` and by `strata run --agent` for its
+// progress) and `health` (read by `strata health`); `maintenance` and its
+// event record (also kept in the agent's directory, and shown by `health`);
+// `quarantine`. The sender builds a struct and sends ToJson(); the reader
 // parses once with FromJson, INVALID_ARGUMENT naming the call and the field.
 #ifndef STRATA_WIRE_CONTROL_H_
 #define STRATA_WIRE_CONTROL_H_
 
+#include <chrono>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -79,13 +82,57 @@ struct StatusReply {
   json ToJson() const;
 };
 
-// health: healthy or not, why, and the newest maintenance event record
-// (an object, passed through as the agent recorded it; null if none).
+// maintenance: SIGTERM to the node's ranks, wait for them at most `grace`,
+// optionally hold the node until its on-demand step is on its peers and
+// wipe its RAM (`lose_ram`).
+struct MaintenanceRequest {
+  std::chrono::milliseconds grace{300000};  // 0..24 h
+  bool lose_ram = false;
+  std::string origin = "strata maintenance";
+  static StatusOr<MaintenanceRequest> FromJson(const json& j);
+  json ToJson() const;
+};
+
+// A maintenance event as it went: the answer to `maintenance`, the record
+// the agent keeps, and the event `health` shows.
+struct MaintenanceEvent {
+  std::string time;  // RFC 3339
+  int64_t unix_ms = 0;
+  std::string origin;
+  int64_t grace_ms = 0;
+  bool lose_ram = false;
+  int ranks = 0;  // that got SIGTERM
+  double ranks_exited_seconds = 0;
+  int ranks_killed = 0;              // at the end of the grace period
+  std::optional<int64_t> sync_step;  // the job's on-demand step, if one was decided
+  bool saved = false;                // held here
+  bool replicated = false;           // and on every peer
+  bool wiped = false;                // the RAM is gone
+  double seconds = 0;                // the whole event
+  static StatusOr<MaintenanceEvent> FromJson(const json& j);
+  json ToJson() const;
+};
+
+// health: healthy or not, why, and the newest maintenance event.
 struct HealthReply {
   bool healthy = false;
   std::string description;
-  json maintenance;
+  std::optional<MaintenanceEvent> maintenance;
   static StatusOr<HealthReply> FromJson(const json& j);
+  json ToJson() const;
+};
+
+// quarantine: `strata run --agent` found a crash loop on `step`; the job
+// must never restore it again. The answer is the coordinator's
+// (QuarantineStepReply).
+struct QuarantineRequest {
+  int64_t step = 0;
+  static StatusOr<QuarantineRequest> FromJson(const json& j);
+  json ToJson() const;
+};
+struct QuarantineStepReply {
+  std::string description;
+  static StatusOr<QuarantineStepReply> FromJson(const json& j);
   json ToJson() const;
 };
 
