@@ -100,15 +100,14 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config, Env* env, Stea
   uint16_t advertised = a->config_.listen.port == 0 ? port : a->config_.advertise.port;
   a->listen_ = Endpoint{a->config_.advertise.host, advertised};
   STRATA_RETURN_IF_ERROR(a->OpenBackup());
-  STRATA_RETURN_IF_ERROR(a->OpenSyncMap());
+  STRATA_RETURN_IF_ERROR(a->OpenOnDemandSync());
   a->OpenReplication();
   a->LoadState();
   a->ResumeReplication();
   STRATA_RETURN_IF_ERROR(a->StartServer());
   a->replication_->Start();
   if (a->backup_) a->backup_->Start();
-  a->notice_thread_ = std::thread([p = a.get()] { p->NoticeMain(); });
-  a->sync_thread_ = std::thread([p = a.get()] { p->SyncPollMain(); });
+  a->sync_->Start();
   Log()->info("agent for {} listening on {} ({} held)", a->config_.local_dir, a->listen_.ToString(),
               a->store_->List().size());
   return a;
@@ -148,12 +147,7 @@ Agent::~Agent() {
   if (server_) server_->Stop();  // long calls see Stopping() and return
   if (replication_) replication_->Stop();
   if (backup_) backup_->Stop();
-  if (notice_thread_.joinable()) notice_thread_.join();
-  {
-    MutexLock l(&sync_socket_mu_);
-    if (sync_socket_ != nullptr) sync_socket_->Shutdown();  // ends its wait
-  }
-  if (sync_thread_.joinable()) sync_thread_.join();
+  if (sync_) sync_->Stop();
 }
 
 Status Agent::Run(const std::atomic<bool>& stop, const std::atomic<bool>* drain) {
@@ -304,11 +298,9 @@ Status Agent::Incarnate(const ReplicatorConfig& config) {
   {
     MutexLock l(&mu_);
     inc_.reset();  // stop replicating for the old incarnation
-    // The ranks restarted: an on-demand step was for their predecessors.
-    sync_job_.reset();
-    WithdrawSync("the job restarted");
-    ondemand_step_ = kNoSyncStep;
   }
+  // The ranks restarted: an on-demand step was for their predecessors.
+  sync_->Restart("the job restarted");
   // The job may restore an older step than it had replicated: the
   // watermark is learned afresh (until then, collection keeps everything),
   // and the progress counts per start of the job (strata run --agent's).
@@ -382,10 +374,7 @@ Status Agent::RegisterAndRestore(Incarnation& inc) {
     }
     retry_log.Succeeded();
     inc.round = (*registered)["round"].get<int64_t>();
-    {
-      MutexLock l(&mu_);
-      sync_job_ = SyncJob{c, inc.round};
-    }
+    sync_->SetJob(SyncJob{c, inc.round});
     if (!yaml_deleted) {  // only now: clients look for markers once it is gone
       STRATA_RETURN_IF_ERROR(env_->RemoveFile(YamlPath(config_)));
       yaml_deleted = true;
@@ -506,7 +495,7 @@ StatusOr<bool> Agent::FetchAndReport(Incarnation& inc, const json&) {
         if (r->contains("sync")) {  // before any rank can pass it
           STRATA_ASSIGN_OR_RETURN(wire::SyncDecision sync,
                                   wire::SyncDecision::FromJson((*r)["sync"]));
-          ApplySync(sync);
+          sync_->Apply(sync);
         }
         STRATA_RETURN_IF_ERROR(CreateMarkers(inc, plan));
         return true;

@@ -15,11 +15,11 @@
 //     node_backup.h; wired in agent_backup.cc).
 // See docs/agent.md and docs/backup.md. Threads: the main loop (Run); the
 // Server's event loop, its workers and one thread per long call (server.h);
-// the coordinator's timer; Replication's sending thread; the notice and sync
-// threads; with --backup, NodeBackup's upload thread. Lock order: the
-// agent's mu_, then a component's (Store, Replication, NodeBackup,
-// Coordinator); a component calls its hooks (which take mu_) with no lock
-// of its own held.
+// the coordinator's timer; Replication's sending thread; OnDemandSync's
+// notice and sync threads; with --backup, NodeBackup's upload thread. Lock
+// order: the agent's mu_, then a component's (Store, Replication,
+// OnDemandSync, NodeBackup, Coordinator); a component calls its hooks
+// (which take mu_) with no lock of its own held.
 #ifndef STRATA_AGENT_AGENT_H_
 #define STRATA_AGENT_AGENT_H_
 
@@ -34,6 +34,7 @@
 #include "agent/coordinator.h"
 #include "agent/local_dir.h"
 #include "agent/node_backup.h"
+#include "agent/ondemand_sync.h"
 #include "agent/ram_disk.h"
 #include "agent/replication.h"
 #include "agent/rpc.h"
@@ -121,14 +122,10 @@ class Agent {
   void OnReplicatedReply(const ReplicatorConfig& c, const wire::ReplicatedReply& reply);
   void LogRamDisk() const;
 
-  // Maintenance: the job's on-demand step, notices, health
-  // (agent_maintenance.cc).
-  struct SyncJob {  // the job and round the on-demand step is agreed for
-    ReplicatorConfig config;
-    int64_t round = 0;
-  };
-  Status OpenSyncMap();
-  std::optional<SyncJob> CurrentSyncJob() const;
+  // Maintenance: the job's on-demand step (OnDemandSync, ondemand_sync.h),
+  // maintenance events, health (agent_maintenance.cc).
+  using SyncJob = OnDemandSync::Job;
+  Status OpenOnDemandSync();
   bool PollUntil(std::chrono::steady_clock::time_point deadline,
                  const std::function<bool()>& done) const;
   // The parts of a maintenance event: SIGTERM to `ranks`, wait for them
@@ -138,15 +135,8 @@ class Agent {
                  std::chrono::steady_clock::time_point deadline, wire::MaintenanceEvent& event);
   void AwaitOnDemandStep(bool on_peers, std::chrono::steady_clock::time_point deadline,
                          wire::MaintenanceEvent& event);
-  void NoticeMain();    // watches the ranks' slots in the sync map
-  void SyncPollMain();  // keeps a "sync" call waiting at the coordinator
-  void ApplySync(const wire::SyncDecision& decision);
-  void WithdrawSync(const char* why) REQUIRES(mu_);
-  // Tells the coordinator of a notice; retried by NoticeMain until it is heard.
-  void PostNotice(const std::string& origin);
-  std::vector<std::pair<int, int64_t>> LiveRanks() const;  // (slot, pid)
+  // This node's on-demand step is on every peer (or there is none).
   bool SyncStepReplicated() const REQUIRES(mu_);
-  bool RanksDone() const REQUIRES(mu_);  // every live rank served the sync step
   // SIGTERM to the agent: tells the job (when ranks are here) and returns
   // the drain's deadline; DrainStep says when it is over.
   std::chrono::steady_clock::time_point BeginDrain();
@@ -217,22 +207,7 @@ class Agent {
   std::unique_ptr<Server> server_;
 
   // Maintenance state.
-  SyncMap sync_map_;
-  std::thread notice_thread_;
-  std::thread sync_thread_;
-  Mutex sync_socket_mu_;                                            // taken alone
-  net::Socket* sync_socket_ GUARDED_BY(sync_socket_mu_) = nullptr;  // the sync poll's
-  std::optional<SyncJob> sync_job_ GUARDED_BY(mu_);                 // set once registered
-  int64_t published_sync_ GUARDED_BY(mu_) = kNoSyncStep;            // in the sync map
-  // This node's on-demand step: replicated first, held for by a drain or a
-  // maintenance event. Unlike the publication it outlives the ranks.
-  int64_t ondemand_step_ GUARDED_BY(mu_) = kNoSyncStep;
-  std::chrono::steady_clock::time_point ondemand_since_ GUARDED_BY(mu_){};
-  uint64_t published_generation_ GUARDED_BY(mu_) = 0;         // the coordinator's
-  std::vector<int64_t> sync_pids_ GUARDED_BY(mu_);            // live at publication
-  std::string notice_unsent_ GUARDED_BY(mu_);                 // origin of an unheard notice
-  std::atomic<int64_t> node_step_{-1};                        // newest step a rank here checked
-  std::atomic<double> node_rate_{0};                          // its steps per second
+  std::unique_ptr<OnDemandSync> sync_;
   std::optional<int64_t> maintenance_since_ GUARDED_BY(mu_);  // unix ms, in progress
   bool yaml_deferred_ GUARDED_BY(mu_) = false;                // seen during maintenance
   std::optional<wire::MaintenanceEvent> last_maintenance_ GUARDED_BY(mu_);  // the newest

@@ -66,12 +66,12 @@ wire::Cadence Agent::Cadence(const ReplicatorConfig& c) const {
 // backup is the only other copy there will be.
 void Agent::YieldToOnDemandReplication() {
   constexpr auto kLimit = std::chrono::minutes(1);
+  const SteadyClock::time_point decided = sync_->decided_at();
   MutexLock l(&mu_);
   bool logged = false;
-  while (!SyncStepReplicated() && !Stopping() &&
-         std::chrono::steady_clock::now() - ondemand_since_ < kLimit) {
+  while (!SyncStepReplicated() && !Stopping() && clock_->Now() - decided < kLimit) {
     if (!logged)
-      Log()->info("backup upload paused: on-demand step {} replicates first", ondemand_step_);
+      Log()->info("backup upload paused: on-demand step {} replicates first", sync_->step());
     logged = true;
     cv_.WaitFor(&mu_, std::chrono::milliseconds(50));
   }

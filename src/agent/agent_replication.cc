@@ -20,10 +20,7 @@ void Agent::OpenReplication() {
     if (!inc_) return std::nullopt;
     return Replication::Target{inc_->config, inc_->peers, inc_->addresses};
   };
-  hooks.priority_step = [this] {
-    MutexLock l(&mu_);
-    return ondemand_step_;
-  };
+  hooks.priority_step = [this] { return sync_->step(); };
   hooks.call_coordinator = [this](const ReplicatorConfig& job, const json& request,
                                   std::chrono::milliseconds timeout) {
     return CallCoordinator(job, request, timeout);

@@ -96,7 +96,7 @@ Status Agent::StartServer() {
 // that left for maintenance replicates its on-demand step while the others
 // are already registering).
 void Agent::ReportNewCopy(const StepKey& key, uint64_t digest) {
-  std::optional<SyncJob> job = CurrentSyncJob();
+  std::optional<SyncJob> job = sync_->job();
   if (!job || job->config.job_name != key.job) return;
   wire::AddCopiesRequest req;
   req.job = key.job;
@@ -151,8 +151,8 @@ void Agent::LoadState() {
     for (const auto& [n, a] : j.at("addresses").items()) inc.addresses[std::stoi(n)] = a;
     if (!ValidateJobName(c.job_name).ok()) return;
     Log()->info("resuming job {} as node {} of {}", c.job_name, c.node_rank, c.nodes);
+    sync_->SetJob(SyncJob{inc.config, inc.round});
     MutexLock l(&mu_);
-    sync_job_ = SyncJob{inc.config, inc.round};
     inc_ = std::move(inc);
   } catch (const std::exception& e) {
     Log()->warn("ignoring {}: {}", path, e.what());
@@ -178,11 +178,9 @@ wire::StatusReply Agent::StatusReport() const {
   r.replication_lag_seconds = progress.lag_seconds;
   if (backup_) r.backup = backup_->StatusReport();
   // The ranks registered in the sync map, and the job's on-demand step.
-  for (auto [slot, pid] : LiveRanks()) {
-    const SyncSlot& s = sync_map_.slot(slot);
-    r.ranks.push_back({pid, s.current_step.load(), s.notices.load(), s.saved_step.load()});
-  }
-  r.training_step = node_step_.load();
+  r.ranks = sync_->RankStatus();
+  r.training_step = sync_->node_step();
+  if (const int64_t step = sync_->step(); step != kNoSyncStep) r.ondemand_step = step;
   MutexLock l(&mu_);
   r.last_restore = last_restore_;
   r.restored_step = restored_step_;
@@ -190,7 +188,6 @@ wire::StatusReply Agent::StatusReport() const {
     const ReplicatorConfig& c = inc_->config;
     r.job = wire::StatusReply::Job{c.job_name, c.node_rank, c.nodes, inc_->peers, inc_->round};
   }
-  if (ondemand_step_ != kNoSyncStep) r.ondemand_step = ondemand_step_;
   if (maintenance_since_) r.maintenance_since = Rfc3339(*maintenance_since_);
   return r;
 }

@@ -1,0 +1,164 @@
+// Copyright 2026 The Strata Authors.
+//
+// OnDemandSync, the node's part in the job's on-demand step, as a component
+// in one process: this test process registers as a rank in a real sync map
+// (as a training process does through libstrata), the coordinator is played
+// through the hooks.
+#include "agent/ondemand_sync.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "test_util.h"
+
+namespace strata::agent {
+namespace {
+
+using namespace std::chrono_literals;
+
+class OnDemandSyncTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    OnDemandSync::Hooks hooks;
+    hooks.call_coordinator = [this](const ReplicatorConfig&, const json& request,
+                                    std::chrono::milliseconds) -> StatusOr<json> {
+      std::lock_guard<std::mutex> l(mu_);
+      notices_.push_back(request);
+      if (refuse_) return UnavailableError("the coordinator is restarting");
+      return json{{"ok", true}};
+    };
+    hooks.coordinator = [](const ReplicatorConfig&) { return std::optional<Endpoint>(); };
+    hooks.stopping = [] { return false; };
+    auto sync = OnDemandSync::Open(dir_.Sub("sync.map"), "secret", &clock_, std::move(hooks));
+    ASSERT_TRUE(sync.ok()) << sync.status().ToString();
+    sync_ = std::move(*sync);
+    auto rank_map = SyncMap::Open(dir_.Sub("sync.map"));  // the rank's own mapping
+    ASSERT_TRUE(rank_map.ok()) << rank_map.status().ToString();
+    rank_map_ = std::move(*rank_map);
+    auto slot = rank_map_.Claim(::getpid());
+    ASSERT_TRUE(slot.ok()) << slot.status().ToString();
+    slot_ = *slot;
+    job_.config.job_name = "job1";
+    job_.config.node_rank = 2;
+    job_.round = 3;
+  }
+  void TearDown() override { sync_.reset(); }
+
+  std::vector<json> Notices() {
+    std::lock_guard<std::mutex> l(mu_);
+    return notices_;
+  }
+  template <class F>
+  bool Eventually(F done) {
+    for (int i = 0; i < 1000 && !done(); ++i) std::this_thread::sleep_for(10ms);
+    return done();
+  }
+  wire::SyncDecision Decision(int64_t step, uint64_t generation) {
+    wire::SyncDecision d;
+    d.step = step;
+    d.generation = generation;
+    d.round = job_.round;
+    d.origin = "node 0";
+    return d;
+  }
+
+  testing::ScratchDir dir_{"ondemand"};
+  ManualClock clock_;
+  std::unique_ptr<OnDemandSync> sync_;
+  SyncMap rank_map_;
+  int slot_ = -1;
+  OnDemandSync::Job job_;
+  std::mutex mu_;
+  std::vector<json> notices_;  // guarded by mu_
+  bool refuse_ = false;        // guarded by mu_
+};
+
+// A rank's notice reaches the coordinator with the rank's step; a notice
+// the coordinator did not hear is retried until it is, and one that comes
+// before the node has a job is held until it has one.
+TEST_F(OnDemandSyncTest, ARanksNoticeIsToldAndRetriedUntilHeard) {
+  sync_->Start();
+  rank_map_.slot(slot_).current_step = 41;
+  rank_map_.slot(slot_).notices = 1;  // before the node joined a job
+  ASSERT_TRUE(Eventually([&] { return sync_->node_step() == 41; }));
+  std::this_thread::sleep_for(200ms);
+  EXPECT_TRUE(Notices().empty());
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    refuse_ = true;
+  }
+  sync_->SetJob(job_);
+  // Retries come at most twice a second by the component's clock.
+  clock_.Advance(1s);
+  ASSERT_TRUE(Eventually([&] { return Notices().size() == 1; }));
+  EXPECT_FALSE(sync_->NoticeHeard());
+  const json n = Notices().front();
+  EXPECT_EQ(n.value("op", ""), "notice");
+  EXPECT_EQ(n.value("node", -1), 2);
+  EXPECT_EQ(n.value("step", int64_t{-1}), 41);
+  EXPECT_EQ(n.value("origin", ""), "SIGTERM to rank pid " + std::to_string(::getpid()));
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(Notices().size(), 1u);  // the clock has not moved
+  clock_.Advance(1s);
+  ASSERT_TRUE(Eventually([&] { return Notices().size() == 2; }));
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    refuse_ = false;
+  }
+  clock_.Advance(1s);
+  ASSERT_TRUE(Eventually([&] { return sync_->NoticeHeard(); }));
+  EXPECT_EQ(Notices().size(), 3u);
+  clock_.Advance(1s);  // heard: no more retries
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(Notices().size(), 3u);
+}
+
+// A decided step is published in the sync map once (a decision taken in is
+// not applied again), remembered as the node's on-demand step, and
+// withdrawn from the map once every rank there at publication served it;
+// the node's step outlives the publication until the job restarts.
+TEST_F(OnDemandSyncTest, ADecisionIsPublishedOnceAndWithdrawnWhenServed) {
+  sync_->SetJob(job_);
+  sync_->Start();
+  sync_->Apply(Decision(50, 7));
+  SyncHeader& header = rank_map_.header();
+  EXPECT_EQ(header.sync_step.load(), 50);
+  EXPECT_EQ(sync_->step(), 50);
+  const uint64_t generation = header.generation.load();
+  sync_->Apply(Decision(50, 7));  // the same decision again
+  EXPECT_EQ(header.generation.load(), generation);
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(header.sync_step.load(), 50);  // not yet served
+
+  rank_map_.slot(slot_).saved_step = 50;  // the rank saved it
+  rank_map_.slot(slot_).served = generation;
+  ASSERT_TRUE(Eventually([&] { return header.sync_step.load() == kNoSyncStep; }));
+  EXPECT_EQ(sync_->step(), 50);
+  ASSERT_EQ(sync_->RankStatus().size(), 1u);
+  EXPECT_EQ(sync_->RankStatus()[0].ondemand_step, 50);
+
+  sync_->Restart("the job restarted");
+  EXPECT_EQ(sync_->step(), kNoSyncStep);
+  EXPECT_FALSE(sync_->job().has_value());
+}
+
+// A step decided before any rank registered is kept in the map for ranks
+// that come late, for a minute by the component's clock.
+TEST_F(OnDemandSyncTest, AStepWithNoRankIsKeptAMinuteForLateRanks) {
+  rank_map_.Release(slot_);
+  sync_->SetJob(job_);
+  sync_->Start();
+  sync_->Apply(Decision(60, 9));
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(rank_map_.header().sync_step.load(), 60);
+  clock_.Advance(61s);
+  ASSERT_TRUE(Eventually([&] { return rank_map_.header().sync_step.load() == kNoSyncStep; }));
+}
+
+}  // namespace
+}  // namespace strata::agent
