@@ -59,6 +59,7 @@
 #include "util/hash.h"
 #include "util/logging.h"
 #include "util/process.h"
+#include "wire/coordination.h"
 #include "wire/op.h"
 
 namespace strata {
@@ -324,7 +325,9 @@ class Fleet {
                   {"incarnation", incarnation + std::to_string(n)}};
       Call(n, reg, [this, n, check, &done](StatusOr<json> r) {
         if (!r.ok()) Fail("register of node " + std::to_string(n), r.status());
-        AwaitPlan(n, (*r)["round"].get<int64_t>(), 0, check, [&done] { ++done; });
+        auto reply = wire::RegisterReply::FromJson(*r);
+        if (!reply.ok()) Fail("register of node " + std::to_string(n), reply.status());
+        AwaitPlan(n, reply->round, 0, check, [&done] { ++done; });
       });
     }
     io_.restart();
@@ -528,7 +531,9 @@ class Fleet {
         return Ready(n, round, version, check, finished);
       }
       if (!r.ok()) Fail("ready of node " + std::to_string(n), r.status());
-      if (r->value("go", false)) return finished();
+      auto answer = wire::ReadyReply::FromJson(*r);
+      if (!answer.ok()) Fail("ready of node " + std::to_string(n), answer.status());
+      if (answer->go) return finished();
       AwaitPlan(n, round, version, check, finished);  // replan
     });
   }

@@ -469,5 +469,32 @@ TEST(WireControlTest, MaintenanceAndQuarantineRequests) {
   EXPECT_EQ(answer->description, "never again");
 }
 
+TEST(WireCoordinationTest, RegisterAndReadyAnswersRoundTrip) {
+  auto reg = RegisterReply::FromJson(RegisterReply{7}.ToJson());
+  ASSERT_TRUE(reg.ok()) << reg.status().ToString();
+  EXPECT_EQ(reg->round, 7);
+  EXPECT_FALSE(RegisterReply::FromJson(json{{"round", "7"}}).ok());
+
+  ReadyReply go;
+  go.go = true;
+  SyncDecision d;
+  d.generation = 4;
+  d.round = 7;
+  d.step = 120;
+  go.sync = d;
+  auto back = ReadyReply::FromJson(json::parse(go.ToJson().dump()));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(back->go);
+  ASSERT_TRUE(back->sync);
+  EXPECT_EQ(*back->sync->step, 120);
+  auto replan = ReadyReply::FromJson(json{{"replan", true}});
+  ASSERT_TRUE(replan.ok());
+  EXPECT_TRUE(replan->replan);
+  EXPECT_FALSE(replan->sync);
+  EXPECT_NE(ReadyReply::FromJson(json::object()).status().message().find("neither go nor replan"),
+            std::string::npos);
+  EXPECT_FALSE(ReadyReply::FromJson(json{{"go", 1}}).ok());
+}
+
 }  // namespace
 }  // namespace strata::wire

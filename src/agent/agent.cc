@@ -373,7 +373,8 @@ Status Agent::RegisterAndRestore(Incarnation& inc) {
       continue;
     }
     retry_log.Succeeded();
-    inc.round = (*registered)["round"].get<int64_t>();
+    STRATA_ASSIGN_OR_RETURN(wire::RegisterReply reply, wire::RegisterReply::FromJson(*registered));
+    inc.round = reply.round;
     sync_->SetJob(SyncJob{c, inc.round});
     if (!yaml_deleted) {  // only now: clients look for markers once it is gone
       STRATA_RETURN_IF_ERROR(env_->RemoveFile(YamlPath(config_)));
@@ -491,12 +492,9 @@ StatusOr<bool> Agent::FetchAndReport(Incarnation& inc, const json&) {
         return CancelledError("a new replicator.yaml replaces this incarnation");
       if (!r.ok() && r.status().code() == StatusCode::kDeadlineExceeded && !Stopping()) continue;
       if (!r.ok()) return r.status();
-      if (r->value("go", false)) {
-        if (r->contains("sync")) {  // before any rank can pass it
-          STRATA_ASSIGN_OR_RETURN(wire::SyncDecision sync,
-                                  wire::SyncDecision::FromJson((*r)["sync"]));
-          sync_->Apply(sync);
-        }
+      STRATA_ASSIGN_OR_RETURN(wire::ReadyReply answer, wire::ReadyReply::FromJson(*r));
+      if (answer.go) {
+        if (answer.sync) sync_->Apply(*answer.sync);  // before any rank can pass it
         STRATA_RETURN_IF_ERROR(CreateMarkers(inc, plan));
         return true;
       }

@@ -197,7 +197,7 @@ StatusOr<json> Coordinator::Register(const wire::RegisterRequest& req) {
   if (!id.empty() && member != job.members.end() && member->second.incarnation == id &&
       job.nodes == nodes && job.dp == dp) {
     member->second.address = address;
-    return json{{"round", job.round}};
+    return wire::RegisterReply{job.round}.ToJson();
   }
   bool new_round =
       job.nodes != nodes || job.dp != dp || job.plan.has_value() || member != job.members.end();
@@ -229,7 +229,7 @@ StatusOr<json> Coordinator::Register(const wire::RegisterRequest& req) {
     MaybeDecideSync(name, job);  // a notice that came while the job was registering
   }
   if (new_round || job.plan) Wake(name);  // superseded waits; the plan
-  return json{{"round", job.round}};
+  return wire::RegisterReply{job.round}.ToJson();
 }
 
 void Coordinator::Replan(const std::string& name, Job& job) {
@@ -324,6 +324,7 @@ Coordinator::Answer Coordinator::AwaitPlan(const wire::AwaitPlanRequest& req, Do
 // Records a node's result for the current plan and waits for the others:
 // {"go": true} when every node is ready, {"replan": true} when one failed.
 Coordinator::Answer Coordinator::Ready(const wire::ReadyRequest& req, Done& done) {
+  static const json kReplan = wire::ReadyReply{.go = false, .replan = true, .sync = {}}.ToJson();
   MutexLock l(&mu_);
   const int64_t round = req.round;
   STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req.job, round));
@@ -331,7 +332,7 @@ Coordinator::Answer Coordinator::Ready(const wire::ReadyRequest& req, Done& done
   const int node = req.node;
   STRATA_RETURN_IF_ERROR(CheckNode(name, *job, node));
   const int64_t version = req.plan_version;
-  if (!job->plan || version != job->plan_version) return json{{"replan", true}};
+  if (!job->plan || version != job->plan_version) return kReplan;
   Member& me = job->members[node];
   const bool was_ready = me.ready;
   me.ready = req.ok;
@@ -344,7 +345,7 @@ Coordinator::Answer Coordinator::Ready(const wire::ReadyRequest& req, Done& done
     Replan(name, *job);
     Log()->warn("node {} could not get its data; new plan: {}", node, job->plan->reason);
     Wake(name);
-    return json{{"replan", true}};
+    return kReplan;
   }
   const bool all_ready = job->ready_count == static_cast<int>(job->members.size());
   Answer answer = Park(
@@ -352,7 +353,7 @@ Coordinator::Answer Coordinator::Ready(const wire::ReadyRequest& req, Done& done
       [this, name, job, round, version](bool expired) -> Answer {
         mu_.AssertHeld();  // checks run under mu_ (Park, Wake)
         if (shut_down_) return UnavailableError("the coordinator is shutting down");
-        if (job->round != round || job->plan_version != version) return json{{"replan", true}};
+        if (job->round != round || job->plan_version != version) return kReplan;
         if (job->ready_count < static_cast<int>(job->members.size())) {
           if (!expired) return std::nullopt;
           return DeadlineExceededError("waiting for " +
@@ -364,9 +365,10 @@ Coordinator::Answer Coordinator::Ready(const wire::ReadyRequest& req, Done& done
         // during the restore is decided now and travels with it, so that
         // every agent publishes the step before its ranks can pass it.
         MaybeDecideSync(name, *job, /*now_or_never=*/true);
-        json go = {{"go", true}};
-        if (job->sync.step && job->sync.round == round) go["sync"] = SyncJson(*job);
-        return go;
+        wire::ReadyReply go;
+        go.go = true;
+        if (job->sync.step && job->sync.round == round) go.sync = Decision(*job);
+        return go.ToJson();
       },
       done);
   if (all_ready) Wake(name);  // this node was the last one

@@ -230,7 +230,8 @@ class Coordinator {
   // window closed; `now_or_never`: at once, with what is known (the ranks
   // are about to resume from the plan's step).
   void MaybeDecideSync(const std::string& name, Job& job, bool now_or_never = false) REQUIRES(mu_);
-  static json SyncJson(const Job& job);
+  static wire::SyncDecision Decision(const Job& job);
+  static json SyncJson(const Job& job) { return Decision(job).ToJson(); }
 
   // Backups (coordinator_backup.cc).
   // I/O without locks; takes catalog_mu_ briefly.

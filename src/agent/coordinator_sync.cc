@@ -40,7 +40,7 @@ int64_t Projected(int64_t step, double rate, double ahead_seconds) {
 
 }  // namespace
 
-json Coordinator::SyncJson(const Job& job) {
+wire::SyncDecision Coordinator::Decision(const Job& job) {
   const SyncState& s = job.sync;
   wire::SyncDecision d;
   d.generation = s.generation;
@@ -52,7 +52,7 @@ json Coordinator::SyncJson(const Job& job) {
     d.notice_unix_ms = s.notice_unix_ms;
     d.origin = s.origin;
   }
-  return d.ToJson();
+  return d;
 }
 
 StatusOr<json> Coordinator::Notice(const wire::NoticeRequest& req) {

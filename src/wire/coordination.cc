@@ -663,4 +663,38 @@ json PlanReply::ToJson() const {
   return j;
 }
 
+StatusOr<RegisterReply> RegisterReply::FromJson(const json& j) {
+  if (!j.is_object() || !j.contains("round") || !j["round"].is_number_integer()) {
+    return InvalidArgumentError("the answer to register: \"round\" is missing or malformed");
+  }
+  return RegisterReply{j["round"].get<int64_t>()};
+}
+
+json RegisterReply::ToJson() const { return {{"round", round}}; }
+
+StatusOr<ReadyReply> ReadyReply::FromJson(const json& j) {
+  const std::string what = "the answer to ready";
+  if (!j.is_object()) return InvalidArgumentError(what + " is not an object");
+  ReadyReply r;
+  for (auto [key, out] : {std::pair{"go", &r.go}, std::pair{"replan", &r.replan}}) {
+    auto it = j.find(key);
+    if (it == j.end()) continue;
+    if (!it->is_boolean()) return InvalidArgumentError(what + ": \"" + key + "\" is malformed");
+    *out = it->get<bool>();
+  }
+  if (r.go == r.replan) return InvalidArgumentError(what + " says neither go nor replan");
+  if (auto sync = j.find("sync"); sync != j.end()) {
+    STRATA_ASSIGN_OR_RETURN(r.sync, SyncDecision::FromJson(*sync));
+  }
+  return r;
+}
+
+json ReadyReply::ToJson() const {
+  json j = json::object();
+  if (go) j["go"] = true;
+  if (replan) j["replan"] = true;
+  if (sync) j["sync"] = sync->ToJson();
+  return j;
+}
+
 }  // namespace strata::wire

@@ -191,6 +191,24 @@ struct SyncDecision {
   json ToJson() const;
 };
 
+// The answer to register: the round the node is a member of.
+struct RegisterReply {
+  int64_t round = 0;
+  static StatusOr<RegisterReply> FromJson(const json& j);
+  json ToJson() const;
+};
+
+// The answer to ready: "go" (every node is ready; with the on-demand step
+// the job decided meanwhile, to publish before any rank can pass it), or
+// "replan" (a node failed, or the plan changed: wait for the next one).
+struct ReadyReply {
+  bool go = false;
+  bool replan = false;
+  std::optional<SyncDecision> sync;  // with go
+  static StatusOr<ReadyReply> FromJson(const json& j);
+  json ToJson() const;
+};
+
 // The answer to a replication report: the job-wide watermark (the newest
 // step every node replicated; -1 until each has reported) and the state of
 // backups as the coordinator sees it, with this node's part to upload.
