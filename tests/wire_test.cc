@@ -494,6 +494,17 @@ TEST(WireCoordinationTest, RegisterAndReadyAnswersRoundTrip) {
   EXPECT_NE(ReadyReply::FromJson(json::object()).status().message().find("neither go nor replan"),
             std::string::npos);
   EXPECT_FALSE(ReadyReply::FromJson(json{{"go", 1}}).ok());
+
+  // Built in C++ from signed numbers, a decision's counters are signed JSON
+  // integers: accepted as they are once parsed from text.
+  json signed_sync = d.ToJson();
+  signed_sync["generation"] = int64_t{4};
+  signed_sync["collect"] = int64_t{0};
+  auto taken = SyncDecision::FromJson(signed_sync);
+  ASSERT_TRUE(taken.ok()) << taken.status().ToString();
+  EXPECT_EQ(taken->generation, 4u);
+  signed_sync["generation"] = int64_t{-1};
+  EXPECT_FALSE(SyncDecision::FromJson(signed_sync).ok());
 }
 
 }  // namespace

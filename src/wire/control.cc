@@ -59,10 +59,9 @@ class Reader {
     const bool ok = std::is_same_v<T, std::string> ? v.is_string()
                     : std::is_same_v<T, bool>      ? v.is_boolean()
                     : std::is_floating_point_v<T>  ? v.is_number()
-                    : std::is_unsigned_v<T>
-                        ? v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0)
-                    : std::is_integral_v<T> ? v.is_number_integer()
-                                            : true;
+                    : std::is_unsigned_v<T>        ? IsNonNegativeInteger(v)
+                    : std::is_integral_v<T>        ? v.is_number_integer()
+                                                   : true;
     if (!ok) {
       status_ = InvalidArgumentError(what_ + ": \"" + field + "\" has the wrong type");
       return;

@@ -65,7 +65,7 @@ class Reader {
   StatusOr<uint64_t> Unsigned(const char* key) const {
     const json* v = Find(key);
     if (v == nullptr) return uint64_t{0};
-    if (!v->is_number_integer() || (!v->is_number_unsigned() && v->get<int64_t>() < 0)) {
+    if (!IsNonNegativeInteger(*v)) {
       return Error(key, "a non-negative integer");
     }
     return v->get<uint64_t>();
@@ -528,9 +528,9 @@ StatusOr<SyncDecision> SyncDecision::FromJson(const json& j) {
   STRATA_ASSIGN_OR_RETURN(const json* round, field("round"));
   STRATA_ASSIGN_OR_RETURN(const json* collect, field("collect"));
   STRATA_ASSIGN_OR_RETURN(const json* step, field("step"));
-  if (!generation->is_number_unsigned()) return malformed("generation");
+  if (!IsNonNegativeInteger(*generation)) return malformed("generation");
   if (!round->is_number_integer()) return malformed("round");
-  if (!collect->is_number_unsigned()) return malformed("collect");
+  if (!IsNonNegativeInteger(*collect)) return malformed("collect");
   d.generation = generation->get<uint64_t>();
   d.round = round->get<int64_t>();
   d.collect = collect->get<uint64_t>();

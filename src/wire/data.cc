@@ -10,12 +10,6 @@ namespace {
 
 std::string Prefix(Op op) { return std::string(OpName(op)) + ": "; }
 
-// A non-negative integer: unsigned as parsed from text, possibly signed as
-// built in C++.
-bool NonNegative(const json& v) {
-  return v.is_number_integer() && (v.is_number_unsigned() || v.get<int64_t>() >= 0);
-}
-
 StatusOr<const json*> Object(const json& j, Op op) {
   if (!j.is_object()) return InvalidArgumentError(Prefix(op) + "the message is not an object");
   return &j;
@@ -34,7 +28,7 @@ StatusOr<std::vector<size_t>> Positions(const json& files, Op op) {
   std::vector<size_t> out;
   out.reserve(files.size());
   for (const json& p : files) {
-    if (!NonNegative(p) || (!out.empty() && p.get<uint64_t>() <= out.back())) {
+    if (!IsNonNegativeInteger(p) || (!out.empty() && p.get<uint64_t>() <= out.back())) {
       return InvalidArgumentError(want);
     }
     out.push_back(p.get<size_t>());
@@ -83,7 +77,7 @@ StatusOr<PutStepReady> PutStepReady::FromJson(const json& j) {
   }
   auto transfer = j.find("transfer");
   if (transfer != j.end()) {
-    if (!NonNegative(*transfer)) {
+    if (!IsNonNegativeInteger(*transfer)) {
       return InvalidArgumentError("put_step's answer: \"transfer\" malformed");
     }
     r.transfer = transfer->get<uint64_t>();
@@ -101,7 +95,7 @@ StatusOr<PutFilesRequest> PutFilesRequest::FromJson(const json& j) {
   STRATA_RETURN_IF_ERROR(Object(j, Op::kPutFiles).status());
   PutFilesRequest r;
   auto transfer = j.find("transfer");
-  if (transfer == j.end() || !NonNegative(*transfer)) {
+  if (transfer == j.end() || !IsNonNegativeInteger(*transfer)) {
     return InvalidArgumentError(Prefix(Op::kPutFiles) + "\"transfer\" must be a transfer id");
   }
   r.transfer = transfer->get<uint64_t>();

@@ -70,4 +70,8 @@ StatusOr<Op> ParseOp(const nlohmann::json& request) {
 
 nlohmann::json Request(Op op) { return {{"op", OpName(op)}}; }
 
+bool IsNonNegativeInteger(const nlohmann::json& v) {
+  return v.is_number_integer() && (v.is_number_unsigned() || v.get<int64_t>() >= 0);
+}
+
 }  // namespace strata::wire

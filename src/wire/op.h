@@ -62,6 +62,10 @@ StatusOr<Op> ParseOp(const nlohmann::json& request);
 // A request of `op` with no other field yet: {"op": "<name>"}.
 nlohmann::json Request(Op op);
 
+// A JSON integer >= 0. Parsed from text such a number is unsigned; built in
+// C++ from a signed type it is signed: every message accepts both.
+bool IsNonNegativeInteger(const nlohmann::json& v);
+
 }  // namespace strata::wire
 
 #endif  // STRATA_WIRE_OP_H_
