@@ -317,5 +317,27 @@ TEST(RamDiskTest, DescribesTheTestsTmpfs) {
   EXPECT_FALSE(DescribeRamDisk("/proc/self").tmpfs);
 }
 
+// A seal read back: the same identities; another index's seal is
+// FAILED_PRECONDITION; anything malformed (also a digest of the wrong JSON
+// type) is DATA_LOSS naming the file, never an exception.
+TEST(SealTest, ASealRoundTripsAndAMalformedOneIsDataLoss) {
+  StepIdentity id;
+  id.listed_at_ns = 1700000000123456789;
+  id.files = {{1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}};
+  const std::string text = EncodeSeal(0xabcdef, id);
+  auto back = DecodeSeal(text, 0xabcdef, "s/20.seal");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->listed_at_ns, id.listed_at_ns);
+  EXPECT_EQ(back->files, id.files);
+  EXPECT_EQ(DecodeSeal(text, 0xabcdee, "s/20.seal").status().code(),
+            StatusCode::kFailedPrecondition);
+  nlohmann::json doc = nlohmann::json::parse(text);
+  doc["index_digest"] = 42;
+  auto bad = DecodeSeal(doc.dump(), 0xabcdef, "s/20.seal");
+  EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss) << bad.status().ToString();
+  EXPECT_NE(bad.status().message().find("s/20.seal"), std::string::npos);
+  EXPECT_EQ(DecodeSeal("{not json", 0xabcdef, "s/20.seal").status().code(), StatusCode::kDataLoss);
+}
+
 }  // namespace
 }  // namespace strata::agent

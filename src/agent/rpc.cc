@@ -175,10 +175,10 @@ Status RecvStepFiles(net::Socket& socket, const std::string& dir, const StepInde
                      Store* store, StreamVerifier* verifier) {
   auto deadline =
       net::DeadlineAfter(std::chrono::duration_cast<std::chrono::milliseconds>(kDataTimeout));
+  Env* const env = store != nullptr ? store->env() : Env::Default();
   for (const auto& f : index.files) {
     STRATA_RETURN_IF_ERROR(ValidateRelativePath(f.path));  // never write outside `dir`
     std::string path = JoinPath(dir, f.path);
-    Env* env = store != nullptr ? store->env() : Env::Default();
     STRATA_RETURN_IF_ERROR(CreateDirs(env, Dirname(path)));  // below `dir`: path validated
     // A spare file's pages are already there: overwriting them is faster
     // than allocating new ones. It was renamed to `path` without replacing

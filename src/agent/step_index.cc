@@ -1,10 +1,7 @@
 // Copyright 2026 The Strata Authors.
 #include "agent/step_index.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -345,10 +342,11 @@ StatusOr<StepIdentity> DecodeSeal(std::string_view text, uint64_t index_digest,
   const std::string where(source);
   json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!doc.is_object() || !doc.contains("files") || !doc["files"].is_array() ||
-      !doc.value("listed_at_ns", json()).is_number_integer()) {
+      !doc.value("listed_at_ns", json()).is_number_integer() ||
+      !doc.value("index_digest", json()).is_string()) {
     return DataLossError(where + ": not a seal");
   }
-  if (doc.value("index_digest", "") != Hex64(index_digest)) {
+  if (doc["index_digest"].get<std::string>() != Hex64(index_digest)) {
     return FailedPreconditionError(where + ": sealed for another index");
   }
   StepIdentity out;
