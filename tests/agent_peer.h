@@ -17,10 +17,6 @@
 
 namespace strata::testing {
 
-inline constexpr std::chrono::milliseconds kWait{10000};
-
-// Polls `done` every 20 ms until it holds or `timeout` passes.
-bool WaitUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout = kWait);
 // Occurrences of `what` in `text`.
 size_t Count(const std::string& text, const std::string& what);
 // Entries of the directory `dir` (0 when it does not exist).

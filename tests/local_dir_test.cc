@@ -6,7 +6,6 @@
 #include "agent/local_dir.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <set>

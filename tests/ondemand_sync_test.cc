@@ -9,7 +9,6 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -53,11 +52,6 @@ class OnDemandSyncTest : public ::testing::Test {
     std::lock_guard<std::mutex> l(mu_);
     return notices_;
   }
-  template <class F>
-  bool Eventually(F done) {
-    for (int i = 0; i < 1000 && !done(); ++i) std::this_thread::sleep_for(10ms);
-    return done();
-  }
   wire::SyncDecision Decision(int64_t step, uint64_t generation) {
     wire::SyncDecision d;
     d.step = step;
@@ -85,7 +79,7 @@ TEST_F(OnDemandSyncTest, ARanksNoticeIsToldAndRetriedUntilHeard) {
   sync_->Start();
   rank_map_.slot(slot_).current_step = 41;
   rank_map_.slot(slot_).notices = 1;  // before the node joined a job
-  ASSERT_TRUE(Eventually([&] { return sync_->node_step() == 41; }));
+  ASSERT_TRUE(testing::WaitUntil([&] { return sync_->node_step() == 41; }));
   std::this_thread::sleep_for(200ms);
   EXPECT_TRUE(Notices().empty());
   {
@@ -95,7 +89,7 @@ TEST_F(OnDemandSyncTest, ARanksNoticeIsToldAndRetriedUntilHeard) {
   sync_->SetJob(job_);
   // Retries come at most twice a second by the component's clock.
   clock_.Advance(1s);
-  ASSERT_TRUE(Eventually([&] { return Notices().size() == 1; }));
+  ASSERT_TRUE(testing::WaitUntil([&] { return Notices().size() == 1; }));
   EXPECT_FALSE(sync_->NoticeHeard());
   const json n = Notices().front();
   EXPECT_EQ(n.value("op", ""), "notice");
@@ -105,13 +99,13 @@ TEST_F(OnDemandSyncTest, ARanksNoticeIsToldAndRetriedUntilHeard) {
   std::this_thread::sleep_for(300ms);
   EXPECT_EQ(Notices().size(), 1u);  // the clock has not moved
   clock_.Advance(1s);
-  ASSERT_TRUE(Eventually([&] { return Notices().size() == 2; }));
+  ASSERT_TRUE(testing::WaitUntil([&] { return Notices().size() == 2; }));
   {
     std::lock_guard<std::mutex> l(mu_);
     refuse_ = false;
   }
   clock_.Advance(1s);
-  ASSERT_TRUE(Eventually([&] { return sync_->NoticeHeard(); }));
+  ASSERT_TRUE(testing::WaitUntil([&] { return sync_->NoticeHeard(); }));
   EXPECT_EQ(Notices().size(), 3u);
   clock_.Advance(1s);  // heard: no more retries
   std::this_thread::sleep_for(300ms);
@@ -137,7 +131,7 @@ TEST_F(OnDemandSyncTest, ADecisionIsPublishedOnceAndWithdrawnWhenServed) {
 
   rank_map_.slot(slot_).saved_step = 50;  // the rank saved it
   rank_map_.slot(slot_).served = generation;
-  ASSERT_TRUE(Eventually([&] { return header.sync_step.load() == kNoSyncStep; }));
+  ASSERT_TRUE(testing::WaitUntil([&] { return header.sync_step.load() == kNoSyncStep; }));
   EXPECT_EQ(sync_->step(), 50);
   ASSERT_EQ(sync_->RankStatus().size(), 1u);
   EXPECT_EQ(sync_->RankStatus()[0].ondemand_step, 50);
@@ -157,7 +151,8 @@ TEST_F(OnDemandSyncTest, AStepWithNoRankIsKeptAMinuteForLateRanks) {
   std::this_thread::sleep_for(300ms);
   EXPECT_EQ(rank_map_.header().sync_step.load(), 60);
   clock_.Advance(61s);
-  ASSERT_TRUE(Eventually([&] { return rank_map_.header().sync_step.load() == kNoSyncStep; }));
+  ASSERT_TRUE(
+      testing::WaitUntil([&] { return rank_map_.header().sync_step.load() == kNoSyncStep; }));
 }
 
 }  // namespace

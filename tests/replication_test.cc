@@ -154,12 +154,6 @@ class ReplicationTest : public ::testing::Test {
     return reported_;
   }
 
-  template <class F>
-  bool Eventually(F done) {
-    for (int i = 0; i < 3000 && !done(); ++i) std::this_thread::sleep_for(10ms);
-    return done();
-  }
-
   ManualClock clock_;
   Node sender_{"repl-node0"};
   Node receiver_{"repl-node1"};
@@ -172,7 +166,7 @@ class ReplicationTest : public ::testing::Test {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<int64_t> reported_;  // guarded by mu_
-  int64_t watermark_ = -1;         // guarded by mu_
+  int64_t watermark_ = -1;         // guarded by mu_ once the sender started
 };
 
 // An ingested step reaches the peer, which verifies and holds the same copy;
@@ -188,7 +182,7 @@ TEST_F(ReplicationTest, AStepReachesThePeerAndIsReported) {
   ASSERT_TRUE(held.ok()) << held.status().ToString();
   EXPECT_EQ(held->digest, sent.digest);
   EXPECT_TRUE(sender_.replication->Replicated(10));
-  ASSERT_TRUE(Eventually([&] { return sender_.replication->progress().watermark == 10; }));
+  ASSERT_TRUE(testing::WaitUntil([&] { return sender_.replication->progress().watermark == 10; }));
   const Replication::Progress p = sender_.replication->progress();
   EXPECT_EQ(p.newest_ingested, 10);
   EXPECT_EQ(p.newest_replicated, 10);
@@ -218,7 +212,7 @@ TEST_F(ReplicationTest, ARefusingPeerIsTroubleAfterAMinuteAndARetryClearsIt) {
   Ingest(10);
   sender_.replication->Enqueue(Key(10));
   sender_.replication->Start();
-  ASSERT_TRUE(Eventually([&] { return !sender_.replication->progress().error.empty(); }));
+  ASSERT_TRUE(testing::WaitUntil([&] { return !sender_.replication->progress().error.empty(); }));
   const std::string error = sender_.replication->progress().error;
   EXPECT_NE(error.find("replicating job1/0/10 to node 1"), std::string::npos) << error;
   EXPECT_NE(error.find("node 1 is restarting"), std::string::npos) << error;
@@ -228,7 +222,7 @@ TEST_F(ReplicationTest, ARefusingPeerIsTroubleAfterAMinuteAndARetryClearsIt) {
   std::optional<std::string> trouble = sender_.replication->Trouble(60s);
   ASSERT_TRUE(trouble.has_value());
   EXPECT_NE(trouble->find("Peer replication failing for 61 s"), std::string::npos) << *trouble;
-  ASSERT_TRUE(Eventually([&] { return puts_ == 2; }));  // the first retry was due
+  ASSERT_TRUE(testing::WaitUntil([&] { return puts_ == 2; }));  // the first retry was due
 
   refuse_ = false;  // the peer is back, but the next retry is 1 s away
   std::this_thread::sleep_for(1200ms);
@@ -251,7 +245,7 @@ TEST_F(ReplicationTest, CollectionKeepsTheWatermarkTheNewestAndPins) {
   sender_.replication->Enqueue(Key(40));
   sender_.replication->Start();
   Reports(1);
-  ASSERT_TRUE(Eventually([&] { return !sender_.store->GetIndex(Key(20)).ok(); }));
+  ASSERT_TRUE(testing::WaitUntil([&] { return !sender_.store->GetIndex(Key(20)).ok(); }));
   EXPECT_TRUE(sender_.store->GetIndex(Key(10)).ok());  // pinned
   EXPECT_TRUE(sender_.store->GetIndex(Key(30)).ok());  // the watermark
   EXPECT_TRUE(sender_.store->GetIndex(Key(40)).ok());  // the newest

@@ -229,4 +229,13 @@ std::string LastValue(const std::string& text, const std::string& key) {
   return text.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
 }
 
+bool WaitUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return done();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
 }  // namespace strata::testing

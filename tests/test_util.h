@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,11 @@ void FlipByte(const std::string& path, uint64_t offset);
 
 // The value after "key=" on the last line of `text` that contains it, or "".
 std::string LastValue(const std::string& text, const std::string& key);
+
+inline constexpr std::chrono::milliseconds kWait{10000};
+
+// Polls `done` every 20 ms until it holds or `timeout` passes.
+bool WaitUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout = kWait);
 
 }  // namespace strata::testing
 

@@ -142,8 +142,7 @@ void Agent::ResumeReplication() {
 
 Agent::~Agent() {
   stopping_ = true;
-  coordinator_.Shutdown();  // answers the calls parked in it
-  cv_.SignalAll();
+  coordinator_.Shutdown();       // answers the calls parked in it
   if (server_) server_->Stop();  // long calls see Stopping() and return
   if (replication_) replication_->Stop();
   if (backup_) backup_->Stop();
@@ -360,7 +359,7 @@ Status Agent::RegisterAndRestore(Incarnation& inc) {
   auto back_off = [this](int attempt) {  // jittered, 0.2 s doubling to 5 s
     const auto wait = storage::BackoffDelay(attempt, std::chrono::milliseconds(200),
                                             std::chrono::milliseconds(5000));
-    PollUntil(std::chrono::steady_clock::now() + wait, [] { return false; });
+    PollUntil(clock_->Now() + wait, [] { return false; });
   };
   for (int attempt = 1; !Stopping(); ++attempt) {
     if (yaml_deleted && SupersededByNewYaml()) {
@@ -380,7 +379,7 @@ Status Agent::RegisterAndRestore(Incarnation& inc) {
       STRATA_RETURN_IF_ERROR(env_->RemoveFile(YamlPath(config_)));
       yaml_deleted = true;
     }
-    auto done = FetchAndReport(inc, json());
+    auto done = FetchAndReport(inc);
     if (done.ok() && *done) return Status::Ok();
     // The coordinator cannot make a plan (e.g. --restore-backup names no
     // complete backup): the client must hear it, not wait.
@@ -429,7 +428,7 @@ namespace strata::agent {
 // Waits for the round's plan, gets this node's data, reports ready and, on
 // "go", creates the markers. Returns false... never: true when done, an
 // error (e.g. ABORTED: round superseded) when the caller should register again.
-StatusOr<bool> Agent::FetchAndReport(Incarnation& inc, const json&) {
+StatusOr<bool> Agent::FetchAndReport(Incarnation& inc) {
   const ReplicatorConfig& c = inc.config;
   int64_t version = 0;
   for (int attempt = 0; attempt < 10000 && !Stopping(); ++attempt) {

@@ -27,8 +27,6 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <set>
-#include <thread>
 
 #include "agent/config.h"
 #include "agent/coordinator.h"
@@ -42,7 +40,6 @@
 #include "agent/store.h"
 #include "agent/transfer.h"
 #include "net/socket.h"
-#include "storage/object_store.h"
 #include "util/clock.h"
 #include "util/mutex.h"
 #include "util/thread_pool.h"
@@ -91,7 +88,7 @@ class Agent {
   void OnReplicatorYaml();
   Status Incarnate(const ReplicatorConfig& config);
   Status RegisterAndRestore(Incarnation& inc);
-  StatusOr<bool> FetchAndReport(Incarnation& inc, const json& plan);
+  StatusOr<bool> FetchAndReport(Incarnation& inc);
   Status VerifyOwnCopy(const StepKey& key, int node, std::vector<wire::FailedHolder>* bad);
   Status FetchStep(const Incarnation& inc, const StepKey& key, const wire::PlanSource& source,
                    const wire::PlanReply& plan, std::vector<wire::FailedHolder>* bad, int* used);
@@ -111,6 +108,13 @@ class Agent {
   std::optional<Endpoint> CoordinatorEndpoint(const ReplicatorConfig& config) const;
   StatusOr<json> CallCoordinator(const ReplicatorConfig& config, json request,
                                  std::chrono::milliseconds timeout);
+  // CallCoordinator, as the components' hooks take it.
+  CoordinatorCall CoordinatorCaller() {
+    return [this](const ReplicatorConfig& job, const json& request,
+                  std::chrono::milliseconds timeout) {
+      return CallCoordinator(job, request, timeout);
+    };
+  }
   // Writes `inc` to the state file (no lock: the caller owns it).
   void SaveState(const Incarnation& inc);
   void LoadState();
@@ -126,21 +130,20 @@ class Agent {
   // maintenance events, health (agent_maintenance.cc).
   using SyncJob = OnDemandSync::Job;
   Status OpenOnDemandSync();
-  bool PollUntil(std::chrono::steady_clock::time_point deadline,
-                 const std::function<bool()>& done) const;
+  bool PollUntil(SteadyClock::time_point deadline, const std::function<bool()>& done) const;
   // The parts of a maintenance event: SIGTERM to `ranks`, wait for them
   // (SIGKILL at `deadline`), then for the on-demand step to be stored (and,
   // with `on_peers`, replicated). Fill `event`.
   void StopRanks(const std::vector<std::pair<int, int64_t>>& ranks,
-                 std::chrono::steady_clock::time_point deadline, wire::MaintenanceEvent& event);
-  void AwaitOnDemandStep(bool on_peers, std::chrono::steady_clock::time_point deadline,
+                 SteadyClock::time_point deadline, wire::MaintenanceEvent& event);
+  void AwaitOnDemandStep(bool on_peers, SteadyClock::time_point deadline,
                          wire::MaintenanceEvent& event);
   // This node's on-demand step is on every peer (or there is none).
   bool SyncStepReplicated() const REQUIRES(mu_);
   // SIGTERM to the agent: tells the job (when ranks are here) and returns
   // the drain's deadline; DrainStep says when it is over.
-  std::chrono::steady_clock::time_point BeginDrain();
-  bool DrainStep(std::chrono::steady_clock::time_point deadline);
+  SteadyClock::time_point BeginDrain();
+  bool DrainStep(SteadyClock::time_point deadline);
   // Before a new incarnation of `job` drops the replication queue: waits
   // (bounded) until the old incarnation's on-demand step is on the peers.
   void AwaitOnDemandReplicated(const std::string& job);
@@ -197,7 +200,6 @@ class Agent {
   void ReportNewCopy(const StepKey& key, uint64_t digest);
 
   mutable Mutex mu_;
-  CondVar cv_;
   std::optional<Incarnation> inc_ GUARDED_BY(mu_);
   std::string last_restore_ GUARDED_BY(mu_);    // for status
   int64_t restored_step_ GUARDED_BY(mu_) = -1;  // of the last restore

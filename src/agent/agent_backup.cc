@@ -19,10 +19,7 @@ Status Agent::OpenBackup() {
     if (!inc_) return std::nullopt;
     return inc_->config;
   };
-  hooks.call_coordinator = [this](const ReplicatorConfig& job, const json& request,
-                                  std::chrono::milliseconds timeout) {
-    return CallCoordinator(job, request, timeout);
-  };
+  hooks.call_coordinator = CoordinatorCaller();
   hooks.yield_to_ondemand = [this] { YieldToOnDemandReplication(); };
   hooks.stopping = [this] { return Stopping(); };
   STRATA_ASSIGN_OR_RETURN(backup_, NodeBackup::Open(config_, store_.get(), env_, std::move(hooks)));
@@ -66,15 +63,15 @@ wire::Cadence Agent::Cadence(const ReplicatorConfig& c) const {
 // backup is the only other copy there will be.
 void Agent::YieldToOnDemandReplication() {
   constexpr auto kLimit = std::chrono::minutes(1);
-  const SteadyClock::time_point decided = sync_->decided_at();
-  MutexLock l(&mu_);
   bool logged = false;
-  while (!SyncStepReplicated() && !Stopping() && clock_->Now() - decided < kLimit) {
+  PollUntil(SteadyClock::time_point::max(), [&] {
+    MutexLock l(&mu_);
+    if (SyncStepReplicated() || clock_->Now() - sync_->decided_at() >= kLimit) return true;
     if (!logged)
       Log()->info("backup upload paused: on-demand step {} replicates first", sync_->step());
     logged = true;
-    cv_.WaitFor(&mu_, std::chrono::milliseconds(50));
-  }
+    return false;
+  });
 }
 
 // Downloads part key.rank of backup `id` into the store as `key` (verified

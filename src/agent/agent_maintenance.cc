@@ -20,40 +20,31 @@
 #include "util/file_util.h"
 #include "util/logging.h"
 #include "util/time_format.h"
-#include "wire/op.h"
 
 namespace strata::agent {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr auto kSlotPoll = std::chrono::milliseconds(50);
 // A RAM disk fuller than this is unhealthy: the next save may not fit.
 constexpr double kRamBudget = 0.95;
 // Replication behind, with an error, for longer than this: unhealthy.
 constexpr std::chrono::seconds kReplicationTrouble(60);
 
-double SecondsSince(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
 }  // namespace
 
 // Polls `done` until it holds, `deadline` passes or the agent stops; true
 // if it held.
-bool Agent::PollUntil(Clock::time_point deadline, const std::function<bool()>& done) const {
+bool Agent::PollUntil(SteadyClock::time_point deadline, const std::function<bool()>& done) const {
   for (;;) {
     if (done()) return true;
-    if (Clock::now() >= deadline || Stopping()) return false;
+    if (clock_->Now() >= deadline || Stopping()) return false;
     std::this_thread::sleep_for(kSlotPoll);
   }
 }
 
 Status Agent::OpenOnDemandSync() {
   OnDemandSync::Hooks hooks;
-  hooks.call_coordinator = [this](const ReplicatorConfig& job, const json& request,
-                                  std::chrono::milliseconds timeout) {
-    return CallCoordinator(job, request, timeout);
-  };
+  hooks.call_coordinator = CoordinatorCaller();
   hooks.coordinator = [this](const ReplicatorConfig& job) { return CoordinatorEndpoint(job); };
   hooks.stopping = [this] { return Stopping(); };
   STRATA_ASSIGN_OR_RETURN(
@@ -71,30 +62,33 @@ bool Agent::SyncStepReplicated() const {
 
 void Agent::AwaitOnDemandReplicated(const std::string& job) {
   constexpr auto kLimit = std::chrono::seconds(30);
-  const auto deadline = Clock::now() + kLimit;
-  MutexLock l(&mu_);
-  if (!inc_ || inc_->config.job_name != job || SyncStepReplicated()) return;
-  Log()->info("the job restarted: replicating on-demand step {} first", sync_->step());
-  while (!SyncStepReplicated() && !Stopping() && Clock::now() < deadline) {
-    cv_.WaitFor(&mu_, kSlotPoll);
+  const auto deadline = clock_->Now() + kLimit;
+  auto replicated = [this] {
+    MutexLock l(&mu_);
+    return SyncStepReplicated();
+  };
+  {
+    MutexLock l(&mu_);
+    if (!inc_ || inc_->config.job_name != job || SyncStepReplicated()) return;
   }
-  if (!SyncStepReplicated()) {
+  Log()->info("the job restarted: replicating on-demand step {} first", sync_->step());
+  if (!PollUntil(deadline, replicated)) {
     Log()->warn("on-demand step {} not on every peer after {} s; the restart goes ahead",
                 sync_->step(), kLimit.count());
   }
 }
 
-Clock::time_point Agent::BeginDrain() {
+SteadyClock::time_point Agent::BeginDrain() {
   auto ranks = sync_->LiveRanks();
   Log()->warn("SIGTERM: draining for at most {} s ({} rank(s) here); a second signal stops now",
               config_.grace.count(), ranks.size());
   if (!ranks.empty()) sync_->PostNotice("SIGTERM to the agent");
-  return Clock::now() + config_.grace;
+  return clock_->Now() + config_.grace;
 }
 
 // One look at a drain; true when it is over.
-bool Agent::DrainStep(Clock::time_point deadline) {
-  if (Clock::now() >= deadline) return true;
+bool Agent::DrainStep(SteadyClock::time_point deadline) {
+  if (clock_->Now() >= deadline) return true;
   const bool ranks_gone = sync_->LiveRanks().empty();
   const bool heard = sync_->NoticeHeard();
   MutexLock l(&mu_);
@@ -113,7 +107,7 @@ StatusOr<json> Agent::HandleMaintenance(const wire::MaintenanceRequest& request)
     }
     maintenance_since_ = started_ms;
   }
-  const auto start = Clock::now(), deadline = start + grace;
+  const auto start = clock_->Now(), deadline = start + grace;
   auto ranks = sync_->LiveRanks();
   Log()->warn("maintenance event: SIGTERM to {} rank(s) using {}, grace {} ms{}", ranks.size(),
               config_.local_dir, grace.count(), lose_ram ? ", the node loses its RAM" : "");
@@ -142,14 +136,14 @@ StatusOr<json> Agent::HandleMaintenance(const wire::MaintenanceRequest& request)
     WipeRam();
   }
   event.wiped = lose_ram;
-  event.seconds = SecondsSince(start);
+  event.seconds = SecondsSince(*clock_, start);
   RecordMaintenance(event);
   return event.ToJson();
 }
 
-void Agent::StopRanks(const std::vector<std::pair<int, int64_t>>& ranks, Clock::time_point deadline,
-                      wire::MaintenanceEvent& event) {
-  const auto start = Clock::now();
+void Agent::StopRanks(const std::vector<std::pair<int, int64_t>>& ranks,
+                      SteadyClock::time_point deadline, wire::MaintenanceEvent& event) {
+  const auto start = clock_->Now();
   for (auto [i, pid] : ranks) ::kill(static_cast<pid_t>(pid), SIGTERM);
   // A rank may release its slot well before its process is gone (a
   // framework's teardown): wait for the process.
@@ -157,7 +151,7 @@ void Agent::StopRanks(const std::vector<std::pair<int, int64_t>>& ranks, Clock::
     return std::none_of(ranks.begin(), ranks.end(),
                         [](const auto& r) { return ProcessAlive(r.second); });
   });
-  event.ranks_exited_seconds = SecondsSince(start);
+  event.ranks_exited_seconds = SecondsSince(*clock_, start);
   int killed = 0;
   for (auto [i, pid] : ranks) {
     if (ProcessAlive(pid) && ::kill(static_cast<pid_t>(pid), SIGKILL) == 0) ++killed;
@@ -166,7 +160,7 @@ void Agent::StopRanks(const std::vector<std::pair<int, int64_t>>& ranks, Clock::
 }
 
 // The ranks' on-demand step, once the main loop has taken it in.
-void Agent::AwaitOnDemandStep(bool on_peers, Clock::time_point deadline,
+void Agent::AwaitOnDemandStep(bool on_peers, SteadyClock::time_point deadline,
                               wire::MaintenanceEvent& event) {
   int64_t sync = kNoSyncStep;
   bool saved = false, replicated = false;

@@ -4,7 +4,6 @@
 // component (replication.h) to the incarnation, the on-demand step, the
 // coordinator and the backups.
 #include "agent/agent.h"
-#include "format/sync_map.h"
 #include "util/logging.h"
 
 namespace strata::agent {
@@ -21,10 +20,7 @@ void Agent::OpenReplication() {
     return Replication::Target{inc_->config, inc_->peers, inc_->addresses};
   };
   hooks.priority_step = [this] { return sync_->step(); };
-  hooks.call_coordinator = [this](const ReplicatorConfig& job, const json& request,
-                                  std::chrono::milliseconds timeout) {
-    return CallCoordinator(job, request, timeout);
-  };
+  hooks.call_coordinator = CoordinatorCaller();
   hooks.cadence = [this](const ReplicatorConfig& c) { return Cadence(c); };
   hooks.on_reply = [this](const ReplicatorConfig& c, const wire::ReplicatedReply& reply) {
     OnReplicatedReply(c, reply);
@@ -51,12 +47,8 @@ void Agent::OnReplicatedReply(const ReplicatorConfig& c, const wire::ReplicatedR
   }
   if (!news->task) return;
   // This agent cannot back up: say so, so the backup ends.
-  auto call = [this](const ReplicatorConfig& job, const json& request,
-                     std::chrono::milliseconds timeout) {
-    return CallCoordinator(job, request, timeout);
-  };
   ReportBackupPart(
-      call, c, *news->task,
+      CoordinatorCaller(), c, *news->task,
       FailedPreconditionError("node " + std::to_string(c.node_rank) + " has no --backup"));
 }
 

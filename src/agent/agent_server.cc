@@ -8,8 +8,6 @@
 
 #include "agent/agent.h"
 #include "format/naming.h"
-#include "net/auth.h"
-#include "net/frame.h"
 #include "util/file_util.h"
 #include "util/hash.h"
 #include "util/logging.h"

@@ -11,9 +11,10 @@
 // (OnNews), and asks it which steps to keep from garbage collection (Pins).
 //
 // Threads and locks: one upload thread of its own; every method may be
-// called from any thread. A caller may hold its own lock when it calls in
-// (the agent does, so that a task's step is pinned before the watermark can
-// pass it); NodeBackup never calls out (its hooks) with its lock held.
+// called from any thread, also with the caller's own lock held; NodeBackup
+// never calls out (its hooks) with its lock held. A task's step is pinned
+// before the watermark can pass it because Replication hands the reply's
+// news over (OnNews) before it applies the watermark the reply carries.
 #ifndef STRATA_AGENT_NODE_BACKUP_H_
 #define STRATA_AGENT_NODE_BACKUP_H_
 
@@ -56,10 +57,6 @@ struct BackupNews {
   // The same from the reply's JSON; INVALID_ARGUMENT also when malformed.
   static StatusOr<BackupNews> FromReply(const json& reply, const std::string& job, int nodes);
 };
-
-// Calls the coordinator of `job` (the agent's link).
-using CoordinatorCall = std::function<StatusOr<json>(
-    const ReplicatorConfig& job, const json& request, std::chrono::milliseconds timeout)>;
 
 // Tells the coordinator of `job` how the upload of `task` ended. True when
 // it heard (or refused for good: reporting again would not help).

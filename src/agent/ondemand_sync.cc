@@ -46,11 +46,11 @@ void OnDemandSync::Start() {
 
 void OnDemandSync::Stop() {
   stopped_ = true;
-  if (notice_thread_.joinable()) notice_thread_.join();
   {
     MutexLock l(&socket_mu_);
     if (socket_ != nullptr) socket_->Shutdown();  // ends its wait
   }
+  if (notice_thread_.joinable()) notice_thread_.join();
   if (sync_thread_.joinable()) sync_thread_.join();
 }
 
@@ -237,7 +237,7 @@ void OnDemandSync::SyncMain() {
       client = std::move(*c);
       connected_to = to->ToString();
       socket_ = &client->socket();
-      if (Stopping()) client->socket().Shutdown();  // Stop() came first
+      if (stopped_.load()) client->socket().Shutdown();  // Stop() came first (no hook here)
     }
     wire::SyncRequest req;
     req.job = job->config.job_name;

@@ -48,9 +48,7 @@ class OnDemandSync {
     int64_t round = 0;
   };
   struct Hooks {
-    // Calls the coordinator of a job (the agent's link).
-    std::function<StatusOr<json>(const ReplicatorConfig&, const json&, std::chrono::milliseconds)>
-        call_coordinator;
+    CoordinatorCall call_coordinator;
     // Where the job's coordinator listens, if known.
     std::function<std::optional<Endpoint>(const ReplicatorConfig&)> coordinator;
     // Whether the agent winds down (the threads end).

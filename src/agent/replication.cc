@@ -52,6 +52,7 @@ Status AwaitCommitted(net::Socket& socket, const std::string& peer) {
 
 Replication::Replication(Options options, Store* store, Env* env, SteadyClock* clock, Hooks hooks)
     : options_(std::move(options)),
+      local_(env, options_.local_dir),
       store_(store),
       env_(env),
       clock_(clock),
@@ -149,27 +150,29 @@ void Replication::Main() {
       }
       if (stopped_) return;
     }
-    const int64_t priority = hooks_.priority_step();  // the hooks take the agent's lock
-    const bool have_target = hooks_.target().has_value();
+    // The hooks take the agent's lock: asked once per turn, with none held.
+    const int64_t priority = hooks_.priority_step();
+    const std::optional<Target> target = hooks_.target();
     std::optional<StepKey> key;
     {
       MutexLock l(&mu_);
       if (!queue_.empty()) backoff = kMinRetry;
       key = Next(retry, retry_at, priority);
     }
-    if (!have_target) key.reset();  // between incarnations nothing is sent
+    if (!target) continue;  // between incarnations nothing is sent or collected
     if (!key) {
-      RefreshWatermark();
-      CollectGarbage();
+      RefreshWatermark(*target);
+      CollectGarbage(*target);
       continue;
     }
     bool all = false;
     try {  // a peer's malformed reply must not end the thread
-      all = SendEverywhere(*key);
+      all = SendEverywhere(*key, *target);
     } catch (const json::exception& e) {
       Log()->warn("replicating {}: malformed reply: {}", key->ToString(), e.what());
     }
-    CollectGarbage();
+    // A send may take minutes: collect for the incarnation served now.
+    if (std::optional<Target> now = hooks_.target()) CollectGarbage(*now);
     if (all) {
       retry.reset();
     } else {  // try again later; a peer may be restarting
@@ -180,13 +183,12 @@ void Replication::Main() {
   }
 }
 
-bool Replication::SendEverywhere(const StepKey& key) {
-  std::optional<Target> target = hooks_.target();
-  if (!target || key.job != target->config.job_name) return true;  // a past incarnation's step
+bool Replication::SendEverywhere(const StepKey& key, const Target& target) {
+  if (key.job != target.config.job_name) return true;  // a past incarnation's step
   size_t done = 0;
-  for (int peer : target->peers) {
-    auto addr = target->addresses.find(peer);
-    Status s = addr == target->addresses.end()
+  for (int peer : target.peers) {
+    auto addr = target.addresses.find(peer);
+    Status s = addr == target.addresses.end()
                    ? UnavailableError("no address for node " + std::to_string(peer))
                    : SendToPeer(key, addr->second);
     if (s.ok()) {
@@ -198,12 +200,16 @@ bool Replication::SendEverywhere(const StepKey& key) {
     error_ =
         "replicating " + key.ToString() + " to node " + std::to_string(peer) + ": " + s.message();
   }
-  if (done < target->peers.size()) return false;
+  if (done < target.peers.size()) return false;
   {
     MutexLock l(&mu_);
     error_.clear();
+    newest_replicated_ = std::max(newest_replicated_, key.step);
+    if (newest_replicated_ >= newest_ingested_) behind_since_.reset();
   }
-  Report(key);
+  // Reported to the job served now, if it is still this step's.
+  std::optional<Target> now = hooks_.target();
+  if (now && now->config.job_name == key.job) Report(key, *now);
   return true;
 }
 
@@ -242,15 +248,8 @@ Status Replication::SendGroups(const Endpoint& to, const StepKey& key, const Ste
   });
 }
 
-void Replication::Report(const StepKey& key) {
-  {
-    MutexLock l(&mu_);
-    newest_replicated_ = std::max(newest_replicated_, key.step);
-    if (newest_replicated_ >= newest_ingested_) behind_since_.reset();
-  }
-  std::optional<Target> target = hooks_.target();
-  if (!target) return;
-  const ReplicatorConfig& c = target->config;
+void Replication::Report(const StepKey& key, const Target& target) {
+  const ReplicatorConfig& c = target.config;
   wire::ReplicatedRequest req;
   req.job = c.job_name;
   req.node = c.node_rank;
@@ -265,7 +264,8 @@ void Replication::Report(const StepKey& key) {
   }
   StatusOr<wire::ReplicatedReply> reply = wire::ReplicatedReply::FromJson(*r);
   if (!reply.ok()) {
-    Log()->warn("reply to a replication report: {}", reply.status().message());
+    Log()->warn("reply to the report of {} replicated: {}", key.ToString(),
+                reply.status().message());
     return;
   }
   hooks_.on_reply(c, *reply);
@@ -273,32 +273,28 @@ void Replication::Report(const StepKey& key) {
   watermark_ = std::max(watermark_, reply->watermark);
 }
 
-void Replication::RefreshWatermark() {
-  std::optional<Target> target = hooks_.target();
-  if (!target) return;
+void Replication::RefreshWatermark(const Target& target) {
   int64_t newest;
   {
     MutexLock l(&mu_);
     newest = newest_replicated_;
   }
-  if (newest >= 0) Report({target->config.job_name, target->config.node_rank, newest});
+  if (newest >= 0) Report({target.config.job_name, target.config.node_rank, newest}, target);
 }
 
 // Keeps, per node rank of the current job, every step at or above the
 // job-wide watermark (the newest step every node has replicated) and the
 // newest step held; plus anything a client's symlink points to and what the
 // hooks pin. Everything else goes, including steps of earlier job names.
-void Replication::CollectGarbage() {
-  std::optional<Target> target = hooks_.target();
-  if (!target) return;
-  const std::string& job = target->config.job_name;
+void Replication::CollectGarbage(const Target& target) {
+  const std::string& job = target.config.job_name;
   int64_t watermark;
   {
     MutexLock l(&mu_);
     watermark = watermark_;
   }
   const std::set<StepKey> pinned = hooks_.pins();
-  const std::vector<std::string> targets = LocalDir(env_, options_.local_dir).SymlinkTargets();
+  const std::vector<std::string> targets = local_.SymlinkTargets();
   std::map<int, int64_t> newest;
   auto held = store_->List();
   for (const auto& [key, index] : held) {
@@ -365,7 +361,10 @@ StatusOr<json> Replication::HandlePutFiles(const wire::PutFilesRequest& request,
   Status s = SendReply(socket, {{"ok", true}});
   if (s.ok()) s = RecvStepFiles(socket, dir, group, store_);
   transfers_.Finish(id, s.ok() ? group.files.size() : 0, s);
-  if (!s.ok()) return DataLossError(s.message());  // closes this connection
+  if (!s.ok()) {  // closes this connection
+    return DataLossError("receiving files of transfer " + std::to_string(id) + " from " +
+                         socket.peer() + ": " + s.message());
+  }
   return json{{"received", group.files.size()}};
 }
 
@@ -393,7 +392,9 @@ StatusOr<json> Replication::HandleFetchStep(const wire::FetchStepRequest& reques
   }
   STRATA_RETURN_IF_ERROR(SendReply(socket, wire::IndexReply{index}.ToJson()));
   Status s = SendStepFiles(socket, store_->StepPath(key), send);
-  if (!s.ok()) return DataLossError(s.message());  // closes the connection
+  if (!s.ok()) {  // closes the connection
+    return DataLossError("serving " + key.ToString() + " to " + socket.peer() + ": " + s.message());
+  }
   Log()->info("served {} to {}", key.ToString(), socket.peer());
   return json{{"closed", true}};  // the data was the answer: no reply frame
 }

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "agent/config.h"
+#include "agent/local_dir.h"
 #include "agent/rpc.h"
 #include "agent/store.h"
 #include "agent/transfer.h"
@@ -63,9 +64,7 @@ class Replication {
     std::function<std::optional<Target>()> target;
     // The job's on-demand step (kNoSyncStep if none): it goes first.
     std::function<int64_t()> priority_step;
-    // Calls the coordinator of a job (the agent's link).
-    std::function<StatusOr<json>(const ReplicatorConfig&, const json&, std::chrono::milliseconds)>
-        call_coordinator;
+    CoordinatorCall call_coordinator;
     // The backup cadence a report carries.
     std::function<wire::Cadence(const ReplicatorConfig&)> cadence;
     // The coordinator's answer to a report, before the watermark it
@@ -123,18 +122,20 @@ class Replication {
   std::optional<StepKey> Next(const std::optional<StepKey>& retry, SteadyClock::time_point retry_at,
                               int64_t priority) REQUIRES(mu_);
   // Sends `key` to every peer; true when all of them hold it.
-  bool SendEverywhere(const StepKey& key);
+  bool SendEverywhere(const StepKey& key, const Target& target);
   Status SendToPeer(const StepKey& key, const std::string& address);
   Status SendGroups(const Endpoint& to, const StepKey& key, const StepIndex& index,
                     uint64_t transfer, const std::vector<std::vector<size_t>>& groups);
-  // Tells the coordinator `key` is on every peer; applies the answer.
-  void Report(const StepKey& key);
+  // Tells the coordinator of `target` that `key` is on every peer; applies
+  // the answer.
+  void Report(const StepKey& key, const Target& target);
   // Idle: re-reports the newest replicated step (the watermark moves as
   // the other nodes catch up).
-  void RefreshWatermark();
-  void CollectGarbage();
+  void RefreshWatermark(const Target& target);
+  void CollectGarbage(const Target& target);
 
   const Options options_;
+  const LocalDir local_;  // options_.local_dir: its symlinks pin steps
   Store* const store_;
   Env* const env_;
   SteadyClock* const clock_;

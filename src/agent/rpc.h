@@ -9,12 +9,14 @@
 #define STRATA_AGENT_RPC_H_
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "agent/config.h"
 #include "agent/step_index.h"
 #include "agent/store.h"
 #include "agent/stream_verify.h"
@@ -28,6 +30,10 @@ namespace strata::agent {
 class Store;
 
 using json = nlohmann::json;
+
+// Calls the coordinator of `job` (the agent's link): how components reach it.
+using CoordinatorCall = std::function<StatusOr<json>(
+    const ReplicatorConfig& job, const json& request, std::chrono::milliseconds timeout)>;
 
 inline constexpr uint16_t kFrameCall = 16;
 inline constexpr uint16_t kFrameReply = 17;

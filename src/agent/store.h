@@ -53,7 +53,7 @@ class Store {
  public:
   // Opens (creating) the store in `local_dir`; finishes or undoes whatever a
   // crash interrupted: removes incoming transfers, indexes step directories
-  // that lack an index, drops indexes without data.
+  // that lack an index, drops indexes (and seals) without data.
   // Every file operation goes through `env`.
   static StatusOr<std::unique_ptr<Store>> Open(const std::string& local_dir, ThreadPool* pool,
                                                Env* env = Env::Default());
@@ -88,9 +88,9 @@ class Store {
   // seal, CheckStepIdentity) without reading them, or else reads and
   // verifies them and seals them again. Returns whether it read the bytes;
   // DATA_LOSS if they no longer verify (the caller drops the copy).
-  // A copy is sealed when it is ingested, adopted or verified.
+  // A copy is sealed when it is ingested, adopted or verified here.
   StatusOr<bool> CheckHeld(const StepKey& key);
-  // Removes a step (index first, then the data, renamed out of the way); its
+  // Removes a step (seal and index first, then the data, renamed out of the way); its
   // data files become spare files within the limit, the rest are deleted.
   Status Remove(const StepKey& key);
   uint64_t BytesHeld() const;
