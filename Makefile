@@ -8,9 +8,10 @@ TSAN_DIR  ?= build-tsan
 LOCKS_DIR ?= build-locks
 # The concurrent parts, under ThreadSanitizer (where it runs clean): the
 # agent's server and coordinator (parked calls, the timer), its backup,
-# replication and on-demand components and store, the thread pool, the checkpointer's background
-# saves, the transport; and the object stores' parallel part uploads,
-# ranged downloads and rate limiter.
+# replication and on-demand components, its store and message parsing
+# (Wire), the thread pool, the checkpointer's background saves, the
+# transport; and the object stores' parallel part uploads, ranged downloads
+# and rate limiter.
 TSAN_FILTER ?= ServerTest*:Coordinator*:NodeBackup*:Replication*:OnDemandSync*:Store*:Wire*:ThreadPool*:RunParallel*:Mutex*:Checkpointer*:Hash*:Copy*:Net*:Frame*:Auth*:SyncMap*:AgentSync*:StreamVerify*:StrataStep*
 TSAN_STORAGE_FILTER ?= FileStore*:S3Pieces*:Backends/BackendTest.*
 
