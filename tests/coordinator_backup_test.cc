@@ -22,7 +22,7 @@ class CoordinatorBackupTest : public ::testing::Test {
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(*store);
     coordinator_.EnableBackups(store_.get(), std::nullopt);
-    coordinator_.SetClock([this] { return now_; });
+    coordinator_.SetWallClock([this] { return now_; });
     for (int node = 0; node < 2; ++node) {
       auto r = Call({{"op", "register"},
                      {"job", "j"},

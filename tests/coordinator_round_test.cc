@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "agent/coordinator.h"
+#include "test_util.h"
+#include "util/clock.h"
 
 namespace strata::agent {
 namespace {
@@ -132,6 +134,41 @@ TEST_F(CoordinatorRoundTest, TheWatermarkIsTheSlowestNodesNewestStep) {
   EXPECT_EQ(report(1, 15), 20);  // older than node 1's newest
   EXPECT_EQ(report(1, 50), 30);
   EXPECT_EQ(report(2, 60), 40);
+}
+
+// A parked call's deadline is on the coordinator's clock: real time alone
+// never ends it, and moving the clock past the deadline does.
+TEST(CoordinatorClockTest, AParkedCallEndsWhenTheClockPassesItsDeadline) {
+  ManualClock clock;
+  Coordinator c(std::chrono::seconds(2), &clock);
+  auto registered = c.Handle({{"op", "register"},
+                              {"job", "j"},
+                              {"nodes", 2},
+                              {"node", 0},
+                              {"dp", 1},
+                              {"address", "127.0.0.1:7000"},
+                              {"inventory", json::array()}});
+  ASSERT_TRUE(registered.ok()) << registered.status().ToString();
+  std::atomic<bool> answered{false};
+  StatusCode code = StatusCode::kOk;
+  c.HandleAsync({{"op", "await_plan"},
+                 {"job", "j"},
+                 {"round", (*registered)["round"]},
+                 {"plan_version", 0},
+                 {"wait_ms", 1000}},
+                [&](StatusOr<json> r) {
+                  code = r.status().code();
+                  answered = true;
+                });
+  EXPECT_EQ(c.waiting(), 1u);
+  // Several of the timer's ticks, in real time: still parked.
+  EXPECT_FALSE(testing::WaitUntil([&] { return answered.load(); }, std::chrono::milliseconds(300)));
+  clock.Advance(std::chrono::milliseconds(999));
+  EXPECT_FALSE(testing::WaitUntil([&] { return answered.load(); }, std::chrono::milliseconds(200)));
+  clock.Advance(std::chrono::milliseconds(1));
+  ASSERT_TRUE(testing::WaitUntil([&] { return answered.load(); }));
+  EXPECT_EQ(code, StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(c.waiting(), 0u);
 }
 
 }  // namespace

@@ -179,7 +179,7 @@ class Agent {
   ThreadPool pool_;
   std::unique_ptr<Store> store_;
   RamDisk ram_disk_;  // what backs config_.local_dir; set at start
-  Coordinator coordinator_;
+  Coordinator coordinator_{std::chrono::seconds(2), clock_};
   // Calls to the coordinator keep their connections (one per thread that
   // calls at a time): N nodes cost it N connections, not N handshakes per call.
   RpcPool coordinator_link_{config_.secret};

@@ -10,7 +10,8 @@
 
 namespace strata::agent {
 
-Coordinator::Coordinator(std::chrono::milliseconds wait) : wait_(wait) {
+Coordinator::Coordinator(std::chrono::milliseconds wait, SteadyClock* clock)
+    : wait_(wait), clock_(clock) {
   timer_ = std::thread([this] { TimerMain(); });
 }
 
@@ -83,7 +84,7 @@ Coordinator::Answer Coordinator::Park(const std::string& name,
                                       Done& done) {
   if (Answer now = check(false)) return now;
   const auto wait = asked ? std::min(*asked, std::chrono::milliseconds(kMaxWait)) : wait_;
-  waiters_[name].push_back(Waiter{std::move(check), Clock::now() + wait, std::move(done)});
+  waiters_[name].push_back(Waiter{std::move(check), clock_->Now() + wait, std::move(done)});
   if (++waiting_ == 1) timer_cv_.SignalAll();
   return std::nullopt;
 }
@@ -98,7 +99,7 @@ void Coordinator::Wake(const std::string& name, bool only_expired) {
   for (;;) {
     auto it = waiters_.find(next);
     if (it != waiters_.end()) {  // checks never park, so `it` stays valid
-      const auto now = Clock::now();
+      const auto now = clock_->Now();
       std::vector<Waiter> kept;
       for (Waiter& w : it->second) {
         const bool expired = now >= w.deadline;

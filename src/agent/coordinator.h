@@ -51,6 +51,7 @@
 #include "agent/rpc.h"
 #include "backup/layout.h"
 #include "storage/object_store.h"
+#include "util/clock.h"
 #include "util/mutex.h"
 #include "wire/coordination.h"
 
@@ -61,7 +62,12 @@ class Coordinator {
   // The longest wait a call may ask for ("wait_ms").
   static constexpr std::chrono::milliseconds kMaxWait{60000};
 
-  explicit Coordinator(std::chrono::milliseconds wait = std::chrono::seconds(2));
+  // `wait`: how long a parked call waits when it asks for no "wait_ms".
+  // Deadlines, collection windows and node progress read `clock` (the
+  // timer looks at it every tick while anything waits, so a ManualClock
+  // moves them).
+  explicit Coordinator(std::chrono::milliseconds wait = std::chrono::seconds(2),
+                       SteadyClock* clock = SteadyClock::Real());
   ~Coordinator();
   Coordinator(const Coordinator&) = delete;
   Coordinator& operator=(const Coordinator&) = delete;
@@ -94,7 +100,7 @@ class Coordinator {
                      std::function<void(const std::string&)> on_rollback = {});
   // The wall clock backups are scheduled by (tests replace it). Call before
   // the first Handle.
-  void SetClock(std::function<std::time_t()> now) { now_ = std::move(now); }
+  void SetWallClock(std::function<std::time_t()> now) { now_ = std::move(now); }
 
  private:
   struct Member {
@@ -105,13 +111,12 @@ class Coordinator {
     bool ready = false;
     bool failed = false;
   };
-  using Clock = std::chrono::steady_clock;
   // A parked call. `check`, run under mu_, gives its answer once it has one;
   // with `expired` (its deadline passed) it must give one.
   using Check = std::function<std::optional<StatusOr<json>>(bool expired)>;
   struct Waiter {
     Check check;
-    Clock::time_point deadline;
+    SteadyClock::time_point deadline;
     Done done;
   };
   struct Completion {
@@ -151,7 +156,7 @@ class Coordinator {
   struct NodeProgress {
     int64_t step = -1;  // the newest step a rank of the node checked
     double rate = 0;    // steps per second
-    std::chrono::steady_clock::time_point at{};
+    SteadyClock::time_point at{};
   };
   struct SyncState {
     uint64_t generation = 0;  // bumped by every decision and withdrawal
@@ -161,7 +166,7 @@ class Coordinator {
     std::string origin;  // who gave the notice, for logs and status
     uint64_t collect_id = 0;
     bool collecting = false;
-    std::chrono::steady_clock::time_point collect_deadline{};
+    SteadyClock::time_point collect_deadline{};
     std::map<int, NodeProgress> reports;  // this collection's
     std::map<int, NodeProgress> known;    // the newest from each node
   };
@@ -248,6 +253,7 @@ class Coordinator {
   Status WriteCommit(const backup::Commit& commit) EXCLUDES(mu_, catalog_mu_);
 
   const std::chrono::milliseconds wait_;
+  SteadyClock* const clock_;
   mutable Mutex mu_;
   CondVar timer_cv_;  // a call parked, or shutdown
   std::map<std::string, Job> jobs_ GUARDED_BY(mu_);
@@ -275,7 +281,7 @@ class Coordinator {
   bool catalog_loaded_ GUARDED_BY(catalog_mu_) = false;
   bool refreshing_ GUARDED_BY(catalog_mu_) = false;
   CondVar catalog_cv_;  // refreshing_ became false
-  std::chrono::steady_clock::time_point catalog_at_ GUARDED_BY(catalog_mu_){};
+  SteadyClock::time_point catalog_at_ GUARDED_BY(catalog_mu_){};
 };
 
 }  // namespace strata::agent

@@ -71,9 +71,9 @@ void Coordinator::RefreshCatalog(bool for_restore) {
   std::set<backup::BackupId> known;
   {
     MutexLock l(&catalog_mu_);
-    const auto now = std::chrono::steady_clock::now();
-    const bool fresh_enough = catalog_at_ != std::chrono::steady_clock::time_point{} &&
-                              now - catalog_at_ < kCatalogMaxAge;
+    const auto now = clock_->Now();
+    const bool fresh_enough =
+        catalog_at_ != SteadyClock::time_point{} && now - catalog_at_ < kCatalogMaxAge;
     if (for_restore && !catalog_loaded_) {
       if (refreshing_) {  // share the attempt under way (at most one attempt long)
         while (refreshing_) catalog_cv_.Wait(&catalog_mu_);

@@ -77,7 +77,7 @@ StatusOr<json> Coordinator::Notice(const wire::NoticeRequest& req) {
   }
   s.collecting = true;
   ++s.collect_id;
-  s.collect_deadline = Clock::now() + kCollectWindow;
+  s.collect_deadline = clock_->Now() + kCollectWindow;
   s.reports.clear();
   s.notice_unix_ms = UnixMillisNow();
   s.origin = origin;
@@ -96,7 +96,7 @@ Coordinator::Answer Coordinator::Sync(const wire::SyncRequest& req, Done& done) 
   STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(name));
   const int node = req.node;
   STRATA_RETURN_IF_ERROR(CheckNode(name, *job, node));
-  NodeProgress p{req.step, req.rate, Clock::now()};
+  NodeProgress p{req.step, req.rate, clock_->Now()};
   job->sync.known[node] = p;
   const uint64_t generation = req.generation;
   const uint64_t collect = req.collect;
@@ -119,7 +119,7 @@ Coordinator::Answer Coordinator::Sync(const wire::SyncRequest& req, Done& done) 
 void Coordinator::MaybeDecideSync(const std::string& name, Job& job, bool now_or_never) {
   SyncState& s = job.sync;
   if (!s.collecting) return;
-  const auto now = Clock::now();
+  const auto now = clock_->Now();
   const bool all = static_cast<int>(s.reports.size()) >= job.nodes;
   if (!all && now < s.collect_deadline && !now_or_never) return;
   // A job still registering has no ranks running and no restore step yet:
