@@ -7,7 +7,11 @@
 //   * replicates each new step to the node's peers, and takes the peers'
 //     steps (Replication, replication.h);
 //   * plans and performs restores together with the other agents (the
-//     agent of node rank 0, or whichever --coordinator names, coordinates);
+//     agent of node rank 0, or whichever --coordinator names, coordinates;
+//     Coordinator, coordinator.h), each start of the client a Restore
+//     (restore.h);
+//   * handles maintenance events and its own SIGTERM (Maintenance,
+//     maintenance.h, around OnDemandSync, ondemand_sync.h);
 //   * keeps RAM use bounded by garbage-collecting steps every node has
 //     replicated past.
 //   * uploads its part of each backup the coordinator begins, and restores
@@ -17,9 +21,10 @@
 // Server's event loop, its workers and one thread per long call (server.h);
 // the coordinator's timer; Replication's sending thread; OnDemandSync's
 // notice and sync threads; with --backup, NodeBackup's upload thread. Lock
-// order: the agent's mu_, then a component's (Store, Replication,
-// OnDemandSync, NodeBackup, Coordinator); a component calls its hooks
-// (which take mu_) with no lock of its own held.
+// order: the agent's mu_, then a component's (Store, Replication, Restore,
+// Maintenance, OnDemandSync, NodeBackup, Coordinator); a component calls
+// its hooks (which take mu_) with no lock of its own held. The agent's own
+// state under mu_ is the incarnation.
 #ifndef STRATA_AGENT_AGENT_H_
 #define STRATA_AGENT_AGENT_H_
 
@@ -28,13 +33,16 @@
 #include <memory>
 #include <optional>
 
+#include "agent/client_files.h"
 #include "agent/config.h"
 #include "agent/coordinator.h"
 #include "agent/local_dir.h"
+#include "agent/maintenance.h"
 #include "agent/node_backup.h"
 #include "agent/ondemand_sync.h"
 #include "agent/ram_disk.h"
 #include "agent/replication.h"
+#include "agent/restore.h"
 #include "agent/rpc.h"
 #include "agent/server.h"
 #include "agent/store.h"
@@ -87,24 +95,12 @@ class Agent {
   void OnEvents(bool yaml_complete);
   void OnReplicatorYaml();
   Status Incarnate(const ReplicatorConfig& config);
-  Status RegisterAndRestore(Incarnation& inc);
-  StatusOr<bool> FetchAndReport(Incarnation& inc);
-  Status VerifyOwnCopy(const StepKey& key, int node, std::vector<wire::FailedHolder>* bad);
-  Status FetchStep(const Incarnation& inc, const StepKey& key, const wire::PlanSource& source,
-                   const wire::PlanReply& plan, std::vector<wire::FailedHolder>* bad, int* used);
-  Status FetchFrom(const std::string& address, const StepKey& key, int node_rank,
-                   std::optional<uint64_t> digest);
-  Status CreateMarkers(const Incarnation& inc, const wire::PlanReply& plan);
-  void IngestCommittedSteps();
-  // Without inotify: whether the yaml has stayed the same since the last
-  // rescan (then the client has finished writing it).
-  bool PolledYamlSettled();
-  // Keeps jax-init-info.txt as --node-rank and --jax-coordinator say (no-op
-  // without --node-rank); logs a failure once.
-  void KeepJaxInitInfo();
-  void IngestPytorchSaves();
-  std::vector<wire::HeldCopy> Inventory(const std::string& job);
-  bool SupersededByNewYaml() const;
+  // Wires Restore (restore.h), which takes the node from a yaml to the
+  // markers, to the on-demand step.
+  void OpenRestore();
+  // Ingests the job's committed steps (ClientFiles) and queues them for
+  // the peers.
+  void IngestClientSteps();
   std::optional<Endpoint> CoordinatorEndpoint(const ReplicatorConfig& config) const;
   StatusOr<json> CallCoordinator(const ReplicatorConfig& config, json request,
                                  std::chrono::milliseconds timeout);
@@ -127,41 +123,18 @@ class Agent {
   void LogRamDisk() const;
 
   // Maintenance: the job's on-demand step (OnDemandSync, ondemand_sync.h),
-  // maintenance events, health (agent_maintenance.cc).
+  // maintenance events and drains (Maintenance, maintenance.h), health
+  // (agent_maintenance.cc).
   using SyncJob = OnDemandSync::Job;
   Status OpenOnDemandSync();
-  bool PollUntil(SteadyClock::time_point deadline, const std::function<bool()>& done) const;
-  // The parts of a maintenance event: SIGTERM to `ranks`, wait for them
-  // (SIGKILL at `deadline`), then for the on-demand step to be stored (and,
-  // with `on_peers`, replicated). Fill `event`.
-  void StopRanks(const std::vector<std::pair<int, int64_t>>& ranks,
-                 SteadyClock::time_point deadline, wire::MaintenanceEvent& event);
-  void AwaitOnDemandStep(bool on_peers, SteadyClock::time_point deadline,
-                         wire::MaintenanceEvent& event);
-  // This node's on-demand step is on every peer (or there is none).
-  bool SyncStepReplicated() const REQUIRES(mu_);
-  // SIGTERM to the agent: tells the job (when ranks are here) and returns
-  // the drain's deadline; DrainStep says when it is over.
-  SteadyClock::time_point BeginDrain();
-  bool DrainStep(SteadyClock::time_point deadline);
-  // Before a new incarnation of `job` drops the replication queue: waits
-  // (bounded) until the old incarnation's on-demand step is on the peers.
-  void AwaitOnDemandReplicated(const std::string& job);
-  StatusOr<json> HandleMaintenance(const wire::MaintenanceRequest& request);
+  void OpenMaintenance();
   // `strata run --agent` found a crash loop on `step`: the job must never
   // restore it again (the coordinator's "quarantine").
   StatusOr<json> HandleQuarantine(const wire::QuarantineRequest& request);
   wire::HealthReply HealthReport() const;
-  void WipeRam();
-  void RecordMaintenance(const wire::MaintenanceEvent& event);
-  void LoadMaintenance();
 
   // Backups (agent_backup.cc; the component is NodeBackup).
   Status OpenBackup();
-  void YieldToOnDemandReplication();
-  Status FetchFromBackup(const std::string& id, const StepKey& key, uint64_t digest);
-  // A rollback: removes this job's steps above `step` from the store.
-  void DiscardAbove(const std::string& job, int64_t step);
   // Backup fields for the coordinator: the cadence (replicator.yaml's, else
   // ours) and the workers per node.
   wire::Cadence Cadence(const ReplicatorConfig& c) const;
@@ -194,30 +167,21 @@ class Agent {
     const std::atomic<bool>* stop = stop_flag_.load();
     return stopping_.load() || (stop != nullptr && stop->load());
   }
-  // Registered for a restore round that has no plan yet: copies that arrive
-  // meanwhile are added to the round's inventory (ReportNewCopy).
-  std::atomic<bool> restoring_{false};
+  // While a restore runs, copies that arrive are added to the round's
+  // inventory.
   void ReportNewCopy(const StepKey& key, uint64_t digest);
 
   mutable Mutex mu_;
   std::optional<Incarnation> inc_ GUARDED_BY(mu_);
-  std::string last_restore_ GUARDED_BY(mu_);    // for status
-  int64_t restored_step_ GUARDED_BY(mu_) = -1;  // of the last restore
-  uint64_t largest_step_bytes_ GUARDED_BY(mu_) = 0;
   std::unique_ptr<NodeBackup> backup_;  // null without --backup
   std::unique_ptr<Replication> replication_;
+  std::unique_ptr<Restore> restore_;
   std::unique_ptr<Server> server_;
 
-  // Maintenance state.
   std::unique_ptr<OnDemandSync> sync_;
-  std::optional<int64_t> maintenance_since_ GUARDED_BY(mu_);  // unix ms, in progress
-  bool yaml_deferred_ GUARDED_BY(mu_) = false;                // seen during maintenance
-  std::optional<wire::MaintenanceEvent> last_maintenance_ GUARDED_BY(mu_);  // the newest
+  std::unique_ptr<Maintenance> maintenance_;
   // The run loop's thread only.
-  bool jax_init_info_written_ = false;  // logged once
-  bool jax_init_info_failed_ = false;   // a failure is logged once, until it clears
-  std::string polled_yaml_;             // without inotify: the yaml as the last rescan saw it
-  std::string taken_yaml_;              // and as it was when reported complete
+  std::unique_ptr<ClientFiles> client_;
 };
 
 }  // namespace strata::agent

@@ -20,9 +20,10 @@ Status Agent::OpenBackup() {
     return inc_->config;
   };
   hooks.call_coordinator = CoordinatorCaller();
-  hooks.yield_to_ondemand = [this] { YieldToOnDemandReplication(); };
+  hooks.yield_to_ondemand = [this] { maintenance_->YieldToOnDemandReplication(); };
   hooks.stopping = [this] { return Stopping(); };
-  STRATA_ASSIGN_OR_RETURN(backup_, NodeBackup::Open(config_, store_.get(), env_, std::move(hooks)));
+  STRATA_ASSIGN_OR_RETURN(backup_,
+                          NodeBackup::Open(config_, store_.get(), env_, std::move(hooks), clock_));
   // --restore-backup is a rollback for the job's next start, done once: the
   // id restored is remembered in the store's directory, so an agent
   // restarted with the same flag does not roll the job back again.
@@ -55,45 +56,6 @@ wire::Cadence Agent::Cadence(const ReplicatorConfig& c) const {
     cadence.backup_interval_minutes = *config_.backup_interval_minutes;
   }
   return cadence;
-}
-
-// While the job's on-demand step is not yet on this node's peers, uploads
-// wait between files: that copy is the one a lost node needs first. For at
-// most a minute after the step was decided: with its peers down, the
-// backup is the only other copy there will be.
-void Agent::YieldToOnDemandReplication() {
-  constexpr auto kLimit = std::chrono::minutes(1);
-  bool logged = false;
-  PollUntil(SteadyClock::time_point::max(), [&] {
-    MutexLock l(&mu_);
-    if (SyncStepReplicated() || clock_->Now() - sync_->decided_at() >= kLimit) return true;
-    if (!logged)
-      Log()->info("backup upload paused: on-demand step {} replicates first", sync_->step());
-    logged = true;
-    return false;
-  });
-}
-
-// Downloads part key.rank of backup `id` into the store as `key` (verified
-// by Adopt before the step counts as held).
-Status Agent::FetchFromBackup(const std::string& id, const StepKey& key, uint64_t digest) {
-  if (!backup_) {
-    return FailedPreconditionError("the plan restores from backup " + id +
-                                   " but this agent has no --backup");
-  }
-  return backup_->FetchPart(id, key, digest);
-}
-
-// A rollback restores an older step: this job's steps above it, in the
-// store or being ingested, are from the abandoned run and must not be
-// restored (or replicated) again.
-void Agent::DiscardAbove(const std::string& job, int64_t step) {
-  for (const auto& [key, index] : store_->List()) {
-    if (key.job != job || key.step <= step) continue;
-    Status s = store_->Remove(key);
-    Log()->info("rollback to step {}: removed {}{}", step, key.ToString(),
-                s.ok() ? "" : ": " + std::string(s.message()));
-  }
 }
 
 }  // namespace strata::agent

@@ -27,7 +27,7 @@ void Agent::OpenReplication() {
   };
   hooks.pins = [this] { return backup_ ? backup_->Pins() : std::set<StepKey>(); };
   hooks.on_replica = [this](const StepKey& key, uint64_t digest) {
-    if (restoring_) ReportNewCopy(key, digest);
+    if (restore_ && restore_->active()) ReportNewCopy(key, digest);
   };
   replication_ = std::make_unique<Replication>(std::move(options), store_.get(), env_, clock_,
                                                std::move(hooks));

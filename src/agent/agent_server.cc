@@ -60,7 +60,8 @@ StatusOr<json> Agent::HandleLongCall(const json& request, net::Socket& socket) {
     }
     case wire::Op::kMaintenance: {
       STRATA_ASSIGN_OR_RETURN(auto r, wire::MaintenanceRequest::FromJson(request));
-      return HandleMaintenance(r);
+      STRATA_ASSIGN_OR_RETURN(wire::MaintenanceEvent event, maintenance_->Handle(r));
+      return event.ToJson();
     }
     case wire::Op::kQuarantine: {
       STRATA_ASSIGN_OR_RETURN(auto r, wire::QuarantineRequest::FromJson(request));
@@ -179,14 +180,18 @@ wire::StatusReply Agent::StatusReport() const {
   r.ranks = sync_->RankStatus();
   r.training_step = sync_->node_step();
   if (const int64_t step = sync_->step(); step != kNoSyncStep) r.ondemand_step = step;
+  const Restore::Summary restore = restore_->summary();
+  r.last_restore = restore.last;
+  r.restored_step = restore.step;
+  if (restore.state != Restore::State::kIdle) {
+    r.restore_state = std::string(Restore::StateName(restore.state));
+  }
   MutexLock l(&mu_);
-  r.last_restore = last_restore_;
-  r.restored_step = restored_step_;
   if (inc_) {
     const ReplicatorConfig& c = inc_->config;
     r.job = wire::StatusReply::Job{c.job_name, c.node_rank, c.nodes, inc_->peers, inc_->round};
   }
-  if (maintenance_since_) r.maintenance_since = Rfc3339(*maintenance_since_);
+  if (std::optional<int64_t> since = maintenance_->since()) r.maintenance_since = Rfc3339(*since);
   return r;
 }
 

@@ -64,18 +64,22 @@ bool ReportBackupPart(const CoordinatorCall& call, const ReplicatorConfig& job,
 }
 
 StatusOr<std::unique_ptr<NodeBackup>> NodeBackup::Open(const AgentConfig& config, Store* store,
-                                                       Env* env, Hooks hooks) {
+                                                       Env* env, Hooks hooks, SteadyClock* clock) {
   if (!config.backup_url) return InvalidArgumentError("no backup store configured");
   storage::StoreOptions options;
   options.upload_bytes_per_second = uint64_t(config.backup_bandwidth_mib) << 20;
   STRATA_ASSIGN_OR_RETURN(auto object_store, storage::OpenObjectStore(*config.backup_url, options));
   return std::unique_ptr<NodeBackup>(
-      new NodeBackup(std::move(object_store), store, env, std::move(hooks)));
+      new NodeBackup(std::move(object_store), store, env, std::move(hooks), clock));
 }
 
 NodeBackup::NodeBackup(std::unique_ptr<storage::ObjectStore> object_store, Store* store, Env* env,
-                       Hooks hooks)
-    : store_(std::move(object_store)), local_(store), env_(env), hooks_(std::move(hooks)) {}
+                       Hooks hooks, SteadyClock* clock)
+    : store_(std::move(object_store)),
+      local_(store),
+      env_(env),
+      clock_(clock),
+      hooks_(std::move(hooks)) {}
 
 NodeBackup::~NodeBackup() { Stop(); }
 
@@ -145,12 +149,12 @@ void NodeBackup::Main() {
   // Below the trainer: uploads only use CPU time nothing else wants.
   // Threads started from here (the store's part uploads) inherit this.
   RunWhenIdle();
-  auto next_check = std::chrono::steady_clock::now();
+  auto next_check = clock_->Now();
   while (!Stopping()) {
-    if (std::chrono::steady_clock::now() >= next_check) {
+    if (clock_->Now() >= next_check) {
       CheckAccess();
-      next_check = access() == "ok" ? std::chrono::steady_clock::time_point::max()
-                                    : std::chrono::steady_clock::now() + kAccessRecheck;
+      next_check =
+          access() == "ok" ? SteadyClock::time_point::max() : clock_->Now() + kAccessRecheck;
     }
     std::optional<UploadResult> result = NextRereport();
     if (!result) result = UploadCurrent();
@@ -165,6 +169,7 @@ void NodeBackup::Main() {
 
 std::optional<NodeBackup::UploadResult> NodeBackup::NextRereport() {
   MutexLock l(&mu_);
+  // A real-time wait (the condition variable's clock), not a decision.
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
   while (!stopped_.load() && !task_.has_value() && !rereport_ && cv_.WaitUntil(&mu_, until)) {
   }
@@ -187,10 +192,9 @@ std::optional<NodeBackup::UploadResult> NodeBackup::UploadCurrent() {
   }
   if (!task) return std::nullopt;
   UploadResult result{*task, Status::Ok()};
-  const auto began = std::chrono::steady_clock::now();
+  const auto began = clock_->Now();
   result.status = UploadPart(*task, &result.bytes, &result.digest);
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  const double secs = SecondsSince(*clock_, began);
   if (result.status.ok()) {
     Log()->info("backup {}: uploaded part {} (step {}, {} bytes in {:.1f} s, {:.0f} MB/s)",
                 task->id, task->key.rank, task->key.step, result.bytes, secs,

@@ -32,6 +32,7 @@
 #include "agent/store.h"
 #include "storage/object_store.h"
 #include "strata/env.h"
+#include "util/clock.h"
 #include "util/mutex.h"
 #include "wire/control.h"
 #include "wire/coordination.h"
@@ -78,9 +79,11 @@ class NodeBackup {
   };
 
   // Opens the backup store of config.backup_url (which must be set); files
-  // go through `env`. Start() starts the upload thread.
+  // go through `env`; the access recheck and upload times read `clock`.
+  // Start() starts the upload thread.
   static StatusOr<std::unique_ptr<NodeBackup>> Open(const AgentConfig& config, Store* store,
-                                                    Env* env, Hooks hooks);
+                                                    Env* env, Hooks hooks,
+                                                    SteadyClock* clock = SteadyClock::Real());
   ~NodeBackup();  // Stop()
   NodeBackup(const NodeBackup&) = delete;
   NodeBackup& operator=(const NodeBackup&) = delete;
@@ -114,7 +117,7 @@ class NodeBackup {
   };
 
   NodeBackup(std::unique_ptr<storage::ObjectStore> object_store, Store* store, Env* env,
-             Hooks hooks);
+             Hooks hooks, SteadyClock* clock);
   bool Stopping() const { return stopped_.load() || hooks_.stopping(); }
   void Main();
   void CheckAccess() EXCLUDES(mu_);
@@ -127,6 +130,7 @@ class NodeBackup {
   const std::unique_ptr<storage::ObjectStore> store_;
   Store* const local_;
   Env* const env_;
+  SteadyClock* const clock_;
   const Hooks hooks_;
   std::atomic<bool> stopped_{false};
   std::thread thread_;

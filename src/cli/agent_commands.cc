@@ -64,7 +64,10 @@ void PrintStatus(Context& ctx, const wire::StatusReply& r) {
   ctx.out << fmt::format(
       "RAM held {}  newest replicated step {}  job-wide watermark {}  queued {}\n",
       HumanBytes(r.ram_bytes), r.newest_replicated, r.watermark, r.queued);
-  ctx.out << "last restore: " << (r.last_restore.empty() ? "none" : r.last_restore) << "\n";
+  ctx.out << "last restore: " << (r.last_restore.empty() ? "none" : r.last_restore);
+  if (r.restore_state && *r.restore_state != "done")
+    ctx.out << "  (restore " << *r.restore_state << ")";
+  ctx.out << "\n";
   if (r.backup) {
     const wire::BackupStatus& b = *r.backup;
     ctx.out << "backup " << b.url << "  access: " << b.access << "\n";

@@ -159,6 +159,7 @@ StatusOr<StatusReply> StatusReply::FromJson(const json& j) {
   r.Get("newest_ingested", &s.newest_ingested);
   r.Get("last_restore", &s.last_restore);
   r.Get("restored_step", &s.restored_step);
+  r.Get("restore_state", &s.restore_state);
   r.Get("queued", &s.queued);
   r.Get("replication_lag_seconds", &s.replication_lag_seconds);
   r.Each("ranks", &s.ranks, RankFromJson);
@@ -228,6 +229,7 @@ json StatusReply::ToJson() const {
   j["training_step"] = training_step;
   if (ondemand_step) j["ondemand_step"] = *ondemand_step;
   if (maintenance_since) j["maintenance_since"] = *maintenance_since;
+  if (restore_state) j["restore_state"] = *restore_state;
   return j;
 }
 

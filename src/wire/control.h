@@ -70,6 +70,9 @@ struct StatusReply {
   int64_t newest_ingested = -1;  // since the job last started; -1: none
   std::string last_restore;
   int64_t restored_step = -1;  // of the last restore
+  // Where the restore under way (or the last one) stands: "registering",
+  // "awaiting plan", ..., "done"; absent before the first.
+  std::optional<std::string> restore_state;
   uint64_t queued = 0;
   double replication_lag_seconds = 0;
   std::optional<Job> job;

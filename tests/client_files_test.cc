@@ -1,0 +1,146 @@
+// Copyright 2026 The Strata Authors.
+//
+// ClientFiles, the node's side of the client file protocol, as a component
+// in one process over a real directory watched with inotify: the yaml taken
+// when complete and validated (a bad one refused where the client reads
+// it), jax-init-info.txt, committed steps ingested once, and PyTorch .save
+// files gathered into a step only when all workers' files are settled.
+#include "agent/client_files.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "format/naming.h"
+#include "test_util.h"
+#include "util/file_util.h"
+#include "util/thread_pool.h"
+
+namespace strata::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+class ClientFilesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fs::create_directories(dir());
+    auto store = Store::Open(dir(), &pool_);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(*store);
+    local_ = std::make_unique<LocalDir>(Env::Default(), dir());
+    client_ = std::make_unique<ClientFiles>(Env::Default(), SteadyClock::Real(), store_.get(),
+                                            local_.get(), ClientFiles::Options{3, "10.0.0.1:8476"});
+  }
+
+  std::string dir() const { return scratch_.Sub("client"); }
+  std::string File(std::string_view name) const { return JoinPath(dir(), std::string(name)); }
+
+  // Waits until the watcher says a look is due; returns whether a complete
+  // yaml arrived.
+  bool NextLook() {
+    for (int i = 0; i < 50; ++i) {
+      auto look = client_->Wait(100ms);
+      EXPECT_TRUE(look.ok()) << look.status().ToString();
+      if (look.ok() && *look) return **look;
+    }
+    ADD_FAILURE() << "no look was due";
+    return false;
+  }
+
+  static ReplicatorConfig Job(Framework framework, int workers) {
+    ReplicatorConfig c;
+    c.job_name = "job1";
+    c.framework = framework;
+    c.node_rank = 3;
+    c.nodes = 4;
+    c.workers_per_node = workers;
+    return c;
+  }
+
+  testing::ScratchDir scratch_{"client-files"};
+  ThreadPool pool_{1};
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<LocalDir> local_;
+  std::unique_ptr<ClientFiles> client_;
+};
+
+// A yaml the client finished writing (closed) is reported once and taken
+// validated; the node-rank mismatch with --node-rank is only a warning.
+TEST_F(ClientFilesTest, AClosedYamlIsReportedAndTakenValidated) {
+  auto at_start = client_->Watch();
+  ASSERT_TRUE(at_start.ok()) << at_start.status().ToString();
+  EXPECT_FALSE(*at_start);  // nothing written while the agent was down
+  testing::WriteFile(File(kReplicatorYaml),
+                     "job-name: job1\nframework: orbax\nnode-rank: 0\nnodes: 2\n");
+  EXPECT_TRUE(NextLook());
+  auto job = client_->TakeYaml();
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->job_name, "job1");
+  EXPECT_EQ(job->nodes, 2);
+  EXPECT_TRUE(fs::exists(File(kReplicatorYaml)));  // Restore removes it once registered
+}
+
+// A yaml that does not validate is refused where the client looks
+// (replicator.failed, with the field named) and removed, so it is not
+// taken again; a missing one is NOT_FOUND and reports nothing.
+TEST_F(ClientFilesTest, ABadYamlIsRefusedToTheClientAndRemoved) {
+  ASSERT_TRUE(client_->Watch().ok());
+  EXPECT_EQ(client_->TakeYaml().status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(fs::exists(File(kFailedFile)));
+  testing::WriteFile(File(kReplicatorYaml), "job-name: job1\nframework: orbax\nnodes: 2\n");
+  auto job = client_->TakeYaml();
+  EXPECT_EQ(job.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(fs::exists(File(kReplicatorYaml)));
+  const std::string failed = testing::ReadFile(File(kFailedFile));
+  EXPECT_NE(failed.find("node-rank"), std::string::npos) << failed;
+}
+
+TEST_F(ClientFilesTest, JaxInitInfoNamesTheProcessIndexAndCoordinator) {
+  client_->KeepJaxInitInfo();
+  EXPECT_EQ(testing::ReadFile(File(kJaxInitInfoFile)), "3\n10.0.0.1:8476\n");
+  fs::remove(File(kJaxInitInfoFile));  // a client cleaned up: it comes back
+  client_->KeepJaxInitInfo();
+  EXPECT_EQ(testing::ReadFile(File(kJaxInitInfoFile)), "3\n10.0.0.1:8476\n");
+}
+
+// A committed step directory is ingested into the store once; a step
+// directory still being written (a temporary name) is not.
+TEST_F(ClientFilesTest, CommittedStepsAreIngestedOnce) {
+  fs::create_directories(File("5/sub"));
+  testing::WriteFile(File("5/state.bin"), std::string(4096, 'x'));
+  testing::WriteFile(File("5/sub/opt.bin"), "opt");
+  fs::create_directories(File(TempDirName(6)));
+  testing::WriteFile(File(TempDirName(6)) + "/state.bin", "partial");
+  const ReplicatorConfig job = Job(Framework::kOrbax, 1);
+  std::vector<StepKey> got = client_->Ingest(job, 2);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], (StepKey{"job1", 3, 5}));
+  EXPECT_TRUE(store_->Has({"job1", 3, 5}));
+  EXPECT_TRUE(store_->Verify({"job1", 3, 5}).ok());
+  EXPECT_TRUE(client_->Ingest(job, 2).empty());
+  EXPECT_FALSE(store_->Has({"job1", 3, 6}));
+}
+
+// PyTorch workers write their .save files in place: a step is gathered only
+// once every worker's file is there and none changed for a second.
+TEST_F(ClientFilesTest, PytorchSavesBecomeAStepOnceAllAreSettled) {
+  const ReplicatorConfig job = Job(Framework::kPytorch, 2);
+  const std::string w0 = File(SaveFileName({"job1", 8, 3, 0}));
+  const std::string w1 = File(SaveFileName({"job1", 8, 3, 1}));
+  testing::WriteFile(w0, std::string(3000, '0'));
+  fs::last_write_time(w0, fs::file_time_type::clock::now() - 5s);
+  EXPECT_TRUE(client_->Ingest(job, 1).empty()) << "one worker of two";
+  testing::WriteFile(w1, std::string(3000, '1'));
+  EXPECT_TRUE(client_->Ingest(job, 1).empty()) << "worker 1's file is still fresh";
+  fs::last_write_time(w1, fs::file_time_type::clock::now() - 5s);
+  std::vector<StepKey> got = client_->Ingest(job, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], (StepKey{"job1", 3, 8}));
+  EXPECT_FALSE(fs::exists(w0));
+  EXPECT_TRUE(store_->Verify({"job1", 3, 8}).ok());
+}
+
+}  // namespace
+}  // namespace strata::agent

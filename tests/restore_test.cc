@@ -1,0 +1,312 @@
+// Copyright 2026 The Strata Authors.
+//
+// Restore, one start of the client on a node, as a component in one
+// process: two nodes, each a real store and client directory, with a real
+// Server on loopback that serves its copies to the other (Replication's
+// receiving side); the coordinator is the real one, called in process. The
+// state machine is driven to each of its ends: done (fresh, own store, a
+// peer), cancelled (a new yaml), failed (a plan the coordinator cannot
+// make), and through refused calls.
+#include "agent/restore.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <thread>
+
+#include "agent/coordinator.h"
+#include "agent/replication.h"
+#include "agent/server.h"
+#include "format/naming.h"
+#include "storage/object_store.h"
+#include "test_util.h"
+#include "util/file_util.h"
+#include "util/thread_pool.h"
+#include "wire/op.h"
+
+namespace strata::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kSecret[] = "restore-test-secret-0123456789abc";
+constexpr char kJob[] = "job1";
+
+// One node: its store, client directory, a server for its peers, and the
+// Restore under test.
+struct Node {
+  explicit Node(int r) : rank(r), dir("restore-node" + std::to_string(r)) {}
+  const int rank;
+  testing::ScratchDir dir;
+  ThreadPool pool{1};
+  std::unique_ptr<Store> store;
+  std::unique_ptr<LocalDir> local;
+  std::unique_ptr<Replication> replication;  // serves fetch_step and get_index
+  std::unique_ptr<Server> server;
+  Endpoint address;
+  std::unique_ptr<Restore> restore;
+  std::string client() const { return dir.Sub("client"); }
+  std::string yaml() const { return JoinPath(client(), std::string(kReplicatorYaml)); }
+};
+
+class RestoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (Node* n : {&node0_, &node1_}) Open(*n);
+  }
+  void TearDown() override {
+    for (Node* n : {&node0_, &node1_}) {
+      n->restore.reset();
+      n->server.reset();
+      n->replication.reset();
+    }
+  }
+
+  void Open(Node& n) {
+    fs::create_directories(n.client());
+    auto store = Store::Open(n.client(), &n.pool);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    n.store = std::move(*store);
+    n.local = std::make_unique<LocalDir>(Env::Default(), n.client());
+    Replication::Options ro;
+    ro.secret = kSecret;
+    ro.local_dir = n.client();
+    Replication::Hooks rh;
+    rh.target = [] { return std::optional<Replication::Target>(); };
+    rh.priority_step = [] { return kNoSyncStep; };
+    rh.pins = [] { return std::set<StepKey>(); };
+    rh.on_replica = [](const StepKey&, uint64_t) {};
+    rh.cadence = [](const ReplicatorConfig&) { return wire::Cadence(); };
+    rh.on_reply = [](const ReplicatorConfig&, const auto&) {};
+    n.replication = std::make_unique<Replication>(ro, n.store.get(), Env::Default(),
+                                                  SteadyClock::Real(), std::move(rh));
+    Serve(n);
+  }
+
+  void Serve(Node& n) {
+    auto listener = net::Socket::Listen("127.0.0.1", 0, 64);
+    ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+    auto port = listener->LocalPort();
+    ASSERT_TRUE(port.ok());
+    n.address = Endpoint{"127.0.0.1", *port};
+    Server::Options options;
+    options.secret = kSecret;
+    Server::Handlers handlers;
+    handlers.is_long = [](const std::string& name) {
+      auto op = wire::OpFromName(name);
+      return op && wire::KindOf(*op) == wire::OpKind::kLong;
+    };
+    Replication* r = n.replication.get();
+    handlers.control = [r](const json& request, const std::string&, Server::Reply reply) {
+      auto req = wire::GetIndexRequest::FromJson(request);
+      reply(req.ok() ? r->HandleGetIndex(*req) : StatusOr<json>(req.status()));
+    };
+    handlers.long_call = [r](const json& request, net::Socket& socket) -> StatusOr<json> {
+      STRATA_ASSIGN_OR_RETURN(auto req, wire::FetchStepRequest::FromJson(request));
+      return r->HandleFetchStep(req, socket);
+    };
+    auto server = Server::Start(std::move(*listener), options, std::move(handlers));
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    n.server = std::move(*server);
+  }
+
+  // Node `n`'s Restore; its calls go to coordinator_ unless `refuse` says
+  // to refuse them (the n-th call, from 1).
+  void MakeRestore(Node& n, std::function<bool(int)> refuse = {}) {
+    Restore::Options options;
+    options.secret = kSecret;
+    options.data_streams = 2;
+    options.address = n.address;
+    options.yaml_path = n.yaml();
+    Restore::Hooks hooks;
+    hooks.call_coordinator = [this, refuse, calls = std::make_shared<std::atomic<int>>(0)](
+                                 const ReplicatorConfig&, const json& request,
+                                 std::chrono::milliseconds) -> StatusOr<json> {
+      if (refuse && refuse(++*calls)) return UnavailableError("connection refused (test)");
+      return coordinator_->Handle(request);
+    };
+    hooks.stopping = [this] { return stopping_.load(); };
+    hooks.on_round = [&n, this](const ReplicatorConfig&, int64_t round) {
+      rounds_[n.rank] = round;
+    };
+    n.restore = std::make_unique<Restore>(Env::Default(), SteadyClock::Real(), n.store.get(),
+                                          n.local.get(), nullptr, options, std::move(hooks));
+  }
+
+  static Restore::Request Request(const Node& n) {
+    Restore::Request r;
+    r.config.job_name = kJob;
+    r.config.node_rank = n.rank;
+    r.config.nodes = 2;
+    r.config.workers_per_node = 2;
+    r.peers = {1 - n.rank};
+    return r;
+  }
+
+  // Writes node `n`'s yaml (its content is the agent's business, not
+  // Restore's: only its presence counts here).
+  static void WriteYaml(const Node& n) { testing::WriteFile(n.yaml(), "job-name: job1\n"); }
+
+  // Ingests `rank`'s step `step` into `n`'s store (a copy of a peer's step
+  // when rank != n.rank).
+  static StepIndex Hold(Node& n, int rank, int64_t step) {
+    const std::string in = n.dir.Sub("in-" + std::to_string(rank) + "-" + std::to_string(step));
+    fs::create_directories(in + "/sub");
+    testing::WriteFile(in + "/state.bin", std::string(70000 + rank, static_cast<char>('a' + rank)));
+    testing::WriteFile(in + "/sub/opt.bin", std::to_string(step) + "/" + std::to_string(rank));
+    auto index = n.store->Ingest(in, {kJob, rank, step});
+    EXPECT_TRUE(index.ok()) << index.status().ToString();
+    return index.ok() ? *index : StepIndex();
+  }
+
+  // Runs both nodes' restores at once.
+  std::pair<StatusOr<Restore::Outcome>, StatusOr<Restore::Outcome>> RunBoth() {
+    for (Node* n : {&node0_, &node1_}) {
+      WriteYaml(*n);
+      if (!n->restore) MakeRestore(*n);
+    }
+    StatusOr<Restore::Outcome> other = InternalError("not run");
+    std::thread t([&] { other = node1_.restore->Run(Request(node1_)); });
+    StatusOr<Restore::Outcome> mine = node0_.restore->Run(Request(node0_));
+    t.join();
+    return {std::move(mine), std::move(other)};
+  }
+
+  static std::string Marker(const Node& n, int64_t step, int worker) {
+    return JoinPath(n.client(), MarkerName({kJob, step, n.rank, worker}));
+  }
+
+  std::unique_ptr<Coordinator> coordinator_ =
+      std::make_unique<Coordinator>(std::chrono::milliseconds(100));
+  std::atomic<bool> stopping_{false};
+  std::map<int, int64_t> rounds_;
+  Node node0_{0};
+  Node node1_{1};
+};
+
+TEST_F(RestoreTest, AFreshJobWritesEmptyMarkersOnEveryNode) {
+  auto [a, b] = RunBoth();
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(a->round, b->round);
+  EXPECT_EQ(rounds_[0], a->round);
+  for (Node* n : {&node0_, &node1_}) {
+    EXPECT_FALSE(fs::exists(n->yaml())) << "the yaml is taken";
+    for (int w = 0; w < 2; ++w) {
+      EXPECT_TRUE(fs::is_regular_file(Marker(*n, 0, w))) << Marker(*n, 0, w);
+      EXPECT_EQ(fs::file_size(Marker(*n, 0, w)), 0u);
+    }
+    const Restore::Summary s = n->restore->summary();
+    EXPECT_EQ(s.state, Restore::State::kDone);
+    EXPECT_EQ(s.step, -1);
+    EXPECT_EQ(s.last, "nothing to restore (fresh start)");
+    EXPECT_FALSE(n->restore->active());
+  }
+}
+
+TEST_F(RestoreTest, EachNodeRestoresItsOwnStep) {
+  for (Node* n : {&node0_, &node1_}) {
+    Hold(*n, n->rank, 10);
+    Hold(*n, n->rank, 20);
+  }
+  auto [a, b] = RunBoth();
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  for (Node* n : {&node0_, &node1_}) {
+    const Restore::Summary s = n->restore->summary();
+    EXPECT_EQ(s.step, 20);
+    EXPECT_EQ(s.last, "step 20 from own store");
+    const std::string target = n->store->RelativeStepPath({kJob, n->rank, 20});
+    EXPECT_EQ(fs::read_symlink(Marker(*n, 20, 1)).string(), target);
+  }
+}
+
+// Node 0 came back without its RAM: its step comes from node 1's copy, over
+// the data plane, verified, and the markers point at it.
+TEST_F(RestoreTest, ANodeWithoutItsStepFetchesItFromAPeer) {
+  const StepIndex held = Hold(node1_, 0, 30);
+  Hold(node1_, 1, 30);
+  auto [a, b] = RunBoth();
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(node0_.restore->summary().last, "step 30 of node 0 from node 1");
+  ASSERT_TRUE(node0_.store->Has({kJob, 0, 30}));
+  EXPECT_TRUE(node0_.store->Verify({kJob, 0, 30}).ok());
+  auto index = node0_.store->GetIndex({kJob, 0, 30});
+  ASSERT_TRUE(index.ok()) << index.status().ToString();
+  EXPECT_EQ(index->digest, held.digest);
+  EXPECT_EQ(a->addresses.at(1), node1_.address.ToString());
+  EXPECT_EQ(node1_.restore->summary().last, "step 30 from own store");
+}
+
+// The client started again while this node waited for a plan (node 1
+// never came): the restore ends CANCELLED, writes no marker, and the new
+// yaml stays for the next one.
+TEST_F(RestoreTest, ANewYamlCancelsARestoreWaitingForAPlan) {
+  WriteYaml(node0_);
+  MakeRestore(node0_);
+  StatusOr<Restore::Outcome> result = InternalError("not run");
+  std::thread t([&] { result = node0_.restore->Run(Request(node0_)); });
+  EXPECT_TRUE(testing::WaitUntil(
+      [&] { return node0_.restore->summary().state == Restore::State::kAwaitPlan; }));
+  EXPECT_TRUE(node0_.restore->active());
+  WriteYaml(node0_);
+  t.join();
+  EXPECT_EQ(result.status().code(), StatusCode::kCancelled) << result.status().ToString();
+  EXPECT_EQ(node0_.restore->summary().state, Restore::State::kCancelled);
+  EXPECT_FALSE(node0_.restore->active());
+  EXPECT_TRUE(fs::exists(node0_.yaml()));
+  EXPECT_FALSE(fs::exists(Marker(node0_, 0, 0)));
+}
+
+// Stopping the agent ends a restore in any state.
+TEST_F(RestoreTest, StoppingCancelsARestore) {
+  WriteYaml(node0_);
+  MakeRestore(node0_);
+  StatusOr<Restore::Outcome> result = InternalError("not run");
+  std::thread t([&] { result = node0_.restore->Run(Request(node0_)); });
+  EXPECT_TRUE(testing::WaitUntil(
+      [&] { return node0_.restore->summary().state == Restore::State::kAwaitPlan; }));
+  stopping_ = true;
+  t.join();
+  EXPECT_EQ(result.status().code(), StatusCode::kCancelled) << result.status().ToString();
+}
+
+// Refused calls (a coordinator restarting, a full accept queue) are
+// retried with backoff, in every state, and the restore completes.
+TEST_F(RestoreTest, RefusedCallsAreRetriedUntilTheRestoreCompletes) {
+  WriteYaml(node0_);
+  WriteYaml(node1_);
+  // Node 0: its 1st-3rd calls (registration) and every 5th after are refused.
+  MakeRestore(node0_, [](int call) { return call <= 3 || call % 5 == 0; });
+  MakeRestore(node1_, [](int call) { return call % 4 == 0; });
+  Hold(node0_, 0, 7);
+  Hold(node1_, 1, 7);
+  auto [a, b] = RunBoth();
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(a->round, b->round);
+  EXPECT_EQ(node0_.restore->summary().step, 7);
+  EXPECT_EQ(node1_.restore->summary().step, 7);
+}
+
+// --restore-backup names a backup that does not exist: the coordinator
+// cannot plan, and the restore fails with its reason (the agent tells the
+// client), instead of retrying forever.
+TEST_F(RestoreTest, APlanTheCoordinatorCannotMakeFailsTheRestore) {
+  auto store = storage::OpenObjectStore("file://" + node0_.dir.Sub("bucket"));
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  coordinator_->EnableBackups(store->get(), std::string("20260101T0000-01"));
+  auto [a, b] = RunBoth();
+  for (const auto* r : {&a, &b}) {
+    EXPECT_EQ(r->status().code(), StatusCode::kFailedPrecondition) << r->status().ToString();
+    EXPECT_NE(r->status().message().find("--restore-backup 20260101T0000-01"), std::string::npos)
+        << r->status().ToString();
+  }
+  EXPECT_EQ(node0_.restore->summary().state, Restore::State::kFailed);
+  coordinator_.reset();  // before the store it was given
+}
+
+}  // namespace
+}  // namespace strata::agent
