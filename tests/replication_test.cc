@@ -125,6 +125,7 @@ class ReplicationTest : public ::testing::Test {
     hooks.pins = [pins] { return pins; };
     hooks.call_coordinator = [this](const ReplicatorConfig&, const json& request,
                                     std::chrono::milliseconds) -> StatusOr<json> {
+      if (while_reporting_) while_reporting_();
       std::lock_guard<std::mutex> l(mu_);
       reported_.push_back(request.at("step").get<int64_t>());
       cv_.notify_all();
@@ -165,8 +166,9 @@ class ReplicationTest : public ::testing::Test {
   Replication::Target target_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<int64_t> reported_;  // guarded by mu_
-  int64_t watermark_ = -1;         // guarded by mu_ once the sender started
+  std::vector<int64_t> reported_;          // guarded by mu_
+  int64_t watermark_ = -1;                 // guarded by mu_ once the sender started
+  std::function<void()> while_reporting_;  // runs in each report, before its answer
 };
 
 // An ingested step reaches the peer, which verifies and holds the same copy;
@@ -188,6 +190,23 @@ TEST_F(ReplicationTest, AStepReachesThePeerAndIsReported) {
   EXPECT_EQ(p.newest_replicated, 10);
   EXPECT_EQ(p.lag_seconds, 0);
   EXPECT_TRUE(p.error.empty()) << p.error;
+}
+
+// A new incarnation begins (Forget) while a report is in flight: the
+// report's answer is for the past incarnation, and its watermark must not
+// let garbage collection drop what the new one may restore from.
+TEST_F(ReplicationTest, AWatermarkAnsweredAfterForgetIsDropped) {
+  StartSender(receiver_address_);
+  watermark_ = 10;
+  while_reporting_ = [this] { sender_.replication->Forget(); };
+  Ingest(10);
+  sender_.replication->Enqueue(Key(10));
+  sender_.replication->Start();
+  EXPECT_EQ(Reports(1).front(), 10);
+  EXPECT_FALSE(
+      testing::WaitUntil([&] { return sender_.replication->progress().watermark != -1; }, 500ms));
+  EXPECT_EQ(sender_.replication->progress().newest_replicated, -1);
+  EXPECT_TRUE(sender_.store->Has(Key(10)));
 }
 
 // Queued steps go newest first, except the job's on-demand step, which goes

@@ -83,6 +83,7 @@ void Replication::Enqueue(const StepKey& key) {
 
 void Replication::Forget() {
   MutexLock l(&mu_);
+  ++epoch_;
   queue_.clear();
   watermark_ = newest_replicated_ = newest_ingested_ = -1;
   behind_since_.reset();
@@ -185,6 +186,11 @@ void Replication::Main() {
 
 bool Replication::SendEverywhere(const StepKey& key, const Target& target) {
   if (key.job != target.config.job_name) return true;  // a past incarnation's step
+  uint64_t epoch;
+  {
+    MutexLock l(&mu_);
+    epoch = epoch_;
+  }
   size_t done = 0;
   for (int peer : target.peers) {
     auto addr = target.addresses.find(peer);
@@ -203,13 +209,14 @@ bool Replication::SendEverywhere(const StepKey& key, const Target& target) {
   if (done < target.peers.size()) return false;
   {
     MutexLock l(&mu_);
+    if (epoch != epoch_) return true;  // forgotten meanwhile: nothing to count or report
     error_.clear();
     newest_replicated_ = std::max(newest_replicated_, key.step);
     if (newest_replicated_ >= newest_ingested_) behind_since_.reset();
   }
   // Reported to the job served now, if it is still this step's.
   std::optional<Target> now = hooks_.target();
-  if (now && now->config.job_name == key.job) Report(key, *now);
+  if (now && now->config.job_name == key.job) Report(key, *now, epoch);
   return true;
 }
 
@@ -248,7 +255,7 @@ Status Replication::SendGroups(const Endpoint& to, const StepKey& key, const Ste
   });
 }
 
-void Replication::Report(const StepKey& key, const Target& target) {
+void Replication::Report(const StepKey& key, const Target& target, uint64_t epoch) {
   const ReplicatorConfig& c = target.config;
   wire::ReplicatedRequest req;
   req.job = c.job_name;
@@ -270,16 +277,20 @@ void Replication::Report(const StepKey& key, const Target& target) {
   }
   hooks_.on_reply(c, *reply);
   MutexLock l(&mu_);
-  watermark_ = std::max(watermark_, reply->watermark);
+  // A watermark learned for a past incarnation could let garbage collection
+  // drop a step the new one restores from.
+  if (epoch == epoch_) watermark_ = std::max(watermark_, reply->watermark);
 }
 
 void Replication::RefreshWatermark(const Target& target) {
   int64_t newest;
+  uint64_t epoch;
   {
     MutexLock l(&mu_);
     newest = newest_replicated_;
+    epoch = epoch_;
   }
-  if (newest >= 0) Report({target.config.job_name, target.config.node_rank, newest}, target);
+  if (newest >= 0) Report({target.config.job_name, target.config.node_rank, newest}, target, epoch);
 }
 
 // Keeps, per node rank of the current job, every step at or above the

@@ -98,7 +98,8 @@ class Replication {
   void Enqueue(const StepKey& key) EXCLUDES(mu_);
   // A new incarnation, or the RAM is gone: the queue, the watermark and the
   // progress start afresh (until the watermark is learned again, garbage
-  // collection keeps everything).
+  // collection keeps everything). A send or report in flight finishes, but
+  // what it learns (a step replicated, a watermark) is dropped.
   void Forget() EXCLUDES(mu_);
   // Only the queue goes (what is held stays, as does the progress).
   void DropQueue() EXCLUDES(mu_);
@@ -128,7 +129,7 @@ class Replication {
                     uint64_t transfer, const std::vector<std::vector<size_t>>& groups);
   // Tells the coordinator of `target` that `key` is on every peer; applies
   // the answer.
-  void Report(const StepKey& key, const Target& target);
+  void Report(const StepKey& key, const Target& target, uint64_t epoch);
   // Idle: re-reports the newest replicated step (the watermark moves as
   // the other nodes catch up).
   void RefreshWatermark(const Target& target);
@@ -147,6 +148,9 @@ class Replication {
   mutable Mutex mu_;
   CondVar cv_;
   std::deque<StepKey> queue_ GUARDED_BY(mu_);
+  // Counts Forget() calls: a result of a call begun before the last one is
+  // for a past incarnation.
+  uint64_t epoch_ GUARDED_BY(mu_) = 0;
   int64_t watermark_ GUARDED_BY(mu_) = -1;
   int64_t newest_replicated_ GUARDED_BY(mu_) = -1;
   int64_t newest_ingested_ GUARDED_BY(mu_) = -1;
