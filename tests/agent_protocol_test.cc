@@ -315,12 +315,8 @@ TEST_F(AgentProtocolTest, NewYamlReconfiguresAndCleansUp) {
 // The agent is stuck restoring a job whose other node never comes (the
 // client said nodes: 2 by mistake). The client gives up and writes a
 // corrected yaml: a new yaml "at any later time" must start a new
-// incarnation.
-// DISABLED: the agent's main loop (Agent::Run -> OnReplicatorYaml ->
-// Incarnate -> RegisterAndRestore -> FetchAndReport) retries await_plan for
-// up to 10000 x 10 s without looking at the directory, so the new yaml is
-// never read (and SIGTERM is not honoured meanwhile: stopping_ is only set
-// once Run's loop returns).
+// incarnation. Restore looks for a new yaml before each call and cancels
+// the stuck one (restore.h).
 TEST_F(AgentProtocolTest, NewYamlReplacesAStuckIncarnation) {
   const std::string dir = this->dir();
   WriteYaml(dir, ValidYaml("j", /*nodes=*/2));

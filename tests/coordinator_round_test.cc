@@ -140,6 +140,9 @@ TEST_F(CoordinatorRoundTest, TheWatermarkIsTheSlowestNodesNewestStep) {
 // never ends it, and moving the clock past the deadline does.
 TEST(CoordinatorClockTest, AParkedCallEndsWhenTheClockPassesItsDeadline) {
   ManualClock clock;
+  // Before the coordinator: a failing test's ~Coordinator still answers.
+  std::atomic<bool> answered{false};
+  StatusCode code = StatusCode::kOk;
   Coordinator c(std::chrono::seconds(2), &clock);
   auto registered = c.Handle({{"op", "register"},
                               {"job", "j"},
@@ -149,8 +152,6 @@ TEST(CoordinatorClockTest, AParkedCallEndsWhenTheClockPassesItsDeadline) {
                               {"address", "127.0.0.1:7000"},
                               {"inventory", json::array()}});
   ASSERT_TRUE(registered.ok()) << registered.status().ToString();
-  std::atomic<bool> answered{false};
-  StatusCode code = StatusCode::kOk;
   c.HandleAsync({{"op", "await_plan"},
                  {"job", "j"},
                  {"round", (*registered)["round"]},

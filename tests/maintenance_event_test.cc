@@ -63,7 +63,7 @@ class MaintenanceEventTest : public ::testing::Test {
     replication_.reset();
   }
 
-  std::unique_ptr<Maintenance> Make() {
+  std::unique_ptr<Maintenance> Make(SteadyClock* clock = SteadyClock::Real()) {
     Maintenance::Parts parts;
     parts.store = store_.get();
     parts.local = local_.get();
@@ -73,8 +73,7 @@ class MaintenanceEventTest : public ::testing::Test {
     hooks.job = [] { return std::optional<Maintenance::Job>(Maintenance::Job{"job1", 0, true}); };
     hooks.restoring = [] { return false; };
     hooks.stopping = [] { return false; };
-    return std::make_unique<Maintenance>(Env::Default(), SteadyClock::Real(), record(), parts,
-                                         std::move(hooks));
+    return std::make_unique<Maintenance>(Env::Default(), clock, record(), parts, std::move(hooks));
   }
 
   std::string client() const { return dir_.Sub("client"); }
@@ -137,6 +136,8 @@ TEST_F(MaintenanceEventTest, AnEventStopsTheRanksAndIsRecorded) {
 // then the event holds the node: a second event is refused, and a client's
 // new yaml waits for the event's end.
 TEST_F(MaintenanceEventTest, AStuckRankIsKilledAndTheNodeIsHeldUntilTheEnd) {
+  ManualClock clock;  // the grace period ends when the test says
+  maintenance_ = Make(&clock);
   auto stuck = Rank(true);
   StatusOr<wire::MaintenanceEvent> event = InternalError("not run");
   std::thread t([&] { event = maintenance_->Handle(Request(1500ms, false)); });
@@ -146,6 +147,9 @@ TEST_F(MaintenanceEventTest, AStuckRankIsKilledAndTheNodeIsHeldUntilTheEnd) {
   EXPECT_EQ(second.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(second.status().message().find(client()), std::string::npos)
       << second.status().ToString();
+  std::this_thread::sleep_for(300ms);  // real time passes; the grace period does not
+  EXPECT_TRUE(maintenance_->since().has_value());
+  clock.Advance(1500ms);
   t.join();
   ASSERT_TRUE(event.ok()) << event.status().ToString();
   EXPECT_EQ(event->ranks_killed, 1);

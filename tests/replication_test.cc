@@ -82,6 +82,7 @@ class ReplicationTest : public ::testing::Test {
       Replication& r = *receiver_.replication;
       if (op == wire::Op::kPutStep) {
         ++puts_;
+        if (forget_on_put_) sender_.replication->Forget();
         if (refuse_) return UnavailableError("node 1 is restarting");
         STRATA_ASSIGN_OR_RETURN(auto req, wire::PutStepRequest::FromJson(request));
         return r.HandlePutStep(req, socket);
@@ -169,6 +170,9 @@ class ReplicationTest : public ::testing::Test {
   std::vector<int64_t> reported_;          // guarded by mu_
   int64_t watermark_ = -1;                 // guarded by mu_ once the sender started
   std::function<void()> while_reporting_;  // runs in each report, before its answer
+  // Each put_step at node 1 makes node 0 Forget (set after StartSender: the
+  // atomic orders sender_.replication before the server thread's read).
+  std::atomic<bool> forget_on_put_{false};
 };
 
 // An ingested step reaches the peer, which verifies and holds the same copy;
@@ -205,8 +209,22 @@ TEST_F(ReplicationTest, AWatermarkAnsweredAfterForgetIsDropped) {
   EXPECT_EQ(Reports(1).front(), 10);
   EXPECT_FALSE(
       testing::WaitUntil([&] { return sender_.replication->progress().watermark != -1; }, 500ms));
-  EXPECT_EQ(sender_.replication->progress().newest_replicated, -1);
-  EXPECT_TRUE(sender_.store->Has(Key(10)));
+}
+
+// The same with the new incarnation beginning while the step is on its way
+// to the peer: the send finishes, but the step does not count as replicated
+// for the new incarnation and is not reported.
+TEST_F(ReplicationTest, AStepSentAcrossForgetDoesNotCount) {
+  StartSender(receiver_address_);
+  watermark_ = 10;
+  forget_on_put_ = true;
+  Ingest(10);
+  sender_.replication->Enqueue(Key(10));
+  sender_.replication->Start();
+  ASSERT_TRUE(testing::WaitUntil([&] { return puts_.load() >= 1; }));
+  EXPECT_FALSE(testing::WaitUntil([&] { return sender_.replication->Replicated(10); }, 500ms));
+  std::lock_guard<std::mutex> l(mu_);
+  EXPECT_TRUE(reported_.empty());
 }
 
 // Queued steps go newest first, except the job's on-demand step, which goes
@@ -253,6 +271,23 @@ TEST_F(ReplicationTest, ARefusingPeerIsTroubleAfterAMinuteAndARetryClearsIt) {
   EXPECT_TRUE(sender_.replication->progress().error.empty());
   EXPECT_FALSE(sender_.replication->Trouble(60s).has_value());
   EXPECT_TRUE(receiver_.store->GetIndex(Key(10)).ok());
+}
+
+// A step a peer refused is retried with backoff, but not once a new
+// incarnation began (Forget): it was the past one's.
+TEST_F(ReplicationTest, ARetryOfAForgottenStepIsDropped) {
+  refuse_ = true;
+  StartSender(receiver_address_);
+  Ingest(10);
+  sender_.replication->Enqueue(Key(10));
+  sender_.replication->Start();
+  ASSERT_TRUE(testing::WaitUntil([&] { return !sender_.replication->progress().error.empty(); }));
+  sender_.replication->Forget();
+  refuse_ = false;
+  clock_.Advance(10s);  // every backoff is over
+  EXPECT_FALSE(testing::WaitUntil([&] { return puts_ > 1; }, 1s));
+  EXPECT_FALSE(sender_.replication->Replicated(10));
+  EXPECT_FALSE(receiver_.store->GetIndex(Key(10)).ok());
 }
 
 // Garbage collection keeps the steps at or above the job's watermark, the

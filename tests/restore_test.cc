@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <filesystem>
 #include <thread>
@@ -180,7 +181,7 @@ class RestoreTest : public ::testing::Test {
   std::unique_ptr<Coordinator> coordinator_ =
       std::make_unique<Coordinator>(std::chrono::milliseconds(100));
   std::atomic<bool> stopping_{false};
-  std::map<int, int64_t> rounds_;
+  std::array<std::atomic<int64_t>, 2> rounds_{};  // by node rank; both nodes write
   Node node0_{0};
   Node node1_{1};
 };
@@ -190,7 +191,7 @@ TEST_F(RestoreTest, AFreshJobWritesEmptyMarkersOnEveryNode) {
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_EQ(a->round, b->round);
-  EXPECT_EQ(rounds_[0], a->round);
+  EXPECT_EQ(rounds_[0].load(), a->round);
   for (Node* n : {&node0_, &node1_}) {
     EXPECT_FALSE(fs::exists(n->yaml())) << "the yaml is taken";
     for (int w = 0; w < 2; ++w) {

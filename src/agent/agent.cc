@@ -147,7 +147,12 @@ void Agent::OnEvents(bool yaml_complete) {
 void Agent::OnReplicatorYaml() {
   StatusOr<ReplicatorConfig> parsed = client_->TakeYaml();
   if (!parsed.ok()) return;  // none (already taken), or refused and reported
-  Status s = Incarnate(*parsed);
+  Status s;
+  try {  // every answer is parsed typed; a throw here is a bug, not a crash
+    s = Incarnate(*parsed);
+  } catch (const std::exception& e) {
+    s = InternalError(std::string("restoring job ") + parsed->job_name + ": " + e.what());
+  }
   if (s.code() == StatusCode::kCancelled) {  // a newer yaml or shutdown: not the client's error
     Log()->info("job {} node {}: {}", parsed->job_name, parsed->node_rank, s.message());
     return;

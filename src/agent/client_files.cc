@@ -52,14 +52,21 @@ StatusOr<std::optional<bool>> ClientFiles::Wait(std::chrono::milliseconds timeou
 
 // Without inotify no close tells that a client finished writing the yaml:
 // it counts as complete once two rescans a second apart find it non-empty
-// and unchanged (same file, size and modification time).
+// and unchanged: the same file, size and modification time, or, where the
+// Env cannot say (a symlink, an Env without Identify), the same contents.
 bool ClientFiles::PolledYamlSettled() {
   std::string seen;
   StatusOr<FileIdentity> id = env_->Identify(yaml_path());
-  if (id.ok() && id->size > 0) {
-    seen = std::to_string(id->inode) + ":" + std::to_string(id->size) + ":" +
-           std::to_string(id->mtime_ns);
+  if (id.ok()) {
+    if (id->size > 0) {
+      seen = "i:" + std::to_string(id->inode) + ":" + std::to_string(id->size) + ":" +
+             std::to_string(id->mtime_ns);
+    }
+  } else if (id.status().code() != StatusCode::kNotFound) {
+    auto text = ReadFileToString(env_, yaml_path(), kMaxYamlBytes);
+    if (text.ok() && !text->empty()) seen = "c:" + Hex64(Xxh3(text->data(), text->size()));
   }
+  if (seen.empty()) taken_yaml_.clear();  // gone: the next one is new, whatever it holds
   const bool settled = !seen.empty() && seen == polled_yaml_ && seen != taken_yaml_;
   polled_yaml_ = seen;
   if (settled) taken_yaml_ = seen;  // reported once, as inotify reports a close once

@@ -53,6 +53,8 @@ class ClientFiles {
   // look is due at least every second: inotify can overflow, and PyTorch
   // .save files arrive as plain writes.
   StatusOr<std::optional<bool>> Wait(std::chrono::milliseconds timeout);
+  // No inotify (after Watch): the directory is rescanned every second.
+  bool polling() const { return watcher_ && watcher_->polling(); }
 
   std::string yaml_path() const;
   // The yaml, validated; NOT_FOUND when there is none (already taken).

@@ -143,32 +143,41 @@ void Replication::Main() {
   auto backoff = kMinRetry;
   std::optional<StepKey> retry;  // the newest step some peer still lacks
   auto retry_at = clock_->Now();
+  uint64_t retry_epoch = 0;  // the epoch `retry` belongs to
   while (!stopped_) {
+    uint64_t epoch;
     {
       MutexLock l(&mu_);
       const auto until = std::chrono::steady_clock::now() + kIdleTick;
       while (!stopped_ && queue_.empty() && cv_.WaitUntil(&mu_, until)) {
       }
       if (stopped_) return;
+      epoch = epoch_;
+    }
+    if (epoch != retry_epoch) {  // forgotten: a past incarnation's step is not retried
+      retry.reset();
+      retry_epoch = epoch;
     }
     // The hooks take the agent's lock: asked once per turn, with none held.
+    // The epoch, read before, ties this turn to the incarnation they describe.
     const int64_t priority = hooks_.priority_step();
     const std::optional<Target> target = hooks_.target();
     std::optional<StepKey> key;
     {
       MutexLock l(&mu_);
+      if (epoch_ != epoch) continue;  // forgotten meanwhile: ask again
       if (!queue_.empty()) backoff = kMinRetry;
       key = Next(retry, retry_at, priority);
     }
     if (!target) continue;  // between incarnations nothing is sent or collected
     if (!key) {
-      RefreshWatermark(*target);
+      RefreshWatermark(*target, epoch);
       CollectGarbage(*target);
       continue;
     }
     bool all = false;
     try {  // a peer's malformed reply must not end the thread
-      all = SendEverywhere(*key, *target);
+      all = SendEverywhere(*key, *target, epoch);
     } catch (const json::exception& e) {
       Log()->warn("replicating {}: malformed reply: {}", key->ToString(), e.what());
     }
@@ -184,13 +193,8 @@ void Replication::Main() {
   }
 }
 
-bool Replication::SendEverywhere(const StepKey& key, const Target& target) {
+bool Replication::SendEverywhere(const StepKey& key, const Target& target, uint64_t epoch) {
   if (key.job != target.config.job_name) return true;  // a past incarnation's step
-  uint64_t epoch;
-  {
-    MutexLock l(&mu_);
-    epoch = epoch_;
-  }
   size_t done = 0;
   for (int peer : target.peers) {
     auto addr = target.addresses.find(peer);
@@ -282,13 +286,12 @@ void Replication::Report(const StepKey& key, const Target& target, uint64_t epoc
   if (epoch == epoch_) watermark_ = std::max(watermark_, reply->watermark);
 }
 
-void Replication::RefreshWatermark(const Target& target) {
+void Replication::RefreshWatermark(const Target& target, uint64_t epoch) {
   int64_t newest;
-  uint64_t epoch;
   {
     MutexLock l(&mu_);
+    if (epoch != epoch_) return;
     newest = newest_replicated_;
-    epoch = epoch_;
   }
   if (newest >= 0) Report({target.config.job_name, target.config.node_rank, newest}, target, epoch);
 }

@@ -123,7 +123,8 @@ class Replication {
   std::optional<StepKey> Next(const std::optional<StepKey>& retry, SteadyClock::time_point retry_at,
                               int64_t priority) REQUIRES(mu_);
   // Sends `key` to every peer; true when all of them hold it.
-  bool SendEverywhere(const StepKey& key, const Target& target);
+  // `epoch`: of the turn that chose `key`; results for a past one are dropped.
+  bool SendEverywhere(const StepKey& key, const Target& target, uint64_t epoch);
   Status SendToPeer(const StepKey& key, const std::string& address);
   Status SendGroups(const Endpoint& to, const StepKey& key, const StepIndex& index,
                     uint64_t transfer, const std::vector<std::vector<size_t>>& groups);
@@ -132,7 +133,7 @@ class Replication {
   void Report(const StepKey& key, const Target& target, uint64_t epoch);
   // Idle: re-reports the newest replicated step (the watermark moves as
   // the other nodes catch up).
-  void RefreshWatermark(const Target& target);
+  void RefreshWatermark(const Target& target, uint64_t epoch);
   void CollectGarbage(const Target& target);
 
   const Options options_;

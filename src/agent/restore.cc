@@ -71,7 +71,8 @@ struct Restore::Attempt {
   wire::PlanReply plan;
   std::map<int, std::string> addresses;  // every address any plan gave
   Status got;                            // this node's data, verified
-  std::string fetched;                   // where it came from, if not this node
+  std::string fetched;                   // where it came from, if not this node,
+  StepKey fetched_key;                   // for this copy
   std::vector<wire::FailedHolder> bad;   // holders whose copy failed
   Status failure;                        // for kFailed
 };
@@ -120,6 +121,9 @@ void Restore::Enter(State state, int64_t round) {
 }
 
 StatusOr<Restore::Outcome> Restore::Run(const Request& request) {
+  // Active from the inventory on: a maintenance event that wipes the RAM
+  // waits for the restore instead of pulling the store from under it.
+  active_ = true;
   Attempt a(request, clock_);
   const ReplicatorConfig& c = request.config;
   a.registration.job = c.job_name;
@@ -132,7 +136,6 @@ StatusOr<Restore::Outcome> Restore::Run(const Request& request) {
   // Retries of this registration carry the same id: the coordinator keeps
   // the round for them (Coordinator::Register).
   a.registration.incarnation = IncarnationId();
-  active_ = true;
   State state = State::kRegister;
   for (;;) {
     Enter(state, a.round);
@@ -253,7 +256,6 @@ Restore::State Restore::GetData(Attempt& a) {
   const wire::PlanReply& plan = a.plan;
   a.got = Status::Ok();
   a.bad.clear();
-  a.fetched.clear();
   if (!plan.step) {  // a fresh start
     Status s = local_->WritePrerestore(std::nullopt);
     return s.ok() ? State::kReady : Retry(a, s);
@@ -368,6 +370,7 @@ Status Restore::FetchStep(Attempt& a, const StepKey& key, const wire::PlanSource
     if (s.ok()) {
       a.fetched = "step " + std::to_string(key.step) + " of node " + std::to_string(key.rank) +
                   " from " + from;
+      a.fetched_key = key;
       Log()->info("restored {} from {}", key.ToString(), from);
       *used = holder;
       return s;

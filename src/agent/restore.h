@@ -98,8 +98,9 @@ class Restore {
   // Runs one restore to its end: OK once the markers are written;
   // FAILED_PRECONDITION when the coordinator cannot plan (e.g.
   // --restore-backup names no complete backup: the client must hear it);
-  // CANCELLED (see above); or a malformed answer's error. Retries
-  // everything else with backoff. One Run at a time.
+  // CANCELLED (see above); the error of a malformed answer to register, or
+  // of removing the yaml. Retries everything else with backoff (a malformed
+  // plan or ready answer included). One Run at a time.
   StatusOr<Outcome> Run(const Request& request) EXCLUDES(mu_);
 
   // Between Run's start and its end: copies that arrive meanwhile belong
