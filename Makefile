@@ -15,7 +15,7 @@ LOCKS_DIR ?= build-locks
 TSAN_FILTER ?= ServerTest*:Coordinator*:NodeBackup*:Replication*:OnDemandSync*:Restore*:MaintenanceEvent*:Store*:Wire*:ThreadPool*:RunParallel*:Mutex*:Checkpointer*:Hash*:Copy*:Net*:Frame*:Auth*:SyncMap*:AgentSync*:StreamVerify*:StrataStep*
 TSAN_STORAGE_FILTER ?= FileStore*:S3Pieces*:Backends/BackendTest.*
 
-.PHONY: all deps build test test-asan test-tsan check-locks demo bench format clean
+.PHONY: all deps build test test-asan test-tsan check-locks demo chaos bench format clean
 
 all: build
 
@@ -57,6 +57,14 @@ check-locks: deps
 
 demo: build
 	@python3 scripts/demo.py $(BUILD_DIR)
+
+# A real job on a multi-host test bed (network namespaces; root) under
+# seeded random faults, invariants checked: make chaos SEEDS=20 MINUTES=2
+# (SEEDS: a count, a range A-B or a list A,B,C). docs/reliability.md.
+SEEDS ?= 3
+MINUTES ?= 1
+chaos: build
+	@python3 tests/chaos/chaos.py $(BUILD_DIR) --seeds $(SEEDS) --minutes $(MINUTES)
 
 bench: build
 	@bash scripts/bench.sh $(BUILD_DIR)

@@ -16,7 +16,9 @@ Faults on the network:
     unslow(host) restores the bed's rate.
 
 Every name the bed creates starts with its tag (stc + 3 hex digits), and
-sweep() removes what an earlier, crashed bed left behind. A bed is a
+the bed records its pid under /run/strata-netbed/<tag>; sweep() removes
+what a bed whose process is gone left behind (one killed with -9), never a
+live bed's. A bed is a
 context manager: on exit (also on an exception) every process started in
 its namespaces is killed and every namespace, link and bridge it made is
 removed. Needs root.
@@ -28,6 +30,8 @@ import subprocess
 import time
 
 TAG_PREFIX = "stc"
+OWNERS = "/run/strata-netbed"
+TAG_LEN = len(TAG_PREFIX) + 3
 
 
 def _run(*argv, check=True):
@@ -37,13 +41,24 @@ def _run(*argv, check=True):
     return r
 
 
+def _alive(tag):
+    """Whether the process that made bed `tag` still runs."""
+    try:
+        with open(os.path.join(OWNERS, tag)) as f:
+            pid = int(f.read())
+        os.kill(pid, 0)
+        return True
+    except (OSError, ValueError):
+        return False
+
+
 def sweep():
-    """Removes the namespaces, links and bridges of beds that did not clean
-    up (a harness killed with -9); returns how many names went."""
+    """Removes the namespaces, links and bridges of beds whose process is
+    gone (a harness killed with -9); returns how many names went."""
     removed = 0
     for line in _run("ip", "netns", "list").stdout.splitlines():
         name = line.split()[0] if line.split() else ""
-        if name.startswith(TAG_PREFIX):
+        if name.startswith(TAG_PREFIX) and not _alive(name[:TAG_LEN]):
             _kill_namespace(name)
             _run("ip", "netns", "del", name, check=False)
             removed += 1
@@ -51,9 +66,13 @@ def sweep():
         parts = line.split(":")
         if len(parts) > 1:
             dev = parts[1].strip().split("@")[0]
-            if dev.startswith(TAG_PREFIX):
+            if dev.startswith(TAG_PREFIX) and not _alive(dev[:TAG_LEN]):
                 _run("ip", "link", "del", dev, check=False)
                 removed += 1
+    if os.path.isdir(OWNERS):
+        for tag in os.listdir(OWNERS):
+            if not _alive(tag):
+                os.unlink(os.path.join(OWNERS, tag))
     return removed
 
 
@@ -106,6 +125,9 @@ class NetBed:
         if os.geteuid() != 0:
             raise PermissionError("the network test bed needs root (namespaces, veth, tc)")
         self._made = True
+        os.makedirs(OWNERS, exist_ok=True)
+        with open(os.path.join(OWNERS, self.tag), "w") as f:
+            f.write(str(os.getpid()))
         for bridge in (self.bridge, self.island):
             _run("ip", "link", "add", bridge, "type", "bridge")
             _run("ip", "link", "set", bridge, "up")
@@ -156,6 +178,10 @@ class NetBed:
             _run("ip", "link", "del", self.veth(host), check=False)
         for bridge in (self.bridge, self.island):
             _run("ip", "link", "del", bridge, check=False)
+        try:
+            os.unlink(os.path.join(OWNERS, self.tag))
+        except FileNotFoundError:
+            pass
         self._made = False
 
     # --- processes ------------------------------------------------------------------------

@@ -76,11 +76,19 @@ def test_nothing_outlives_the_bed():
     assert tag not in names()
 
 
-def test_sweep_removes_what_a_crashed_bed_left():
+def test_sweep_removes_what_a_dead_bed_left_and_spares_a_live_one():
     bed = netbed.NetBed(["n0", "n1"])
     bed.up()
-    bed.spawn("n1", ["sleep", "600"])
-    assert bed.tag in names()
-    assert netbed.sweep() >= 3  # two namespaces, their links, the bridges
-    assert bed.tag not in names()
-    bed._procs[0].wait(timeout=10)  # killed with its namespace
+    try:
+        bed.spawn("n1", ["sleep", "600"])
+        netbed.sweep()
+        assert bed.tag in names(), "sweep removed a live bed"
+        # The bed's process dies (here: its record names a pid that is gone).
+        with open(os.path.join(netbed.OWNERS, bed.tag), "w") as f:
+            f.write("999999999")
+        assert netbed.sweep() >= 3  # two namespaces, their links, the bridges
+        assert bed.tag not in names()
+        bed._procs[0].wait(timeout=10)  # killed with its namespace
+        assert not os.path.exists(os.path.join(netbed.OWNERS, bed.tag))
+    finally:
+        bed.down()
