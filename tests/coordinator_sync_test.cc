@@ -127,5 +127,45 @@ TEST_F(CoordinatorSyncTest, CopiesReportedBeforeThePlanCount) {
   EXPECT_EQ((*plan)["sources"]["1"]["holders"], json::array({0})) << plan->dump();
 }
 
+// Found by the chaos runner (seed 10: the coordinator's agent killed, then
+// a maintenance notice): a restarted coordinator learns the job from the
+// nodes' replication reports, which do not carry the round; its decisions
+// were for round 0 and no node took them, so the notice's node saved alone.
+// The nodes' sync calls carry their round, and the decision is for it.
+TEST(CoordinatorRestartTest, DecidesForTheRoundTheNodesAreIn) {
+  Coordinator c(std::chrono::milliseconds(50));
+  for (int node = 0; node < 2; ++node) {
+    auto r = c.Handle({{"op", "replicated"},
+                       {"job", "j"},
+                       {"node", node},
+                       {"step", 20},
+                       {"nodes", 2},
+                       {"dp", 1}});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+  auto sync = [&](int node, uint64_t collect) {
+    auto r = c.Handle({{"op", "sync"},
+                       {"job", "j"},
+                       {"node", node},
+                       {"step", 30},
+                       {"rate", 0},
+                       {"generation", 0},
+                       {"collect", collect},
+                       {"round", 3}});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.value_or(json::object());
+  };
+  sync(0, 0);
+  sync(1, 0);
+  auto n = c.Handle({{"op", "notice"}, {"job", "j"}, {"node", 1}, {"origin", "test"}});
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  const uint64_t collect = (*n)["collect"].get<uint64_t>();
+  sync(0, collect);
+  json decided = sync(1, collect);
+  ASSERT_FALSE(decided["step"].is_null()) << decided.dump();
+  EXPECT_EQ(decided["round"], 3) << decided.dump();
+  EXPECT_GT(decided["step"].get<int64_t>(), 30);
+}
+
 }  // namespace
 }  // namespace strata::agent

@@ -200,8 +200,8 @@ StatusOr<json> Coordinator::Register(const wire::RegisterRequest& req) {
     member->second.address = address;
     return wire::RegisterReply{job.round}.ToJson();
   }
-  bool new_round =
-      job.nodes != nodes || job.dp != dp || job.plan.has_value() || member != job.members.end();
+  bool new_round = job.nodes != nodes || job.dp != dp || job.plan.has_value() ||
+                   member != job.members.end() || job.learned;
   if (new_round) {
     Job next;
     next.nodes = nodes;
@@ -388,6 +388,7 @@ StatusOr<json> Coordinator::Replicated(const wire::ReplicatedRequest& req) {
     Job& learned = jobs_[name];
     learned.nodes = *req.nodes;
     learned.dp = req.dp.value_or(1);
+    learned.learned = true;
     Log()->info("job {}: learned from a report of node {}", name, req.node);
   }
   STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(name));

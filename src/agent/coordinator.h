@@ -189,6 +189,9 @@ class Coordinator {
     SyncState sync;
     // Steps a supervisor found a crash loop on: never restored again.
     std::set<int64_t> quarantined;
+    // Learned from a replication report by a coordinator that restarted
+    // while the job ran: its ranks train, though nobody registered here.
+    bool learned = false;
   };
 
   // An answer now, or none: the call was parked with its completion.

@@ -96,6 +96,13 @@ Coordinator::Answer Coordinator::Sync(const wire::SyncRequest& req, Done& done) 
   STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(name));
   const int node = req.node;
   STRATA_RETURN_IF_ERROR(CheckNode(name, *job, node));
+  // Restarted, this coordinator learned the job from replication reports,
+  // which do not say its round: the nodes' sync calls do. Without it every
+  // decision would be for round 0, which no node takes.
+  if (job->learned && req.round && *req.round > job->round) {
+    Log()->info("job {}: round {} learned from node {}", name, *req.round, node);
+    job->round = *req.round;
+  }
   NodeProgress p{req.step, req.rate, clock_->Now()};
   job->sync.known[node] = p;
   const uint64_t generation = req.generation;
@@ -124,7 +131,8 @@ void Coordinator::MaybeDecideSync(const std::string& name, Job& job, bool now_or
   if (!all && now < s.collect_deadline && !now_or_never) return;
   // A job still registering has no ranks running and no restore step yet:
   // decide once the plan says where the ranks will resume.
-  if (!job.plan && static_cast<int>(job.members.size()) < job.nodes) return;
+  // (A job learned after a restart of the coordinator is training.)
+  if (!job.learned && !job.plan && static_cast<int>(job.members.size()) < job.nodes) return;
   const double lead = LeadSeconds(
       std::chrono::duration<double>(now - (s.collect_deadline - kCollectWindow)).count());
   int64_t newest = -1;

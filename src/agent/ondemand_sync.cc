@@ -247,6 +247,7 @@ void OnDemandSync::SyncMain() {
     req.generation = generation;
     req.collect = collect;
     req.wait = std::chrono::milliseconds(kSyncWait);
+    req.round = job->round;
     auto r = client->Call(req.ToJson(), kSyncWait + std::chrono::seconds(5));
     if (!r.ok()) {
       Log()->debug("sync call: {}", r.status().message());

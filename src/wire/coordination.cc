@@ -406,6 +406,7 @@ StatusOr<SyncRequest> SyncRequest::FromJson(const json& j) {
   STRATA_ASSIGN_OR_RETURN(r.generation, in.Unsigned("generation"));
   STRATA_ASSIGN_OR_RETURN(r.collect, in.Unsigned("collect"));
   STRATA_ASSIGN_OR_RETURN(r.wait, in.Wait());
+  STRATA_ASSIGN_OR_RETURN(r.round, in.OptInt("round", 0, kInt64Max));
   return r;
 }
 
@@ -418,6 +419,7 @@ json SyncRequest::ToJson() const {
             {"generation", generation},
             {"collect", collect}};
   PutWait(wait, &j);
+  if (round) j["round"] = *round;
   return j;
 }
 

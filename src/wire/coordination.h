@@ -152,6 +152,9 @@ struct SyncRequest {
   uint64_t generation = 0;
   uint64_t collect = 0;
   std::optional<std::chrono::milliseconds> wait;
+  // The round the node restored in: a coordinator that restarted since
+  // (and learned the job from reports) decides for that round.
+  std::optional<int64_t> round;
   static StatusOr<SyncRequest> FromJson(const json& j);
   json ToJson() const;
 };

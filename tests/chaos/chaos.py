@@ -193,6 +193,31 @@ def _pids_with_arg(arg, exe=None):
     return out
 
 
+class Collective:
+    """The job's ranks fail together, as a collective with a missing rank
+    fails: when a trainer ends other than by finishing the job (killed, an
+    on-demand checkpoint taken alone, a crash), the trainers that ran
+    alongside it are killed and their supervisors restart them. Trainers
+    started since the last look are spared: they belong to the next start."""
+
+    def __init__(self, job):
+        self.job = job
+        self.seen = {}  # pid -> node, at the last look
+
+    def look(self):
+        job = self.job
+        now = {pid: n for n in range(job.nodes) for pid in job.trainer_pids(n)}
+        ended = [n for pid, n in self.seen.items() if pid not in now]
+        failed = [n for n in ended if b"final step=" not in _tail(job.log("run", n))]
+        if failed:
+            for pid in self.seen:
+                if pid in now:
+                    _kill(pid)
+                    del now[pid]
+        self.seen = now
+        return failed
+
+
 class Faults:
     """Applies a schedule's faults to a job; records what each did."""
 
@@ -332,9 +357,11 @@ def run_seed(build, seed, nodes, seconds, kinds, keep, say):
             for n in range(nodes):
                 job.start_supervisor(n)
             applier = Faults(job, say)
+            collective = Collective(job)
             seen_backups = {}
             pending = list(faults)
             while pending or applier.heals:
+                collective.look()
                 if job.finished():
                     for f in pending:
                         say("t=%6.1f s  %s: not applied, the job had finished" % (f.at, f))
@@ -349,7 +376,8 @@ def run_seed(build, seed, nodes, seconds, kinds, keep, say):
                 t.join(timeout=180)
             deadline = time.time() + steps * STEP_MS / 1000 * 3 + 300
             while not job.finished() and time.time() < deadline:
-                time.sleep(0.5)
+                collective.look()
+                time.sleep(0.1)
             report["seconds_total"] = round(time.time() - t0, 1)
             report["violations"] += check(job, refs, applier, seen_backups)
             report["faults"] = summarize(job, applier)
