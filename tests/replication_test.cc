@@ -70,10 +70,7 @@ class ReplicationTest : public ::testing::Test {
     Server::Options options;
     options.secret = kSecret;
     Server::Handlers handlers;
-    handlers.is_long = [](const std::string& name) {
-      auto op = wire::OpFromName(name);
-      return op && wire::KindOf(*op) == wire::OpKind::kLong;
-    };
+    handlers.is_long = [](const std::string& name) { return wire::IsLongCall(name); };
     handlers.control = [](const json&, const std::string&, Server::Reply reply) {
       reply(UnimplementedError("no control calls here"));
     };

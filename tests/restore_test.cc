@@ -94,10 +94,7 @@ class RestoreTest : public ::testing::Test {
     Server::Options options;
     options.secret = kSecret;
     Server::Handlers handlers;
-    handlers.is_long = [](const std::string& name) {
-      auto op = wire::OpFromName(name);
-      return op && wire::KindOf(*op) == wire::OpKind::kLong;
-    };
+    handlers.is_long = [](const std::string& name) { return wire::IsLongCall(name); };
     Replication* r = n.replication.get();
     handlers.control = [r](const json& request, const std::string&, Server::Reply reply) {
       auto req = wire::GetIndexRequest::FromJson(request);

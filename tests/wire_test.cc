@@ -38,6 +38,11 @@ TEST(WireOpTest, KindsRouteTheCalls) {
   EXPECT_EQ(KindOf(Op::kPutStep), OpKind::kLong);
   EXPECT_EQ(KindOf(Op::kFetchStep), OpKind::kLong);
   EXPECT_EQ(KindOf(Op::kQuarantine), OpKind::kLong);
+  EXPECT_TRUE(IsLongCall("put_step"));
+  EXPECT_TRUE(IsLongCall("maintenance"));
+  EXPECT_FALSE(IsLongCall("status"));
+  EXPECT_FALSE(IsLongCall("register"));
+  EXPECT_FALSE(IsLongCall("no_such_call"));
 }
 
 TEST(WireOpTest, BadOpsAreClearErrors) {

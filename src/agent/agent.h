@@ -141,7 +141,6 @@ class Agent {
 
   // Calls, as the Server hands them over (agent_server.cc).
   Status StartServer();
-  static bool IsLongCall(const std::string& op);
   void HandleControl(const json& request, Server::Reply reply);
   StatusOr<json> HandleLongCall(const json& request, net::Socket& socket);
 

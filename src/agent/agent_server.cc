@@ -17,11 +17,6 @@
 
 namespace strata::agent {
 
-bool Agent::IsLongCall(const std::string& name) {
-  std::optional<wire::Op> op = wire::OpFromName(name);
-  return op && wire::KindOf(*op) == wire::OpKind::kLong;
-}
-
 void Agent::HandleControl(const json& request, Server::Reply reply) {
   StatusOr<wire::Op> op = wire::ParseOp(request);
   if (!op.ok()) return reply(op.status());
@@ -78,7 +73,7 @@ Status Agent::StartServer() {
   options.workers = 4;
   options.max_request_bytes = static_cast<uint32_t>(config_.max_message_bytes);
   Server::Handlers handlers;
-  handlers.is_long = &Agent::IsLongCall;
+  handlers.is_long = [](const std::string& name) { return wire::IsLongCall(name); };
   handlers.control = [this](const json& request, const std::string&, Server::Reply reply) {
     HandleControl(request, std::move(reply));
   };

@@ -51,6 +51,11 @@ const char* OpName(Op op) { return SpecOf(op).name; }
 
 OpKind KindOf(Op op) { return SpecOf(op).kind; }
 
+bool IsLongCall(std::string_view name) {
+  std::optional<Op> op = OpFromName(name);
+  return op && KindOf(*op) == OpKind::kLong;
+}
+
 std::optional<Op> OpFromName(std::string_view name) {
   for (const Spec& s : kSpecs) {
     if (s.name == name) return s.op;

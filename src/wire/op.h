@@ -53,6 +53,9 @@ enum class OpKind { kCoordination, kControl, kLong };
 const char* OpName(Op op);  // a string literal
 OpKind KindOf(Op op);
 std::optional<Op> OpFromName(std::string_view name);
+// Whether `name` is a long call (takes the connection's socket): what a
+// Server asks of its handlers.
+bool IsLongCall(std::string_view name);
 
 // The request's operation. INVALID_ARGUMENT when "op" is missing or not a
 // string; NOT_FOUND naming it (cut to 32 bytes) when no operation has that
