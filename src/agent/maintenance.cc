@@ -4,7 +4,6 @@
 #include <signal.h>
 
 #include <algorithm>
-#include <thread>
 
 #include "agent/rpc.h"
 #include "format/naming.h"
@@ -14,13 +13,6 @@
 #include "util/time_format.h"
 
 namespace strata::agent {
-namespace {
-
-// How often a wait looks at what it waits for, the clock and `stopping`.
-constexpr auto kPoll = std::chrono::milliseconds(50);
-
-}  // namespace
-
 Maintenance::Maintenance(Env* env, SteadyClock* clock, std::string record_path, Parts parts,
                          Hooks hooks)
     : env_(env),
@@ -33,11 +25,7 @@ Maintenance::Maintenance(Env* env, SteadyClock* clock, std::string record_path, 
 
 bool Maintenance::PollUntil(SteadyClock::time_point deadline,
                             const std::function<bool()>& done) const {
-  for (;;) {
-    if (done()) return true;
-    if (clock_->Now() >= deadline || hooks_.stopping()) return false;
-    std::this_thread::sleep_for(kPoll);
-  }
+  return strata::PollUntil(*clock_, deadline, done, hooks_.stopping);
 }
 
 bool Maintenance::OnDemandStepReplicated() const {

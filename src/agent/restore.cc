@@ -3,7 +3,6 @@
 
 #include <mutex>
 #include <random>
-#include <thread>
 
 #include "agent/planner.h"
 #include "agent/transfer.h"
@@ -17,8 +16,6 @@ namespace {
 
 // A coordinator call's own limit; waits inside it are shorter (wait_ms).
 constexpr auto kCallTimeout = std::chrono::seconds(30);
-// How often a backoff looks at the clock and at `stopping`.
-constexpr auto kPoll = std::chrono::milliseconds(50);
 
 // A random id for one start of the client (one registration, retried).
 std::string IncarnationId() {
@@ -184,7 +181,8 @@ void Restore::BackOff(int failures) {
   // Jittered, 0.2 s doubling to 5 s.
   const auto until = clock_->Now() + storage::BackoffDelay(failures, std::chrono::milliseconds(200),
                                                            std::chrono::milliseconds(5000));
-  while (clock_->Now() < until && !hooks_.stopping()) std::this_thread::sleep_for(kPoll);
+  PollUntil(
+      *clock_, until, [] { return false; }, hooks_.stopping);
 }
 
 // After this start's yaml was removed, a yaml in the directory is a new

@@ -11,6 +11,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
+#include <thread>
 
 namespace strata {
 
@@ -47,6 +49,19 @@ inline SteadyClock* SteadyClock::Real() {
 // Seconds from `since` to the clock's now.
 inline double SecondsSince(const SteadyClock& clock, SteadyClock::time_point since) {
   return std::chrono::duration<double>(clock.Now() - since).count();
+}
+
+// Looks at `done` every `every` (real time) until it holds (true), or until
+// `deadline` passes on `clock` or `stop` holds (false). The deadline is the
+// clock's, so a ManualClock ends the wait when the test moves it.
+inline bool PollUntil(const SteadyClock& clock, SteadyClock::time_point deadline,
+                      const std::function<bool()>& done, const std::function<bool()>& stop,
+                      std::chrono::milliseconds every = std::chrono::milliseconds(50)) {
+  for (;;) {
+    if (done()) return true;
+    if (clock.Now() >= deadline || stop()) return false;
+    std::this_thread::sleep_for(every);
+  }
 }
 
 }  // namespace strata
