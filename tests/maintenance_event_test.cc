@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "agent/maintenance.h"
+#include "component_util.h"
 #include "format/naming.h"
 #include "format/sync_map.h"
 #include "test_util.h"
@@ -30,17 +31,10 @@ class MaintenanceEventTest : public ::testing::Test {
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(*store);
     local_ = std::make_unique<LocalDir>(Env::Default(), client());
-    Replication::Hooks rh;
-    rh.target = [] { return std::optional<Replication::Target>(); };
-    rh.priority_step = [] { return kNoSyncStep; };
-    rh.pins = [] { return std::set<StepKey>(); };
-    rh.on_replica = [](const StepKey&, uint64_t) {};
-    rh.cadence = [](const ReplicatorConfig&) { return wire::Cadence(); };
-    rh.on_reply = [](const ReplicatorConfig&, const auto&) {};
     Replication::Options ro;
     ro.local_dir = client();
-    replication_ = std::make_unique<Replication>(ro, store_.get(), Env::Default(),
-                                                 SteadyClock::Real(), std::move(rh));
+    replication_ = std::make_unique<Replication>(
+        ro, store_.get(), Env::Default(), SteadyClock::Real(), testing::IdleReplicationHooks());
     OnDemandSync::Hooks sh;
     sh.call_coordinator = [](const ReplicatorConfig&, const json&,
                              std::chrono::milliseconds) -> StatusOr<json> {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "agent/server.h"
+#include "component_util.h"
 #include "format/sync_map.h"
 #include "test_util.h"
 #include "util/thread_pool.h"
@@ -102,14 +103,8 @@ class ReplicationTest : public ::testing::Test {
     options.local_dir = n.dir.Sub("client");
     options.data_streams = 4;
     fs::create_directories(options.local_dir);
-    if (!hooks.target) hooks.target = [] { return std::optional<Replication::Target>(); };
-    if (!hooks.priority_step) hooks.priority_step = [] { return kNoSyncStep; };
-    if (!hooks.pins) hooks.pins = [] { return std::set<StepKey>(); };
-    if (!hooks.on_replica) hooks.on_replica = [](const StepKey&, uint64_t) {};
-    if (!hooks.cadence) hooks.cadence = [](const ReplicatorConfig&) { return wire::Cadence(); };
-    if (!hooks.on_reply) hooks.on_reply = [](const ReplicatorConfig&, const auto&) {};
     return std::make_unique<Replication>(options, n.store.get(), Env::Default(), &clock_,
-                                         std::move(hooks));
+                                         testing::IdleReplicationHooks(std::move(hooks)));
   }
 
   // Node 0's Replication, sending to node 1 at `address`; the coordinator
@@ -144,6 +139,17 @@ class ReplicationTest : public ::testing::Test {
   }
 
   StepKey Key(int64_t step) const { return {"job1", 0, step}; }
+
+  // Node 0 sends its step `step` to node 1, which refuses it: returns once
+  // the failure shows in the progress.
+  void SendRefusedStep(int64_t step) {
+    refuse_ = true;
+    StartSender(receiver_address_);
+    Ingest(step);
+    sender_.replication->Enqueue(Key(step));
+    sender_.replication->Start();
+    ASSERT_TRUE(testing::WaitUntil([&] { return !sender_.replication->progress().error.empty(); }));
+  }
 
   // Waits until `n` reports reached the coordinator; returns the steps.
   std::vector<int64_t> Reports(size_t n) {
@@ -241,12 +247,7 @@ TEST_F(ReplicationTest, TheOnDemandStepGoesFirstAndSupersededStepsAreSkipped) {
 // once a minute has passed on the clock; each retry comes when the clock
 // says so (500 ms, then 1 s) and, the peer back, clears the trouble.
 TEST_F(ReplicationTest, ARefusingPeerIsTroubleAfterAMinuteAndARetryClearsIt) {
-  refuse_ = true;
-  StartSender(receiver_address_);
-  Ingest(10);
-  sender_.replication->Enqueue(Key(10));
-  sender_.replication->Start();
-  ASSERT_TRUE(testing::WaitUntil([&] { return !sender_.replication->progress().error.empty(); }));
+  ASSERT_NO_FATAL_FAILURE(SendRefusedStep(10));
   const std::string error = sender_.replication->progress().error;
   EXPECT_NE(error.find("replicating job1/0/10 to node 1"), std::string::npos) << error;
   EXPECT_NE(error.find("node 1 is restarting"), std::string::npos) << error;
@@ -273,12 +274,7 @@ TEST_F(ReplicationTest, ARefusingPeerIsTroubleAfterAMinuteAndARetryClearsIt) {
 // A step a peer refused is retried with backoff, but not once a new
 // incarnation began (Forget): it was the past one's.
 TEST_F(ReplicationTest, ARetryOfAForgottenStepIsDropped) {
-  refuse_ = true;
-  StartSender(receiver_address_);
-  Ingest(10);
-  sender_.replication->Enqueue(Key(10));
-  sender_.replication->Start();
-  ASSERT_TRUE(testing::WaitUntil([&] { return !sender_.replication->progress().error.empty(); }));
+  ASSERT_NO_FATAL_FAILURE(SendRefusedStep(10));
   sender_.replication->Forget();
   refuse_ = false;
   clock_.Advance(10s);  // every backoff is over

@@ -19,6 +19,7 @@
 #include "agent/coordinator.h"
 #include "agent/replication.h"
 #include "agent/server.h"
+#include "component_util.h"
 #include "format/naming.h"
 #include "storage/object_store.h"
 #include "test_util.h"
@@ -73,15 +74,8 @@ class RestoreTest : public ::testing::Test {
     Replication::Options ro;
     ro.secret = kSecret;
     ro.local_dir = n.client();
-    Replication::Hooks rh;
-    rh.target = [] { return std::optional<Replication::Target>(); };
-    rh.priority_step = [] { return kNoSyncStep; };
-    rh.pins = [] { return std::set<StepKey>(); };
-    rh.on_replica = [](const StepKey&, uint64_t) {};
-    rh.cadence = [](const ReplicatorConfig&) { return wire::Cadence(); };
-    rh.on_reply = [](const ReplicatorConfig&, const auto&) {};
-    n.replication = std::make_unique<Replication>(ro, n.store.get(), Env::Default(),
-                                                  SteadyClock::Real(), std::move(rh));
+    n.replication = std::make_unique<Replication>(
+        ro, n.store.get(), Env::Default(), SteadyClock::Real(), testing::IdleReplicationHooks());
     Serve(n);
   }
 
@@ -171,6 +165,17 @@ class RestoreTest : public ::testing::Test {
     return {std::move(mine), std::move(other)};
   }
 
+  // Starts node 0's restore alone (node 1 never comes) and waits until it
+  // awaits the plan; the thread sets *result when Run returns.
+  std::thread StartAloneAwaitingPlan(StatusOr<Restore::Outcome>* result) {
+    WriteYaml(node0_);
+    MakeRestore(node0_);
+    std::thread t([this, result] { *result = node0_.restore->Run(Request(node0_)); });
+    EXPECT_TRUE(testing::WaitUntil(
+        [&] { return node0_.restore->summary().state == Restore::State::kAwaitPlan; }));
+    return t;
+  }
+
   static std::string Marker(const Node& n, int64_t step, int worker) {
     return JoinPath(n.client(), MarkerName({kJob, step, n.rank, worker}));
   }
@@ -242,12 +247,8 @@ TEST_F(RestoreTest, ANodeWithoutItsStepFetchesItFromAPeer) {
 // never came): the restore ends CANCELLED, writes no marker, and the new
 // yaml stays for the next one.
 TEST_F(RestoreTest, ANewYamlCancelsARestoreWaitingForAPlan) {
-  WriteYaml(node0_);
-  MakeRestore(node0_);
   StatusOr<Restore::Outcome> result = InternalError("not run");
-  std::thread t([&] { result = node0_.restore->Run(Request(node0_)); });
-  EXPECT_TRUE(testing::WaitUntil(
-      [&] { return node0_.restore->summary().state == Restore::State::kAwaitPlan; }));
+  std::thread t = StartAloneAwaitingPlan(&result);
   EXPECT_TRUE(node0_.restore->active());
   WriteYaml(node0_);
   t.join();
@@ -260,12 +261,8 @@ TEST_F(RestoreTest, ANewYamlCancelsARestoreWaitingForAPlan) {
 
 // Stopping the agent ends a restore in any state.
 TEST_F(RestoreTest, StoppingCancelsARestore) {
-  WriteYaml(node0_);
-  MakeRestore(node0_);
   StatusOr<Restore::Outcome> result = InternalError("not run");
-  std::thread t([&] { result = node0_.restore->Run(Request(node0_)); });
-  EXPECT_TRUE(testing::WaitUntil(
-      [&] { return node0_.restore->summary().state == Restore::State::kAwaitPlan; }));
+  std::thread t = StartAloneAwaitingPlan(&result);
   stopping_ = true;
   t.join();
   EXPECT_EQ(result.status().code(), StatusCode::kCancelled) << result.status().ToString();
