@@ -257,7 +257,8 @@ void OnDemandSync::SyncMain() {
     }
     StatusOr<wire::SyncDecision> decision = wire::SyncDecision::FromJson(*r);
     if (!decision.ok()) {
-      Log()->warn("reply to a sync call: {}", decision.status().message());
+      Log()->warn("reply to a sync call from {}: {}", connected_to, decision.status().message());
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));  // not a tight loop
       continue;
     }
     collect = decision->collect;  // the next call reports to it

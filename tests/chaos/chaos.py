@@ -152,7 +152,7 @@ class Job:
         return max(steps, default=-1)
 
     def restores(self):
-        """Every node's restores in order: [(time seen, step)] per node."""
+        """Every node's restored steps so far, in order, per node."""
         out = {}
         for n in range(self.nodes):
             text = _tail(self.log("run", n)).decode(errors="replace")
@@ -230,9 +230,10 @@ class Faults:
 
     def apply(self, fault, t0):
         job = self.job
-        record = {"kind": fault.kind, "nodes": list(fault.nodes), "at": fault.at,
-                  "before": job.training_step(), "restores": job.restores(),
-                  "t": time.time()}
+        record = {"kind": fault.kind, "nodes": list(fault.nodes), "at": fault.at}
+        if fault.kind in RESTARTS:  # what the work lost is measured against
+            record["before"] = job.training_step()
+            record["restores"] = job.restores()
         k, nodes = fault.kind, list(fault.nodes)
         if any(n in self.away for n in nodes) or (k == "kill_coordinator" and 0 in self.away):
             record["skipped"] = "the node is away"
