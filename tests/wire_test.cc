@@ -120,6 +120,11 @@ TEST(WireCoordinationTest, RequestsRoundTrip) {
   EXPECT_EQ(sync_back->generation, 3u);
   EXPECT_EQ(sync_back->collect, 9u);
   EXPECT_FALSE(sync_back->wait.has_value());
+  EXPECT_FALSE(sync_back->round.has_value());  // an older agent's call
+  sync.round = 4;
+  sync_back = SyncRequest::FromJson(json::parse(sync.ToJson().dump()));
+  ASSERT_TRUE(sync_back.ok()) << sync_back.status().ToString();
+  EXPECT_EQ(sync_back->round, 4);
 }
 
 // A malformed request is INVALID_ARGUMENT naming the call and the field,
@@ -375,6 +380,7 @@ TEST(WireControlTest, AStatusReplyRoundTrips) {
   full.training_step = 1201;
   full.ondemand_step = 1200;
   full.maintenance_since = "2026-11-24T10:00:00Z";
+  full.restore_state = "awaiting plan";
   const json j = full.ToJson();
   EXPECT_EQ(j["ram_disk"]["huge"], "within_size");
   EXPECT_EQ(j["backup"]["backup_lag_seconds"], 42);
@@ -384,10 +390,12 @@ TEST(WireControlTest, AStatusReplyRoundTrips) {
   EXPECT_EQ(back->ToJson(), j);
   EXPECT_EQ(back->job->peers, (std::vector<int>{5, 7}));
   EXPECT_EQ(back->backup->newest->committed, 1700000100);
+  EXPECT_EQ(back->restore_state, "awaiting plan");
 
   const json minimal = StatusReply().ToJson();
   EXPECT_FALSE(minimal.contains("job"));
   EXPECT_FALSE(minimal.contains("backup"));
+  EXPECT_FALSE(minimal.contains("restore_state"));  // before the first restore
   auto empty = StatusReply::FromJson(json::parse(minimal.dump()));
   ASSERT_TRUE(empty.ok()) << empty.status().ToString();
   EXPECT_FALSE(empty->job);
