@@ -60,11 +60,13 @@ demo: build
 
 # A real job on a multi-host test bed (network namespaces; root) under
 # seeded random faults, invariants checked: make chaos SEEDS=20 MINUTES=2
-# (SEEDS: a count, a range A-B or a list A,B,C). docs/reliability.md.
+# (SEEDS: a count, a range A-B or a list A,B,C; JOBS runs at once).
+# docs/reliability.md.
 SEEDS ?= 3
 MINUTES ?= 1
+JOBS ?= 1
 chaos: build
-	@python3 tests/chaos/chaos.py $(BUILD_DIR) --seeds $(SEEDS) --minutes $(MINUTES)
+	@python3 tests/chaos/chaos.py $(BUILD_DIR) --seeds $(SEEDS) --minutes $(MINUTES) --jobs $(JOBS)
 
 bench: build
 	@bash scripts/bench.sh $(BUILD_DIR)

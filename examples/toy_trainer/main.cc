@@ -6,10 +6,14 @@
 //   fresh start | restored step=S
 //   ondemand checkpoint step=S
 //   final step=N digest=<16 hex digits>
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <fstream>
 #include <thread>
 
 #include "model.h"
@@ -29,6 +33,7 @@ struct Flags {
   bool exit_after_ondemand = false;
   bool sync = false;
   std::string replicator;  // "", "orbax" or "nemo": talk to the node agent
+  std::string poison;      // a file naming steps that make the trainer fail
   strata::AgentJob job;
 };
 
@@ -52,6 +57,38 @@ int64_t RestoreOrStartFresh(strata::Checkpointer& ckpt, toy::Model& model) {
   }
   std::fprintf(stderr, "toy-trainer: %s\n", restored.status().ToString().c_str());
   return -1;
+}
+
+// Whether `step` is poisoned by the file `path`: it lists steps, one per
+// line, and a line "next" poisons the next step any trainer restores (the
+// first to restore one records it in `path`.step, which wins races by
+// O_EXCL). Stands for a checkpoint whose contents break every rank (NaNs, a
+// bad data-loader state), so that tests can drive the supervisor's crash
+// loop; with an empty `path` nothing is poisoned.
+bool Poisoned(const std::string& path, int64_t step) {
+  if (path.empty()) return false;
+  std::ifstream in(path);
+  bool next = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line == "next") next = true;
+    if (line == std::to_string(step)) return true;
+  }
+  if (!next) return false;
+  const std::string claim = path + ".step";
+  int fd = ::open(claim.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    std::string text = std::to_string(step) + "\n";
+    bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    ::close(fd);
+    return ok;
+  }
+  for (int i = 0; i < 100; ++i) {  // another trainer is writing its claim
+    std::ifstream c(claim);
+    std::string line;
+    if (std::getline(c, line) && !line.empty()) return line == std::to_string(step);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
 }
 
 // Returns true when the trainer should exit now (after an on-demand save).
@@ -84,6 +121,11 @@ int Run(const Flags& f) {
   toy::Model model(f.seed, f.state_mb);
   int64_t first = RestoreOrStartFresh(**ckpt, model);
   if (first < 0) return 1;
+  if (first > 1 && Poisoned(f.poison, first - 1)) {
+    std::fprintf(stderr, "toy-trainer: step %" PRId64 " is poisoned (%s): exiting 1\n", first - 1,
+                 f.poison.c_str());
+    return 1;
+  }
   for (int64_t step = first; step <= f.steps; ++step) {
     model.Train(step);
     if (f.step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(f.step_ms));
@@ -135,6 +177,9 @@ int main(int argc, char** argv) {
                  "Ask the agent for a backup every K steps (with --replicator)");
   app.add_option("--backup-interval-minutes", f.job.backup_interval_minutes,
                  "Ask the agent for a backup every M minutes (with --replicator)");
+  app.add_option("--poison", f.poison,
+                 "Exit 1 after restoring a step this file names (\"next\": the next one "
+                 "restored); for crash-loop tests");
   CLI11_PARSE(app, argc, argv);
   f.job.style = f.replicator;
   return Run(f);

@@ -2,11 +2,14 @@
 """make chaos: a real job on a multi-host test bed under seeded random faults.
 
 For each seed: a job of --nodes nodes, each a host of its own on the bed
-(netbed.py) running `strata agent` and `strata run` with the deterministic
-toy trainer, backing up to a file:// store; the seed's schedule (schedule.py)
-is printed and applied; when it is over every fault is healed and the job
-runs to its end. Then the invariants are checked, and a run that breaks one
-fails naming the first violation and the seed:
+(netbed.py) with its RAM disk (a small tmpfs), running `strata agent` and
+`strata run --agent` with the deterministic toy trainer (even ranks speak
+the replicator protocol as Orbax does, odd ranks as NeMo does), backing up
+to a real S3 (moto, signatures checked) on a host of its own behind a fault
+proxy (s3host.py, s3proxy.py). The seed's schedule (schedule.py) is printed
+and applied; when it is over every fault is healed and the job runs to its
+end. Then the invariants are checked, and a run that breaks one fails
+naming the first violation and the seed:
 
   * every rank's final state equals an uninterrupted run's, bit for bit (so
     no corrupt byte was restored and no step skipped or repeated wrongly);
@@ -14,22 +17,22 @@ fails naming the first violation and the seed:
   * every restore restored a step every node restored (the job restores as
     a whole, never a step incomplete for it);
   * the work lost at each fault that restarted the job is within what the
-    tiers held: the save interval (plus the save in flight), or the backup
-    interval when more than one node is away without its RAM;
-  * no committed backup was modified or deleted;
+    tiers held (see summarize());
+  * no object of a committed backup was modified or deleted;
   * no agent crashed (only the harness's kill -9 ends one) and none logged
     an abort;
   * no process was left behind.
 
-The figures (faults by kind, overlaps, work lost, recovery times) are
-printed per run and summed over the seeds, and with --json written to a
-file. Needs root. Only the Python standard library is used.
+The figures (faults by kind, overlaps, work lost, recovery times, S3
+requests failed, quarantines) are printed per run and summed over the
+seeds, and with --json written to a file. Needs root. Only the Python
+standard library is used (and moto_server and aws from the image).
 
   chaos.py BUILD --seeds 20 --minutes 2 [--nodes 4] [--kinds partition,kill_agent]
 """
 import argparse
-import hashlib
 import json
+import multiprocessing
 import os
 import re
 import shutil
@@ -43,15 +46,13 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import netbed  # noqa: E402
+import s3host  # noqa: E402
 import schedule  # noqa: E402
 
-# The fault kinds this runner applies so far; the others of schedule.KINDS
-# need an S3 host and a fault proxy, a small RAM disk per node, or a
-# crashing trainer, and are refused until they are built.
-SUPPORTED = ["kill_trainer", "kill_agent", "kill_coordinator", "kill_supervisor", "lose_node",
-             "partition", "slow_link", "maintenance", "maintenance_lose_ram"]
 # Faults after which the job restarts (and restores).
-RESTARTS = {"kill_trainer", "kill_supervisor", "lose_node", "maintenance", "maintenance_lose_ram"}
+RESTARTS = {"kill_trainer", "kill_supervisor", "lose_node", "replace_node", "maintenance",
+            "maintenance_lose_ram", "crash_loop"}
+S3_MODES = {"s3_unavailable": "down", "s3_errors": "errors 0.5", "s3_slow": "slow 2"}
 
 PORT = 7070
 MEAN_GAP = 10.0      # seconds between faults, on average
@@ -59,6 +60,8 @@ STEP_MS = 20
 STATE_MB = 4
 INTERVAL = 25        # a periodic checkpoint every INTERVAL steps
 BACKUP_EVERY = 100   # a backup every BACKUP_EVERY steps
+RAMDISK_MB = 160     # each node's RAM disk (a tmpfs of its own), for disk_full
+BACKUP_URL = "s3://%s/job" % s3host.BUCKET
 ABORT_SIGNS = ("AddressSanitizer", "terminate called", "Segmentation fault", "Assertion",
                "core dumped", "Aborted")
 
@@ -68,22 +71,26 @@ class Violation(Exception):
 
 
 class Job:
-    """One job on the bed: an agent and a supervised trainer per node."""
+    """One job on the bed: an agent and a supervised trainer per node, each
+    node's directory a small tmpfs (its RAM disk), backups to S3. Even ranks
+    speak the replicator protocol as Orbax does, odd ranks as NeMo does."""
 
-    def __init__(self, bed, build, work, nodes, steps):
-        self.bed, self.work, self.nodes, self.steps = bed, work, nodes, steps
+    def __init__(self, bed, s3, build, work, nodes, steps):
+        self.bed, self.s3, self.work, self.nodes, self.steps = bed, s3, work, nodes, steps
         self.strata = os.path.join(build, "strata")
         self.trainer = os.path.join(build, "toy-trainer")
         self.secret = os.path.join(work, "secret")
         with open(self.secret, "w") as f:
             f.write("chaos-%d-%s\n" % (os.getpid(), os.urandom(8).hex()))
         os.chmod(self.secret, 0o600)
-        self.backup = os.path.join(work, "backup")
+        self.poison = os.path.join(work, "poison")
+        self.hosts = {n: "n%d" % n for n in range(nodes)}
         self.agents, self.supervisors = {}, {}
         self.killed_agents = set()  # pids the harness killed on purpose
+        self.mounted = set()
 
     def host(self, n):
-        return "n%d" % n
+        return self.hosts[n]
 
     def address(self, n):
         return "%s:%d" % (self.bed.address(self.host(n)), PORT)
@@ -94,19 +101,34 @@ class Job:
     def log(self, what, n):
         return os.path.join(self.work, "%s%d.log" % (what, n))
 
-    def start_agent(self, n):
+    def mount(self, n):
+        """A fresh, empty RAM disk for node n."""
+        self.unmount(n)
         os.makedirs(self.dir(n), exist_ok=True)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dm,mode=0700" % RAMDISK_MB,
+                        "strata-chaos", self.dir(n)], check=True)
+        self.mounted.add(n)
+
+    def unmount(self, n):
+        if n in self.mounted:
+            subprocess.run(["umount", "-l", self.dir(n)], check=False)
+            self.mounted.discard(n)
+
+    def start_agent(self, n):
         self.agents[n] = self.bed.spawn(self.host(n), [
             self.strata, "agent", "--local-dir", self.dir(n), "--listen", self.address(n),
             "--coordinator", self.address(0), "--secret-file", self.secret,
-            "--backup", "file://" + self.backup, "--grace-seconds", "60"], log=self.log("agent", n))
+            "--backup", BACKUP_URL, "--grace-seconds", "60"], log=self.log("agent", n),
+            env=dict(os.environ, **self.s3.client_env()))
 
     def start_supervisor(self, n):
         self.supervisors[n] = self.bed.spawn(self.host(n), [
-            self.strata, "run", "--backoff", "200ms,2s", "--grace", "60s", "--",
+            self.strata, "run", "--backoff", "200ms,2s", "--grace", "60s",
+            "--agent", self.address(n), "--secret-file", self.secret, "--",
             self.trainer, "--dir", self.dir(n), "--steps", str(self.steps),
             "--save-interval-steps", str(INTERVAL), "--state-mb", str(STATE_MB),
-            "--step-ms", str(STEP_MS), "--seed", str(100 + n), "--replicator", "orbax",
+            "--step-ms", str(STEP_MS), "--seed", str(100 + n),
+            "--replicator", "nemo" if n % 2 else "orbax", "--poison", self.poison,
             "--job", "chaos", "--node-rank", str(n), "--nodes", str(self.nodes),
             "--peers-per-node", "1", "--backup-interval-steps", str(BACKUP_EVERY),
             "--exit-after-ondemand"], log=self.log("run", n))
@@ -151,13 +173,25 @@ class Job:
         steps = [self.status(n).get("training_step", -1) for n in range(self.nodes)]
         return max(steps, default=-1)
 
-    def restores(self):
-        """Every node's restored steps so far, in order, per node."""
+    def starts(self):
+        """Every node's trainer starts so far, per node: the restored step,
+        or None for a fresh start."""
         out = {}
         for n in range(self.nodes):
             text = _tail(self.log("run", n)).decode(errors="replace")
-            out[n] = [int(s) for s in re.findall(r"restored step=(\d+)", text)]
+            out[n] = [int(m.group(1)) if m.group(1) else None
+                      for m in re.finditer(r"restored step=(\d+)|fresh start", text)]
         return out
+
+    def restores(self):
+        """Every node's restored steps so far, in order, per node."""
+        return {n: [s for s in v if s is not None] for n, v in self.starts().items()}
+
+    def quarantined(self):
+        """The steps each supervisor quarantined."""
+        return {n: [int(m) for m in re.findall(r"QUARANTINED step (\d+)",
+                                              _tail(self.log("run", n)).decode(errors="replace"))]
+                for n in range(self.nodes)}
 
     def finished(self):
         return all(p.poll() is not None for p in self.supervisors.values())
@@ -227,17 +261,42 @@ class Faults:
         self.heals = []    # (time, fn, what)
         self.away = set()  # nodes whose host is down (lose_node)
         self.threads = []
+        self.partitions = []  # the groups cut off now, oldest first
+        self.slowed = {}      # node -> how many slow_link faults hold it
+        self.s3_modes = []    # (fault id, mode) of the S3 faults in force, oldest first
+        self.full = {}        # node -> how many disk_full faults hold it
+        self.full_since = -1  # the training step when the disks in self.full began to fill
+        self.s3_since = -1    # the training step when the S3 faults in force began
+        self.s3_cleared = -10**9  # the training step when the last S3 fault healed
+        self.replaced = 0
+        self.recovering = []  # records of restarting faults the job has not recovered from
 
     def apply(self, fault, t0):
         job = self.job
-        record = {"kind": fault.kind, "nodes": list(fault.nodes), "at": fault.at}
-        if fault.kind in RESTARTS:  # what the work lost is measured against
+        record = {"kind": fault.kind, "nodes": list(fault.nodes), "at": fault.at,
+                  "applied": time.time()}
+        if fault.kind in RESTARTS:  # what the work lost and recovery are measured against
             record["before"] = job.training_step()
-            record["restores"] = job.restores()
+            record["starts"] = job.starts()
+            record["full_since"] = self.full_since if self.full else -1
+            # Backups resume with the next backup step after S3 heals.
+            recent = record["before"] - self.s3_cleared < 2 * BACKUP_EVERY
+            record["s3_since"] = self.s3_since if self.s3_modes or recent else -1
+            self.recovering.append(record)
         k, nodes = fault.kind, list(fault.nodes)
         if any(n in self.away for n in nodes) or (k == "kill_coordinator" and 0 in self.away):
             record["skipped"] = "the node is away"
-        elif k == "kill_trainer":
+        else:
+            self._do(fault, k, nodes)
+        record["away"] = len(self.away)  # nodes without their RAM now
+        self.say("%s   (%s at t=%.1f s)" % (fault, "skipped: " + record["skipped"]
+                                            if "skipped" in record else "applied", time.time() - t0))
+        self.records.append(record)
+
+    def _do(self, fault, k, nodes):
+        job = self.job
+        later = time.time() + fault.seconds
+        if k == "kill_trainer":
             job.kill_trainers(nodes)
             job.kill_trainers(range(job.nodes))  # a collective with a dead rank fails
         elif k == "kill_supervisor":
@@ -251,21 +310,41 @@ class Faults:
             job.start_agent(n)
         elif k == "lose_node":
             n = nodes[0]
-            job.kill_supervisor(n)
-            job.kill_agent(n)
-            shutil.rmtree(job.dir(n), ignore_errors=True)
-            job.kill_trainers(range(job.nodes))
+            self._lose(n)
             self.away.add(n)
-            self.heals.append((time.time() + fault.seconds, lambda: self._return(n),
-                               "node %d back, empty" % n))
+            self.heals.append((later, lambda: self._return(n), "node %d back, empty" % n))
+        elif k == "replace_node":
+            self._replace(nodes[0])
         elif k == "partition":
-            self.bed.partition([job.host(n) for n in nodes])
-            self.heals.append((time.time() + fault.seconds, self.bed.heal, "partition healed"))
+            group = [job.host(n) for n in nodes]
+            self.partitions.append(group)
+            self.bed.partition(group)
+            self.heals.append((later, lambda: self._heal_partition(group),
+                               "partition of nodes %s healed" % ",".join(map(str, nodes))))
         elif k == "slow_link":
-            host = job.host(nodes[0])
-            self.bed.slow(host, "10mbit")
-            self.heals.append((time.time() + fault.seconds, lambda: self.bed.unslow(host),
-                               "link of node %d back to speed" % nodes[0]))
+            n = nodes[0]
+            self.slowed[n] = self.slowed.get(n, 0) + 1
+            self.bed.slow(job.host(n), "10mbit")
+            self.heals.append((later, lambda: self._unslow(n), "link of node %d back to speed" % n))
+        elif k in S3_MODES:
+            self._s3_fault(k, later)
+        elif k == "disk_full":
+            n = nodes[0]
+            if not self.full:
+                self.full_since = job.training_step()
+            self.full[n] = self.full.get(n, 0) + 1
+            self._fill(n)
+            self.heals.append((later, lambda: self._unfill(n), "RAM disk of node %d freed" % n))
+        elif k == "crash_loop":  # the next step the job restores breaks it
+            poisoned = _poisoned_steps(job)  # and those that broke it before still do
+            with open(job.poison + ".tmp", "w") as f:
+                f.write("".join("%d\n" % p for p in sorted(poisoned)) + "next\n")
+            os.replace(job.poison + ".tmp", job.poison)
+            try:
+                os.unlink(job.poison + ".step")  # the claim of the last "next"
+            except FileNotFoundError:
+                pass
+            job.kill_trainers(range(job.nodes))
         elif k.startswith("maintenance"):
             argv = [job.strata, "maintenance", "--agent", job.address(nodes[0]), "--grace", "60s"]
             if k == "maintenance_lose_ram":
@@ -275,15 +354,111 @@ class Faults:
                                          "env": dict(os.environ, STRATA_SECRET_FILE=job.secret)})
             t.start()
             self.threads.append(t)
-        record["away"] = len(self.away)  # nodes without their RAM now
-        self.say("%s   (applied at t=%.1f s)" % (fault, time.time() - t0))
-        self.records.append(record)
+        else:
+            raise Violation("fault kind %r has no applier" % k)
+
+    def _lose(self, n):
+        """Node n goes, its RAM with it; the rest of the job fails with it."""
+        job = self.job
+        job.kill_supervisor(n)
+        job.kill_agent(n)
+        job.kill_trainers(range(job.nodes))
+        job.unmount(n)
+        shutil.rmtree(job.dir(n), ignore_errors=True)
 
     def _return(self, n):
         self.away.discard(n)
+        self.job.mount(n)
         self.job.start_agent(n)
         self.job.wait_listening(n)
         self.job.start_supervisor(n)
+
+    def _replace(self, n):
+        """Node n gone for good: its host removed, a new empty host in its
+        place. The new host gets a new address, except node 0's: the
+        coordinator is reached by a name that follows it (as a Kubernetes
+        headless Service's does), here its address."""
+        job = self.job
+        old = job.host(n)
+        self._lose(n)
+        address = self.bed.address(old) if n == 0 else None
+        self.bed.remove_host(old)
+        self.replaced += 1
+        job.hosts[n] = "n%dr%d" % (n, self.replaced)
+        self.bed.add_host(job.hosts[n], address)
+        self._heal_partition(None)  # the new host starts connected, like every new host
+        self._return(n)
+
+    def _heal_partition(self, group):
+        """Heals `group` (None: none); the groups still cut off stay so."""
+        self.partitions = [g for g in self.partitions if g is not group]
+        self.bed.heal()
+        live = [h for group in self.partitions for h in group if h in self.bed.hosts]
+        if live:  # on one island: they reach each other, as overlapping cuts may
+            self.bed.partition(live)
+
+    def _unslow(self, n):
+        self.slowed[n] -= 1
+        if self.slowed[n] == 0 and self.job.host(n) in self.bed.hosts:
+            self.bed.unslow(self.job.host(n))
+
+    def _s3_fault(self, kind, until):
+        if not self.s3_modes:
+            self.s3_since = self.job.training_step()
+        ident = object()
+        self.s3_modes.append((ident, S3_MODES[kind]))
+        self._s3_apply()
+
+        def heal():
+            self.s3_modes = [m for m in self.s3_modes if m[0] is not ident]
+            if not self.s3_modes:
+                self.s3_cleared = self.job.training_step()
+            self._s3_apply()
+        self.heals.append((until, heal, "%s over" % kind))
+
+    def _s3_apply(self):
+        """The newest S3 fault in force decides the proxy's mode; a slow S3
+        has a slow link too."""
+        mode = self.s3_modes[-1][1] if self.s3_modes else "pass"
+        self.job.s3.set_mode(mode)
+        if mode.startswith("slow"):
+            self.bed.slow(self.job.s3.host, "20mbit")
+        else:
+            self.bed.unslow(self.job.s3.host)
+
+    def _fill(self, n):
+        """Takes every free byte of node n's RAM disk."""
+        path = os.path.join(self.job.dir(n), ".chaos-fill")
+        try:
+            st = os.statvfs(self.job.dir(n))
+            with open(path, "ab") as f:
+                free = st.f_bavail * st.f_frsize
+                if free > 0:
+                    os.posix_fallocate(f.fileno(), os.fstat(f.fileno()).st_size, free)
+        except OSError:
+            pass  # full already, or the node is away
+
+    def _unfill(self, n):
+        self.full[n] -= 1
+        if self.full[n] == 0:
+            del self.full[n]
+            try:
+                os.unlink(os.path.join(self.job.dir(n), ".chaos-fill"))
+            except OSError:
+                pass
+
+    def note_recoveries(self):
+        """A restarting fault is recovered from when every node's trainer
+        has started again (restored or, with nothing held, started fresh)."""
+        if not self.recovering:
+            return
+        now = self.job.starts()
+        poisoned = _poisoned_steps(self.job)
+        for r in list(self.recovering):
+            if all(any(s not in poisoned for s in now[n][len(r["starts"].get(n, [])):])
+                   for n in now):
+                r["recovery_s"] = round(time.time() - r["applied"], 2)
+                self.recovering.remove(r)
 
     def heal_due(self, everything=False):
         now = time.time()
@@ -294,48 +469,55 @@ class Faults:
             self.say("           %s" % what)
 
 
-def snapshot_backups(root, seen):
-    """Hashes files of committed backups not seen before; returns violations
-    for files seen earlier that changed or went."""
+def snapshot_backups(s3, seen):
+    """Records the objects of committed backups not seen before (ETag,
+    size, time); returns violations for objects seen earlier that changed
+    or went."""
+    objects = s3.objects()
+    committed = {k[:-len("strata.backup")] for k in objects if k.endswith("/strata.backup")}
+    for key, meta in objects.items():
+        if key not in seen and any(key.startswith(c) for c in committed):
+            seen[key] = meta
     problems = []
-    if os.path.isdir(root):
-        for entry in sorted(os.listdir(root)):
-            b = os.path.join(root, entry)
-            if not os.path.isfile(os.path.join(b, "strata.backup")):
-                continue
-            for dirpath, _, files in os.walk(b):
-                for f in files:
-                    path = os.path.join(dirpath, f)
-                    if path not in seen:
-                        seen[path] = _digest(path)
-    for path, digest in seen.items():
-        now = _digest(path) if os.path.exists(path) else None
-        if now != digest:
-            problems.append("committed backup file %s was %s" %
-                            (path, "deleted" if now is None else "modified"))
+    for key, meta in seen.items():
+        now = objects.get(key)
+        if now != meta:
+            problems.append("object s3://%s/%s of a committed backup was %s" %
+                            (s3host.BUCKET, key, "deleted" if now is None else "modified"))
     return problems
 
 
-def _digest(path):
-    h = hashlib.blake2b(digest_size=16)
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def reference_digests(build, work, nodes, steps):
+def reference_digests(build, nodes, steps):
+    """Each rank's final digest in an uninterrupted run, computed once per
+    (trainer binary, nodes, steps) and kept in /dev/shm for the next seeds."""
     trainer = os.path.join(build, "toy-trainer")
-    procs = {n: subprocess.Popen([trainer, "--dir", os.path.join(work, "ref%d" % n), "--steps",
-                                  str(steps), "--state-mb", str(STATE_MB), "--seed", str(100 + n),
-                                  "--max-to-keep", "1"], stdout=subprocess.PIPE,
-                                 stderr=subprocess.DEVNULL, text=True)
-             for n in range(nodes)}
-    out = {}
-    for n, p in procs.items():
-        text, _ = p.communicate(timeout=600)
-        m = re.findall(r"digest=(\w+)", text)
-        out[n] = m[-1] if m else None
+    st = os.stat(trainer)
+    cache = "/dev/shm/strata-chaos-refs.%d.%d.%d.%d.%d.json" % (
+        st.st_mtime_ns, st.st_size, nodes, steps, STATE_MB)
+    try:
+        with open(cache) as f:
+            return {int(k): v for k, v in json.load(f).items()}
+    except (OSError, ValueError):
+        pass
+    work = tempfile.mkdtemp(prefix="strata-chaos-ref.", dir="/dev/shm")
+    try:
+        procs = {n: subprocess.Popen([trainer, "--dir", os.path.join(work, "ref%d" % n),
+                                      "--steps", str(steps), "--state-mb", str(STATE_MB),
+                                      "--seed", str(100 + n), "--max-to-keep", "1"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                 for n in range(nodes)}
+        out = {}
+        for n, p in procs.items():
+            text, _ = p.communicate(timeout=600)
+            m = re.findall(r"digest=(\w+)", text)
+            out[n] = m[-1] if m else None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if all(out.values()):
+        tmp = cache + ".%d" % os.getpid()
+        with open(tmp, "w") as f:
+            json.dump(out, f)
+        os.replace(tmp, cache)
     return out
 
 
@@ -345,13 +527,17 @@ def run_seed(build, seed, nodes, seconds, kinds, keep, say):
     work = tempfile.mkdtemp(prefix="strata-chaos.%d." % seed, dir="/dev/shm")
     steps = int(seconds * 1000 / STEP_MS) + 600
     report = {"seed": seed, "nodes": nodes, "seconds": seconds, "steps": steps,
-              "faults": [], "violations": []}
+              "overlapping": schedule.overlapping(faults), "faults": [], "violations": []}
+    job = None
     try:
-        refs = reference_digests(build, work, nodes, steps)
-        with netbed.NetBed(["n%d" % n for n in range(nodes)]) as bed:
-            job = Job(bed, build, work, nodes, steps)
+        refs = reference_digests(build, nodes, steps)
+        with netbed.NetBed(["n%d" % n for n in range(nodes)] + ["s3"]) as bed:
+            s3 = s3host.S3Host(bed, "s3", work)
+            s3.start()
+            job = Job(bed, s3, build, work, nodes, steps)
             t0 = time.time()
             for n in range(nodes):
+                job.mount(n)
                 job.start_agent(n)
             for n in range(nodes):
                 job.wait_listening(n)
@@ -363,13 +549,14 @@ def run_seed(build, seed, nodes, seconds, kinds, keep, say):
             pending = list(faults)
             while pending or applier.heals:
                 collective.look()
+                applier.note_recoveries()
                 if job.finished():
                     for f in pending:
                         say("t=%6.1f s  %s: not applied, the job had finished" % (f.at, f))
                     break
                 if pending and time.time() - t0 >= pending[0].at:
                     applier.apply(pending.pop(0), t0)
-                    report["violations"] += snapshot_backups(job.backup, seen_backups)
+                    report["violations"] += snapshot_backups(s3, seen_backups)
                 applier.heal_due()
                 time.sleep(0.1)
             applier.heal_due(everything=True)
@@ -378,10 +565,13 @@ def run_seed(build, seed, nodes, seconds, kinds, keep, say):
             deadline = time.time() + steps * STEP_MS / 1000 * 3 + 300
             while not job.finished() and time.time() < deadline:
                 collective.look()
+                applier.note_recoveries()
                 time.sleep(0.1)
             report["seconds_total"] = round(time.time() - t0, 1)
             report["violations"] += check(job, refs, applier, seen_backups)
             report["faults"] = summarize(job, applier)
+            report["s3_injected"] = s3.injected()
+            report["quarantined"] = sum(len(q) for q in job.quarantined().values())
             crashed = [n for n, p in job.agents.items()
                        if p.poll() is not None and p.pid not in job.killed_agents]
             report["violations"] += ["the agent of node %d exited on its own (exit %s)" %
@@ -391,6 +581,9 @@ def run_seed(build, seed, nodes, seconds, kinds, keep, say):
         for pid in left:
             _kill(pid)
     finally:
+        if job:
+            for n in list(job.mounted):
+                job.unmount(n)
         if keep or report["violations"]:
             say("kept %s" % work)
         else:
@@ -423,29 +616,59 @@ def check(job, refs, applier, seen_backups):
         for sign in ABORT_SIGNS:
             if sign in text:
                 v.append("the agent log of node %d contains %r" % (n, sign))
-    v += snapshot_backups(job.backup, seen_backups)
+    v += snapshot_backups(job.s3, seen_backups)
     return v
 
 
 def summarize(job, applier):
-    """Work lost and recovery per fault that restarted the job."""
-    final = job.restores()
+    """Work lost and recovery time per fault that restarted the job.
+
+    Work lost is the newest step trained before the fault minus the step the
+    job resumed from: the first start of each node after the fault, skipping
+    a start of a poisoned step (that run failed at once; the job resumed
+    from the step after the quarantine). Its bound is what the tiers held:
+    the save interval plus the save in flight; the backup interval instead
+    when more than one node was away without its RAM (a node and its peer
+    may both be gone); plus the steps trained while a RAM disk was full (no
+    save could land there) or, when the backup was needed, while S3 failed.
+    """
+    final = job.starts()
+    poisoned = _poisoned_steps(job)
     out = []
-    for i, r in enumerate(applier.records):
+    for r in applier.records:
         entry = {"kind": r["kind"], "nodes": r["nodes"], "at": r["at"]}
         if "skipped" in r:
             entry["skipped"] = r["skipped"]
         elif r["kind"] in RESTARTS:
-            # The first restore of each node after this fault (and before the next).
-            after = [final[n][len(r["restores"].get(n, [])):] for n in range(job.nodes)]
-            firsts = [a[0] for a in after if a]
+            if "recovery_s" in r:
+                entry["recovery_s"] = r["recovery_s"]
+            after = [final[n][len(r["starts"].get(n, [])):] for n in range(job.nodes)]
+            firsts = [next((s or 0 for s in a if s not in poisoned), None) for a in after]
+            firsts = [f for f in firsts if f is not None]
             if firsts and r["before"] >= 0:
                 entry["lost_steps"] = max(0, r["before"] - min(firsts))
-                # With one node away its peer holds its steps; with more, a
-                # node and its peer may both be gone: the backup serves.
-                many_away = r.get("away", 0) > 1
-                entry["bound"] = (BACKUP_EVERY if many_away else INTERVAL) + INTERVAL
+                # A crash loop quarantines the newest step; the tiers in
+                # RAM keep only the newest, so the backup is the fallback.
+                needs_backup = r.get("away", 0) > 1 or r["kind"] == "crash_loop"
+                bound = (BACKUP_EVERY if needs_backup else INTERVAL) + INTERVAL
+                if r.get("full_since", -1) >= 0:
+                    bound += max(0, r["before"] - r["full_since"])
+                if needs_backup and r.get("s3_since", -1) >= 0:
+                    bound += max(0, r["before"] - r["s3_since"])
+                entry["bound"] = bound
         out.append(entry)
+    return out
+
+
+def _poisoned_steps(job):
+    """The steps poisoned so far: listed in the poison file, or claimed."""
+    out = set()
+    for path in (job.poison, job.poison + ".step"):
+        try:
+            with open(path) as f:
+                out |= {int(w) for w in f.read().split() if w.isdigit()}
+        except OSError:
+            pass
     return out
 
 
@@ -456,15 +679,16 @@ def main():
                     help="N (seeds 1..N), a range A-B, or a list A,B,C")
     ap.add_argument("--minutes", type=float, default=1.0, help="of faults, per seed")
     ap.add_argument("--nodes", type=int, default=4)
-    ap.add_argument("--kinds", default=",".join(SUPPORTED))
+    ap.add_argument("--kinds", default=",".join(sorted(schedule.KINDS)))
     ap.add_argument("--json", help="write the figures here")
     ap.add_argument("--keep", action="store_true", help="keep every run's directory")
+    ap.add_argument("--jobs", type=int, default=1, help="runs at once (each on a bed of its own)")
     a = ap.parse_args()
     kinds = a.kinds.split(",")
-    unsupported = sorted(set(kinds) - set(SUPPORTED))
-    if unsupported:
-        raise SystemExit("chaos: fault kind(s) %s not applied by this runner yet (it applies %s)"
-                         % (", ".join(unsupported), ", ".join(SUPPORTED)))
+    unknown = sorted(set(kinds) - set(schedule.KINDS))
+    if unknown:
+        raise SystemExit("chaos: unknown fault kind(s) %s (known: %s)"
+                         % (", ".join(unknown), ", ".join(sorted(schedule.KINDS))))
     seeds = []
     if a.seeds.isdigit():
         seeds = list(range(1, int(a.seeds) + 1))
@@ -473,18 +697,12 @@ def main():
             lo, _, hi = part.partition("-")
             seeds += list(range(int(lo), int(hi or lo) + 1))
     netbed.sweep()
-    reports = []
-    for seed in seeds:
-        r = run_seed(a.build, seed, a.nodes, a.minutes * 60, kinds, a.keep,
-                     lambda s: print(s, flush=True))
-        reports.append(r)
-        for f in r["faults"]:
-            if "lost_steps" in f and f["lost_steps"] > f["bound"]:
-                r["violations"].append("%s at t=%.1f s lost %d steps (bound %d)" %
-                                       (f["kind"], f["at"], f["lost_steps"], f["bound"]))
-        verdict = "ok" if not r["violations"] else "FAILED: " + r["violations"][0]
-        print("seed %d: %s (%d faults, %.0f s)" % (seed, verdict, len(r["faults"]),
-                                                    r.get("seconds_total", 0)), flush=True)
+    args = [(a.build, seed, a.nodes, a.minutes * 60, kinds, a.keep, a.jobs > 1) for seed in seeds]
+    if a.jobs > 1:  # a process per run: each bed takes its names from its pid
+        with multiprocessing.get_context("fork").Pool(a.jobs, maxtasksperchild=1) as pool:
+            reports = list(pool.imap(_one_seed, args))
+    else:
+        reports = [_one_seed(x) for x in args]
     print_figures(reports)
     if a.json:
         with open(a.json, "w") as f:
@@ -496,18 +714,60 @@ def main():
         sys.exit(1)
 
 
+def _one_seed(args):
+    """run_seed with its verdict printed; a harness error fails the run."""
+    build, seed, nodes, seconds, kinds, keep, tagged = args
+
+    def say(line):
+        if tagged:
+            line = "\n".join("[seed %d] %s" % (seed, x) for x in line.splitlines())
+        print(line, flush=True)
+    try:
+        r = run_seed(build, seed, nodes, seconds, kinds, keep, say)
+    except Exception as e:  # noqa: BLE001 (any failure of a run is reported with its seed)
+        r = {"seed": seed, "faults": [], "violations": ["the run failed: %s: %s" %
+                                                        (type(e).__name__, e)]}
+    for f in r["faults"]:
+        if "lost_steps" in f and f["lost_steps"] > f["bound"]:
+            r["violations"].append("%s at t=%.1f s lost %d steps (bound %d)" %
+                                   (f["kind"], f["at"], f["lost_steps"], f["bound"]))
+    verdict = "ok" if not r["violations"] else "FAILED: " + r["violations"][0]
+    print("seed %d: %s (%d faults, %.0f s)" % (seed, verdict, len(r["faults"]),
+                                                r.get("seconds_total", 0)), flush=True)
+    return r
+
+
 def print_figures(reports):
     by_kind = {}
     for r in reports:
         for f in r["faults"]:
             by_kind.setdefault(f["kind"], []).append(f)
-    print("\n%-22s %6s %8s %12s %10s" % ("fault", "count", "skipped", "lost median", "lost max"))
+
+    def stat(values, fmt):
+        if not values:
+            return "-", "-"
+        return fmt % statistics.median(values), fmt % max(values)
+
+    print("\n%-22s %6s %8s %12s %10s %8s %14s %12s" % (
+        "fault", "count", "skipped", "lost median", "lost max", "bound", "recovery med", "recovery max"))
     for kind in sorted(by_kind):
         fs = by_kind[kind]
         lost = [f["lost_steps"] for f in fs if "lost_steps" in f]
-        print("%-22s %6d %8d %12s %10s" % (
-            kind, len(fs), sum("skipped" in f for f in fs),
-            "%g" % statistics.median(lost) if lost else "-", max(lost) if lost else "-"))
+        bounds = sorted({f["bound"] for f in fs if "bound" in f})
+        rec = [f["recovery_s"] for f in fs if "recovery_s" in f]
+        lm, lx = stat(lost, "%g")
+        rm, rx = stat(rec, "%.1f s")
+        bound = "-" if not bounds else ("%d" % bounds[0] if len(bounds) == 1 else
+                                        "%d-%d" % (bounds[0], bounds[-1]))
+        print("%-22s %6d %8d %12s %10s %8s %14s %12s" % (
+            kind, len(fs), sum("skipped" in f for f in fs), lm, lx, bound, rm, rx))
+    s3 = {}
+    for r in reports:
+        for k, v in r.get("s3_injected", {}).items():
+            s3[k] = s3.get(k, 0) + v
+    print("faults %d (%d overlapping); S3 requests failed %d, held %d; quarantines %d" % (
+        sum(len(r["faults"]) for r in reports), sum(r.get("overlapping", 0) for r in reports),
+        s3.get("errors", 0), s3.get("held", 0), sum(r.get("quarantined", 0) for r in reports)))
     print("runs %d, seeds with a violation %d" % (len(reports),
                                                  sum(bool(r["violations"]) for r in reports)))
 

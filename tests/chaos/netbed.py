@@ -98,6 +98,7 @@ class NetBed:
         self.bridge = self.tag + "br"
         self.island = self.tag + "bp"  # the partitioned hosts' bridge
         self.gateway = str(self.net.network_address + 1)
+        self._index = {h: i for i, h in enumerate(self.hosts)}  # names the host's veth
         self._addr = {h: str(self.net.network_address + 10 + i) for i, h in enumerate(self.hosts)}
         self._procs = []
         self._made = False
@@ -116,7 +117,7 @@ class NetBed:
         return "%s-%s" % (self.tag, host)
 
     def veth(self, host):
-        return "%sh%d" % (self.tag, self.hosts.index(host))
+        return "%sh%d" % (self.tag, self._index[host])
 
     def address(self, host):
         return self._addr[host]
@@ -150,6 +151,22 @@ class NetBed:
         _run("ip", "link", "set", outside, "master", self.bridge)
         _run("ip", "link", "set", outside, "up")
         self._shape(host, self.rate, "add")
+
+    def add_host(self, host, address=None):
+        """Adds a host to a bed that is up, at `address` (one a removed host
+        had, say) or the next free one."""
+        self._index[host] = len(self._index)
+        self._addr[host] = address or str(self.net.network_address + 10 + self._index[host])
+        self.hosts.append(host)
+        self._add_host(host)
+
+    def remove_host(self, host):
+        """The host is gone: every process in it killed, its namespace and
+        link removed."""
+        _kill_namespace(self.ns(host))
+        _run("ip", "netns", "del", self.ns(host), check=False)
+        _run("ip", "link", "del", self.veth(host), check=False)
+        self.hosts.remove(host)
 
     def _shape(self, host, rate, verb):
         spec = ["root", "tbf", "rate", rate, "burst", self.burst, "latency", "50ms"]
