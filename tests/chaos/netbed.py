@@ -90,8 +90,10 @@ class NetBed:
 
     def __init__(self, hosts, rate="1gbit", burst="256kb"):
         self.tag = "%s%03x" % (TAG_PREFIX, os.getpid() & 0xFFF)
-        # 10.213.X.0/24 with X from the pid: concurrent beds do not collide.
-        self.net = ipaddress.ip_network("10.213.%d.0/24" % (os.getpid() % 250))
+        # 10.213.X.0/24, X claimed under OWNERS so that concurrent beds never
+        # share a subnet (see _claim_subnet).
+        self.subnet = self._claim_subnet()
+        self.net = ipaddress.ip_network("10.213.%d.0/24" % self.subnet)
         self.hosts = list(hosts)
         self.rate = rate
         self.burst = burst
@@ -104,6 +106,40 @@ class NetBed:
         self._made = False
 
     # --- set-up and tear-down ------------------------------------------------------------
+
+    @staticmethod
+    def _claim_subnet():
+        """The first X from the pid on whose OWNERS/net<X> this process wins
+        an O_EXCL create (a claim whose process is gone is taken over)."""
+        os.makedirs(OWNERS, exist_ok=True)
+        start = os.getpid() % 250
+        for i in range(250):
+            x = (start + i) % 250
+            path = os.path.join(OWNERS, "net%d" % x)
+            for _ in range(2):
+                try:
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                except FileExistsError:
+                    try:
+                        with open(path) as f:
+                            os.kill(int(f.read() or "0"), 0)
+                        break  # taken by a live process
+                    except (OSError, ValueError):
+                        try:
+                            os.unlink(path)  # its process is gone: try again
+                        except FileNotFoundError:
+                            pass
+                        continue
+                os.write(fd, str(os.getpid()).encode())
+                os.close(fd)
+                return x
+        raise RuntimeError("no free subnet 10.213.X.0/24 for a test bed (see %s)" % OWNERS)
+
+    def _release_subnet(self):
+        try:
+            os.unlink(os.path.join(OWNERS, "net%d" % self.subnet))
+        except FileNotFoundError:
+            pass
 
     def __enter__(self):
         self.up()
@@ -188,6 +224,7 @@ class NetBed:
                 pass
         self._procs = []
         if not self._made:
+            self._release_subnet()
             return
         for host in self.hosts:
             _kill_namespace(self.ns(host))
@@ -199,6 +236,7 @@ class NetBed:
             os.unlink(os.path.join(OWNERS, self.tag))
         except FileNotFoundError:
             pass
+        self._release_subnet()
         self._made = False
 
     # --- processes ------------------------------------------------------------------------
