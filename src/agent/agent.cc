@@ -47,6 +47,7 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config, Env* env, Stea
   a->LoadState();
   a->ResumeReplication();
   STRATA_RETURN_IF_ERROR(a->StartServer());
+  STRATA_RETURN_IF_ERROR(a->StartMetrics());
   a->replication_->Start();
   if (a->backup_) a->backup_->Start();
   a->sync_->Start();
@@ -100,6 +101,8 @@ void Agent::ResumeReplication() {
 }
 
 Agent::~Agent() {
+  if (metrics_collector_ != 0) metrics::Default().RemoveCollector(metrics_collector_);
+  if (metrics_server_) metrics_server_->Stop();
   stopping_ = true;
   coordinator_.Shutdown();       // answers the calls parked in it
   if (server_) server_->Stop();  // long calls see Stopping() and return

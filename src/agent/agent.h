@@ -38,6 +38,7 @@
 #include "agent/coordinator.h"
 #include "agent/local_dir.h"
 #include "agent/maintenance.h"
+#include "agent/metrics_server.h"
 #include "agent/node_backup.h"
 #include "agent/ondemand_sync.h"
 #include "agent/ram_disk.h"
@@ -141,6 +142,10 @@ class Agent {
 
   // Calls, as the Server hands them over (agent_server.cc).
   Status StartServer();
+  // Registers the gauges computed at scrape time (from StatusReport) and,
+  // with --metrics, serves them.
+  Status StartMetrics();
+  void CollectMetrics(std::vector<metrics::Sample>* out) const;
   void HandleControl(const json& request, Server::Reply reply);
   StatusOr<json> HandleLongCall(const json& request, net::Socket& socket);
 
@@ -181,6 +186,10 @@ class Agent {
   std::unique_ptr<Maintenance> maintenance_;
   // The run loop's thread only.
   std::unique_ptr<ClientFiles> client_;
+  // --metrics: the HTTP endpoint, and this agent's collector in the
+  // process's registry (0: none).
+  std::unique_ptr<MetricsServer> metrics_server_;
+  int metrics_collector_ = 0;
 };
 
 }  // namespace strata::agent

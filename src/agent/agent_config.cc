@@ -48,7 +48,8 @@ constexpr std::string_view kAgentFileKeys[] = {"local-dir",
                                                "backup-interval-minutes",
                                                "backup-bandwidth",
                                                "restore-backup",
-                                               "grace-seconds"};
+                                               "grace-seconds",
+                                               "metrics"};
 
 constexpr std::pair<std::string_view, std::string_view> kAgentEnv[] = {
     {"local-dir", "STRATA_LOCAL_DIR"},
@@ -61,6 +62,7 @@ constexpr std::pair<std::string_view, std::string_view> kAgentEnv[] = {
     {"secret-file", "STRATA_SECRET_FILE"},
     {"log-level", "STRATA_LOG_LEVEL"},
     {"backup", "STRATA_BACKUP"},
+    {"metrics", "STRATA_METRICS"},
 };
 
 StatusOr<Settings> FileSettings(const std::string& path, const ReadFileFn& read_file) {
@@ -120,6 +122,7 @@ Settings FlagSettings(const AgentFlags& flags) {
   put_int("backup-bandwidth", flags.backup_bandwidth_mib);
   put("restore-backup", flags.restore_backup);
   put_int("grace-seconds", flags.grace_seconds);
+  put("metrics", flags.metrics);
   return out;
 }
 
@@ -180,6 +183,9 @@ Status BuildAddresses(const Settings& settings, AgentConfig* c) {
   }
   if (const Setting* s = FindSetting(settings, "jax-coordinator")) {
     STRATA_ASSIGN_OR_RETURN(c->jax_coordinator, SettingEndpoint(*s));
+  }
+  if (const Setting* s = FindSetting(settings, "metrics")) {
+    STRATA_ASSIGN_OR_RETURN(c->metrics, SettingEndpoint(*s));
   }
   return Status::Ok();
 }

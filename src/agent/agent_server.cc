@@ -191,3 +191,60 @@ wire::StatusReply Agent::StatusReport() const {
 }
 
 }  // namespace strata::agent
+
+namespace strata::agent {
+
+Status Agent::StartMetrics() {
+  metrics_collector_ = metrics::Default().AddCollector(
+      [this](std::vector<metrics::Sample>* out) { CollectMetrics(out); });
+  if (!config_.metrics) return Status::Ok();
+  metrics_server_ = std::make_unique<MetricsServer>(&metrics::Default());
+  Status s = metrics_server_->Start(config_.metrics->host, config_.metrics->port);
+  if (!s.ok()) return s.WithContext("--metrics " + config_.metrics->ToString());
+  Log()->info("metrics on http://{}:{}/metrics", config_.metrics->host, metrics_server_->port());
+  return Status::Ok();
+}
+
+// Gauges from the status report. The durability lag per tier is the age of
+// the newest step the tier holds: this node's newest ingested step (ram),
+// the job's replication watermark (peer: every node's step on its peers) and
+// the newest committed backup (backup); the job's lag is the maximum over
+// its nodes. A tier with nothing known has no sample.
+void Agent::CollectMetrics(std::vector<metrics::Sample>* out) const {
+  const wire::StatusReply r = StatusReport();
+  const Replication::Progress p = replication_->progress();
+  const metrics::Labels agent = {{"agent", r.address}};
+  auto add = [&](const char* name, const char* help, double v, metrics::Labels labels) {
+    out->push_back({name, help, std::move(labels), v});
+  };
+  add("strata_ram_bytes", "Bytes of steps the agent's store holds (own and peers')",
+      static_cast<double>(r.ram_bytes), agent);
+  add("strata_ram_spare_bytes", "Free bytes on the RAM disk beyond what the store needs",
+      static_cast<double>(r.spare_bytes), agent);
+  add("strata_replication_queued_steps", "Own steps waiting to be sent to the peers",
+      static_cast<double>(r.queued), agent);
+  add("strata_training_step", "The newest step a rank on this node checked",
+      static_cast<double>(r.training_step), agent);
+  add("strata_replication_watermark_step", "The newest step every node has on its peers",
+      static_cast<double>(r.watermark), agent);
+  const char* lag_help =
+      "Age of the newest step the tier holds: the training a failure recovered from that tier "
+      "would lose now (max over nodes for the job)";
+  auto tier = [&](const char* t) {
+    metrics::Labels l = agent;
+    l.emplace_back("tier", t);
+    return l;
+  };
+  if (p.own_age_seconds >= 0) {
+    add("strata_durability_lag_seconds", lag_help, p.own_age_seconds, tier("ram"));
+  }
+  if (p.watermark_age_seconds >= 0) {
+    add("strata_durability_lag_seconds", lag_help, p.watermark_age_seconds, tier("peer"));
+  }
+  if (r.backup && r.backup->newest) {
+    add("strata_durability_lag_seconds", lag_help, static_cast<double>(r.backup->lag_seconds),
+        tier("backup"));
+  }
+}
+
+}  // namespace strata::agent

@@ -3,6 +3,7 @@
 
 #include <map>
 
+#include "agent/agent_metrics.h"
 #include "format/naming.h"
 #include "util/file_util.h"
 #include "util/hash.h"
@@ -124,6 +125,7 @@ std::vector<StepKey> ClientFiles::Ingest(const ReplicatorConfig& job, size_t pee
   std::vector<StepKey> ingested;
   for (int64_t step : local_->CommittedSteps()) {
     const StepKey key{job.job_name, job.node_rank, step};
+    const SteadyClock::time_point began = clock_->Now();
     auto index = store_->Ingest(JoinPath(local_->path(), std::to_string(step)), key);
     if (!index.ok()) {
       Log()->error("{}", index.status().message());
@@ -132,6 +134,8 @@ std::vector<StepKey> ClientFiles::Ingest(const ReplicatorConfig& job, size_t pee
     }
     Log()->info("ingested step {} ({} bytes, digest {})", step, index->total_bytes,
                 Hex64(index->digest));
+    metric::LocalCommitSeconds().Observe(SecondsSince(*clock_, began));
+    metric::LocalCommitBytes().Add(static_cast<double>(index->total_bytes));
     if (index->total_bytes > largest_step_bytes_) {
       largest_step_bytes_ = index->total_bytes;
       const uint64_t in = peers;  // copies others send here, by symmetry

@@ -168,6 +168,9 @@ struct AgentConfig {
   // replicated, the ranks gone) before it exits; `strata maintenance`'s
   // default grace period. Default 300 s, like the platforms' notice.
   std::chrono::seconds grace{300};
+  // Where to serve Prometheus metrics (HTTP, GET /metrics). Default: unset
+  // (not served). See docs/operations.md.
+  std::optional<Endpoint> metrics;
 };
 
 // The port of the JAX coordination service when --jax-coordinator gives
@@ -204,6 +207,7 @@ struct AgentFlags {
   std::optional<int64_t> backup_bandwidth_mib;     // --backup-bandwidth MIB_PER_S
   std::optional<std::string> restore_backup;       // --restore-backup ID
   std::optional<int64_t> grace_seconds;            // --grace-seconds S
+  std::optional<std::string> metrics;              // --metrics HOST:PORT
 };
 
 // Resolves the agent configuration. Sources, lowest precedence first:
@@ -211,11 +215,12 @@ struct AgentFlags {
 //      advertise, coordinator, jax-coordinator, secret-file, log-level, node-rank,
 //      data-streams, max-message-bytes, backup, backup-interval-steps,
 //      backup-interval-minutes, backup-bandwidth, restore-backup,
-//      grace-seconds; unknown
+//      grace-seconds, metrics; unknown
 //      keys are errors);
 //   2. the environment: STRATA_LOCAL_DIR, STRATA_LISTEN, STRATA_ADVERTISE,
 //      STRATA_COORDINATOR, STRATA_JAX_COORDINATOR, STRATA_NODE_RANK,
-//      STRATA_SECRET, STRATA_SECRET_FILE, STRATA_LOG_LEVEL, STRATA_BACKUP;
+//      STRATA_SECRET, STRATA_SECRET_FILE, STRATA_LOG_LEVEL, STRATA_BACKUP,
+//      STRATA_METRICS;
 //   3. the flags.
 // A secret given inline (STRATA_SECRET) or as a file at a higher level
 // replaces either form at a lower level; both forms at one level is an error.

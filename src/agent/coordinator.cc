@@ -3,6 +3,7 @@
 
 #include <future>
 
+#include "agent/agent_metrics.h"
 #include "util/hash.h"
 #include "util/logging.h"
 #include "wire/control.h"
@@ -218,6 +219,7 @@ StatusOr<json> Coordinator::Register(const wire::RegisterRequest& req) {
     next.sync.round = next.round;
     next.sync.known = std::move(job.sync.known);
     next.quarantined = std::move(job.quarantined);
+    next.round_began = clock_->Now();
     job = std::move(next);
     Log()->info("job {}: round {} begins (node {} registered)", name, job.round, node);
   }
@@ -227,6 +229,7 @@ StatusOr<json> Coordinator::Register(const wire::RegisterRequest& req) {
   if (static_cast<int>(job.members.size()) == job.nodes) {
     Replan(name, job);
     Log()->info("job {} round {}: {}", name, job.round, job.plan->reason);
+    metric::CoordinatorRoundSeconds().Observe(SecondsSince(*clock_, job.round_began));
     MaybeDecideSync(name, job);  // a notice that came while the job was registering
   }
   if (new_round || job.plan) Wake(name);  // superseded waits; the plan
@@ -430,7 +433,7 @@ StatusOr<json> Coordinator::Quarantine(const wire::QuarantineStepRequest& req) {
   MutexLock l(&mu_);
   STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(name));
   STRATA_RETURN_IF_ERROR(CheckNode(name, *job, req.node));
-  job->quarantined.insert(req.step);
+  if (job->quarantined.insert(req.step).second) metric::Quarantines().Add();
   Log()->warn("job {}: step {} quarantined (a crash loop on node {}); it is never restored again",
               name, req.step, req.node);
   return wire::QuarantineStepReply{"job " + name + " will not restore step " +

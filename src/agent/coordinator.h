@@ -174,7 +174,8 @@ class Coordinator {
     int nodes = 0;
     int dp = 1;
     int64_t round = 0;
-    int64_t plan_version = 0;  // bumped by every replan
+    SteadyClock::time_point round_began{};  // its first registration (for the round's metric)
+    int64_t plan_version = 0;               // bumped by every replan
     std::map<int, Member> members;
     Inventory inventory;
     std::set<std::tuple<int, int, int64_t>> excluded;

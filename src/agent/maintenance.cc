@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "agent/agent_metrics.h"
 #include "agent/rpc.h"
 #include "format/naming.h"
 #include "format/sync_map.h"
@@ -102,6 +103,7 @@ StatusOr<wire::MaintenanceEvent> Maintenance::Handle(const wire::MaintenanceRequ
   auto ranks = parts_.sync->LiveRanks();
   Log()->warn("maintenance event: SIGTERM to {} rank(s) using {}, grace {} ms{}", ranks.size(), dir,
               grace.count(), lose_ram ? ", the node loses its RAM" : "");
+  metric::MaintenanceEvents().Add();
   wire::MaintenanceEvent event;
   event.time = Rfc3339(started_ms);
   event.unix_ms = started_ms;

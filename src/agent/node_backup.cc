@@ -4,6 +4,7 @@
 #include <ctime>
 #include <map>
 
+#include "agent/agent_metrics.h"
 #include "backup/layout.h"
 #include "util/file_util.h"
 #include "util/hash.h"
@@ -199,8 +200,11 @@ std::optional<NodeBackup::UploadResult> NodeBackup::UploadCurrent() {
     Log()->info("backup {}: uploaded part {} (step {}, {} bytes in {:.1f} s, {:.0f} MB/s)",
                 task->id, task->key.rank, task->key.step, result.bytes, secs,
                 result.bytes / 1e6 / std::max(secs, 1e-3));
+    metric::BackupSeconds().Observe(secs);
+    metric::BackupBytes().Add(static_cast<double>(result.bytes));
   } else {
     Log()->error("backup {}: part {}: {}", task->id, task->key.rank, result.status.message());
+    metric::BackupFailures().Add();
   }
   MutexLock l(&mu_);
   current_.reset();

@@ -5,6 +5,7 @@
 #include <deque>
 #include <map>
 
+#include "agent/agent_metrics.h"
 #include "agent/rpc.h"
 #include "util/logging.h"
 #include "util/process.h"
@@ -293,6 +294,10 @@ void OnDemandSync::Apply(const wire::SyncDecision& decision) {
   step_ = step;
   decided_at_ = clock_->Now();
   map_.Publish(step, decision.notice_unix_ms);
+  metric::OnDemandSaves().Add();
+  if (const int64_t trained = node_step_.load(); trained >= 0 && step >= trained) {
+    metric::OnDemandStepDistance().Observe(static_cast<double>(step - trained));
+  }
   Log()->info("on-demand step {} published to {} rank(s) here (notice from {})", step, pids_.size(),
               decision.origin.empty() ? "?" : decision.origin);
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "agent/agent_metrics.h"
 #include "agent/local_dir.h"
 #include "format/sync_map.h"
 #include "net/frame.h"
@@ -76,6 +77,8 @@ void Replication::Stop() {
 void Replication::Enqueue(const StepKey& key) {
   MutexLock l(&mu_);
   newest_ingested_ = std::max(newest_ingested_, key.step);
+  ingested_at_[key.step] = clock_->Now();
+  while (ingested_at_.size() > kIngestTimesKept) ingested_at_.erase(ingested_at_.begin());
   if (!behind_since_) behind_since_ = clock_->Now();
   queue_.push_back(key);
   cv_.SignalAll();
@@ -86,6 +89,7 @@ void Replication::Forget() {
   ++epoch_;
   queue_.clear();
   watermark_ = newest_replicated_ = newest_ingested_ = -1;
+  ingested_at_.clear();
   behind_since_.reset();
 }
 
@@ -107,6 +111,12 @@ Replication::Progress Replication::progress() const {
   p.newest_ingested = newest_ingested_;
   p.queued = queue_.size();
   if (behind_since_) p.lag_seconds = SecondsSince(*clock_, *behind_since_);
+  auto age = [&](int64_t step) {
+    auto at = ingested_at_.find(step);
+    return at == ingested_at_.end() ? -1.0 : SecondsSince(*clock_, at->second);
+  };
+  p.own_age_seconds = age(newest_ingested_);
+  p.watermark_age_seconds = age(watermark_);
   p.error = error_;
   return p;
 }
@@ -205,6 +215,7 @@ bool Replication::SendEverywhere(const StepKey& key, const Target& target, uint6
       ++done;
       continue;
     }
+    if (addr != target.addresses.end()) metric::ReplicationFailures(addr->second).Add();
     Log()->warn("replicating {} to node {}: {} (will retry)", key.ToString(), peer, s.message());
     MutexLock l(&mu_);
     error_ =
@@ -232,6 +243,7 @@ Status Replication::SendToPeer(const StepKey& key, const std::string& address) {
   const auto groups = index.total_bytes >= kMultiStreamMinBytes
                           ? PartitionFiles(index, options_.data_streams)
                           : std::vector<std::vector<size_t>>(1);
+  const SteadyClock::time_point began = clock_->Now();
   const wire::PutStepRequest put{key, index, static_cast<int>(groups.size())};
   STRATA_ASSIGN_OR_RETURN(json answer, client.Call(put.ToJson(), kCallTimeout));
   STRATA_ASSIGN_OR_RETURN(wire::PutStepReady ready, wire::PutStepReady::FromJson(answer));
@@ -241,7 +253,10 @@ Status Replication::SendToPeer(const StepKey& key, const std::string& address) {
   } else {
     STRATA_RETURN_IF_ERROR(SendStepFiles(client.socket(), store_->StepPath(key), index));
   }
-  return AwaitCommitted(client.socket(), address);
+  STRATA_RETURN_IF_ERROR(AwaitCommitted(client.socket(), address));
+  metric::ReplicationSeconds(address).Observe(SecondsSince(*clock_, began));
+  metric::ReplicationBytes(address).Add(static_cast<double>(index.total_bytes));
+  return Status::Ok();
 }
 
 // Sends each group of files on its own connection, in parallel.

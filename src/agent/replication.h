@@ -82,7 +82,12 @@ class Replication {
     int64_t newest_ingested = -1;
     size_t queued = 0;
     double lag_seconds = 0;  // since the oldest step not yet on every peer was ingested
-    std::string error;       // the last failure to reach a peer, cleared by a success
+    // Since the newest ingested step, and the watermark's step, were
+    // ingested here; -1 when unknown (none, or ingested before this agent
+    // started or too long ago).
+    double own_age_seconds = -1;
+    double watermark_age_seconds = -1;
+    std::string error;  // the last failure to reach a peer, cleared by a success
   };
 
   Replication(Options options, Store* store, Env* env, SteadyClock* clock, Hooks hooks);
@@ -155,6 +160,9 @@ class Replication {
   int64_t watermark_ GUARDED_BY(mu_) = -1;
   int64_t newest_replicated_ GUARDED_BY(mu_) = -1;
   int64_t newest_ingested_ GUARDED_BY(mu_) = -1;
+  // When the newest ingested steps were ingested (the last kIngestTimesKept).
+  static constexpr size_t kIngestTimesKept = 64;
+  std::map<int64_t, SteadyClock::time_point> ingested_at_ GUARDED_BY(mu_);
   // When the oldest ingested step not yet on every peer was ingested; unset
   // when replication has caught up.
   std::optional<SteadyClock::time_point> behind_since_ GUARDED_BY(mu_);

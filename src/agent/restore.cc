@@ -4,6 +4,7 @@
 #include <mutex>
 #include <random>
 
+#include "agent/agent_metrics.h"
 #include "agent/planner.h"
 #include "agent/transfer.h"
 #include "format/naming.h"
@@ -332,9 +333,17 @@ std::vector<wire::HeldCopy> Restore::Inventory(const std::string& job) {
 // fails is dropped and reported in `bad`, so that the coordinator plans
 // another source. `node` is this node's rank.
 Status Restore::VerifyOwnCopy(const StepKey& key, int node, std::vector<wire::FailedHolder>* bad) {
+  const SteadyClock::time_point began = clock_->Now();
   Status v = store_->Verify(key);
-  if (v.ok()) return v;
+  if (v.ok()) {
+    metric::RestoreSeconds("own").Observe(SecondsSince(*clock_, began));
+    if (auto index = store_->GetIndex(key); index.ok()) {
+      metric::RestoreBytes("own").Add(static_cast<double>(index->total_bytes));
+    }
+    return v;
+  }
   Log()->warn("own copy {} does not verify, dropped: {}", key.ToString(), v.message());
+  metric::VerificationFailures("own").Add();
   store_->Remove(key).IgnoreError();
   bad->push_back({node, key.rank, key.step});
   return v;
@@ -352,6 +361,7 @@ Status Restore::FetchStep(Attempt& a, const StepKey& key, const wire::PlanSource
   for (int holder : source.holders) {
     if (holder == node) continue;
     std::string from = "node " + std::to_string(holder);
+    const SteadyClock::time_point began = clock_->Now();
     Status s;
     if (holder == kBackupHolder) {
       from = "backup " + plan.backup;
@@ -370,8 +380,16 @@ Status Restore::FetchStep(Attempt& a, const StepKey& key, const wire::PlanSource
                   " from " + from;
       a.fetched_key = key;
       Log()->info("restored {} from {}", key.ToString(), from);
+      const char* tier = holder == kBackupHolder ? "backup" : "peer";
+      metric::RestoreSeconds(tier).Observe(SecondsSince(*clock_, began));
+      if (auto index = store_->GetIndex(key); index.ok()) {
+        metric::RestoreBytes(tier).Add(static_cast<double>(index->total_bytes));
+      }
       *used = holder;
       return s;
+    }
+    if (s.code() == StatusCode::kDataLoss) {
+      metric::VerificationFailures(holder == kBackupHolder ? "backup" : "peer").Add();
     }
     Log()->warn("fetching {} from {}: {}", key.ToString(), from, s.message());
     a.bad.push_back({holder, key.rank, key.step});

@@ -144,6 +144,8 @@ void RegisterAgentCommands(CLI::App& app, Context& ctx) {
   iopt("--grace-seconds", flags->grace_seconds,
        "On SIGTERM, drain for at most this long (default 300)");
   iopt("--backup-bandwidth", flags->backup_bandwidth_mib, "Upload limit in MiB/s (0: none)");
+  opt("--metrics", flags->metrics,
+      "HOST:PORT to serve Prometheus metrics on (GET /metrics; default: off)");
   opt("--restore-backup", flags->restore_backup,
       "Coordinator: restore this backup id at the job's next start");
   agent->callback([&ctx, flags] { RunAgent(ctx, *flags); });
