@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libasio-dev
   clang clang-format xxhash python3
   pybind11-dev python3-dev python3-numpy python3-pytest python3-torch python3-yaml
+  prometheus
 )
 
 missing=()
