@@ -9,6 +9,7 @@
 #include <chrono>
 #include <map>
 #include <regex>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "agent/metrics_server.h"
@@ -180,6 +181,27 @@ TEST(AgentMetricsTest, ValuesMoveAsTheJobSavesReplicatesAndRestores) {
   EXPECT_GT(Sum(restored, "strata_restore_bytes_total", "source=\"peer\""), 0);
   auto own = Parse(Get(port[0], "/metrics"));
   EXPECT_GE(Sum(own, "strata_restore_seconds_count", "source=\"own\""), 1);
+  EXPECT_GT(Sum(own, "strata_goodput_seconds", "category=\"productive\""), 0);
+
+  // strata goodput over both nodes: the job's time, split.
+  std::string out;
+  ASSERT_EQ(c.Cli("goodput", 0, {"--agent", c.address(1), "--json"}, &out), 0) << out;
+  auto j = nlohmann::json::parse(out.substr(out.find('{')));
+  ASSERT_EQ(j["nodes"].size(), 2u) << out;
+  const auto& job = j["job"];
+  EXPECT_GT(job["productive_seconds"].get<double>(), 0) << out;
+  EXPECT_GT(job["restore_seconds"].get<double>(), 0) << out;
+  EXPECT_EQ(job["step"].get<int64_t>(), 30) << out;
+  EXPECT_EQ(job["interruptions"].get<int64_t>(), 1) << out;  // node 0 saw the job start again
+  EXPECT_EQ(job["wasted_steps"].get<int64_t>(), 0) << out;    // it resumed where it stopped
+  double sum = 0;
+  for (const char* k : {"productive_seconds", "save_seconds", "restore_seconds",
+                        "wasted_seconds", "other_seconds"}) {
+    sum += job[k].get<double>();
+  }
+  EXPECT_NEAR(sum, job["elapsed_seconds"].get<double>(), 1e-6) << out;
+  ASSERT_EQ(c.Cli("goodput", 0, {"--agent", c.address(1)}, &out), 0) << out;
+  EXPECT_NE(out.find("goodput "), std::string::npos) << out;
 }
 
 }  // namespace

@@ -376,7 +376,19 @@ TEST(WireControlTest, AStatusReplyRoundTrips) {
   b.newest = ReplicatedReply::Backup{"b-8", 1000, 1700000000, 1700000100};
   b.lag_seconds = 42;
   full.backup = b;
-  full.ranks = {{4242, 1201, 1, 1200}};
+  full.ranks = {{4242, 1201, 1, 1200, 2.5, 12}};
+  Goodput g;
+  g.elapsed_seconds = 100;
+  g.productive_seconds = 90;
+  g.save_seconds = 4;
+  g.restore_seconds = 3;
+  g.wasted_seconds = 2;
+  g.other_seconds = 1;
+  g.goodput = 0.9;
+  g.step = 1201;
+  g.wasted_steps = 20;
+  g.interruptions = 1;
+  full.goodput = g;
   full.training_step = 1201;
   full.ondemand_step = 1200;
   full.maintenance_since = "2026-11-24T10:00:00Z";
@@ -391,11 +403,15 @@ TEST(WireControlTest, AStatusReplyRoundTrips) {
   EXPECT_EQ(back->job->peers, (std::vector<int>{5, 7}));
   EXPECT_EQ(back->backup->newest->committed, 1700000100);
   EXPECT_EQ(back->restore_state, "awaiting plan");
+  EXPECT_EQ(back->ranks[0].save_stall_seconds, 2.5);
+  EXPECT_EQ(back->goodput->wasted_steps, 20);
+  EXPECT_EQ(back->goodput->goodput, 0.9);
 
   const json minimal = StatusReply().ToJson();
   EXPECT_FALSE(minimal.contains("job"));
   EXPECT_FALSE(minimal.contains("backup"));
   EXPECT_FALSE(minimal.contains("restore_state"));  // before the first restore
+  EXPECT_FALSE(minimal.contains("goodput"));        // before the job's first start
   auto empty = StatusReply::FromJson(json::parse(minimal.dump()));
   ASSERT_TRUE(empty.ok()) << empty.status().ToString();
   EXPECT_FALSE(empty->job);

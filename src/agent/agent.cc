@@ -133,6 +133,7 @@ Status Agent::RunLoop(const std::atomic<bool>& stop) {
     STRATA_ASSIGN_OR_RETURN(std::optional<bool> look,
                             client_->Wait(std::chrono::milliseconds(200)));
     if (look) OnEvents(*look);
+    goodput_.Sample(clock_->Now(), sync_->node_step(), sync_->RankStatus());
   }
   return Status::Ok();
 }
@@ -172,6 +173,7 @@ Status Agent::Incarnate(const ReplicatorConfig& config) {
   // exited (an on-demand step, typically) is taken in before the cleanup
   // below would remove it as not ours.
   IngestClientSteps();
+  goodput_.StartBegan(clock_->Now());
   STRATA_RETURN_IF_ERROR(local_.Clean(kReplicatorYaml));
   Incarnation inc;
   inc.config = config;
@@ -194,6 +196,7 @@ Status Agent::Incarnate(const ReplicatorConfig& config) {
   replication_->Forget();
   StatusOr<Restore::Outcome> restored = restore_->Run({config, inc.peers, Cadence(config)});
   STRATA_RETURN_IF_ERROR(restored.status());
+  goodput_.StartDone(clock_->Now(), restore_->summary().step);
   inc.round = restored->round;
   inc.addresses = std::move(restored->addresses);
   SaveState(inc);  // I/O outside mu_; a crash before the next line resumes from it

@@ -36,6 +36,7 @@
 #include "agent/client_files.h"
 #include "agent/config.h"
 #include "agent/coordinator.h"
+#include "agent/goodput.h"
 #include "agent/local_dir.h"
 #include "agent/maintenance.h"
 #include "agent/metrics_server.h"
@@ -190,6 +191,8 @@ class Agent {
   // process's registry (0: none).
   std::unique_ptr<MetricsServer> metrics_server_;
   int metrics_collector_ = 0;
+  // Where the job's time went (strata goodput); thread-safe.
+  GoodputLedger goodput_;
 };
 
 }  // namespace strata::agent

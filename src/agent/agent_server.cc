@@ -187,6 +187,7 @@ wire::StatusReply Agent::StatusReport() const {
     r.job = wire::StatusReply::Job{c.job_name, c.node_rank, c.nodes, inc_->peers, inc_->round};
   }
   if (std::optional<int64_t> since = maintenance_->since()) r.maintenance_since = Rfc3339(*since);
+  r.goodput = goodput_.Report(clock_->Now());
   return r;
 }
 
@@ -244,6 +245,20 @@ void Agent::CollectMetrics(std::vector<metrics::Sample>* out) const {
   if (r.backup && r.backup->newest) {
     add("strata_durability_lag_seconds", lag_help, static_cast<double>(r.backup->lag_seconds),
         tier("backup"));
+  }
+  if (r.goodput) {
+    const wire::Goodput& g = *r.goodput;
+    const char* help =
+        "Where the job's time on this node went since it first started under this agent "
+        "(strata goodput)";
+    for (auto [category, v] :
+         {std::pair{"productive", g.productive_seconds}, std::pair{"save", g.save_seconds},
+          std::pair{"restore", g.restore_seconds}, std::pair{"wasted", g.wasted_seconds},
+          std::pair{"other", g.other_seconds}}) {
+      metrics::Labels l = agent;
+      l.emplace_back("category", category);
+      add("strata_goodput_seconds", help, v, l);
+    }
   }
 }
 

@@ -105,7 +105,8 @@ std::vector<wire::StatusReply::Rank> OnDemandSync::RankStatus() const {
   std::vector<wire::StatusReply::Rank> out;
   for (auto [slot, pid] : LiveRanks()) {
     const SyncSlot& s = map_.slot(slot);
-    out.push_back({pid, s.current_step.load(), s.notices.load(), s.saved_step.load()});
+    out.push_back({pid, s.current_step.load(), s.notices.load(), s.saved_step.load(),
+                   static_cast<double>(s.save_stall_us.load()) / 1e6, s.saves.load()});
   }
   return out;
 }

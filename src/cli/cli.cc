@@ -31,6 +31,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   RegisterRunCommand(app, ctx);
   RegisterMaintenanceCommands(app, ctx);
   RegisterPlanCommand(app, ctx);
+  RegisterGoodputCommand(app, ctx);
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 parses a reversed vector
   try {

@@ -38,6 +38,7 @@ void RegisterBackupCommands(CLI::App& app, Context& ctx);
 void RegisterRunCommand(CLI::App& app, Context& ctx);
 void RegisterMaintenanceCommands(CLI::App& app, Context& ctx);
 void RegisterPlanCommand(CLI::App& app, Context& ctx);
+void RegisterGoodputCommand(CLI::App& app, Context& ctx);
 
 // "64.0 MiB"
 std::string HumanBytes(uint64_t bytes);

@@ -46,6 +46,12 @@ class AgentSync {
   // SyncDue returned when the save was decided (0: a local fallback).
   void Served(int64_t step, uint64_t generation);
 
+  // A Save() returned after blocking its caller for `stall`.
+  void SaveStalled(std::chrono::microseconds stall) noexcept {
+    slot_.save_stall_us.fetch_add(stall.count(), std::memory_order_relaxed);
+    slot_.saves.fetch_add(1, std::memory_order_relaxed);
+  }
+
   std::optional<int64_t> PendingSyncStep() const;
   // When the job's notice arrived (Unix ms), 0 if unknown.
   int64_t NoticeUnixMs() const { return map_.header().notice_unix_ms.load(); }

@@ -283,6 +283,9 @@ StatusOr<SaveResult> CheckpointerImpl::Save(int64_t step, std::span<const Item> 
     cv_.SignalAll();
   }
   ResetTimer();
+  if (sync_) {
+    sync_->SaveStalled(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start));
+  }
   return result;
 }
 

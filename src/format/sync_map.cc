@@ -122,6 +122,8 @@ StatusOr<int> SyncMap::Claim(int64_t pid) const {
     s.notices.store(0);
     s.saved_step.store(-1);
     s.served.store(0);
+    s.save_stall_us.store(0);
+    s.saves.store(0);
     s.pid.store(pid);
     return i;
   }

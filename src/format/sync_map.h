@@ -48,7 +48,11 @@ struct SyncSlot {
   std::atomic<uint64_t> notices{0};       // maintenance notices received
   std::atomic<int64_t> saved_step{-1};    // the newest on-demand step committed
   std::atomic<uint64_t> served{0};        // generation of that save
-  std::atomic<int64_t> reserved[3];
+  // Its Save() calls: microseconds they blocked it, and how many (for the
+  // agent's goodput). Zero from a library older than these fields.
+  std::atomic<int64_t> save_stall_us{0};
+  std::atomic<int64_t> saves{0};
+  std::atomic<int64_t> reserved[1];
 };
 
 struct SyncHeader {

@@ -97,9 +97,45 @@ StatusOr<StatusReply::Rank> RankFromJson(const json& j) {
   r.Get("step", &k.step);
   r.Get("notices", &k.notices);
   r.Get("ondemand_step", &k.ondemand_step);
+  r.Get("save_stall_seconds", &k.save_stall_seconds);
+  r.Get("saves", &k.saves);
   STRATA_RETURN_IF_ERROR(r.status());
   return k;
 }
+
+}  // namespace
+
+StatusOr<Goodput> Goodput::FromJson(const json& j) {
+  Reader r(j, "goodput");
+  Goodput g;
+  r.Get("elapsed_seconds", &g.elapsed_seconds);
+  r.Get("productive_seconds", &g.productive_seconds);
+  r.Get("save_seconds", &g.save_seconds);
+  r.Get("restore_seconds", &g.restore_seconds);
+  r.Get("wasted_seconds", &g.wasted_seconds);
+  r.Get("other_seconds", &g.other_seconds);
+  r.Get("goodput", &g.goodput);
+  r.Get("step", &g.step);
+  r.Get("wasted_steps", &g.wasted_steps);
+  r.Get("interruptions", &g.interruptions);
+  STRATA_RETURN_IF_ERROR(r.status());
+  return g;
+}
+
+json Goodput::ToJson() const {
+  return {{"elapsed_seconds", elapsed_seconds},
+          {"productive_seconds", productive_seconds},
+          {"save_seconds", save_seconds},
+          {"restore_seconds", restore_seconds},
+          {"wasted_seconds", wasted_seconds},
+          {"other_seconds", other_seconds},
+          {"goodput", goodput},
+          {"step", step},
+          {"wasted_steps", wasted_steps},
+          {"interruptions", interruptions}};
+}
+
+namespace {
 
 StatusOr<ReplicatedReply::Backup> NewestFromJson(const json& j) {
   Reader r(j, "status: backup: newest");
@@ -167,6 +203,9 @@ StatusOr<StatusReply> StatusReply::FromJson(const json& j) {
   r.Get("ondemand_step", &s.ondemand_step);
   r.Get("maintenance_since", &s.maintenance_since);
   STRATA_RETURN_IF_ERROR(r.status());
+  if (auto g = j.find("goodput"); g != j.end() && !g->is_null()) {
+    STRATA_ASSIGN_OR_RETURN(s.goodput, Goodput::FromJson(*g));
+  }
   const json ram_disk = j.value("ram_disk", json());
   Reader disk(ram_disk, "status: ram_disk");
   disk.Get("tmpfs", &s.tmpfs);
@@ -220,16 +259,20 @@ json StatusReply::ToJson() const {
   if (backup) j["backup"] = backup->ToJson();
   json rank_list = json::array();
   for (const Rank& k : ranks) {
-    rank_list.push_back({{"pid", k.pid},
-                         {"step", k.step},
-                         {"notices", k.notices},
-                         {"ondemand_step", k.ondemand_step}});
+    json rank = {{"pid", k.pid},
+                 {"step", k.step},
+                 {"notices", k.notices},
+                 {"ondemand_step", k.ondemand_step}};
+    if (k.save_stall_seconds) rank["save_stall_seconds"] = *k.save_stall_seconds;
+    if (k.saves) rank["saves"] = *k.saves;
+    rank_list.push_back(rank);
   }
   j["ranks"] = rank_list;
   j["training_step"] = training_step;
   if (ondemand_step) j["ondemand_step"] = *ondemand_step;
   if (maintenance_since) j["maintenance_since"] = *maintenance_since;
   if (restore_state) j["restore_state"] = *restore_state;
+  if (goodput) j["goodput"] = goodput->ToJson();
   return j;
 }
 

@@ -36,6 +36,22 @@ struct BackupStatus {
   json ToJson() const;
 };
 
+// Where the job's time on a node went (agent/goodput.h), in seconds.
+struct Goodput {
+  double elapsed_seconds = 0;     // since the job first started under this agent
+  double productive_seconds = 0;  // training of steps never lost
+  double save_seconds = 0;        // the ranks blocked in Save()
+  double restore_seconds = 0;     // from a start's yaml to its data in place
+  double wasted_seconds = 0;      // training of steps an interruption lost
+  double other_seconds = 0;       // the job down between an interruption and its next start
+  double goodput = 0;             // productive / elapsed
+  int64_t step = 0;               // the newest step trained
+  int64_t wasted_steps = 0;
+  int64_t interruptions = 0;
+  static StatusOr<Goodput> FromJson(const json& j);
+  json ToJson() const;
+};
+
 // status: the agent's job, what it holds, replication, backups, the ranks.
 struct StatusReply {
   struct Held {  // a copy in the store
@@ -57,6 +73,10 @@ struct StatusReply {
     int64_t step = -1;  // the newest step it checked
     uint64_t notices = 0;
     int64_t ondemand_step = -1;  // the newest on-demand step it saved
+    // Its Save() calls: how long they blocked it, and how many; absent
+    // from an older agent.
+    std::optional<double> save_stall_seconds;
+    std::optional<int64_t> saves;
   };
   std::string local_dir;
   std::string address;
@@ -81,6 +101,7 @@ struct StatusReply {
   int64_t training_step = -1;
   std::optional<int64_t> ondemand_step;
   std::optional<std::string> maintenance_since;  // RFC 3339
+  std::optional<Goodput> goodput;                // once the job has started here
   static StatusOr<StatusReply> FromJson(const json& j);
   json ToJson() const;
 };

@@ -1,0 +1,126 @@
+// Copyright 2026 The Strata Authors.
+//
+// strata goodput: where a job's time went, from the agents of its nodes
+// (agent/goodput.h; docs/operations.md).
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/agent_client.h"
+#include "cli/cli.h"
+#include "wire/control.h"
+#include "wire/op.h"
+
+namespace strata::cli {
+namespace {
+
+struct GoodputArgs {
+  std::vector<std::string> agents;
+  std::string secret_file;
+  bool json = false;
+};
+
+struct Node {
+  std::string agent;
+  std::optional<int> rank;
+  wire::Goodput g;
+};
+
+std::string Pct(double part, double whole) {
+  return whole > 0 ? fmt::format("{:5.1f}%", 100 * part / whole) : "    -";
+}
+
+void PrintLine(Context& ctx, const std::string& who, const wire::Goodput& g) {
+  ctx.out << fmt::format(
+      "{:<28} {:>9.1f} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6}\n", who, g.elapsed_seconds,
+      Pct(g.productive_seconds, g.elapsed_seconds), Pct(g.save_seconds, g.elapsed_seconds),
+      Pct(g.restore_seconds, g.elapsed_seconds), Pct(g.wasted_seconds, g.elapsed_seconds),
+      Pct(g.other_seconds, g.elapsed_seconds), g.step, g.wasted_steps, g.interruptions);
+}
+
+// The job's: every category averaged over the nodes (they train in step).
+wire::Goodput JobGoodput(const std::vector<Node>& nodes) {
+  wire::Goodput j;
+  const double n = static_cast<double>(nodes.size());
+  for (const Node& node : nodes) {
+    const wire::Goodput& g = node.g;
+    j.elapsed_seconds += g.elapsed_seconds / n;
+    j.productive_seconds += g.productive_seconds / n;
+    j.save_seconds += g.save_seconds / n;
+    j.restore_seconds += g.restore_seconds / n;
+    j.wasted_seconds += g.wasted_seconds / n;
+    j.other_seconds += g.other_seconds / n;
+    j.step = std::max(j.step, g.step);
+    j.wasted_steps = std::max(j.wasted_steps, g.wasted_steps);
+    j.interruptions = std::max(j.interruptions, g.interruptions);
+  }
+  j.goodput = j.elapsed_seconds > 0 ? j.productive_seconds / j.elapsed_seconds : 0;
+  return j;
+}
+
+void RunGoodput(Context& ctx, const GoodputArgs& a) {
+  std::vector<Node> nodes;
+  for (const std::string& agent : a.agents) {
+    auto reply = CallAgent(agent, a.secret_file, wire::Request(wire::Op::kStatus),
+                           std::chrono::seconds(10), "strata goodput");
+    auto status = reply.ok() ? wire::StatusReply::FromJson(*reply)
+                             : StatusOr<wire::StatusReply>(reply.status());
+    if (!status.ok()) {
+      ctx.err << "strata goodput: " << status.status().message() << "\n";
+      ctx.exit_code = 1;
+      return;
+    }
+    if (!status->goodput) {
+      ctx.err << "strata goodput: the agent at " << agent << " has seen no job start yet\n";
+      ctx.exit_code = 1;
+      return;
+    }
+    std::optional<int> rank;
+    if (status->job) rank = status->job->node;
+    nodes.push_back({agent, rank, *status->goodput});
+  }
+  const wire::Goodput job = JobGoodput(nodes);
+  if (a.json) {
+    nlohmann::json per = nlohmann::json::array();
+    for (const Node& n : nodes) {
+      nlohmann::json j = n.g.ToJson();
+      j["agent"] = n.agent;
+      if (n.rank) j["node"] = *n.rank;
+      per.push_back(j);
+    }
+    ctx.out << nlohmann::json{{"job", job.ToJson()}, {"nodes", per}}.dump(2) << "\n";
+    return;
+  }
+  ctx.out << fmt::format("{:<28} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6}\n", "",
+                         "elapsed s", "product.", "save", "restore", "wasted", "other", "step",
+                         "lost", "intr.");
+  for (const Node& n : nodes) {
+    PrintLine(ctx, n.rank ? fmt::format("node {} ({})", *n.rank, n.agent) : n.agent, n.g);
+  }
+  PrintLine(ctx, "job", job);
+  ctx.out << fmt::format(
+      "goodput {:.1f}%: of {:.0f} s, {:.1f} s training steps kept, {:.1f} s blocked in saves, "
+      "{:.1f} s restoring, {:.1f} s recomputing {} lost step(s), {:.1f} s down between "
+      "interruptions and restarts\n",
+      100 * job.goodput, job.elapsed_seconds, job.productive_seconds, job.save_seconds,
+      job.restore_seconds, job.wasted_seconds, job.wasted_steps, job.other_seconds);
+}
+
+}  // namespace
+
+void RegisterGoodputCommand(CLI::App& app, Context& ctx) {
+  auto a = std::make_shared<GoodputArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "goodput", "Where a job's time went: productive, saves, restores, recomputation, down");
+  cmd->add_option("--agent", a->agents, "HOST:PORT of a node's agent; repeat for every node")
+      ->required()
+      ->delimiter(',');
+  cmd->add_option("--secret-file", a->secret_file,
+                  "The job's secret (or STRATA_SECRET_FILE / STRATA_SECRET)");
+  cmd->add_flag("--json", a->json, "Print JSON");
+  cmd->callback([&ctx, a] { RunGoodput(ctx, *a); });
+}
+
+}  // namespace strata::cli
