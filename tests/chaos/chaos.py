@@ -61,6 +61,7 @@ STATE_MB = 4
 INTERVAL = 25        # a periodic checkpoint every INTERVAL steps
 BACKUP_EVERY = 100   # a backup every BACKUP_EVERY steps
 RAMDISK_MB = 160     # each node's RAM disk (a tmpfs of its own), for disk_full
+RAM_REFILL_S = 20    # how long after a node lost its RAM the copies it held count as gone
 BACKUP_URL = "s3://%s/job" % s3host.BUCKET
 ABORT_SIGNS = ("AddressSanitizer", "terminate called", "Segmentation fault", "Assertion",
                "core dumped", "Aborted")
@@ -269,6 +270,7 @@ class Faults:
         self.s3_since = -1    # the training step when the S3 faults in force began
         self.s3_cleared = -10**9  # the training step when the last S3 fault healed
         self.replaced = 0
+        self.ram_lost = {}    # node -> when it last lost its RAM (or came back empty)
         self.recovering = []  # records of restarting faults the job has not recovered from
 
     def apply(self, fault, t0):
@@ -288,7 +290,12 @@ class Faults:
             record["skipped"] = "the node is away"
         else:
             self._do(fault, k, nodes)
-        record["away"] = len(self.away)  # nodes without their RAM now
+        # Nodes without their RAM now: away, or back (replaced, wiped by
+        # maintenance --lose-ram) so recently that their peers' copies of
+        # them and their copies of their peers are not yet replaced.
+        now = time.time()
+        ramless = self.away | {n for n, t in self.ram_lost.items() if now - t < RAM_REFILL_S}
+        record["away"] = len(ramless)
         self.say("%s   (%s at t=%.1f s)" % (fault, "skipped: " + record["skipped"]
                                             if "skipped" in record else "applied", time.time() - t0))
         self.records.append(record)
@@ -315,6 +322,7 @@ class Faults:
             self.heals.append((later, lambda: self._return(n), "node %d back, empty" % n))
         elif k == "replace_node":
             self._replace(nodes[0])
+            self.ram_lost[nodes[0]] = time.time()
         elif k == "partition":
             group = [job.host(n) for n in nodes]
             self.partitions.append(group)
@@ -349,6 +357,7 @@ class Faults:
             argv = [job.strata, "maintenance", "--agent", job.address(nodes[0]), "--grace", "60s"]
             if k == "maintenance_lose_ram":
                 argv.append("--lose-ram")
+                self.ram_lost[nodes[0]] = time.time()
             t = threading.Thread(target=subprocess.run, args=(argv,), daemon=True,
                                  kwargs={"capture_output": True, "timeout": 180,
                                          "env": dict(os.environ, STRATA_SECRET_FILE=job.secret)})
@@ -368,6 +377,7 @@ class Faults:
 
     def _return(self, n):
         self.away.discard(n)
+        self.ram_lost[n] = time.time()
         self.job.mount(n)
         self.job.start_agent(n)
         self.job.wait_listening(n)
