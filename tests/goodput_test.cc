@@ -94,10 +94,25 @@ TEST_F(GoodputTest, ASupersededStartCountsOnceAndStallsOfARestartedRankAreNotLos
   g.Sample(At(5), 1, {Rank{1, 1, 0, -1, 0.0, 0}, Rank{2, 1, 0, -1, 0.0, 0}});
   g.Sample(At(6), 2, {Rank{1, 2, 0, -1, 1.0, 1}, Rank{2, 2, 0, -1, 1.0, 1}});
   EXPECT_NEAR(g.Report(At(6))->save_seconds, 1, 1e-9);
-  // Rank 2 restarts (a new pid, counting from zero): its stall counts anew.
-  g.Sample(At(7), 3, {Rank{1, 3, 0, -1, 1.0, 1}, Rank{3, 3, 0, -1, 0.5, 1}});
-  EXPECT_NEAR(g.Report(At(7))->save_seconds, 1.25, 1e-9);
-  ExpectAddsUp(*g.Report(At(7)));
+  // Rank 2 restarts: the new pid's first value is its baseline (its slot
+  // may hold a previous holder's count), then its growth counts.
+  g.Sample(At(7), 3, {Rank{1, 3, 0, -1, 1.0, 1}, Rank{3, 3, 0, -1, 0.25, 1}});
+  g.Sample(At(8), 4, {Rank{1, 4, 0, -1, 1.0, 1}, Rank{3, 4, 0, -1, 0.75, 2}});
+  EXPECT_NEAR(g.Report(At(8))->save_seconds, 1.25, 1e-9);
+  ExpectAddsUp(*g.Report(At(8)));
+}
+
+TEST_F(GoodputTest, TimeAfterTheRanksAreGoneIsNotProductive) {
+  GoodputLedger g;
+  g.StartBegan(At(0));
+  g.StartDone(At(0), -1);
+  double stall = 0;
+  Train(g, 10, 0, 50, 0, 0, &stall);  // steps 0..50, then the job ends
+  g.Sample(At(51), 50, {});
+  auto r = g.Report(At(1000));
+  EXPECT_NEAR(r->productive_seconds, 50, 1e-6);
+  EXPECT_NEAR(r->other_seconds, 950, 1e-6);
+  ExpectAddsUp(*r);
 }
 
 }  // namespace

@@ -17,17 +17,20 @@ void GoodputLedger::Sample(TimePoint now, int64_t step,
   MutexLock l(&mu_);
   // Stalls: each rank's growth since the last sample, shared by the ranks
   // (they stall side by side, not one after another).
+  // A pid seen for the first time sets its baseline: its slot may hold what
+  // a previous holder counted (a library older than the stall fields does
+  // not reset them when it claims a slot).
   std::map<int64_t, double> seen;
   double grown = 0;
   for (const auto& r : ranks) {
     if (!r.save_stall_seconds) continue;
     auto before = stall_seen_.find(r.pid);
-    grown +=
-        std::max(0.0, *r.save_stall_seconds - (before == stall_seen_.end() ? 0.0 : before->second));
+    if (before != stall_seen_.end()) grown += std::max(0.0, *r.save_stall_seconds - before->second);
     seen[r.pid] = *r.save_stall_seconds;
   }
   if (!seen.empty()) stall_seconds_ += grown / static_cast<double>(seen.size());
   stall_seen_ = std::move(seen);
+  ranks_live_ = !ranks.empty();
   if (running_ && step > newest_) {
     newest_ = step;
     last_progress_ = now;
@@ -68,8 +71,8 @@ std::optional<wire::Goodput> GoodputLedger::Report(TimePoint now) const {
   if (!first_start_) return std::nullopt;
   double trained = trained_seconds_;
   int64_t steps = trained_steps_;
-  if (running_) {  // the run goes on: up to now (a step in progress counts)
-    trained += Seconds(now - run_began_);
+  if (running_) {  // the run goes on: up to now while ranks live, else to its last progress
+    trained += Seconds((ranks_live_ ? now : last_progress_) - run_began_);
     steps += std::max<int64_t>(0, newest_ - run_first_step_);
   }
   wire::Goodput g;

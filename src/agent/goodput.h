@@ -50,6 +50,7 @@ class GoodputLedger {
   std::optional<TimePoint> first_start_ GUARDED_BY(mu_);
   std::optional<TimePoint> start_began_ GUARDED_BY(mu_);  // a start under way
   bool running_ GUARDED_BY(mu_) = false;                  // ranks training since StartDone
+  bool ranks_live_ GUARDED_BY(mu_) = false;               // at the last sample
   TimePoint run_began_ GUARDED_BY(mu_){};
   TimePoint last_progress_ GUARDED_BY(mu_){};
   int64_t run_first_step_ GUARDED_BY(mu_) = 0;   // the step the run resumed after

@@ -78,7 +78,13 @@ void Replication::Enqueue(const StepKey& key) {
   MutexLock l(&mu_);
   newest_ingested_ = std::max(newest_ingested_, key.step);
   ingested_at_[key.step] = clock_->Now();
-  while (ingested_at_.size() > kIngestTimesKept) ingested_at_.erase(ingested_at_.begin());
+  // Kept from the watermark's step on (its age is the peer tier's lag, which
+  // matters most when replication is stuck), with a bound for a watermark
+  // that never moves.
+  while (!ingested_at_.empty() &&
+         (ingested_at_.begin()->first < watermark_ || ingested_at_.size() > kIngestTimesKept)) {
+    ingested_at_.erase(ingested_at_.begin());
+  }
   if (!behind_since_) behind_since_ = clock_->Now();
   queue_.push_back(key);
   cv_.SignalAll();

@@ -160,8 +160,9 @@ class Replication {
   int64_t watermark_ GUARDED_BY(mu_) = -1;
   int64_t newest_replicated_ GUARDED_BY(mu_) = -1;
   int64_t newest_ingested_ GUARDED_BY(mu_) = -1;
-  // When the newest ingested steps were ingested (the last kIngestTimesKept).
-  static constexpr size_t kIngestTimesKept = 64;
+  // When the steps from the watermark's on were ingested (at most
+  // kIngestTimesKept: a day of saves every ten seconds).
+  static constexpr size_t kIngestTimesKept = 8640;
   std::map<int64_t, SteadyClock::time_point> ingested_at_ GUARDED_BY(mu_);
   // When the oldest ingested step not yet on every peer was ingested; unset
   // when replication has caught up.

@@ -191,7 +191,8 @@ void Simulate(Context& ctx, const PlanArgs& a, const Costs& c, const goodput::Pl
   nlohmann::json out = nlohmann::json::array();
   for (Variant v :
        {Variant{"planned", 1}, Variant{"10x as often", 0.1}, Variant{"10x as rarely", 10}}) {
-    // The backup period stays: only the save interval varies.
+    // The backup period stays where it can (a backup is never more often
+    // than a save): only the save interval varies.
     int64_t backup_every =
         p.backup_every <= 0
             ? 0

@@ -248,6 +248,17 @@ StatusOr<SaveResult> CheckpointerImpl::Save(int64_t step, std::span<const Item> 
   if (step < 0) return InvalidArgumentError("step " + std::to_string(step) + " is negative");
   STRATA_RETURN_IF_ERROR(ValidateItems(items).WithContext("saving step " + std::to_string(step)));
   const Clock::time_point start = Clock::now();
+  // However Save() returns, the time it blocked the caller is a stall.
+  struct StallReport {
+    AgentSync* sync;
+    Clock::time_point start;
+    ~StallReport() {
+      if (sync != nullptr) {
+        sync->SaveStalled(
+            std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start));
+      }
+    }
+  } stall_report{sync_.get(), start};
   const uint64_t notices = PreemptionNotices();
   SaveResult result;
   result.step = step;
@@ -283,9 +294,6 @@ StatusOr<SaveResult> CheckpointerImpl::Save(int64_t step, std::span<const Item> 
     cv_.SignalAll();
   }
   ResetTimer();
-  if (sync_) {
-    sync_->SaveStalled(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start));
-  }
   return result;
 }
 

@@ -116,7 +116,7 @@ class Job {
     while (wall_ < horizon) {
       int cls = NextFailure();
       double due = next_failure_[cls];
-      double save_at = (std::floor(progress_ / interval_ + 1e-9) + 1) * interval_;
+      double save_at = static_cast<double>(index_ + 1) * interval_;
       double work = save_at - progress_;
       if (wall_ + work > std::min(due, horizon)) {
         double until = std::min(due, horizon);
@@ -149,7 +149,7 @@ class Job {
   // after that tier's lag. A failure during the stall loses it.
   void Save(double due) {
     double start = wall_;
-    int64_t index = std::llround(progress_ / interval_);
+    const int64_t index = ++index_;
     bool backup = backup_every_ > 0 && index % backup_every_ == 0;
     wall_ += c_.tier[kRam].cost + (backup ? c_.tier[kBackup].cost : 0);
     if (due < wall_) {
@@ -186,6 +186,7 @@ class Job {
     double resume = 0;
     for (int t = cls; t < kTiers; ++t) resume = std::max(resume, tiers_[t].newest);
     progress_ = resume;
+    index_ = std::llround(resume / interval_);  // resume is a save's progress
     for (auto& t : tiers_) t.newest = std::min(t.newest, resume);
     next_failure_[cls] = Draw(cls, wall_);
     wall_ += c_.tier[cls].restart;
@@ -199,6 +200,7 @@ class Job {
   std::array<TierState, kTiers> tiers_;
   double wall_ = 0;
   double progress_ = 0;
+  int64_t index_ = 0;  // the save at or below progress_ (progress index_ * interval_)
   SimResult result_;
 };
 

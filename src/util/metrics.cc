@@ -201,7 +201,14 @@ std::string Registry::Render() const {
         break;
     }
   }
-  // Collected samples: gauges, one family per name (in the order first seen).
+  // Collected samples: gauges, one family per name. A name that is also a
+  // registered family is left out: two families of one name would make
+  // Prometheus refuse the whole scrape.
+  std::vector<Sample> kept;
+  for (Sample& x : samples) {
+    if (families_.count(x.name) == 0) kept.push_back(std::move(x));
+  }
+  samples = std::move(kept);
   std::stable_sort(samples.begin(), samples.end(),
                    [](const Sample& a, const Sample& b) { return a.name < b.name; });
   for (size_t i = 0; i < samples.size(); ++i) {

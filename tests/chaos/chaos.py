@@ -267,6 +267,7 @@ class Faults:
         self.s3_modes = []    # (fault id, mode) of the S3 faults in force, oldest first
         self.full = {}        # node -> how many disk_full faults hold it
         self.full_since = -1  # the training step when the disks in self.full began to fill
+        self.full_cleared = -10**9  # the training step when the last full disk was freed
         self.s3_since = -1    # the training step when the S3 faults in force began
         self.s3_cleared = -10**9  # the training step when the last S3 fault healed
         self.replaced = 0
@@ -280,7 +281,9 @@ class Faults:
         if fault.kind in RESTARTS:  # what the work lost and recovery are measured against
             record["before"] = job.training_step()
             record["starts"] = job.starts()
-            record["full_since"] = self.full_since if self.full else -1
+            # A save lands again with the first save step after the disk frees.
+            full_recent = record["before"] - self.full_cleared < 2 * INTERVAL
+            record["full_since"] = self.full_since if self.full or full_recent else -1
             # Backups resume with the next backup step after S3 heals.
             recent = record["before"] - self.s3_cleared < 2 * BACKUP_EVERY
             record["s3_since"] = self.s3_since if self.s3_modes or recent else -1
@@ -452,6 +455,8 @@ class Faults:
         self.full[n] -= 1
         if self.full[n] == 0:
             del self.full[n]
+            if not self.full:
+                self.full_cleared = self.job.training_step()
             try:
                 os.unlink(os.path.join(self.job.dir(n), ".chaos-fill"))
             except OSError:

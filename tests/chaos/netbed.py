@@ -89,11 +89,12 @@ class NetBed:
     """Hosts named by the caller ("n0", "n1", "s3", ...), each with an address."""
 
     def __init__(self, hosts, rate="1gbit", burst="256kb"):
-        self.tag = "%s%03x" % (TAG_PREFIX, os.getpid() & 0xFFF)
         # 10.213.X.0/24, X claimed under OWNERS so that concurrent beds never
-        # share a subnet (see _claim_subnet).
+        # share a subnet (see _claim_subnet); the tag names X too, so they
+        # never share a name either.
         self.subnet = self._claim_subnet()
         self.net = ipaddress.ip_network("10.213.%d.0/24" % self.subnet)
+        self.tag = "%s%03x" % (TAG_PREFIX, self.subnet)
         self.hosts = list(hosts)
         self.rate = rate
         self.burst = burst
@@ -162,6 +163,9 @@ class NetBed:
         if os.geteuid() != 0:
             raise PermissionError("the network test bed needs root (namespaces, veth, tc)")
         self._made = True
+        # Names of a dead bed that had this subnet (and so this tag) go
+        # first; a live bed's are never touched.
+        sweep()
         os.makedirs(OWNERS, exist_ok=True)
         with open(os.path.join(OWNERS, self.tag), "w") as f:
             f.write(str(os.getpid()))
