@@ -698,7 +698,13 @@ def main():
     ap.add_argument("--json", help="write the figures here")
     ap.add_argument("--keep", action="store_true", help="keep every run's directory")
     ap.add_argument("--jobs", type=int, default=1, help="runs at once (each on a bed of its own)")
+    ap.add_argument("--figures", metavar="JSON",
+                    help="print the figures of a --json file as markdown, run nothing")
     a = ap.parse_args()
+    if a.figures:
+        with open(a.figures) as f:
+            print_markdown(json.load(f))
+        return
     kinds = a.kinds.split(",")
     unknown = sorted(set(kinds) - set(schedule.KINDS))
     if unknown:
@@ -785,6 +791,49 @@ def print_figures(reports):
         s3.get("errors", 0), s3.get("held", 0), sum(r.get("quarantined", 0) for r in reports)))
     print("runs %d, seeds with a violation %d" % (len(reports),
                                                  sum(bool(r["violations"]) for r in reports)))
+
+
+def print_markdown(reports):
+    """The figures of docs/reliability.md, from a --json file."""
+    by_kind = {}
+    for r in reports:
+        for f in r["faults"]:
+            by_kind.setdefault(f["kind"], []).append(f)
+
+    def stat(values, fmt):
+        return ("%s / %s" % (fmt % statistics.median(values), fmt % max(values))) if values else "–"
+    print("| fault | injected | skipped | steps lost (median / max) | bound | "
+          "recovery (median / max) |")
+    print("|---|---|---|---|---|---|")
+    for kind in sorted(by_kind):
+        fs = by_kind[kind]
+        lost = [f["lost_steps"] for f in fs if "lost_steps" in f]
+        bounds = sorted({f["bound"] for f in fs if "bound" in f})
+        rec = [f["recovery_s"] for f in fs if "recovery_s" in f]
+        bound = "–" if not bounds else ("%d" % bounds[0] if len(bounds) == 1 else
+                                        "%d–%d" % (bounds[0], bounds[-1]))
+        print("| %s | %d | %d | %s | %s | %s |" % (
+            kind, len(fs), sum("skipped" in f for f in fs), stat(lost, "%g"), bound,
+            stat(rec, "%.1f s")))
+    s3 = {}
+    for r in reports:
+        for k, v in r.get("s3_injected", {}).items():
+            s3[k] = s3.get(k, 0) + v
+    failed = [r for r in reports if r["violations"]]
+    print()
+    print("runs %d (seeds %d–%d), faults %d, %d of them overlapping an earlier one; "
+          "S3 requests failed by the proxy %d, held %d; quarantines (per supervisor) %d; "
+          "runs with a violation %d%s" % (
+              len(reports), min(r["seed"] for r in reports), max(r["seed"] for r in reports),
+              sum(len(r["faults"]) for r in reports),
+              sum(r.get("overlapping", 0) for r in reports), s3.get("errors", 0),
+              s3.get("held", 0), sum(r.get("quarantined", 0) for r in reports), len(failed),
+              "" if not failed else " (" + ", ".join(
+                  "seed %d: %s" % (r["seed"], r["violations"][0]) for r in failed) + ")"))
+    totals = [r.get("seconds_total", 0) for r in reports if r.get("seconds_total")]
+    if totals:
+        print("run time per seed: median %.0f s, max %.0f s" % (statistics.median(totals),
+                                                               max(totals)))
 
 
 if __name__ == "__main__":
