@@ -286,5 +286,29 @@ TEST(SupervisorWithAgentTest, CrashLoopQuarantinesTheRestoredStepThroughTheAgent
   EXPECT_NE(c.AgentLog(0).find("step 40 quarantined"), std::string::npos);
 }
 
+// Chaos seed 93: a full RAM disk made every run fail before it wrote its
+// replicator.yaml; strata run counted those runs as a crash loop on the step
+// restored long before, quarantined it again and again, and gave up. A run
+// that ends before its start of the job restores anything is not the
+// step's fault.
+TEST(SupervisorWithAgentTest, RunsThatFailBeforeTheirStartRestoresAreNotACrashLoop) {
+  Cluster c(1, "run-agent-early");
+  c.StartAll();
+  c.Train(40, 20);
+  TrainOptions again;
+  again.wait_replicated = false;  // nothing new to replicate
+  c.Train(40, 20, again);         // the job's last start restored 40 and saved nothing after it
+  Child run({BinaryPath("strata"), "run", "--agent", c.address(0), "--secret-file", c.secret_file(),
+             "--backoff", "10ms,20ms", "--crash-loop-runs", "2", "--max-restarts", "4", "--", "sh",
+             "-c", "exit 3"});
+  EXPECT_EQ(run.Wait(std::chrono::minutes(2)), 1) << run.Stderr();
+  EXPECT_NE(run.Stderr().find("--max-restarts 4 reached"), std::string::npos) << run.Stderr();
+  EXPECT_NE(run.Stderr().find("the run ended before its start of the job restored a step"),
+            std::string::npos)
+      << run.Stderr();
+  EXPECT_EQ(run.Stderr().find("QUARANTINED"), std::string::npos) << run.Stderr();
+  EXPECT_EQ(run.Stderr().find("crash loop:"), std::string::npos) << run.Stderr();
+}
+
 }  // namespace
 }  // namespace strata::testing

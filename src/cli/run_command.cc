@@ -74,6 +74,10 @@ supervisor::ProgressHooks AgentHooks(const std::string& agent, const std::string
     auto r = status();
     return r && r->restored_step >= 0 ? std::optional<int64_t>(r->restored_step) : std::nullopt;
   };
+  h.start = [status]() -> std::optional<int64_t> {  // this node's incarnation round
+    auto r = status();
+    return r && r->job ? std::optional<int64_t>(r->job->round) : std::nullopt;
+  };
   h.quarantine = [agent, secret_file](int64_t step) -> StatusOr<std::string> {
     STRATA_ASSIGN_OR_RETURN(auto reply,
                             CallAgent(agent, secret_file, wire::QuarantineRequest{step}.ToJson(),

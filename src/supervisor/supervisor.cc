@@ -337,6 +337,7 @@ int Supervisor::Run() {
   int restarts = 0, backoff_n = 0;
   for (int attempt = 1;; ++attempt) {
     const auto before = Newest();
+    const auto start_before = o_.agent && o_.agent->start ? o_.agent->start() : std::nullopt;
     auto pid = Spawn(o_.command);
     if (!pid.ok()) {
       Log(log_, pid.status().ToString());
@@ -351,10 +352,17 @@ int Supervisor::Run() {
     // Through an agent: progress is a step saved past the one restored (the
     // agent counts steps per start of the job); unknown if it is unreachable.
     bool known = true;
+    bool restored_in_run = true;  // the run's start restored (or started fresh)
     if (o_.agent) {
       known = after.has_value();
       const auto restored = o_.agent->restored();
       progress = known && *after >= 0 && *after > restored.value_or(-1);
+      if (o_.agent->start) {
+        const auto start_after = o_.agent->start();
+        restored_in_run = start_after.has_value() && start_after != start_before;
+        // Without a start of its own, a run progressed only if it saved.
+        if (!restored_in_run) progress = progress && before && *after > *before;
+      }
     }
     Log(log_,
         fmt::format("exit attempt={} {} runtime={:.3f}s{}", attempt, DescribeStatus(end.status),
@@ -380,6 +388,10 @@ int Supervisor::Run() {
                             code));
     } else if (!known) {
       Log(log_, "progress unknown (the agent did not answer): not counted toward a crash loop");
+    } else if (!progress && !restored_in_run) {
+      Log(log_,
+          "the run ended before its start of the job restored a step: not counted toward "
+          "a crash loop");
     } else if (auto stop = AfterFailure(progress, after)) {
       return *stop;
     }

@@ -46,10 +46,18 @@ inline constexpr int kExitCannotStart = 127;
 // did not answer), `restored` the step that start restored (nullopt: none),
 // and `quarantine` makes the job never restore `step` again, returning a
 // description of what it did. A run made progress iff newest > restored.
+//
+// `start` identifies this node's latest start of the job (the agent's
+// incarnation round; nullopt: none, or the agent did not answer). A run
+// during which it did not change ended before its start restored anything
+// (it could not write its replicator.yaml, say, on a full disk): its
+// failure says nothing about the restored step and is not counted toward a
+// crash loop.
 struct ProgressHooks {
   std::function<std::optional<int64_t>()> newest;
   std::function<std::optional<int64_t>()> restored;
   std::function<StatusOr<std::string>(int64_t step)> quarantine;
+  std::function<std::optional<int64_t>()> start;
 };
 
 struct SupervisorOptions {
