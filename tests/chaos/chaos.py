@@ -51,7 +51,7 @@ import schedule  # noqa: E402
 
 # Faults after which the job restarts (and restores).
 RESTARTS = {"kill_trainer", "kill_supervisor", "lose_node", "replace_node", "maintenance",
-            "maintenance_lose_ram", "crash_loop"}
+            "maintenance_lose_ram", "crash_loop", "partition"}
 S3_MODES = {"s3_unavailable": "down", "s3_errors": "errors 0.5", "s3_slow": "slow 2"}
 
 PORT = 7070
@@ -268,6 +268,8 @@ class Faults:
         self.full = {}        # node -> how many disk_full faults hold it
         self.full_since = -1  # the training step when the disks in self.full began to fill
         self.full_cleared = -10**9  # the training step when the last full disk was freed
+        self.slow_since = -1  # the training step when the slow links in force began
+        self.slow_cleared = -10**9  # the training step when the last slow link healed
         self.s3_since = -1    # the training step when the S3 faults in force began
         self.s3_cleared = -10**9  # the training step when the last S3 fault healed
         self.replaced = 0
@@ -284,6 +286,11 @@ class Faults:
             # A save lands again with the first save step after the disk frees.
             full_recent = record["before"] - self.full_cleared < 2 * INTERVAL
             record["full_since"] = self.full_since if self.full or full_recent else -1
+            # The trainers here do not slow down with a slow link; replication
+            # does, and drains its backlog after the link heals.
+            slow_recent = record["before"] - self.slow_cleared < 2 * INTERVAL
+            record["slow_since"] = (self.slow_since if self.slowed_any() or slow_recent
+                                    else -1)
             # Backups resume with the next backup step after S3 heals.
             recent = record["before"] - self.s3_cleared < 2 * BACKUP_EVERY
             record["s3_since"] = self.s3_since if self.s3_modes or recent else -1
@@ -330,10 +337,13 @@ class Faults:
             group = [job.host(n) for n in nodes]
             self.partitions.append(group)
             self.bed.partition(group)
+            job.kill_trainers(range(job.nodes))  # a collective across the cut fails
             self.heals.append((later, lambda: self._heal_partition(group),
                                "partition of nodes %s healed" % ",".join(map(str, nodes))))
         elif k == "slow_link":
             n = nodes[0]
+            if not self.slowed_any():
+                self.slow_since = job.training_step()
             self.slowed[n] = self.slowed.get(n, 0) + 1
             self.bed.slow(job.host(n), "10mbit")
             self.heals.append((later, lambda: self._unslow(n), "link of node %d back to speed" % n))
@@ -410,10 +420,15 @@ class Faults:
         if live:  # on one island: they reach each other, as overlapping cuts may
             self.bed.partition(live)
 
+    def slowed_any(self):
+        return any(v > 0 for v in self.slowed.values())
+
     def _unslow(self, n):
         self.slowed[n] -= 1
         if self.slowed[n] == 0 and self.job.host(n) in self.bed.hosts:
             self.bed.unslow(self.job.host(n))
+        if not self.slowed_any():
+            self.slow_cleared = self.job.training_step()
 
     def _s3_fault(self, kind, until):
         if not self.s3_modes:
@@ -643,9 +658,14 @@ def summarize(job, applier):
     a start of a poisoned step (that run failed at once; the job resumed
     from the step after the quarantine). Its bound is what the tiers held:
     the save interval plus the save in flight; the backup interval instead
-    when more than one node was away without its RAM (a node and its peer
-    may both be gone); plus the steps trained while a RAM disk was full (no
-    save could land there) or, when the backup was needed, while S3 failed.
+    when more than one node was without its RAM (away, or back empty,
+    replaced or wiped by maintenance --lose-ram within RAM_REFILL_S: a node
+    and its peer may both have lost their copies) or a crash loop
+    quarantined the newest step; plus the steps trained while a RAM disk
+    was full (no save could land there) or a link was slow (the toy
+    trainers do not slow down with it, replication does), each until two
+    save intervals after it healed, and, when the backup was needed, while
+    S3 failed (until two backup intervals after).
     """
     final = job.starts()
     poisoned = _poisoned_steps(job)
@@ -666,8 +686,9 @@ def summarize(job, applier):
                 # RAM keep only the newest, so the backup is the fallback.
                 needs_backup = r.get("away", 0) > 1 or r["kind"] == "crash_loop"
                 bound = (BACKUP_EVERY if needs_backup else INTERVAL) + INTERVAL
-                if r.get("full_since", -1) >= 0:
-                    bound += max(0, r["before"] - r["full_since"])
+                for since in ("full_since", "slow_since"):
+                    if r.get(since, -1) >= 0:
+                        bound += max(0, r["before"] - r[since])
                 if needs_backup and r.get("s3_since", -1) >= 0:
                     bound += max(0, r["before"] - r["s3_since"])
                 entry["bound"] = bound
