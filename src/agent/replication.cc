@@ -117,14 +117,15 @@ Replication::Progress Replication::progress() const {
   p.newest_ingested = newest_ingested_;
   p.queued = queue_.size();
   if (behind_since_) p.lag_seconds = SecondsSince(*clock_, *behind_since_);
-  auto age = [&](int64_t step) {
-    auto at = ingested_at_.find(step);
-    return at == ingested_at_.end() ? -1.0 : SecondsSince(*clock_, at->second);
-  };
-  p.own_age_seconds = age(newest_ingested_);
-  p.watermark_age_seconds = age(watermark_);
+  p.own_age_seconds = IngestAge(newest_ingested_);
+  p.watermark_age_seconds = IngestAge(watermark_);
   p.error = error_;
   return p;
+}
+
+double Replication::IngestAge(int64_t step) const {
+  auto at = ingested_at_.find(step);
+  return at == ingested_at_.end() ? -1.0 : SecondsSince(*clock_, at->second);
 }
 
 std::optional<std::string> Replication::Trouble(std::chrono::seconds after) const {

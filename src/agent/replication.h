@@ -163,6 +163,8 @@ class Replication {
   // When the steps from the watermark's on were ingested (at most
   // kIngestTimesKept: a day of saves every ten seconds).
   static constexpr size_t kIngestTimesKept = 8640;
+  // Seconds since `step` was ingested here; -1 when unknown.
+  double IngestAge(int64_t step) const REQUIRES(mu_);
   std::map<int64_t, SteadyClock::time_point> ingested_at_ GUARDED_BY(mu_);
   // When the oldest ingested step not yet on every peer was ingested; unset
   // when replication has caught up.
