@@ -3,19 +3,20 @@
 // Metrics: the registry's text format, the HTTP endpoint, and a real job's
 // agents (processes, --metrics via STRATA_METRICS) whose values move as the
 // job saves, replicates and restores.
+#include "util/metrics.h"
+
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
 #include <chrono>
 #include <map>
-#include <regex>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <thread>
 
 #include "agent/metrics_server.h"
 #include "cluster.h"
 #include "net/socket.h"
-#include "util/metrics.h"
 
 namespace strata::testing {
 namespace {
@@ -165,6 +166,7 @@ TEST(AgentMetricsTest, ValuesMoveAsTheJobSavesReplicatesAndRestores) {
   EXPECT_GT(Sum(saved, "strata_replication_bytes_total", "peer=\"" + c.address(0) + "\""), 0);
   EXPECT_GE(Sum(saved, "strata_durability_lag_seconds", "tier=\"ram\""), 0);
   EXPECT_GE(Sum(saved, "strata_durability_lag_seconds", "tier=\"peer\""), 0);
+  EXPECT_GE(Sum(saved, "strata_replication_peer_lag_seconds", "peer=\"" + c.address(0) + "\""), 0);
   EXPECT_GT(Sum(saved, "strata_ram_bytes"), 0);
   // The coordinator (node 0) timed the job's start round.
   EXPECT_GE(Sum(Parse(Get(port[0], "/metrics")), "strata_coordinator_round_seconds_count"), 1);
@@ -193,13 +195,13 @@ TEST(AgentMetricsTest, ValuesMoveAsTheJobSavesReplicatesAndRestores) {
   EXPECT_GT(job["restore_seconds"].get<double>(), 0) << out;
   // The ledger samples the ranks' step every 200 ms; these trainers do not
   // wait between steps, so the last steps may fall between samples.
-  EXPECT_GT(job["step"].get<int64_t>(), 20) << out;
+  EXPECT_GE(job["step"].get<int64_t>(), 20) << out;
   EXPECT_LE(job["step"].get<int64_t>(), 30) << out;
   EXPECT_EQ(job["interruptions"].get<int64_t>(), 1) << out;  // node 0 saw the job start again
-  EXPECT_EQ(job["wasted_steps"].get<int64_t>(), 0) << out;    // it resumed where it stopped
+  EXPECT_EQ(job["wasted_steps"].get<int64_t>(), 0) << out;   // it resumed where it stopped
   double sum = 0;
-  for (const char* k : {"productive_seconds", "save_seconds", "restore_seconds",
-                        "wasted_seconds", "other_seconds"}) {
+  for (const char* k : {"productive_seconds", "save_seconds", "restore_seconds", "wasted_seconds",
+                        "other_seconds"}) {
     sum += job[k].get<double>();
   }
   EXPECT_NEAR(sum, job["elapsed_seconds"].get<double>(), 1e-6) << out;

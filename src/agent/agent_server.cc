@@ -246,6 +246,12 @@ void Agent::CollectMetrics(std::vector<metrics::Sample>* out) const {
     add("strata_durability_lag_seconds", lag_help, static_cast<double>(r.backup->lag_seconds),
         tier("backup"));
   }
+  for (const auto& [peer, age] : replication_->PeerLags()) {
+    metrics::Labels l = agent;
+    l.emplace_back("peer", peer);
+    add("strata_replication_peer_lag_seconds",
+        "Age of the newest own step each peer holds (its part of the peer tier's lag)", age, l);
+  }
   if (r.goodput) {
     const wire::Goodput& g = *r.goodput;
     const char* help =

@@ -96,6 +96,7 @@ void Replication::Forget() {
   queue_.clear();
   watermark_ = newest_replicated_ = newest_ingested_ = -1;
   ingested_at_.clear();
+  peer_newest_.clear();
   behind_since_.reset();
 }
 
@@ -121,6 +122,15 @@ Replication::Progress Replication::progress() const {
   p.watermark_age_seconds = IngestAge(watermark_);
   p.error = error_;
   return p;
+}
+
+std::vector<std::pair<std::string, double>> Replication::PeerLags() const {
+  MutexLock l(&mu_);
+  std::vector<std::pair<std::string, double>> out;
+  for (const auto& [peer, step] : peer_newest_) {
+    if (double age = IngestAge(step); age >= 0) out.emplace_back(peer, age);
+  }
+  return out;
 }
 
 double Replication::IngestAge(int64_t step) const {
@@ -220,6 +230,11 @@ bool Replication::SendEverywhere(const StepKey& key, const Target& target, uint6
                    : SendToPeer(key, addr->second);
     if (s.ok()) {
       ++done;
+      MutexLock l(&mu_);
+      if (epoch == epoch_) {
+        int64_t& newest = peer_newest_[addr->second];
+        newest = std::max(newest, key.step);
+      }
       continue;
     }
     if (addr != target.addresses.end()) metric::ReplicationFailures(addr->second).Add();

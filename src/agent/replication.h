@@ -111,6 +111,9 @@ class Replication {
   // Whether this node's `step` is on every peer.
   bool Replicated(int64_t step) const EXCLUDES(mu_);
   Progress progress() const EXCLUDES(mu_);
+  // Per peer address: the age of the newest own step it holds (since that
+  // step was ingested here); peers whose step's time is unknown are left out.
+  std::vector<std::pair<std::string, double>> PeerLags() const EXCLUDES(mu_);
   // "Peer replication failing for N s: <error>" once replication has been
   // behind, with an error, for longer than `after`.
   std::optional<std::string> Trouble(std::chrono::seconds after) const EXCLUDES(mu_);
@@ -166,6 +169,8 @@ class Replication {
   // Seconds since `step` was ingested here; -1 when unknown.
   double IngestAge(int64_t step) const REQUIRES(mu_);
   std::map<int64_t, SteadyClock::time_point> ingested_at_ GUARDED_BY(mu_);
+  // Per peer address, the newest own step sent there in this epoch.
+  std::map<std::string, int64_t> peer_newest_ GUARDED_BY(mu_);
   // When the oldest ingested step not yet on every peer was ingested; unset
   // when replication has caught up.
   std::optional<SteadyClock::time_point> behind_since_ GUARDED_BY(mu_);
