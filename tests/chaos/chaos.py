@@ -789,79 +789,78 @@ def _one_seed(args):
     return r
 
 
-def print_figures(reports):
+def figures(reports):
+    """Per fault kind (sorted): (kind, injected, skipped, steps lost, bounds,
+    recovery seconds); and the totals: faults, overlapping, S3 requests
+    failed and held, quarantines."""
     by_kind = {}
     for r in reports:
         for f in r["faults"]:
             by_kind.setdefault(f["kind"], []).append(f)
-
-    def stat(values, fmt):
-        if not values:
-            return "-", "-"
-        return fmt % statistics.median(values), fmt % max(values)
-
-    print("\n%-22s %6s %8s %12s %10s %8s %14s %12s" % (
-        "fault", "count", "skipped", "lost median", "lost max", "bound", "recovery med", "recovery max"))
+    rows = []
     for kind in sorted(by_kind):
         fs = by_kind[kind]
-        lost = [f["lost_steps"] for f in fs if "lost_steps" in f]
-        bounds = sorted({f["bound"] for f in fs if "bound" in f})
-        rec = [f["recovery_s"] for f in fs if "recovery_s" in f]
-        lm, lx = stat(lost, "%g")
-        rm, rx = stat(rec, "%.1f s")
-        bound = "-" if not bounds else ("%d" % bounds[0] if len(bounds) == 1 else
-                                        "%d-%d" % (bounds[0], bounds[-1]))
-        print("%-22s %6d %8d %12s %10s %8s %14s %12s" % (
-            kind, len(fs), sum("skipped" in f for f in fs), lm, lx, bound, rm, rx))
+        rows.append((kind, len(fs), sum("skipped" in f for f in fs),
+                     [f["lost_steps"] for f in fs if "lost_steps" in f],
+                     sorted({f["bound"] for f in fs if "bound" in f}),
+                     [f["recovery_s"] for f in fs if "recovery_s" in f]))
     s3 = {}
     for r in reports:
         for k, v in r.get("s3_injected", {}).items():
             s3[k] = s3.get(k, 0) + v
+    totals = {"faults": sum(len(r["faults"]) for r in reports),
+              "overlapping": sum(r.get("overlapping", 0) for r in reports),
+              "s3_failed": s3.get("errors", 0), "s3_held": s3.get("held", 0),
+              "quarantines": sum(r.get("quarantined", 0) for r in reports)}
+    return rows, totals
+
+
+def _median_max(values, fmt, sep, none):
+    if not values:
+        return none
+    return fmt % statistics.median(values) + sep + fmt % max(values)
+
+
+def _span(bounds, dash, none):
+    if not bounds:
+        return none
+    return "%d" % bounds[0] if len(bounds) == 1 else "%d%s%d" % (bounds[0], dash, bounds[-1])
+
+
+def print_figures(reports):
+    rows, t = figures(reports)
+    print("\n%-22s %6s %8s %16s %8s %18s" % (
+        "fault", "count", "skipped", "lost (med, max)", "bound", "recovery (med, max)"))
+    for kind, count, skipped, lost, bounds, rec in rows:
+        print("%-22s %6d %8d %16s %8s %18s" % (
+            kind, count, skipped, _median_max(lost, "%g", ", ", "-"), _span(bounds, "-", "-"),
+            _median_max(rec, "%.1f s", ", ", "-")))
     print("faults %d (%d overlapping); S3 requests failed %d, held %d; quarantines %d" % (
-        sum(len(r["faults"]) for r in reports), sum(r.get("overlapping", 0) for r in reports),
-        s3.get("errors", 0), s3.get("held", 0), sum(r.get("quarantined", 0) for r in reports)))
+        t["faults"], t["overlapping"], t["s3_failed"], t["s3_held"], t["quarantines"]))
     print("runs %d, seeds with a violation %d" % (len(reports),
                                                  sum(bool(r["violations"]) for r in reports)))
 
 
 def print_markdown(reports):
     """The figures of docs/reliability.md, from a --json file."""
-    by_kind = {}
-    for r in reports:
-        for f in r["faults"]:
-            by_kind.setdefault(f["kind"], []).append(f)
-
-    def stat(values, fmt):
-        return ("%s / %s" % (fmt % statistics.median(values), fmt % max(values))) if values else "–"
+    rows, t = figures(reports)
     print("| fault | injected | skipped | steps lost (median / max) | bound | "
           "recovery (median / max) |")
     print("|---|---|---|---|---|---|")
-    for kind in sorted(by_kind):
-        fs = by_kind[kind]
-        lost = [f["lost_steps"] for f in fs if "lost_steps" in f]
-        bounds = sorted({f["bound"] for f in fs if "bound" in f})
-        rec = [f["recovery_s"] for f in fs if "recovery_s" in f]
-        bound = "–" if not bounds else ("%d" % bounds[0] if len(bounds) == 1 else
-                                        "%d–%d" % (bounds[0], bounds[-1]))
+    for kind, count, skipped, lost, bounds, rec in rows:
         print("| %s | %d | %d | %s | %s | %s |" % (
-            kind, len(fs), sum("skipped" in f for f in fs), stat(lost, "%g"), bound,
-            stat(rec, "%.1f s")))
-    s3 = {}
-    for r in reports:
-        for k, v in r.get("s3_injected", {}).items():
-            s3[k] = s3.get(k, 0) + v
+            kind, count, skipped, _median_max(lost, "%g", " / ", "–"), _span(bounds, "–", "–"),
+            _median_max(rec, "%.1f s", " / ", "–")))
     failed = [r for r in reports if r["violations"]]
     print()
     print("runs %d (seeds %d–%d), faults %d, %d of them overlapping an earlier one; "
           "S3 requests failed by the proxy %d, held %d; quarantines (per supervisor) %d; "
           "runs with a violation %d%s" % (
               len(reports), min(r["seed"] for r in reports), max(r["seed"] for r in reports),
-              sum(len(r["faults"]) for r in reports),
-              sum(r.get("overlapping", 0) for r in reports), s3.get("errors", 0),
-              s3.get("held", 0), sum(r.get("quarantined", 0) for r in reports), len(failed),
-              "" if not failed else " (" + ", ".join(
+              t["faults"], t["overlapping"], t["s3_failed"], t["s3_held"], t["quarantines"],
+              len(failed), "" if not failed else " (" + ", ".join(
                   "seed %d: %s" % (r["seed"], r["violations"][0]) for r in failed) + ")"))
-    totals = [r.get("seconds_total", 0) for r in reports if r.get("seconds_total")]
+    totals = [r["seconds_total"] for r in reports if r.get("seconds_total")]
     if totals:
         print("run time per seed: median %.0f s, max %.0f s" % (statistics.median(totals),
                                                                max(totals)))

@@ -93,7 +93,7 @@ class S3Host:
         os.replace(tmp, self.control)
 
     def injected(self):
-        """Faults the proxy injected so far: {"refused": n, "errors": n, "held": n}."""
+        """Faults the proxy injected so far: {"down": n, "errors": n, "held": n}."""
         out = {"down": 0, "errors": 0, "held": 0}
         try:
             with open(self.proxy_log) as f:
