@@ -108,6 +108,19 @@ TEST(MetricsRegistryTest, RendersTheTextFormat) {
   EXPECT_EQ(r.Render().find("t_lag_seconds"), std::string::npos);
 }
 
+TEST(MetricsRegistryTest, ACollectedSampleNeverDuplicatesARegisteredFamily) {
+  metrics::Registry r;
+  r.GetCounter("t_total", "n").Add(1);
+  r.AddCollector([](std::vector<metrics::Sample>* out) {
+    out->push_back({"t_total", "again", {}, 9});
+    out->push_back({"t_other", "other", {}, 2});
+  });
+  const std::string text = r.Render();
+  EXPECT_EQ(text.find("# TYPE t_total"), text.rfind("# TYPE t_total")) << text;
+  EXPECT_EQ(text.find("t_total 9"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nt_other 2\n"), std::string::npos) << text;
+}
+
 TEST(MetricsRegistryTest, SeriesAreSharedAndUpdatesAreAtomic) {
   metrics::Registry r;
   std::vector<std::thread> threads;

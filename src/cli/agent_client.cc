@@ -7,6 +7,7 @@
 #include "agent/config.h"
 #include "agent/rpc.h"
 #include "wire/coordination.h"
+#include "wire/op.h"
 
 namespace strata::cli {
 
@@ -40,6 +41,17 @@ StatusOr<nlohmann::json> CallAgent(const std::string& address, const std::string
   auto reply = client->Call(request, timeout);
   if (!reply.ok()) return reply.status().WithContext("agent at " + address);
   return reply;
+}
+
+StatusOr<wire::StatusReply> AgentStatus(const std::string& address, const std::string& secret_file,
+                                        std::chrono::milliseconds timeout,
+                                        const std::string& client_id) {
+  STRATA_ASSIGN_OR_RETURN(
+      nlohmann::json reply,
+      CallAgent(address, secret_file, wire::Request(wire::Op::kStatus), timeout, client_id));
+  auto status = wire::StatusReply::FromJson(reply);
+  if (!status.ok()) return status.status().WithContext("agent at " + address);
+  return status;
 }
 
 StatusOr<std::string> ResolveAgent(const AgentAddress& a, const std::string& client_id) {

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "strata/status.h"
+#include "wire/control.h"
 
 namespace CLI {
 class App;
@@ -42,6 +43,11 @@ StatusOr<std::string> ResolveAgent(const AgentAddress& a, const std::string& cli
 StatusOr<nlohmann::json> CallAgent(const std::string& address, const std::string& secret_file,
                                    const nlohmann::json& request, std::chrono::milliseconds timeout,
                                    const std::string& client_id);
+
+// `status` of the agent at `address`, parsed; errors name the address.
+StatusOr<wire::StatusReply> AgentStatus(const std::string& address, const std::string& secret_file,
+                                        std::chrono::milliseconds timeout,
+                                        const std::string& client_id);
 
 }  // namespace strata::cli
 

@@ -16,7 +16,6 @@
 #include "util/file_util.h"
 #include "util/logging.h"
 #include "wire/control.h"
-#include "wire/op.h"
 
 namespace strata::cli {
 namespace {
@@ -91,11 +90,9 @@ void PrintStatus(Context& ctx, const wire::StatusReply& r) {
 
 void Status_(Context& ctx, const AgentAddress& address, bool as_json) {
   auto at = ResolveAgent(address, "strata status");
-  auto reply = at.ok() ? CallAgent(*at, address.secret_file, wire::Request(wire::Op::kStatus),
-                                   std::chrono::seconds(10), "strata status")
-                       : StatusOr<nlohmann::json>(at.status());
-  StatusOr<wire::StatusReply> status = reply.ok() ? wire::StatusReply::FromJson(*reply)
-                                                  : StatusOr<wire::StatusReply>(reply.status());
+  StatusOr<wire::StatusReply> status =
+      at.ok() ? AgentStatus(*at, address.secret_file, std::chrono::seconds(10), "strata status")
+              : StatusOr<wire::StatusReply>(at.status());
   if (!status.ok()) {
     ctx.err << "strata status: " << status.status().message() << "\n";
     ctx.exit_code = 1;

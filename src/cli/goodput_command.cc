@@ -11,7 +11,6 @@
 #include "cli/agent_client.h"
 #include "cli/cli.h"
 #include "wire/control.h"
-#include "wire/op.h"
 
 namespace strata::cli {
 namespace {
@@ -63,10 +62,7 @@ wire::Goodput JobGoodput(const std::vector<Node>& nodes) {
 void RunGoodput(Context& ctx, const GoodputArgs& a) {
   std::vector<Node> nodes;
   for (const std::string& agent : a.agents) {
-    auto reply = CallAgent(agent, a.secret_file, wire::Request(wire::Op::kStatus),
-                           std::chrono::seconds(10), "strata goodput");
-    auto status = reply.ok() ? wire::StatusReply::FromJson(*reply)
-                             : StatusOr<wire::StatusReply>(reply.status());
+    auto status = AgentStatus(agent, a.secret_file, std::chrono::seconds(10), "strata goodput");
     if (!status.ok()) {
       ctx.err << "strata goodput: " << status.status().message() << "\n";
       ctx.exit_code = 1;

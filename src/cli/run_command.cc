@@ -9,7 +9,6 @@
 #include "cli/cli.h"
 #include "supervisor/supervisor.h"
 #include "wire/control.h"
-#include "wire/op.h"
 
 namespace strata::cli {
 namespace {
@@ -58,10 +57,7 @@ bool ParseDurations(Context& ctx, RunArgs& a) {
 // run's progress unknown (not counted toward a crash loop).
 supervisor::ProgressHooks AgentHooks(const std::string& agent, const std::string& secret_file) {
   auto status = [agent, secret_file]() -> std::optional<wire::StatusReply> {
-    auto j = CallAgent(agent, secret_file, wire::Request(wire::Op::kStatus),
-                       std::chrono::seconds(10), "strata run");
-    StatusOr<wire::StatusReply> r =
-        j.ok() ? wire::StatusReply::FromJson(*j) : StatusOr<wire::StatusReply>(j.status());
+    auto r = AgentStatus(agent, secret_file, std::chrono::seconds(10), "strata run");
     if (!r.ok()) return std::nullopt;
     return std::move(*r);
   };

@@ -33,13 +33,17 @@ std::string Number(double v) {
   return buf;
 }
 
-std::string EscapeHelp(const std::string& v) {
+// The text format escapes backslash and newline in HELP text, and a double
+// quote too in label values.
+std::string Escape(const std::string& v, bool quote) {
   std::string out;
   for (char c : v) {
     if (c == '\\') {
       out += "\\\\";
     } else if (c == '\n') {
       out += "\\n";
+    } else if (c == '"' && quote) {
+      out += "\\\"";
     } else {
       out += c;
     }
@@ -65,26 +69,18 @@ std::string LabelText(const Labels& labels, const char* extra_name = nullptr,
 
 void Header(std::ostringstream& out, const std::string& name, const std::string& help,
             const char* type) {
-  out << "# HELP " << name << " " << EscapeHelp(help) << "\n# TYPE " << name << " " << type << "\n";
+  out << "# HELP " << name << " " << Escape(help, /*quote=*/false) << "\n# TYPE " << name << " "
+      << type << "\n";
+}
+
+// One sample: `name{labels} value`.
+void Line(std::ostringstream& out, const std::string& name, const Labels& labels, double value) {
+  out << name << LabelText(labels) << " " << Number(value) << "\n";
 }
 
 }  // namespace
 
-std::string EscapeLabelValue(const std::string& v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '"') {
-      out += "\\\"";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
+std::string EscapeLabelValue(const std::string& v) { return Escape(v, /*quote=*/true); }
 
 void Counter::Add(double v) {
   if (!(v >= 0)) std::abort();  // a counter only goes up
@@ -177,15 +173,11 @@ std::string Registry::Render() const {
     switch (f.type) {
       case Type::kCounter:
         Header(out, name, f.help, "counter");
-        for (const auto& [labels, c] : f.counters) {
-          out << name << LabelText(labels) << " " << Number(c->value()) << "\n";
-        }
+        for (const auto& [labels, c] : f.counters) Line(out, name, labels, c->value());
         break;
       case Type::kGauge:
         Header(out, name, f.help, "gauge");
-        for (const auto& [labels, g] : f.gauges) {
-          out << name << LabelText(labels) << " " << Number(g->value()) << "\n";
-        }
+        for (const auto& [labels, g] : f.gauges) Line(out, name, labels, g->value());
         break;
       case Type::kHistogram:
         Header(out, name, f.help, "histogram");
@@ -215,8 +207,7 @@ std::string Registry::Render() const {
     if (i == 0 || samples[i].name != samples[i - 1].name) {
       Header(out, samples[i].name, samples[i].help, "gauge");
     }
-    out << samples[i].name << LabelText(samples[i].labels) << " " << Number(samples[i].value)
-        << "\n";
+    Line(out, samples[i].name, samples[i].labels, samples[i].value);
   }
   return out.str();
 }

@@ -31,6 +31,7 @@ standard library is used (and moto_server and aws from the image).
   chaos.py BUILD --seeds 20 --minutes 2 [--nodes 4] [--kinds partition,kill_agent]
 """
 import argparse
+import errno
 import json
 import multiprocessing
 import os
@@ -463,8 +464,9 @@ class Faults:
                 free = st.f_bavail * st.f_frsize
                 if free > 0:
                     os.posix_fallocate(f.fileno(), os.fstat(f.fileno()).st_size, free)
-        except OSError:
-            pass  # full already, or the node is away
+        except OSError as e:
+            if e.errno != errno.ENOSPC and n not in self.away:  # full already is the point
+                self.say("           disk_full on node %d not applied: %s" % (n, e))
 
     def _unfill(self, n):
         self.full[n] -= 1
