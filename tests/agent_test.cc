@@ -195,6 +195,40 @@ TEST(AgentClusterTest, RestartedAgentResumesWithoutANewYaml) {
   EXPECT_NE(c.AgentLog(1).find("resuming job job1 as node 1 of 2"), std::string::npos);
 }
 
+// An agent killed in the middle of a start, after it took (removed) its
+// client's replicator.yaml and before it wrote the markers: the client polls
+// for markers and will not write the yaml again. The restarted agent runs the
+// start it left pending, and the job restores without waiting out the
+// client's timeout.
+TEST(AgentClusterTest, AgentKilledMidStartResumesTheStart) {
+  Cluster c(2, "midstart");
+  c.StartAll();
+  ExpectAll(c.Train(10, 5), "fresh", 10);
+  TrainOptions options;
+  std::vector<std::unique_ptr<Child>> trainers(2);
+  trainers[1] = c.StartTrainer(1, 15, 5, options);
+  // Node 1 registered and removed its yaml; the round waits for node 0.
+  const std::string yaml = c.dir(1) + "/" + std::string(kReplicatorYaml);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return Count(c.AgentLog(1), "proven unchanged") >= 1 && access(yaml.c_str(), F_OK) != 0;
+      },
+      60s))
+      << c.AgentLog(1);
+  c.KillAgent(1);
+  c.StartAgent(1);
+  trainers[0] = c.StartTrainer(0, 15, 5, options);
+  std::vector<TrainerRun> runs;
+  // Well inside the client's 300 s timeout: the resumed start answered it.
+  for (auto& t : trainers) runs.push_back(Cluster::Finish(*t, 90s));
+  ExpectAll(runs, "10", 15);
+  EXPECT_NE(c.AgentLog(1).find("resuming the start the previous agent process left unanswered"),
+            std::string::npos)
+      << c.AgentLog(1);
+  EXPECT_FALSE(
+      Env::Default()->Exists(c.dir(1) + "/.strata-agent/" + std::string(kPendingStartFile)));
+}
+
 // A peer that dies in the middle of receiving a copy gets a clean retry once
 // it is back; the half-received transfer is discarded.
 TEST(AgentClusterTest, PeerRestartMidTransferIsRetried) {

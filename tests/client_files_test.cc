@@ -31,11 +31,20 @@ class ClientFilesTest : public ::testing::Test {
     store_ = std::move(*store);
     local_ = std::make_unique<LocalDir>(Env::Default(), dir());
     client_ = std::make_unique<ClientFiles>(Env::Default(), SteadyClock::Real(), store_.get(),
-                                            local_.get(), ClientFiles::Options{3, "10.0.0.1:8476"});
+                                            local_.get(),
+                                            ClientFiles::Options{3, "10.0.0.1:8476", Pending()});
+  }
+
+  // A second ClientFiles over the same directories: the agent restarted.
+  void Restart() {
+    client_ = std::make_unique<ClientFiles>(Env::Default(), SteadyClock::Real(), store_.get(),
+                                            local_.get(),
+                                            ClientFiles::Options{3, "10.0.0.1:8476", Pending()});
   }
 
   std::string dir() const { return scratch_.Sub("client"); }
   std::string File(std::string_view name) const { return JoinPath(dir(), std::string(name)); }
+  std::string Pending() const { return JoinPath(store_->root(), std::string(kPendingStartFile)); }
 
   // Waits until the watcher says a look is due; returns whether a complete
   // yaml arrived.
@@ -96,6 +105,42 @@ TEST_F(ClientFilesTest, ABadYamlIsRefusedToTheClientAndRemoved) {
   EXPECT_FALSE(fs::exists(File(kReplicatorYaml)));
   const std::string failed = testing::ReadFile(File(kFailedFile));
   EXPECT_NE(failed.find("node-rank"), std::string::npos) << failed;
+}
+
+// A taken yaml is kept as the pending start until the start ends. An agent
+// restarted while one is pending puts the yaml back (the client polls for
+// markers and never writes it again), unless the client wrote a new one.
+TEST_F(ClientFilesTest, AStartLeftPendingIsResumedByTheNextAgentProcess) {
+  const std::string yaml = "job-name: job1\nframework: orbax\nnode-rank: 3\nnodes: 4\n";
+  testing::WriteFile(File(kReplicatorYaml), yaml);
+  ASSERT_TRUE(client_->TakeYaml().ok());
+  EXPECT_EQ(testing::ReadFile(Pending()), yaml);
+  fs::remove(File(kReplicatorYaml));  // as Restore does once registered
+
+  Restart();  // killed before the markers
+  auto at_start = client_->Watch();
+  ASSERT_TRUE(at_start.ok()) << at_start.status().ToString();
+  EXPECT_EQ(testing::ReadFile(File(kReplicatorYaml)), yaml);
+  EXPECT_TRUE(*at_start || client_->polling());
+  auto job = client_->TakeYaml();
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->node_rank, 3);
+
+  client_->EndPendingStart();  // answered: nothing to resume
+  fs::remove(File(kReplicatorYaml));
+  Restart();
+  ASSERT_TRUE(client_->Watch().ok());
+  EXPECT_FALSE(fs::exists(File(kReplicatorYaml)));
+
+  // A new yaml written while the agent was down wins over a pending one.
+  testing::WriteFile(File(kReplicatorYaml), yaml);
+  ASSERT_TRUE(client_->TakeYaml().ok());
+  const std::string newer = "job-name: job1\nframework: orbax\nnode-rank: 3\nnodes: 8\n";
+  testing::WriteFile(File(kReplicatorYaml), newer);
+  Restart();
+  ASSERT_TRUE(client_->Watch().ok());
+  EXPECT_EQ(testing::ReadFile(File(kReplicatorYaml)), newer);
+  EXPECT_FALSE(fs::exists(Pending()));
 }
 
 TEST_F(ClientFilesTest, JaxInitInfoNamesTheProcessIndexAndCoordinator) {

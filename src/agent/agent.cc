@@ -41,7 +41,8 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config, Env* env, Stea
   a->OpenReplication();
   a->client_ = std::make_unique<ClientFiles>(
       env, clock, a->store_.get(), &a->local_,
-      ClientFiles::Options{a->config_.node_rank, JaxCoordinator(a->config_).ToString()});
+      ClientFiles::Options{a->config_.node_rank, JaxCoordinator(a->config_).ToString(),
+                           JoinPath(a->store_->root(), std::string(kPendingStartFile))});
   a->OpenRestore();
   a->OpenMaintenance();
   a->LoadState();
@@ -69,6 +70,10 @@ void Agent::OpenRestore() {
     sync_->SetJob(SyncJob{job, round});
   };
   hooks.on_sync = [this](const wire::SyncDecision& decision) { sync_->Apply(decision); };
+  // Answered from here on: a crash before the markers costs the client its
+  // timeout, a crash after them must not run the start again for a client
+  // already training.
+  hooks.on_go = [this] { client_->EndPendingStart(); };
   restore_ = std::make_unique<Restore>(env_, clock_, store_.get(), &local_, backup_.get(),
                                        std::move(options), std::move(hooks));
 }
@@ -159,11 +164,13 @@ void Agent::OnReplicatorYaml() {
   }
   if (s.code() == StatusCode::kCancelled) {  // a newer yaml or shutdown: not the client's error
     Log()->info("job {} node {}: {}", parsed->job_name, parsed->node_rank, s.message());
+    if (!Stopping()) client_->EndPendingStart();  // else the next agent process resumes it
     return;
   }
   if (!s.ok()) {
     Log()->error("job {} node {}: {}", parsed->job_name, parsed->node_rank, s.message());
     client_->Fail(s);
+    client_->EndPendingStart();
   }
 }
 

@@ -26,6 +26,7 @@ std::string ClientFiles::yaml_path() const {
 }
 
 StatusOr<bool> ClientFiles::Watch() {
+  ResumePendingStart();
   STRATA_ASSIGN_OR_RETURN(DirWatcher watcher, DirWatcher::Open(local_->path()));
   watcher_.emplace(std::move(watcher));
   if (watcher_->polling()) {
@@ -34,6 +35,34 @@ StatusOr<bool> ClientFiles::Watch() {
   }
   last_look_ = clock_->Now();
   return !watcher_->polling() && env_->Exists(yaml_path());
+}
+
+// The previous agent process took a yaml and died before it answered it:
+// the client still polls for markers. The yaml goes back (tmp + rename, as
+// clients write it) and is taken as if the client had just written it.
+void ClientFiles::ResumePendingStart() {
+  const std::string& pending = options_.pending_start;
+  if (pending.empty() || !env_->Exists(pending)) return;
+  if (env_->Exists(yaml_path())) {  // the client started again: that one counts
+    EndPendingStart();
+    return;
+  }
+  auto text = ReadFileToString(env_, pending, kMaxYamlBytes);
+  Status s = text.ok() ? WriteFileAtomic(env_, yaml_path(), *text) : text.status();
+  if (!s.ok()) {
+    Log()->error("cannot resume the start left pending in {}: {}", pending, s.message());
+    return;
+  }
+  Log()->info("resuming the start the previous agent process left unanswered ({} put back)",
+              yaml_path());
+}
+
+void ClientFiles::EndPendingStart() {
+  if (options_.pending_start.empty()) return;
+  Status s = env_->RemoveFile(options_.pending_start);
+  if (!s.ok() && s.code() != StatusCode::kNotFound) {
+    Log()->warn("removing {}: {}", options_.pending_start, s.message());
+  }
 }
 
 StatusOr<std::optional<bool>> ClientFiles::Wait(std::chrono::milliseconds timeout) {
@@ -91,6 +120,10 @@ StatusOr<ReplicatorConfig> ClientFiles::TakeYaml() {
   }
   for (const auto& k : parsed->unknown_keys) {
     Log()->warn("{}: ignoring unknown key \"{}\"", path, k);
+  }
+  if (!options_.pending_start.empty()) {  // before Restore removes the yaml
+    Status kept = WriteFileAtomic(env_, options_.pending_start, *text);
+    if (!kept.ok()) Log()->warn("keeping {} as the pending start: {}", path, kept.message());
   }
   for (const auto& note : parsed->notes) Log()->info("{}: {}", path, note);
   if (options_.node_rank && *options_.node_rank != parsed->node_rank) {

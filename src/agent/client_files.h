@@ -8,6 +8,10 @@
 //     rescans a second apart (the NeMo plugin writes it in place);
 //   * reads and validates the yaml; a refused one (or a start that failed)
 //     is reported to the client (.failed) and removed;
+//   * keeps a copy of a taken yaml (the pending start) until the start is
+//     answered: an agent restarted after the yaml was removed, before the
+//     markers were written, puts it back and runs the start again (the
+//     client, polling for markers, never hears of it);
 //   * keeps jax-init-info.txt as --node-rank and --jax-coordinator say;
 //   * gathers PyTorch workers' .save files into step directories once all
 //     are there and settled, and ingests the job's committed steps into the
@@ -39,14 +43,17 @@ class ClientFiles {
   struct Options {
     std::optional<int> node_rank;  // --node-rank: keep jax-init-info.txt
     std::string jax_coordinator;   // host:port written there
+    std::string pending_start;     // the pending start's file ("": none kept)
   };
   // `store` and `local` must outlive the ClientFiles.
   ClientFiles(Env* env, SteadyClock* clock, Store* store, const LocalDir* local, Options options);
   ClientFiles(const ClientFiles&) = delete;
   ClientFiles& operator=(const ClientFiles&) = delete;
 
-  // Starts watching. Returns whether a yaml written while the agent was
-  // down counts as complete now (with inotify; without, the rescans decide).
+  // Starts watching, after putting back a start a previous agent process
+  // left pending (unless the client wrote a new yaml since). Returns whether
+  // a yaml written while the agent was down counts as complete now (with
+  // inotify; without, the rescans decide).
   StatusOr<bool> Watch();
   // Waits up to `timeout` for the directory to change. nullopt: nothing to
   // look at; else a look is due, and whether a complete yaml arrived. A
@@ -58,8 +65,12 @@ class ClientFiles {
 
   std::string yaml_path() const;
   // The yaml, validated; NOT_FOUND when there is none (already taken).
-  // A refused one is removed and the reason written for the client.
+  // A refused one is removed and the reason written for the client; a
+  // valid one is kept as the pending start.
   StatusOr<ReplicatorConfig> TakeYaml();
+  // The pending start is answered (its markers are about to be written) or
+  // over (it failed, or a new yaml replaced it): it is not resumed.
+  void EndPendingStart();
   // The start the yaml asked for failed: the client hears why (.failed)
   // and the yaml goes, so it is not taken again.
   void Fail(const Status& why);
@@ -73,6 +84,7 @@ class ClientFiles {
 
  private:
   bool PolledYamlSettled();
+  void ResumePendingStart();
   void GatherPytorchSaves(const ReplicatorConfig& job);
   // None of `files` was modified in the last second.
   bool AllSettled(const std::vector<std::string>& files) const;
