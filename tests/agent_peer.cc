@@ -9,13 +9,6 @@
 
 namespace strata::testing {
 
-size_t Count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + what.size()))
-    ++n;
-  return n;
-}
-
 size_t EntriesIn(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;

@@ -17,8 +17,6 @@
 
 namespace strata::testing {
 
-// Occurrences of `what` in `text`.
-size_t Count(const std::string& text, const std::string& what);
 // Entries of the directory `dir` (0 when it does not exist).
 size_t EntriesIn(const std::string& dir);
 // `n` pseudo-random bytes, the same for the same seed.

@@ -284,6 +284,14 @@ TEST(SupervisorWithAgentTest, CrashLoopQuarantinesTheRestoredStepThroughTheAgent
   ASSERT_NE(second, std::string::npos) << out;
   EXPECT_EQ(out.substr(second, third - second).find("restored step=40"), std::string::npos) << out;
   EXPECT_NE(c.AgentLog(0).find("step 40 quarantined"), std::string::npos);
+  // Each restart was reported to the agent, with its reason.
+  EXPECT_EQ(Count(c.AgentLog(0), "strata run restarts the training command (failed, exit code 3)"),
+            1u)
+      << c.AgentLog(0);
+  EXPECT_EQ(
+      Count(c.AgentLog(0), "strata run restarts the training command (quarantined, exit code 3)"),
+      1u)
+      << c.AgentLog(0);
 }
 
 // Chaos seed 93: a full RAM disk made every run fail before it wrote its
@@ -308,6 +316,9 @@ TEST(SupervisorWithAgentTest, RunsThatFailBeforeTheirStartRestoresAreNotACrashLo
       << run.Stderr();
   EXPECT_EQ(run.Stderr().find("QUARANTINED"), std::string::npos) << run.Stderr();
   EXPECT_EQ(run.Stderr().find("crash loop:"), std::string::npos) << run.Stderr();
+  EXPECT_EQ(Count(c.AgentLog(0), "strata run restarts the training command (failed, exit code 3)"),
+            4u)
+      << c.AgentLog(0);
 }
 
 }  // namespace

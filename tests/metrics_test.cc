@@ -222,5 +222,26 @@ TEST(AgentMetricsTest, ValuesMoveAsTheJobSavesReplicatesAndRestores) {
   EXPECT_NE(out.find("goodput "), std::string::npos) << out;
 }
 
+// strata run --agent reports each restart of the command to the agent, which
+// counts them by reason.
+TEST(AgentMetricsTest, SupervisorRestartsAreCountedByReason) {
+  Cluster c(1, "metrics-run");
+  const uint16_t port = FreePort();
+  c.SetAgentEnv(0, {"STRATA_METRICS=127.0.0.1:" + std::to_string(port)});
+  c.StartAll();
+  // Exits 75 (stopped after an on-demand checkpoint), then 3, then 0.
+  const std::string count = c.dir(0) + "-runs";
+  const std::string script = "n=$(cat " + count + " 2>/dev/null || echo 0)\necho $((n + 1)) > " +
+                             count + "\n[ $n -eq 0 ] && exit 75\n[ $n -eq 1 ] && exit 3\nexit 0\n";
+  Child run({BinaryPath("strata"), "run", "--agent", c.address(0), "--secret-file", c.secret_file(),
+             "--backoff", "10ms,20ms", "--", "sh", "-c", script});
+  ASSERT_EQ(run.Wait(std::chrono::minutes(1)), 0) << run.Stderr();
+  auto m = Parse(Get(port, "/metrics"));
+  EXPECT_EQ(Sum(m, "strata_supervisor_restarts_total", "reason=\"planned\""), 1);
+  EXPECT_EQ(Sum(m, "strata_supervisor_restarts_total", "reason=\"failed\""), 1);
+  EXPECT_EQ(Sum(m, "strata_supervisor_restarts_total", "reason=\"quarantined\""), -1);
+  EXPECT_EQ(run.Stderr().find("the restart was not counted"), std::string::npos) << run.Stderr();
+}
+
 }  // namespace
 }  // namespace strata::testing

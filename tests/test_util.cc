@@ -220,6 +220,13 @@ void FlipByte(const std::string& path, uint64_t offset) {
   ::close(fd);
 }
 
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + what.size()))
+    ++n;
+  return n;
+}
+
 std::string LastValue(const std::string& text, const std::string& key) {
   std::string needle = key + "=";
   auto pos = text.rfind(needle);

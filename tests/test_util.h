@@ -80,6 +80,9 @@ void WriteFile(const std::string& path, const std::string& data);
 // Flips one bit of the byte at `offset` in `path`.
 void FlipByte(const std::string& path, uint64_t offset);
 
+// Occurrences of `what` in `text` (not overlapping).
+size_t Count(const std::string& text, const std::string& what);
+
 // The value after "key=" on the last line of `text` that contains it, or "".
 std::string LastValue(const std::string& text, const std::string& key);
 

@@ -25,7 +25,7 @@ TEST(WireOpTest, EveryNameRoundTripsAndIsUnique) {
     ASSERT_TRUE(parsed.ok()) << name << ": " << parsed.status().ToString();
     EXPECT_EQ(*parsed, op) << name;
   }
-  EXPECT_EQ(names.size(), 18u);
+  EXPECT_EQ(names.size(), 19u);
 }
 
 // The kinds decide routing: long calls take the connection, coordination
@@ -496,6 +496,21 @@ TEST(WireControlTest, MaintenanceAndQuarantineRequests) {
   auto answer = QuarantineStepReply::FromJson(QuarantineStepReply{"never again"}.ToJson());
   ASSERT_TRUE(answer.ok());
   EXPECT_EQ(answer->description, "never again");
+
+  auto restart =
+      SupervisorRestartRequest::FromJson(SupervisorRestartRequest{"planned", 75}.ToJson());
+  ASSERT_TRUE(restart.ok()) << restart.status().ToString();
+  EXPECT_EQ(restart->reason, "planned");
+  EXPECT_EQ(restart->exit_code, 75);
+  EXPECT_EQ(KindOf(Op::kSupervisorRestart), OpKind::kControl);
+  json bored = SupervisorRestartRequest{"bored", 1}.ToJson();
+  EXPECT_NE(SupervisorRestartRequest::FromJson(bored).status().message().find(
+                "unknown reason \"bored\" (failed, planned or quarantined)"),
+            std::string::npos);
+  bored.erase("exit_code");
+  EXPECT_NE(
+      SupervisorRestartRequest::FromJson(bored).status().message().find("\"exit_code\" is missing"),
+      std::string::npos);
 }
 
 TEST(WireCoordinationTest, RegisterAndReadyAnswersRoundTrip) {

@@ -113,4 +113,10 @@ metrics::Counter& Quarantines() {
   return c;
 }
 
+metrics::Counter& SupervisorRestarts(std::string_view reason) {
+  return R().GetCounter("strata_supervisor_restarts_total",
+                        "Restarts of the node's training command by strata run --agent",
+                        {{"reason", std::string(reason)}});
+}
+
 }  // namespace strata::agent::metric

@@ -41,6 +41,10 @@ metrics::Counter& MaintenanceEvents();
 metrics::Histogram& CoordinatorRoundSeconds();
 // Steps quarantined at a supervisor's request (coordinator).
 metrics::Counter& Quarantines();
+// Restarts of this node's training command by `strata run --agent`, by
+// reason: "failed" (it exited non-zero), "planned" (exit 75 after an
+// on-demand checkpoint), "quarantined" (a crash loop; a step was quarantined).
+metrics::Counter& SupervisorRestarts(std::string_view reason);
 
 }  // namespace strata::agent::metric
 

@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "agent/agent.h"
+#include "agent/agent_metrics.h"
 #include "format/naming.h"
 #include "util/file_util.h"
 #include "util/hash.h"
@@ -29,6 +30,15 @@ void Agent::HandleControl(const json& request, Server::Reply reply) {
       return reply(StatusReport().ToJson());
     case wire::Op::kHealth:
       return reply(HealthReport().ToJson());
+    case wire::Op::kSupervisorRestart: {
+      StatusOr<wire::SupervisorRestartRequest> r =
+          wire::SupervisorRestartRequest::FromJson(request);
+      if (!r.ok()) return reply(r.status());
+      Log()->info("strata run restarts the training command ({}, exit code {})", r->reason,
+                  r->exit_code);
+      metric::SupervisorRestarts(r->reason).Add();
+      return reply(json::object());
+    }
     default:
       if (wire::KindOf(*op) == wire::OpKind::kCoordination) {
         return coordinator_.HandleAsync(request, std::move(reply));

@@ -85,6 +85,18 @@ supervisor::ProgressHooks AgentHooks(const std::string& agent, const std::string
   return h;
 }
 
+// Each restart is reported to the agent (strata_supervisor_restarts_total);
+// an agent that does not answer within 5 s costs the count, not the restart.
+std::function<void(std::string_view, int)> ReportRestarts(const std::string& agent,
+                                                          const std::string& secret_file,
+                                                          std::ostream& log) {
+  return [agent, secret_file, &log](std::string_view reason, int exit_code) {
+    wire::SupervisorRestartRequest req{std::string(reason), exit_code};
+    auto r = CallAgent(agent, secret_file, req.ToJson(), std::chrono::seconds(5), "strata run");
+    if (!r.ok()) log << "strata run: the restart was not counted: " << r.status().message() << "\n";
+  };
+}
+
 }  // namespace
 
 void RegisterRunCommand(CLI::App& app, Context& ctx) {
@@ -141,7 +153,10 @@ void RegisterRunCommand(CLI::App& app, Context& ctx) {
       ctx.exit_code = 2;
       return;
     }
-    if (!a->agent.empty()) a->options.agent = AgentHooks(a->agent, a->secret_file);
+    if (!a->agent.empty()) {
+      a->options.agent = AgentHooks(a->agent, a->secret_file);
+      a->options.on_restart = ReportRestarts(a->agent, a->secret_file, ctx.err);
+    }
     ctx.exit_code = supervisor::Supervise(a->options, ctx.err);
   });
 }

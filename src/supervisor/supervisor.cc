@@ -382,6 +382,7 @@ int Supervisor::Run() {
       return code;
     }
     const bool planned = code == kExitRestartNow;
+    const int quarantines_before = quarantines_;
     if (planned) {
       Log(log_, fmt::format("the command stopped after its on-demand checkpoint (exit code {}): "
                             "restarting at once",
@@ -409,6 +410,12 @@ int Supervisor::Run() {
     if (int sig = Sleep(delay)) {
       Log(log_, fmt::format("stopped by {} during the backoff wait", SignalName(sig)));
       return 128 + sig;
+    }
+    if (o_.on_restart) {
+      o_.on_restart(planned                             ? "planned"
+                    : quarantines_ > quarantines_before ? "quarantined"
+                                                        : "failed",
+                    code);
     }
     ++restarts;
   }

@@ -380,4 +380,21 @@ StatusOr<QuarantineStepReply> QuarantineStepReply::FromJson(const json& j) {
 
 json QuarantineStepReply::ToJson() const { return {{"description", description}}; }
 
+StatusOr<SupervisorRestartRequest> SupervisorRestartRequest::FromJson(const json& j) {
+  Reader r(j, "supervisor_restart");
+  SupervisorRestartRequest q;
+  r.Get("reason", &q.reason);
+  r.Get("exit_code", &q.exit_code);
+  STRATA_RETURN_IF_ERROR(r.status());
+  if (q.reason != "failed" && q.reason != "planned" && q.reason != "quarantined") {
+    return InvalidArgumentError("supervisor_restart: unknown reason \"" + q.reason.substr(0, 32) +
+                                "\" (failed, planned or quarantined)");
+  }
+  return q;
+}
+
+json SupervisorRestartRequest::ToJson() const {
+  return {{"op", OpName(Op::kSupervisorRestart)}, {"reason", reason}, {"exit_code", exit_code}};
+}
+
 }  // namespace strata::wire

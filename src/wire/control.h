@@ -160,6 +160,16 @@ struct QuarantineStepReply {
   json ToJson() const;
 };
 
+// supervisor_restart: `strata run --agent` restarts the node's training
+// command after it exited with `exit_code`, for `reason` ("failed",
+// "planned", "quarantined"). The answer is an empty object.
+struct SupervisorRestartRequest {
+  std::string reason;
+  int exit_code = 0;
+  static StatusOr<SupervisorRestartRequest> FromJson(const json& j);
+  json ToJson() const;
+};
+
 }  // namespace strata::wire
 
 #endif  // STRATA_WIRE_CONTROL_H_

@@ -28,6 +28,7 @@ constexpr std::array kSpecs = {
     Spec{Op::kGetIndex, "get_index", OpKind::kControl},
     Spec{Op::kStatus, "status", OpKind::kControl},
     Spec{Op::kHealth, "health", OpKind::kControl},
+    Spec{Op::kSupervisorRestart, "supervisor_restart", OpKind::kControl},
     Spec{Op::kPutStep, "put_step", OpKind::kLong},
     Spec{Op::kPutFiles, "put_files", OpKind::kLong},
     Spec{Op::kFetchStep, "fetch_step", OpKind::kLong},

@@ -37,9 +37,10 @@ enum class Op {
   kQuarantineStep,  // never restore this step of the job again
   kAddCopies,       // copies that arrived while the node waits for a plan
   // Control.
-  kGetIndex,  // a held step's index
-  kStatus,    // what `strata status` shows
-  kHealth,    // what `strata health` shows
+  kGetIndex,           // a held step's index
+  kStatus,             // what `strata status` shows
+  kHealth,             // what `strata health` shows
+  kSupervisorRestart,  // `strata run --agent` restarts the training command
   // Long.
   kPutStep,      // a peer sends a step (its index, then files on the connection)
   kPutFiles,     // more files of a put_step, on another connection
