@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libxxhash-dev libcurl4-openssl-dev libssl-dev libpugixml-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libasio-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libasio-dev libisal-dev
   clang clang-format xxhash python3
   pybind11-dev python3-dev python3-numpy python3-pytest python3-torch python3-yaml
   prometheus
