@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the engine benchmarks (bench/engine_bench.cc), the agent benchmarks
 # (bench/agent_bench.cc), the storage benchmarks (bench/storage_bench.cc,
-# against a moto_server it starts), then the PyTorch benchmarks
+# against a moto_server it starts), the erasure codes (bench/ec_bench.cc),
+# then the PyTorch benchmarks
 # (bench/torch_bench.py, when the Python package is built) and the control
 # plane at scale (bench/scale_bench.cc, benchmark name "scale"; it takes
 # none of the flags below, STRATA_SCALE_NODES sets its node counts), and
@@ -26,12 +27,14 @@ build_dir=${1:-build}
 [ $# -gt 0 ] && shift
 agent_benchmarks=" peer_replication restore_from_peer restart_check "
 storage_benchmarks=" backup_upload backup_restore "
+ec_benchmarks=" ec_encode ec_ram ec_rebuild "
 torch_benchmarks=" torch_save_blocking torch_load "
 run_scale=0
 flags=()
 engine_names=()
 agent_names=()
 storage_names=()
+ec_names=()
 torch_names=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -49,6 +52,8 @@ while [ $# -gt 0 ]; do
         agent_names+=("$1")
       elif [[ $storage_benchmarks == *" $1 "* ]]; then
         storage_names+=("$1")
+      elif [[ $ec_benchmarks == *" $1 "* ]]; then
+        ec_names+=("$1")
       elif [[ $torch_benchmarks == *" $1 "* ]]; then
         torch_names+=("$1")
       else
@@ -60,10 +65,11 @@ while [ $# -gt 0 ]; do
 done
 
 runs=()  # binaries to run, in order; no names: all of them
-any_names=$((${#engine_names[@]} + ${#agent_names[@]} + ${#storage_names[@]} + ${#torch_names[@]} + run_scale))
+any_names=$((${#engine_names[@]} + ${#agent_names[@]} + ${#storage_names[@]} + ${#ec_names[@]} + ${#torch_names[@]} + run_scale))
 if [ "$any_names" -eq 0 ] || [ ${#engine_names[@]} -gt 0 ]; then runs+=(engine_bench); fi
 if [ "$any_names" -eq 0 ] || [ ${#agent_names[@]} -gt 0 ]; then runs+=(agent_bench); fi
 if [ "$any_names" -eq 0 ] || [ ${#storage_names[@]} -gt 0 ]; then runs+=(storage_bench); fi
+if [ "$any_names" -eq 0 ] || [ ${#ec_names[@]} -gt 0 ]; then runs+=(ec_bench); fi
 if [ ${#torch_names[@]} -gt 0 ] || { [ "$any_names" -eq 0 ] && [ -d "$build_dir/python/strata" ]; }; then
   runs+=(torch_bench)
 fi
@@ -124,6 +130,8 @@ for b in "${runs[@]}"; do
     names=("${engine_names[@]+"${engine_names[@]}"}")
   elif [ "$b" = agent_bench ]; then
     names=("${agent_names[@]+"${agent_names[@]}"}")
+  elif [ "$b" = ec_bench ]; then
+    names=("${ec_names[@]+"${ec_names[@]}"}")
   elif [ "$b" = scale_bench ]; then
     echo
     "$build_dir/bench/scale_bench" --nodes "${STRATA_SCALE_NODES:-100,1000,10000}" |
