@@ -126,7 +126,7 @@ TEST_F(ClientFilesTest, AStartLeftPendingIsResumedByTheNextAgentProcess) {
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   EXPECT_EQ(job->node_rank, 3);
 
-  client_->EndPendingStart();  // answered: nothing to resume
+  ASSERT_TRUE(client_->EndPendingStart().ok());  // answered: nothing to resume
   fs::remove(File(kReplicatorYaml));
   Restart();
   ASSERT_TRUE(client_->Watch().ok());
@@ -140,6 +140,24 @@ TEST_F(ClientFilesTest, AStartLeftPendingIsResumedByTheNextAgentProcess) {
   Restart();
   ASSERT_TRUE(client_->Watch().ok());
   EXPECT_EQ(testing::ReadFile(File(kReplicatorYaml)), newer);
+  EXPECT_FALSE(fs::exists(Pending()));
+
+  // So does one the client is still writing (its temporary name).
+  fs::remove(File(kReplicatorYaml));
+  testing::WriteFile(Pending(), yaml);
+  testing::WriteFile(File(kReplicatorYamlTmp), newer);
+  Restart();
+  ASSERT_TRUE(client_->Watch().ok());
+  EXPECT_FALSE(fs::exists(File(kReplicatorYaml)));
+  EXPECT_FALSE(fs::exists(Pending()));
+
+  // A start pending for longer than any client waits is dropped.
+  fs::remove(File(kReplicatorYamlTmp));
+  testing::WriteFile(Pending(), yaml);
+  fs::last_write_time(Pending(), fs::file_time_type::clock::now() - std::chrono::hours(1));
+  Restart();
+  ASSERT_TRUE(client_->Watch().ok());
+  EXPECT_FALSE(fs::exists(File(kReplicatorYaml)));
   EXPECT_FALSE(fs::exists(Pending()));
 }
 

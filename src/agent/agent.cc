@@ -73,7 +73,7 @@ void Agent::OpenRestore() {
   // Answered from here on: a crash before the markers costs the client its
   // timeout, a crash after them must not run the start again for a client
   // already training.
-  hooks.on_go = [this] { client_->EndPendingStart(); };
+  hooks.on_go = [this] { return client_->EndPendingStart(); };
   restore_ = std::make_unique<Restore>(env_, clock_, store_.get(), &local_, backup_.get(),
                                        std::move(options), std::move(hooks));
 }
@@ -164,13 +164,13 @@ void Agent::OnReplicatorYaml() {
   }
   if (s.code() == StatusCode::kCancelled) {  // a newer yaml or shutdown: not the client's error
     Log()->info("job {} node {}: {}", parsed->job_name, parsed->node_rank, s.message());
-    if (!Stopping()) client_->EndPendingStart();  // else the next agent process resumes it
+    if (!Stopping()) client_->EndPendingStart().IgnoreError();  // else the next process resumes it
     return;
   }
   if (!s.ok()) {
     Log()->error("job {} node {}: {}", parsed->job_name, parsed->node_rank, s.message());
+    client_->EndPendingStart().IgnoreError();  // first: a failed start is never resumed
     client_->Fail(s);
-    client_->EndPendingStart();
   }
 }
 

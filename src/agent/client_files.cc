@@ -14,6 +14,8 @@ namespace {
 
 constexpr uint64_t kMaxYamlBytes = 1 << 20;
 constexpr auto kLookAtLeastEvery = std::chrono::seconds(1);
+// Longer than the longest client timeout (NeMo's 900 s).
+constexpr std::chrono::nanoseconds kPendingStartLifetime = std::chrono::minutes(20);
 
 }  // namespace
 
@@ -43,8 +45,20 @@ StatusOr<bool> ClientFiles::Watch() {
 void ClientFiles::ResumePendingStart() {
   const std::string& pending = options_.pending_start;
   if (pending.empty() || !env_->Exists(pending)) return;
-  if (env_->Exists(yaml_path())) {  // the client started again: that one counts
-    EndPendingStart();
+  const std::string tmp = JoinPath(local_->path(), std::string(kReplicatorYamlTmp));
+  if (env_->Exists(yaml_path()) || env_->Exists(tmp)) {  // the client started again: that counts
+    EndPendingStart().IgnoreError();
+    return;
+  }
+  // No client waits longer than its timeout (300-900 s): an older start is
+  // nobody's, and resuming it would only open a round no one joins.
+  auto id = env_->Identify(pending);
+  const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  if (id.ok() && now_ns - id->mtime_ns > kPendingStartLifetime.count()) {
+    Log()->info("dropping the start left pending in {}: older than any client waits", pending);
+    EndPendingStart().IgnoreError();
     return;
   }
   auto text = ReadFileToString(env_, pending, kMaxYamlBytes);
@@ -57,12 +71,12 @@ void ClientFiles::ResumePendingStart() {
               yaml_path());
 }
 
-void ClientFiles::EndPendingStart() {
-  if (options_.pending_start.empty()) return;
+Status ClientFiles::EndPendingStart() {
+  if (options_.pending_start.empty()) return Status::Ok();
   Status s = env_->RemoveFile(options_.pending_start);
-  if (!s.ok() && s.code() != StatusCode::kNotFound) {
-    Log()->warn("removing {}: {}", options_.pending_start, s.message());
-  }
+  if (s.ok() || s.code() == StatusCode::kNotFound) return Status::Ok();
+  Log()->warn("removing {}: {}", options_.pending_start, s.message());
+  return s;
 }
 
 StatusOr<std::optional<bool>> ClientFiles::Wait(std::chrono::milliseconds timeout) {

@@ -69,8 +69,9 @@ class ClientFiles {
   // valid one is kept as the pending start.
   StatusOr<ReplicatorConfig> TakeYaml();
   // The pending start is answered (its markers are about to be written) or
-  // over (it failed, or a new yaml replaced it): it is not resumed.
-  void EndPendingStart();
+  // over (it failed, or a new yaml replaced it): it is not resumed. An
+  // error (the file could not be removed) means it still could be.
+  Status EndPendingStart();
   // The start the yaml asked for failed: the client hears why (.failed)
   // and the yaml goes, so it is not taken again.
   void Fail(const Status& why);

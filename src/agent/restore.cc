@@ -303,8 +303,9 @@ Restore::State Restore::Ready(Attempt& a) {
   if (!answer.ok()) return Retry(a, answer.status());
   if (!answer->go) return State::kAwaitPlan;  // replan: wait for the next version
   if (answer->sync && hooks_.on_sync) hooks_.on_sync(*answer->sync);
-  if (hooks_.on_go) hooks_.on_go();
-  Status s = WriteMarkers(a);
+  Status s = hooks_.on_go ? hooks_.on_go() : Status::Ok();
+  if (!s.ok()) return Retry(a, s);
+  s = WriteMarkers(a);
   return s.ok() ? State::kDone : Retry(a, s);
 }
 

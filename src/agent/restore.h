@@ -73,8 +73,9 @@ class Restore {
     // "go" came with the job's on-demand step: it must be published before
     // any rank can pass it, so this runs before the markers are written.
     std::function<void(const wire::SyncDecision&)> on_sync;
-    // "go" came: runs just before the markers are written.
-    std::function<void()> on_go;
+    // "go" came: runs just before the markers are written; an error means
+    // no markers yet (the restore registers again).
+    std::function<Status()> on_go;
   };
 
   // All pointers must outlive the Restore; `backup` may be null (no

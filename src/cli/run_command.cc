@@ -86,13 +86,14 @@ supervisor::ProgressHooks AgentHooks(const std::string& agent, const std::string
 }
 
 // Each restart is reported to the agent (strata_supervisor_restarts_total);
-// an agent that does not answer within 5 s costs the count, not the restart.
+// an agent that does not answer within 2 s (after connecting, 5 s at most)
+// costs the count, not the restart.
 std::function<void(std::string_view, int)> ReportRestarts(const std::string& agent,
                                                           const std::string& secret_file,
                                                           std::ostream& log) {
   return [agent, secret_file, &log](std::string_view reason, int exit_code) {
     wire::SupervisorRestartRequest req{std::string(reason), exit_code};
-    auto r = CallAgent(agent, secret_file, req.ToJson(), std::chrono::seconds(5), "strata run");
+    auto r = CallAgent(agent, secret_file, req.ToJson(), std::chrono::seconds(2), "strata run");
     if (!r.ok()) log << "strata run: the restart was not counted: " << r.status().message() << "\n";
   };
 }

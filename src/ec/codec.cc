@@ -5,6 +5,7 @@
 #include <isa-l/raid.h>
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 #include <string>
 
@@ -15,6 +16,19 @@ namespace {
 constexpr size_t kSlab = 1 << 20;
 
 bool Aligned32(const void* p) { return reinterpret_cast<uintptr_t>(p) % 32 == 0; }
+
+// ISA-L's XOR kernel (two or more 32-byte aligned sources, then the
+// destination); false if it refused, and the caller codes it otherwise.
+bool XorKernel(std::span<const uint8_t* const> data, uint8_t* parity, size_t len) {
+  std::vector<void*> v(data.size() + 1);
+  for (size_t done = 0; done < len; done += kSlab) {
+    const int n = static_cast<int>(std::min(kSlab, len - done));
+    for (size_t i = 0; i < data.size(); ++i) v[i] = const_cast<uint8_t*>(data[i]) + done;
+    v.back() = parity + done;
+    if (xor_gen(static_cast<int>(v.size()), n, v.data()) != 0) return false;
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -55,17 +69,12 @@ void Codec::Apply(const std::vector<uint8_t>& coef, int k, std::span<const uint8
 
 void Codec::Encode(std::span<const uint8_t* const> data, std::span<uint8_t* const> parity,
                    size_t len) const {
-  const bool aligned = std::all_of(data.begin(), data.end(), Aligned32) && Aligned32(parity[0]);
-  if (xor_ && aligned && len % 32 == 0) {  // ISA-L's XOR kernel: sources, then the destination
-    std::vector<void*> v(data.size() + 1);
-    for (size_t done = 0; done < len; done += kSlab) {
-      const int n = static_cast<int>(std::min(kSlab, len - done));
-      for (size_t i = 0; i < data.size(); ++i) v[i] = const_cast<uint8_t*>(data[i]) + done;
-      v.back() = parity[0] + done;
-      xor_gen(static_cast<int>(v.size()), n, v.data());
-    }
+  if (xor_ && data.size() == 1) {  // xor(2): the parity is a copy
+    std::memcpy(parity[0], data[0], len);
     return;
   }
+  const bool aligned = std::all_of(data.begin(), data.end(), Aligned32) && Aligned32(parity[0]);
+  if (xor_ && aligned && len % 32 == 0 && XorKernel(data, parity[0], len)) return;
   std::vector<uint8_t> coef(matrix_.begin() + static_cast<ptrdiff_t>(k_) * k_, matrix_.end());
   Apply(coef, k_, data, parity, len);
 }
@@ -112,8 +121,9 @@ Status Codec::Reconstruct(std::span<const int> have, std::span<const uint8_t* co
       coef[r * k_ + i] = sum;
     }
   }
-  if (xor_ && lost.size() == 1) {
-    Encode(shards, out, len);  // with xor every shard is the XOR of the k others
+  // With xor the one shard not at hand is the XOR of the k that are.
+  if (xor_ && lost.size() == 1 && !distinct.count(lost[0])) {
+    Encode(shards, out, len);
   } else {
     Apply(coef, k_, shards, out, len);
   }

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <map>
 
+#include "ec/redundancy.h"
+
 namespace strata::ec {
 
 std::vector<int> GroupLayout::ParityHolders(int stripe) const {
@@ -54,31 +56,43 @@ StatusOr<Groups> FormGroups(const std::vector<std::string>& domains, int size) {
     return InvalidArgumentError("cannot form groups of " + std::to_string(size) + " nodes out of " +
                                 std::to_string(nodes));
   }
-  // Round robin over the domains: one node of each in turn.
+  // A node without a domain is a domain of its own (keys no name can take).
+  auto domain = [&](int n) {
+    return domains[n].empty() ? std::string(1, '\0') + std::to_string(n) : "d" + domains[n];
+  };
   std::map<std::string, std::vector<int>> by_domain;
-  for (int n = 0; n < nodes; ++n) {
-    by_domain[domains[n].empty() ? "node " + std::to_string(n) : domains[n]].push_back(n);
-  }
-  std::vector<int> dealt;
-  for (size_t i = 0; static_cast<int>(dealt.size()) < nodes; ++i) {
-    for (const auto& [domain, list] : by_domain) {
-      if (i < list.size()) dealt.push_back(list[i]);
-    }
-  }
-  Groups g;
+  for (int n = 0; n < nodes; ++n) by_domain[domain(n)].push_back(n);
+  std::vector<std::vector<int>> ordered;  // largest domain first
+  for (auto& [name, list] : by_domain) ordered.push_back(std::move(list));
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [](const auto& a, const auto& b) { return a.size() > b.size(); });
+  // Group sizes: `size`, the remainder shared out, first groups first.
   const int count = nodes / size, extra = nodes % size;
-  g.members.resize(count);
-  size_t next = 0;
-  for (int i = 0; i < count; ++i) {
-    const int members = size + extra / count + (i < extra % count ? 1 : 0);
-    for (int j = 0; j < members; ++j) g.members[i].push_back(dealt[next++]);
+  std::vector<int> capacity(count);
+  for (int i = 0; i < count; ++i) capacity[i] = size + extra / count + (i < extra % count ? 1 : 0);
+  if (capacity[0] > kMaxGroupSize) {
+    return InvalidArgumentError("groups of " + std::to_string(size) + " out of " +
+                                std::to_string(nodes) + " nodes would have " +
+                                std::to_string(capacity[0]) + " members (at most " +
+                                std::to_string(kMaxGroupSize) + ")");
   }
-  for (const auto& group : g.members) {
-    std::map<std::string, int> per_domain;
-    for (int n : group) {
-      const int here = ++per_domain[domains[n].empty() ? "node " + std::to_string(n) : domains[n]];
-      g.max_in_one_domain = std::max(g.max_in_one_domain, here);
+  // Dealt domain by domain, one node to each group in turn: a domain's
+  // nodes spread over the groups as evenly as the capacities allow.
+  Groups g;
+  g.members.resize(count);
+  int next = 0;
+  for (const auto& list : ordered) {
+    for (int n : list) {
+      while (static_cast<int>(g.members[next].size()) == capacity[next]) next = (next + 1) % count;
+      g.members[next].push_back(n);
+      next = (next + 1) % count;
     }
+  }
+  for (auto& group : g.members) {
+    std::sort(group.begin(), group.end());
+    std::map<std::string, int> per_domain;
+    for (int n : group)
+      g.max_in_one_domain = std::max(g.max_in_one_domain, ++per_domain[domain(n)]);
   }
   return g;
 }

@@ -68,10 +68,12 @@ struct Groups {
 // Splits nodes 0..domains.size()-1 into groups of `size` nodes; the
 // remainder (nodes mod size) is shared among the groups as evenly as it
 // goes, first groups first, so a group may have more than `size` members
-// (its k grows: the same m losses tolerated, a little less RAM). Nodes are dealt round
-// robin over their failure domains first ("" is a domain of its own per
-// node), so a group's members come from as many domains as there are.
-// INVALID_ARGUMENT when there are fewer nodes than `size`.
+// (its k grows: the same m losses tolerated, a little less RAM). The nodes
+// of each failure domain ("" is a domain of its own per node), largest
+// domain first, are dealt to the groups in turn, so every domain spreads
+// over the groups as evenly as it can. A group lists its nodes in rank
+// order. INVALID_ARGUMENT when there are fewer nodes than `size`, or a
+// group would exceed kMaxGroupSize.
 StatusOr<Groups> FormGroups(const std::vector<std::string>& domains, int size);
 
 }  // namespace strata::ec

@@ -233,14 +233,17 @@ class GroupWaiter {
   std::optional<Clock::time_point> killed_at_;  // SIGKILL sent
 };
 
-// Sleeps `d`; returns the SIGTERM/SIGINT that cut it short, or 0.
+// Sleeps `d`; returns the SIGTERM/SIGINT that cut it short, or 0. A
+// signal already pending counts even when `d` is 0.
 int Sleep(milliseconds d) {
   const auto until = Clock::now() + d;
-  for (auto now = Clock::now(); now < until; now = Clock::now()) {
+  auto now = Clock::now();
+  do {
     auto left = std::chrono::duration_cast<milliseconds>(until - now) + milliseconds(1);
     int sig = WaitSignal(left);
     if (sig == SIGTERM || sig == SIGINT) return sig;
-  }
+    now = Clock::now();
+  } while (now < until);
   return 0;
 }
 
@@ -403,6 +406,12 @@ int Supervisor::Run() {
     if (progress || end.length >= o_.reset_after) backoff_n = 0;
     milliseconds delay =
         planned ? milliseconds(0) : BackoffDelay(backoff_n++, o_.backoff_min, o_.backoff_max, rng_);
+    if (o_.on_restart) {  // before the wait: a signal during the report cuts the wait
+      o_.on_restart(planned                             ? "planned"
+                    : quarantines_ > quarantines_before ? "quarantined"
+                                                        : "failed",
+                    code);
+    }
     if (!planned) {
       Log(log_,
           fmt::format("backoff {:.3f}s before attempt={}", delay.count() / 1000.0, attempt + 1));
@@ -410,12 +419,6 @@ int Supervisor::Run() {
     if (int sig = Sleep(delay)) {
       Log(log_, fmt::format("stopped by {} during the backoff wait", SignalName(sig)));
       return 128 + sig;
-    }
-    if (o_.on_restart) {
-      o_.on_restart(planned                             ? "planned"
-                    : quarantines_ > quarantines_before ? "quarantined"
-                                                        : "failed",
-                    code);
     }
     ++restarts;
   }

@@ -89,7 +89,7 @@ struct SupervisorOptions {
   int max_quarantines = 3;
   // Seed of the jitter; 0: random.
   uint64_t seed = 0;
-  // Called before each restart, after the backoff wait: why ("failed",
+  // Called for each restart decided, before the backoff wait: why ("failed",
   // "planned" for kExitRestartNow, "quarantined" after a crash loop's
   // quarantine) and the exit code of the run that ended. `strata run
   // --agent` reports it to the agent (strata_supervisor_restarts_total).
