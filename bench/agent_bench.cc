@@ -59,12 +59,12 @@ namespace {
 
 using agent::json;
 using bench::Clock;
+using bench::kMiB;
 using bench::PrintRatio;
 using bench::PrintSamples;
 using bench::Samples;
 using bench::SecondsSince;
 
-constexpr uint64_t kMiB = 1ull << 20;
 constexpr int kRawSocketBuffer = 1 << 20;  // SO_SNDBUF / SO_RCVBUF of the raw baselines
 constexpr size_t kRawIoBytes = 1 << 20;    // bytes per send/recv/pread/pwrite call
 constexpr char kJob[] = "bench";

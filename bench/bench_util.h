@@ -17,6 +17,8 @@ namespace strata::bench {
 
 using Clock = std::chrono::steady_clock;
 
+inline constexpr uint64_t kMiB = uint64_t{1} << 20;
+
 inline double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }

@@ -38,12 +38,11 @@ namespace strata {
 namespace {
 
 using bench::Clock;
+using bench::kMiB;
 using bench::PrintRatio;
 using bench::PrintSamples;
 using bench::Samples;
 using bench::SecondsSince;
-
-constexpr uint64_t kMiB = 1ull << 20;
 
 struct Free {
   void operator()(uint8_t* p) const { std::free(p); }

@@ -51,12 +51,12 @@ namespace strata {
 namespace {
 
 using bench::Clock;
+using bench::kMiB;
 using bench::PrintRatio;
 using bench::PrintSamples;
 using bench::Samples;
 using bench::SecondsSince;
 
-constexpr uint64_t kMiB = 1ull << 20;
 constexpr uint64_t kTmpfsMagic = 0x01021994;
 
 struct Config {

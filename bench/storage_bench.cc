@@ -51,6 +51,7 @@ namespace strata {
 namespace {
 
 using bench::Clock;
+using bench::kMiB;
 using bench::PrintRatio;
 using bench::PrintSamples;
 using bench::Samples;
@@ -58,7 +59,6 @@ using bench::SecondsSince;
 using storage::ObjectStore;
 using testing::MotoServer;
 
-constexpr uint64_t kMiB = uint64_t{1} << 20;
 constexpr char kBucket[] = "bench";
 
 struct Bench {

@@ -23,16 +23,22 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// One HTTP request on a fresh connection; the whole answer (head and body).
+// One HTTP request on a fresh connection; the whole answer (head and body),
+// or what went wrong (also an answer that takes over 20 s: the server's
+// request timeout is 5 s).
 std::string Http(uint16_t port, const std::string& request) {
   auto s = net::Socket::Connect("127.0.0.1", port, 5s);
   if (!s.ok()) return "connect: " + s.status().ToString();
   if (!s->SendAll(request.data(), request.size(), net::DeadlineAfter(5s)).ok()) return "send";
   std::string out;
   char buf[65536];
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
   for (;;) {
     ssize_t n = ::recv(s->fd(), buf, sizeof buf, 0);
     if (n < 0 && errno == EAGAIN) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        return "no answer within 20 s (" + std::to_string(out.size()) + " bytes): " + out;
+      }
       std::this_thread::sleep_for(10ms);
       continue;
     }

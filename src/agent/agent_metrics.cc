@@ -63,8 +63,9 @@ metrics::Counter& BackupFailures() {
 
 metrics::Histogram& RestoreSeconds(std::string_view source) {
   return R().GetHistogram("strata_restore_seconds",
-                          "A restore of this node's step, from the plan to the data in place, by "
-                          "source tier (own, peer, backup)",
+                          "A restore of this node's step by source tier (own, peer, backup): the "
+                          "verification of its own copy, or the fetch that succeeded (not the "
+                          "wait for the plan, nor holders that failed before)",
                           metrics::kDurationBuckets, {{"source", std::string(source)}});
 }
 

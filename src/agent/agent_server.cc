@@ -201,79 +201,74 @@ wire::StatusReply Agent::StatusReport() const {
   return r;
 }
 
-}  // namespace strata::agent
-
-namespace strata::agent {
-
 Status Agent::StartMetrics() {
+  if (!config_.metrics) return Status::Ok();  // nothing renders the registry then
   metrics_collector_ = metrics::Default().AddCollector(
       [this](std::vector<metrics::Sample>* out) { CollectMetrics(out); });
-  if (!config_.metrics) return Status::Ok();
   metrics_server_ = std::make_unique<MetricsServer>(&metrics::Default());
   Status s = metrics_server_->Start(config_.metrics->host, config_.metrics->port);
   if (!s.ok()) return s.WithContext("--metrics " + config_.metrics->ToString());
-  Log()->info("metrics on http://{}:{}/metrics", config_.metrics->host, metrics_server_->port());
+  const Endpoint bound{config_.metrics->host, metrics_server_->port()};
+  Log()->info("metrics on http://{}/metrics", bound.ToString());
   return Status::Ok();
 }
 
-// Gauges from the status report. The durability lag per tier is the age of
-// the newest step the tier holds: this node's newest ingested step (ram),
-// the job's replication watermark (peer: every node's step on its peers) and
-// the newest committed backup (backup); the job's lag is the maximum over
-// its nodes. A tier with nothing known has no sample.
+// Gauges read at scrape time from the components themselves (not through
+// StatusReport, which copies every index and reads /proc for each rank).
+// The durability lag per tier is the age of the newest step the tier holds:
+// this node's newest ingested step (ram), the job's replication watermark
+// (peer: every node's step on its peers) and the newest committed backup
+// (backup); the job's lag is the maximum over its nodes. A tier with nothing
+// known has no sample.
 void Agent::CollectMetrics(std::vector<metrics::Sample>* out) const {
-  const wire::StatusReply r = StatusReport();
   const Replication::Progress p = replication_->progress();
-  const metrics::Labels agent = {{"agent", r.address}};
+  const metrics::Labels agent = {{"agent", listen_.ToString()}};
   auto add = [&](const char* name, const char* help, double v, metrics::Labels labels) {
     out->push_back({name, help, std::move(labels), v});
   };
+  auto with = [&](const char* key, std::string value) {  // the agent's labels and one more
+    metrics::Labels l = agent;
+    l.emplace_back(key, std::move(value));
+    return l;
+  };
   add("strata_ram_bytes", "Bytes of steps the agent's store holds (own and peers')",
-      static_cast<double>(r.ram_bytes), agent);
-  add("strata_ram_spare_bytes", "Free bytes on the RAM disk beyond what the store needs",
-      static_cast<double>(r.spare_bytes), agent);
+      static_cast<double>(store_->BytesHeld()), agent);
+  add("strata_ram_spare_bytes",
+      "Bytes of spare files the store keeps to receive the next step into (allocated, not free)",
+      static_cast<double>(store_->SpareBytes()), agent);
   add("strata_replication_queued_steps", "Own steps waiting to be sent to the peers",
-      static_cast<double>(r.queued), agent);
+      static_cast<double>(p.queued), agent);
   add("strata_training_step", "The newest step a rank on this node checked",
-      static_cast<double>(r.training_step), agent);
+      static_cast<double>(sync_->node_step()), agent);
   add("strata_replication_watermark_step", "The newest step every node has on its peers",
-      static_cast<double>(r.watermark), agent);
+      static_cast<double>(p.watermark), agent);
   const char* lag_help =
       "Age of the newest step the tier holds: the training a failure recovered from that tier "
       "would lose now (max over nodes for the job)";
-  auto tier = [&](const char* t) {
-    metrics::Labels l = agent;
-    l.emplace_back("tier", t);
-    return l;
-  };
   if (p.own_age_seconds >= 0) {
-    add("strata_durability_lag_seconds", lag_help, p.own_age_seconds, tier("ram"));
+    add("strata_durability_lag_seconds", lag_help, p.own_age_seconds, with("tier", "ram"));
   }
   if (p.watermark_age_seconds >= 0) {
-    add("strata_durability_lag_seconds", lag_help, p.watermark_age_seconds, tier("peer"));
+    add("strata_durability_lag_seconds", lag_help, p.watermark_age_seconds, with("tier", "peer"));
   }
-  if (r.backup && r.backup->newest) {
-    add("strata_durability_lag_seconds", lag_help, static_cast<double>(r.backup->lag_seconds),
-        tier("backup"));
+  if (backup_) {
+    const wire::BackupStatus b = backup_->StatusReport();
+    if (b.newest) {
+      add("strata_durability_lag_seconds", lag_help, static_cast<double>(b.lag_seconds),
+          with("tier", "backup"));
+    }
   }
-  for (const auto& [peer, age] : replication_->PeerLags()) {
-    metrics::Labels l = agent;
-    l.emplace_back("peer", peer);
+  for (const auto& [peer, age] : p.peer_lags) {
     add("strata_replication_peer_lag_seconds",
-        "Age of the newest own step each peer holds (its part of the peer tier's lag)", age, l);
+        "Age of the newest own step each peer holds (its part of the peer tier's lag)", age,
+        with("peer", peer));
   }
-  if (r.goodput) {
-    const wire::Goodput& g = *r.goodput;
+  if (std::optional<wire::Goodput> g = goodput_.Report(clock_->Now())) {
     const char* help =
         "Where the job's time on this node went since it first started under this agent "
         "(strata goodput)";
-    for (auto [category, v] :
-         {std::pair{"productive", g.productive_seconds}, std::pair{"save", g.save_seconds},
-          std::pair{"restore", g.restore_seconds}, std::pair{"wasted", g.wasted_seconds},
-          std::pair{"other", g.other_seconds}}) {
-      metrics::Labels l = agent;
-      l.emplace_back("category", category);
-      add("strata_goodput_seconds", help, v, l);
+    for (const wire::GoodputCategory& c : wire::kGoodputCategories) {
+      add("strata_goodput_seconds", help, (*g).*c.seconds, with("category", c.name));
     }
   }
 }

@@ -52,11 +52,8 @@ void ClientFiles::ResumePendingStart() {
   }
   // No client waits longer than its timeout (300-900 s): an older start is
   // nobody's, and resuming it would only open a round no one joins.
-  auto id = env_->Identify(pending);
-  const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count();
-  if (id.ok() && now_ns - id->mtime_ns > kPendingStartLifetime.count()) {
+  if (std::optional<std::chrono::nanoseconds> age = Age(pending);
+      age && *age > kPendingStartLifetime) {
     Log()->info("dropping the start left pending in {}: older than any client waits", pending);
     EndPendingStart().IgnoreError();
     return;
@@ -198,13 +195,19 @@ std::vector<StepKey> ClientFiles::Ingest(const ReplicatorConfig& job, size_t pee
 
 // PyTorch clients write their .save files in place: a file is only taken
 // once it has not changed for a second.
-bool ClientFiles::AllSettled(const std::vector<std::string>& files) const {
+std::optional<std::chrono::nanoseconds> ClientFiles::Age(const std::string& path) const {
+  StatusOr<FileIdentity> id = env_->Identify(path);
+  if (!id.ok()) return std::nullopt;
   const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
+  return std::chrono::nanoseconds(now_ns - id->mtime_ns);
+}
+
+bool ClientFiles::AllSettled(const std::vector<std::string>& files) const {
   for (const auto& f : files) {
-    StatusOr<FileIdentity> id = env_->Identify(JoinPath(local_->path(), f));
-    if (!id.ok() || now_ns - id->mtime_ns < 1'000'000'000) return false;
+    std::optional<std::chrono::nanoseconds> age = Age(JoinPath(local_->path(), f));
+    if (!age || *age < std::chrono::seconds(1)) return false;
   }
   return true;
 }

@@ -87,6 +87,8 @@ class ClientFiles {
   bool PolledYamlSettled();
   void ResumePendingStart();
   void GatherPytorchSaves(const ReplicatorConfig& job);
+  // Since `path` was last modified (wall clock); nullopt when it cannot say.
+  std::optional<std::chrono::nanoseconds> Age(const std::string& path) const;
   // None of `files` was modified in the last second.
   bool AllSettled(const std::vector<std::string>& files) const;
 

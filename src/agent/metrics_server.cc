@@ -4,7 +4,9 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <string_view>
 
 #include "util/logging.h"
@@ -16,22 +18,32 @@ namespace {
 constexpr auto kRequestTimeout = std::chrono::seconds(5);
 constexpr size_t kMaxRequestBytes = 16 << 10;
 
-// Reads until the end of the request's head; false on timeout, a close or
-// an oversized head.
-bool ReadHead(net::Socket& s, std::string* head) {
+// Reads until the end of the request's head. The error says why not (a
+// client too slow, gone, or sending an oversized head) and after how much.
+Status ReadHead(net::Socket& s, std::string* head) {
   auto deadline = std::chrono::steady_clock::now() + kRequestTimeout;
   char buf[4096];
+  auto failed = [&](const std::string& why) {
+    return UnavailableError("reading a request from " + s.peer() + ": " + why + " after " +
+                            std::to_string(head->size()) + " bytes");
+  };
   while (head->find("\r\n\r\n") == std::string::npos) {
+    if (head->size() > kMaxRequestBytes) return failed("a head over 16 KiB");
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0 || head->size() > kMaxRequestBytes) return false;
+    if (left.count() <= 0) return failed("timed out");
     pollfd p{s.fd(), POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
+    int ready = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready < 0) return failed(std::string("poll: ") + std::strerror(errno));
+    if (ready == 0) continue;  // the deadline decides
     ssize_t n = ::recv(s.fd(), buf, sizeof buf, 0);
-    if (n <= 0) return false;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return failed(std::string("recv: ") + std::strerror(errno));
+    if (n == 0) return failed("closed");
     head->append(buf, static_cast<size_t>(n));
   }
-  return true;
+  return Status::Ok();
 }
 
 std::string Response(int code, std::string_view reason, std::string_view type,
@@ -74,7 +86,10 @@ void MetricsServer::Serve() {
 
 void MetricsServer::Answer(net::Socket& client) {
   std::string head;
-  if (!ReadHead(client, &head)) return;  // a client too slow or gone: nothing to answer
+  if (Status s = ReadHead(client, &head); !s.ok()) {  // nothing to answer
+    Log()->debug("metrics: {}", s.message());
+    return;
+  }
   std::string_view line(head.data(), head.find("\r\n"));
   std::string_view method = line.substr(0, line.find(' '));
   std::string_view rest = line.substr(std::min(line.size(), method.size() + 1));

@@ -120,17 +120,11 @@ Replication::Progress Replication::progress() const {
   if (behind_since_) p.lag_seconds = SecondsSince(*clock_, *behind_since_);
   p.own_age_seconds = IngestAge(newest_ingested_);
   p.watermark_age_seconds = IngestAge(watermark_);
+  for (const auto& [peer, step] : peer_newest_) {
+    if (double age = IngestAge(step); age >= 0) p.peer_lags.emplace_back(peer, age);
+  }
   p.error = error_;
   return p;
-}
-
-std::vector<std::pair<std::string, double>> Replication::PeerLags() const {
-  MutexLock l(&mu_);
-  std::vector<std::pair<std::string, double>> out;
-  for (const auto& [peer, step] : peer_newest_) {
-    if (double age = IngestAge(step); age >= 0) out.emplace_back(peer, age);
-  }
-  return out;
 }
 
 double Replication::IngestAge(int64_t step) const {

@@ -83,10 +83,14 @@ class Replication {
     size_t queued = 0;
     double lag_seconds = 0;  // since the oldest step not yet on every peer was ingested
     // Since the newest ingested step, and the watermark's step, were
-    // ingested here; -1 when unknown (none, or ingested before this agent
-    // started or too long ago).
+    // ingested here; -1 when unknown (none, or too long ago). A step this
+    // agent found held when it started counts from its start (it is queued
+    // again then).
     double own_age_seconds = -1;
     double watermark_age_seconds = -1;
+    // Per peer address: the age of the newest own step it holds (since that
+    // step was ingested here); peers whose step's time is unknown are left out.
+    std::vector<std::pair<std::string, double>> peer_lags;
     std::string error;  // the last failure to reach a peer, cleared by a success
   };
 
@@ -111,9 +115,6 @@ class Replication {
   // Whether this node's `step` is on every peer.
   bool Replicated(int64_t step) const EXCLUDES(mu_);
   Progress progress() const EXCLUDES(mu_);
-  // Per peer address: the age of the newest own step it holds (since that
-  // step was ingested here); peers whose step's time is unknown are left out.
-  std::vector<std::pair<std::string, double>> PeerLags() const EXCLUDES(mu_);
   // "Peer replication failing for N s: <error>" once replication has been
   // behind, with an error, for longer than `after`.
   std::optional<std::string> Trouble(std::chrono::seconds after) const EXCLUDES(mu_);

@@ -330,6 +330,14 @@ std::vector<wire::HeldCopy> Restore::Inventory(const std::string& job) {
   return inv;
 }
 
+// The restore metrics of `key`, got from `tier` in the time since `began`.
+void Restore::RecordRestore(const char* tier, const StepKey& key, SteadyClock::time_point began) {
+  metric::RestoreSeconds(tier).Observe(SecondsSince(*clock_, began));
+  if (auto index = store_->GetIndex(key); index.ok()) {
+    metric::RestoreBytes(tier).Add(static_cast<double>(index->total_bytes));
+  }
+}
+
 // Reads and verifies this node's own copy of `key` before the ranks restore
 // from it (registration proved it unchanged without reading it). A copy that
 // fails is dropped and reported in `bad`, so that the coordinator plans
@@ -338,10 +346,7 @@ Status Restore::VerifyOwnCopy(const StepKey& key, int node, std::vector<wire::Fa
   const SteadyClock::time_point began = clock_->Now();
   Status v = store_->Verify(key);
   if (v.ok()) {
-    metric::RestoreSeconds("own").Observe(SecondsSince(*clock_, began));
-    if (auto index = store_->GetIndex(key); index.ok()) {
-      metric::RestoreBytes("own").Add(static_cast<double>(index->total_bytes));
-    }
+    RecordRestore("own", key, began);
     return v;
   }
   Log()->warn("own copy {} does not verify, dropped: {}", key.ToString(), v.message());
@@ -363,6 +368,7 @@ Status Restore::FetchStep(Attempt& a, const StepKey& key, const wire::PlanSource
   for (int holder : source.holders) {
     if (holder == node) continue;
     std::string from = "node " + std::to_string(holder);
+    const char* tier = holder == kBackupHolder ? "backup" : "peer";
     const SteadyClock::time_point began = clock_->Now();
     Status s;
     if (holder == kBackupHolder) {
@@ -382,17 +388,11 @@ Status Restore::FetchStep(Attempt& a, const StepKey& key, const wire::PlanSource
                   " from " + from;
       a.fetched_key = key;
       Log()->info("restored {} from {}", key.ToString(), from);
-      const char* tier = holder == kBackupHolder ? "backup" : "peer";
-      metric::RestoreSeconds(tier).Observe(SecondsSince(*clock_, began));
-      if (auto index = store_->GetIndex(key); index.ok()) {
-        metric::RestoreBytes(tier).Add(static_cast<double>(index->total_bytes));
-      }
+      RecordRestore(tier, key, began);
       *used = holder;
       return s;
     }
-    if (s.code() == StatusCode::kDataLoss) {
-      metric::VerificationFailures(holder == kBackupHolder ? "backup" : "peer").Add();
-    }
+    if (s.code() == StatusCode::kDataLoss) metric::VerificationFailures(tier).Add();
     Log()->warn("fetching {} from {}: {}", key.ToString(), from, s.message());
     a.bad.push_back({holder, key.rank, key.step});
     last = s;

@@ -137,6 +137,7 @@ class Restore {
   void Enter(State state, int64_t round) EXCLUDES(mu_);
 
   Status VerifyOwnCopy(const StepKey& key, int node, std::vector<wire::FailedHolder>* bad);
+  void RecordRestore(const char* tier, const StepKey& key, SteadyClock::time_point began);
   Status FetchStep(Attempt& a, const StepKey& key, const wire::PlanSource& source, int* used);
   Status FetchFrom(const std::string& address, const StepKey& key, int node_rank,
                    std::optional<uint64_t> digest);

@@ -10,6 +10,7 @@
 
 #include "cli/agent_client.h"
 #include "cli/cli.h"
+#include "util/thread_pool.h"
 #include "wire/control.h"
 
 namespace strata::cli {
@@ -46,11 +47,8 @@ wire::Goodput JobGoodput(const std::vector<Node>& nodes) {
   for (const Node& node : nodes) {
     const wire::Goodput& g = node.g;
     j.elapsed_seconds += g.elapsed_seconds / n;
-    j.productive_seconds += g.productive_seconds / n;
-    j.save_seconds += g.save_seconds / n;
-    j.restore_seconds += g.restore_seconds / n;
-    j.wasted_seconds += g.wasted_seconds / n;
-    j.other_seconds += g.other_seconds / n;
+    for (const wire::GoodputCategory& c : wire::kGoodputCategories)
+      j.*c.seconds += g.*c.seconds / n;
     j.step = std::max(j.step, g.step);
     j.wasted_steps = std::max(j.wasted_steps, g.wasted_steps);
     j.interruptions = std::max(j.interruptions, g.interruptions);
@@ -59,24 +57,36 @@ wire::Goodput JobGoodput(const std::vector<Node>& nodes) {
   return j;
 }
 
+// Every agent's ledger, asked all at once (a hung agent costs its 10 s
+// once, not once per node after it).
+StatusOr<std::vector<Node>> AskAgents(const GoodputArgs& a) {
+  std::vector<Node> nodes(a.agents.size());
+  Status s = RunParallel(
+      nodes.size(), std::min<size_t>(nodes.size(), 64),
+      [&](size_t i, const std::atomic<bool>&) -> Status {
+        const std::string& agent = a.agents[i];
+        STRATA_ASSIGN_OR_RETURN(
+            wire::StatusReply status,
+            AgentStatus(agent, a.secret_file, std::chrono::seconds(10), "strata goodput"));
+        if (!status.goodput) {
+          return FailedPreconditionError("the agent at " + agent + " has seen no job start yet");
+        }
+        nodes[i] = {agent, std::nullopt, *status.goodput};
+        if (status.job) nodes[i].rank = status.job->node;
+        return Status::Ok();
+      });
+  if (!s.ok()) return s;
+  return nodes;
+}
+
 void RunGoodput(Context& ctx, const GoodputArgs& a) {
-  std::vector<Node> nodes;
-  for (const std::string& agent : a.agents) {
-    auto status = AgentStatus(agent, a.secret_file, std::chrono::seconds(10), "strata goodput");
-    if (!status.ok()) {
-      ctx.err << "strata goodput: " << status.status().message() << "\n";
-      ctx.exit_code = 1;
-      return;
-    }
-    if (!status->goodput) {
-      ctx.err << "strata goodput: the agent at " << agent << " has seen no job start yet\n";
-      ctx.exit_code = 1;
-      return;
-    }
-    std::optional<int> rank;
-    if (status->job) rank = status->job->node;
-    nodes.push_back({agent, rank, *status->goodput});
+  StatusOr<std::vector<Node>> asked = AskAgents(a);
+  if (!asked.ok()) {
+    ctx.err << "strata goodput: " << asked.status().message() << "\n";
+    ctx.exit_code = 1;
+    return;
   }
+  const std::vector<Node>& nodes = *asked;
   const wire::Goodput job = JobGoodput(nodes);
   if (a.json) {
     nlohmann::json per = nlohmann::json::array();

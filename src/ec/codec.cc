@@ -45,25 +45,25 @@ StatusOr<Codec> Codec::Create(const Redundancy& r) {
   } else {
     gf_gen_cauchy1_matrix(c.matrix_.data(), n, r.k);
   }
-  for (int j = 0; j < r.m; ++j) {
-    std::vector<uint8_t> tables(32 * static_cast<size_t>(r.k));
-    ec_init_tables(r.k, 1, &c.matrix_[static_cast<size_t>(r.k + j) * r.k], tables.data());
-    c.rows_.push_back(std::move(tables));
-  }
+  c.parity_tables_ = Tables(&c.matrix_[static_cast<size_t>(r.k) * r.k], r.k, r.m);
   return c;
 }
 
-void Codec::Apply(const std::vector<uint8_t>& coef, int k, std::span<const uint8_t* const> in,
+std::vector<uint8_t> Codec::Tables(const uint8_t* coef, int k, int rows) {
+  std::vector<uint8_t> tables(32 * static_cast<size_t>(k) * rows);
+  ec_init_tables(k, rows, const_cast<uint8_t*>(coef), tables.data());
+  return tables;
+}
+
+void Codec::Apply(const std::vector<uint8_t>& tables, int k, std::span<const uint8_t* const> in,
                   std::span<uint8_t* const> out, size_t len) {
   const int rows = static_cast<int>(out.size());
-  std::vector<uint8_t> tables(32 * static_cast<size_t>(k) * rows);
-  ec_init_tables(k, rows, const_cast<uint8_t*>(coef.data()), tables.data());
   std::vector<uint8_t*> src(in.size()), dst(out.size());
   for (size_t done = 0; done < len; done += kSlab) {
     const int n = static_cast<int>(std::min(kSlab, len - done));
     for (size_t i = 0; i < in.size(); ++i) src[i] = const_cast<uint8_t*>(in[i]) + done;
     for (size_t r = 0; r < out.size(); ++r) dst[r] = out[r] + done;
-    ec_encode_data(n, k, rows, tables.data(), src.data(), dst.data());
+    ec_encode_data(n, k, rows, const_cast<uint8_t*>(tables.data()), src.data(), dst.data());
   }
 }
 
@@ -75,13 +75,13 @@ void Codec::Encode(std::span<const uint8_t* const> data, std::span<uint8_t* cons
   }
   const bool aligned = std::all_of(data.begin(), data.end(), Aligned32) && Aligned32(parity[0]);
   if (xor_ && aligned && len % 32 == 0 && XorKernel(data, parity[0], len)) return;
-  std::vector<uint8_t> coef(matrix_.begin() + static_cast<ptrdiff_t>(k_) * k_, matrix_.end());
-  Apply(coef, k_, data, parity, len);
+  Apply(parity_tables_, k_, data, parity, len);
 }
 
 void Codec::Accumulate(int row, int index, const uint8_t* shard, uint8_t* parity,
                        size_t len) const {
-  auto* tables = const_cast<uint8_t*>(rows_[static_cast<size_t>(row)].data());
+  // Row j's tables are the j-th 32*k bytes of the encode tables.
+  auto* tables = const_cast<uint8_t*>(parity_tables_.data()) + 32 * static_cast<size_t>(k_) * row;
   for (size_t done = 0; done < len; done += kSlab) {
     const int n = static_cast<int>(std::min(kSlab, len - done));
     uint8_t* out = parity + done;
@@ -101,6 +101,14 @@ Status Codec::Reconstruct(std::span<const int> have, std::span<const uint8_t* co
                                 std::to_string(m_) + " needs " + std::to_string(k_) +
                                 " distinct shards, got " + std::to_string(have.size()));
   }
+  for (int r : lost) {
+    if (r < 0 || r >= n) return InvalidArgumentError("no shard " + std::to_string(r));
+  }
+  // With xor the one shard not at hand is the XOR of the k that are.
+  if (xor_ && lost.size() == 1 && !distinct.count(lost[0])) {
+    Encode(shards, out, len);
+    return Status::Ok();
+  }
   // B: the generator's rows of the shards at hand; B^-1 maps them back to
   // the data, and generator row r times B^-1 gives any shard r.
   std::vector<uint8_t> b(static_cast<size_t>(k_) * k_), inv(b.size());
@@ -112,8 +120,6 @@ Status Codec::Reconstruct(std::span<const int> have, std::span<const uint8_t* co
   }
   std::vector<uint8_t> coef(lost.size() * static_cast<size_t>(k_), 0);
   for (size_t r = 0; r < lost.size(); ++r) {
-    if (lost[r] < 0 || lost[r] >= n)
-      return InvalidArgumentError("no shard " + std::to_string(lost[r]));
     const uint8_t* g = &matrix_[static_cast<size_t>(lost[r]) * k_];
     for (int i = 0; i < k_; ++i) {
       uint8_t sum = 0;
@@ -121,12 +127,7 @@ Status Codec::Reconstruct(std::span<const int> have, std::span<const uint8_t* co
       coef[r * k_ + i] = sum;
     }
   }
-  // With xor the one shard not at hand is the XOR of the k that are.
-  if (xor_ && lost.size() == 1 && !distinct.count(lost[0])) {
-    Encode(shards, out, len);
-  } else {
-    Apply(coef, k_, shards, out, len);
-  }
+  Apply(Tables(coef.data(), k_, static_cast<int>(lost.size())), k_, shards, out, len);
   return Status::Ok();
 }
 

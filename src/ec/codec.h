@@ -46,14 +46,16 @@ class Codec {
 
  private:
   Codec(int k, int m, bool xor_only) : k_(k), m_(m), xor_(xor_only) {}
-  // out[r] = sum over i of coef[r*k + i] * in[i], for rows r of `coef`.
-  static void Apply(const std::vector<uint8_t>& coef, int k, std::span<const uint8_t* const> in,
+  // ISA-L's tables for `rows` rows of k coefficients each (row-major).
+  static std::vector<uint8_t> Tables(const uint8_t* coef, int k, int rows);
+  // out[r] = sum over i of coef[r][i] * in[i], the coefficients as Tables.
+  static void Apply(const std::vector<uint8_t>& tables, int k, std::span<const uint8_t* const> in,
                     std::span<uint8_t* const> out, size_t len);
 
   int k_, m_;
   bool xor_;
-  std::vector<uint8_t> matrix_;             // (k+m) x k generator
-  std::vector<std::vector<uint8_t>> rows_;  // per parity row: its 32*k ISA-L tables
+  std::vector<uint8_t> matrix_;         // (k+m) x k generator
+  std::vector<uint8_t> parity_tables_;  // the parity rows' tables (32*k per row)
 };
 
 }  // namespace strata::ec

@@ -109,11 +109,9 @@ StatusOr<Goodput> Goodput::FromJson(const json& j) {
   Reader r(j, "goodput");
   Goodput g;
   r.Get("elapsed_seconds", &g.elapsed_seconds);
-  r.Get("productive_seconds", &g.productive_seconds);
-  r.Get("save_seconds", &g.save_seconds);
-  r.Get("restore_seconds", &g.restore_seconds);
-  r.Get("wasted_seconds", &g.wasted_seconds);
-  r.Get("other_seconds", &g.other_seconds);
+  for (const GoodputCategory& c : kGoodputCategories) {
+    r.Get((std::string(c.name) + "_seconds").c_str(), &(g.*c.seconds));
+  }
   r.Get("goodput", &g.goodput);
   r.Get("step", &g.step);
   r.Get("wasted_steps", &g.wasted_steps);
@@ -123,16 +121,14 @@ StatusOr<Goodput> Goodput::FromJson(const json& j) {
 }
 
 json Goodput::ToJson() const {
-  return {{"elapsed_seconds", elapsed_seconds},
-          {"productive_seconds", productive_seconds},
-          {"save_seconds", save_seconds},
-          {"restore_seconds", restore_seconds},
-          {"wasted_seconds", wasted_seconds},
-          {"other_seconds", other_seconds},
-          {"goodput", goodput},
-          {"step", step},
-          {"wasted_steps", wasted_steps},
-          {"interruptions", interruptions}};
+  json j = {{"elapsed_seconds", elapsed_seconds},
+            {"goodput", goodput},
+            {"step", step},
+            {"wasted_steps", wasted_steps},
+            {"interruptions", interruptions}};
+  for (const GoodputCategory& c : kGoodputCategories)
+    j[std::string(c.name) + "_seconds"] = this->*c.seconds;
+  return j;
 }
 
 namespace {

@@ -9,6 +9,7 @@
 #ifndef STRATA_WIRE_CONTROL_H_
 #define STRATA_WIRE_CONTROL_H_
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -50,7 +51,22 @@ struct Goodput {
   int64_t interruptions = 0;
   static StatusOr<Goodput> FromJson(const json& j);
   json ToJson() const;
+  friend bool operator==(const Goodput&, const Goodput&) = default;
 };
+
+// The categories elapsed time splits into: the name (the metric's
+// `category` label; the JSON key adds "_seconds") and the field.
+struct GoodputCategory {
+  const char* name;
+  double Goodput::*seconds;
+};
+inline constexpr std::array<GoodputCategory, 5> kGoodputCategories = {{
+    {"productive", &Goodput::productive_seconds},
+    {"save", &Goodput::save_seconds},
+    {"restore", &Goodput::restore_seconds},
+    {"wasted", &Goodput::wasted_seconds},
+    {"other", &Goodput::other_seconds},
+}};
 
 // status: the agent's job, what it holds, replication, backups, the ranks.
 struct StatusReply {

@@ -44,6 +44,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import netbed  # noqa: E402
@@ -89,6 +90,8 @@ class Job:
         self.hosts = {n: "n%d" % n for n in range(nodes)}
         self.agents, self.supervisors = {}, {}
         self.killed_agents = set()  # pids the harness killed on purpose
+        self.crashed = []  # (node, exit code) of agents that exited on their own
+        self.agent_log_from = {}  # node -> size of its agent log when it last started
         self.mounted = set()
 
     def host(self, n):
@@ -117,10 +120,15 @@ class Job:
             self.mounted.discard(n)
 
     def start_agent(self, n):
+        old = self.agents.get(n)
+        if old and old.poll() is not None and old.pid not in self.killed_agents:
+            self.crashed.append((n, old.returncode))  # before a restart hides it
+        log = self.log("agent", n)
+        self.agent_log_from[n] = os.path.getsize(log) if os.path.exists(log) else 0
         self.agents[n] = self.bed.spawn(self.host(n), [
             self.strata, "agent", "--local-dir", self.dir(n), "--listen", self.address(n),
             "--coordinator", self.address(0), "--secret-file", self.secret,
-            "--backup", BACKUP_URL, "--grace-seconds", "60"], log=self.log("agent", n),
+            "--backup", BACKUP_URL, "--grace-seconds", "60"], log=log,
             env=dict(os.environ, **self.s3.client_env()))
 
     def start_supervisor(self, n):
@@ -136,7 +144,10 @@ class Job:
             "--exit-after-ondemand"], log=self.log("run", n))
 
     def wait_listening(self, n, limit=30):
-        if not netbed.wait_for(lambda: b"listening on" in _tail(self.log("agent", n)), limit):
+        """Waits for the agent started last on node n (its log is appended
+        to: an earlier start's line does not count)."""
+        log, start = self.log("agent", n), self.agent_log_from[n]
+        if not netbed.wait_for(lambda: b"listening on" in _tail(log, start), limit):
             raise Violation("the agent of node %d did not start" % n)
 
     def trainer_pids(self, n):
@@ -199,9 +210,10 @@ class Job:
         return all(p.poll() is not None for p in self.supervisors.values())
 
 
-def _tail(path):
+def _tail(path, start=0):
     try:
         with open(path, "rb") as f:
+            f.seek(start)
             return f.read()
     except OSError:
         return b""
@@ -212,6 +224,33 @@ def _kill(pid):
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+# Every process a run starts inherits RUN_TAG=<its work directory> in its
+# environment, so one left behind is found however it was started and
+# wherever it was re-parented (as tests/no_process_left_behind.sh does).
+RUN_TAG = "STRATA_CHAOS_RUN"
+
+
+def _pids_tagged(work, limit=5):
+    """The processes of the run in `work` still alive after `limit` seconds
+    (the bed's kills may still be landing)."""
+    tag = ("%s=%s" % (RUN_TAG, work)).encode()
+
+    def scan():
+        out = []
+        for d in os.listdir("/proc"):
+            if not d.isdigit() or int(d) == os.getpid():
+                continue
+            try:
+                with open("/proc/%s/environ" % d, "rb") as f:
+                    if tag in f.read().split(b"\0"):
+                        out.append(int(d))
+            except OSError:
+                continue
+        return out
+    netbed.wait_for(lambda: not scan(), limit)
+    return scan()
 
 
 def _pids_with_arg(arg, exe=None):
@@ -372,9 +411,14 @@ class Faults:
             if k == "maintenance_lose_ram":
                 argv.append("--lose-ram")
                 self.ram_lost[nodes[0]] = time.time()
-            t = threading.Thread(target=subprocess.run, args=(argv,), daemon=True,
-                                 kwargs={"capture_output": True, "timeout": 180,
-                                         "env": dict(os.environ, STRATA_SECRET_FILE=job.secret)})
+            env = dict(os.environ, STRATA_SECRET_FILE=job.secret)
+
+            def maintain(argv=argv, env=env, node=nodes[0]):
+                r = subprocess.run(argv, capture_output=True, text=True, timeout=180, env=env)
+                if r.returncode != 0:  # an overlapping fault may cut it short: said, not judged
+                    self.say("strata maintenance on node %d: exit %d: %s" %
+                             (node, r.returncode, (r.stderr or r.stdout).strip()[-300:]))
+            t = threading.Thread(target=maintain, daemon=True)
             t.start()
             self.threads.append(t)
         else:
@@ -557,6 +601,7 @@ def run_seed(build, seed, nodes, seconds, kinds, keep, say):
     faults = schedule.make(seed, nodes, seconds, kinds=kinds, mean_gap=MEAN_GAP)
     say(schedule.format(seed, faults))
     work = tempfile.mkdtemp(prefix="strata-chaos.%d." % seed, dir="/dev/shm")
+    os.environ[RUN_TAG] = work  # inherited by everything the run starts
     steps = int(seconds * 1000 / STEP_MS) + 600
     report = {"seed": seed, "nodes": nodes, "seconds": seconds, "steps": steps,
               "overlapping": schedule.overlapping(faults), "faults": [], "violations": []}
@@ -600,15 +645,15 @@ def run_seed(build, seed, nodes, seconds, kinds, keep, say):
                 applier.note_recoveries()
                 time.sleep(0.1)
             report["seconds_total"] = round(time.time() - t0, 1)
-            report["violations"] += check(job, refs, applier, seen_backups)
+            report["violations"] += check(job, refs, seen_backups)
             report["faults"] = summarize(job, applier)
             report["s3_injected"] = s3.injected()
             report["quarantined"] = sum(len(q) for q in job.quarantined().values())
-            crashed = [n for n, p in job.agents.items()
-                       if p.poll() is not None and p.pid not in job.killed_agents]
-            report["violations"] += ["the agent of node %d exited on its own (exit %s)" %
-                                     (n, job.agents[n].returncode) for n in crashed]
-        left = _pids_with_arg(work)
+            crashed = job.crashed + [(n, p.returncode) for n, p in job.agents.items()
+                                     if p.poll() is not None and p.pid not in job.killed_agents]
+            report["violations"] += ["the agent of node %d exited on its own (exit %s)" % c
+                                     for c in crashed]
+        left = _pids_tagged(work)
         report["violations"] += ["process %d was left behind" % pid for pid in left]
         for pid in left:
             _kill(pid)
@@ -623,7 +668,7 @@ def run_seed(build, seed, nodes, seconds, kinds, keep, say):
     return report
 
 
-def check(job, refs, applier, seen_backups):
+def check(job, refs, seen_backups):
     v = []
     for n in range(job.nodes):
         p = job.supervisors[n]
@@ -752,7 +797,7 @@ def main():
             seeds += list(range(int(lo), int(hi or lo) + 1))
     netbed.sweep()
     args = [(a.build, seed, a.nodes, a.minutes * 60, kinds, a.keep, a.jobs > 1) for seed in seeds]
-    if a.jobs > 1:  # a process per run: each bed takes its names from its pid
+    if a.jobs > 1:  # a process per run: each bed claims a subnet and takes its names from it
         with multiprocessing.get_context("fork").Pool(a.jobs, maxtasksperchild=1) as pool:
             reports = list(pool.imap(_one_seed, args))
     else:
@@ -779,6 +824,7 @@ def _one_seed(args):
     try:
         r = run_seed(build, seed, nodes, seconds, kinds, keep, say)
     except Exception as e:  # noqa: BLE001 (any failure of a run is reported with its seed)
+        say(traceback.format_exc())
         r = {"seed": seed, "faults": [], "violations": ["the run failed: %s: %s" %
                                                         (type(e).__name__, e)]}
     for f in r["faults"]:

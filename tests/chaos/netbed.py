@@ -72,8 +72,21 @@ def sweep():
     if os.path.isdir(OWNERS):
         for tag in os.listdir(OWNERS):
             if not _alive(tag):
-                os.unlink(os.path.join(OWNERS, tag))
+                try:
+                    os.unlink(os.path.join(OWNERS, tag))
+                except FileNotFoundError:
+                    pass  # its owner removed it meanwhile
     return removed
+
+
+def _pid_file(name):
+    """OWNERS/<name>.<pid>, holding this process's pid (never seen empty:
+    link or rename it into place)."""
+    os.makedirs(OWNERS, exist_ok=True)
+    path = os.path.join(OWNERS, ".%s.%d" % (name, os.getpid()))
+    with open(path, "w") as f:
+        f.write(str(os.getpid()))
+    return path
 
 
 def _kill_namespace(ns):
@@ -110,31 +123,30 @@ class NetBed:
 
     @staticmethod
     def _claim_subnet():
-        """The first X from the pid on whose OWNERS/net<X> this process wins
-        an O_EXCL create (a claim whose process is gone is taken over)."""
-        os.makedirs(OWNERS, exist_ok=True)
-        start = os.getpid() % 250
-        for i in range(250):
-            x = (start + i) % 250
-            path = os.path.join(OWNERS, "net%d" % x)
-            for _ in range(2):
-                try:
-                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-                except FileExistsError:
+        """The first X from the pid whose OWNERS/net<X> this process claims.
+        A claim is made by linking a file that already holds the pid, so no
+        one ever reads it empty; a claim whose process is gone is taken
+        over."""
+        mine = _pid_file("claim")
+        try:
+            start = os.getpid() % 250
+            for i in range(250):
+                x = (start + i) % 250
+                name = "net%d" % x
+                for _ in range(2):
                     try:
-                        with open(path) as f:
-                            os.kill(int(f.read() or "0"), 0)
-                        break  # taken by a live process
-                    except (OSError, ValueError):
+                        os.link(mine, os.path.join(OWNERS, name))
+                        return x
+                    except FileExistsError:
+                        if _alive(name):
+                            break
                         try:
-                            os.unlink(path)  # its process is gone: try again
+                            os.unlink(os.path.join(OWNERS, name))  # its process is gone
                         except FileNotFoundError:
                             pass
-                        continue
-                os.write(fd, str(os.getpid()).encode())
-                os.close(fd)
-                return x
-        raise RuntimeError("no free subnet 10.213.X.0/24 for a test bed (see %s)" % OWNERS)
+            raise RuntimeError("no free subnet 10.213.X.0/24 for a test bed (see %s)" % OWNERS)
+        finally:
+            os.unlink(mine)
 
     def _release_subnet(self):
         try:
@@ -166,9 +178,7 @@ class NetBed:
         # Names of a dead bed that had this subnet (and so this tag) go
         # first; a live bed's are never touched.
         sweep()
-        os.makedirs(OWNERS, exist_ok=True)
-        with open(os.path.join(OWNERS, self.tag), "w") as f:
-            f.write(str(os.getpid()))
+        os.replace(_pid_file(self.tag), os.path.join(OWNERS, self.tag))
         for bridge in (self.bridge, self.island):
             _run("ip", "link", "add", bridge, "type", "bridge")
             _run("ip", "link", "set", bridge, "up")

@@ -5,7 +5,7 @@ policies checked) behind a fault proxy, in a namespace of its own.
   s3.start()                      # moto on :5000, the proxy on :9000
   env = s3.client_env()           # AWS_* for the agents: through the proxy
   s3.set_mode("errors 0.5")       # see s3proxy.py; "pass" heals
-  s3.objects()                    # {key: (etag, size)}, read past the proxy
+  s3.objects()                    # {key: (etag, size, last modified)}, read past the proxy
 
 moto starts with authentication off while the harness creates the user
 "strata" (allowed everything) over moto's IAM API and the bucket; then every
@@ -30,11 +30,9 @@ POLICY = '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"*","R
 
 
 def find_tool(name):
-    for d in ["/root/.pyenv/shims", "/root/.pyenv/versions/3.11.7/bin"]:
-        p = os.path.join(d, name)
-        if os.access(p, os.X_OK):
-            return p
-    return shutil.which(name)
+    """On PATH, else among pyenv's shims (where the image keeps moto and the
+    aws CLI), as tests/moto.cc finds them."""
+    return shutil.which(name) or shutil.which(name, path="/root/.pyenv/shims")
 
 
 class S3Host:
@@ -58,11 +56,14 @@ class S3Host:
         if not moto:
             raise RuntimeError("moto_server not found (pip install 'moto[server]')")
         self.set_mode("pass")
-        self.bed.spawn(self.host, [moto, "-H", "0.0.0.0", "-p", str(MOTO_PORT)],
-                       log=os.path.join(self.work, "moto.log"),
-                       env=dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="1000000"))
-        if not netbed.wait_for(lambda: self._get("/moto-api/") is not None, 60, 0.2):
-            raise RuntimeError("moto_server on the S3 host did not start (see moto.log)")
+        p = self.bed.spawn(self.host, [moto, "-H", "0.0.0.0", "-p", str(MOTO_PORT)],
+                           log=os.path.join(self.work, "moto.log"),
+                           env=dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="1000000"))
+        netbed.wait_for(lambda: p.poll() is not None or self._get("/moto-api/") is not None, 60,
+                        0.2)
+        if p.poll() is not None or self._get("/moto-api/") is None:
+            raise RuntimeError("moto_server on the S3 host did not start (see %s/moto.log)" %
+                               self.work)
         self._iam("Action=CreateUser&UserName=strata")
         xml = self._iam("Action=CreateAccessKey&UserName=strata")
         self.key = re.search(r"<AccessKeyId>([^<]+)", xml).group(1)
@@ -75,16 +76,22 @@ class S3Host:
                     "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", "-X", "PUT",
                     "%s/%s" % (self.moto_url, BUCKET)])
         proxy = os.path.join(os.path.dirname(os.path.abspath(__file__)), "s3proxy.py")
-        self.bed.spawn(self.host, [
+        p = self.bed.spawn(self.host, [
             "python3", proxy, "--listen", "%s:%d" % (self.bed.address(self.host), PROXY_PORT),
             "--upstream", "127.0.0.1:%d" % MOTO_PORT, "--control", self.control],
             log=self.proxy_log)
-        if not netbed.wait_for(lambda: self.bed.reachable(self.host, self.host, PROXY_PORT), 30):
-            raise RuntimeError("the S3 fault proxy did not start (see s3proxy.log)")
+        up = lambda: self.bed.reachable(self.host, self.host, PROXY_PORT)  # noqa: E731
+        netbed.wait_for(lambda: p.poll() is not None or up(), 30)
+        if p.poll() is not None or not up():
+            raise RuntimeError("the S3 fault proxy did not start (see %s)" % self.proxy_log)
 
-    def client_env(self):
-        return {"AWS_ENDPOINT_URL": self.url, "AWS_REGION": REGION,
-                "AWS_ACCESS_KEY_ID": self.key, "AWS_SECRET_ACCESS_KEY": self.secret}
+    def client_env(self, url=None):
+        """AWS_* for a client of `url` (default: the proxy), isolated from
+        any configuration of the machine, as tests/moto.cc's AwsEnv."""
+        return {"AWS_ENDPOINT_URL": url or self.url, "AWS_REGION": REGION,
+                "AWS_DEFAULT_REGION": REGION, "AWS_ACCESS_KEY_ID": self.key,
+                "AWS_SECRET_ACCESS_KEY": self.secret, "AWS_SESSION_TOKEN": "",
+                "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null"}
 
     def set_mode(self, mode):
         tmp = self.control + ".tmp"
@@ -112,12 +119,12 @@ class S3Host:
     def objects(self):
         """Every object of the bucket: {key: (etag, size, last modified)}."""
         aws = find_tool("aws")
+        if not aws:
+            raise RuntimeError("listing s3://%s: the aws CLI was not found" % BUCKET)
         r = subprocess.run([aws, "s3api", "list-objects-v2", "--bucket", BUCKET, "--output", "text",
                             "--query", "Contents[].[Key,ETag,Size,LastModified]",
                             "--endpoint-url", self.moto_url], capture_output=True, text=True,
-                           timeout=120, env=dict(os.environ, AWS_ACCESS_KEY_ID=self.key,
-                                                 AWS_SECRET_ACCESS_KEY=self.secret,
-                                                 AWS_DEFAULT_REGION=REGION))
+                           timeout=120, env=dict(os.environ, **self.client_env(self.moto_url)))
         if r.returncode != 0:
             raise RuntimeError("listing s3://%s: %s" % (BUCKET, r.stderr.strip()))
         out = {}
@@ -140,8 +147,8 @@ class S3Host:
                            "--data", form + "&Version=2010-05-08", self.moto_url + "/"])
 
     def _curl(self, args):
-        r = subprocess.run(["curl", "-s", "-S", "-f", *args], capture_output=True, text=True,
-                           timeout=60)
+        r = subprocess.run(["curl", "-s", "-S", "--fail-with-body", *args], capture_output=True,
+                           text=True, timeout=60)
         if r.returncode != 0:
             raise RuntimeError("curl %s: %s %s" % (args[-1], r.stderr.strip(), r.stdout[:300]))
         return r.stdout

@@ -4,19 +4,23 @@
   s3proxy.py --listen ADDR:PORT --upstream 127.0.0.1:PORT --control FILE
 
 Listens on ADDR:PORT and relays each connection to the upstream server. The
-first line of FILE, re-read for every new connection, is the mode:
+first line of FILE, re-read for every new connection, is the mode; a fault
+applies to the first request of a connection (the rest of it is relayed):
 
   pass          relay unchanged (also when FILE is missing or unreadable)
   down          the listener is closed: connections are refused, open ones
                 cut (a server that went away); it listens again once the
                 mode changes
-  errors P      each request is, with probability P, answered by the proxy
-                with 503 SlowDown or 500 InternalError in S3's XML (its body
-                read and dropped, the connection closed); the others pass
-  slow SECONDS  each request is held SECONDS before it is relayed (a server
-                slow to answer; the bed throttles the link as well)
+  errors P      a connection's request is, with probability P, answered by
+                the proxy with 503 SlowDown or 500 InternalError as S3 sends
+                them (XML body, request id headers; no body to a HEAD), its
+                own body read and dropped, the connection closed; the others
+                pass
+  slow SECONDS  a connection's request is held SECONDS before it is relayed
+                (a server slow to answer; the bed throttles the link as well)
 
-One line per injected fault on stdout ("refused", "503 PUT /bucket/key", ...)
+One line per injected fault on stdout ("down", "up", "503 PUT /bucket/key",
+"held 2.0s GET /bucket/key")
 so the harness can count them. The relay is byte for byte: the Host header
 and the body reach the server unchanged, so signatures still verify there.
 Only the Python standard library is used.
@@ -76,10 +80,15 @@ def header(head, name):
     return None
 
 
+def request_name(head):
+    """"PUT /bucket/key": the method and target of the request line."""
+    return " ".join(head.split(b"\r\n")[0].decode(errors="replace").split()[:2])
+
+
 def answer_error(client, head, rest, rng):
     """Answers the request with an S3 error after reading its body."""
     status, reason, code, message = rng.choice(ERRORS)
-    request_line = head.split(b"\r\n")[0].decode(errors="replace")
+    name = request_name(head)
     if (header(head, b"expect") or "").lower() != "100-continue":
         left = int(header(head, b"content-length") or 0) - len(rest)
         client.settimeout(10)
@@ -88,11 +97,18 @@ def answer_error(client, head, rest, rng):
             if not chunk:
                 break
             left -= len(chunk)
+    request_id = "%016X" % rng.getrandbits(64)
+    host_id = "%032x" % rng.getrandbits(128)
     body = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>%s</Code>"
-            "<Message>%s</Message><RequestId>chaos</RequestId></Error>" % (code, message)).encode()
-    client.sendall(b"HTTP/1.1 %d %s\r\nContent-Type: application/xml\r\nContent-Length: %d\r\n"
-                   b"Connection: close\r\n\r\n" % (status, reason.encode(), len(body)) + body)
-    say("%d %s" % (status, " ".join(request_line.split()[:2])))
+            "<Message>%s</Message><RequestId>%s</RequestId><HostId>%s</HostId></Error>" %
+            (code, message, request_id, host_id)).encode()
+    if name.startswith("HEAD "):
+        body = b""  # S3 answers a HEAD with the status and headers alone
+    client.sendall(b"HTTP/1.1 %d %s\r\nx-amz-request-id: %s\r\nx-amz-id-2: %s\r\n"
+                   b"Content-Type: application/xml\r\nContent-Length: %d\r\n"
+                   b"Connection: close\r\n\r\n" % (status, reason.encode(), request_id.encode(),
+                                                  host_id.encode(), len(body)) + body)
+    say("%d %s" % (status, name))
 
 
 def relay(a, b, live):
@@ -158,8 +174,7 @@ class Proxy:
                     answer_error(client, head, rest, self.rng)
                     return
                 if mode == "slow":
-                    say("held %.1fs %s" % (arg, " ".join(head.split(b"\r\n")[0].decode(
-                        errors="replace").split()[:2])))
+                    say("held %.1fs %s" % (arg, request_name(head)))
                     time.sleep(arg)
             server = socket.create_connection(self.upstream, timeout=10)
             server.settimeout(None)

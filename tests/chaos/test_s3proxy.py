@@ -56,16 +56,19 @@ def proxy(tmp_path):
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
                 break
+        assert p.poll() is None, "the proxy exited: %s" % (tmp_path / "proxy.log").read_text()
         time.sleep(0.05)
 
     def set_mode(mode):
         (tmp_path / "mode.tmp").write_text(mode + "\n")
         os.replace(tmp_path / "mode.tmp", control)
 
-    def request(method="PUT", path="/bucket/key", body=b"x" * 100000):
+    def request(method="PUT", path="/bucket/key", body=b"x" * 100000, headers=None):
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         c.request(method, path, body=body, headers={"Host": "s3.example:9000"})
         r = c.getresponse()
+        if headers is not None:
+            headers.update({k.lower(): v for k, v in r.getheaders()})
         return r.status, r.read()
 
     yield set_mode, request, lambda: (tmp_path / "proxy.log").read_text()
@@ -85,12 +88,20 @@ def test_errors_answer_in_s3_xml_after_reading_the_body(proxy):
     set_mode, request, log = proxy
     set_mode("errors 1.0")
     for _ in range(4):
-        status, body = request()
+        headers = {}
+        status, body = request(headers=headers)
         assert status in (500, 503)
         assert b"<Code>SlowDown</Code>" in body or b"<Code>InternalError</Code>" in body
+        # As S3 sends them: the request ids in the headers and the body.
+        assert b"<RequestId>%s</RequestId>" % headers["x-amz-request-id"].encode() in body
+        assert headers["x-amz-id-2"].encode() in body
+    headers = {}
+    status, body = request(method="HEAD", body=None, headers=headers)
+    assert status in (500, 503) and body == b"" and "x-amz-request-id" in headers
     set_mode("errors 0.0")
     assert request()[0] == 200
     assert log().count("PUT /bucket/key") == 4
+    assert log().count("HEAD /bucket/key") == 1
 
 
 def test_down_refuses_until_the_mode_changes(proxy):
