@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "test_util.h"
+#include "util/metrics.h"
 
 namespace strata::agent {
 namespace {
@@ -139,6 +140,29 @@ TEST_F(OnDemandSyncTest, ADecisionIsPublishedOnceAndWithdrawnWhenServed) {
   sync_->Restart("the job restarted");
   EXPECT_EQ(sync_->step(), kNoSyncStep);
   EXPECT_FALSE(sync_->job().has_value());
+}
+
+// The value of a sample `name` (no labels) in the process's metrics; -1
+// when absent.
+double Sample(const std::string& name) {
+  const std::string text = metrics::Default().Render();
+  const size_t at = text.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stod(text.substr(at + name.size() + 2));
+}
+
+// The on-demand step's distance counts from the step the notified node had
+// reached when the notice came (the coordinator says which), not from where
+// this node's ranks happen to be when the decision arrives.
+TEST_F(OnDemandSyncTest, TheStepDistanceCountsFromTheNotice) {
+  sync_->SetJob(job_);
+  rank_map_.slot(slot_).current_step = 49;
+  const double sum = std::max(0.0, Sample("strata_ondemand_step_distance_sum"));
+  const double count = std::max(0.0, Sample("strata_ondemand_step_distance_count"));
+  wire::SyncDecision d = Decision(50, 8);
+  d.notice_step = 44;
+  sync_->Apply(d);
+  EXPECT_EQ(Sample("strata_ondemand_step_distance_sum"), sum + 6);
+  EXPECT_EQ(Sample("strata_ondemand_step_distance_count"), count + 1);
 }
 
 // A step decided before any rank registered is kept in the map for ranks

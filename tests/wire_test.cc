@@ -242,6 +242,7 @@ TEST(WireCoordinationTest, ASyncDecisionRoundTrips) {
   d.collecting = false;
   d.step = 600;
   d.notice_unix_ms = 1795000000123;
+  d.notice_step = 597;
   d.origin = "node 4 (SIGTERM)";
   auto back = SyncDecision::FromJson(json::parse(d.ToJson().dump()));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
@@ -250,6 +251,7 @@ TEST(WireCoordinationTest, ASyncDecisionRoundTrips) {
   EXPECT_EQ(back->collect, 12u);
   EXPECT_EQ(back->step, 600);
   EXPECT_EQ(back->notice_unix_ms, 1795000000123);
+  EXPECT_EQ(back->notice_step, 597);
   EXPECT_EQ(back->origin, "node 4 (SIGTERM)");
 
   SyncDecision none;  // collecting, nothing decided yet

@@ -89,7 +89,8 @@ metrics::Counter& OnDemandSaves() {
 metrics::Histogram& OnDemandStepDistance() {
   static auto& h = R().GetHistogram(
       "strata_ondemand_step_distance",
-      "Steps from the newest step trained at the notice to the agreed on-demand step",
+      "Steps from the newest step the notified node had trained at the notice to the agreed "
+      "on-demand step",
       kStepBuckets);
   return h;
 }

@@ -163,7 +163,8 @@ class Coordinator {
     std::optional<int64_t> step;
     int64_t round = 0;  // the round the decision belongs to
     int64_t notice_unix_ms = 0;
-    std::string origin;  // who gave the notice, for logs and status
+    int64_t notice_step = -1;  // the notified node's newest step at the notice
+    std::string origin;        // who gave the notice, for logs and status
     uint64_t collect_id = 0;
     bool collecting = false;
     SteadyClock::time_point collect_deadline{};

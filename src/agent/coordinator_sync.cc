@@ -50,6 +50,7 @@ wire::SyncDecision Coordinator::Decision(const Job& job) {
   d.step = s.step;
   if (s.step) {
     d.notice_unix_ms = s.notice_unix_ms;
+    if (s.notice_step >= 0) d.notice_step = s.notice_step;
     d.origin = s.origin;
   }
   return d;
@@ -80,6 +81,7 @@ StatusOr<json> Coordinator::Notice(const wire::NoticeRequest& req) {
   s.collect_deadline = clock_->Now() + kCollectWindow;
   s.reports.clear();
   s.notice_unix_ms = UnixMillisNow();
+  s.notice_step = at;
   s.origin = origin;
   Log()->info("job {} round {}: maintenance notice from {}; collecting the nodes' steps", name,
               job->round, origin);

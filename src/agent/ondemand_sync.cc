@@ -296,8 +296,11 @@ void OnDemandSync::Apply(const wire::SyncDecision& decision) {
   decided_at_ = clock_->Now();
   map_.Publish(step, decision.notice_unix_ms);
   metric::OnDemandSaves().Add();
-  if (const int64_t trained = node_step_.load(); trained >= 0 && step >= trained) {
-    metric::OnDemandStepDistance().Observe(static_cast<double>(step - trained));
+  // From the step the notified node had reached at the notice; from this
+  // node's own newest step when the coordinator does not say.
+  const int64_t at_notice = decision.notice_step.value_or(node_step_.load());
+  if (at_notice >= 0 && step >= at_notice) {
+    metric::OnDemandStepDistance().Observe(static_cast<double>(step - at_notice));
   }
   Log()->info("on-demand step {} published to {} rank(s) here (notice from {})", step, pids_.size(),
               decision.origin.empty() ? "?" : decision.origin);

@@ -549,6 +549,11 @@ StatusOr<SyncDecision> SyncDecision::FromJson(const json& j) {
       if (!at->is_number_integer()) return malformed("notice_unix_ms");
       d.notice_unix_ms = at->get<int64_t>();
     }
+    auto notice_step = j.find("notice_step");
+    if (notice_step != j.end()) {
+      if (!notice_step->is_number_integer()) return malformed("notice_step");
+      d.notice_step = notice_step->get<int64_t>();
+    }
     auto origin = j.find("origin");
     if (origin != j.end()) {
       if (!origin->is_string()) return malformed("origin");
@@ -566,6 +571,7 @@ json SyncDecision::ToJson() const {
             {"step", step ? json(*step) : json(nullptr)}};
   if (step) {
     j["notice_unix_ms"] = notice_unix_ms;
+    if (notice_step) j["notice_step"] = *notice_step;
     j["origin"] = origin;
   }
   return j;

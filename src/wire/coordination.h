@@ -189,7 +189,11 @@ struct SyncDecision {
   bool collecting = false;
   std::optional<int64_t> step;  // none: nothing decided
   int64_t notice_unix_ms = 0;   // when the notice came (with a step)
-  std::string origin;           // who sent it (with a step)
+  // The newest step the notified node's ranks had checked when the notice
+  // came (with a step; absent from an older coordinator): the on-demand
+  // step's distance from the notice is step - notice_step.
+  std::optional<int64_t> notice_step;
+  std::string origin;  // who sent it (with a step)
   static StatusOr<SyncDecision> FromJson(const json& j);
   json ToJson() const;
 };
