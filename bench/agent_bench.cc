@@ -326,7 +326,7 @@ StatusOr<Phases> PutStep(const Bench& b, const agent::StepKey& as) {
   Clock::time_point t0 = Clock::now();
   STRATA_ASSIGN_OR_RETURN(agent::RpcClient client,
                           agent::RpcClient::Connect(to, b.secret, "node 0"));
-  const json put = wire::PutStepRequest{as, b.index, 1}.ToJson();
+  const json put = wire::PutStepRequest{as, b.index, 1, false, {}}.ToJson();
   STRATA_ASSIGN_OR_RETURN(json ready, client.Call(put, std::chrono::seconds(30)));
   if (ready.value("have", false)) return FailedPreconditionError("the peer already holds it");
   t.call = SecondsSince(t0);

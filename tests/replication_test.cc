@@ -16,8 +16,12 @@
 
 #include "agent/server.h"
 #include "component_util.h"
+#include "format/naming.h"
 #include "format/sync_map.h"
+#include "strata/checkpointer.h"
 #include "test_util.h"
+#include "util/file_util.h"
+#include "util/metrics.h"
 #include "util/thread_pool.h"
 #include "wire/op.h"
 
@@ -52,6 +56,10 @@ class ReplicationTest : public ::testing::Test {
     target_.peers = {1};
     Replication::Hooks hooks;
     hooks.on_replica = [this](const StepKey&, uint64_t) { ++adopted_; };
+    hooks.target = [this] {
+      std::lock_guard<std::mutex> l(mu_);
+      return receiver_target_;
+    };
     receiver_.replication = Make(receiver_, std::move(hooks));
     ServeReceiver();
   }
@@ -86,6 +94,7 @@ class ReplicationTest : public ::testing::Test {
         return r.HandlePutStep(req, socket);
       }
       if (op == wire::Op::kPutFiles) {
+        ++put_files_;
         STRATA_ASSIGN_OR_RETURN(auto req, wire::PutFilesRequest::FromJson(request));
         return r.HandlePutFiles(req, socket);
       }
@@ -140,6 +149,59 @@ class ReplicationTest : public ::testing::Test {
 
   StepKey Key(int64_t step) const { return {"job1", 0, step}; }
 
+  // `node` ingests a step `key` of these files (path -> content).
+  static StepIndex IngestFiles(Node& node, const StepKey& key,
+                               const std::map<std::string, std::string>& files) {
+    const std::string client =
+        node.dir.Sub("in-" + std::to_string(key.rank) + "-" + std::to_string(key.step));
+    for (const auto& [path, content] : files) {
+      fs::create_directories(fs::path(client + "/" + path).parent_path());
+      testing::WriteFile(client + "/" + path, content);
+    }
+    auto index = node.store->Ingest(client, key);
+    EXPECT_TRUE(index.ok()) << index.status().ToString();
+    return index.ok() ? *index : StepIndex();
+  }
+
+  // Node 0 saves a Strata checkpoint of `step` with two float32 items in
+  // 64 KiB chunks, "frozen" and "trained", and ingests it.
+  StepIndex IngestStrata(int64_t step, const std::vector<float>& frozen,
+                         const std::vector<float>& trained) {
+    const std::string client = sender_.dir.Sub("strata" + std::to_string(step));
+    CheckpointerOptions o;
+    o.async = false;
+    o.chunk_size = 64 << 10;
+    o.preemption_signals = {};
+    auto ckpt = Checkpointer::Open(client, o);
+    EXPECT_TRUE(ckpt.ok()) << ckpt.status().ToString();
+    if (!ckpt.ok()) return {};
+    const std::vector<Item> items = {
+        {"frozen",
+         DType::kFloat32,
+         {static_cast<int64_t>(frozen.size())},
+         frozen.data(),
+         frozen.size() * 4},
+        {"trained",
+         DType::kFloat32,
+         {static_cast<int64_t>(trained.size())},
+         trained.data(),
+         trained.size() * 4},
+    };
+    EXPECT_TRUE((*ckpt)->Save(step, items).ok());
+    ckpt->reset();
+    auto index = sender_.store->Ingest(JoinPath(client, StepDirName(step)), Key(step));
+    EXPECT_TRUE(index.ok()) << index.status().ToString();
+    return index.ok() ? *index : StepIndex();
+  }
+
+  // Node 0's counter `family` for node 1 (0 when it has none yet).
+  double SentTo(const std::string& family) const {
+    const std::string text = metrics::Default().Render();
+    const std::string key = family + "{peer=\"" + receiver_address_ + "\"} ";
+    const size_t at = text.find(key);
+    return at == std::string::npos ? 0 : std::stod(text.substr(at + key.size()));
+  }
+
   // Node 0 sends its step `step` to node 1, which refuses it: returns once
   // the failure shows in the progress.
   void SendRefusedStep(int64_t step) {
@@ -165,14 +227,16 @@ class ReplicationTest : public ::testing::Test {
   std::unique_ptr<Server> server_;
   std::string receiver_address_;
   std::atomic<int> puts_{0};         // put_step calls node 1 received
+  std::atomic<int> put_files_{0};    // put_files calls (more streams of a put_step)
   std::atomic<bool> refuse_{false};  // node 1 refuses them
   std::atomic<int> adopted_{0};      // copies node 1 received and adopted
   Replication::Target target_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<int64_t> reported_;          // guarded by mu_
-  int64_t watermark_ = -1;                 // guarded by mu_ once the sender started
-  std::function<void()> while_reporting_;  // runs in each report, before its answer
+  std::vector<int64_t> reported_;                       // guarded by mu_
+  std::optional<Replication::Target> receiver_target_;  // node 1's job; guarded by mu_
+  int64_t watermark_ = -1;                              // guarded by mu_ once the sender started
+  std::function<void()> while_reporting_;               // runs in each report, before its answer
   // Each put_step at node 1 makes node 0 Forget (set after StartSender: the
   // atomic orders sender_.replication before the server thread's read).
   std::atomic<bool> forget_on_put_{false};
@@ -310,6 +374,150 @@ TEST_F(ReplicationTest, ACopyThePeerHoldsIsNotSentAgain) {
   Reports(2);
   EXPECT_EQ(puts_, 2);
   EXPECT_EQ(adopted_, 1);
+}
+
+// Replication by content: a step whose files an older step the peer holds
+// already has is offered by its index, and only the changed file's bytes
+// travel; the copy the peer adopts is the sender's, digest for digest.
+TEST_F(ReplicationTest, AnOlderStepsUnchangedFilesAreNotSentAgain) {
+  StartSender(receiver_address_);
+  const std::string same(3 << 20, 'x');
+  IngestFiles(sender_, Key(10), {{"a.bin", same}, {"sub/b.bin", std::string(1 << 20, 'y')}});
+  sender_.replication->Enqueue(Key(10));
+  sender_.replication->Start();
+  Reports(1);
+  const double sent = SentTo("strata_replication_bytes_total");
+  const double deduped = SentTo("strata_replication_dedup_bytes_total");
+  EXPECT_EQ(sent, 4 << 20);  // the first copy goes whole
+  const StepIndex eleven =
+      IngestFiles(sender_, Key(11), {{"a.bin", same}, {"sub/b.bin", std::string(1 << 20, 'z')}});
+  sender_.replication->Enqueue(Key(11));
+  Reports(2);
+  EXPECT_EQ(SentTo("strata_replication_bytes_total") - sent, 1 << 20);
+  EXPECT_EQ(SentTo("strata_replication_dedup_bytes_total") - deduped, 3 << 20);
+  auto held = receiver_.store->GetIndex(Key(11));
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  EXPECT_EQ(held->digest, eleven.digest);
+  EXPECT_TRUE(receiver_.store->Verify(Key(11)).ok());
+}
+
+// A held copy is trusted for nothing: its index says a range hashes to the
+// offered value, but its bytes changed since (a flipped page, a stray
+// write). The receiver hashes what it copies, finds the difference, and the
+// sender sends that range; the replica is the sender's bytes.
+TEST_F(ReplicationTest, ARangeWhoseHeldBytesDifferIsNeverTaken) {
+  StartSender(receiver_address_);
+  const std::string good(2 << 20, 'g');
+  const StepKey own{"job1", 1, 7};  // node 1's own step: the same bytes, once
+  IngestFiles(receiver_, own, {{"a.bin", good}});
+  std::string bad = good;
+  bad[12345] = 'B';
+  testing::WriteFile(JoinPath(receiver_.store->StepPath(own), "a.bin"), bad);
+  IngestFiles(sender_, Key(7), {{"a.bin", good}});
+  sender_.replication->Enqueue(Key(7));
+  const double sent = SentTo("strata_replication_bytes_total");
+  sender_.replication->Start();
+  Reports(1);
+  EXPECT_EQ(SentTo("strata_replication_bytes_total") - sent, 2 << 20);
+  auto bytes = ReadFileToString(Env::Default(),
+                                JoinPath(receiver_.store->StepPath(Key(7)), "a.bin"), 4 << 20);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  EXPECT_TRUE(*bytes == good);
+}
+
+// A held range with the same length but other bytes hashes otherwise and
+// is never looked at; a range of the same bytes under another name (a
+// data-parallel replica's own step) is taken.
+TEST_F(ReplicationTest, OnlyRangesWithTheOfferedHashAreTaken) {
+  StartSender(receiver_address_);
+  IngestFiles(receiver_, {"job1", 1, 3},
+              {{"other.bin", std::string(1 << 20, 'o')}, {"copy.bin", std::string(1 << 20, 'c')}});
+  IngestFiles(sender_, Key(3),
+              {{"a.bin", std::string(1 << 20, 'a')}, {"b.bin", std::string(1 << 20, 'c')}});
+  sender_.replication->Enqueue(Key(3));
+  const double sent = SentTo("strata_replication_bytes_total");
+  sender_.replication->Start();
+  Reports(1);
+  EXPECT_EQ(SentTo("strata_replication_bytes_total") - sent, 1 << 20);  // a.bin only
+  EXPECT_TRUE(receiver_.store->Verify(Key(3)).ok());
+}
+
+// A Strata checkpoint is offered by its manifest's item chunks: an item
+// training left alone (a frozen layer) is not sent again, wherever the
+// writer packed it in its data files.
+TEST_F(ReplicationTest, AStrataStepsUnchangedItemsAreNotSentAgain) {
+  StartSender(receiver_address_);
+  std::vector<float> frozen(300000), trained(100000);
+  for (size_t i = 0; i < frozen.size(); ++i) frozen[i] = static_cast<float>(i) * 0.5f;
+  for (size_t i = 0; i < trained.size(); ++i) trained[i] = static_cast<float>(i);
+  IngestStrata(1, frozen, trained);
+  sender_.replication->Enqueue(Key(1));
+  sender_.replication->Start();
+  Reports(1);
+  const double sent = SentTo("strata_replication_bytes_total");
+  for (float& f : trained) f += 1;
+  const StepIndex two = IngestStrata(2, frozen, trained);
+  sender_.replication->Enqueue(Key(2));
+  Reports(2);
+  EXPECT_EQ(SentTo("strata_replication_bytes_total") - sent,
+            static_cast<double>(two.total_bytes - frozen.size() * 4));
+  auto held = receiver_.store->GetIndex(Key(2));
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  EXPECT_EQ(held->digest, two.digest);
+  EXPECT_TRUE(receiver_.store->Verify(Key(2)).ok());
+}
+
+// With data parallelism, a peer at this node's position in another replica
+// sends the bytes this node's own step of that number will hold: a
+// receiver whose own step is not in yet waits a moment for it, and then
+// takes every byte from it.
+TEST_F(ReplicationTest, ADataParallelReplicaWaitsForItsOwnStepAndTakesItAll) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    Replication::Target t;
+    t.config.job_name = "job1";
+    t.config.node_rank = 1;
+    t.config.nodes = 2;
+    t.config.assume_data_parallelism = 2;  // nodes 0 and 1 are replicas
+    receiver_target_ = t;
+  }
+  StartSender(receiver_address_);
+  const std::map<std::string, std::string> files = {{"w.bin", std::string(3 << 20, 'w')},
+                                                    {"m.bin", std::string(1 << 20, 'm')}};
+  IngestFiles(sender_, Key(5), files);
+  sender_.replication->Enqueue(Key(5));
+  const double sent = SentTo("strata_replication_bytes_total");
+  sender_.replication->Start();
+  ASSERT_TRUE(testing::WaitUntil([&] { return puts_ == 1; }));
+  std::this_thread::sleep_for(300ms);  // node 1's ranks save a moment later
+  const StepKey own{"job1", 1, 5};
+  IngestFiles(receiver_, own, files);
+  receiver_.replication->Enqueue(own);
+  Reports(1);
+  EXPECT_EQ(SentTo("strata_replication_bytes_total") - sent, 0);
+  EXPECT_TRUE(receiver_.store->Verify(Key(5)).ok());
+}
+
+// Over 16 MiB left to send goes in several range groups, each on its own
+// connection, and a large file's ranges spread over them.
+TEST_F(ReplicationTest, RangesLeftToSendTravelInSeveralStreams) {
+  StartSender(receiver_address_);
+  std::string big(48 << 20, 'k');  // three 16 MiB index chunks
+  IngestFiles(sender_, Key(20), {{"big.bin", big}});
+  sender_.replication->Enqueue(Key(20));
+  sender_.replication->Start();
+  Reports(1);
+  const int puts = puts_;
+  const double sent = SentTo("strata_replication_bytes_total");
+  big[1] = 'x';               // the first chunk changes,
+  big[(40 << 20) + 1] = 'y';  // and the last
+  IngestFiles(sender_, Key(21), {{"big.bin", big}});
+  sender_.replication->Enqueue(Key(21));
+  Reports(2);
+  EXPECT_EQ(SentTo("strata_replication_bytes_total") - sent, 32 << 20);
+  EXPECT_EQ(puts_, puts + 1);
+  EXPECT_GE(put_files_, 2);  // 32 MiB in 16 MiB ranges: at least two streams
+  EXPECT_TRUE(receiver_.store->Verify(Key(21)).ok());
 }
 
 }  // namespace

@@ -281,17 +281,18 @@ TEST(WireDataTest, MessagesRoundTripAndMalformedOnesAreNamed) {
   index.files = {{"a.bin", 3, {0x1}}, {"b.bin", 0, {}}};
   index.total_bytes = 3;
   const agent::StepKey key{"job1", 2, 40};
-  auto put = PutStepRequest::FromJson(json::parse(PutStepRequest{key, index, 4}.ToJson().dump()));
+  auto put = PutStepRequest::FromJson(
+      json::parse(PutStepRequest{key, index, 4, false, {}}.ToJson().dump()));
   ASSERT_TRUE(put.ok()) << put.status().ToString();
   EXPECT_EQ(put->key, key);
   EXPECT_EQ(put->index.digest, 0x77u);
   EXPECT_EQ(put->index.files.size(), 2u);
   EXPECT_EQ(put->streams, 4);
-  auto ready = PutStepReady::FromJson(json::parse(PutStepReady{false, 9}.ToJson().dump()));
+  auto ready = PutStepReady::FromJson(json::parse(PutStepReady{false, 9, {}}.ToJson().dump()));
   ASSERT_TRUE(ready.ok()) << ready.status().ToString();
   EXPECT_FALSE(ready->have);
   EXPECT_EQ(ready->transfer, 9u);
-  auto files = PutFilesRequest::FromJson(PutFilesRequest{9, {0, 1}}.ToJson());
+  auto files = PutFilesRequest::FromJson(PutFilesRequest{9, {0, 1}, {}}.ToJson());
   ASSERT_TRUE(files.ok()) << files.status().ToString();
   EXPECT_EQ(files->files, (std::vector<size_t>{0, 1}));
   auto fetch = FetchStepRequest::FromJson(
@@ -303,13 +304,13 @@ TEST(WireDataTest, MessagesRoundTripAndMalformedOnesAreNamed) {
   ASSERT_TRUE(whole.ok()) << whole.status().ToString();
   EXPECT_FALSE(whole->files.has_value());
 
-  json bad = PutStepRequest{key, index, 1}.ToJson();
+  json bad = PutStepRequest{key, index, 1, false, {}}.ToJson();
   bad["key"]["job"] = "../etc";
   auto hostile = PutStepRequest::FromJson(bad);
   EXPECT_EQ(hostile.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(hostile.status().message().find("put_step: \"key\""), std::string::npos)
       << hostile.status().ToString();
-  bad = PutStepRequest{key, index, 1}.ToJson();
+  bad = PutStepRequest{key, index, 1, false, {}}.ToJson();
   bad["streams"] = 1000;
   EXPECT_EQ(PutStepRequest::FromJson(bad).status().code(), StatusCode::kInvalidArgument);
   auto repeated =
@@ -322,6 +323,60 @@ TEST(WireDataTest, MessagesRoundTripAndMalformedOnesAreNamed) {
   EXPECT_EQ(no_digest.status().code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(CheckFilePositions({0, 1}, 2).ok());
   EXPECT_EQ(CheckFilePositions({0, 2}, 2).code(), StatusCode::kInvalidArgument);
+}
+
+// Replication by content: the offered ranges (checked against the index),
+// the ranges the receiver needs and the range group a put_files carries.
+TEST(WireDataTest, DedupFieldsRoundTripAndRangesOutsideTheStepAreRefused) {
+  agent::StepIndex index;
+  index.strata = true;
+  index.digest = 0x77;
+  index.files = {{"data-00000.bin", 100, {}}, {"strata.manifest", 40, {}}};
+  index.total_bytes = 140;
+  const agent::StepKey key{"job1", 2, 40};
+  agent::RangePlan offer;
+  offer.files = {{{0, 60, 0xabc, -1, 0}, {60, 40, 0xdef, -1, 0}}, {}};
+  auto put = PutStepRequest::FromJson(
+      json::parse(PutStepRequest{key, index, 1, true, offer}.ToJson().dump()));
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  EXPECT_TRUE(put->dedup);
+  ASSERT_TRUE(put->ranges.has_value());
+  ASSERT_EQ(put->ranges->files.size(), 2u);
+  ASSERT_EQ(put->ranges->files[0].size(), 2u);
+  EXPECT_EQ(put->ranges->files[0][1].offset, 60u);
+  EXPECT_EQ(put->ranges->files[0][1].length, 40u);
+  EXPECT_EQ(put->ranges->files[0][1].xxh3, 0xdefu);
+  EXPECT_FALSE(PutStepRequest::FromJson(PutStepRequest{key, index, 1, false, {}}.ToJson())->dedup);
+
+  json beyond = PutStepRequest{key, index, 1, true, offer}.ToJson();
+  beyond["ranges"][1][2] = 41;  // [60, 101) of a 100-byte file
+  auto refused = PutStepRequest::FromJson(beyond);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("is not in the step"), std::string::npos)
+      << refused.status().ToString();
+  beyond = PutStepRequest{key, index, 1, true, offer}.ToJson();
+  beyond["ranges"][0][0] = 2;  // no third file
+  EXPECT_EQ(PutStepRequest::FromJson(beyond).status().code(), StatusCode::kInvalidArgument);
+
+  PutStepReady ready{false, 5,
+                     std::vector<std::vector<agent::FileRange>>{{{0, 0, 60}}, {{1, 0, 40}}}};
+  auto back = PutStepReady::FromJson(json::parse(ready.ToJson().dump()));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_TRUE(back->need.has_value());
+  EXPECT_EQ(*back->need, *ready.need);
+  auto nothing = PutStepReady::FromJson(
+      PutStepReady{false, {}, std::vector<std::vector<agent::FileRange>>{}}.ToJson());
+  ASSERT_TRUE(nothing.ok());
+  ASSERT_TRUE(nothing->need.has_value());  // every byte was held: none to send
+  EXPECT_TRUE(nothing->need->empty());
+  json bad_need = ready.ToJson();
+  bad_need["need"][0][0] = json{0, 0};
+  EXPECT_EQ(PutStepReady::FromJson(bad_need).status().code(), StatusCode::kInvalidArgument);
+
+  auto group = PutFilesRequest::FromJson(PutFilesRequest{5, {}, 1}.ToJson());
+  ASSERT_TRUE(group.ok()) << group.status().ToString();
+  EXPECT_EQ(group->group, 1u);
+  EXPECT_TRUE(group->files.empty());
 }
 
 // The answer to a replication report: the watermark and the backup state.

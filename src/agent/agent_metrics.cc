@@ -38,6 +38,13 @@ metrics::Counter& ReplicationBytes(const std::string& peer) {
                         {{"peer", peer}});
 }
 
+metrics::Counter& ReplicationDedupBytes(const std::string& peer) {
+  return R().GetCounter("strata_replication_dedup_bytes_total",
+                        "Bytes of steps replicated to peers that the peer took from steps it "
+                        "held (by content) instead of receiving them",
+                        {{"peer", peer}});
+}
+
 metrics::Counter& ReplicationFailures(const std::string& peer) {
   return R().GetCounter("strata_replication_failures_total",
                         "Sends of a step to a peer that failed (each is retried)",

@@ -20,6 +20,7 @@ metrics::Counter& LocalCommitBytes();
 // A step sent to one peer (transfer and commit there), per peer address.
 metrics::Histogram& ReplicationSeconds(const std::string& peer);
 metrics::Counter& ReplicationBytes(const std::string& peer);
+metrics::Counter& ReplicationDedupBytes(const std::string& peer);
 metrics::Counter& ReplicationFailures(const std::string& peer);
 // This node's part of a backup uploaded, and its bytes.
 metrics::Histogram& BackupSeconds();

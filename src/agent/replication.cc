@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "agent/agent_metrics.h"
+#include "agent/dedup.h"
 #include "agent/local_dir.h"
 #include "format/sync_map.h"
 #include "net/frame.h"
@@ -23,6 +24,12 @@ constexpr auto kReportTimeout = std::chrono::seconds(10);
 constexpr auto kIdleTick = std::chrono::milliseconds(500);
 constexpr auto kMinRetry = std::chrono::milliseconds(500);
 constexpr auto kMaxRetry = std::chrono::milliseconds(30000);
+// How long a receiver waits for its own step of a data-parallel sender's
+// step number before it takes what it holds (AwaitOwnStepForDedup).
+constexpr auto kDedupWait = std::chrono::seconds(5);
+// Ranges asked for in several streams are cut to at most this size, so one
+// large file spreads over the streams.
+constexpr uint64_t kRangePiece = 64ull << 20;
 
 // Refuses a copy that would not fit, before any byte of it is received:
 // filling the RAM disk would make the node's own saves fail.
@@ -260,18 +267,44 @@ Status Replication::SendToPeer(const StepKey& key, const std::string& address) {
                           ? PartitionFiles(index, options_.data_streams)
                           : std::vector<std::vector<size_t>>(1);
   const SteadyClock::time_point began = clock_->Now();
-  const wire::PutStepRequest put{key, index, static_cast<int>(groups.size())};
+  wire::PutStepRequest put;
+  put.key = key;
+  put.index = index;
+  put.streams = static_cast<int>(groups.size());
+  put.dedup = true;
+  if (index.strata) {  // the receiver needs the manifest's ranges to find them
+    STRATA_ASSIGN_OR_RETURN(put.ranges, HeldRanges(*store_, key, index));
+  }
   STRATA_ASSIGN_OR_RETURN(json answer, client.Call(put.ToJson(), kCallTimeout));
   STRATA_ASSIGN_OR_RETURN(wire::PutStepReady ready, wire::PutStepReady::FromJson(answer));
   if (ready.have) return Status::Ok();  // the peer already holds this copy
-  if (ready.transfer) {
+  uint64_t sent = index.total_bytes;
+  if (ready.need) {  // only what the peer lacks
+    sent = 0;
+    for (const auto& group : *ready.need) sent += TotalLength(group);
+    if (ready.need->size() > 1 && !ready.transfer) {
+      return InvalidArgumentError(address + " asked for " + std::to_string(ready.need->size()) +
+                                  " range groups of " + key.ToString() + " without a transfer");
+    }
+    if (ready.need->size() > 1) {
+      STRATA_RETURN_IF_ERROR(SendRangeGroups(to, key, index, *ready.transfer, *ready.need));
+    } else if (ready.need->size() == 1) {
+      STRATA_RETURN_IF_ERROR(
+          SendRanges(client.socket(), store_->StepPath(key), index, ready.need->front()));
+    }
+  } else if (ready.transfer) {  // a receiver that takes whole files
     STRATA_RETURN_IF_ERROR(SendGroups(to, key, index, *ready.transfer, groups));
   } else {
     STRATA_RETURN_IF_ERROR(SendStepFiles(client.socket(), store_->StepPath(key), index));
   }
   STRATA_RETURN_IF_ERROR(AwaitCommitted(client.socket(), address));
   metric::ReplicationSeconds(address).Observe(SecondsSince(*clock_, began));
-  metric::ReplicationBytes(address).Add(static_cast<double>(index.total_bytes));
+  metric::ReplicationBytes(address).Add(static_cast<double>(sent));
+  metric::ReplicationDedupBytes(address).Add(static_cast<double>(index.total_bytes - sent));
+  if (sent < index.total_bytes) {
+    Log()->debug("replicated {} to {}: sent {} of {} bytes, the rest was held there",
+                 key.ToString(), address, sent, index.total_bytes);
+  }
   return Status::Ok();
 }
 
@@ -283,9 +316,26 @@ Status Replication::SendGroups(const Endpoint& to, const StepKey& key, const Ste
         RpcClient client,
         RpcClient::Connect(to, options_.secret, "node " + std::to_string(key.rank)));
     STRATA_RETURN_IF_ERROR(
-        client.Call(wire::PutFilesRequest{transfer, groups[g]}.ToJson(), kCallTimeout).status());
+        client.Call(wire::PutFilesRequest{transfer, groups[g], {}}.ToJson(), kCallTimeout)
+            .status());
     STRATA_RETURN_IF_ERROR(
         SendStepFiles(client.socket(), store_->StepPath(key), SubIndex(index, groups[g])));
+    return AwaitCommitted(client.socket(), to.ToString());
+  });
+}
+
+// Sends each group of ranges the receiver asked for on its own connection,
+// in parallel.
+Status Replication::SendRangeGroups(const Endpoint& to, const StepKey& key, const StepIndex& index,
+                                    uint64_t transfer,
+                                    const std::vector<std::vector<FileRange>>& need) {
+  return RunParallel(need.size(), need.size(), [&](size_t g, const auto&) {
+    STRATA_ASSIGN_OR_RETURN(
+        RpcClient client,
+        RpcClient::Connect(to, options_.secret, "node " + std::to_string(key.rank)));
+    STRATA_RETURN_IF_ERROR(
+        client.Call(wire::PutFilesRequest{transfer, {}, g}.ToJson(), kCallTimeout).status());
+    STRATA_RETURN_IF_ERROR(SendRanges(client.socket(), store_->StepPath(key), index, need[g]));
     return AwaitCommitted(client.socket(), to.ToString());
   });
 }
@@ -362,45 +412,128 @@ void Replication::CollectGarbage(const Target& target) {
 
 // A peer sends us a copy: say whether we already have it, then receive the
 // files into a temporary directory, verify and commit them, and acknowledge.
+// A sender that offers dedup gets the ranges this node cannot take from the
+// steps it holds (ReceiveByContent).
 StatusOr<json> Replication::HandlePutStep(const wire::PutStepRequest& request,
                                           net::Socket& socket) {
   const StepKey& key = request.key;
   const StepIndex& index = request.index;
   auto held = store_->GetIndex(key);
-  if (held.ok() && held->digest == index.digest) return wire::PutStepReady{true, {}}.ToJson();
+  if (held.ok() && held->digest == index.digest) return wire::PutStepReady{true, {}, {}}.ToJson();
   STRATA_RETURN_IF_ERROR(CheckFreeSpace(options_.local_dir, index.total_bytes, key));
-  const bool parallel = request.streams > 1 && index.files.size() > 1;
   STRATA_ASSIGN_OR_RETURN(std::string dir, store_->NewIncomingDir());
-  Status s;
-  if (parallel) {  // the files arrive on other connections (put_files)
-    uint64_t id = transfers_.Begin(dir, index);
-    s = SendReply(socket, wire::PutStepReady{false, id}.ToJson());
-    if (s.ok()) s = transfers_.Wait(id, kStallTimeout);
-    transfers_.End(id);
-  } else {
-    s = SendReply(socket, wire::PutStepReady{false, {}}.ToJson());
-    if (s.ok()) s = RecvStepFiles(socket, dir, index, store_);
-  }
+  uint64_t taken = 0;
+  Status s = request.dedup ? ReceiveByContent(request, socket, dir, &taken)
+                           : ReceiveFiles(request, socket, dir);
   if (s.ok()) s = store_->Adopt(dir, key, index);
   if (!s.ok()) {
     env_->RemoveAll(dir).IgnoreError();
     return DataLossError("receiving " + key.ToString() + " from " + socket.peer() + ": " +
                          s.message());
   }
-  Log()->info("holding replica {} from {} ({} bytes)", key.ToString(), socket.peer(),
-              index.total_bytes);
+  if (taken > 0) {
+    Log()->info("holding replica {} from {} ({} bytes, {} of them taken from steps held here)",
+                key.ToString(), socket.peer(), index.total_bytes, taken);
+  } else {
+    Log()->info("holding replica {} from {} ({} bytes)", key.ToString(), socket.peer(),
+                index.total_bytes);
+  }
   hooks_.on_replica(key, index.digest);
   return json{{"committed", true}};
 }
 
-// One group of files of a multi-stream put_step: receive them into the
-// transfer's directory and tell the waiting put_step.
+// Whole files, on this connection or (several streams) on put_files ones.
+Status Replication::ReceiveFiles(const wire::PutStepRequest& request, net::Socket& socket,
+                                 const std::string& dir) {
+  const StepIndex& index = request.index;
+  if (request.streams > 1 && index.files.size() > 1) {  // the files arrive on other connections
+    const uint64_t id = transfers_.Begin(dir, index);
+    Status s = SendReply(socket, wire::PutStepReady{false, id, {}}.ToJson());
+    if (s.ok()) s = transfers_.Wait(id, kStallTimeout);
+    transfers_.End(id);
+    return s;
+  }
+  STRATA_RETURN_IF_ERROR(SendReply(socket, wire::PutStepReady{}.ToJson()));
+  return RecvStepFiles(socket, dir, index, store_);
+}
+
+// The copy's files are made at their final sizes, every offered range found
+// in a step held here is copied in (hashed as it is copied), and the sender
+// is asked for the rest, in up to `data_streams` groups.
+Status Replication::ReceiveByContent(const wire::PutStepRequest& request, net::Socket& socket,
+                                     const std::string& dir, uint64_t* taken_bytes) {
+  const StepIndex& index = request.index;
+  AwaitOwnStepForDedup(request.key);
+  STRATA_RETURN_IF_ERROR(CreateStepFiles(dir, index, store_));
+  std::vector<FileRange> have;
+  RangePlan offered;
+  if (request.ranges) {
+    offered = *request.ranges;
+  } else if (!index.strata) {
+    STRATA_ASSIGN_OR_RETURN(offered, PlanRangeChecks(index, nullptr));
+  }
+  if (!offered.files.empty()) {
+    STRATA_ASSIGN_OR_RETURN(Taken taken, TakeHeldRanges(*store_, request.key.job, index, offered,
+                                                        dir, options_.data_streams));
+    have = std::move(taken.ranges);
+    *taken_bytes = taken.bytes;
+  }
+  const std::vector<FileRange> missing = MissingRanges(index, have);
+  const uint64_t bytes = TotalLength(missing);
+  // This node's own stream count: the sender opens one connection per group.
+  const int streams = bytes >= kMultiStreamMinBytes ? options_.data_streams : 1;
+  auto need = PartitionRanges(missing, streams, kRangePiece);
+  if (need.size() <= 1) {
+    STRATA_RETURN_IF_ERROR(SendReply(socket, wire::PutStepReady{false, {}, need}.ToJson()));
+    return need.empty() ? Status::Ok() : RecvRanges(socket, dir, index, need.front());
+  }
+  const uint64_t id = transfers_.Begin(dir, index, need);
+  Status s = SendReply(socket, wire::PutStepReady{false, id, std::move(need)}.ToJson());
+  if (s.ok()) s = transfers_.Wait(id, kStallTimeout);
+  transfers_.End(id);
+  return s;
+}
+
+// With data parallelism the peer at this node's position in another
+// replica sends a step whose bytes this node's own step of that number
+// holds too: when it is not here yet, wait a little for it (the ranks of a
+// data-parallel job save each step at about the same time) rather than
+// receive it all.
+void Replication::AwaitOwnStepForDedup(const StepKey& key) {
+  const std::optional<Target> target = hooks_.target();
+  if (!target || target->config.job_name != key.job) return;
+  const ReplicatorConfig& c = target->config;
+  const int dp = c.assume_data_parallelism.value_or(1);
+  if (dp <= 1 || c.nodes % dp != 0 || key.rank == c.node_rank) return;
+  const int width = c.nodes / dp;
+  if (key.rank % width != c.node_rank % width) return;
+  const auto until = std::chrono::steady_clock::now() + kDedupWait;
+  MutexLock l(&mu_);
+  while (!stopped_ && newest_ingested_ < key.step && cv_.WaitUntil(&mu_, until)) {
+  }
+}
+
+// One group of files (or of ranges) of a multi-stream put_step: receive it
+// into the transfer's directory and tell the waiting put_step.
 StatusOr<json> Replication::HandlePutFiles(const wire::PutFilesRequest& request,
                                            net::Socket& socket) {
   const uint64_t id = request.transfer;
   std::string dir;
   StepIndex index;
   STRATA_RETURN_IF_ERROR(transfers_.Lookup(id, &dir, &index));
+  if (request.group) {
+    STRATA_ASSIGN_OR_RETURN(std::vector<FileRange> ranges,
+                            transfers_.ClaimGroup(id, *request.group));
+    Status s = SendReply(socket, {{"ok", true}});
+    if (s.ok()) s = RecvRanges(socket, dir, index, ranges);
+    transfers_.Finish(id, s.ok() ? 1 : 0, s);
+    if (!s.ok()) {
+      return DataLossError("receiving range group " + std::to_string(*request.group) +
+                           " of transfer " + std::to_string(id) + " from " + socket.peer() + ": " +
+                           s.message());
+    }
+    return json{{"received", ranges.size()}};
+  }
   STRATA_RETURN_IF_ERROR(wire::CheckFilePositions(request.files, index.files.size()));
   StepIndex group = SubIndex(index, request.files);
   Status s = SendReply(socket, {{"ok", true}});

@@ -137,6 +137,15 @@ class Replication {
   Status SendToPeer(const StepKey& key, const std::string& address);
   Status SendGroups(const Endpoint& to, const StepKey& key, const StepIndex& index,
                     uint64_t transfer, const std::vector<std::vector<size_t>>& groups);
+  Status SendRangeGroups(const Endpoint& to, const StepKey& key, const StepIndex& index,
+                         uint64_t transfer, const std::vector<std::vector<FileRange>>& need);
+  // Receiving a put_step into `dir`: whole files, or by content (what this
+  // node holds taken, the rest asked for; *taken_bytes says how much it took).
+  Status ReceiveFiles(const wire::PutStepRequest& request, net::Socket& socket,
+                      const std::string& dir);
+  Status ReceiveByContent(const wire::PutStepRequest& request, net::Socket& socket,
+                          const std::string& dir, uint64_t* taken_bytes);
+  void AwaitOwnStepForDedup(const StepKey& key) EXCLUDES(mu_);
   // Tells the coordinator of `target` that `key` is on every peer; applies
   // the answer.
   void Report(const StepKey& key, const Target& target, uint64_t epoch);

@@ -171,35 +171,104 @@ Status RecvFile(net::Socket& socket, int fd, const IndexedFile& f, StreamVerifie
 
 }  // namespace
 
+StatusOr<int> CreateReceiveFile(Store* store, const std::string& path, uint64_t size) {
+  Env* const env = store != nullptr ? store->env() : Env::Default();
+  STRATA_RETURN_IF_ERROR(CreateDirs(env, Dirname(path)));
+  // A spare file's pages are already there: overwriting them is faster
+  // than allocating new ones. It was renamed to `path` without replacing
+  // anything, so it is ours.
+  const bool spare = store != nullptr && size > 0 && store->TakeSpare(size, path);
+  int fd = spare ? ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW)
+                 : ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) return ErrnoToStatus(errno, "create " + path);
+  // The final size first: it frees a larger spare's tail, and a tmpfs
+  // mounted with huge=within_size backs a file with huge pages only where
+  // its size already reaches.
+  if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    Status s = ErrnoToStatus(errno, "truncate " + path);
+    ::close(fd);
+    return s;
+  }
+  return fd;
+}
+
 Status RecvStepFiles(net::Socket& socket, const std::string& dir, const StepIndex& index,
                      Store* store, StreamVerifier* verifier) {
   auto deadline =
       net::DeadlineAfter(std::chrono::duration_cast<std::chrono::milliseconds>(kDataTimeout));
-  Env* const env = store != nullptr ? store->env() : Env::Default();
   for (const auto& f : index.files) {
     STRATA_RETURN_IF_ERROR(ValidateRelativePath(f.path));  // never write outside `dir`
     std::string path = JoinPath(dir, f.path);
-    STRATA_RETURN_IF_ERROR(CreateDirs(env, Dirname(path)));  // below `dir`: path validated
-    // A spare file's pages are already there: overwriting them is faster
-    // than allocating new ones. It was renamed to `path` without replacing
-    // anything, so it is ours.
-    const bool spare = store != nullptr && f.size > 0 && store->TakeSpare(f.size, path);
-    int fd = spare
-                 ? ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW)
-                 : ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0) return ErrnoToStatus(errno, "create " + path);
-    // The final size first: it frees a larger spare's tail, and a tmpfs
-    // mounted with huge=within_size backs a file with huge pages only
-    // where its size already reaches.
-    Status s;
-    if (::ftruncate(fd, static_cast<off_t>(f.size)) != 0) {
-      s = ErrnoToStatus(errno, "truncate " + path);
-    }
-    if (s.ok()) s = RecvFile(socket, fd, f, verifier, deadline);
+    STRATA_ASSIGN_OR_RETURN(int fd, CreateReceiveFile(store, path, f.size));
+    Status s = RecvFile(socket, fd, f, verifier, deadline);
     if (s.ok() && ::fdatasync(fd) != 0) s = ErrnoToStatus(errno, "fsync " + path);
     ::close(fd);
     STRATA_RETURN_IF_ERROR(s.WithContext("receiving " + path + " from " + socket.peer()));
     CrashPoint("transfer.mid_receive");  // a file in, more may follow
+  }
+  return Status::Ok();
+}
+
+Status CreateStepFiles(const std::string& dir, const StepIndex& index, Store* store) {
+  for (const auto& f : index.files) {
+    STRATA_RETURN_IF_ERROR(ValidateRelativePath(f.path));  // never write outside `dir`
+    STRATA_ASSIGN_OR_RETURN(int fd, CreateReceiveFile(store, JoinPath(dir, f.path), f.size));
+    ::close(fd);
+  }
+  return Status::Ok();
+}
+
+Status CheckRanges(const StepIndex& index, const std::vector<FileRange>& ranges) {
+  for (const FileRange& r : ranges) {
+    if (r.file >= index.files.size() || r.length > index.files[r.file].size ||
+        r.offset > index.files[r.file].size - r.length) {
+      return InvalidArgumentError("a byte range [" + std::to_string(r.offset) + ", +" +
+                                  std::to_string(r.length) + ") of file " + std::to_string(r.file) +
+                                  " is not in the step");
+    }
+  }
+  return Status::Ok();
+}
+
+Status SendRanges(net::Socket& socket, const std::string& dir, const StepIndex& index,
+                  const std::vector<FileRange>& ranges) {
+  STRATA_RETURN_IF_ERROR(CheckRanges(index, ranges));
+  auto deadline =
+      net::DeadlineAfter(std::chrono::duration_cast<std::chrono::milliseconds>(kDataTimeout));
+  for (size_t i = 0; i < ranges.size();) {
+    const std::string path = JoinPath(dir, index.files[ranges[i].file].path);
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ErrnoToStatus(errno, "open " + path);
+    Status s;
+    for (const size_t file = ranges[i].file; s.ok() && i < ranges.size() && ranges[i].file == file;
+         ++i) {
+      s = socket.SendFile(fd, ranges[i].offset, ranges[i].length, deadline);
+    }
+    ::close(fd);
+    STRATA_RETURN_IF_ERROR(s.WithContext("sending " + path + " to " + socket.peer()));
+  }
+  return Status::Ok();
+}
+
+Status RecvRanges(net::Socket& socket, const std::string& dir, const StepIndex& index,
+                  const std::vector<FileRange>& ranges) {
+  STRATA_RETURN_IF_ERROR(CheckRanges(index, ranges));
+  auto deadline =
+      net::DeadlineAfter(std::chrono::duration_cast<std::chrono::milliseconds>(kDataTimeout));
+  for (size_t i = 0; i < ranges.size();) {
+    STRATA_RETURN_IF_ERROR(ValidateRelativePath(index.files[ranges[i].file].path));
+    const std::string path = JoinPath(dir, index.files[ranges[i].file].path);
+    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return ErrnoToStatus(errno, "open " + path);
+    Status s;
+    for (const size_t file = ranges[i].file; s.ok() && i < ranges.size() && ranges[i].file == file;
+         ++i) {
+      s = socket.RecvToFile(fd, ranges[i].offset, ranges[i].length, deadline);
+    }
+    if (s.ok() && ::fdatasync(fd) != 0) s = ErrnoToStatus(errno, "fsync " + path);
+    ::close(fd);
+    STRATA_RETURN_IF_ERROR(s.WithContext("receiving " + path + " from " + socket.peer()));
+    CrashPoint("transfer.mid_receive");  // a file's ranges in, more may follow
   }
   return Status::Ok();
 }

@@ -101,6 +101,25 @@ Status StatusFromJson(const json& reply, const std::string& peer);
 json StepKeyToJson(const StepKey& key);
 StatusOr<StepKey> StepKeyFromJson(const json& j);
 
+// Creates `path` (and its missing parent directories) at its final `size`
+// to receive into, from a spare file of `store` where it has one (see
+// Store::TakeSpare); the open descriptor, for writing.
+StatusOr<int> CreateReceiveFile(Store* store, const std::string& path, uint64_t size);
+// Creates every file of `index` under `dir` (made by the caller) at its
+// final size, nothing written yet (spare files of `store` where it has them).
+Status CreateStepFiles(const std::string& dir, const StepIndex& index, Store* store = nullptr);
+// INVALID_ARGUMENT unless every range lies within a file of `index`.
+Status CheckRanges(const StepIndex& index, const std::vector<FileRange>& ranges);
+// Streams the bytes of `ranges` (of the files of `index`, under `dir`), in
+// order; ranges of one file are sent through one descriptor when adjacent
+// in the list.
+Status SendRanges(net::Socket& socket, const std::string& dir, const StepIndex& index,
+                  const std::vector<FileRange>& ranges);
+// Receives the bytes of `ranges` into the files CreateStepFiles made under
+// `dir`, then fdatasyncs them.
+Status RecvRanges(net::Socket& socket, const std::string& dir, const StepIndex& index,
+                  const std::vector<FileRange>& ranges);
+
 // Streams every file of `index` from `dir`, in index order.
 Status SendStepFiles(net::Socket& socket, const std::string& dir, const StepIndex& index);
 // Receives the files of `index` into `dir` (created by the caller), into

@@ -13,6 +13,8 @@
 #ifndef STRATA_AGENT_STEP_INDEX_H_
 #define STRATA_AGENT_STEP_INDEX_H_
 
+#include <compare>
+#include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -38,6 +40,16 @@ struct StepIndex {
   uint64_t digest = 0;
   uint64_t total_bytes = 0;
   std::vector<IndexedFile> files;  // sorted by path
+};
+
+// A byte range of one file of a step: [offset, offset + length) of the
+// file at position `file` of its index.
+struct FileRange {
+  size_t file = 0;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  uint64_t end() const { return offset + length; }
+  auto operator<=>(const FileRange&) const = default;
 };
 
 // How the files of a step directory were when it was listed, just before

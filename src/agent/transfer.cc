@@ -214,11 +214,30 @@ Status AdoptCopy(Store* store, const StepKey& key, const FetchedCopy& copy) {
   return s;
 }
 
-uint64_t TransferTable::Begin(std::string dir, StepIndex index) {
+uint64_t TransferTable::Begin(std::string dir, StepIndex index,
+                              std::vector<std::vector<FileRange>> need) {
   MutexLock l(&mu_);
   uint64_t id = next_id_++;
-  active_[id] = Transfer{std::move(dir), std::move(index), 0, Status::Ok()};
+  Transfer& t = active_[id];
+  t.dir = std::move(dir);
+  t.index = std::move(index);
+  t.claimed.assign(need.size(), false);
+  t.need = std::move(need);
   return id;
+}
+
+StatusOr<std::vector<FileRange>> TransferTable::ClaimGroup(uint64_t id, size_t group) {
+  MutexLock l(&mu_);
+  auto it = active_.find(id);
+  if (it == active_.end())
+    return NotFoundError("no transfer " + std::to_string(id) + " in progress");
+  Transfer& t = it->second;
+  if (group >= t.need.size() || t.claimed[group]) {
+    return InvalidArgumentError("transfer " + std::to_string(id) + " has no group " +
+                                std::to_string(group) + " left to send");
+  }
+  t.claimed[group] = true;
+  return t.need[group];
 }
 
 Status TransferTable::Lookup(uint64_t id, std::string* dir, StepIndex* index) {
@@ -231,12 +250,12 @@ Status TransferTable::Lookup(uint64_t id, std::string* dir, StepIndex* index) {
   return Status::Ok();
 }
 
-void TransferTable::Finish(uint64_t id, size_t files, const Status& status) {
+void TransferTable::Finish(uint64_t id, size_t parts, const Status& status) {
   {
     MutexLock l(&mu_);
     auto it = active_.find(id);
     if (it == active_.end()) return;
-    it->second.arrived += files;
+    it->second.arrived += parts;
     if (!status.ok() && it->second.error.ok()) it->second.error = status;
   }
   cv_.SignalAll();
@@ -250,12 +269,12 @@ Status TransferTable::Wait(uint64_t id, std::chrono::milliseconds stall) {
     if (it == active_.end()) return NotFoundError("transfer " + std::to_string(id) + " vanished");
     const Transfer& t = it->second;
     if (!t.error.ok()) return t.error;
-    if (t.arrived >= t.index.files.size()) return Status::Ok();
+    if (t.arrived >= t.parts()) return Status::Ok();
     if (t.arrived == seen && !cv_.WaitFor(&mu_, stall) && active_.at(id).arrived == seen &&
         active_.at(id).error.ok()) {
-      return DeadlineExceededError("transfer " + std::to_string(id) +
-                                   " stalled: " + std::to_string(seen) + " of " +
-                                   std::to_string(t.index.files.size()) + " files arrived");
+      return DeadlineExceededError(
+          "transfer " + std::to_string(id) + " stalled: " + std::to_string(seen) + " of " +
+          std::to_string(t.parts()) + (t.need.empty() ? " files" : " range groups") + " arrived");
     }
     seen = active_.at(id).arrived;
   }

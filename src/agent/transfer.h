@@ -69,16 +69,24 @@ StatusOr<FetchedCopy> FetchCopy(const Endpoint& to, const std::string& secret,
 // incoming directory is removed.
 Status AdoptCopy(Store* store, const StepKey& key, const FetchedCopy& copy);
 
-// The receiver's table of multi-stream transfers in progress. Thread-safe.
+// The receiver's table of multi-stream transfers in progress. A transfer
+// arrives as files (the sender's groups of whole files), or as the groups
+// of byte ranges the receiver asked for (put_step with dedup). Thread-safe.
 class TransferTable {
  public:
-  // Registers a transfer of `index` into `dir`; returns its id.
-  uint64_t Begin(std::string dir, StepIndex index);
+  // Registers a transfer of `index` into `dir`: of every file, or of the
+  // range groups `need` when given; returns its id.
+  uint64_t Begin(std::string dir, StepIndex index, std::vector<std::vector<FileRange>> need = {});
   // The directory and index of a registered transfer.
   Status Lookup(uint64_t id, std::string* dir, StepIndex* index);
-  // Records that `files` files arrived (or that a group failed).
-  void Finish(uint64_t id, size_t files, const Status& status);
-  // Waits until every file arrived or a group failed; DEADLINE_EXCEEDED if
+  // Claims range group `group` of transfer `id` for one connection: its
+  // ranges. INVALID_ARGUMENT for a group it does not have or one claimed
+  // before.
+  StatusOr<std::vector<FileRange>> ClaimGroup(uint64_t id, size_t group);
+  // Records that `parts` parts (files, or range groups) arrived, or that a
+  // group failed.
+  void Finish(uint64_t id, size_t parts, const Status& status);
+  // Waits until every part arrived or a group failed; DEADLINE_EXCEEDED if
   // nothing arrives for `stall`.
   Status Wait(uint64_t id, std::chrono::milliseconds stall);
   void End(uint64_t id);
@@ -87,8 +95,11 @@ class TransferTable {
   struct Transfer {
     std::string dir;
     StepIndex index;
+    std::vector<std::vector<FileRange>> need;  // empty: whole files
+    std::vector<bool> claimed;                 // per group of `need`
     size_t arrived = 0;
     Status error;
+    size_t parts() const { return need.empty() ? index.files.size() : need.size(); }
   };
   Mutex mu_;
   CondVar cv_;

@@ -36,6 +36,59 @@ StatusOr<std::vector<size_t>> Positions(const json& files, Op op) {
   return out;
 }
 
+// [[file, offset, length], ...]: ranges of the index's files.
+json RangesToJson(const std::vector<agent::FileRange>& ranges) {
+  json out = json::array();
+  for (const agent::FileRange& r : ranges) out.push_back({r.file, r.offset, r.length});
+  return out;
+}
+
+StatusOr<std::vector<agent::FileRange>> RangesFromJson(const json& j, const std::string& what) {
+  if (!j.is_array()) return InvalidArgumentError(what + " must be a list of byte ranges");
+  std::vector<agent::FileRange> out;
+  out.reserve(j.size());
+  for (const json& r : j) {
+    if (!r.is_array() || r.size() != 3 || !IsNonNegativeInteger(r[0]) ||
+        !IsNonNegativeInteger(r[1]) || !IsNonNegativeInteger(r[2])) {
+      return InvalidArgumentError(what + ": a byte range is [file, offset, length]");
+    }
+    out.push_back({r[0].get<size_t>(), r[1].get<uint64_t>(), r[2].get<uint64_t>()});
+  }
+  return out;
+}
+
+// The offered ranges of a put_step: [[file, offset, length, "xxh3"], ...],
+// each within its file of `index`.
+json OfferToJson(const agent::RangePlan& plan) {
+  json out = json::array();
+  for (size_t f = 0; f < plan.files.size(); ++f) {
+    for (const agent::RangeCheck& c : plan.files[f]) {
+      out.push_back({f, c.offset, c.length, Hex64(c.xxh3)});
+    }
+  }
+  return out;
+}
+
+StatusOr<agent::RangePlan> OfferFromJson(const json& j, const agent::StepIndex& index) {
+  const std::string what = Prefix(Op::kPutStep) + "\"ranges\"";
+  if (!j.is_array()) return InvalidArgumentError(what + " must be a list");
+  agent::RangePlan plan;
+  plan.files.resize(index.files.size());
+  for (const json& r : j) {
+    std::optional<uint64_t> hash;
+    if (r.is_array() && r.size() == 4 && r[3].is_string())
+      hash = ParseHex64(r[3].get<std::string>());
+    if (!hash || !IsNonNegativeInteger(r[0]) || !IsNonNegativeInteger(r[1]) ||
+        !IsNonNegativeInteger(r[2])) {
+      return InvalidArgumentError(what + ": a range is [file, offset, length, \"xxh3\"]");
+    }
+    const agent::FileRange range{r[0].get<size_t>(), r[1].get<uint64_t>(), r[2].get<uint64_t>()};
+    STRATA_RETURN_IF_ERROR(agent::CheckRanges(index, {range}).WithContext(what));
+    plan.files[range.file].push_back({range.offset, range.length, *hash});
+  }
+  return plan;
+}
+
 }  // namespace
 
 Status CheckFilePositions(const std::vector<size_t>& files, size_t count) {
@@ -57,14 +110,27 @@ StatusOr<PutStepRequest> PutStepRequest::FromJson(const json& j) {
     }
     r.streams = streams->get<int>();
   }
+  auto dedup = j.find("dedup");
+  if (dedup != j.end()) {
+    if (!dedup->is_boolean())
+      return InvalidArgumentError(Prefix(Op::kPutStep) + "\"dedup\" malformed");
+    r.dedup = dedup->get<bool>();
+  }
+  auto ranges = j.find("ranges");
+  if (ranges != j.end()) {
+    STRATA_ASSIGN_OR_RETURN(r.ranges, OfferFromJson(*ranges, r.index));
+  }
   return r;
 }
 
 json PutStepRequest::ToJson() const {
-  return {{"op", OpName(Op::kPutStep)},
-          {"key", agent::StepKeyToJson(key)},
-          {"index", agent::StepIndexToJson(index)},
-          {"streams", streams}};
+  json j = {{"op", OpName(Op::kPutStep)},
+            {"key", agent::StepKeyToJson(key)},
+            {"index", agent::StepIndexToJson(index)},
+            {"streams", streams}};
+  if (dedup) j["dedup"] = true;
+  if (ranges) j["ranges"] = OfferToJson(*ranges);
+  return j;
 }
 
 StatusOr<PutStepReady> PutStepReady::FromJson(const json& j) {
@@ -82,12 +148,25 @@ StatusOr<PutStepReady> PutStepReady::FromJson(const json& j) {
     }
     r.transfer = transfer->get<uint64_t>();
   }
+  auto need = j.find("need");
+  if (need != j.end()) {
+    if (!need->is_array()) return InvalidArgumentError("put_step's answer: \"need\" malformed");
+    r.need.emplace();
+    for (const json& group : *need) {
+      STRATA_ASSIGN_OR_RETURN(auto ranges, RangesFromJson(group, "put_step's answer: \"need\""));
+      r.need->push_back(std::move(ranges));
+    }
+  }
   return r;
 }
 
 json PutStepReady::ToJson() const {
   json j = {{"ok", true}, {"have", have}};
   if (transfer) j["transfer"] = *transfer;
+  if (need) {
+    j["need"] = json::array();
+    for (const auto& group : *need) j["need"].push_back(RangesToJson(group));
+  }
   return j;
 }
 
@@ -99,12 +178,26 @@ StatusOr<PutFilesRequest> PutFilesRequest::FromJson(const json& j) {
     return InvalidArgumentError(Prefix(Op::kPutFiles) + "\"transfer\" must be a transfer id");
   }
   r.transfer = transfer->get<uint64_t>();
+  auto group = j.find("group");
+  if (group != j.end()) {
+    if (!IsNonNegativeInteger(*group)) {
+      return InvalidArgumentError(Prefix(Op::kPutFiles) + "\"group\" must be a group number");
+    }
+    r.group = group->get<size_t>();
+    return r;
+  }
   STRATA_ASSIGN_OR_RETURN(r.files, Positions(j.value("files", json()), Op::kPutFiles));
   return r;
 }
 
 json PutFilesRequest::ToJson() const {
-  return {{"op", OpName(Op::kPutFiles)}, {"transfer", transfer}, {"files", files}};
+  json j = {{"op", OpName(Op::kPutFiles)}, {"transfer", transfer}};
+  if (group) {
+    j["group"] = *group;
+  } else {
+    j["files"] = files;
+  }
+  return j;
 }
 
 StatusOr<GetIndexRequest> GetIndexRequest::FromJson(const json& j) {

@@ -17,6 +17,7 @@
 
 #include "agent/step_index.h"
 #include "agent/store.h"
+#include "agent/stream_verify.h"
 #include "strata/status.h"
 
 namespace strata::wire {
@@ -24,29 +25,41 @@ namespace strata::wire {
 using json = nlohmann::json;
 
 // put_step: a peer offers its copy of `key` with `index`; with streams > 1
-// the files follow on other connections (put_files).
+// the files follow on other connections (put_files). With `dedup` the
+// sender sends what the receiver answers it needs (PutStepReady::need):
+// the receiver takes the rest from the steps it holds (agent/dedup.h), by
+// the index's chunks, or for a Strata step by `ranges` (its manifest's
+// item chunks, per file of the index).
 struct PutStepRequest {
   agent::StepKey key;
   agent::StepIndex index;
   int streams = 1;
+  bool dedup = false;
+  std::optional<agent::RangePlan> ranges;
   static StatusOr<PutStepRequest> FromJson(const json& j);
   json ToJson() const;
 };
 
 // The receiver's answer to put_step: it holds that copy already, or the
-// files may come (on this connection, or as transfer `transfer`).
+// files may come (on this connection, or as transfer `transfer`). To a
+// put_step with `dedup`: `need`, the byte ranges to send, in groups; one
+// group comes on this connection, several as transfer `transfer`, group g
+// on a put_files of its own; none: the receiver had every byte.
 struct PutStepReady {
   bool have = false;
   std::optional<uint64_t> transfer;
+  std::optional<std::vector<std::vector<agent::FileRange>>> need;
   static StatusOr<PutStepReady> FromJson(const json& j);
   json ToJson() const;
 };
 
 // put_files: files `files` (positions in the index, increasing) of transfer
-// `transfer` follow on this connection.
+// `transfer` follow on this connection; or, for a transfer that answered
+// `need`, the ranges of group `group`.
 struct PutFilesRequest {
   uint64_t transfer = 0;
   std::vector<size_t> files;
+  std::optional<size_t> group;
   static StatusOr<PutFilesRequest> FromJson(const json& j);
   json ToJson() const;
 };
