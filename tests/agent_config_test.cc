@@ -280,6 +280,37 @@ TEST(AgentConfigTest, BackupSettings) {
               {"--backup-interval-steps: 0 is out of range"});
 }
 
+TEST(AgentConfigTest, PeerTierSettings) {
+  StatusOr<AgentConfig> c = Resolve(MinimalFlags(), {}, kSecretFile);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->redundancy, std::nullopt);  // copies, unless a job says otherwise
+  EXPECT_EQ(c->failure_domain, "");
+
+  AgentFlags flags = MinimalFlags();
+  flags.config_file = "/etc/agent.yaml";
+  Files files = kSecretFile;
+  files["/etc/agent.yaml"] = "redundancy: xor(4)\nfailure-domain: rack-7\n";
+  c = Resolve(flags, {{"STRATA_REDUNDANCY", "rs(6,2)"}}, files);  // env over file
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->redundancy->ToString(), "rs(6,2)");
+  EXPECT_EQ(c->failure_domain, "rack-7");
+  flags.redundancy = "copies";
+  flags.failure_domain = "zone-a/rack-2";
+  c = Resolve(flags, {{"STRATA_REDUNDANCY", "rs(6,2)"}}, files);  // flag over env
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_FALSE(c->redundancy->coded());
+  EXPECT_EQ(c->failure_domain, "zone-a/rack-2");
+
+  AgentFlags bad = MinimalFlags();
+  bad.redundancy = "rs(300,2)";
+  ExpectError(Resolve(bad, {}, kSecretFile).status(), StatusCode::kInvalidArgument,
+              {"--redundancy: redundancy \"rs(300,2)\": rs(K,M) needs"});
+  bad = MinimalFlags();
+  bad.failure_domain = "rack 7";
+  ExpectError(Resolve(bad, {}, kSecretFile).status(), StatusCode::kInvalidArgument,
+              {"--failure-domain: \"rack 7\" is not 1..64 bytes"});
+}
+
 TEST(AgentConfigTest, BadValuesNameTheirSource) {
   struct Case {
     EnvVars env;

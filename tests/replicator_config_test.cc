@@ -176,6 +176,30 @@ TEST(ReplicatorConfigTest, NemoPluginWritesPeerRanksAndPeersPerNode) {
             "peers-per-node: 1");
 }
 
+// The peer tier's code, as a job asks for it: parsed, and refused for a
+// job too small to form one group, naming the key.
+TEST(ReplicatorConfigTest, RedundancyKey) {
+  StatusOr<ReplicatorConfig> c =
+      Parse("job-name: j\nframework: orbax\nnode-rank: 0\nnodes: 8\nredundancy: rs(6,2)\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c->redundancy.has_value());
+  EXPECT_EQ(c->redundancy->ToString(), "rs(6,2)");
+  c = Parse("job-name: j\nframework: orbax\nnode-rank: 0\nnodes: 8\nredundancy: xor\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->redundancy->ToString(), "xor(8)");
+  c = Parse("job-name: j\nframework: orbax\nnode-rank: 0\nnodes: 8\n");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->redundancy, std::nullopt);  // the agent's, else copies
+  ExpectError(Parse("job-name: j\nframework: orbax\nnode-rank: 0\nnodes: 4\nredundancy: rs(6,2)\n")
+                  .status(),
+              StatusCode::kInvalidArgument,
+              {"replicator.yaml: redundancy: rs(6,2) needs groups of 8 nodes; the job has 4"});
+  ExpectError(
+      Parse("job-name: j\nframework: orbax\nnode-rank: 0\nnodes: 4\nredundancy: raid5\n").status(),
+      StatusCode::kInvalidArgument,
+      {"replicator.yaml: redundancy \"raid5\": expected copies, xor, xor(N) or rs(K,M)"});
+}
+
 // Legacy MaxText writes replicator_backup_interval_minutes, 0 by default:
 // the yaml gives no cadence (the agent's --backup-interval-* applies).
 TEST(ReplicatorConfigTest, BackupIntervalOfZeroMinutesGivesNoCadence) {

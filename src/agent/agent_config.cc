@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <string>
 
@@ -49,7 +50,9 @@ constexpr std::string_view kAgentFileKeys[] = {"local-dir",
                                                "backup-bandwidth",
                                                "restore-backup",
                                                "grace-seconds",
-                                               "metrics"};
+                                               "metrics",
+                                               "redundancy",
+                                               "failure-domain"};
 
 constexpr std::pair<std::string_view, std::string_view> kAgentEnv[] = {
     {"local-dir", "STRATA_LOCAL_DIR"},
@@ -63,6 +66,8 @@ constexpr std::pair<std::string_view, std::string_view> kAgentEnv[] = {
     {"log-level", "STRATA_LOG_LEVEL"},
     {"backup", "STRATA_BACKUP"},
     {"metrics", "STRATA_METRICS"},
+    {"redundancy", "STRATA_REDUNDANCY"},
+    {"failure-domain", "STRATA_FAILURE_DOMAIN"},
 };
 
 StatusOr<Settings> FileSettings(const std::string& path, const ReadFileFn& read_file) {
@@ -123,6 +128,8 @@ Settings FlagSettings(const AgentFlags& flags) {
   put("restore-backup", flags.restore_backup);
   put_int("grace-seconds", flags.grace_seconds);
   put("metrics", flags.metrics);
+  put("redundancy", flags.redundancy);
+  put("failure-domain", flags.failure_domain);
   return out;
 }
 
@@ -274,6 +281,27 @@ Status BuildBackup(const Settings& settings, AgentConfig* c) {
   return Status::Ok();
 }
 
+Status BuildPeerTier(const Settings& settings, AgentConfig* c) {
+  if (const Setting* s = FindSetting(settings, "redundancy")) {
+    StatusOr<ec::Redundancy> r = ec::Redundancy::Parse(s->value);
+    if (!r.ok()) return r.status().WithContext(s->origin);
+    c->redundancy = *r;
+  }
+  if (const Setting* s = FindSetting(settings, "failure-domain")) {
+    const bool ok = !s->value.empty() && s->value.size() <= 64 &&
+                    std::all_of(s->value.begin(), s->value.end(), [](char ch) {
+                      return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' ||
+                             ch == '_' || ch == '-' || ch == ':' || ch == '/';
+                    });
+    if (!ok) {
+      return InvalidArgumentError(s->origin + ": " + Quote(s->value) +
+                                  " is not 1..64 bytes of A-Z a-z 0-9 . _ - : /");
+    }
+    c->failure_domain = s->value;
+  }
+  return Status::Ok();
+}
+
 StatusOr<AgentConfig> BuildAgentConfig(const Settings& settings, const ReadFileFn& read_file) {
   AgentConfig c;
   const Setting* dir = FindSetting(settings, "local-dir");
@@ -287,6 +315,7 @@ StatusOr<AgentConfig> BuildAgentConfig(const Settings& settings, const ReadFileF
   STRATA_RETURN_IF_ERROR(BuildLogLevel(settings, &c));
   STRATA_RETURN_IF_ERROR(BuildLimits(settings, &c));
   STRATA_RETURN_IF_ERROR(BuildBackup(settings, &c));
+  STRATA_RETURN_IF_ERROR(BuildPeerTier(settings, &c));
   return c;
 }
 

@@ -220,7 +220,8 @@ constexpr std::string_view kReplicatorWhat = "replicator.yaml";
 constexpr std::string_view kReplicatorKeys[] = {
     "job-name", "framework", "node-rank", "nodes", "workers-per-node",
     "peer-ranks", "peers-per-node", "assume-data-parallelism",
-    "backup-interval-minutes", "backup-interval-steps", "master", "master-port"};
+    "backup-interval-minutes", "backup-interval-steps", "master", "master-port",
+    "redundancy"};
 // clang-format on
 
 Status ValidateJobName(std::string_view name) {
@@ -327,6 +328,22 @@ Status ReadCadence(const FieldReader& in, ReplicatorConfig* c) {
   return Status::Ok();
 }
 
+// The peer tier's code. A coded one needs a whole group of nodes, and
+// takes the place of the peers a client names.
+Status ReadRedundancy(const FieldReader& in, ReplicatorConfig* c) {
+  STRATA_ASSIGN_OR_RETURN(std::optional<std::string> text, in.String("redundancy"));
+  if (!text) return Status::Ok();
+  StatusOr<ec::Redundancy> r = ec::Redundancy::Parse(*text);
+  if (!r.ok()) return in.Error(r.status().message());
+  if (r->coded() && c->nodes < r->group_size()) {
+    return in.Error("redundancy: " + r->ToString() + " needs groups of " +
+                    std::to_string(r->group_size()) + " nodes; the job has " +
+                    std::to_string(c->nodes));
+  }
+  c->redundancy = *r;
+  return Status::Ok();
+}
+
 Status ReadMaster(const FieldReader& in, ReplicatorConfig* c) {
   STRATA_ASSIGN_OR_RETURN(c->master_port, in.Int("master-port", 1, 65535));
   STRATA_ASSIGN_OR_RETURN(std::optional<std::string> master, in.String("master"));
@@ -358,6 +375,7 @@ StatusOr<ReplicatorConfig> ParseReplicatorUnguarded(std::string_view text, const
   STRATA_RETURN_IF_ERROR(ReadPeers(in, &c));
   STRATA_RETURN_IF_ERROR(ReadCadence(in, &c));
   STRATA_RETURN_IF_ERROR(ReadMaster(in, &c));
+  STRATA_RETURN_IF_ERROR(ReadRedundancy(in, &c));
   return c;
 }
 

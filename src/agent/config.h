@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ec/redundancy.h"
 #include "net/endpoint.h"
 #include "strata/status.h"
 
@@ -78,6 +79,11 @@ struct ReplicatorConfig {
   std::optional<int> peers_per_node;
   // Number of identical data-parallel replicas; >= 1 and divides nodes.
   std::optional<int> assume_data_parallelism;
+  // How the peer tier protects the job's steps (ec/redundancy.h): copies
+  // on the peers, or a code over groups of nodes. Unset: the agent's
+  // --redundancy, else copies. A coded redundancy needs at least its group
+  // size of nodes, and replaces peer-ranks / peers-per-node (a note says so).
+  std::optional<ec::Redundancy> redundancy;
   // Backup cadence; each >= 1, at most one of them is set. A yaml's
   // "backup-interval-minutes: 0" (legacy MaxText's default) leaves both
   // unset, as a yaml without a cadence does (a note says so).
@@ -171,6 +177,13 @@ struct AgentConfig {
   // Where to serve Prometheus metrics (HTTP, GET /metrics). Default: unset
   // (not served). See docs/operations.md.
   std::optional<Endpoint> metrics;
+  // The peer tier's redundancy for jobs whose replicator.yaml names none.
+  // Default: unset (copies).
+  std::optional<ec::Redundancy> redundancy;
+  // This node's failure domain (a rack, a switch, a power domain): coded
+  // groups spread over domains. 1..64 bytes of A-Z a-z 0-9 . _ - : /.
+  // Default: "" (a domain of its own).
+  std::string failure_domain;
 };
 
 // The port of the JAX coordination service when --jax-coordinator gives
@@ -208,6 +221,8 @@ struct AgentFlags {
   std::optional<std::string> restore_backup;       // --restore-backup ID
   std::optional<int64_t> grace_seconds;            // --grace-seconds S
   std::optional<std::string> metrics;              // --metrics HOST:PORT
+  std::optional<std::string> redundancy;           // --redundancy copies|xor(N)|rs(K,M)
+  std::optional<std::string> failure_domain;       // --failure-domain NAME
 };
 
 // Resolves the agent configuration. Sources, lowest precedence first:
@@ -215,12 +230,12 @@ struct AgentFlags {
 //      advertise, coordinator, jax-coordinator, secret-file, log-level, node-rank,
 //      data-streams, max-message-bytes, backup, backup-interval-steps,
 //      backup-interval-minutes, backup-bandwidth, restore-backup,
-//      grace-seconds, metrics; unknown
+//      grace-seconds, metrics, redundancy, failure-domain; unknown
 //      keys are errors);
 //   2. the environment: STRATA_LOCAL_DIR, STRATA_LISTEN, STRATA_ADVERTISE,
 //      STRATA_COORDINATOR, STRATA_JAX_COORDINATOR, STRATA_NODE_RANK,
 //      STRATA_SECRET, STRATA_SECRET_FILE, STRATA_LOG_LEVEL, STRATA_BACKUP,
-//      STRATA_METRICS;
+//      STRATA_METRICS, STRATA_REDUNDANCY, STRATA_FAILURE_DOMAIN;
 //   3. the flags.
 // A secret given inline (STRATA_SECRET) or as a file at a higher level
 // replaces either form at a lower level; both forms at one level is an error.

@@ -145,6 +145,11 @@ void RegisterAgentCommands(CLI::App& app, Context& ctx) {
       "HOST:PORT to serve Prometheus metrics on (GET /metrics; default: off)");
   opt("--restore-backup", flags->restore_backup,
       "Coordinator: restore this backup id at the job's next start");
+  opt("--redundancy", flags->redundancy,
+      "The peer tier when replicator.yaml names none: copies (default), xor, xor(N) or "
+      "rs(K,M) (docs/agent.md, \"Coded redundancy\")");
+  opt("--failure-domain", flags->failure_domain,
+      "This node's rack or other failure domain; coded groups spread over domains");
   agent->callback([&ctx, flags] { RunAgent(ctx, *flags); });
 
   struct StatusArgs {
