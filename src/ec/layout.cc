@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "ec/redundancy.h"
+#include "util/hash.h"
 
 namespace strata::ec {
 
@@ -43,6 +45,37 @@ std::vector<std::pair<int, int>> GroupLayout::ParityOf(int member) const {
     rows.emplace_back(stripe, j);
   }
   return rows;
+}
+
+int Group::Position(int rank) const {
+  auto it = std::find(members.begin(), members.end(), rank);
+  return it == members.end() ? -1 : static_cast<int>(it - members.begin());
+}
+
+Status Group::Validate() const {
+  std::set<int> distinct(members.begin(), members.end());
+  const bool ok = m >= 1 && k() >= 1 && members.size() <= static_cast<size_t>(kMaxGroupSize) &&
+                  distinct.size() == members.size() &&
+                  (members.empty() || *distinct.begin() >= 0) &&
+                  kind != Redundancy::Kind::kCopies && (kind != Redundancy::Kind::kXor || m == 1);
+  if (ok) return Status::Ok();
+  return InvalidArgumentError("not a coded group: " + ToString());
+}
+
+std::string Group::ToString() const {
+  std::string out = code().ToString() + " [";
+  for (size_t i = 0; i < members.size(); ++i) {
+    out += (i == 0 ? "" : ",") + std::to_string(members[i]);
+  }
+  return out + "]";
+}
+
+std::string Group::Id() const {
+  Xxh3Stream h;
+  h.UpdateU64(static_cast<uint64_t>(kind));
+  h.UpdateU64(static_cast<uint64_t>(m));
+  for (int r : members) h.UpdateU64(static_cast<uint64_t>(r));
+  return Hex64(h.Digest());
 }
 
 uint64_t ChunkBytes(uint64_t largest, int k) {

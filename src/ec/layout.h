@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "ec/redundancy.h"
 #include "strata/status.h"
 
 namespace strata::ec {
@@ -52,6 +53,31 @@ class GroupLayout {
 
  private:
   int k_, m_;
+};
+
+// One coded group of a job: its members' node ranks in group order and its
+// code. A group formed from the remainder of a job's nodes may be larger
+// than the code's nominal size: its k grows, m stays.
+struct Group {
+  std::vector<int> members;
+  Redundancy::Kind kind = Redundancy::Kind::kRs;
+  int m = 1;
+
+  int k() const { return static_cast<int>(members.size()) - m; }
+  // The code the group runs: (kind, k(), m).
+  Redundancy code() const { return Redundancy{kind, k(), m}; }
+  GroupLayout layout() const { return GroupLayout(k(), m); }
+  // The member position of node `rank`, -1 if it is not a member.
+  int Position(int rank) const;
+  // OK iff the group can run its code: m >= 1, k >= 1, at most
+  // kMaxGroupSize members, distinct ranks >= 0, xor with m == 1.
+  Status Validate() const;
+  // "rs(6,2) [0,1,2,3,4,5,6,7]": for logs and errors.
+  std::string ToString() const;
+  // 16 hex digits naming the members, the kind and m: parity shards of
+  // different groups never share a name.
+  std::string Id() const;
+  friend bool operator==(const Group&, const Group&) = default;
 };
 
 // Bytes of one chunk for a group whose largest step is `largest` bytes:
