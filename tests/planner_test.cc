@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 namespace strata::agent {
 namespace {
 
@@ -173,6 +175,143 @@ TEST(PlanRestoreTest, DataParallelRamCopyBeatsOwnRankInTheBackup) {
   EXPECT_EQ(plan.sources[0].holders, std::vector<int>{2});
   EXPECT_EQ(plan.sources[1].source_rank, 1);  // its own store first
   EXPECT_EQ(plan.sources[1].holders, (std::vector<int>{1, kBackupHolder}));
+}
+
+// An 8-node rs(6,2) group (ranks 0..7) whose nodes hold step `step` of
+// their own (digest 1000 + rank + step) and every complete parity shard,
+// but nodes in `lost`, which hold nothing.
+void AddCodedStep(Inventory* inv, const ec::Group& g, int64_t step, const std::set<int>& lost) {
+  const ec::GroupLayout layout = g.layout();
+  for (int r : g.members) {
+    if (!lost.count(r)) inv->Add(r, step, r, 1000 + r + step);
+  }
+  for (int s = 0; s < layout.stripes(); ++s) {
+    for (int row = 0; row < g.m; ++row) {
+      const int holder = g.members[layout.ParityHolders(s)[row]];
+      if (lost.count(holder)) continue;
+      ParityCopy p{holder, g, s, row, {}};
+      for (int x : layout.Contributors(s)) p.digests[g.members[x]] = 1000 + g.members[x] + step;
+      inv->AddParity(step, p);
+    }
+  }
+}
+
+ec::Group Rs62() {
+  ec::Group g;
+  g.members = {0, 1, 2, 3, 4, 5, 6, 7};
+  g.kind = ec::Redundancy::Kind::kRs;
+  g.m = 2;
+  return g;
+}
+
+// Any two nodes of an rs(6,2) group lost: each decodes its step, every one
+// of its six stripes from six shards of the survivors, never from a lost
+// node, the data shards from copies of the digests the parity was coded
+// from.
+TEST(PlanRestoreTest, AnyTwoLostOfAnRs62GroupAreDecoded) {
+  const ec::Group g = Rs62();
+  const ec::GroupLayout layout = g.layout();
+  for (int a = 0; a < 8; ++a) {
+    for (int b = a + 1; b < 8; ++b) {
+      Inventory inv;
+      AddCodedStep(&inv, g, 40, {a, b});
+      auto plan = PlanRestore(inv, 8, 1);
+      ASSERT_EQ(plan.step, 40) << a << "," << b << ": " << plan.reason;
+      for (int lost : {a, b}) {
+        const Source& src = plan.sources[lost];
+        ASSERT_TRUE(src.decode.has_value()) << lost;
+        EXPECT_EQ(src.digest, 1000u + lost + 40);
+        EXPECT_EQ(src.decode->group, g);
+        ASSERT_EQ(src.decode->stripes.size(), 6u);
+        EXPECT_FALSE(src.holders.empty());  // parity holders: they hold its index
+        for (size_t c = 0; c < 6; ++c) {
+          const StripeSource& ss = src.decode->stripes[c];
+          EXPECT_EQ(ss.stripe, layout.DataStripes(lost)[c]);
+          ASSERT_EQ(ss.shards.size(), 6u);
+          std::set<int> indices;
+          for (const ShardSource& sh : ss.shards) {
+            EXPECT_NE(sh.holder, a);
+            EXPECT_NE(sh.holder, b);
+            indices.insert(sh.index);
+            if (sh.index < 6) {  // a data shard: that member's own step
+              EXPECT_EQ(sh.rank, g.members[layout.Contributors(ss.stripe)[sh.index]]);
+              EXPECT_EQ(sh.holder, sh.rank);
+            } else {
+              EXPECT_EQ(sh.rank, kParityRank);
+              EXPECT_EQ(sh.holder, g.members[layout.ParityHolders(ss.stripe)[sh.index - 6]]);
+            }
+          }
+          EXPECT_EQ(indices.size(), 6u);
+        }
+      }
+      for (int r = 0; r < 8; ++r) {
+        if (r != a && r != b) {
+          EXPECT_FALSE(plan.sources[r].decode.has_value());
+        }
+      }
+    }
+  }
+}
+
+// Three lost of a group: some stripe is short of shards, the reason says
+// which, and the newest step complete elsewhere (here the backup's) wins.
+TEST(PlanRestoreTest, ThreeLostOfAnRs62GroupFallBackToTheBackup) {
+  Inventory inv;
+  AddCodedStep(&inv, Rs62(), 40, {1, 2, 3});
+  auto plan = PlanRestore(inv, 8, 1);
+  EXPECT_FALSE(plan.step.has_value()) << plan.reason;
+  EXPECT_NE(plan.reason.find("step 40 has no usable copy for node 1 (group rs(6,2) "
+                             "[0,1,2,3,4,5,6,7]: stripe "),
+            std::string::npos)
+      << plan.reason;
+  EXPECT_NE(plan.reason.find("of the 6 shards it needs"), std::string::npos) << plan.reason;
+  for (int r = 0; r < 8; ++r) inv.Add(r, 30, kBackupHolder, 500 + r);
+  plan = PlanRestore(inv, 8, 1);
+  ASSERT_EQ(plan.step, 30) << plan.reason;
+  EXPECT_EQ(plan.sources[2].holders, std::vector<int>{kBackupHolder});
+  EXPECT_NE(plan.reason.find("step 40 has no usable copy for node 1"), std::string::npos);
+}
+
+// A survivor whose copy is not the step the parity was coded from gives no
+// data shard; parity shards that disagree on a member's step are all
+// distrusted; an excluded parity holder is passed over.
+TEST(PlanRestoreTest, DecodeUsesOnlyShardsOfTheCodedSteps) {
+  const ec::Group g = Rs62();
+  Inventory inv;
+  AddCodedStep(&inv, g, 40, {0});
+  auto plan = PlanRestore(inv, 8, 1);
+  ASSERT_EQ(plan.step, 40);
+  ASSERT_TRUE(plan.sources[0].decode.has_value());
+
+  Inventory other = inv;  // node 1 saved step 40 again after it was coded
+  other.copies[1][40] = {{1, 77}};
+  plan = PlanRestore(other, 8, 1);
+  ASSERT_EQ(plan.step, 40);  // node 1 restores its own copy, node 0 decodes without it
+  for (const StripeSource& ss : plan.sources[0].decode->stripes) {
+    for (const ShardSource& sh : ss.shards) EXPECT_NE(sh.rank, 1);
+  }
+
+  Inventory disagree = inv;
+  disagree.parity[40][3].digests.begin()->second ^= 1;
+  plan = PlanRestore(disagree, 8, 1);
+  EXPECT_FALSE(plan.step.has_value());
+  EXPECT_NE(plan.reason.find("disagree on the steps they code"), std::string::npos) << plan.reason;
+
+  // Stripe 1's parity rows are on nodes 1 and 2: with both excluded, its
+  // five data shards do not rebuild node 0's chunk; with one, they do.
+  plan = PlanRestore(inv, 8, 1, {{1, kParityRank, 40}, {2, kParityRank, 40}});
+  EXPECT_FALSE(plan.step.has_value()) << plan.reason;
+  EXPECT_NE(plan.reason.find("stripe 1 has 5 of the 6 shards it needs"), std::string::npos)
+      << plan.reason;
+  plan = PlanRestore(inv, 8, 1, {{2, kParityRank, 40}});
+  ASSERT_EQ(plan.step, 40) << plan.reason;
+  for (const StripeSource& ss : plan.sources[0].decode->stripes) {
+    for (const ShardSource& sh : ss.shards) {
+      if (sh.rank == kParityRank) {  // its data shard still serves
+        EXPECT_NE(sh.holder, 2);
+      }
+    }
+  }
 }
 
 TEST(PlanRestoreTest, EmptyInventoryMeansFreshStart) {

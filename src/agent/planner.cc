@@ -2,6 +2,7 @@
 #include "agent/planner.h"
 
 #include <algorithm>
+#include <string>
 #include <tuple>
 
 namespace strata::agent {
@@ -51,11 +52,117 @@ int Tier(const Copy& c, int rank) {
   return c.holder == kBackupHolder ? 2 : 1;
 }
 
+using Excluded = std::set<std::tuple<int, int, int64_t>>;
+
+// A holder of a copy of `rank`'s `step` with `digest` that may serve a data
+// shard: the member itself first.
+std::optional<int> DataHolder(const Inventory& inv, int rank, int64_t step, uint64_t digest,
+                              const Excluded& excluded) {
+  std::optional<int> found;
+  for (const Copy& c : UsableCopies(inv, rank, step, excluded)) {
+    if (c.digest != digest || c.holder == kBackupHolder) continue;
+    if (c.holder == rank) return rank;
+    if (!found) found = c.holder;
+  }
+  return found;
+}
+
+// The digest of each member's step the group's shards were coded from;
+// nullopt when two shards disagree (then none of them is trusted).
+std::optional<std::map<int, uint64_t>> Consensus(const std::vector<const ParityCopy*>& shards) {
+  std::map<int, uint64_t> digests;
+  for (const ParityCopy* p : shards) {
+    for (const auto& [rank, digest] : p->digests) {
+      auto [it, fresh] = digests.emplace(rank, digest);
+      if (!fresh && it->second != digest) return std::nullopt;
+    }
+  }
+  return digests;
+}
+
+// The k shards of `stripe` that rebuild member `lost`'s chunk: data shards
+// of the other contributors from copies of their steps, then parity rows.
+std::optional<StripeSource> PlanStripe(const Inventory& inv, const ec::Group& g, int stripe,
+                                       int lost, int64_t step,
+                                       const std::map<int, uint64_t>& digests,
+                                       const std::vector<const ParityCopy*>& shards,
+                                       const Excluded& excluded, int* found) {
+  const ec::GroupLayout layout = g.layout();
+  StripeSource out{stripe, {}};
+  const std::vector<int> data = layout.Contributors(stripe);
+  for (size_t i = 0; i < data.size() && out.shards.size() < static_cast<size_t>(g.k()); ++i) {
+    if (data[i] == lost) continue;
+    const int rank = g.members[data[i]];
+    auto digest = digests.find(rank);
+    if (digest == digests.end()) continue;
+    if (auto h = DataHolder(inv, rank, step, digest->second, excluded)) {
+      out.shards.push_back({static_cast<int>(i), *h, rank});
+    }
+  }
+  for (int row = 0; row < g.m && out.shards.size() < static_cast<size_t>(g.k()); ++row) {
+    for (const ParityCopy* p : shards) {
+      if (p->stripe != stripe || p->row != row || excluded.count({p->holder, kParityRank, step})) {
+        continue;
+      }
+      out.shards.push_back({g.k() + row, p->holder, kParityRank});
+      break;
+    }
+  }
+  *found = static_cast<int>(out.shards.size());
+  if (out.shards.size() < static_cast<size_t>(g.k())) return std::nullopt;
+  return out;
+}
+
+// Decoding `rank`'s step from a group whose complete shards of `step` hold
+// it; *why says what is missing when none can.
+std::optional<Source> FindDecode(const Inventory& inv, int rank, int64_t step,
+                                 const Excluded& excluded, std::string* why) {
+  auto at = inv.parity.find(step);
+  if (at == inv.parity.end()) return std::nullopt;
+  std::map<std::string, std::vector<const ParityCopy*>> by_group;
+  for (const ParityCopy& p : at->second) {
+    if (p.group.Position(rank) >= 0) by_group[p.group.Id()].push_back(&p);
+  }
+  for (const auto& [id, shards] : by_group) {
+    const ec::Group& g = shards.front()->group;
+    std::optional<std::map<int, uint64_t>> digests = Consensus(shards);
+    if (!digests || !digests->count(rank)) {
+      *why = "the shards of group " + g.ToString() + " disagree on the steps they code";
+      continue;
+    }
+    const int lost = g.Position(rank);
+    Source src{rank, {}, digests->at(rank), DecodeSource{g, {}}};
+    bool all = true;
+    for (int stripe : g.layout().DataStripes(lost)) {
+      int found = 0;
+      std::optional<StripeSource> ss =
+          PlanStripe(inv, g, stripe, lost, step, *digests, shards, excluded, &found);
+      if (!ss) {
+        *why = "group " + g.ToString() + ": stripe " + std::to_string(stripe) + " has " +
+               std::to_string(found) + " of the " + std::to_string(g.k()) + " shards it needs";
+        all = false;
+        break;
+      }
+      for (const ShardSource& shard : ss->shards) {
+        if (shard.rank == kParityRank &&
+            std::find(src.holders.begin(), src.holders.end(), shard.holder) == src.holders.end()) {
+          src.holders.push_back(shard.holder);
+        }
+      }
+      src.decode->stripes.push_back(std::move(*ss));
+    }
+    if (all) return src;
+  }
+  return std::nullopt;
+}
+
 // The fastest source for node `rank`: among its own rank's copies and (with
 // data parallelism) the interchangeable ranks', the one whose best copy is
-// in the fastest tier; its own rank on a tie.
+// in the fastest tier; its own rank on a tie. A node without a copy in the
+// cluster decodes its step from its group's shards if it can, before the
+// backup; *why says why it could not.
 std::optional<Source> FindSource(const Inventory& inv, int rank, int nodes, int dp, int64_t step,
-                                 const std::set<std::tuple<int, int, int64_t>>& excluded) {
+                                 const Excluded& excluded, std::string* why) {
   std::optional<Source> best;
   int best_tier = 3;
   for (int src : SubstituteRanks(rank, nodes, dp)) {
@@ -67,10 +174,12 @@ std::optional<Source> FindSource(const Inventory& inv, int rank, int nodes, int 
     const int tier = Tier(copies.front(), rank);
     if (tier >= best_tier) continue;
     best_tier = tier;
-    best = Source{src, {}, copies.front().digest};
+    best = Source{src, {}, copies.front().digest, std::nullopt};
     for (const Copy& c : copies) best->holders.push_back(c.holder);
     if (tier == 0) break;  // its own store: nothing is better
   }
+  if (best_tier <= 1) return best;
+  if (std::optional<Source> decoded = FindDecode(inv, rank, step, excluded, why)) return decoded;
   return best;
 }
 
@@ -104,8 +213,10 @@ RestorePlan PlanRestore(const Inventory& inventory, int nodes, int data_parallel
   for (int64_t step : CandidateSteps(inventory)) {
     std::map<int, Source> sources;
     int missing = -1;
+    std::string why;
     for (int rank = 0; rank < nodes && missing < 0; ++rank) {
-      auto src = FindSource(inventory, rank, nodes, dp, step, excluded);
+      why.clear();
+      auto src = FindSource(inventory, rank, nodes, dp, step, excluded, &why);
       if (src)
         sources[rank] = *src;
       else
@@ -119,7 +230,7 @@ RestorePlan PlanRestore(const Inventory& inventory, int nodes, int data_parallel
       return plan;
     }
     plan.reason += "step " + std::to_string(step) + " has no usable copy for node " +
-                   std::to_string(missing) + "; ";
+                   std::to_string(missing) + (why.empty() ? "" : " (" + why + ")") + "; ";
   }
   plan.reason += "nothing to restore";
   return plan;

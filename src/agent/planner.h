@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "ec/layout.h"
+
 namespace strata::agent {
 
 // The peers that receive copies of node `rank`'s checkpoints when the job
@@ -27,6 +29,9 @@ std::vector<int> ChoosePeers(int rank, int nodes, int peers_per_node, int data_p
 
 // The holder of copies in the backup tier (a committed backup's parts).
 inline constexpr int kBackupHolder = -1;
+// In an excluded (holder, rank, step): the holder's parity shards of that
+// step (one served bytes that did not check).
+inline constexpr int kParityRank = -2;
 
 // One copy of one node's checkpoint at one step, held by some agent or by
 // the backup tier (holder kBackupHolder).
@@ -35,19 +40,59 @@ struct Copy {
   uint64_t digest = 0;  // content digest of the step
 };
 
+// A complete parity shard a node holds (the coded peer tier): row `row` of
+// stripe `stripe` of `group`'s step, every contributor's chunk in it, and
+// the digest of each contributor's step it was coded from.
+struct ParityCopy {
+  int holder = 0;
+  ec::Group group;
+  int stripe = 0;
+  int row = 0;
+  std::map<int, uint64_t> digests;  // contributor rank -> its step's digest
+};
+
 // What every agent reported: for each (source rank, step) the copies that
-// exist and verified.
+// exist and verified, and for each step the parity shards held.
 struct Inventory {
   // copies[source_rank][step] = copies, one per holder.
   std::map<int, std::map<int64_t, std::vector<Copy>>> copies;
+  std::map<int64_t, std::vector<ParityCopy>> parity;  // by step
   void Add(int source_rank, int64_t step, int holder, uint64_t digest);
+  void AddParity(int64_t step, ParityCopy shard) { parity[step].push_back(std::move(shard)); }
 };
 
-// Where node `rank` gets its data for the restore step.
+// One shard a decode reads: shard `index` of its stripe (0..k-1 the data
+// shards of GroupLayout::Contributors in order, k + j parity row j), from
+// node `holder`. For a data shard `rank` names the member whose step's
+// chunk it is (a copy of that step is held there); for parity it is
+// kParityRank.
+struct ShardSource {
+  int index = 0;
+  int holder = 0;
+  int rank = kParityRank;
+  friend bool operator==(const ShardSource&, const ShardSource&) = default;
+};
+struct StripeSource {
+  int stripe = 0;
+  std::vector<ShardSource> shards;  // k of them
+  friend bool operator==(const StripeSource&, const StripeSource&) = default;
+};
+// How a node's step is decoded from its group: for each of its k data
+// stripes, in its chunks' order, the k shards that rebuild its chunk.
+struct DecodeSource {
+  ec::Group group;
+  std::vector<StripeSource> stripes;
+  friend bool operator==(const DecodeSource&, const DecodeSource&) = default;
+};
+
+// Where node `rank` gets its data for the restore step: a copy from one of
+// `holders`, or, with `decode`, its group's shards (holders then lists the
+// parity holders, any of which has the step's index).
 struct Source {
   int source_rank = 0;       // whose checkpoint (differs from rank under data parallelism)
   std::vector<int> holders;  // agents holding a copy; the preferred first
   uint64_t digest = 0;
+  std::optional<DecodeSource> decode;
 };
 
 struct RestorePlan {
@@ -60,11 +105,16 @@ struct RestorePlan {
 // own checkpoint, or with `data_parallelism` D > 1 of the checkpoint of the
 // node in the same position of another replica (ranks r and r' are
 // interchangeable when r % (nodes / D) == r' % (nodes / D)). A node prefers
-// its own copy, then a copy on a peer, and the backup tier last; its own
+// its own copy, then a copy on a peer, then decoding its step from its
+// coded group (each of its stripes needs k shards: the other members'
+// chunks, from copies of their steps with the digest the parity was coded
+// from, and complete parity shards), and the backup tier last; its own
 // rank's data before a substitute's.
-// Copies of one (rank, step) that disagree on the digest are all distrusted.
+// Copies of one (rank, step) that disagree on the digest are all distrusted,
+// as are a group's parity shards that disagree on a member's digest.
 // `excluded` lists (holder, source rank, step) copies known to be bad (they
-// failed verification during a previous attempt).
+// failed verification during a previous attempt); (holder, kParityRank,
+// step) excludes a holder's parity shards of that step.
 RestorePlan PlanRestore(const Inventory& inventory, int nodes, int data_parallelism,
                         const std::set<std::tuple<int, int, int64_t>>& excluded = {});
 
