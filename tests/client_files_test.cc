@@ -178,12 +178,12 @@ TEST_F(ClientFilesTest, CommittedStepsAreIngestedOnce) {
   fs::create_directories(File(TempDirName(6)));
   testing::WriteFile(File(TempDirName(6)) + "/state.bin", "partial");
   const ReplicatorConfig job = Job(Framework::kOrbax, 1);
-  std::vector<StepKey> got = client_->Ingest(job, 2);
+  std::vector<StepKey> got = client_->Ingest(job, {ec::Redundancy{}, 2, 0});
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0], (StepKey{"job1", 3, 5}));
   EXPECT_TRUE(store_->Has({"job1", 3, 5}));
   EXPECT_TRUE(store_->Verify({"job1", 3, 5}).ok());
-  EXPECT_TRUE(client_->Ingest(job, 2).empty());
+  EXPECT_TRUE(client_->Ingest(job, {ec::Redundancy{}, 2, 0}).empty());
   EXPECT_FALSE(store_->Has({"job1", 3, 6}));
 }
 
@@ -195,12 +195,13 @@ TEST_F(ClientFilesTest, PytorchSavesBecomeAStepOnceAllAreSettled) {
   const std::string w1 = File(SaveFileName({"job1", 8, 3, 1}));
   testing::WriteFile(w0, std::string(3000, '0'));
   fs::last_write_time(w0, fs::file_time_type::clock::now() - 5s);
-  EXPECT_TRUE(client_->Ingest(job, 1).empty()) << "one worker of two";
+  EXPECT_TRUE(client_->Ingest(job, {ec::Redundancy{}, 1, 0}).empty()) << "one worker of two";
   testing::WriteFile(w1, std::string(3000, '1'));
   fs::last_write_time(w1, fs::file_time_type::clock::now() + 1h);  // just written, on any clock
-  EXPECT_TRUE(client_->Ingest(job, 1).empty()) << "worker 1's file is still fresh";
+  EXPECT_TRUE(client_->Ingest(job, {ec::Redundancy{}, 1, 0}).empty())
+      << "worker 1's file is still fresh";
   fs::last_write_time(w1, fs::file_time_type::clock::now() - 5s);
-  std::vector<StepKey> got = client_->Ingest(job, 1);
+  std::vector<StepKey> got = client_->Ingest(job, {ec::Redundancy{}, 1, 0});
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0], (StepKey{"job1", 3, 8}));
   EXPECT_FALSE(fs::exists(w0));

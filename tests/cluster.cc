@@ -146,6 +146,10 @@ std::vector<std::string> Cluster::TrainerArgs(int node, int64_t steps, int64_t i
   if (o.data_parallelism > 0) flag("--assume-data-parallelism", o.data_parallelism);
   if (o.backup_interval_steps > 0) flag("--backup-interval-steps", o.backup_interval_steps);
   if (o.exit_after_ondemand) args.push_back("--exit-after-ondemand");
+  if (!o.redundancy.empty()) {
+    args.push_back("--redundancy");
+    args.push_back(o.redundancy);
+  }
   for (const char* a : {"--replicator", o.style.c_str(), "--job", o.job.c_str()}) args.push_back(a);
   return args;
 }

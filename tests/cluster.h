@@ -35,6 +35,8 @@ struct TrainOptions {
   std::function<int(int)> seed = [](int node) { return 100 + node; };
   // --exit-after-ondemand: a notice ends the trainer (exit 75).
   bool exit_after_ondemand = false;
+  // The yaml's redundancy ("": none in the yaml).
+  std::string redundancy;
 };
 
 struct TrainerRun {

@@ -171,6 +171,8 @@ int main(int argc, char** argv) {
   app.add_option("--nodes", f.job.nodes, "Number of nodes (with --replicator)");
   app.add_option("--peers-per-node", f.job.peers_per_node, "Peer copies (with --replicator)")
       ->capture_default_str();
+  app.add_option("--redundancy", f.job.redundancy,
+                 "The peer tier the yaml asks for: copies, xor(N), rs(K,M) (with --replicator)");
   app.add_option("--assume-data-parallelism", f.job.assume_data_parallelism,
                  "Identical data-parallel replicas (with --replicator)");
   app.add_option("--backup-interval-steps", f.job.backup_interval_steps,

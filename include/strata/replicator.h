@@ -38,6 +38,10 @@ struct AgentJob {
   int backup_interval_steps = 0;    // 0: not sent
   int backup_interval_minutes = 0;  // 0: not sent (nemo sends 30)
   std::string style = "orbax";      // or "nemo"
+  // The peer tier the job asks for ("xor(8)", "rs(6,2)", ...); "": not
+  // sent (the agents' --redundancy, else copies). Neither real client
+  // writes one; the key is Strata's.
+  std::string redundancy = "";
   // How long to wait for each answer of the agent.
   std::chrono::seconds timeout{300};
   // Optional: polled every 10 ms while waiting for the agent; a non-OK

@@ -28,6 +28,11 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config, Env* env, Stea
   std::unique_ptr<Agent> a(new Agent(std::move(config), env, clock));
   STRATA_RETURN_IF_ERROR(env->CreateDir(a->config_.local_dir));
   STRATA_ASSIGN_OR_RETURN(a->store_, Store::Open(a->config_.local_dir, &a->pool_, env));
+  STRATA_ASSIGN_OR_RETURN(a->parity_,
+                          ParityStore::Open(JoinPath(a->store_->root(), "parity"), env));
+  a->coded_ = std::make_unique<CodedTier>(
+      CodedTier::Options{a->config_.secret, a->config_.local_dir, a->config_.data_streams},
+      a->store_.get(), a->parity_.get(), clock);
   a->ram_disk_ = DescribeRamDisk(a->config_.local_dir);
   a->LogRamDisk();
   STRATA_ASSIGN_OR_RETURN(
@@ -63,6 +68,8 @@ void Agent::OpenRestore() {
   options.data_streams = config_.data_streams;
   options.address = listen_;
   options.yaml_path = client_->yaml_path();
+  options.domain = config_.failure_domain;
+  options.coded = coded_.get();
   Restore::Hooks hooks;
   hooks.call_coordinator = CoordinatorCaller();
   hooks.stopping = [this] { return Stopping(); };
@@ -190,6 +197,22 @@ Status Agent::Incarnate(const ReplicatorConfig& config) {
     inc.peers = ChoosePeers(config.node_rank, config.nodes, config.peers_per_node.value_or(0),
                             config.assume_data_parallelism.value_or(1));
   }
+  inc.redundancy = RedundancyOf(config);
+  if (inc.redundancy.coded()) {
+    if (config.nodes < inc.redundancy.group_size()) {
+      return FailedPreconditionError("redundancy " + inc.redundancy.ToString() +
+                                     " needs groups of " +
+                                     std::to_string(inc.redundancy.group_size()) + " nodes; job " +
+                                     config.job_name + " has " + std::to_string(config.nodes));
+    }
+    if (!inc.peers.empty()) {
+      Log()->info(
+          "job {}: redundancy {} codes the peer tier; the {} peer(s) the yaml asks for "
+          "hold no copies",
+          config.job_name, inc.redundancy.ToString(), inc.peers.size());
+    }
+    inc.peers.clear();
+  }
   maintenance_->AwaitOnDemandReplicated(config.job_name);
   {
     MutexLock l(&mu_);
@@ -201,11 +224,17 @@ Status Agent::Incarnate(const ReplicatorConfig& config) {
   // watermark is learned afresh (until then, collection keeps everything),
   // and the progress counts per start of the job (strata run --agent's).
   replication_->Forget();
-  StatusOr<Restore::Outcome> restored = restore_->Run({config, inc.peers, Cadence(config)});
+  StatusOr<Restore::Outcome> restored =
+      restore_->Run({config, inc.peers, Cadence(config), inc.redundancy});
   STRATA_RETURN_IF_ERROR(restored.status());
   goodput_.StartDone(clock_->Now(), restore_->summary().step);
   inc.round = restored->round;
   inc.addresses = std::move(restored->addresses);
+  inc.group = std::move(restored->group);
+  if (inc.redundancy.coded() && !inc.group) {
+    return FailedPreconditionError("the coordinator gave node " + std::to_string(config.node_rank) +
+                                   " no coded group for redundancy " + inc.redundancy.ToString());
+  }
   SaveState(inc);  // I/O outside mu_; a crash before the next line resumes from it
   MutexLock l(&mu_);
   inc_ = std::move(inc);
@@ -239,14 +268,14 @@ StatusOr<json> Agent::CallCoordinator(const ReplicatorConfig& c, json request,
 
 void Agent::IngestClientSteps() {
   std::optional<ReplicatorConfig> job;
-  size_t peers = 0;
+  ClientFiles::PeerTier tier;
   {
     MutexLock l(&mu_);
     if (!inc_) return;
     job = inc_->config;
-    peers = inc_->peers.size();
+    tier = {inc_->redundancy, inc_->peers.size(), inc_->group ? inc_->group->k() : 0};
   }
-  for (const StepKey& key : client_->Ingest(*job, peers)) replication_->Enqueue(key);
+  for (const StepKey& key : client_->Ingest(*job, tier)) replication_->Enqueue(key);
 }
 
 }  // namespace strata::agent

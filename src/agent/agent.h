@@ -34,6 +34,7 @@
 #include <optional>
 
 #include "agent/client_files.h"
+#include "agent/coded_tier.h"
 #include "agent/config.h"
 #include "agent/coordinator.h"
 #include "agent/goodput.h"
@@ -42,6 +43,7 @@
 #include "agent/metrics_server.h"
 #include "agent/node_backup.h"
 #include "agent/ondemand_sync.h"
+#include "agent/parity_store.h"
 #include "agent/ram_disk.h"
 #include "agent/replication.h"
 #include "agent/restore.h"
@@ -87,7 +89,9 @@ class Agent {
     ReplicatorConfig config;
     int64_t round = 0;
     std::map<int, std::string> addresses;  // node rank -> host:port
-    std::vector<int> peers;
+    std::vector<int> peers;                // copies go there (redundancy copies)
+    ec::Redundancy redundancy;             // the peer tier
+    std::optional<ec::Group> group;        // a coded tier's group for the round
   };
 
   Agent(AgentConfig config, Env* env, SteadyClock* clock);
@@ -104,6 +108,10 @@ class Agent {
   // the peers.
   void IngestClientSteps();
   std::optional<Endpoint> CoordinatorEndpoint(const ReplicatorConfig& config) const;
+  // The job's peer tier: its yaml's redundancy, else this agent's, else copies.
+  ec::Redundancy RedundancyOf(const ReplicatorConfig& config) const {
+    return config.redundancy.value_or(config_.redundancy.value_or(ec::Redundancy{}));
+  }
   StatusOr<json> CallCoordinator(const ReplicatorConfig& config, json request,
                                  std::chrono::milliseconds timeout);
   // CallCoordinator, as the components' hooks take it.
@@ -156,6 +164,8 @@ class Agent {
   const LocalDir local_;  // config_.local_dir, the client's
   ThreadPool pool_;
   std::unique_ptr<Store> store_;
+  std::unique_ptr<ParityStore> parity_;  // the coded tier's shards
+  std::unique_ptr<CodedTier> coded_;
   RamDisk ram_disk_;  // what backs config_.local_dir; set at start
   Coordinator coordinator_{std::chrono::seconds(2), clock_};
   // Calls to the coordinator keep their connections (one per thread that

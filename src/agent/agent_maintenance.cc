@@ -43,6 +43,7 @@ void Agent::OpenMaintenance() {
   parts.replication = replication_.get();
   parts.sync = sync_.get();
   parts.backup = backup_.get();
+  parts.parity = parity_.get();
   Maintenance::Hooks hooks;
   hooks.job = [this]() -> std::optional<Maintenance::Job> {
     MutexLock l(&mu_);

@@ -17,7 +17,7 @@ void Agent::OpenReplication() {
   hooks.target = [this]() -> std::optional<Replication::Target> {
     MutexLock l(&mu_);
     if (!inc_) return std::nullopt;
-    return Replication::Target{inc_->config, inc_->peers, inc_->addresses};
+    return Replication::Target{inc_->config, inc_->peers, inc_->addresses, inc_->group};
   };
   hooks.priority_step = [this] { return sync_->step(); };
   hooks.call_coordinator = CoordinatorCaller();
@@ -30,7 +30,7 @@ void Agent::OpenReplication() {
     if (restore_ && restore_->active()) ReportNewCopy(key, digest);
   };
   replication_ = std::make_unique<Replication>(std::move(options), store_.get(), env_, clock_,
-                                               std::move(hooks));
+                                               std::move(hooks), coded_.get());
 }
 
 // A backup task pins its step here, before Replication applies the

@@ -13,6 +13,7 @@
 #include "util/hash.h"
 #include "util/logging.h"
 #include "util/time_format.h"
+#include "wire/coded.h"
 #include "wire/data.h"
 #include "wire/op.h"
 
@@ -72,6 +73,22 @@ StatusOr<json> Agent::HandleLongCall(const json& request, net::Socket& socket) {
       STRATA_ASSIGN_OR_RETURN(auto r, wire::QuarantineRequest::FromJson(request));
       return HandleQuarantine(r);
     }
+    case wire::Op::kPutShard: {
+      STRATA_ASSIGN_OR_RETURN(auto r, wire::PutShardRequest::FromJson(request));
+      std::optional<int> me;
+      {
+        MutexLock l(&mu_);
+        if (inc_ && inc_->config.job_name == r.key.job) me = inc_->config.node_rank;
+      }
+      if (!me) {  // between incarnations: the sender retries
+        return UnavailableError("this agent serves no incarnation of job " + r.key.job + " yet");
+      }
+      return coded_->HandlePutShard(r, socket, *me);
+    }
+    case wire::Op::kGetShard: {
+      STRATA_ASSIGN_OR_RETURN(auto r, wire::GetShardRequest::FromJson(request));
+      return coded_->HandleGetShard(r, socket);
+    }
     default:
       return InternalError(std::string(wire::OpName(op)) + " is not a long call");
   }
@@ -126,7 +143,9 @@ void Agent::SaveState(const Incarnation& inc) {
             {"peers", inc.peers},
             {"addresses", addresses},
             {"dp", c.assume_data_parallelism.value_or(1)},
-            {"master", c.master.value_or("")}};
+            {"master", c.master.value_or("")},
+            {"redundancy", inc.redundancy.ToString()}};
+  if (inc.group) j["group"] = wire::GroupToJson(*inc.group);
   Status s =
       WriteFileAtomic(env_, JoinPath(store_->root(), std::string(kAgentStateFile)), j.dump());
   if (!s.ok()) Log()->warn("saving agent state: {}", s.message());
@@ -154,6 +173,16 @@ void Agent::LoadState() {
     inc.peers = j.at("peers").get<std::vector<int>>();
     for (const auto& [n, a] : j.at("addresses").items()) inc.addresses[std::stoi(n)] = a;
     if (!ValidateJobName(c.job_name).ok()) return;
+    if (j.contains("redundancy")) {  // a state file of this release
+      StatusOr<ec::Redundancy> r = ec::Redundancy::Parse(j.at("redundancy").get<std::string>());
+      if (!r.ok()) throw std::runtime_error(std::string(r.status().message()));
+      inc.redundancy = *r;
+    }
+    if (j.contains("group")) {
+      StatusOr<ec::Group> g = wire::GroupFromJson(j.at("group"), path);
+      if (!g.ok()) throw std::runtime_error(std::string(g.status().message()));
+      inc.group = *g;
+    }
     Log()->info("resuming job {} as node {} of {}", c.job_name, c.node_rank, c.nodes);
     sync_->SetJob(SyncJob{inc.config, inc.round});
     MutexLock l(&mu_);
@@ -173,6 +202,10 @@ wire::StatusReply Agent::StatusReport() const {
   r.address = listen_.ToString();
   r.ram_bytes = store_->BytesHeld();
   r.spare_bytes = store_->SpareBytes();
+  r.parity_bytes = parity_->BytesHeld();
+  for (const auto& [key, h] : parity_->List()) {
+    r.parity.push_back({h.step, h.stripe, h.row, h.length, h.complete()});
+  }
   r.tmpfs = ram_disk_.tmpfs;
   r.huge = ram_disk_.huge;
   r.watermark = progress.watermark;
@@ -194,7 +227,13 @@ wire::StatusReply Agent::StatusReport() const {
   MutexLock l(&mu_);
   if (inc_) {
     const ReplicatorConfig& c = inc_->config;
-    r.job = wire::StatusReply::Job{c.job_name, c.node_rank, c.nodes, inc_->peers, inc_->round};
+    r.job = wire::StatusReply::Job{c.job_name,
+                                   c.node_rank,
+                                   c.nodes,
+                                   inc_->peers,
+                                   inc_->round,
+                                   inc_->redundancy.ToString(),
+                                   inc_->group ? inc_->group->members : std::vector<int>()};
   }
   if (std::optional<int64_t> since = maintenance_->since()) r.maintenance_since = Rfc3339(*since);
   r.goodput = goodput_.Report(clock_->Now());
@@ -233,6 +272,9 @@ void Agent::CollectMetrics(std::vector<metrics::Sample>* out) const {
   };
   add("strata_ram_bytes", "Bytes of steps the agent's store holds (own and peers')",
       static_cast<double>(store_->BytesHeld()), agent);
+  add("strata_parity_bytes",
+      "Bytes of parity shards the agent holds for its coded group (redundancy xor or rs)",
+      static_cast<double>(parity_->BytesHeld()), agent);
   add("strata_ram_spare_bytes",
       "Bytes of spare files the store keeps to receive the next step into (allocated, not free)",
       static_cast<double>(store_->SpareBytes()), agent);

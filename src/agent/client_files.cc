@@ -164,7 +164,32 @@ void ClientFiles::KeepJaxInitInfo() {
   jax_init_info_written_ |= s.ok();
 }
 
-std::vector<StepKey> ClientFiles::Ingest(const ReplicatorConfig& job, size_t peers) {
+namespace {
+
+// The RAM line logged for a new largest step: the steady state, (3 + 2k) S
+// with k peers' copies, (3 + 2 m/k) S with a coded group's parity.
+void LogRamNeeded(uint64_t bytes, const ClientFiles::PeerTier& tier) {
+  if (tier.redundancy.coded() && tier.k > 0) {
+    const double parity = static_cast<double>(tier.redundancy.m) / tier.k;
+    const double factor = 3.0 + 2.0 * parity;
+    Log()->info(
+        "RAM needed for {}-byte steps with {} (k={} in this group): about {:.0f} bytes "
+        "({:.2f}x): the client's step in progress, 2 own steps and their parity ({:.2f} of a "
+        "step each), {:.2f} more while a shard is rewritten",
+        bytes, tier.redundancy.ToString(), tier.k, factor * static_cast<double>(bytes), factor,
+        parity, parity);
+    return;
+  }
+  const uint64_t in = tier.peers;  // copies others send here, by symmetry
+  Log()->info(
+      "RAM needed for {}-byte steps with {} peer(s): about {} bytes ({:.1f}x): the "
+      "client's step in progress, 2 own steps and 2 steps per node replicating here",
+      bytes, in, (3 + 2 * in) * bytes, 3.0 + 2.0 * static_cast<double>(in));
+}
+
+}  // namespace
+
+std::vector<StepKey> ClientFiles::Ingest(const ReplicatorConfig& job, const PeerTier& tier) {
   if (job.framework == Framework::kPytorch) GatherPytorchSaves(job);
   std::vector<StepKey> ingested;
   for (int64_t step : local_->CommittedSteps()) {
@@ -182,11 +207,7 @@ std::vector<StepKey> ClientFiles::Ingest(const ReplicatorConfig& job, size_t pee
     metric::LocalCommitBytes().Add(static_cast<double>(index->total_bytes));
     if (index->total_bytes > largest_step_bytes_) {
       largest_step_bytes_ = index->total_bytes;
-      const uint64_t in = peers;  // copies others send here, by symmetry
-      Log()->info(
-          "RAM needed for {}-byte steps with {} peer(s): about {} bytes ({:.1f}x): the "
-          "client's step in progress, 2 own steps and 2 steps per node replicating here",
-          largest_step_bytes_, in, (3 + 2 * in) * largest_step_bytes_, 3.0 + 2.0 * in);
+      LogRamNeeded(largest_step_bytes_, tier);
     }
     ingested.push_back(key);
   }

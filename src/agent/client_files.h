@@ -77,11 +77,18 @@ class ClientFiles {
   void Fail(const Status& why);
 
   void KeepJaxInitInfo();
+  // The job's peer tier, for the RAM estimate logged when a larger step
+  // arrives: copies from `peers` nodes, or a coded group's parity (m/k of
+  // a step per step, k its group's).
+  struct PeerTier {
+    ec::Redundancy redundancy;
+    size_t peers = 0;
+    int k = 0;
+  };
   // Ingests `job`'s committed steps (PyTorch .save files gathered first);
-  // returns the keys ingested. `peers`: how many nodes replicate here, for
-  // the RAM estimate logged when a larger step arrives. An ingest that
-  // fails is reported to the client (not fatal) and skipped.
-  std::vector<StepKey> Ingest(const ReplicatorConfig& job, size_t peers);
+  // returns the keys ingested. An ingest that fails is reported to the
+  // client (not fatal) and skipped.
+  std::vector<StepKey> Ingest(const ReplicatorConfig& job, const PeerTier& tier);
 
  private:
   bool PolledYamlSettled();

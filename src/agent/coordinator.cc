@@ -178,8 +178,11 @@ Status Coordinator::CheckNode(const std::string& name, const Job& job, int node)
 }
 
 void Coordinator::AddInventory(const std::vector<wire::HeldCopy>& copies, int node,
-                               Inventory& inventory) {
+                               Inventory& inventory, const std::vector<wire::HeldParity>& parity) {
   for (const wire::HeldCopy& c : copies) inventory.Add(c.rank, c.step, node, c.digest);
+  for (const wire::HeldParity& p : parity) {
+    inventory.AddParity(p.step, ParityCopy{node, p.group, p.stripe, p.row, p.digests});
+  }
 }
 
 StatusOr<json> Coordinator::Register(const wire::RegisterRequest& req) {
@@ -224,8 +227,8 @@ StatusOr<json> Coordinator::Register(const wire::RegisterRequest& req) {
     Log()->info("job {}: round {} begins (node {} registered)", name, job.round, node);
   }
   NoteCadence(req.cadence, job);
-  job.members[node] = Member{address, id};
-  AddInventory(req.inventory, node, job.inventory);
+  job.members[node] = Member{address, id, false, false, req.redundancy, req.domain};
+  AddInventory(req.inventory, node, job.inventory, req.parity);
   if (static_cast<int>(job.members.size()) == job.nodes) {
     Replan(name, job);
     Log()->info("job {} round {}: {}", name, job.round, job.plan->reason);
@@ -245,6 +248,7 @@ void Coordinator::Replan(const std::string& name, Job& job) {
     for (int64_t q : job.quarantined) steps.erase(q);
   }
   job.plan = PlanRestore(inventory, job.nodes, job.dp, job.excluded);
+  if (Status s = FormCodedGroups(name, job); !s.ok()) job.plan_error = s.message();
   CheckRollbackPlan(job);
   if (!job.plan_error.empty()) job.plan = RestorePlan{std::nullopt, {}, job.plan_error};
   auto b = job.plan->step ? job.plan_backups.find(*job.plan->step) : job.plan_backups.end();
@@ -261,8 +265,12 @@ json Coordinator::PlanJson(const Job& job, int node, const std::vector<int>& pee
     if (m != job.members.end()) plan.addresses[n] = m->second.address;
   };
   auto add_source = [&](int rank, const Source& src) {
-    plan.sources[rank] = {src.source_rank, src.holders, src.digest};
+    plan.sources[rank] = {src.source_rank, src.holders, src.digest, src.decode};
     for (int h : src.holders) add_address(h);
+    if (!src.decode) return;
+    for (const StripeSource& stripe : src.decode->stripes) {
+      for (const ShardSource& shard : stripe.shards) add_address(shard.holder);
+    }
   };
   if (node < 0) {
     for (const auto& [n, m] : job.members) add_address(n);
@@ -272,6 +280,10 @@ json Coordinator::PlanJson(const Job& job, int node, const std::vector<int>& pee
     if (src != job.plan->sources.end()) add_source(node, src->second);
     add_address(node);
     for (int p : peers) add_address(p);
+    if (auto g = job.group_of.find(node); g != job.group_of.end()) {
+      plan.group = job.groups[g->second];
+      for (int member : plan.group->members) add_address(member);
+    }
   }
   plan.round = job.round;
   plan.plan_version = job.plan_version;

@@ -110,6 +110,8 @@ class Coordinator {
     std::string incarnation;
     bool ready = false;
     bool failed = false;
+    ec::Redundancy redundancy;  // the peer tier the node runs
+    std::string domain;         // its failure domain ("" : its own)
   };
   // A parked call. `check`, run under mu_, gives its answer once it has one;
   // with `expired` (its deadline passed) it must give one.
@@ -181,6 +183,10 @@ class Coordinator {
     Inventory inventory;
     std::set<std::tuple<int, int, int64_t>> excluded;
     std::optional<RestorePlan> plan;
+    // A coded peer tier's groups for the round (formed with its first plan
+    // from the members' failure domains), and each node's group.
+    std::vector<ec::Group> groups;
+    std::map<int, size_t> group_of;
     int ready_count = 0;                          // members ready for plan_version
     std::map<int, int64_t> replicated;            // newest fully replicated step per node
     std::map<int64_t, int> replicated_count;      // step -> nodes whose newest it is
@@ -209,9 +215,13 @@ class Coordinator {
   StatusOr<json> NodeAddress(const wire::NodeAddressRequest& req);
   StatusOr<json> Quarantine(const wire::QuarantineStepRequest& req);
   StatusOr<json> AddCopies(const wire::AddCopiesRequest& req);
-  // Adds `copies` as copies held by `node`.
+  // Adds `copies` (and `parity` shards) as held by `node`.
   static void AddInventory(const std::vector<wire::HeldCopy>& copies, int node,
-                           Inventory& inventory);
+                           Inventory& inventory, const std::vector<wire::HeldParity>& parity = {});
+  // Forms the round's coded groups (coordinator_groups.cc) unless formed;
+  // an error (members that disagree on the redundancy, too few nodes)
+  // becomes the plan's error.
+  static Status FormCodedGroups(const std::string& name, Job& job);
   // The plan as node `node` needs it: its own source and the addresses of
   // its holders and of `peers`; all of it for node -1.
   json PlanJson(const Job& job, int node, const std::vector<int>& peers) const;

@@ -175,6 +175,9 @@ void Maintenance::WipeRam() {
   if (parts_.backup != nullptr) parts_.backup->DropPins();
   Store* store = parts_.store;
   for (const auto& [key, index] : store->List()) store->Remove(key).IgnoreError();
+  if (parts_.parity != nullptr) {
+    for (const auto& [key, shard] : parts_.parity->List()) parts_.parity->Remove(key).IgnoreError();
+  }
   store->DropSpare();                               // the RAM is gone, spare files too
   Status s = parts_.local->Clean(kReplicatorYaml);  // a deferred yaml stays
   if (!s.ok()) Log()->error("wiping {}: {}", parts_.local->path(), s.message());

@@ -31,6 +31,7 @@
 #include "agent/local_dir.h"
 #include "agent/node_backup.h"
 #include "agent/ondemand_sync.h"
+#include "agent/parity_store.h"
 #include "agent/replication.h"
 #include "agent/store.h"
 #include "strata/env.h"
@@ -62,6 +63,7 @@ class Maintenance {
     Replication* replication = nullptr;
     OnDemandSync* sync = nullptr;
     NodeBackup* backup = nullptr;
+    ParityStore* parity = nullptr;  // wiped with the steps
   };
 
   // Reads the record at `record_path` (an unreadable one is logged and

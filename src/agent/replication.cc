@@ -16,9 +16,7 @@
 namespace strata::agent {
 namespace {
 
-constexpr auto kPutTimeout = std::chrono::minutes(30);
 constexpr auto kCallTimeout = std::chrono::seconds(30);
-constexpr auto kReplyTimeout = std::chrono::seconds(30);
 constexpr auto kStallTimeout = std::chrono::seconds(60);
 constexpr auto kReportTimeout = std::chrono::seconds(10);
 constexpr auto kIdleTick = std::chrono::milliseconds(500);
@@ -31,40 +29,17 @@ constexpr auto kDedupWait = std::chrono::seconds(5);
 // large file spreads over the streams.
 constexpr uint64_t kRangePiece = 64ull << 20;
 
-// Refuses a copy that would not fit, before any byte of it is received:
-// filling the RAM disk would make the node's own saves fail.
-Status CheckFreeSpace(const std::string& dir, uint64_t bytes, const StepKey& key) {
-  struct statvfs st;
-  if (::statvfs(dir.c_str(), &st) != 0) return ErrnoToStatus(errno, "statvfs " + dir);
-  const uint64_t free_bytes = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
-  if (bytes + (bytes >> 4) > free_bytes) {  // keep a 1/16 margin
-    return ResourceExhaustedError("no room for " + key.ToString() + " in " + dir + ": " +
-                                  std::to_string(bytes) + " bytes needed, " +
-                                  std::to_string(free_bytes) + " free");
-  }
-  return Status::Ok();
-}
-
-Status SendReply(net::Socket& socket, const json& reply) {
-  return net::SendFrame(socket, kFrameReply, reply.dump(), net::DeadlineAfter(kReplyTimeout));
-}
-
-// The peer's acknowledgement after it verified and committed what it got.
-Status AwaitCommitted(net::Socket& socket, const std::string& peer) {
-  STRATA_ASSIGN_OR_RETURN(
-      net::Frame ack, net::RecvFrame(socket, kMaxControlBytes, net::DeadlineAfter(kPutTimeout)));
-  return StatusFromJson(ParseBounded(ack.payload), peer);
-}
-
 }  // namespace
 
-Replication::Replication(Options options, Store* store, Env* env, SteadyClock* clock, Hooks hooks)
+Replication::Replication(Options options, Store* store, Env* env, SteadyClock* clock, Hooks hooks,
+                         CodedTier* coded)
     : options_(std::move(options)),
       local_(env, options_.local_dir),
       store_(store),
       env_(env),
       clock_(clock),
-      hooks_(std::move(hooks)) {}
+      hooks_(std::move(hooks)),
+      coded_(coded) {}
 
 Replication::~Replication() { Stop(); }
 
@@ -223,28 +198,13 @@ void Replication::Main() {
 
 bool Replication::SendEverywhere(const StepKey& key, const Target& target, uint64_t epoch) {
   if (key.job != target.config.job_name) return true;  // a past incarnation's step
-  size_t done = 0;
-  for (int peer : target.peers) {
-    auto addr = target.addresses.find(peer);
-    Status s = addr == target.addresses.end()
-                   ? UnavailableError("no address for node " + std::to_string(peer))
-                   : SendToPeer(key, addr->second);
-    if (s.ok()) {
-      ++done;
-      MutexLock l(&mu_);
-      if (epoch == epoch_) {
-        int64_t& newest = peer_newest_[addr->second];
-        newest = std::max(newest, key.step);
-      }
-      continue;
-    }
-    if (addr != target.addresses.end()) metric::ReplicationFailures(addr->second).Add();
-    Log()->warn("replicating {} to node {}: {} (will retry)", key.ToString(), peer, s.message());
+  const Status failed =
+      target.group ? SendCoded(key, target, epoch) : SendCopies(key, target, epoch);
+  if (!failed.ok()) {
     MutexLock l(&mu_);
-    error_ =
-        "replicating " + key.ToString() + " to node " + std::to_string(peer) + ": " + s.message();
+    error_ = "replicating " + key.ToString() + " " + std::string(failed.message());
+    return false;
   }
-  if (done < target.peers.size()) return false;
   {
     MutexLock l(&mu_);
     if (epoch != epoch_) return true;  // forgotten meanwhile: nothing to count or report
@@ -256,6 +216,48 @@ bool Replication::SendEverywhere(const StepKey& key, const Target& target, uint6
   std::optional<Target> now = hooks_.target();
   if (now && now->config.job_name == key.job) Report(key, *now, epoch);
   return true;
+}
+
+// A copy to every peer; the first failure ("to node P: ...").
+Status Replication::SendCopies(const StepKey& key, const Target& target, uint64_t epoch) {
+  Status first;
+  for (int peer : target.peers) {
+    auto addr = target.addresses.find(peer);
+    Status s = addr == target.addresses.end()
+                   ? UnavailableError("no address for node " + std::to_string(peer))
+                   : SendToPeer(key, addr->second);
+    if (s.ok()) {
+      Counted(addr->second, key.step, epoch);
+      continue;
+    }
+    if (addr != target.addresses.end()) metric::ReplicationFailures(addr->second).Add();
+    Log()->warn("replicating {} to node {}: {} (will retry)", key.ToString(), peer, s.message());
+    if (first.ok()) {
+      first = Status(s.code(), "to node " + std::to_string(peer) + ": " + std::string(s.message()));
+    }
+  }
+  return first;
+}
+
+// The step's chunks to the parity holders of its stripes (CodedTier); the
+// first failure ("to group G: ...").
+Status Replication::SendCoded(const StepKey& key, const Target& target, uint64_t epoch) {
+  if (coded_ == nullptr) return FailedPreconditionError("to a coded group: no coded tier here");
+  std::vector<std::string> done;
+  Status s = coded_->Contribute(key, *target.group, target.addresses, &done);
+  for (const std::string& address : done) Counted(address, key.step, epoch);
+  if (s.ok()) return s;
+  Log()->warn("coding {} for group {}: {} (will retry)", key.ToString(), target.group->ToString(),
+              s.message());
+  return Status(s.code(), "to group " + target.group->ToString() + ": " + std::string(s.message()));
+}
+
+// `peer` holds this node's `step` (a copy, or every chunk it is owed).
+void Replication::Counted(const std::string& peer, int64_t step, uint64_t epoch) {
+  MutexLock l(&mu_);
+  if (epoch != epoch_) return;
+  int64_t& newest = peer_newest_[peer];
+  newest = std::max(newest, step);
 }
 
 Status Replication::SendToPeer(const StepKey& key, const std::string& address) {
@@ -408,6 +410,7 @@ void Replication::CollectGarbage(const Target& target) {
     Status s = store_->Remove(key);
     if (!s.ok()) Log()->warn("gc: {}", s.message());
   }
+  if (coded_ != nullptr) coded_->CollectGarbage(job, watermark);
 }
 
 // A peer sends us a copy: say whether we already have it, then receive the
@@ -420,7 +423,7 @@ StatusOr<json> Replication::HandlePutStep(const wire::PutStepRequest& request,
   const StepIndex& index = request.index;
   auto held = store_->GetIndex(key);
   if (held.ok() && held->digest == index.digest) return wire::PutStepReady{true, {}, {}}.ToJson();
-  STRATA_RETURN_IF_ERROR(CheckFreeSpace(options_.local_dir, index.total_bytes, key));
+  STRATA_RETURN_IF_ERROR(CheckFreeSpace(options_.local_dir, index.total_bytes, key.ToString()));
   STRATA_ASSIGN_OR_RETURN(std::string dir, store_->NewIncomingDir());
   uint64_t taken = 0;
   Status s = request.dedup ? ReceiveByContent(request, socket, dir, &taken)

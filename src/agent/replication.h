@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/coded_tier.h"
 #include "agent/config.h"
 #include "agent/local_dir.h"
 #include "agent/rpc.h"
@@ -53,6 +54,9 @@ class Replication {
     ReplicatorConfig config;
     std::vector<int> peers;
     std::map<int, std::string> addresses;  // node rank -> host:port
+    // A coded peer tier's group (its members' addresses are in
+    // `addresses`): steps go to it as chunks (CodedTier), not as copies.
+    std::optional<ec::Group> group;
   };
   struct Options {
     std::string secret;     // the job's shared secret, for peers and the coordinator
@@ -94,7 +98,10 @@ class Replication {
     std::string error;  // the last failure to reach a peer, cleared by a success
   };
 
-  Replication(Options options, Store* store, Env* env, SteadyClock* clock, Hooks hooks);
+  // `coded` (may be null: no coded tier) sends the steps of a target with
+  // a group, and collects its parity shards with the steps.
+  Replication(Options options, Store* store, Env* env, SteadyClock* clock, Hooks hooks,
+              CodedTier* coded = nullptr);
   ~Replication();  // Stop()
   Replication(const Replication&) = delete;
   Replication& operator=(const Replication&) = delete;
@@ -134,6 +141,11 @@ class Replication {
   // Sends `key` to every peer; true when all of them hold it.
   // `epoch`: of the turn that chose `key`; results for a past one are dropped.
   bool SendEverywhere(const StepKey& key, const Target& target, uint64_t epoch);
+  // The copies of `key` to the target's peers, or its chunks to its group;
+  // the first failure.
+  Status SendCopies(const StepKey& key, const Target& target, uint64_t epoch);
+  Status SendCoded(const StepKey& key, const Target& target, uint64_t epoch);
+  void Counted(const std::string& peer, int64_t step, uint64_t epoch) EXCLUDES(mu_);
   Status SendToPeer(const StepKey& key, const std::string& address);
   Status SendGroups(const Endpoint& to, const StepKey& key, const StepIndex& index,
                     uint64_t transfer, const std::vector<std::vector<size_t>>& groups);
@@ -160,6 +172,7 @@ class Replication {
   Env* const env_;
   SteadyClock* const clock_;
   const Hooks hooks_;
+  CodedTier* const coded_;
   TransferTable transfers_;  // multi-stream puts being received
   std::atomic<bool> stopped_{false};
   std::thread thread_;

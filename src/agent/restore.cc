@@ -131,6 +131,9 @@ StatusOr<Restore::Outcome> Restore::Run(const Request& request) {
   a.registration.address = options_.address;
   a.registration.inventory = Inventory(c.job_name);
   a.registration.cadence = request.cadence;
+  a.registration.redundancy = request.redundancy;
+  a.registration.domain = options_.domain;
+  if (options_.coded != nullptr) a.registration.parity = options_.coded->Inventory(c.job_name);
   // Retries of this registration carry the same id: the coordinator keeps
   // the round for them (Coordinator::Register).
   a.registration.incarnation = IncarnationId();
@@ -169,7 +172,7 @@ StatusOr<Restore::Outcome> Restore::Run(const Request& request) {
     Enter(a.failure.code() == StatusCode::kCancelled ? State::kCancelled : State::kFailed, a.round);
     return a.failure;
   }
-  return Outcome{a.round, std::move(a.addresses)};
+  return Outcome{a.round, std::move(a.addresses), a.plan.group};
 }
 
 Restore::State Restore::Retry(Attempt& a, const Status& why) {
@@ -276,7 +279,13 @@ Restore::State Restore::GetData(Attempt& a) {
   Status s = local_->WritePrerestore(step, from_backup ? plan.backup : "");
   if (!s.ok()) return Retry(a, s);
   int used = c.node_rank;
-  a.got = have ? VerifyOwnCopy(key, c.node_rank, &a.bad) : FetchStep(a, key, source, &used);
+  if (have) {
+    a.got = VerifyOwnCopy(key, c.node_rank, &a.bad);
+  } else if (source.decode) {
+    a.got = DecodeStep(a, key, source);
+  } else {
+    a.got = FetchStep(a, key, source, &used);
+  }
   if (a.got.ok() && used == kBackupHolder && !from_backup) {
     s = local_->WritePrerestore(step, plan.backup);
     if (!s.ok()) return Retry(a, s);
@@ -410,6 +419,31 @@ Status Restore::FetchFrom(const std::string& address, const StepKey& key, int no
                           FetchCopy(to, options_.secret, "node " + std::to_string(node_rank), key,
                                     options_.data_streams, store_, digest));
   return AdoptCopy(store_, key, copy);
+}
+
+// Rebuilds `key` from the shards of its coded group the plan names; the
+// holders of shards that failed go into the ready report.
+Status Restore::DecodeStep(Attempt& a, const StepKey& key, const wire::PlanSource& source) {
+  const int node = a.job().node_rank;
+  if (options_.coded == nullptr) {
+    return FailedPreconditionError("the plan decodes " + key.ToString() +
+                                   " but this agent has no coded tier");
+  }
+  const SteadyClock::time_point began = clock_->Now();
+  Status s = options_.coded->Decode(key, source.digest, *source.decode, a.plan.addresses,
+                                    "node " + std::to_string(node), &a.bad);
+  if (!s.ok()) {
+    if (s.code() == StatusCode::kDataLoss) metric::VerificationFailures("peer").Add();
+    Log()->warn("{}", s.message());
+    return s;
+  }
+  a.fetched = "step " + std::to_string(key.step) + " of node " + std::to_string(key.rank) +
+              " decoded from group " + source.decode->group.ToString();
+  a.fetched_key = key;
+  Log()->info("restored {}: decoded from group {}", key.ToString(),
+              source.decode->group.ToString());
+  RecordRestore("peer", key, began);
+  return s;
 }
 
 Status Restore::WriteMarkers(const Attempt& a) {

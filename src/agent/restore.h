@@ -39,6 +39,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/coded_tier.h"
 #include "agent/config.h"
 #include "agent/local_dir.h"
 #include "agent/node_backup.h"
@@ -63,6 +64,10 @@ class Restore {
     int data_streams = 1;   // connections per fetch
     Endpoint address;       // this agent's, as peers reach it
     std::string yaml_path;  // the client's replicator.yaml
+    std::string domain;     // this node's failure domain, for coded groups
+    // The coded peer tier (parity shards to register, decoding); null: a
+    // node without one (a plan that decodes fails its fetch).
+    CodedTier* coded = nullptr;
   };
   struct Hooks {
     CoordinatorCall call_coordinator;
@@ -92,11 +97,14 @@ class Restore {
     ReplicatorConfig config;
     std::vector<int> peers;
     wire::Cadence cadence;
+    ec::Redundancy redundancy;  // the peer tier this node runs for the job
   };
-  // Where it ended: the round joined and the addresses the plan gave.
+  // Where it ended: the round joined, the addresses the plan gave and, with
+  // a coded peer tier, this node's group for the round.
   struct Outcome {
     int64_t round = 0;
     std::map<int, std::string> addresses;  // node rank -> host:port
+    std::optional<ec::Group> group;
   };
   // Runs one restore to its end: OK once the markers are written;
   // FAILED_PRECONDITION when the coordinator cannot plan (e.g.
@@ -141,6 +149,8 @@ class Restore {
   Status FetchStep(Attempt& a, const StepKey& key, const wire::PlanSource& source, int* used);
   Status FetchFrom(const std::string& address, const StepKey& key, int node_rank,
                    std::optional<uint64_t> digest);
+  // Rebuilds `key` from its coded group as the plan's `source` says.
+  Status DecodeStep(Attempt& a, const StepKey& key, const wire::PlanSource& source);
   Status WriteMarkers(const Attempt& a) EXCLUDES(mu_);
   // A rollback: removes the job's steps above `step` from the store.
   void DiscardAbove(const std::string& job, int64_t step);

@@ -2,6 +2,7 @@
 #include "agent/rpc.h"
 
 #include <fcntl.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -170,6 +171,32 @@ Status RecvFile(net::Socket& socket, int fd, const IndexedFile& f, StreamVerifie
 }
 
 }  // namespace
+
+Status CheckFreeSpace(const std::string& dir, uint64_t bytes, const std::string& what) {
+  struct statvfs st;
+  if (::statvfs(dir.c_str(), &st) != 0) return ErrnoToStatus(errno, "statvfs " + dir);
+  const uint64_t free_bytes = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+  if (bytes + (bytes >> 4) > free_bytes) {  // keep a 1/16 margin
+    return ResourceExhaustedError("no room for " + what + " in " + dir + ": " +
+                                  std::to_string(bytes) + " bytes needed, " +
+                                  std::to_string(free_bytes) + " free");
+  }
+  return Status::Ok();
+}
+
+Status SendReply(net::Socket& socket, const json& reply) {
+  return net::SendFrame(socket, kFrameReply, reply.dump(),
+                        net::DeadlineAfter(std::chrono::seconds(30)));
+}
+
+Status AwaitCommitted(net::Socket& socket, const std::string& peer) {
+  STRATA_ASSIGN_OR_RETURN(
+      net::Frame ack,
+      net::RecvFrame(
+          socket, kMaxControlBytes,
+          net::DeadlineAfter(std::chrono::duration_cast<std::chrono::milliseconds>(kDataTimeout))));
+  return StatusFromJson(ParseBounded(ack.payload), peer);
+}
 
 StatusOr<int> CreateReceiveFile(Store* store, const std::string& path, uint64_t size) {
   Env* const env = store != nullptr ? store->env() : Env::Default();

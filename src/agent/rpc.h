@@ -101,6 +101,15 @@ Status StatusFromJson(const json& reply, const std::string& peer);
 json StepKeyToJson(const StepKey& key);
 StatusOr<StepKey> StepKeyFromJson(const json& j);
 
+// Refuses `bytes` that would not fit in `dir`'s file system with a 1/16
+// margin, before any of them is received: filling the RAM disk would make
+// the node's own saves fail. RESOURCE_EXHAUSTED naming `what`.
+Status CheckFreeSpace(const std::string& dir, uint64_t bytes, const std::string& what);
+// A long call's reply frame (its first; the call's return value is its last).
+Status SendReply(net::Socket& socket, const json& reply);
+// The callee's last reply after it verified and committed what it got.
+Status AwaitCommitted(net::Socket& socket, const std::string& peer);
+
 // Creates `path` (and its missing parent directories) at its final `size`
 // to receive into, from a spare file of `store` where it has one (see
 // Store::TakeSpare); the open descriptor, for writing.

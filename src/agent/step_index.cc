@@ -417,4 +417,17 @@ StatusOr<StepIndex> StepIndexFromJson(const nlohmann::json& doc, std::string_vie
   }
 }
 
+std::vector<FileRange> StreamSlice(const StepIndex& index, uint64_t offset, uint64_t length) {
+  std::vector<FileRange> out;
+  uint64_t at = 0;  // where the current file starts in the stream
+  const uint64_t end = offset + length;
+  for (size_t f = 0; f < index.files.size() && at < end; ++f) {
+    const uint64_t size = index.files[f].size;
+    const uint64_t from = std::max(offset, at), to = std::min(end, at + size);
+    if (from < to) out.push_back({f, from - at, to - from});
+    at += size;
+  }
+  return out;
+}
+
 }  // namespace strata::agent

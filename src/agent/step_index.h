@@ -52,6 +52,12 @@ struct FileRange {
   auto operator<=>(const FileRange&) const = default;
 };
 
+// The byte ranges of `index`'s files that hold bytes [offset, offset +
+// length) of the step read as one stream, its files concatenated in index
+// order (a coded step's chunks are cut from that stream). Clipped at the
+// stream's end; empty files are skipped.
+std::vector<FileRange> StreamSlice(const StepIndex& index, uint64_t offset, uint64_t length);
+
 // How the files of a step directory were when it was listed, just before
 // their bytes were read (BuildStepIndex, VerifyStepIndex): with the index,
 // a seal that later proves the bytes unchanged without reading them.

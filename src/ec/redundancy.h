@@ -38,6 +38,7 @@ struct Redundancy {
   // own step: 1 + peers for copies, 1 + m/k when coded (before padding to
   // the group's largest step, see ChunkBytes).
   double RamFactor(int peers) const;
+  friend bool operator==(const Redundancy&, const Redundancy&) = default;
 };
 
 // The largest group: the codes work over GF(2^8).

@@ -76,6 +76,7 @@ std::string YamlText(const AgentJob& j) {
   if (j.assume_data_parallelism > 0) {
     y += "assume-data-parallelism: " + std::to_string(j.assume_data_parallelism) + "\n";
   }
+  if (!j.redundancy.empty()) y += "redundancy: " + j.redundancy + "\n";
   std::string cadence;  // NeMo always writes one; 30 minutes is its default
   if (j.backup_interval_steps > 0) {
     cadence = "backup-interval-steps: " + std::to_string(j.backup_interval_steps);

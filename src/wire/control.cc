@@ -90,6 +90,18 @@ StatusOr<StatusReply::Held> HeldFromJson(const json& j) {
   return h;
 }
 
+StatusOr<StatusReply::Parity> ParityFromJson(const json& j) {
+  Reader r(j, "a parity shard");
+  StatusReply::Parity p;
+  r.Get("step", &p.step);
+  r.Get("stripe", &p.stripe);
+  r.Get("row", &p.row);
+  r.Get("bytes", &p.bytes);
+  r.Get("complete", &p.complete);
+  STRATA_RETURN_IF_ERROR(r.status());
+  return p;
+}
+
 StatusOr<StatusReply::Rank> RankFromJson(const json& j) {
   Reader r(j, "a rank");
   StatusReply::Rank k;
@@ -186,6 +198,8 @@ StatusOr<StatusReply> StatusReply::FromJson(const json& j) {
   r.Each("steps", &s.steps, HeldFromJson);
   r.Get("ram_bytes", &s.ram_bytes);
   r.Get("spare_bytes", &s.spare_bytes);
+  if (j.contains("parity_bytes")) r.Get("parity_bytes", &s.parity_bytes);  // newer agents
+  if (j.contains("parity")) r.Each("parity", &s.parity, ParityFromJson);
   r.Get("watermark", &s.watermark);
   r.Get("newest_replicated", &s.newest_replicated);
   r.Get("newest_ingested", &s.newest_ingested);
@@ -214,6 +228,8 @@ StatusOr<StatusReply> StatusReply::FromJson(const json& j) {
     r.Get("nodes", &job.nodes);
     r.Get("peers", &job.peers);
     r.Get("round", &job.round);
+    if (j.contains("redundancy")) r.Get("redundancy", &job.redundancy);
+    if (j.contains("group")) r.Get("group", &job.group);
     STRATA_RETURN_IF_ERROR(r.status());
     s.job = std::move(job);
   }
@@ -237,6 +253,7 @@ json StatusReply::ToJson() const {
             {"steps", held},
             {"ram_bytes", ram_bytes},
             {"spare_bytes", spare_bytes},
+            {"parity_bytes", parity_bytes},
             {"ram_disk", {{"tmpfs", tmpfs}, {"huge", huge}}},
             {"watermark", watermark},
             {"newest_replicated", newest_replicated},
@@ -251,6 +268,19 @@ json StatusReply::ToJson() const {
     j["nodes"] = job->nodes;
     j["peers"] = job->peers;
     j["round"] = job->round;
+    j["redundancy"] = job->redundancy;
+    if (!job->group.empty()) j["group"] = job->group;
+  }
+  if (!parity.empty()) {
+    json shards = json::array();
+    for (const Parity& p : parity) {
+      shards.push_back({{"step", p.step},
+                        {"stripe", p.stripe},
+                        {"row", p.row},
+                        {"bytes", p.bytes},
+                        {"complete", p.complete}});
+    }
+    j["parity"] = std::move(shards);
   }
   if (backup) j["backup"] = backup->ToJson();
   json rank_list = json::array();

@@ -83,6 +83,15 @@ struct StatusReply {
     int nodes = 0;
     std::vector<int> peers;
     int64_t round = 0;
+    std::string redundancy = "copies";  // the peer tier
+    std::vector<int> group = {};        // a coded tier's group, in group order
+  };
+  struct Parity {  // a parity shard held (coded tier)
+    int64_t step = 0;
+    int stripe = 0;
+    int row = 0;
+    uint64_t bytes = 0;
+    bool complete = false;
   };
   struct Rank {  // a rank registered in the sync map
     int64_t pid = 0;
@@ -99,6 +108,8 @@ struct StatusReply {
   std::vector<Held> steps;
   uint64_t ram_bytes = 0;
   uint64_t spare_bytes = 0;
+  uint64_t parity_bytes = 0;  // of parity shards (coded tier)
+  std::vector<Parity> parity;
   bool tmpfs = false;
   std::string huge;  // the tmpfs's huge= option
   int64_t watermark = -1;

@@ -156,8 +156,8 @@ class Reader {
         return Error(key, want);
       }
       const int64_t holder = b[0].get<int64_t>(), rank = b[1].get<int64_t>();
-      if (holder < std::numeric_limits<int>::min() || holder >= kMaxNodes || rank < 0 ||
-          rank >= kMaxNodes) {
+      if (holder < std::numeric_limits<int>::min() || holder >= kMaxNodes ||
+          rank < kParityHolderRank || rank >= kMaxNodes) {
         return Error(key, want);
       }
       out.push_back({static_cast<int>(holder), static_cast<int>(rank), b[2].get<int64_t>()});
@@ -234,6 +234,18 @@ StatusOr<RegisterRequest> RegisterRequest::FromJson(const json& j) {
   STRATA_ASSIGN_OR_RETURN(r.incarnation, in.TextOr("incarnation", ""));
   STRATA_ASSIGN_OR_RETURN(r.inventory, in.Copies("inventory"));
   r.cadence = in.ReadCadence();
+  STRATA_ASSIGN_OR_RETURN(std::string redundancy, in.TextOr("redundancy", "copies"));
+  StatusOr<ec::Redundancy> parsed = ec::Redundancy::Parse(redundancy);
+  if (!parsed.ok()) {
+    return InvalidArgumentError(std::string(OpName(Op::kRegister)) + ": " +
+                                parsed.status().message());
+  }
+  r.redundancy = *parsed;
+  STRATA_ASSIGN_OR_RETURN(r.domain, in.TextOr("domain", ""));
+  if (r.domain.size() > 64) return in.Error("domain", "at most 64 bytes");
+  if (const json* parity = in.Find("parity")) {
+    STRATA_ASSIGN_OR_RETURN(r.parity, HeldParityFromJson(*parity, OpName(Op::kRegister)));
+  }
   return r;
 }
 
@@ -247,6 +259,9 @@ json RegisterRequest::ToJson() const {
             {"inventory", CopiesJson(inventory)}};
   if (!incarnation.empty()) j["incarnation"] = incarnation;
   PutCadence(cadence, &j);
+  if (redundancy.coded()) j["redundancy"] = redundancy.ToString();
+  if (!domain.empty()) j["domain"] = domain;
+  if (!parity.empty()) j["parity"] = HeldParityToJson(parity);
   return j;
 }
 
@@ -624,6 +639,9 @@ StatusOr<PlanReply> PlanReply::FromJson(const json& j) {
       std::optional<uint64_t> digest = ParseHex64(src["digest"].get<std::string>());
       if (!digest) return bad("sources");
       s.digest = *digest;
+      if (src.contains("decode")) {
+        STRATA_ASSIGN_OR_RETURN(s.decode, DecodeFromJson(src["decode"], what));
+      }
       p.sources[*rank] = std::move(s);
     }
   }
@@ -648,14 +666,18 @@ StatusOr<PlanReply> PlanReply::FromJson(const json& j) {
     if (!integer("discard_above", &discard)) return bad("discard_above");
     p.discard_above = discard;
   }
+  if (j.contains("group")) {
+    STRATA_ASSIGN_OR_RETURN(p.group, GroupFromJson(j["group"], what));
+  }
   return p;
 }
 
 json PlanReply::ToJson() const {
   json srcs = json::object();
   for (const auto& [rank, s] : sources) {
-    srcs[std::to_string(rank)] = {
-        {"source_rank", s.source_rank}, {"holders", s.holders}, {"digest", Hex64(s.digest)}};
+    json& src = srcs[std::to_string(rank)];
+    src = {{"source_rank", s.source_rank}, {"holders", s.holders}, {"digest", Hex64(s.digest)}};
+    if (s.decode) src["decode"] = DecodeToJson(*s.decode);
   }
   json addrs = json::object();
   for (const auto& [rank, a] : addresses) addrs[std::to_string(rank)] = a;
@@ -668,6 +690,7 @@ json PlanReply::ToJson() const {
   if (!backup.empty()) j["backup"] = backup;
   if (!error.empty()) j["error"] = error;
   if (discard_above) j["discard_above"] = *discard_above;
+  if (group) j["group"] = GroupToJson(*group);
   return j;
 }
 

@@ -22,8 +22,10 @@
 #include <string>
 #include <vector>
 
+#include "ec/redundancy.h"
 #include "net/endpoint.h"
 #include "strata/status.h"
+#include "wire/coded.h"
 
 namespace strata::wire {
 
@@ -66,6 +68,11 @@ struct RegisterRequest {
   std::string incarnation;  // empty: an agent that sends none
   std::vector<HeldCopy> inventory;
   Cadence cadence;
+  // The peer tier the node runs for the job (every node must run the same)
+  // and its failure domain; the complete parity shards it holds (coded).
+  ec::Redundancy redundancy = {};
+  std::string domain = "";
+  std::vector<HeldParity> parity = {};
   static StatusOr<RegisterRequest> FromJson(const json& j);
   json ToJson() const;
 };
@@ -242,10 +249,15 @@ struct ReplicatedReply {
 // A node's source in a plan: the rank whose step it restores, who holds
 // that copy (kBackupHolderRank for the backup tier), and the copy's digest.
 inline constexpr int kBackupHolderRank = -1;
+// In a FailedHolder: the holder's parity shards of the step failed.
+inline constexpr int kParityHolderRank = -2;
 struct PlanSource {
   int source_rank = 0;
   std::vector<int> holders;
   uint64_t digest = 0;
+  // Decode the step from the node's coded group instead (holders are then
+  // parity holders, any of which has the step's index).
+  std::optional<agent::DecodeSource> decode = std::nullopt;
   friend bool operator==(const PlanSource&, const PlanSource&) = default;
 };
 
@@ -261,6 +273,9 @@ struct PlanReply {
   std::string backup;                    // the backup id that holds the step, if any
   std::string error;                     // the job cannot start: why
   std::optional<int64_t> discard_above;  // a rollback: newer steps are the abandoned run's
+  // With a coded redundancy, the asking node's group for this round (the
+  // addresses include its members').
+  std::optional<ec::Group> group;
   static StatusOr<PlanReply> FromJson(const json& j);
   json ToJson() const;
 };

@@ -35,7 +35,7 @@ struct PutStepRequest {
   agent::StepIndex index;
   int streams = 1;
   bool dedup = false;
-  std::optional<agent::RangePlan> ranges;
+  std::optional<agent::RangePlan> ranges = std::nullopt;
   static StatusOr<PutStepRequest> FromJson(const json& j);
   json ToJson() const;
 };
@@ -48,7 +48,7 @@ struct PutStepRequest {
 struct PutStepReady {
   bool have = false;
   std::optional<uint64_t> transfer;
-  std::optional<std::vector<std::vector<agent::FileRange>>> need;
+  std::optional<std::vector<std::vector<agent::FileRange>>> need = std::nullopt;
   static StatusOr<PutStepReady> FromJson(const json& j);
   json ToJson() const;
 };
@@ -59,7 +59,7 @@ struct PutStepReady {
 struct PutFilesRequest {
   uint64_t transfer = 0;
   std::vector<size_t> files;
-  std::optional<size_t> group;
+  std::optional<size_t> group = std::nullopt;
   static StatusOr<PutFilesRequest> FromJson(const json& j);
   json ToJson() const;
 };

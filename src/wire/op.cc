@@ -34,6 +34,8 @@ constexpr std::array kSpecs = {
     Spec{Op::kFetchStep, "fetch_step", OpKind::kLong},
     Spec{Op::kMaintenance, "maintenance", OpKind::kLong},
     Spec{Op::kQuarantine, "quarantine", OpKind::kLong},
+    Spec{Op::kPutShard, "put_shard", OpKind::kLong},
+    Spec{Op::kGetShard, "get_shard", OpKind::kLong},
 };
 
 constexpr bool InEnumOrder() {

@@ -47,6 +47,8 @@ enum class Op {
   kFetchStep,    // a restoring node fetches a step (files follow the reply)
   kMaintenance,  // `strata maintenance`: runs the whole event
   kQuarantine,   // `strata run --agent` found a crash loop on a step
+  kPutShard,     // a group member's chunk for a parity row this agent holds (coded tier)
+  kGetShard,     // a decoding node reads a member's chunk or a parity row (coded tier)
 };
 
 enum class OpKind { kCoordination, kControl, kLong };
