@@ -5,7 +5,7 @@
 // absolute figures (median of --reps repetitions after a warm-up; baseline
 // and Strata repetitions alternate), then `ratio <name> <value> target <t>`:
 //
-//   peer_replication   bytes / (connect -> ack) of Agent::ReplicateToPeer's
+//   peer_replication   bytes / (connect -> ack) of Replication::SendToPeer's
 //                      sequence to a live agent, which receives, verifies and
 //                      commits before it acks ÷ raw memory->memory throughput
 //   restore_from_peer  raw memory->memory time ÷ time of Agent::FetchFrom
@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "agent/agent.h"
+#include "agent/dedup.h"
 #include "agent/ram_disk.h"
 #include "agent/rpc.h"
 #include "agent/store.h"
@@ -319,25 +320,51 @@ struct PhaseSamples {
   }
 };
 
-// Agent::ReplicateToPeer's sequence, announcing the sender's step as `as`.
+// Replication's sequence (Replication::SendToPeer), announcing the
+// sender's step as `as`: put_step offering dedup with the manifest's ranges,
+// then the ranges the peer asks for, in its groups (one on this connection,
+// more on put_files connections), then its ack.
 StatusOr<Phases> PutStep(const Bench& b, const agent::StepKey& as) {
   Phases t;
   const agent::Endpoint to = b.peer->endpoint();
   Clock::time_point t0 = Clock::now();
   STRATA_ASSIGN_OR_RETURN(agent::RpcClient client,
                           agent::RpcClient::Connect(to, b.secret, "node 0"));
-  const json put = wire::PutStepRequest{as, b.index, 1, false, {}}.ToJson();
-  STRATA_ASSIGN_OR_RETURN(json ready, client.Call(put, std::chrono::seconds(30)));
-  if (ready.value("have", false)) return FailedPreconditionError("the peer already holds it");
+  wire::PutStepRequest put{as, b.index, 1, true, std::nullopt};
+  STRATA_ASSIGN_OR_RETURN(put.ranges, agent::HeldRanges(*b.sender->store, b.key, b.index));
+  STRATA_ASSIGN_OR_RETURN(json answer, client.Call(put.ToJson(), std::chrono::seconds(30)));
+  STRATA_ASSIGN_OR_RETURN(wire::PutStepReady ready, wire::PutStepReady::FromJson(answer));
+  if (ready.have) return FailedPreconditionError("the peer took no ranges");
+  if (!ready.need) {
+    t.call = SecondsSince(t0);
+    STRATA_RETURN_IF_ERROR(
+        agent::SendStepFiles(client.socket(), b.sender->store->StepPath(b.key), b.index));
+    t.data = SecondsSince(t0) - t.call;
+    STRATA_RETURN_IF_ERROR(agent::AwaitCommitted(client.socket(), to.ToString()));
+    t.total = SecondsSince(t0);
+    t.finish = t.total - t.call - t.data;
+    return t;
+  }
   t.call = SecondsSince(t0);
-  STRATA_RETURN_IF_ERROR(
-      agent::SendStepFiles(client.socket(), b.sender->store->StepPath(b.key), b.index));
+  const std::string dir = b.sender->store->StepPath(b.key);
+  const auto& need = *ready.need;
+  if (need.size() == 1) {
+    STRATA_RETURN_IF_ERROR(agent::SendRanges(client.socket(), dir, b.index, need[0]));
+  } else if (need.size() > 1) {
+    auto group = [&](size_t g, const std::atomic<bool>&) -> Status {
+      STRATA_ASSIGN_OR_RETURN(agent::RpcClient c,
+                              agent::RpcClient::Connect(to, b.secret, "node 0"));
+      STRATA_RETURN_IF_ERROR(
+          c.Call(wire::PutFilesRequest{*ready.transfer, {}, g}.ToJson(), std::chrono::seconds(30))
+              .status());
+      STRATA_RETURN_IF_ERROR(agent::SendRanges(c.socket(), dir, b.index, need[g]));
+      return agent::AwaitCommitted(c.socket(), to.ToString());
+    };
+    Status sent = RunParallel(need.size(), need.size(), group);
+    if (!sent.ok()) return sent;
+  }
   t.data = SecondsSince(t0) - t.call;
-  STRATA_ASSIGN_OR_RETURN(net::Frame ack,
-                          net::RecvFrame(client.socket(), agent::kMaxControlBytes,
-                                         net::DeadlineAfter(std::chrono::minutes(30))));
-  STRATA_RETURN_IF_ERROR(
-      agent::StatusFromJson(json::parse(ack.payload, nullptr, false), to.ToString()));
+  STRATA_RETURN_IF_ERROR(agent::AwaitCommitted(client.socket(), to.ToString()));
   t.total = SecondsSince(t0);
   t.finish = t.total - t.call - t.data;
   return t;
@@ -393,7 +420,7 @@ Status BenchPeerReplication(Bench& b) {
   PrintSamples("context: raw file->overwritten file", s.file_over, b.bytes);
   PrintSamples("strata: put_step connect->ack", s.put.total, b.bytes);
   PrintSamples("  connect+auth+put_step call", s.put.call, 0);
-  PrintSamples("  SendStepFiles (sendfile)", s.put.data, b.bytes);
+  PrintSamples("  SendRanges (sendfile, every stream)", s.put.data, b.bytes);
   PrintSamples("  then until ack (rest of recv, Adopt)", s.put.finish, 0);
   PrintRatio("peer_replication", s.mem.Median() / s.put.total.Median(), "0.8");
   return Status::Ok();

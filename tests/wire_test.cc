@@ -336,10 +336,12 @@ TEST(WireDataTest, DedupFieldsRoundTripAndRangesOutsideTheStepAreRefused) {
   const agent::StepKey key{"job1", 2, 40};
   agent::RangePlan offer;
   offer.files = {{{0, 60, 0xabc, -1, 0}, {60, 40, 0xdef, -1, 0}}, {}};
-  auto put = PutStepRequest::FromJson(
-      json::parse(PutStepRequest{key, index, 1, true, offer}.ToJson().dump()));
+  PutStepRequest offered{key, index, 1, true, offer};
+  offered.range_streams = 4;
+  auto put = PutStepRequest::FromJson(json::parse(offered.ToJson().dump()));
   ASSERT_TRUE(put.ok()) << put.status().ToString();
   EXPECT_TRUE(put->dedup);
+  EXPECT_EQ(put->range_streams, 4);
   ASSERT_TRUE(put->ranges.has_value());
   ASSERT_EQ(put->ranges->files.size(), 2u);
   ASSERT_EQ(put->ranges->files[0].size(), 2u);

@@ -274,6 +274,7 @@ Status Replication::SendToPeer(const StepKey& key, const std::string& address) {
   put.index = index;
   put.streams = static_cast<int>(groups.size());
   put.dedup = true;
+  put.range_streams = std::max(1, options_.data_streams);
   if (index.strata) {  // the receiver needs the manifest's ranges to find them
     STRATA_ASSIGN_OR_RETURN(put.ranges, HeldRanges(*store_, key, index));
   }
@@ -483,8 +484,9 @@ Status Replication::ReceiveByContent(const wire::PutStepRequest& request, net::S
   }
   const std::vector<FileRange> missing = MissingRanges(index, have);
   const uint64_t bytes = TotalLength(missing);
-  // This node's own stream count: the sender opens one connection per group.
-  const int streams = bytes >= kMultiStreamMinBytes ? options_.data_streams : 1;
+  // The sender opens one connection per group: as many as both sides allow.
+  const int streams =
+      bytes >= kMultiStreamMinBytes ? std::min(request.range_streams, options_.data_streams) : 1;
   auto need = PartitionRanges(missing, streams, kRangePiece);
   if (need.size() <= 1) {
     STRATA_RETURN_IF_ERROR(SendReply(socket, wire::PutStepReady{false, {}, need}.ToJson()));

@@ -116,6 +116,14 @@ StatusOr<PutStepRequest> PutStepRequest::FromJson(const json& j) {
       return InvalidArgumentError(Prefix(Op::kPutStep) + "\"dedup\" malformed");
     r.dedup = dedup->get<bool>();
   }
+  auto range_streams = j.find("range_streams");
+  if (range_streams != j.end()) {
+    if (!range_streams->is_number_integer() || range_streams->get<int64_t>() < 1 ||
+        range_streams->get<int64_t>() > 64) {
+      return InvalidArgumentError(Prefix(Op::kPutStep) + "\"range_streams\" must be in 1..64");
+    }
+    r.range_streams = range_streams->get<int>();
+  }
   auto ranges = j.find("ranges");
   if (ranges != j.end()) {
     STRATA_ASSIGN_OR_RETURN(r.ranges, OfferFromJson(*ranges, r.index));
@@ -129,6 +137,7 @@ json PutStepRequest::ToJson() const {
             {"index", agent::StepIndexToJson(index)},
             {"streams", streams}};
   if (dedup) j["dedup"] = true;
+  if (range_streams > 1) j["range_streams"] = range_streams;
   if (ranges) j["ranges"] = OfferToJson(*ranges);
   return j;
 }

@@ -36,6 +36,9 @@ struct PutStepRequest {
   int streams = 1;
   bool dedup = false;
   std::optional<agent::RangePlan> ranges = std::nullopt;
+  // With dedup: at most how many connections the sender opens for the
+  // range groups it is asked for (the receiver may ask for fewer).
+  int range_streams = 1;
   static StatusOr<PutStepRequest> FromJson(const json& j);
   json ToJson() const;
 };
