@@ -2,6 +2,8 @@
 # Runs the engine benchmarks (bench/engine_bench.cc), the agent benchmarks
 # (bench/agent_bench.cc), the storage benchmarks (bench/storage_bench.cc,
 # against a moto_server it starts), the erasure codes (bench/ec_bench.cc),
+# the peer tier over 8 in-process nodes (bench/coded_bench.cc: copies
+# against codes, a decode against a fetch, replication by content),
 # then the PyTorch benchmarks
 # (bench/torch_bench.py, when the Python package is built) and the control
 # plane at scale (bench/scale_bench.cc, benchmark name "scale"; it takes
@@ -14,7 +16,9 @@
 # name goes to the binary that has it, and a binary none of the names
 # belongs to is skipped.
 # Environment: STRATA_BENCH_SIZE_MIB (state size; default 512 for the
-#              engine, 256 for the agent and storage), STRATA_BENCH_REPS
+#              engine, 256 for the agent and storage),
+#              STRATA_CODED_BENCH_SIZE_MIB (each of coded_bench's 8 nodes'
+#              step; default 64), STRATA_BENCH_REPS
 #              (timed repetitions, default 9; storage: 3, or
 #              STRATA_STORAGE_BENCH_REPS), STRATA_BENCH_TMPFS (scratch
 #              parent, default /dev/shm), STRATA_BENCH_RAMDISK=huge (as
@@ -28,6 +32,7 @@ build_dir=${1:-build}
 agent_benchmarks=" peer_replication restore_from_peer restart_check "
 storage_benchmarks=" backup_upload backup_restore "
 ec_benchmarks=" ec_encode ec_ram ec_rebuild "
+coded_benchmarks=" coded_ram coded_restore dedup "
 torch_benchmarks=" torch_save_blocking torch_load "
 run_scale=0
 flags=()
@@ -35,6 +40,7 @@ engine_names=()
 agent_names=()
 storage_names=()
 ec_names=()
+coded_names=()
 torch_names=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -54,6 +60,8 @@ while [ $# -gt 0 ]; do
         storage_names+=("$1")
       elif [[ $ec_benchmarks == *" $1 "* ]]; then
         ec_names+=("$1")
+      elif [[ $coded_benchmarks == *" $1 "* ]]; then
+        coded_names+=("$1")
       elif [[ $torch_benchmarks == *" $1 "* ]]; then
         torch_names+=("$1")
       else
@@ -65,11 +73,12 @@ while [ $# -gt 0 ]; do
 done
 
 runs=()  # binaries to run, in order; no names: all of them
-any_names=$((${#engine_names[@]} + ${#agent_names[@]} + ${#storage_names[@]} + ${#ec_names[@]} + ${#torch_names[@]} + run_scale))
+any_names=$((${#engine_names[@]} + ${#agent_names[@]} + ${#storage_names[@]} + ${#ec_names[@]} + ${#coded_names[@]} + ${#torch_names[@]} + run_scale))
 if [ "$any_names" -eq 0 ] || [ ${#engine_names[@]} -gt 0 ]; then runs+=(engine_bench); fi
 if [ "$any_names" -eq 0 ] || [ ${#agent_names[@]} -gt 0 ]; then runs+=(agent_bench); fi
 if [ "$any_names" -eq 0 ] || [ ${#storage_names[@]} -gt 0 ]; then runs+=(storage_bench); fi
 if [ "$any_names" -eq 0 ] || [ ${#ec_names[@]} -gt 0 ]; then runs+=(ec_bench); fi
+if [ "$any_names" -eq 0 ] || [ ${#coded_names[@]} -gt 0 ]; then runs+=(coded_bench); fi
 if [ ${#torch_names[@]} -gt 0 ] || { [ "$any_names" -eq 0 ] && [ -d "$build_dir/python/strata" ]; }; then
   runs+=(torch_bench)
 fi
@@ -132,6 +141,8 @@ for b in "${runs[@]}"; do
     names=("${agent_names[@]+"${agent_names[@]}"}")
   elif [ "$b" = ec_bench ]; then
     names=("${ec_names[@]+"${ec_names[@]}"}")
+  elif [ "$b" = coded_bench ]; then
+    names=("${coded_names[@]+"${coded_names[@]}"}")
   elif [ "$b" = scale_bench ]; then
     echo
     "$build_dir/bench/scale_bench" --nodes "${STRATA_SCALE_NODES:-100,1000,10000}" |

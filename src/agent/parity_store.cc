@@ -1,6 +1,8 @@
 // Copyright 2026 The Strata Authors.
 #include "agent/parity_store.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -40,6 +42,14 @@ uint64_t GetU(const char* p, int bytes) {
 
 std::string ShardName(const ParityKey& key) {
   return key.group + "-s" + std::to_string(key.stripe) + "-r" + std::to_string(key.row);
+}
+
+// The file a shard that is still receiving contributions last replaced: the
+// next contribution is written into its pages (on a tmpfs several times
+// faster than into new ones). It goes when the shard is complete, and at
+// Open.
+std::string SpareOf(const std::string& path) {
+  return JoinPath(Dirname(path), ".strata-spare-" + path.substr(path.rfind('/') + 1));
 }
 
 const char* KindName(ec::Redundancy::Kind kind) {
@@ -164,7 +174,7 @@ Status ParityStore::Load() {
       STRATA_ASSIGN_OR_RETURN(std::vector<DirEntry> shards, env_->ListDir(step_dir));
       for (const DirEntry& shard : shards) {
         const std::string path = JoinPath(step_dir, shard.name);
-        if (shard.name.starts_with(".strata-tmp-")) {
+        if (shard.name.starts_with(".strata-")) {  // a temporary or a spare
           env_->RemoveFile(path).IgnoreError();
           continue;
         }
@@ -299,6 +309,8 @@ Status ParityStore::Rewrite(const ParityHeader* old, ParityHeader* next, const C
   const std::string path = PathOf(next->key());
   STRATA_RETURN_IF_ERROR(CreateDirs(env_, Dirname(path)));
   const std::string tmp = TempPathFor(path);
+  const std::string spare = SpareOf(path);
+  if (env_->Exists(spare)) env_->Rename(spare, tmp).IgnoreError();  // its pages, overwritten
   std::unique_ptr<ReadableFile> in;
   if (old != nullptr) {
     STRATA_ASSIGN_OR_RETURN(in, env_->OpenReadable(path));
@@ -351,11 +363,17 @@ Status ParityStore::Rewrite(const ParityHeader* old, ParityHeader* next, const C
   PutU64(footer + 16, Xxh3(header.data(), header.size()));
   Status s = out->PWrite(next->length, header.data(), header.size());
   if (s.ok()) s = out->PWrite(next->length + header.size(), footer, kFooterBytes);
+  if (s.ok()) s = out->Truncate(next->length + header.size() + kFooterBytes);  // a spare's tail
   if (s.ok()) s = out->Sync();
   if (!s.ok()) return fail(s);
   STRATA_RETURN_IF_ERROR(out->Close());
+  // The shard being replaced stays as the spare while more contributions
+  // are due (a second name for its inode; the rename below keeps it).
+  if (old != nullptr && !next->complete()) ::link(path.c_str(), spare.c_str());
   CrashPoint("parity.before_commit");
-  return CommitFile(env_, tmp, path);
+  STRATA_RETURN_IF_ERROR(CommitFile(env_, tmp, path));
+  if (next->complete()) env_->RemoveFile(spare).IgnoreError();
+  return Status::Ok();
 }
 
 std::map<ParityKey, ParityHeader> ParityStore::List() const {
@@ -393,6 +411,7 @@ Status ParityStore::Remove(const ParityKey& key) {
   }
   const std::string path = PathOf(key);
   Status s = env_->RemoveFile(path);
+  if (env_->Exists(SpareOf(path))) env_->RemoveFile(SpareOf(path)).IgnoreError();
   auto left = env_->ListDir(Dirname(path));
   if (left.ok() && left->empty()) env_->RemoveAll(Dirname(path)).IgnoreError();
   Unlock(key);
