@@ -12,7 +12,7 @@ LOCKS_DIR ?= build-locks
 # (Wire), the thread pool, the checkpointer's background saves, the
 # transport; and the object stores' parallel part uploads, ranged downloads
 # and rate limiter.
-TSAN_FILTER ?= ServerTest*:Coordinator*:NodeBackup*:Replication*:OnDemandSync*:Restore*:MaintenanceEvent*:Store*:Wire*:ThreadPool*:RunParallel*:Mutex*:Checkpointer*:Hash*:Copy*:Net*:Frame*:Auth*:SyncMap*:AgentSync*:StreamVerify*:StrataStep*
+TSAN_FILTER ?= ServerTest*:Coordinator*:CodedTier*:ParityStore*:NodeBackup*:Replication*:OnDemandSync*:Restore*:MaintenanceEvent*:Store*:Wire*:ThreadPool*:RunParallel*:Mutex*:Checkpointer*:Hash*:Copy*:Net*:Frame*:Auth*:SyncMap*:AgentSync*:StreamVerify*:StrataStep*
 TSAN_STORAGE_FILTER ?= FileStore*:S3Pieces*:Backends/BackendTest.*
 
 .PHONY: all deps build test test-asan test-tsan check-locks demo chaos bench format clean

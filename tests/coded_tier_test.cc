@@ -1,0 +1,271 @@
+// Copyright 2026 The Strata Authors.
+//
+// CodedTier, the node's part in a coded peer tier, as components in one
+// process: an rs(4,2) group of 6 nodes, each a real Store, ParityStore and
+// CodedTier behind a real Server on loopback. Every node contributes its
+// step at once (the holders take concurrent chunks into their shards); two
+// nodes lose everything and are decoded bit for bit from a plan the real
+// planner makes; a chunk or a parity row that changed since it was coded is
+// found by its checksum and its holder named.
+#include "agent/coded_tier.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "agent/server.h"
+#include "test_util.h"
+#include "util/file_util.h"
+#include "wire/op.h"
+
+namespace strata::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kSecret[] = "coded-tier-test-secret-0123456789";
+constexpr int kNodes = 6;
+
+struct Node {
+  explicit Node(int r, const std::string& tag) : rank(r), dir(tag) {}
+  int rank;
+  testing::ScratchDir dir;
+  ThreadPool pool{1};
+  std::unique_ptr<Store> store;
+  std::unique_ptr<ParityStore> parity;
+  std::unique_ptr<CodedTier> coded;
+  std::unique_ptr<Server> server;
+  std::string address;
+};
+
+class CodedTierTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    group_.members = {0, 1, 2, 3, 4, 5};
+    group_.kind = ec::Redundancy::Kind::kRs;
+    group_.m = 2;
+    for (int r = 0; r < kNodes; ++r) {
+      nodes_.push_back(std::make_unique<Node>(r, "coded-node" + std::to_string(r)));
+      ASSERT_NO_FATAL_FAILURE(Open(*nodes_.back()));
+      addresses_[r] = nodes_.back()->address;
+    }
+  }
+  void TearDown() override {
+    for (auto& n : nodes_) n->server.reset();
+  }
+
+  void Open(Node& n) {
+    auto store = Store::Open(n.dir.Sub("local"), &n.pool);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    n.store = std::move(*store);
+    auto parity = ParityStore::Open(JoinPath(n.store->root(), "parity"), Env::Default());
+    ASSERT_TRUE(parity.ok()) << parity.status().ToString();
+    n.parity = std::move(*parity);
+    n.coded = std::make_unique<CodedTier>(CodedTier::Options{kSecret, n.dir.Sub("local"), 3},
+                                          n.store.get(), n.parity.get(), SteadyClock::Real());
+    auto listener = net::Socket::Listen("127.0.0.1", 0, 64);
+    ASSERT_TRUE(listener.ok());
+    n.address = "127.0.0.1:" + std::to_string(*listener->LocalPort());
+    Server::Options options;
+    options.secret = kSecret;
+    Server::Handlers handlers;
+    handlers.is_long = [](const std::string& name) { return wire::IsLongCall(name); };
+    handlers.control = [](const json&, const std::string&, Server::Reply reply) {
+      reply(UnimplementedError("no control calls here"));
+    };
+    Node* node = &n;
+    handlers.long_call = [node](const json& request, net::Socket& socket) -> StatusOr<json> {
+      STRATA_ASSIGN_OR_RETURN(wire::Op op, wire::ParseOp(request));
+      if (op == wire::Op::kPutShard) {
+        STRATA_ASSIGN_OR_RETURN(auto r, wire::PutShardRequest::FromJson(request));
+        return node->coded->HandlePutShard(r, socket, node->rank);
+      }
+      if (op == wire::Op::kGetShard) {
+        STRATA_ASSIGN_OR_RETURN(auto r, wire::GetShardRequest::FromJson(request));
+        return node->coded->HandleGetShard(r, socket);
+      }
+      return UnimplementedError("not served here");
+    };
+    auto server = Server::Start(std::move(*listener), options, std::move(handlers));
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    n.server = std::move(*server);
+  }
+
+  StepKey Key(int rank) const { return {"job1", rank, 40}; }
+
+  // Node r's step: files of uneven sizes (so chunks cross files), its own bytes.
+  void Ingest(Node& n) {
+    const std::string client = n.dir.Sub("in");
+    fs::create_directories(client + "/sub");
+    std::string a(300000 + 1000 * n.rank, '\0'), b(70001, '\0');
+    for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<char>((i * 7 + n.rank) % 251);
+    for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<char>((i * 13 + 3 * n.rank) % 253);
+    testing::WriteFile(client + "/a.bin", a);
+    testing::WriteFile(client + "/sub/b.bin", b);
+    testing::WriteFile(client + "/empty.bin", "");
+    auto index = n.store->Ingest(client, Key(n.rank));
+    ASSERT_TRUE(index.ok()) << index.status().ToString();
+    digests_[n.rank] = index->digest;
+  }
+
+  // Every node contributes its step, all at once.
+  void ContributeAll() {
+    std::vector<std::thread> threads;
+    std::vector<Status> results(kNodes);
+    for (int r = 0; r < kNodes; ++r) {
+      threads.emplace_back([&, r] {
+        std::vector<std::string> done;
+        results[r] = nodes_[r]->coded->Contribute(Key(r), group_, addresses_, &done);
+        if (results[r].ok()) {  // the holders of its 4 stripes' rows: the 5 others
+          EXPECT_EQ(done.size(), 5u) << "node " << r;
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < kNodes; ++r) EXPECT_TRUE(results[r].ok()) << results[r].ToString();
+  }
+
+  // The plan for node `lost` from what every node holds.
+  std::optional<Source> Plan(int lost) {
+    Inventory inv;
+    for (auto& n : nodes_) {
+      for (const auto& [key, index] : n->store->List()) {
+        inv.Add(key.rank, key.step, n->rank, index.digest);
+      }
+      for (const wire::HeldParity& p : n->coded->Inventory("job1")) {
+        inv.AddParity(p.step, ParityCopy{n->rank, p.group, p.stripe, p.row, p.digests});
+      }
+    }
+    RestorePlan plan = PlanRestore(inv, kNodes, 1);
+    if (!plan.step || !plan.sources.count(lost)) return std::nullopt;
+    return plan.sources[lost];
+  }
+
+  // Wipes node `r` (its store and shards), as a replaced node comes back.
+  void Wipe(int r) {
+    Node& n = *nodes_[r];
+    for (const auto& [key, index] : n.store->List()) ASSERT_TRUE(n.store->Remove(key).ok());
+    for (const auto& [key, h] : n.parity->List()) ASSERT_TRUE(n.parity->Remove(key).ok());
+  }
+
+  ec::Group group_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::map<int, std::string> addresses_;
+  std::map<int, uint64_t> digests_;
+};
+
+// Every node contributes at once: each holds two complete shards, which
+// the real planner turns into decodes for two lost nodes; each rebuilt
+// step is the lost one, digest and bytes.
+TEST_F(CodedTierTest, TwoLostNodesAreDecodedBitForBit) {
+  for (auto& n : nodes_) ASSERT_NO_FATAL_FAILURE(Ingest(*n));
+  std::map<int, std::string> before;
+  for (int r : {1, 4}) {
+    auto bytes = ReadFileToString(Env::Default(),
+                                  JoinPath(nodes_[r]->store->StepPath(Key(r)), "a.bin"), 1 << 20);
+    ASSERT_TRUE(bytes.ok());
+    before[r] = *bytes;
+  }
+  ContributeAll();
+  for (auto& n : nodes_) {
+    EXPECT_EQ(n->coded->Inventory("job1").size(), 2u) << "node " << n->rank;
+    EXPECT_GT(n->parity->BytesHeld(), 0u);
+  }
+  ContributeAll();  // again (a retry): every contribution is in already
+  for (int r : {1, 4}) Wipe(r);
+  for (int r : {1, 4}) {
+    std::optional<Source> src = Plan(r);
+    ASSERT_TRUE(src.has_value());
+    ASSERT_TRUE(src->decode.has_value());
+    std::vector<wire::FailedHolder> bad;
+    Status s = nodes_[r]->coded->Decode(Key(r), src->digest, *src->decode, addresses_,
+                                        "node " + std::to_string(r), &bad);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_TRUE(bad.empty());
+    auto index = nodes_[r]->store->GetIndex(Key(r));
+    ASSERT_TRUE(index.ok());
+    EXPECT_EQ(index->digest, digests_[r]);
+    EXPECT_TRUE(nodes_[r]->store->Verify(Key(r)).ok());
+    auto bytes = ReadFileToString(Env::Default(),
+                                  JoinPath(nodes_[r]->store->StepPath(Key(r)), "a.bin"), 1 << 20);
+    EXPECT_TRUE(bytes.ok() && *bytes == before[r]);
+  }
+}
+
+// A survivor whose step changed under its index since it was coded, and a
+// parity row that changed in RAM: the decode finds each by its checksum,
+// fails naming the holder, and keeps nothing.
+TEST_F(CodedTierTest, ChangedShardsAreFoundAndTheirHoldersNamed) {
+  for (auto& n : nodes_) ASSERT_NO_FATAL_FAILURE(Ingest(*n));
+  ContributeAll();
+  Wipe(0);
+  std::optional<Source> src = Plan(0);
+  ASSERT_TRUE(src && src->decode);
+  // A data shard of stripe 1 from a member other than 0 (the lost one).
+  const StripeSource& stripe = src->decode->stripes[0];
+  int data_holder = -1, parity_holder = -1;
+  for (const ShardSource& sh : stripe.shards) {
+    if (sh.rank != kParityRank) data_holder = sh.holder;
+    if (sh.rank == kParityRank) parity_holder = sh.holder;
+  }
+  ASSERT_GE(data_holder, 0);
+  ASSERT_GE(parity_holder, 0);
+  auto flip = [](const std::string& path, uint64_t at) {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    char c = 0;
+    f.seekg(static_cast<std::streamoff>(at));
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 1);
+    f.seekp(static_cast<std::streamoff>(at));
+    f.write(&c, 1);
+  };
+  // Every byte of the holder's step, flipped in place (no index change).
+  const std::string victim =
+      JoinPath(nodes_[data_holder]->store->StepPath(Key(data_holder)), "a.bin");
+  for (uint64_t at = 0; at < 300000; at += 4096) flip(victim, at);
+  std::vector<wire::FailedHolder> bad;
+  Status s =
+      nodes_[0]->coded->Decode(Key(0), src->digest, *src->decode, addresses_, "node 0", &bad);
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
+  EXPECT_NE(s.message().find("from node " + std::to_string(data_holder) + ": checksum mismatch"),
+            std::string::npos)
+      << s.ToString();
+  EXPECT_NE(std::find(bad.begin(), bad.end(), wire::FailedHolder{data_holder, data_holder, 40}),
+            bad.end());
+  EXPECT_FALSE(nodes_[0]->store->GetIndex(Key(0)).ok());
+  for (uint64_t at = 0; at < 300000; at += 4096) flip(victim, at);  // mended
+
+  const ParityKey row{
+      "job1", 40, group_.Id(), stripe.stripe,
+      group_.layout().ParityHolders(stripe.stripe)[0] == group_.Position(parity_holder) ? 0 : 1};
+  flip(nodes_[parity_holder]->parity->PathOf(row), 10);
+  bad.clear();
+  s = nodes_[0]->coded->Decode(Key(0), src->digest, *src->decode, addresses_, "node 0", &bad);
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
+  EXPECT_NE(std::find(bad.begin(), bad.end(),
+                      wire::FailedHolder{parity_holder, wire::kParityHolderRank, 40}),
+            bad.end())
+      << s.ToString();
+  flip(nodes_[parity_holder]->parity->PathOf(row), 10);
+  bad.clear();
+  s = nodes_[0]->coded->Decode(Key(0), src->digest, *src->decode, addresses_, "node 0", &bad);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
+// A holder takes only the rows it holds, and nothing between incarnations
+// of the wrong group: a chunk sent to another node's row is refused.
+TEST_F(CodedTierTest, AChunkForAnotherNodesRowIsRefused) {
+  ASSERT_NO_FATAL_FAILURE(Ingest(*nodes_[1]));
+  std::map<int, std::string> wrong = addresses_;
+  std::swap(wrong[2], wrong[3]);  // every chunk for node 2 reaches node 3 and back
+  std::vector<std::string> done;
+  Status s = nodes_[1]->coded->Contribute(Key(1), group_, wrong, &done);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.ToString();
+  EXPECT_NE(s.message().find("is node 2's, not node 3's"), std::string::npos) << s.ToString();
+  for (const std::string& a : done) EXPECT_NE(a, addresses_[2]);
+}
+
+}  // namespace
+}  // namespace strata::agent
