@@ -61,6 +61,7 @@ namespace {
 using agent::json;
 using bench::Clock;
 using bench::kMiB;
+using bench::Payload;
 using bench::PrintRatio;
 using bench::PrintSamples;
 using bench::Samples;
@@ -69,19 +70,6 @@ using bench::SecondsSince;
 constexpr int kRawSocketBuffer = 1 << 20;  // SO_SNDBUF / SO_RCVBUF of the raw baselines
 constexpr size_t kRawIoBytes = 1 << 20;    // bytes per send/recv/pread/pwrite call
 constexpr char kJob[] = "bench";
-
-// `bytes` (rounded up to 8) of incompressible splitmix64 output.
-std::vector<uint64_t> Payload(uint64_t bytes) {
-  std::vector<uint64_t> v((bytes + 7) / 8);
-  uint64_t x = 0;
-  for (uint64_t& z : v) {
-    z = (x += 0x9e3779b97f4a7c15);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
-    z ^= z >> 31;
-  }
-  return v;
-}
 
 class UniqueFd {
  public:

@@ -19,6 +19,20 @@ using Clock = std::chrono::steady_clock;
 
 inline constexpr uint64_t kMiB = uint64_t{1} << 20;
 
+// `bytes` (rounded up to 8) of incompressible splitmix64 output; `seed`
+// picks the stream.
+inline std::vector<uint64_t> Payload(uint64_t bytes, uint64_t seed = 0) {
+  std::vector<uint64_t> v((bytes + 7) / 8);
+  uint64_t x = seed * 0x2545f4914f6cdd1d;
+  for (uint64_t& z : v) {
+    z = (x += 0x9e3779b97f4a7c15);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
+    z ^= z >> 31;
+  }
+  return v;
+}
+
 inline double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }

@@ -65,6 +65,7 @@ namespace {
 using agent::json;
 using bench::Clock;
 using bench::kMiB;
+using bench::Payload;
 using bench::PrintRatio;
 using bench::PrintSamples;
 using bench::Samples;
@@ -72,19 +73,6 @@ using bench::SecondsSince;
 
 constexpr int kNodes = 8;
 constexpr char kSecret[] = "coded-bench-secret-0123456789abcd";
-
-// `bytes` (rounded up to 8) of incompressible splitmix64 output from `seed`.
-std::vector<uint64_t> Payload(uint64_t bytes, uint64_t seed) {
-  std::vector<uint64_t> v((bytes + 7) / 8);
-  uint64_t x = seed * 0x2545f4914f6cdd1d;
-  for (uint64_t& z : v) {
-    z = (x += 0x9e3779b97f4a7c15);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
-    z ^= z >> 31;
-  }
-  return v;
-}
 
 // Saves `halves` (two float32 items of equal size) as `step` into `dir`.
 StatusOr<std::string> WriteCheckpoint(const std::string& dir, int64_t step,

@@ -20,16 +20,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-void ExpectAll(const std::vector<TrainerRun>& runs, const std::string& restored, int64_t steps,
-               int state_mb = 2) {
-  for (size_t i = 0; i < runs.size(); ++i) {
-    EXPECT_EQ(runs[i].exit_code, 0) << "node " << i << ": " << runs[i].err;
-    EXPECT_EQ(runs[i].restored, restored) << "node " << i << ": " << runs[i].out;
-    EXPECT_EQ(runs[i].digest, Cluster::ReferenceDigest(static_cast<int>(i), steps, state_mb))
-        << "node " << i << " did not end where an uninterrupted run ends";
-  }
-}
-
 TEST(AgentClusterTest, FreshStartThenRestartFromOwnStores) {
   Cluster c(4);
   c.StartAll();

@@ -21,15 +21,6 @@
 namespace strata::testing {
 namespace {
 
-void ExpectAll(const std::vector<TrainerRun>& runs, const std::string& restored, int64_t steps) {
-  for (size_t i = 0; i < runs.size(); ++i) {
-    EXPECT_EQ(runs[i].exit_code, 0) << "node " << i << ": " << runs[i].err;
-    EXPECT_EQ(runs[i].restored, restored) << "node " << i << ": " << runs[i].out;
-    EXPECT_EQ(runs[i].digest, Cluster::ReferenceDigest(static_cast<int>(i), steps))
-        << "node " << i << " did not end where an uninterrupted run ends";
-  }
-}
-
 // Every agent killed, every RAM directory wiped, every agent restarted.
 void LoseTheWholeCluster(Cluster& c) {
   for (int n = 0; n < c.nodes(); ++n) c.KillAgent(n);

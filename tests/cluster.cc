@@ -236,4 +236,14 @@ std::string Cluster::ReferenceDigestForSeed(int seed, int64_t steps, int state_m
   return cache[key] = LastValue(out, "digest");
 }
 
+void ExpectAll(const std::vector<TrainerRun>& runs, const std::string& restored, int64_t steps,
+               int state_mb) {
+  for (size_t i = 0; i < runs.size(); ++i) {
+    EXPECT_EQ(runs[i].exit_code, 0) << "node " << i << ": " << runs[i].err;
+    EXPECT_EQ(runs[i].restored, restored) << "node " << i << ": " << runs[i].out;
+    EXPECT_EQ(runs[i].digest, Cluster::ReferenceDigest(static_cast<int>(i), steps, state_mb))
+        << "node " << i << " did not end where an uninterrupted run ends";
+  }
+}
+
 }  // namespace strata::testing

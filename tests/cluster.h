@@ -115,6 +115,11 @@ class Cluster {
   std::map<int, std::vector<std::string>> agent_env_;
 };
 
+// Every run exited 0 having restored `restored` ("fresh" or a step) and
+// ended where an uninterrupted run of its node ends at `steps`, bit for bit.
+void ExpectAll(const std::vector<TrainerRun>& runs, const std::string& restored, int64_t steps,
+               int state_mb = 2);
+
 }  // namespace strata::testing
 
 #endif  // STRATA_TESTS_CLUSTER_H_

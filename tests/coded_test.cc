@@ -17,15 +17,6 @@
 namespace strata::testing {
 namespace {
 
-void ExpectAll(const std::vector<TrainerRun>& runs, const std::string& restored, int64_t steps) {
-  for (size_t i = 0; i < runs.size(); ++i) {
-    EXPECT_EQ(runs[i].exit_code, 0) << "node " << i << ": " << runs[i].err;
-    EXPECT_EQ(runs[i].restored, restored) << "node " << i << ": " << runs[i].out;
-    EXPECT_EQ(runs[i].digest, Cluster::ReferenceDigest(static_cast<int>(i), steps))
-        << "node " << i << " did not end where an uninterrupted run ends";
-  }
-}
-
 TrainOptions NoCopies() {
   TrainOptions o;
   o.peers_per_node = 1;  // the yaml asks for a peer: the coded tier replaces it

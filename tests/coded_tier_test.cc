@@ -15,7 +15,7 @@
 #include <fstream>
 #include <thread>
 
-#include "agent/server.h"
+#include "component_util.h"
 #include "test_util.h"
 #include "util/file_util.h"
 #include "wire/op.h"
@@ -65,16 +65,7 @@ class CodedTierTest : public ::testing::Test {
     n.parity = std::move(*parity);
     n.coded = std::make_unique<CodedTier>(CodedTier::Options{kSecret, n.dir.Sub("local"), 3},
                                           n.store.get(), n.parity.get(), SteadyClock::Real());
-    auto listener = net::Socket::Listen("127.0.0.1", 0, 64);
-    ASSERT_TRUE(listener.ok());
-    n.address = "127.0.0.1:" + std::to_string(*listener->LocalPort());
-    Server::Options options;
-    options.secret = kSecret;
     Server::Handlers handlers;
-    handlers.is_long = [](const std::string& name) { return wire::IsLongCall(name); };
-    handlers.control = [](const json&, const std::string&, Server::Reply reply) {
-      reply(UnimplementedError("no control calls here"));
-    };
     Node* node = &n;
     handlers.long_call = [node](const json& request, net::Socket& socket) -> StatusOr<json> {
       STRATA_ASSIGN_OR_RETURN(wire::Op op, wire::ParseOp(request));
@@ -88,7 +79,7 @@ class CodedTierTest : public ::testing::Test {
       }
       return UnimplementedError("not served here");
     };
-    auto server = Server::Start(std::move(*listener), options, std::move(handlers));
+    auto server = testing::ServeOnLoopback(kSecret, std::move(handlers), &n.address);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     n.server = std::move(*server);
   }

@@ -4,11 +4,15 @@
 #ifndef STRATA_TESTS_COMPONENT_UTIL_H_
 #define STRATA_TESTS_COMPONENT_UTIL_H_
 
+#include <memory>
 #include <optional>
 #include <set>
+#include <string>
 
 #include "agent/replication.h"
+#include "agent/server.h"
 #include "format/sync_map.h"
+#include "wire/op.h"
 
 namespace strata::testing {
 
@@ -28,6 +32,26 @@ inline agent::Replication::Hooks IdleReplicationHooks(agent::Replication::Hooks 
     hooks.on_reply = [](const ReplicatorConfig&, const wire::ReplicatedReply&) {};
   }
   return hooks;
+}
+
+// A real Server on a free loopback port, routing as the agent does
+// (wire::IsLongCall) to `handlers`; control calls are refused unless
+// handlers.control is set. Its host:port goes to *address.
+inline StatusOr<std::unique_ptr<agent::Server>> ServeOnLoopback(const std::string& secret,
+                                                                agent::Server::Handlers handlers,
+                                                                std::string* address) {
+  STRATA_ASSIGN_OR_RETURN(net::Socket listener, net::Socket::Listen("127.0.0.1", 0, 64));
+  STRATA_ASSIGN_OR_RETURN(uint16_t port, listener.LocalPort());
+  *address = "127.0.0.1:" + std::to_string(port);
+  agent::Server::Options options;
+  options.secret = secret;
+  handlers.is_long = [](const std::string& name) { return wire::IsLongCall(name); };
+  if (!handlers.control) {
+    handlers.control = [](const agent::json&, const std::string&, agent::Server::Reply reply) {
+      reply(UnimplementedError("no control calls here"));
+    };
+  }
+  return agent::Server::Start(std::move(listener), options, std::move(handlers));
 }
 
 }  // namespace strata::testing

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
@@ -72,17 +73,7 @@ class ReplicationTest : public ::testing::Test {
 
   // Node 1's receiving side on a real server; its address goes in the target.
   void ServeReceiver() {
-    auto listener = net::Socket::Listen("127.0.0.1", 0, 64);
-    ASSERT_TRUE(listener.ok()) << listener.status().ToString();
-    auto port = listener->LocalPort();
-    ASSERT_TRUE(port.ok());
-    Server::Options options;
-    options.secret = kSecret;
     Server::Handlers handlers;
-    handlers.is_long = [](const std::string& name) { return wire::IsLongCall(name); };
-    handlers.control = [](const json&, const std::string&, Server::Reply reply) {
-      reply(UnimplementedError("no control calls here"));
-    };
     handlers.long_call = [this](const json& request, net::Socket& socket) -> StatusOr<json> {
       STRATA_ASSIGN_OR_RETURN(wire::Op op, wire::ParseOp(request));
       Replication& r = *receiver_.replication;
@@ -100,8 +91,7 @@ class ReplicationTest : public ::testing::Test {
       }
       return UnimplementedError("not served here");
     };
-    receiver_address_ = "127.0.0.1:" + std::to_string(*port);
-    auto server = Server::Start(std::move(*listener), options, std::move(handlers));
+    auto server = testing::ServeOnLoopback(kSecret, std::move(handlers), &receiver_address_);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(*server);
   }
@@ -211,6 +201,18 @@ class ReplicationTest : public ::testing::Test {
     sender_.replication->Enqueue(Key(step));
     sender_.replication->Start();
     ASSERT_TRUE(testing::WaitUntil([&] { return !sender_.replication->progress().error.empty(); }));
+  }
+
+  // Waits until `step` was reported `times` times (idle refreshes re-report
+  // the newest replicated step, so a count of reports says little).
+  void AwaitReport(int64_t step, size_t times = 1) {
+    std::unique_lock<std::mutex> l(mu_);
+    EXPECT_TRUE(cv_.wait_for(l, 60s,
+                             [&] {
+                               return static_cast<size_t>(std::count(
+                                          reported_.begin(), reported_.end(), step)) >= times;
+                             }))
+        << "step " << step << " not reported";
   }
 
   // Waits until `n` reports reached the coordinator; returns the steps.
@@ -371,7 +373,8 @@ TEST_F(ReplicationTest, ACopyThePeerHoldsIsNotSentAgain) {
   Reports(1);
   EXPECT_EQ(adopted_, 1);
   sender_.replication->Enqueue(Key(10));
-  Reports(2);
+  ASSERT_TRUE(testing::WaitUntil([&] { return puts_ == 2; }));
+  AwaitReport(10, 2);
   EXPECT_EQ(puts_, 2);
   EXPECT_EQ(adopted_, 1);
 }
@@ -392,7 +395,7 @@ TEST_F(ReplicationTest, AnOlderStepsUnchangedFilesAreNotSentAgain) {
   const StepIndex eleven =
       IngestFiles(sender_, Key(11), {{"a.bin", same}, {"sub/b.bin", std::string(1 << 20, 'z')}});
   sender_.replication->Enqueue(Key(11));
-  Reports(2);
+  AwaitReport(11);
   EXPECT_EQ(SentTo("strata_replication_bytes_total") - sent, 1 << 20);
   EXPECT_EQ(SentTo("strata_replication_dedup_bytes_total") - deduped, 3 << 20);
   auto held = receiver_.store->GetIndex(Key(11));
@@ -458,7 +461,7 @@ TEST_F(ReplicationTest, AStrataStepsUnchangedItemsAreNotSentAgain) {
   for (float& f : trained) f += 1;
   const StepIndex two = IngestStrata(2, frozen, trained);
   sender_.replication->Enqueue(Key(2));
-  Reports(2);
+  AwaitReport(2);
   EXPECT_EQ(SentTo("strata_replication_bytes_total") - sent,
             static_cast<double>(two.total_bytes - frozen.size() * 4));
   auto held = receiver_.store->GetIndex(Key(2));
@@ -513,7 +516,7 @@ TEST_F(ReplicationTest, RangesLeftToSendTravelInSeveralStreams) {
   big[(40 << 20) + 1] = 'y';  // and the last
   IngestFiles(sender_, Key(21), {{"big.bin", big}});
   sender_.replication->Enqueue(Key(21));
-  Reports(2);
+  AwaitReport(21);
   EXPECT_EQ(SentTo("strata_replication_bytes_total") - sent, 32 << 20);
   EXPECT_EQ(puts_, puts + 1);
   EXPECT_GE(put_files_, 2);  // 32 MiB in 16 MiB ranges: at least two streams

@@ -80,15 +80,7 @@ class RestoreTest : public ::testing::Test {
   }
 
   void Serve(Node& n) {
-    auto listener = net::Socket::Listen("127.0.0.1", 0, 64);
-    ASSERT_TRUE(listener.ok()) << listener.status().ToString();
-    auto port = listener->LocalPort();
-    ASSERT_TRUE(port.ok());
-    n.address = Endpoint{"127.0.0.1", *port};
-    Server::Options options;
-    options.secret = kSecret;
     Server::Handlers handlers;
-    handlers.is_long = [](const std::string& name) { return wire::IsLongCall(name); };
     Replication* r = n.replication.get();
     handlers.control = [r](const json& request, const std::string&, Server::Reply reply) {
       auto req = wire::GetIndexRequest::FromJson(request);
@@ -98,9 +90,13 @@ class RestoreTest : public ::testing::Test {
       STRATA_ASSIGN_OR_RETURN(auto req, wire::FetchStepRequest::FromJson(request));
       return r->HandleFetchStep(req, socket);
     };
-    auto server = Server::Start(std::move(*listener), options, std::move(handlers));
+    std::string address;
+    auto server = testing::ServeOnLoopback(kSecret, std::move(handlers), &address);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     n.server = std::move(*server);
+    auto endpoint = ParseEndpoint(address);
+    ASSERT_TRUE(endpoint.ok());
+    n.address = *endpoint;
   }
 
   // Node `n`'s Restore; its calls go to coordinator_ unless `refuse` says

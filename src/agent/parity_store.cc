@@ -356,6 +356,11 @@ Status ParityStore::Rewrite(const ParityHeader* old, ParityHeader* next, const C
   }
   next->xxh3 = new_hash.Digest();
   const std::string header = EncodeParityHeader(*next);
+  if (header.size() > kMaxHeaderBytes) {  // Load would refuse it
+    return fail(ResourceExhaustedError("the header of parity " + path + " would be " +
+                                       std::to_string(header.size()) + " bytes (at most " +
+                                       std::to_string(kMaxHeaderBytes) + ")"));
+  }
   char footer[kFooterBytes];
   std::memcpy(footer, kMagic, sizeof kMagic);
   PutU32(footer + 8, kVersion);

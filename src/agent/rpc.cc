@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <functional>
 
 #include "agent/store.h"
 #include "net/auth.h"
@@ -257,47 +258,59 @@ Status CheckRanges(const StepIndex& index, const std::vector<FileRange>& ranges)
   return Status::Ok();
 }
 
-Status SendRanges(net::Socket& socket, const std::string& dir, const StepIndex& index,
-                  const std::vector<FileRange>& ranges) {
+namespace {
+
+// Calls `io` on each of `ranges` (checked against `index`), a run of ranges
+// of one file through one descriptor opened with `flags`, fdatasynced after
+// its run when `sync`. The error names the file and says `doing`.
+Status EachRange(const std::string& dir, const StepIndex& index,
+                 const std::vector<FileRange>& ranges, int flags, bool sync,
+                 const std::function<Status(int fd, const FileRange& r)>& io,
+                 const std::string& doing) {
   STRATA_RETURN_IF_ERROR(CheckRanges(index, ranges));
-  auto deadline =
-      net::DeadlineAfter(std::chrono::duration_cast<std::chrono::milliseconds>(kDataTimeout));
   for (size_t i = 0; i < ranges.size();) {
+    STRATA_RETURN_IF_ERROR(ValidateRelativePath(index.files[ranges[i].file].path));
     const std::string path = JoinPath(dir, index.files[ranges[i].file].path);
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    int fd = ::open(path.c_str(), flags | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) return ErrnoToStatus(errno, "open " + path);
     Status s;
     for (const size_t file = ranges[i].file; s.ok() && i < ranges.size() && ranges[i].file == file;
          ++i) {
-      s = socket.SendFile(fd, ranges[i].offset, ranges[i].length, deadline);
+      s = io(fd, ranges[i]);
     }
+    if (s.ok() && sync && ::fdatasync(fd) != 0) s = ErrnoToStatus(errno, "fsync " + path);
     ::close(fd);
-    STRATA_RETURN_IF_ERROR(s.WithContext("sending " + path + " to " + socket.peer()));
+    STRATA_RETURN_IF_ERROR(s.WithContext(doing + " " + path));
   }
   return Status::Ok();
 }
 
+net::Deadline DataDeadline() {
+  return net::DeadlineAfter(std::chrono::duration_cast<std::chrono::milliseconds>(kDataTimeout));
+}
+
+}  // namespace
+
+Status SendRanges(net::Socket& socket, const std::string& dir, const StepIndex& index,
+                  const std::vector<FileRange>& ranges) {
+  const net::Deadline deadline = DataDeadline();
+  return EachRange(
+      dir, index, ranges, O_RDONLY, /*sync=*/false,
+      [&](int fd, const FileRange& r) { return socket.SendFile(fd, r.offset, r.length, deadline); },
+      "sending to " + socket.peer() + ":");
+}
+
 Status RecvRanges(net::Socket& socket, const std::string& dir, const StepIndex& index,
                   const std::vector<FileRange>& ranges) {
-  STRATA_RETURN_IF_ERROR(CheckRanges(index, ranges));
-  auto deadline =
-      net::DeadlineAfter(std::chrono::duration_cast<std::chrono::milliseconds>(kDataTimeout));
-  for (size_t i = 0; i < ranges.size();) {
-    STRATA_RETURN_IF_ERROR(ValidateRelativePath(index.files[ranges[i].file].path));
-    const std::string path = JoinPath(dir, index.files[ranges[i].file].path);
-    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) return ErrnoToStatus(errno, "open " + path);
-    Status s;
-    for (const size_t file = ranges[i].file; s.ok() && i < ranges.size() && ranges[i].file == file;
-         ++i) {
-      s = socket.RecvToFile(fd, ranges[i].offset, ranges[i].length, deadline);
-    }
-    if (s.ok() && ::fdatasync(fd) != 0) s = ErrnoToStatus(errno, "fsync " + path);
-    ::close(fd);
-    STRATA_RETURN_IF_ERROR(s.WithContext("receiving " + path + " from " + socket.peer()));
-    CrashPoint("transfer.mid_receive");  // a file's ranges in, more may follow
-  }
-  return Status::Ok();
+  const net::Deadline deadline = DataDeadline();
+  return EachRange(
+      dir, index, ranges, O_WRONLY, /*sync=*/true,
+      [&](int fd, const FileRange& r) {
+        Status s = socket.RecvToFile(fd, r.offset, r.length, deadline);
+        CrashPoint("transfer.mid_receive");  // a range in, more may follow
+        return s;
+      },
+      "receiving from " + socket.peer() + " into");
 }
 
 }  // namespace strata::agent

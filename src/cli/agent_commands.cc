@@ -55,14 +55,21 @@ void RunAgent(Context& ctx, const AgentFlags& flags) {
 void PrintStatus(Context& ctx, const wire::StatusReply& r) {
   ctx.out << fmt::format("agent {}  dir {}\n", r.address, r.local_dir);
   if (r.job) {
-    ctx.out << fmt::format("job {}  node {} of {}  round {}  peers {}\n", r.job->name, r.job->node,
-                           r.job->nodes, r.job->round, nlohmann::json(r.job->peers).dump());
+    ctx.out << fmt::format("job {}  node {} of {}  round {}  ", r.job->name, r.job->node,
+                           r.job->nodes, r.job->round);
+    if (r.job->group.empty()) {
+      ctx.out << fmt::format("peers {}\n", nlohmann::json(r.job->peers).dump());
+    } else {
+      ctx.out << fmt::format("{} group {}\n", r.job->redundancy,
+                             nlohmann::json(r.job->group).dump());
+    }
   } else {
     ctx.out << "no job yet (waiting for replicator.yaml)\n";
   }
-  ctx.out << fmt::format(
-      "RAM held {}  newest replicated step {}  job-wide watermark {}  queued {}\n",
-      HumanBytes(r.ram_bytes), r.newest_replicated, r.watermark, r.queued);
+  ctx.out << fmt::format("RAM held {}", HumanBytes(r.ram_bytes));
+  if (r.parity_bytes > 0) ctx.out << fmt::format(" + parity {}", HumanBytes(r.parity_bytes));
+  ctx.out << fmt::format("  newest replicated step {}  job-wide watermark {}  queued {}\n",
+                         r.newest_replicated, r.watermark, r.queued);
   ctx.out << "last restore: " << (r.last_restore.empty() ? "none" : r.last_restore);
   if (r.restore_state && *r.restore_state != "done")
     ctx.out << "  (restore " << *r.restore_state << ")";
