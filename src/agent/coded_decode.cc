@@ -33,6 +33,19 @@ wire::FailedHolder Bad(const ShardSource& s, int64_t step) {
   return {s.holder, s.rank == kParityRank ? wire::kParityHolderRank : s.rank, step};
 }
 
+// The answer of `holder` to `ask` (a header_only get_shard: nothing follows).
+StatusOr<wire::ShardReply> AskHeader(const std::map<int, std::string>& addresses, int holder,
+                                     const std::string& secret, const std::string& client_id,
+                                     const wire::GetShardRequest& ask) {
+  auto it = addresses.find(holder);
+  if (it == addresses.end())
+    return UnavailableError("no address for node " + std::to_string(holder));
+  STRATA_ASSIGN_OR_RETURN(Endpoint to, ParseEndpoint(it->second));
+  STRATA_ASSIGN_OR_RETURN(RpcClient client, RpcClient::Connect(to, secret, client_id));
+  STRATA_ASSIGN_OR_RETURN(json answer, client.Call(ask.ToJson(), kCallTimeout));
+  return wire::ShardReply::FromJson(answer);
+}
+
 // One shard of a stripe being read: its connection, what its holder said
 // and what it must hash to.
 struct Reading {
@@ -114,14 +127,8 @@ Status CodedTier::Decode(const StepKey& key, uint64_t digest, const DecodeSource
       ask.row = shard.index - g.k();
       ask.index_of = key.rank;
       ask.header_only = true;
-      auto to = ParseEndpoint(addresses.count(shard.holder) ? addresses.at(shard.holder) : "");
-      StatusOr<json> answer = to.status();
-      if (to.ok()) {
-        auto client = RpcClient::Connect(*to, options_.secret, client_id);
-        answer = client.ok() ? client->Call(ask.ToJson(), kCallTimeout) : client.status();
-      }
       StatusOr<wire::ShardReply> reply =
-          answer.ok() ? wire::ShardReply::FromJson(*answer) : answer.status();
+          AskHeader(addresses, shard.holder, options_.secret, client_id, ask);
       if (reply.ok() && reply->index && reply->index->digest == digest) {
         index = std::move(reply->index);
       } else {
