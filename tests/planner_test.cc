@@ -297,6 +297,16 @@ TEST(PlanRestoreTest, DecodeUsesOnlyShardsOfTheCodedSteps) {
   EXPECT_FALSE(plan.step.has_value());
   EXPECT_NE(plan.reason.find("disagree on the steps they code"), std::string::npos) << plan.reason;
 
+  // Node 0's stripes (1..6) lost every parity row (a restart before they
+  // were complete): nothing codes its step, and the reason says so.
+  Inventory uncoded = inv;
+  std::erase_if(uncoded.parity[40], [](const ParityCopy& p) { return p.stripe != 0 && p.stripe != 7; });
+  plan = PlanRestore(uncoded, 8, 1);
+  EXPECT_FALSE(plan.step.has_value());
+  EXPECT_NE(plan.reason.find("no complete shard of group rs(6,2) [0,1,2,3,4,5,6,7] codes its step"),
+            std::string::npos)
+      << plan.reason;
+
   // Stripe 1's parity rows are on nodes 1 and 2: with both excluded, its
   // five data shards do not rebuild node 0's chunk; with one, they do.
   plan = PlanRestore(inv, 8, 1, {{1, kParityRank, 40}, {2, kParityRank, 40}});

@@ -126,8 +126,12 @@ std::optional<Source> FindDecode(const Inventory& inv, int rank, int64_t step,
   for (const auto& [id, shards] : by_group) {
     const ec::Group& g = shards.front()->group;
     std::optional<std::map<int, uint64_t>> digests = Consensus(shards);
-    if (!digests || !digests->count(rank)) {
+    if (!digests) {
       *why = "the shards of group " + g.ToString() + " disagree on the steps they code";
+      continue;
+    }
+    if (!digests->count(rank)) {  // its stripes' shards are incomplete or gone
+      *why = "no complete shard of group " + g.ToString() + " codes its step";
       continue;
     }
     const int lost = g.Position(rank);
