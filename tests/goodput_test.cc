@@ -115,5 +115,24 @@ TEST_F(GoodputTest, TimeAfterTheRanksAreGoneIsNotProductive) {
   ExpectAddsUp(*r);
 }
 
+TEST_F(GoodputTest, ARunWhoseStepsFellBetweenSamplesStillTrained) {
+  GoodputLedger g;
+  g.StartBegan(At(0));
+  g.StartDone(At(1), -1);
+  // Samples at 2 s and 3 s find the ranks live but their step unchanged
+  // (every step checked between samples); at 4 s they are gone.
+  g.Sample(At(2), -1, {Rank{10, -1, 0, -1, 0.0, 0}});
+  g.Sample(At(3), -1, {Rank{10, -1, 0, -1, 0.0, 0}});
+  g.Sample(At(4), -1, {});
+  auto r = g.Report(At(10));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_NEAR(r->productive_seconds, 2, 1e-6);  // from the start's end to the last live sample
+  EXPECT_NEAR(r->other_seconds, 7, 1e-6);
+  // The next start closes the run at the same point.
+  g.StartBegan(At(12));
+  EXPECT_NEAR(g.Report(At(12))->productive_seconds, 2, 1e-6);
+  ExpectAddsUp(*g.Report(At(12)));
+}
+
 }  // namespace
 }  // namespace strata::agent

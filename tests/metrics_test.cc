@@ -177,7 +177,8 @@ TEST(AgentMetricsTest, ValuesMoveAsTheJobSavesReplicatesAndRestores) {
   EXPECT_EQ(Sum(before, "strata_local_commit_bytes_total"), -1) << "nothing saved yet";
   EXPECT_GE(Sum(before, "strata_ram_bytes"), 0);
 
-  auto runs = c.Train(20, 5);
+  // 20 ms a step: runs long enough for the ledger's 50 ms samples to see.
+  auto runs = c.Train(20, 5, "orbax", 2, 20);
   ASSERT_EQ(runs[1].exit_code, 0) << runs[1].err;
   auto saved = Parse(Get(port[1], "/metrics"));
   EXPECT_GT(Sum(saved, "strata_local_commit_bytes_total"), 4 * 2e6);  // 4 steps of 2 MiB
@@ -194,7 +195,7 @@ TEST(AgentMetricsTest, ValuesMoveAsTheJobSavesReplicatesAndRestores) {
   c.KillAgent(1);
   c.WipeDir(1);
   c.StartAgent(1);
-  runs = c.Train(30, 5);
+  runs = c.Train(30, 5, "orbax", 2, 20);
   ASSERT_EQ(runs[1].exit_code, 0) << runs[1].err;
   EXPECT_EQ(runs[1].restored, "20");
   auto restored = Parse(Get(port[1], "/metrics"));
@@ -212,8 +213,8 @@ TEST(AgentMetricsTest, ValuesMoveAsTheJobSavesReplicatesAndRestores) {
   const auto& job = j["job"];
   EXPECT_GT(job["productive_seconds"].get<double>(), 0) << out;
   EXPECT_GT(job["restore_seconds"].get<double>(), 0) << out;
-  // The ledger samples the ranks' step every 200 ms; these trainers do not
-  // wait between steps, so the last steps may fall between samples.
+  // The ledger samples the ranks' step every 50 ms; the last steps may fall
+  // between samples.
   EXPECT_GE(job["step"].get<int64_t>(), 20) << out;
   EXPECT_LE(job["step"].get<int64_t>(), 30) << out;
   EXPECT_EQ(job["interruptions"].get<int64_t>(), 1) << out;  // node 0 saw the job start again

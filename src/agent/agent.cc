@@ -142,8 +142,8 @@ Status Agent::RunLoop(const std::atomic<bool>& stop) {
       if (!drain_until) drain_until = maintenance_->BeginDrain(config_.grace);
       if (maintenance_->DrainOver(*drain_until)) break;
     }
-    STRATA_ASSIGN_OR_RETURN(std::optional<bool> look,
-                            client_->Wait(std::chrono::milliseconds(200)));
+    // 50 ms: the ledger's resolution (the sync map's step is as fresh).
+    STRATA_ASSIGN_OR_RETURN(std::optional<bool> look, client_->Wait(std::chrono::milliseconds(50)));
     if (look) OnEvents(*look);
     goodput_.Sample(clock_->Now(), sync_->node_step(), sync_->RankStatus());
   }

@@ -31,6 +31,7 @@ void GoodputLedger::Sample(TimePoint now, int64_t step,
   if (!seen.empty()) stall_seconds_ += grown / static_cast<double>(seen.size());
   stall_seen_ = std::move(seen);
   ranks_live_ = !ranks.empty();
+  if (running_ && ranks_live_) last_live_ = now;
   if (running_ && step > newest_) {
     newest_ = step;
     last_progress_ = now;
@@ -43,7 +44,7 @@ void GoodputLedger::StartBegan(TimePoint now) {
   if (start_began_) return;  // a start that was superseded: the same one goes on
   start_began_ = now;
   if (running_) {  // the run before ended at its last progress
-    trained_seconds_ += Seconds(last_progress_ - run_began_);
+    trained_seconds_ += Seconds(RunEnd() - run_began_);
     trained_steps_ += std::max<int64_t>(0, newest_ - run_first_step_);
     interrupted_at_ = newest_;
     running_ = false;
@@ -62,7 +63,7 @@ void GoodputLedger::StartDone(TimePoint now, int64_t restored) {
     interrupted_at_ = -1;
   }
   running_ = true;
-  run_began_ = last_progress_ = now;
+  run_began_ = last_progress_ = last_live_ = now;
   run_first_step_ = newest_ = resume;
 }
 
@@ -72,7 +73,7 @@ std::optional<wire::Goodput> GoodputLedger::Report(TimePoint now) const {
   double trained = trained_seconds_;
   int64_t steps = trained_steps_;
   if (running_) {  // the run goes on: up to now while ranks live, else to its last progress
-    trained += Seconds((ranks_live_ ? now : last_progress_) - run_began_);
+    trained += Seconds((ranks_live_ ? now : RunEnd()) - run_began_);
     steps += std::max<int64_t>(0, newest_ - run_first_step_);
   }
   wire::Goodput g;

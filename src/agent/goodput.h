@@ -9,14 +9,15 @@
 // scheduling, backoff). `strata goodput` and the metrics read it
 // (docs/operations.md).
 //
-// Fed by the agent: Sample() from the run loop (the ranks' step and their
-// cumulative Save() stalls, from the sync map), StartBegan()/StartDone()
+// Fed by the agent: Sample() from the run loop every 50 ms (the ranks' step
+// and their cumulative Save() stalls, from the sync map), StartBegan()/StartDone()
 // around each start of the job. Times are the agent's SteadyClock; the
 // ledger covers the job since this agent first saw it start (an agent
 // restart begins a new ledger). Thread-safe.
 #ifndef STRATA_AGENT_GOODPUT_H_
 #define STRATA_AGENT_GOODPUT_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -33,7 +34,9 @@ class GoodputLedger {
   using TimePoint = SteadyClock::time_point;
 
   // The ranks checked `step` (-1: none yet) at `now`; `ranks` are the live
-  // ranks with their cumulative stalls.
+  // ranks with their cumulative stalls. A run's training time ends at its
+  // last sample with live ranks or with progress, whichever is later (a
+  // run whose steps all fell between two samples still trained).
   void Sample(TimePoint now, int64_t step, const std::vector<wire::StatusReply::Rank>& ranks)
       EXCLUDES(mu_);
   // A start of the job began (a complete yaml taken), and it ended with
@@ -53,6 +56,7 @@ class GoodputLedger {
   bool ranks_live_ GUARDED_BY(mu_) = false;               // at the last sample
   TimePoint run_began_ GUARDED_BY(mu_){};
   TimePoint last_progress_ GUARDED_BY(mu_){};
+  TimePoint last_live_ GUARDED_BY(mu_){};        // last sample of the run with ranks live
   int64_t run_first_step_ GUARDED_BY(mu_) = 0;   // the step the run resumed after
   int64_t newest_ GUARDED_BY(mu_) = 0;           // newest step trained in the run
   int64_t interrupted_at_ GUARDED_BY(mu_) = -1;  // newest step when the last run ended
@@ -63,6 +67,8 @@ class GoodputLedger {
   int64_t wasted_steps_ GUARDED_BY(mu_) = 0;
   int64_t interruptions_ GUARDED_BY(mu_) = 0;
   std::map<int64_t, double> stall_seen_ GUARDED_BY(mu_);  // pid -> its cumulative stall
+
+  TimePoint RunEnd() const REQUIRES(mu_) { return std::max(last_progress_, last_live_); }
 };
 
 }  // namespace strata::agent
