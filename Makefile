@@ -61,12 +61,15 @@ demo: build
 # A real job on a multi-host test bed (network namespaces; root) under
 # seeded random faults, invariants checked: make chaos SEEDS=20 MINUTES=2
 # (SEEDS: a count, a range A-B or a list A,B,C; CHAOS_JOBS runs at once,
-# each on a bed of its own). docs/reliability.md.
+# each on a bed of its own; REDUNDANCY the peer tier's, e.g. 'rs(2,2)').
+# docs/reliability.md.
 SEEDS ?= 3
 MINUTES ?= 1
 CHAOS_JOBS ?= 1
+REDUNDANCY ?= copies
 chaos: build
-	@python3 tests/chaos/chaos.py $(BUILD_DIR) --seeds $(SEEDS) --minutes $(MINUTES) --jobs $(CHAOS_JOBS)
+	@python3 tests/chaos/chaos.py $(BUILD_DIR) --seeds $(SEEDS) --minutes $(MINUTES) --jobs $(CHAOS_JOBS) \
+	  --redundancy '$(REDUNDANCY)'
 
 bench: build
 	@bash scripts/bench.sh $(BUILD_DIR)

@@ -29,6 +29,7 @@ seeds, and with --json written to a file. Needs root. Only the Python
 standard library is used (and moto_server and aws from the image).
 
   chaos.py BUILD --seeds 20 --minutes 2 [--nodes 4] [--kinds partition,kill_agent]
+           [--redundancy 'rs(2,2)']
 """
 import argparse
 import errno
@@ -776,6 +777,9 @@ def main():
     ap.add_argument("--json", help="write the figures here")
     ap.add_argument("--keep", action="store_true", help="keep every run's directory")
     ap.add_argument("--jobs", type=int, default=1, help="runs at once (each on a bed of its own)")
+    ap.add_argument("--redundancy", default="copies",
+                    help="the agents' --redundancy: copies, xor(N) or rs(K,M) (groups of at "
+                         "most --nodes)")
     ap.add_argument("--figures", metavar="JSON",
                     help="print the figures of a --json file as markdown, run nothing")
     a = ap.parse_args()
@@ -795,6 +799,10 @@ def main():
         for part in a.seeds.split(","):
             lo, _, hi = part.partition("-")
             seeds += list(range(int(lo), int(hi or lo) + 1))
+    if not re.fullmatch(r"copies|xor(\(\d+\))?|rs\(\d+,\d+\)", a.redundancy):
+        raise SystemExit("chaos: --redundancy %s is none of copies, xor(N), rs(K,M)"
+                         % a.redundancy)
+    os.environ["STRATA_REDUNDANCY"] = a.redundancy  # every agent of every run
     netbed.sweep()
     args = [(a.build, seed, a.nodes, a.minutes * 60, kinds, a.keep, a.jobs > 1) for seed in seeds]
     if a.jobs > 1:  # a process per run: each bed claims a subnet and takes its names from it
