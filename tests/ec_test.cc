@@ -18,18 +18,14 @@
 #include "ec/codec.h"
 #include "ec/layout.h"
 #include "ec/redundancy.h"
+#include "test_util.h"
 
 namespace strata::ec {
 namespace {
 
 using Bytes = std::vector<uint8_t>;
 
-Bytes Random(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  Bytes b(n);
-  for (auto& x : b) x = static_cast<uint8_t>(rng());
-  return b;
-}
+Bytes Random(size_t n, uint32_t seed) { return strata::testing::RandomData(n, seed); }
 
 TEST(RedundancyTest, ParsesTheThreeKinds) {
   EXPECT_EQ(Redundancy::Parse("copies")->kind, Redundancy::Kind::kCopies);

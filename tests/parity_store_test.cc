@@ -25,12 +25,7 @@ namespace {
 
 using Bytes = std::vector<uint8_t>;
 
-Bytes Random(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  Bytes b(n);
-  for (auto& x : b) x = static_cast<uint8_t>(rng());
-  return b;
-}
+Bytes Random(size_t n, uint32_t seed) { return strata::testing::RandomData(n, seed); }
 
 // A reader over `bytes`, counting what it gave.
 ParityStore::Reader ReaderOf(const Bytes& bytes, size_t* given) {

@@ -296,6 +296,27 @@ TEST_F(ReplicationTest, AStepSentAcrossForgetDoesNotCount) {
   EXPECT_TRUE(reported_.empty());
 }
 
+// The RAM tier's age after a start of the job: the step it restored holds
+// the ranks' state as of the start, until a newer step is ingested; a
+// fresh start holds nothing.
+TEST_F(ReplicationTest, TheRamTiersAgeCountsFromTheRestoreAfterAStart) {
+  StartSender(receiver_address_);
+  Replication& r = *sender_.replication;
+  r.Forget();
+  r.Restored(-1);  // a fresh start
+  EXPECT_EQ(r.progress().own_age_seconds, -1);
+  r.Forget();
+  r.Restored(10);
+  clock_.Advance(5s);
+  EXPECT_DOUBLE_EQ(r.progress().own_age_seconds, 5);
+  Ingest(20);
+  r.Enqueue(Key(20));
+  clock_.Advance(2s);
+  EXPECT_DOUBLE_EQ(r.progress().own_age_seconds, 2);
+  r.Forget();  // the next start, until it restores
+  EXPECT_EQ(r.progress().own_age_seconds, -1);
+}
+
 // Queued steps go newest first, except the job's on-demand step, which goes
 // before everything; a step a newer one superseded is never sent.
 TEST_F(ReplicationTest, TheOnDemandStepGoesFirstAndSupersededStepsAreSkipped) {

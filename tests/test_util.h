@@ -7,7 +7,9 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -27,6 +29,14 @@ class ScratchDir {
  private:
   std::string path_;
 };
+
+// n bytes of a fixed pseudo-random sequence (the same for the same seed).
+inline std::vector<uint8_t> RandomData(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> b(n);
+  for (auto& x : b) x = static_cast<uint8_t>(rng());
+  return b;
+}
 
 // Path of a binary built next to the tests ("strata", "toy-trainer").
 std::string BinaryPath(const std::string& name);

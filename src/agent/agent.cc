@@ -227,6 +227,7 @@ Status Agent::Incarnate(const ReplicatorConfig& config) {
   StatusOr<Restore::Outcome> restored =
       restore_->Run({config, inc.peers, Cadence(config), inc.redundancy});
   STRATA_RETURN_IF_ERROR(restored.status());
+  replication_->Restored(restore_->summary().step);
   goodput_.StartDone(clock_->Now(), restore_->summary().step);
   inc.round = restored->round;
   inc.addresses = std::move(restored->addresses);

@@ -78,8 +78,14 @@ void Replication::Forget() {
   queue_.clear();
   watermark_ = newest_replicated_ = newest_ingested_ = -1;
   ingested_at_.clear();
+  restored_at_.reset();
   peer_newest_.clear();
   behind_since_.reset();
+}
+
+void Replication::Restored(int64_t step) {
+  MutexLock l(&mu_);
+  if (step >= 0 && newest_ingested_ < 0) restored_at_ = clock_->Now();
 }
 
 void Replication::DropQueue() {
@@ -101,6 +107,8 @@ Replication::Progress Replication::progress() const {
   p.queued = queue_.size();
   if (behind_since_) p.lag_seconds = SecondsSince(*clock_, *behind_since_);
   p.own_age_seconds = IngestAge(newest_ingested_);
+  if (newest_ingested_ < 0 && restored_at_)
+    p.own_age_seconds = SecondsSince(*clock_, *restored_at_);
   p.watermark_age_seconds = IngestAge(watermark_);
   for (const auto& [peer, step] : peer_newest_) {
     if (double age = IngestAge(step); age >= 0) p.peer_lags.emplace_back(peer, age);

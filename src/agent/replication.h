@@ -89,7 +89,8 @@ class Replication {
     // Since the newest ingested step, and the watermark's step, were
     // ingested here; -1 when unknown (none, or too long ago). A step this
     // agent found held when it started counts from its start (it is queued
-    // again then).
+    // again then); the step a start of the job restored, from that start
+    // (Restored) until a newer one is ingested.
     double own_age_seconds = -1;
     double watermark_age_seconds = -1;
     // Per peer address: the age of the newest own step it holds (since that
@@ -117,6 +118,10 @@ class Replication {
   // collection keeps everything). A send or report in flight finishes, but
   // what it learns (a step replicated, a watermark) is dropped.
   void Forget() EXCLUDES(mu_);
+  // A start of the job (after Forget) restored this node's `step`: the RAM
+  // tier holds the ranks' state as of now, and its age counts from here
+  // until the next step is ingested.
+  void Restored(int64_t step) EXCLUDES(mu_);
   // Only the queue goes (what is held stays, as does the progress).
   void DropQueue() EXCLUDES(mu_);
   // Whether this node's `step` is on every peer.
@@ -192,6 +197,7 @@ class Replication {
   // Seconds since `step` was ingested here; -1 when unknown.
   double IngestAge(int64_t step) const REQUIRES(mu_);
   std::map<int64_t, SteadyClock::time_point> ingested_at_ GUARDED_BY(mu_);
+  std::optional<SteadyClock::time_point> restored_at_ GUARDED_BY(mu_);  // Restored()
   // Per peer address, the newest own step sent there in this epoch.
   std::map<std::string, int64_t> peer_newest_ GUARDED_BY(mu_);
   // When the oldest ingested step not yet on every peer was ingested; unset
