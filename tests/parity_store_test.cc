@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <random>
 
@@ -221,6 +222,35 @@ TEST_F(ParityStoreTest, BadContributionsChangeNothing) {
   auto h = (*store)->Get(Where(0, 0).key());
   ASSERT_EQ(h->contributions.size(), 1u);
   EXPECT_EQ(h->contributions[0].step_digest, 99u);
+}
+
+// A contribution whose commit (the rename) fails leaves the shard as it
+// was, and no second name for it: the next contribution, failing half way,
+// must not have written into the shard the store holds.
+TEST_F(ParityStoreTest, AFailedCommitLeavesNoSpareThatIsTheHeldShard) {
+  const std::vector<int> from = group_.layout().Contributors(5);
+  testing::FaultInjectionEnv env;
+  auto store = ParityStore::Open(dir_.Sub("p"), &env);
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE(Add(**store, 5, 0, from[0]).ok());
+  const Bytes before = ParityBytes(**store, Where(5, 0).key());
+  ASSERT_FALSE(before.empty());
+  env.FailAt(testing::Op::kRename, 1, EIO);
+  EXPECT_FALSE(Add(**store, 5, 0, from[1]).ok());
+  env.Clear();
+  EXPECT_EQ(ParityBytes(**store, Where(5, 0).key()), before);
+
+  const int chunk = group_.layout().ChunkOf(from[2], 5);
+  Bytes bytes = Chunk(from[2], chunk);
+  Contribution c = Of(from[2], chunk, bytes);
+  bytes[bytes.size() - 1] ^= 1;  // found only once every byte was written
+  size_t given;
+  auto flipped = (*store)->Contribute(Where(5, 0), c, ReaderOf(bytes, &given));
+  EXPECT_EQ(flipped.status().code(), StatusCode::kDataLoss) << flipped.status().ToString();
+  EXPECT_EQ(ParityBytes(**store, Where(5, 0).key()), before);
+  EXPECT_TRUE((*store)->Verify(Where(5, 0).key()).ok());
+  ASSERT_TRUE(Add(**store, 5, 0, from[1]).ok());
+  EXPECT_TRUE((*store)->Verify(Where(5, 0).key()).ok());
 }
 
 // Shards are found again by a new ParityStore; a damaged one and a

@@ -376,9 +376,11 @@ Status ParityStore::Rewrite(const ParityHeader* old, ParityHeader* next, const C
   // are due (a second name for its inode; the rename below keeps it).
   if (old != nullptr && !next->complete()) ::link(path.c_str(), spare.c_str());
   CrashPoint("parity.before_commit");
-  STRATA_RETURN_IF_ERROR(CommitFile(env_, tmp, path));
-  if (next->complete()) env_->RemoveFile(spare).IgnoreError();
-  return Status::Ok();
+  Status committed = CommitFile(env_, tmp, path);
+  // Not replaced, the shard would have the spare as its second name: the
+  // next contribution would write into the shard held.
+  if (!committed.ok() || next->complete()) env_->RemoveFile(spare).IgnoreError();
+  return committed;
 }
 
 std::map<ParityKey, ParityHeader> ParityStore::List() const {
