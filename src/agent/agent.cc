@@ -227,8 +227,9 @@ Status Agent::Incarnate(const ReplicatorConfig& config) {
   StatusOr<Restore::Outcome> restored =
       restore_->Run({config, inc.peers, Cadence(config), inc.redundancy});
   STRATA_RETURN_IF_ERROR(restored.status());
-  replication_->Restored(restore_->summary().step);
-  goodput_.StartDone(clock_->Now(), restore_->summary().step);
+  const int64_t restored_step = restore_->summary().step;
+  replication_->Restored(restored_step);
+  goodput_.StartDone(clock_->Now(), restored_step);
   inc.round = restored->round;
   inc.addresses = std::move(restored->addresses);
   inc.group = std::move(restored->group);

@@ -19,7 +19,6 @@ namespace strata::agent {
 namespace {
 
 constexpr auto kCallTimeout = std::chrono::seconds(30);
-constexpr auto kDataTimeout = std::chrono::minutes(30);
 constexpr size_t kDecodeBudget = 64 << 20;  // one stripe's buffers, at most
 
 // Slabs of a stripe's decode: its k shards and the output, within the
@@ -73,7 +72,8 @@ class Output {
         ssize_t w = ::pwrite(fd, data, static_cast<size_t>(r.length - done),
                              static_cast<off_t>(r.offset + done));
         if (w < 0 && errno == EINTR) continue;
-        if (w < 0) return ErrnoToStatus(errno, "write " + index_.files[r.file].path);
+        if (w < 0)
+          return ErrnoToStatus(errno, "write " + JoinPath(dir_, index_.files[r.file].path));
         done += static_cast<uint64_t>(w);
         data += w;
       }
@@ -82,7 +82,9 @@ class Output {
   }
   Status Sync() {
     for (auto& [f, fd] : fds_) {
-      if (::fdatasync(fd) != 0) return ErrnoToStatus(errno, "fsync " + index_.files[f].path);
+      if (::fdatasync(fd) != 0) {
+        return ErrnoToStatus(errno, "fsync " + JoinPath(dir_, index_.files[f].path));
+      }
     }
     return Status::Ok();
   }
@@ -290,8 +292,7 @@ Status CodedTier::DecodeStripe(const StepKey& key, const StepIndex& index, const
   uint8_t* outs[] = {out.data()};
   const int lost_shard[] = {lost};
   Output output(dir, index);
-  const net::Deadline deadline =
-      net::DeadlineAfter(std::chrono::duration_cast<std::chrono::milliseconds>(kDataTimeout));
+  const net::Deadline deadline = DataDeadline();
   for (uint64_t at = 0; at < stripe_length; at += slab) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(slab, stripe_length - at));
     for (Reading& r : shards) {
@@ -305,11 +306,12 @@ Status CodedTier::DecodeStripe(const StepKey& key, const StepIndex& index, const
       }
       std::fill(r.buf.begin() + static_cast<ptrdiff_t>(got), r.buf.begin() + n, 0);
     }
-    STRATA_RETURN_IF_ERROR(codec.Reconstruct(have, in, lost_shard, outs, n));
-    if (at < lost_length) {
-      STRATA_RETURN_IF_ERROR(
-          output.Write(base + at, out.data(), std::min<uint64_t>(n, lost_length - at)));
+    Status s = codec.Reconstruct(have, in, lost_shard, outs, n);
+    if (s.ok() && at < lost_length) {
+      s = output.Write(base + at, out.data(), std::min<uint64_t>(n, lost_length - at));
     }
+    STRATA_RETURN_IF_ERROR(s.WithContext("decoding stripe " + std::to_string(stripe.stripe) +
+                                         " of " + key.ToString()));
   }
   for (Reading& r : shards) {
     if (r.hash.Digest() != r.xxh3) return fail(r, DataLossError("checksum mismatch"));

@@ -18,12 +18,7 @@ namespace strata::agent {
 namespace {
 
 constexpr auto kCallTimeout = std::chrono::seconds(30);
-constexpr auto kDataTimeout = std::chrono::minutes(30);
 constexpr size_t kHashBlock = 4 << 20;
-
-net::Deadline DataDeadline() {
-  return net::DeadlineAfter(std::chrono::duration_cast<std::chrono::milliseconds>(kDataTimeout));
-}
 
 // XXH3-64 of `ranges` of the files of `index` under `dir`, in order.
 StatusOr<uint64_t> HashRanges(const std::string& dir, const StepIndex& index,

@@ -84,8 +84,7 @@ class CodedTier {
   void CollectGarbage(const std::string& job, int64_t watermark);
 
  private:
-  struct Chunk;     // one chunk of a step being contributed
-  struct Provider;  // one shard a decode reads
+  struct Chunk;  // one chunk of a step being contributed
   Status VerifyOnce(const StepKey& key) EXCLUDES(mu_);
   Status Send(const Chunk& chunk, const StepKey& key, const StepIndex& index,
               const ec::Group& group, int stripe, int row, const std::string& address);

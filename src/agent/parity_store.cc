@@ -418,7 +418,7 @@ Status ParityStore::Remove(const ParityKey& key) {
   }
   const std::string path = PathOf(key);
   Status s = env_->RemoveFile(path);
-  if (env_->Exists(SpareOf(path))) env_->RemoveFile(SpareOf(path)).IgnoreError();
+  env_->RemoveFile(SpareOf(path)).IgnoreError();  // while incomplete
   auto left = env_->ListDir(Dirname(path));
   if (left.ok() && left->empty()) env_->RemoveAll(Dirname(path)).IgnoreError();
   Unlock(key);

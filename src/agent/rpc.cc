@@ -20,6 +20,7 @@ namespace {
 
 // Generous: a 100 GB step over a slow link still fits.
 constexpr auto kDataTimeout = std::chrono::minutes(30);
+constexpr auto kReplyTimeout = std::chrono::seconds(30);
 
 }  // namespace
 
@@ -125,8 +126,7 @@ StatusOr<StepKey> StepKeyFromJson(const json& j) {
 }
 
 Status SendStepFiles(net::Socket& socket, const std::string& dir, const StepIndex& index) {
-  auto deadline =
-      net::DeadlineAfter(std::chrono::duration_cast<std::chrono::milliseconds>(kDataTimeout));
+  const net::Deadline deadline = DataDeadline();
   for (const auto& f : index.files) {
     std::string path = JoinPath(dir, f.path);
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -185,17 +185,16 @@ Status CheckFreeSpace(const std::string& dir, uint64_t bytes, const std::string&
   return Status::Ok();
 }
 
+net::Deadline DataDeadline() {
+  return net::DeadlineAfter(std::chrono::duration_cast<std::chrono::milliseconds>(kDataTimeout));
+}
+
 Status SendReply(net::Socket& socket, const json& reply) {
-  return net::SendFrame(socket, kFrameReply, reply.dump(),
-                        net::DeadlineAfter(std::chrono::seconds(30)));
+  return net::SendFrame(socket, kFrameReply, reply.dump(), net::DeadlineAfter(kReplyTimeout));
 }
 
 Status AwaitCommitted(net::Socket& socket, const std::string& peer) {
-  STRATA_ASSIGN_OR_RETURN(
-      net::Frame ack,
-      net::RecvFrame(
-          socket, kMaxControlBytes,
-          net::DeadlineAfter(std::chrono::duration_cast<std::chrono::milliseconds>(kDataTimeout))));
+  STRATA_ASSIGN_OR_RETURN(net::Frame ack, net::RecvFrame(socket, kMaxControlBytes, DataDeadline()));
   return StatusFromJson(ParseBounded(ack.payload), peer);
 }
 
@@ -222,8 +221,7 @@ StatusOr<int> CreateReceiveFile(Store* store, const std::string& path, uint64_t 
 
 Status RecvStepFiles(net::Socket& socket, const std::string& dir, const StepIndex& index,
                      Store* store, StreamVerifier* verifier) {
-  auto deadline =
-      net::DeadlineAfter(std::chrono::duration_cast<std::chrono::milliseconds>(kDataTimeout));
+  const net::Deadline deadline = DataDeadline();
   for (const auto& f : index.files) {
     STRATA_RETURN_IF_ERROR(ValidateRelativePath(f.path));  // never write outside `dir`
     std::string path = JoinPath(dir, f.path);
@@ -261,13 +259,15 @@ Status CheckRanges(const StepIndex& index, const std::vector<FileRange>& ranges)
 namespace {
 
 // Calls `io` on each of `ranges` (checked against `index`), a run of ranges
-// of one file through one descriptor opened with `flags`, fdatasynced after
-// its run when `sync`. The error names the file and says `doing`.
+// of one file through one descriptor opened with `flags`. A receiver
+// (O_WRONLY) fdatasyncs each file after its run. The error says
+// "<verb> <path> <peer_phrase>" ("receiving a.bin from 10.0.0.2:7000").
 Status EachRange(const std::string& dir, const StepIndex& index,
-                 const std::vector<FileRange>& ranges, int flags, bool sync,
+                 const std::vector<FileRange>& ranges, int flags,
                  const std::function<Status(int fd, const FileRange& r)>& io,
-                 const std::string& doing) {
+                 const std::string& verb, const std::string& peer_phrase) {
   STRATA_RETURN_IF_ERROR(CheckRanges(index, ranges));
+  const bool receiving = (flags & O_ACCMODE) == O_WRONLY;
   for (size_t i = 0; i < ranges.size();) {
     STRATA_RETURN_IF_ERROR(ValidateRelativePath(index.files[ranges[i].file].path));
     const std::string path = JoinPath(dir, index.files[ranges[i].file].path);
@@ -278,15 +278,12 @@ Status EachRange(const std::string& dir, const StepIndex& index,
          ++i) {
       s = io(fd, ranges[i]);
     }
-    if (s.ok() && sync && ::fdatasync(fd) != 0) s = ErrnoToStatus(errno, "fsync " + path);
+    if (s.ok() && receiving && ::fdatasync(fd) != 0) s = ErrnoToStatus(errno, "fsync " + path);
     ::close(fd);
-    STRATA_RETURN_IF_ERROR(s.WithContext(doing + " " + path));
+    STRATA_RETURN_IF_ERROR(s.WithContext(verb + " " + path + " " + peer_phrase));
+    if (receiving) CrashPoint("transfer.mid_receive");  // a file's ranges in, more may follow
   }
   return Status::Ok();
-}
-
-net::Deadline DataDeadline() {
-  return net::DeadlineAfter(std::chrono::duration_cast<std::chrono::milliseconds>(kDataTimeout));
 }
 
 }  // namespace
@@ -295,22 +292,20 @@ Status SendRanges(net::Socket& socket, const std::string& dir, const StepIndex& 
                   const std::vector<FileRange>& ranges) {
   const net::Deadline deadline = DataDeadline();
   return EachRange(
-      dir, index, ranges, O_RDONLY, /*sync=*/false,
+      dir, index, ranges, O_RDONLY,
       [&](int fd, const FileRange& r) { return socket.SendFile(fd, r.offset, r.length, deadline); },
-      "sending to " + socket.peer() + ":");
+      "sending", "to " + socket.peer());
 }
 
 Status RecvRanges(net::Socket& socket, const std::string& dir, const StepIndex& index,
                   const std::vector<FileRange>& ranges) {
   const net::Deadline deadline = DataDeadline();
   return EachRange(
-      dir, index, ranges, O_WRONLY, /*sync=*/true,
+      dir, index, ranges, O_WRONLY,
       [&](int fd, const FileRange& r) {
-        Status s = socket.RecvToFile(fd, r.offset, r.length, deadline);
-        CrashPoint("transfer.mid_receive");  // a range in, more may follow
-        return s;
+        return socket.RecvToFile(fd, r.offset, r.length, deadline);
       },
-      "receiving from " + socket.peer() + " into");
+      "receiving", "from " + socket.peer());
 }
 
 }  // namespace strata::agent

@@ -105,6 +105,9 @@ StatusOr<StepKey> StepKeyFromJson(const json& j);
 // margin, before any of them is received: filling the RAM disk would make
 // the node's own saves fail. RESOURCE_EXHAUSTED naming `what`.
 Status CheckFreeSpace(const std::string& dir, uint64_t bytes, const std::string& what);
+// The deadline of a transfer of step data begun now (30 minutes: a 100 GB
+// step over a slow link still fits).
+net::Deadline DataDeadline();
 // A long call's reply frame (its first; the call's return value is its last).
 Status SendReply(net::Socket& socket, const json& reply);
 // The callee's last reply after it verified and committed what it got.
