@@ -150,7 +150,7 @@ for b in "${runs[@]}"; do
     continue
   elif [ "$b" = torch_bench ]; then
     echo
-    PYTHONPATH="$build_dir/python" /usr/bin/python3 "$(dirname "$0")/../bench/torch_bench.py" \
+    PYTHONPATH="$build_dir/python" "${STRATA_VENV:-$(dirname "$0")/../.venv}/bin/python" "$(dirname "$0")/../bench/torch_bench.py" \
       "${flags[@]+"${flags[@]}"}" "${torch_names[@]+"${torch_names[@]}"}" |
       tee -a "$out" || status=$?
     continue

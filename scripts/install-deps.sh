@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages Strata needs to build, test and benchmark.
-# Idempotent: prints nothing and touches nothing when everything is present.
+# Installs what Strata needs to build, test and benchmark on Debian 12:
+# Debian's packages for the toolchain, the C++ libraries and system tools
+# (apt), then the project's Python environment from PyPI, pinned
+# (scripts/python-env.sh). Idempotent: a second run prints nothing and
+# touches nothing when everything is present.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 packages=(
-  build-essential cmake ninja-build pkg-config
+  build-essential cmake ninja-build pkg-config ccache
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libxxhash-dev libcurl4-openssl-dev libssl-dev libpugixml-dev
   libgtest-dev libgmock-dev libbenchmark-dev libasio-dev libisal-dev
-  clang clang-format xxhash python3
-  pybind11-dev python3-dev python3-numpy python3-pytest python3-torch python3-yaml
+  clang clang-format xxhash curl iproute2 procps
+  python3 python3-dev python3-venv
   prometheus
 )
 
@@ -19,13 +23,15 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
-
-if [ "$(id -u)" -ne 0 ]; then
-  echo "install-deps: missing packages: ${missing[*]} (run as root or install them)" >&2
-  exit 1
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: missing packages: ${missing[*]} (run as root or install them)" >&2
+    exit 1
+  fi
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+
+bash scripts/python-env.sh

@@ -17,7 +17,7 @@ namespace {
 constexpr char kAllowAll[] =
     R"({"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"*","Resource":"*"}]})";
 
-std::string FindOnPath(const std::string& name, const std::vector<std::string>& extra = {}) {
+std::string FindOnPath(const std::string& name) {
   std::vector<std::string> dirs;
   if (const char* path = std::getenv("PATH")) {
     std::string p = path;
@@ -28,7 +28,6 @@ std::string FindOnPath(const std::string& name, const std::vector<std::string>& 
       b = e + 1;
     }
   }
-  dirs.insert(dirs.end(), extra.begin(), extra.end());
   for (const auto& d : dirs) {
     std::string f = d + "/" + name;
     if (::access(f.c_str(), X_OK) == 0) return f;
@@ -91,7 +90,14 @@ std::string FormEncode(const std::string& s) {
 MotoServer::~MotoServer() { Kill(); }
 
 std::string MotoServer::FindTool(const std::string& name) {
-  return FindOnPath(name, {"/root/.pyenv/shims"});
+  // The project's Python environment (scripts/python-env.sh) first: that is
+  // where the install step puts moto_server and aws; then PATH.
+  std::string venv_bin = STRATA_VENV_BIN;
+  if (!venv_bin.empty()) {
+    std::string f = venv_bin + "/" + name;
+    if (::access(f.c_str(), X_OK) == 0) return f;
+  }
+  return FindOnPath(name);
 }
 
 Status MotoServer::Start() {
@@ -105,7 +111,7 @@ Status MotoServer::Launch() {
   std::string bin = FindBinary();
   if (bin.empty()) {
     return FailedPreconditionError(
-        "moto_server not found on PATH or in /root/.pyenv/shims (pip install 'moto[server]')");
+        "moto_server not found in " STRATA_VENV_BIN " or on PATH (run scripts/install-deps.sh)");
   }
   child_ = std::make_unique<Child>(
       std::vector<std::string>{bin, "-H", "127.0.0.1", "-p", std::to_string(port_)},

@@ -12,8 +12,8 @@
 //   o.secret_access_key = moto.strata().secret_access_key;
 //   // moto.nobody(): a user without any policy (AccessDenied on writes)
 //
-// Start() picks a free port, runs moto_server (found on PATH, then in
-// /root/.pyenv/shims; a missing binary is an error, not a skip) with
+// Start() picks a free port, runs moto_server (found in the project's Python
+// environment, then on PATH; a missing binary is an error, not a skip) with
 // INITIAL_NO_AUTH_ACTION_COUNT high while it creates the users over moto's
 // IAM API, then turns authentication on for every later request
 // (POST /moto-api/reset-auth 0). moto's random generator is seeded first, so
@@ -75,7 +75,7 @@ class MotoServer {
   // "K=V" entries that point the aws CLI at this server as user strata.
   std::vector<std::string> AwsEnv() const;
 
-  // moto_server's path: PATH, then /root/.pyenv/shims; "" if neither has it.
+  // moto_server's path: the project's environment, then PATH; "" if neither has it.
   static std::string FindBinary() { return FindTool("moto_server"); }
   // The path of program `name` (e.g. "aws", "curl") the same way.
   static std::string FindTool(const std::string& name);

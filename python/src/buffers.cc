@@ -51,7 +51,7 @@ std::pair<py::handle, std::optional<DType>> SplitValue(const std::string& name,
 py::buffer_info Request(const std::string& name, const py::handle& obj, bool writable) {
   if (!PyObject_CheckBuffer(obj.ptr())) {
     throw py::type_error("item '" + name +
-                         "': " + std::string(py::str(obj.get_type().attr("__name__"))) +
+                         "': " + std::string(py::str(py::type::handle_of(obj).attr("__name__"))) +
                          " does not support the buffer protocol (pass a NumPy array, bytes, "
                          "a memoryview, or tensor.numpy(); strata.torch does this for tensors)");
   }
@@ -203,7 +203,10 @@ PyRestored ToPython(RestoredStep&& restored) {
   for (const RestoredItem& it : owner->items) {
     std::vector<py::ssize_t> shape(it.shape.begin(), it.shape.end());
     if (it.dtype == DType::kBytes) shape = {static_cast<py::ssize_t>(it.data.size())};
-    py::array array(py::dtype(NumpyTypeOf(it.dtype)), shape, {}, it.data.data(), base);
+    std::vector<py::ssize_t> strides(shape.size());
+    py::ssize_t stride = it.dtype == DType::kBytes ? 1 : static_cast<py::ssize_t>(DTypeSize(it.dtype));
+    for (size_t d = shape.size(); d-- > 0;) { strides[d] = stride; stride *= shape[d]; }
+    py::array array(py::dtype(NumpyTypeOf(it.dtype)), shape, strides, it.data.data(), base);
     out.items[py::str(it.name)] = std::move(array);
     out.dtypes[py::str(it.name)] = py::str(std::string(DTypeName(it.dtype)));
   }
