@@ -1,11 +1,11 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """PyTorch benchmarks: strata.torch against torch.save / torch.load, in the
 same run, on the same tmpfs, for the same state_dict.
 
   torch_save_blocking  torch.save() time / time the training loop is blocked
                        in strata.torch's async save() (target >= 5)
-  torch_load           torch.load() time / strata.torch restore() time
-                       (target >= 1.5)
+  torch_load           torch.load(weights_only=True) time / strata.torch
+                       restore() time (target >= 1.5)
 
 Both restores produce the same thing: new CPU tensors holding the state
 (Strata's also verified against the checksums). Prints the same
@@ -108,8 +108,8 @@ def bench_load(state, nbytes, scratch, reps) -> None:
     torch.save(state, path)
     loaded = {}
 
-    def torch_load():
-        loaded["t"] = torch.load(path)
+    def torch_load():  # weights_only=True is the default from torch 2.6; said explicitly
+        loaded["t"] = torch.load(path, weights_only=True)
 
     base = report("torch.load from tmpfs", timed(torch_load, reps), nbytes)
     with strata.torch.Checkpointer(os.path.join(scratch, "strata"), async_save=False) as ckpt:

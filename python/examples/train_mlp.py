@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """A PyTorch training job that checkpoints with Strata (docs/python.md).
 
 A small MLP learns a synthetic regression task, deterministically: the same

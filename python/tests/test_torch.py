@@ -1,8 +1,10 @@
 """strata.torch: model, optimizer, scheduler, RNG and loader state by name
 and dtype, no unpickling, clear errors for shapes that do not fit."""
 
+import json
 import math
 import random
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -198,3 +200,185 @@ def test_a_mismatch_in_one_entry_loads_no_entry(scratch):
         with pytest.raises(strata.InvalidArgumentError, match="tensor 'b.0.weight'"):
             ckpt.restore({"a": fresh_a, "b": wrong_b})
     assert_same(fresh_a.state_dict(), before)
+
+
+# Every dtype of the running torch but the quantized ones (quantized tensors
+# are refused): float8, float4, uint16/32/64, complex32, the sub-byte shell
+# dtypes (uint4, ...), whichever this torch has.
+DTYPES = sorted((v for v in vars(torch).values()
+                 if isinstance(v, torch.dtype) and not str(v).startswith("torch.q")), key=str)
+
+
+def as_ints(t):
+    """The tensor's elements as integers of the same size: compares bits,
+    for dtypes torch.equal does not support (float8) or where NaN != NaN."""
+    if t.element_size() > 8:  # complex128
+        t = t.contiguous().reshape(-1).view(torch.int64)
+    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[
+        t.element_size()])
+
+
+def random_tensor(dtype, rows, cols, seed):
+    """rows x cols elements of `dtype`, every byte random."""
+    g = torch.Generator().manual_seed(seed)
+    size = dtype.itemsize
+    return torch.randint(0, 256, (rows, cols * size), dtype=torch.uint8, generator=g).view(dtype)
+
+
+def test_every_dtype_round_trips_bit_for_bit(scratch):
+    names = [str(dt)[6:] for dt in DTYPES]
+    for wanted in ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+                   "uint16", "uint32", "uint64", "bfloat16", "complex32", "complex128"):
+        assert wanted in names or not hasattr(torch, wanted), wanted
+    values = {}
+    with warnings.catch_warnings():  # complex32: "ComplexHalf support is experimental"
+        warnings.simplefilter("ignore", UserWarning)
+        for i, dt in enumerate(DTYPES):
+            t = random_tensor(dt, 3, 4, seed=i)
+            values[str(dt)[6:]] = {"t": t, "transposed": t.t(), "empty": t[:0],
+                                   "scalar": t.reshape(-1)[5]}
+        with strata.torch.Checkpointer(str(scratch)) as ckpt:
+            ckpt.save(1, {"v": values, "dtypes": DTYPES})
+            target = {"v": None, "dtypes": None}
+            assert ckpt.restore(target) == 1
+    assert target["dtypes"] == DTYPES
+    got = target["v"]
+    for name, tensors in values.items():
+        for k, want in tensors.items():
+            have = got[name][k]
+            assert have.dtype == want.dtype and have.shape == want.shape, (name, k, have)
+            assert torch.equal(as_ints(have), as_ints(want)), (name, k)
+    dtypes = strata.restore_step(str(scratch), 1).dtypes
+    assert dtypes["v.bfloat16.t"] == "bfloat16" and dtypes["v.uint16.t"] == "uint16"
+    assert dtypes["v.float32.t"] == "float32" and dtypes["v.bool.t"] == "bool"
+    if hasattr(torch, "float8_e4m3fn"):
+        assert dtypes["v.float8_e4m3fn.t"] == "bytes"
+
+
+def test_a_module_with_float8_and_uint_buffers_restores_them(scratch):
+    if not hasattr(torch, "float8_e4m3fn"):
+        pytest.skip(f"torch {torch.__version__} has no float8")
+
+    def module(seed):
+        m = nn.Linear(4, 2)
+        m.register_buffer("scale", random_tensor(torch.float8_e4m3fn, 2, 4, seed))
+        m.register_buffer("ids", random_tensor(torch.uint32, 3, 1, seed))
+        return m
+
+    saved, other = module(1), module(2)
+    with strata.torch.Checkpointer(str(scratch)) as ckpt:
+        ckpt.save(1, {"m": saved})
+        assert ckpt.restore({"m": other}) == 1
+    for k, v in saved.state_dict().items():
+        assert torch.equal(as_ints(other.state_dict()[k]), as_ints(v)), k
+
+
+def test_a_checkpoint_written_before_the_dtype_table_still_restores(scratch):
+    """A format 1 tree and items exactly as strata.torch wrote them before
+    torch 2 dtypes: bfloat16 as int16 bits, complex as bytes."""
+    bf16 = torch.tensor([1.5, -2.0, 3.25], dtype=torch.bfloat16)
+    cplx = torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64)
+    f32 = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    flags = torch.tensor([True, False])
+    tree = {"format": 1, "entries": {"v": {"$value": {"$dict": [
+        ["bf16", {"$tensor": "v.bf16", "dtype": "bfloat16", "shape": [3]}],
+        ["cplx", {"$tensor": "v.cplx", "dtype": "complex64", "shape": [2]}],
+        ["f32", {"$tensor": "v.f32", "dtype": "float32", "shape": [2, 3]}],
+        ["flags", {"$tensor": "v.flags", "dtype": "bool", "shape": [2]}],
+        ["dt", {"$torch_dtype": "bfloat16"}]]}}}}
+    items = {"v.bf16": (bf16.view(torch.int16).numpy(), "bfloat16"),
+             "v.cplx": (cplx.view(torch.uint8).numpy(), "bytes"),
+             "v.f32": f32.numpy(), "v.flags": flags.numpy(),
+             strata.torch.TREE_ITEM: (json.dumps(tree).encode(), "bytes")}
+    with strata.Checkpointer(str(scratch)) as plain:
+        plain.save(1, items)
+    with strata.torch.Checkpointer(str(scratch)) as ckpt:
+        target = {"v": None}
+        assert ckpt.restore(target) == 1
+    assert_same(target["v"], {"bf16": bf16, "cplx": cplx, "f32": f32, "flags": flags,
+                              "dt": torch.bfloat16})
+
+
+def test_a_dtype_this_torch_lacks_is_a_data_loss_error(scratch):
+    tree = {"format": 1, "entries": {"v": {"$value": {
+        "$tensor": "v", "dtype": "float3_e1m1", "shape": [2]}}}}
+    with strata.Checkpointer(str(scratch)) as plain:
+        plain.save(1, {"v": (b"\0\0", "bytes"),
+                       strata.torch.TREE_ITEM: (json.dumps(tree).encode(), "bytes")})
+    with strata.torch.Checkpointer(str(scratch)) as ckpt:
+        with pytest.raises(strata.DataLossError,
+                           match=r"tensor item 'v' \(float3_e1m1\) .* dtype torch .* does not"):
+            ckpt.restore({"v": None})
+
+
+def test_a_restored_optimizer_owns_its_state(scratch):
+    """torch 2's Optimizer.load_state_dict keeps the tensors it is given; they
+    must not be views that hold the whole restored step in memory."""
+    model, opt, sched = make()
+    train(model, opt, sched, 2)
+    m2, o2, _ = make(seed=1)
+    with strata.torch.Checkpointer(str(scratch)) as ckpt:
+        ckpt.save(2, {"optimizer": opt})
+        assert ckpt.restore({"optimizer": o2}) == 2
+    state = [t for s in o2.state.values() for t in s.values()]
+    assert len(state) == 3 * len(list(m2.parameters()))  # step, exp_avg, exp_avg_sq
+    # torch.from_numpy's storage (a view over restored memory) is not resizable.
+    assert all(t.untyped_storage().resizable() for t in state)
+    assert_same(o2.state_dict(), opt.state_dict())
+
+
+def test_rng_state_covers_every_device_type_present(scratch):
+    kinds = sorted(strata.torch._device_generators())  # [] on a CPU-only machine
+    assert ("cuda" in kinds) == torch.cuda.is_available()
+    rng = strata.torch.RNGState()
+    assert set(rng.state_dict()) == {"python", "numpy", "torch", *kinds}
+
+    def draw():
+        return [random.random(), np.random.random(), torch.rand(2)] + \
+            [torch.rand(2, device=k).cpu() for k in kinds]
+
+    with strata.torch.Checkpointer(str(scratch)) as ckpt:
+        ckpt.save(1, {"rng": rng})
+        expected = draw()
+        draw()
+        assert ckpt.restore({"rng": strata.torch.RNGState()}) == 1
+    assert_same(draw(), expected)
+
+
+class DeviceRNG:
+    """An RNGState saved on a machine with generators of `kind` devices."""
+
+    def __init__(self, kind):
+        self.kind = kind
+
+    def state_dict(self):
+        return dict(strata.torch.RNGState().state_dict(),
+                    **{self.kind: [torch.zeros(16, dtype=torch.uint8)] * 2})
+
+    def load_state_dict(self, state):
+        raise AssertionError("not restored into")
+
+
+def test_generators_of_a_device_type_not_present_are_left_out_with_a_warning(scratch):
+    present = strata.torch._device_generators()
+    kind = next(k for k in ("xpu", "mps", "cuda", "mtia") if k not in present)
+    with strata.torch.Checkpointer(str(scratch)) as ckpt:
+        ckpt.save(1, {"rng": DeviceRNG(kind)})
+        expected = (random.random(), np.random.random(), torch.rand(1))
+        with pytest.warns(RuntimeWarning, match=rf"generator states of 2 {kind} device\(s\), "
+                                                rf"this process has 0 {kind} device"):
+            assert ckpt.restore({"rng": strata.torch.RNGState()}) == 1
+    assert (random.random(), np.random.random(), torch.rand(1)) == expected
+
+
+def test_a_tensor_on_an_accelerator_is_saved_from_its_memory(scratch):
+    kinds = sorted(strata.torch._device_generators())
+    if not kinds:
+        pytest.skip("no accelerator here")
+    with strata.torch.Checkpointer(str(scratch)) as ckpt:
+        for i, kind in enumerate(kinds, 1):
+            t = torch.arange(6, dtype=torch.bfloat16, device=kind).reshape(2, 3)
+            ckpt.save(i, {"t": t})
+            target = {"t": None}
+            assert ckpt.restore(target) == i
+            assert torch.equal(target["t"], t.cpu()), kind
