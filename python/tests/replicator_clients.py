@@ -8,7 +8,12 @@ real client's code does (read from their sources; the code here is ours):
   waits for ``jax-init-info.txt``, writes ``replicator.yaml.tmp`` and renames
   it, waits for the yaml to go, takes the newest ``*.restore`` marker by a
   strict pattern and renames it to ``<step>``; saves as a CheckpointManager
-  does (a temporary directory renamed to ``<step>``).
+  does (a temporary directory renamed to ``<step>``). The real package
+  (``orbax-checkpoint`` with ``jax`` on CPU, ``ReplicatorCheckpointManager``)
+  runs the same protocol against real agents in ``test_orbax.py``; this
+  re-creation stays for what that test cannot do quickly (polling every
+  0.2 s, the directory watch, a client without JAX), and its step contents
+  (``state/data``) are not Orbax's layout.
 * NemoClient: the NeMo resiliency plugin, ``init_high_scale_ckpt`` and
   ``block_and_proces_restore_dir`` (``high_scale_ckpt_utils.py``) and the
   save path of ``callbacks/model_checkpoint.py``: the yaml written in place
