@@ -26,7 +26,8 @@ naming the first violation and the seed:
 The figures (faults by kind, overlaps, work lost, recovery times, S3
 requests failed, quarantines) are printed per run and summed over the
 seeds, and with --json written to a file. Needs root. Only the Python
-standard library is used (and moto_server and aws from the image).
+standard library is used (and moto_server and aws from the project's Python
+environment, scripts/python-env.sh).
 
   chaos.py BUILD --seeds 20 --minutes 2 [--nodes 4] [--kinds partition,kill_agent]
            [--redundancy 'rs(2,2)']

@@ -29,10 +29,15 @@ BUCKET = "chaos"
 POLICY = '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"*","Resource":"*"}]}'
 
 
+# The project's Python environment (scripts/python-env.sh): where the install
+# step puts moto_server and the aws CLI.
+VENV_BIN = os.path.join(os.environ.get("STRATA_VENV") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", ".venv"), "bin")
+
+
 def find_tool(name):
-    """On PATH, else among pyenv's shims (where the image keeps moto and the
-    aws CLI), as tests/moto.cc finds them."""
-    return shutil.which(name) or shutil.which(name, path="/root/.pyenv/shims")
+    """In the project's environment, else on PATH, as tests/moto.cc finds them."""
+    return shutil.which(name, path=VENV_BIN) or shutil.which(name)
 
 
 class S3Host:
