@@ -17,9 +17,10 @@
 #include "util/logging.h"
 
 namespace strata::agent {
-namespace {
 
 using json = nlohmann::json;
+
+namespace {
 
 constexpr char kMagic[8] = {'S', 'T', 'R', 'A', 'T', 'A', 'P', 'S'};
 constexpr uint32_t kVersion = 1;

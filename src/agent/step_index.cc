@@ -20,9 +20,10 @@
 #include "util/hash.h"
 
 namespace strata::agent {
-namespace {
 
 using json = nlohmann::json;
+
+namespace {
 
 // The clock the kernel stamps file times with (jiffy-grained): a file
 // written after a reading of it has a time at or past that reading.
