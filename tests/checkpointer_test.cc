@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <numeric>
@@ -130,6 +131,103 @@ TEST(CheckpointerTest, RestoreIntoOwnedBuffers) {
   int32_t v;
   std::memcpy(&v, ids->data.data() + 4 * 5, 4);
   EXPECT_EQ(v, 20);
+}
+
+// A borrowed async save does not snapshot: the writer reads the caller's
+// buffers, only after `ready` returns, so the caller may still be filling
+// them when Save() returns.
+TEST(CheckpointerTest, BorrowedSaveWritesFromTheCallersBuffersOnceReady) {
+  ScratchDir d;
+  auto c = MustOpen(d.path());
+  State lent;
+  lent.Fill(1);  // not what is saved: `ready` fills version 9 first
+  auto items = lent.Items();
+  std::atomic<int> ready_calls{0};
+  std::atomic<bool> released{false};
+  SaveOptions so;
+  so.borrowed = true;
+  so.ready = [&]() -> Status {
+    while (!released.load()) std::this_thread::yield();
+    ++ready_calls;
+    return Status::Ok();
+  };
+  auto r = c->Save(9, items, so);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->committed);
+  CheckpointerStatus st = c->status();
+  EXPECT_EQ(st.in_flight_step, std::optional<int64_t>(9));
+  EXPECT_TRUE(st.borrowed_in_flight);
+  EXPECT_EQ(st.staging_bytes, 0u);  // no staging memory: nothing was copied
+  lent.Fill(9);                      // still the caller's to fill
+  released = true;
+  c->AwaitIdle();
+  EXPECT_EQ(ready_calls.load(), 1);
+  EXPECT_FALSE(c->status().borrowed_in_flight);
+  ASSERT_TRUE(c->Wait().ok());
+  State restored;
+  auto into = restored.Mutable();
+  ASSERT_TRUE(c->RestoreInto(into).ok());
+  EXPECT_TRUE(restored == lent);
+}
+
+TEST(CheckpointerTest, ReadyFailureFailsTheSaveAndKeepsOlderSteps) {
+  ScratchDir d;
+  auto c = MustOpen(d.path());
+  SaveVersion(*c, 1);
+  State s;
+  s.Fill(2);
+  auto items = s.Items();
+  SaveOptions so;
+  so.borrowed = true;
+  so.ready = [] { return DataLossError("tensor 'w' changed while it was copied"); };
+  ASSERT_TRUE(c->Save(2, items, so).ok());
+  c->AwaitIdle();  // the failure stays for the next Save() or Wait()
+  EXPECT_FALSE(c->status().last_error.ok());
+  Status w = c->Wait();
+  EXPECT_EQ(w.code(), StatusCode::kDataLoss);
+  EXPECT_NE(w.message().find("saving step 2"), std::string::npos) << w.message();
+  EXPECT_EQ(Steps(d.path()), std::vector<int64_t>{1});
+  // Sync saves call it on the caller's thread, before writing anything.
+  auto o = Quiet();
+  o.async = false;
+  c.reset();
+  c = MustOpen(d.path(), o);
+  auto r = c->Save(3, items, so);
+  EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(Steps(d.path()), std::vector<int64_t>{1});
+}
+
+TEST(CheckpointerTest, RestoreIntoMemoryTheCallerAllocates) {
+  ScratchDir d;
+  auto c = MustOpen(d.path());
+  SaveVersion(*c, 5);
+  std::vector<std::byte> arena(2 << 20);
+  std::byte* aligned = arena.data() + (64 - reinterpret_cast<uintptr_t>(arena.data()) % 64) % 64;
+  size_t asked = 0;
+  RestoreAllocator allocate = [&](size_t n) -> StatusOr<std::span<std::byte>> {
+    asked = n;
+    return std::span<std::byte>(aligned, arena.size() - 64);
+  };
+  {
+    auto r = c->RestoreToMemory(allocate);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(asked, 1200000u + 3136 + 64);  // each item padded to 64 bytes
+    const RestoredItem* ids = r->Find("ids");
+    ASSERT_NE(ids, nullptr);
+    EXPECT_GE(ids->data.data(), aligned);
+    EXPECT_LT(ids->data.data(), aligned + arena.size());
+    int32_t v;
+    std::memcpy(&v, ids->data.data() + 4 * 5, 4);
+    EXPECT_EQ(v, 25);
+  }  // does not unmap the caller's memory
+  // Too small: the engine allocates instead.
+  allocate = [&](size_t) -> StatusOr<std::span<std::byte>> {
+    return std::span<std::byte>(aligned, 4096);
+  };
+  auto r = c->RestoreToMemory(allocate);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->Find("w")->data.data() < aligned ||
+              r->Find("w")->data.data() >= aligned + arena.size());
 }
 
 TEST(CheckpointerTest, RestoreStepReadsADirectoryWithoutACheckpointer) {

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -121,6 +122,31 @@ struct SaveResult {
   bool should_exit = false;  // on_demand && committed && exit_after_ondemand
 };
 
+// How Save() treats the caller's items.
+struct SaveOptions {
+  // The items' memory is lent to the checkpointer for the whole save rather
+  // than snapshotted: an async save does not copy it into staging memory,
+  // and its background writer reads (checksums, writes) the caller's
+  // buffers directly. The caller guarantees that every buffer stays valid
+  // and unchanged until the save has finished: until Wait() or AwaitIdle()
+  // returns, or the next Save() or Restore*() has begun (each waits for the
+  // save in flight), or the Checkpointer is destroyed. For callers that fill
+  // reusable memory of their own, such as a pinned host arena that device
+  // tensors are copied into: one copy instead of two. Sync and on-demand
+  // saves write from the caller's buffers anyway; for them it changes
+  // nothing.
+  bool borrowed = false;
+  // If set, called once, before any byte of the items is read, on
+  // the thread that reads them: for a borrowed async save the background
+  // writer (Save() may return before the buffers are filled: `ready` waits
+  // until they are, e.g. for device->host copies still in flight);
+  // otherwise the thread calling Save(). A non-OK status fails the save with
+  // it (nothing is written; reported as any failure of that save). Not
+  // called when the save is refused before it starts (invalid items, the
+  // previous save's failure). It must not call into this Checkpointer.
+  std::function<Status()> ready;
+};
+
 // A step restored into buffers owned by the caller of Restore().
 struct RestoredItem {
   std::string name;
@@ -134,6 +160,7 @@ struct RestoredItem {
 // by page faults).
 struct RestoredMemoryDeleter {
   size_t size = 0;
+  bool owned = true;  // false: the memory came from a RestoreAllocator
   void operator()(std::byte* p) const noexcept;
 };
 
@@ -151,6 +178,17 @@ struct RestoreOptions {
   std::optional<int64_t> step;
 };
 
+// Memory for a restored step, instead of a fresh mapping (RestoreToMemory).
+// Called with the number of bytes the step needs (its items at 64-byte
+// aligned offsets) once per step tried, on the thread restoring, after any
+// save in flight has finished. Returns memory of at least that size, 64-byte
+// aligned, that the caller owns and keeps valid and untouched while the
+// returned RestoredStep is used (RestoredStep::storage does not free it); an
+// empty span, or one too small or misaligned, makes the engine allocate as
+// without it. For restoring into page-locked memory that host->device copies
+// read at full speed.
+using RestoreAllocator = std::function<StatusOr<std::span<std::byte>>(size_t size)>;
+
 // A snapshot of the checkpointer's state, for status displays.
 struct CheckpointerStatus {
   std::optional<int64_t> in_flight_step;  // a background save not yet finished
@@ -159,6 +197,9 @@ struct CheckpointerStatus {
   uint64_t notices = 0;              // preemption notices seen so far
   std::string agent_sync;            // the agent's sync map in use, "" if none
   std::optional<int64_t> sync_step;  // the job's on-demand step, not yet saved here
+  uint64_t staging_bytes = 0;        // the checkpointer's own staging memory (0 until an
+                                     // async save that is not borrowed needs it)
+  bool borrowed_in_flight = false;   // the save in flight reads the caller's buffers
 };
 
 class Checkpointer {
@@ -184,11 +225,21 @@ class Checkpointer {
   // retries. An on-demand save (a notice is pending) is written directly
   // from the caller's buffers and committed before Save returns, even in
   // async mode. Item names must be unique and valid (see types.h).
-  virtual StatusOr<SaveResult> Save(int64_t step, std::span<const Item> items) = 0;
+  // With options.borrowed the buffers are not snapshotted; see SaveOptions.
+  virtual StatusOr<SaveResult> Save(int64_t step, std::span<const Item> items,
+                                    const SaveOptions& options) = 0;
+  StatusOr<SaveResult> Save(int64_t step, std::span<const Item> items) {
+    return Save(step, items, SaveOptions());
+  }
 
   // Waits until no save is in flight and returns its result (once; later
   // calls return OK).
   virtual Status Wait() = 0;
+
+  // Waits until no save is in flight, without taking its result: a failure
+  // is still returned by the next Save() or Wait(). For a caller about to
+  // refill the buffers a borrowed save reads.
+  virtual void AwaitIdle() = 0;
 
   // Restores the newest step that verifies (with an agent_job: the step the
   // agent chose) into the caller's buffers. Every
@@ -203,6 +254,9 @@ class Checkpointer {
                                         const RestoreOptions& options = {}) = 0;
   // As RestoreInto, into memory owned by the returned value.
   virtual StatusOr<RestoredStep> Restore(const RestoreOptions& options = {}) = 0;
+  // As Restore, into memory `allocate` lends (see RestoreAllocator).
+  virtual StatusOr<RestoredStep> RestoreToMemory(const RestoreAllocator& allocate,
+                                                 const RestoreOptions& options = {}) = 0;
 
   // Behaves as if a preemption signal had arrived. Async-signal-safe.
   virtual void RequestOnDemand() noexcept = 0;

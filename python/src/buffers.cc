@@ -193,11 +193,15 @@ std::vector<MutableItem> HeldBuffers::mutable_items() const {
   return out;
 }
 
-PyRestored ToPython(RestoredStep&& restored) {
+PyRestored ToPython(RestoredStep&& restored, py::object memory_owner) {
   auto owner = std::make_shared<RestoredStep>(std::move(restored));
-  // The capsule owns one reference to the step; every array holds the capsule.
-  py::capsule base(new std::shared_ptr<RestoredStep>(owner),
-                   [](void* p) { delete static_cast<std::shared_ptr<RestoredStep>*>(p); });
+  // The capsule owns one reference to the step; every array holds the capsule
+  // (or, for the caller's memory, the object that owns it).
+  py::object base = memory_owner;
+  if (!base) {
+    base = py::capsule(new std::shared_ptr<RestoredStep>(owner),
+                       [](void* p) { delete static_cast<std::shared_ptr<RestoredStep>*>(p); });
+  }
   PyRestored out;
   out.step = owner->step;
   for (const RestoredItem& it : owner->items) {

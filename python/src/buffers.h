@@ -48,7 +48,9 @@ struct PyRestored {
   pybind11::dict items;
   pybind11::dict dtypes;
 };
-PyRestored ToPython(RestoredStep&& restored);
+// With `owner` (the caller's memory the step was read into), the arrays
+// keep `owner` alive instead of the step's own mapping.
+PyRestored ToPython(RestoredStep&& restored, pybind11::object owner = pybind11::object());
 
 }  // namespace strata::python
 

@@ -195,16 +195,39 @@ class PyCheckpointer {
   // Waits for the call and the save in flight (a failed save is logged) and
   // unlocks the directory. Idempotent.
   void Close() {
-    py::gil_scoped_release release;
-    std::lock_guard<std::mutex> op(op_mu_);
-    std::unique_ptr<Checkpointer> c;
     {
-      std::lock_guard<std::mutex> l(ptr_mu_);
-      c = std::move(ckpt_);
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> op(op_mu_);
+      std::unique_ptr<Checkpointer> c;
+      {
+        std::lock_guard<std::mutex> l(ptr_mu_);
+        c = std::move(ckpt_);
+      }
+      c.reset();
     }
-    c.reset();
+    lent_.clear();  // no save is in flight any more
   }
   const std::string& dir() const { return dir_; }
+
+  // What a borrowed save reads after save() returned: its buffers and its
+  // `ready` callable, held (GIL held) until no save is in flight.
+  struct Lent {
+    HeldBuffers held;
+    py::object ready;
+  };
+  void Lend(Lent lent) { lent_.push_back(std::move(lent)); }
+  // Drops what finished saves borrowed. Called with the GIL held after each
+  // operation; keeps everything while any save is in flight (at most the
+  // previous save's and the current one's).
+  void ReleaseLent() {
+    if (lent_.empty()) return;
+    bool in_flight = false;
+    {
+      std::lock_guard<std::mutex> l(ptr_mu_);
+      in_flight = ckpt_ && ckpt_->status().in_flight_step.has_value();
+    }
+    if (!in_flight) lent_.clear();
+  }
 
  private:
   Status Closed() const {
@@ -215,7 +238,37 @@ class PyCheckpointer {
   std::mutex ptr_mu_;
   std::unique_ptr<Checkpointer> ckpt_;  // GUARDED_BY(ptr_mu_) for reads and writes
   const std::string dir_;
+  std::vector<Lent> lent_;  // touched only with the GIL held
 };
+
+bool PythonIsExiting() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing() != 0;
+#else
+  return _Py_IsFinalizing() != 0;
+#endif
+}
+
+// `ready` as SaveOptions::ready: calls the Python callable with the GIL
+// taken, on whichever thread the engine calls it from. The callable is kept
+// alive by PyCheckpointer::Lent, so this holds a plain pointer. A Python
+// exception becomes FAILED_PRECONDITION with its message; while the
+// interpreter exits nothing is called and the save fails.
+std::function<Status()> ReadyGate(PyObject* callable) {
+  return [callable]() -> Status {
+    if (PythonIsExiting()) {
+      return CancelledError("the interpreter is exiting before the buffers were confirmed ready");
+    }
+    py::gil_scoped_acquire gil;
+    try {
+      py::handle fn(callable);
+      fn();
+      return Status::Ok();
+    } catch (py::error_already_set& e) {
+      return FailedPreconditionError(std::string("the buffers are not ready: ") + e.what());
+    }
+  };
+}
 
 std::unique_ptr<PyCheckpointer> OpenCheckpointer(
     const std::string& dir, int64_t save_interval_steps, double save_interval_seconds,
@@ -242,20 +295,56 @@ std::unique_ptr<PyCheckpointer> OpenCheckpointer(
   return std::make_unique<PyCheckpointer>(ValueOrRaise(std::move(c)));
 }
 
-SaveResult Save(PyCheckpointer& self, int64_t step, const py::handle& items) {
+SaveResult Save(PyCheckpointer& self, int64_t step, const py::handle& items, bool borrowed,
+                const py::object& ready) {
   HeldBuffers held = HeldBuffers::FromPython(items, /*writable=*/false);
-  return ValueOrRaise(self.Run([&](Checkpointer& c) { return c.Save(step, held.items()); }));
+  SaveOptions options;
+  options.borrowed = borrowed;
+  if (!ready.is_none()) {
+    if (!PyCallable_Check(ready.ptr())) throw py::type_error("ready must be callable or None");
+    options.ready = ReadyGate(ready.ptr());
+  }
+  auto r = self.Run([&](Checkpointer& c) { return c.Save(step, held.items(), options); });
+  self.ReleaseLent();  // the previous borrowed save has finished, unless Save refused early
+  if (borrowed || !ready.is_none()) self.Lend({std::move(held), ready});
+  return ValueOrRaise(std::move(r));
 }
 
 // Restore and RestoreInto return None for "nothing to restore" (NOT_FOUND),
 // which is how a fresh start looks from Python.
-std::optional<PyRestored> Restore(PyCheckpointer& self, std::optional<int64_t> step) {
+std::optional<PyRestored> Restore(PyCheckpointer& self, std::optional<int64_t> step,
+                                  const py::object& allocate) {
   RestoreOptions options;
   options.step = step;
-  auto r = self.Run([&](Checkpointer& c) { return c.Restore(options); });
+  // With `allocate`, the step is read into the writable buffer it returns
+  // (the arrays then keep that object alive, not a mapping of their own).
+  py::object memory;
+  RestoreAllocator allocator;
+  if (!allocate.is_none()) {
+    allocator = [&](size_t size) -> StatusOr<std::span<std::byte>> {
+      py::gil_scoped_acquire gil;
+      try {
+        py::object obj = allocate(size);
+        if (obj.is_none()) return std::span<std::byte>();
+        py::buffer_info info = py::reinterpret_borrow<py::buffer>(obj).request(true);
+        if (info.ndim != 1 || info.strides[0] != info.itemsize) {
+          return InvalidArgumentError("allocate() must return a contiguous 1-d writable buffer");
+        }
+        memory = obj;
+        return std::span<std::byte>(static_cast<std::byte*>(info.ptr),
+                                    static_cast<size_t>(info.size * info.itemsize));
+      } catch (py::error_already_set& e) {
+        return InvalidArgumentError(std::string("allocate() failed: ") + e.what());
+      }
+    };
+  }
+  auto r = self.Run([&](Checkpointer& c) { return c.RestoreToMemory(allocator, options); });
+  self.ReleaseLent();
   RaisePending();
   if (!r.ok() && r.status().code() == StatusCode::kNotFound && !step) return std::nullopt;
-  return ToPython(ValueOrRaise(std::move(r)));
+  RestoredStep restored = ValueOrRaise(std::move(r));
+  const bool lent_memory = !restored.storage.get_deleter().owned;
+  return ToPython(std::move(restored), lent_memory ? memory : py::object());
 }
 
 std::optional<int64_t> RestoreInto(PyCheckpointer& self, const py::handle& items,
@@ -265,6 +354,7 @@ std::optional<int64_t> RestoreInto(PyCheckpointer& self, const py::handle& items
   RestoreOptions options;
   options.step = step;
   auto r = self.Run([&](Checkpointer& c) { return c.RestoreInto(into, options); });
+  self.ReleaseLent();
   RaisePending();
   if (!r.ok() && r.status().code() == StatusCode::kNotFound && !step) return std::nullopt;
   return ValueOrRaise(std::move(r));
@@ -272,7 +362,19 @@ std::optional<int64_t> RestoreInto(PyCheckpointer& self, const py::handle& items
 
 void Wait(PyCheckpointer& self) {
   Status s = self.Run([](Checkpointer& c) { return c.Wait(); });
+  self.ReleaseLent();
   ThrowIfError(s);
+}
+
+// Waits for the save in flight without taking its result (a closed
+// checkpointer has none).
+void AwaitIdle(PyCheckpointer& self) {
+  self.Run([](Checkpointer& c) {
+    c.AwaitIdle();
+    return Status::Ok();
+  }).IgnoreError();
+  self.ReleaseLent();
+  RaisePending();
 }
 
 PyRestored RestoreStepPy(const std::string& dir, int64_t step, int threads) {
@@ -364,6 +466,10 @@ void DefineResults(py::module_& m) {
       .def_readonly("notices", &CheckpointerStatus::notices)
       .def_readonly("agent_sync", &CheckpointerStatus::agent_sync)
       .def_readonly("sync_step", &CheckpointerStatus::sync_step)
+      .def_readonly("staging_bytes", &CheckpointerStatus::staging_bytes,
+                    "Bytes of the checkpointer's own staging memory.")
+      .def_readonly("borrowed_in_flight", &CheckpointerStatus::borrowed_in_flight,
+                    "The save in flight reads the caller's buffers (save(borrowed=True)).")
       .def("__repr__", [](const CheckpointerStatus& s) {
         return "CheckpointerStatus(in_flight_step=" + OptionalRepr(s.in_flight_step) +
                ", last_committed_step=" + OptionalRepr(s.last_committed_step) +
@@ -388,9 +494,12 @@ void DefineCheckpointer(py::module_& m) {
             return self.Quick([step](Checkpointer& c) { return c.ShouldSave(step); });
           },
           py::arg("step"))
-      .def("save", &Save, py::arg("step"), py::arg("items"))
+      .def("save", &Save, py::arg("step"), py::arg("items"), py::kw_only(),
+           py::arg("borrowed") = false, py::arg("ready") = py::none())
       .def("wait", &Wait)
-      .def("restore", &Restore, py::kw_only(), py::arg("step") = py::none())
+      .def("await_idle", &AwaitIdle)
+      .def("restore", &Restore, py::kw_only(), py::arg("step") = py::none(),
+           py::arg("allocate") = py::none())
       .def("restore_into", &RestoreInto, py::arg("items"), py::kw_only(),
            py::arg("step") = py::none())
       .def("request_on_demand",

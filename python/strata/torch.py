@@ -18,10 +18,13 @@
   restored value.
 
 Tensors of every dtype the running torch has (float8, uint16, complex32,
-...) are saved by name with their dtype and shape, straight from their
-memory (no pickling, no copy on the Python side; an async save copies them
-into Strata's staging memory before save() returns, so training may change
-them at once). A DTensor is saved as this process's local shard with its
+...) are saved by name with their dtype and shape, copied once into a
+reusable host arena (page-locked when CUDA is present: a GPU tensor takes
+one device->host copy on a stream of Strata's own) that the engine writes
+from directly (a borrowed save; no pickling, no second copy). save()
+returns once that copy is done, so training may change the tensors at
+once; with overlap=True it returns once the copies are enqueued and the
+optimizers' next step() waits for them (see save()). A DTensor is saved as this process's local shard with its
 layout, and restored into a DTensor laid out the same way. Everything else
 is kept as a small JSON tree that restore decodes without running any code:
 nothing is unpickled.
@@ -31,15 +34,17 @@ import base64
 import json
 import random
 import sys
+import threading
 import warnings
-from typing import Any, Dict, List, Optional
+import weakref
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy
 import torch
 
 import strata
 
-__all__ = ["Checkpointer", "RNGState", "TREE_ITEM"]
+__all__ = ["Checkpointer", "RNGState", "TREE_ITEM", "stage_state_dict", "release_staged"]
 
 # The item that holds the JSON tree of a checkpoint saved by this module.
 TREE_ITEM = "__strata_torch_tree__"
@@ -180,12 +185,323 @@ def _sharded_coordinate(layout: Dict[str, Any]) -> List[int]:
     return [c for c, p in zip(coordinate, layout["placements"]) if p != "Replicate()"]
 
 
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """`t` viewed as the integer dtype of its element size (same memory): torch
+    cannot copy some dtypes as themselves (uint4 and the other sub-byte
+    dtypes have no copy kernel). Wider elements (complex128) stay as they are."""
+    size = t.element_size()
+    return t.view(_BITS[size]) if size in _BITS else t
+
+
+# The NumPy dtype of each element size, to hand the engine an item of the
+# tensor's shape (the engine checks the element size of the dtype named).
+_NUMPY_BITS = {1: numpy.uint8, 2: numpy.int16, 4: numpy.int32, 8: numpy.int64}
+_ALIGN = 64  # every item starts on a 64-byte boundary of the arena
+_warned_unpinned = False
+
+
+class _Source:
+    """A tensor waiting to be staged: `bits` (its data, any device, any
+    strides) and how its item is saved."""
+
+    __slots__ = ("bits", "dtype", "tensor", "path", "deferrable", "version")
+
+    def __init__(self, bits: torch.Tensor, dtype: str, tensor: torch.Tensor, path: str,
+                 deferrable: bool) -> None:
+        self.bits, self.dtype, self.tensor, self.path = bits, dtype, tensor, path
+        self.deferrable = deferrable
+        self.version = tensor._version  # in-place changes bump it (overlapped saves check it)
+
+
+class _Arena:
+    """Host memory that staged tensors are copied into and the engine writes
+    from: one uint8 tensor, allocated on first use, grown (never shrunk) when
+    a state needs more, reused by every later save and restore. Page-locked
+    (pinned) when CUDA is available, so device<->host copies run at full
+    speed and asynchronously; when pinning fails it is ordinary memory (the
+    copies are then slower and synchronous) and a RuntimeWarning says so once
+    per process."""
+
+    def __init__(self) -> None:
+        self.buffer: Optional[torch.Tensor] = None
+        self.array: Optional[numpy.ndarray] = None  # the same memory, for the engine
+        self.pinned = False
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self.buffer is None else self.buffer.numel()
+
+    def ensure(self, nbytes: int) -> None:
+        if nbytes <= self.nbytes:
+            return
+        nbytes = (max(nbytes, 1) + (1 << 16) - 1) & ~((1 << 16) - 1)
+        self.buffer = self.array = None  # free the old one first
+        pinned = False
+        if torch.cuda.is_available():
+            try:
+                self.buffer = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+                pinned = True
+            except RuntimeError as e:
+                global _warned_unpinned
+                if not _warned_unpinned:
+                    _warned_unpinned = True
+                    warnings.warn(f"strata.torch: cannot pin {nbytes} bytes of host memory "
+                                  f"({e}); staging in pageable memory, device copies will be "
+                                  "slower and synchronous", RuntimeWarning, stacklevel=4)
+        if self.buffer is None:
+            self.buffer = torch.empty(nbytes, dtype=torch.uint8)
+        self.pinned = pinned
+        self.array = self.buffer.numpy()
+
+    def release(self) -> None:
+        self.buffer = self.array = None
+        self.pinned = False
+
+
+class _Pending:
+    """Device->host copies enqueued by an overlapped save: an event per device
+    recorded after them, and the tensors they read with the version each had.
+    Until ordered() has made the devices' current streams wait for the
+    events, an in-place change of one of those tensors may race with its
+    copy: check() then raises rather than let such a copy be committed."""
+
+    def __init__(self, events: Dict[torch.device, Any], sources: List[_Source]) -> None:
+        self.events, self.sources = events, sources
+        self.ordered_at = False
+        self.error: Optional[str] = None
+        self.lock = threading.Lock()
+
+    def changed(self) -> List[str]:
+        return [s.path for s in self.sources if s.tensor._version != s.version]
+
+    def order(self) -> None:
+        """Orders every later kernel of the devices' current streams after the
+        copies (no host wait). Idempotent."""
+        with self.lock:
+            if self.ordered_at:
+                return
+            changed = self.changed()
+            if changed:
+                self.error = (f"{', '.join(changed[:5])} changed in place after save() returned "
+                              "and before its staging copy was ordered (call wait_staged() "
+                              "before changing saved tensors outside optimizer.step())")
+            for device, event in self.events.items():
+                torch.cuda.current_stream(device).wait_event(event)
+            self.ordered_at = True
+
+    def ready(self) -> None:
+        """The engine's SaveOptions::ready: returns once the copies are done;
+        raises (the save then fails) if a copied tensor may have changed
+        under its copy."""
+        for event in self.events.values():
+            event.synchronize()
+        with self.lock:
+            if not self.ordered_at:
+                changed = self.changed()  # a change that raced with the copy is visible now
+                if changed:
+                    self.error = (f"{', '.join(changed[:5])} changed in place after save() "
+                                  "returned and before its staging copy was done (call "
+                                  "wait_staged() before changing saved tensors outside "
+                                  "optimizer.step())")
+            if self.error:
+                raise RuntimeError(self.error)
+
+
+class _Stager:
+    """Copies tensors and arrays into an _Arena: CPU ones at once (torch's
+    copy, in place), CUDA ones with one non_blocking device->host copy each on
+    a stream of our own per device, ordered after the device's current
+    stream (stream.wait_stream), so the copy sees every kernel enqueued
+    before it that writes the tensor."""
+
+    def __init__(self) -> None:
+        self.arena = _Arena()
+        self.offsets: Dict[str, int] = {}  # of the last stage(): name -> offset in the arena
+        self._streams: Dict[torch.device, Any] = {}
+
+    def _stream(self, device: torch.device) -> Any:
+        stream = self._streams.get(device)
+        if stream is None:
+            stream = self._streams[device] = torch.cuda.Stream(device=device)
+        return stream
+
+    def stage(self, items: Dict[str, Any], defer: bool) -> Tuple[Dict[str, Any], _Pending]:
+        """Copies every _Source and array of `items` into the arena and
+        returns (the items as the engine takes them, the copies still in
+        flight). Without `defer` every copy is complete on return; with it,
+        the deferrable sources' copies may still run (wait with the _Pending:
+        ready() on the host, order() on the devices)."""
+        layout, total = [], 0
+        for name, value in items.items():
+            if isinstance(value, _Source):
+                nbytes = value.bits.numel() * value.bits.element_size()
+            elif isinstance(value, numpy.ndarray):
+                nbytes = value.nbytes
+            else:
+                continue
+            layout.append((name, value, total, nbytes))
+            total += (nbytes + _ALIGN - 1) & ~(_ALIGN - 1)
+        self.arena.ensure(total)
+        self.offsets = {name: offset for name, _, offset, _ in layout}
+        buffer, array = self.arena.buffer, self.arena.array
+        out = dict(items)
+        later, now = [], []  # (device, destination, source)
+        for name, value, offset, nbytes in layout:
+            if isinstance(value, numpy.ndarray):
+                array[offset:offset + nbytes] = value
+                out[name] = (array[offset:offset + nbytes], "bytes")
+                continue
+            bits = value.bits
+            if nbytes:
+                dst = buffer[offset:offset + nbytes].view(bits.dtype).view(bits.shape)
+                if bits.is_cuda:
+                    (later if defer and value.deferrable else now).append((value, dst))
+                else:
+                    dst.copy_(bits)
+            raw = array[offset:offset + nbytes]
+            if value.dtype == "bytes":
+                out[name] = (raw, "bytes")
+            else:
+                out[name] = (raw.view(_NUMPY_BITS[bits.element_size()]).reshape(bits.shape),
+                             value.dtype)
+        now_events = self._copy(now)
+        for event in now_events.values():
+            event.synchronize()
+        return out, _Pending(self._copy(later), [v for v, _ in later])
+
+    def _copy(self, copies: List[Tuple[_Source, torch.Tensor]]) -> Dict[torch.device, Any]:
+        """Enqueues the device->host copies; returns an event per device
+        recorded after them."""
+        events, waited = {}, set()
+        for value, dst in copies:
+            device = value.bits.device
+            stream = self._stream(device)
+            if device not in waited:
+                stream.wait_stream(torch.cuda.current_stream(device))
+                waited.add(device)
+            with torch.cuda.stream(stream):
+                dst.copy_(value.bits, non_blocking=True)
+            # The caching allocator must not hand the source's memory to
+            # another tensor before the copy on our stream has read it.
+            value.bits.record_stream(stream)
+        for device in waited:
+            event = torch.cuda.Event()
+            event.record(self._streams[device])
+            events[device] = event
+        return events
+
+
+_stage_lock = threading.Lock()
+_default_stager: Optional[_Stager] = None
+
+
+def stage_state_dict(state_dict: Any) -> Any:
+    """Snapshots the tensors of a (flat or nested) state_dict into a reusable
+    host arena, page-locked when CUDA is available: one device->host copy per
+    GPU tensor on a stream of Strata's own, ordered after each device's
+    current stream; CPU tensors are copied too.
+
+    Returns the same structure (dicts, lists, tuples) with every tensor
+    replaced by a CPU tensor of its dtype and shape over the arena (a
+    DTensor by a DTensor over its staged local shard, same mesh and
+    placements; other values are returned as they are). When it returns,
+    every copy is complete: the caller may change the originals at once.
+
+    The returned tensors stay valid until the next stage_state_dict() call
+    or release_staged(), which reuse or free the arena: finish reading them
+    (e.g. writing them out) first, and do not keep them. One arena per
+    process, shared by all callers of this function (not by
+    strata.torch.Checkpointer, which has its own); thread-safe, callers take
+    turns."""
+    global _default_stager
+    with _stage_lock:
+        if _default_stager is None:
+            _default_stager = _Stager()
+        stager = _default_stager
+        sources: Dict[str, _Source] = {}
+
+        def collect(value: Any) -> Any:
+            if _is_dtensor(value):
+                return _StagedDTensor(value, collect(value.to_local()))
+            if isinstance(value, torch.Tensor):
+                t = value.detach().resolve_conj().resolve_neg()
+                if t.layout != torch.strided or t.is_quantized:
+                    raise TypeError("stage_state_dict: only dense tensors are supported")
+                name = f"t{len(sources)}"
+                sources[name] = _Source(_bits(t), "bytes", value, name, False)
+                return _StagedTensor(name, t.dtype, tuple(t.shape))
+            if isinstance(value, dict):
+                pairs = [(k, collect(v)) for k, v in value.items()]
+                return dict(pairs) if type(value) is dict else type(value)(pairs)
+            if isinstance(value, list):
+                return [collect(v) for v in value]
+            if type(value) is tuple:
+                return tuple(collect(v) for v in value)
+            return value
+
+        plan = collect(state_dict)
+        stager.stage(sources, defer=False)
+        buffer = stager.arena.buffer
+
+        def build(node: Any) -> Any:
+            if isinstance(node, _StagedTensor):
+                bits = sources[node.name].bits
+                n = bits.numel() * bits.element_size()
+                if n == 0:
+                    return torch.empty(node.shape, dtype=node.dtype)
+                offset = stager.offsets[node.name]
+                raw = buffer[offset:offset + n]
+                return raw.view(bits.dtype).view(bits.shape).view(node.dtype)
+            if isinstance(node, _StagedDTensor):
+                d = node.dtensor
+                return type(d).from_local(build(node.local), d.device_mesh, d.placements,
+                                          shape=d.shape, stride=d.stride(), run_check=False)
+            if isinstance(node, dict):
+                pairs = [(k, build(v)) for k, v in node.items()]
+                return dict(pairs) if type(node) is dict else type(node)(pairs)
+            if isinstance(node, list):
+                return [build(v) for v in node]
+            if type(node) is tuple:
+                return tuple(build(v) for v in node)
+            return node
+
+        return build(plan)
+
+
+class _StagedTensor:
+    __slots__ = ("name", "dtype", "shape")
+
+    def __init__(self, name: str, dtype: torch.dtype, shape: Tuple[int, ...]) -> None:
+        self.name, self.dtype, self.shape = name, dtype, shape
+
+
+class _StagedDTensor:
+    __slots__ = ("dtensor", "local")
+
+    def __init__(self, dtensor: Any, local: Any) -> None:
+        self.dtensor, self.local = dtensor, local
+
+
+def release_staged() -> None:
+    """Frees stage_state_dict()'s arena; the tensors it returned become invalid."""
+    with _stage_lock:
+        if _default_stager is not None:
+            _default_stager.arena.release()
+
+
+
 class _Encoder:
     """Flattens a state tree into Strata items (tensors and arrays, by
     reference) and a JSON tree (everything else) that names them."""
 
     def __init__(self) -> None:
+        # name -> the item: a buffer, (buffer, dtype), or until staged, a
+        # _Source (tensors) or a uint8 array (NumPy arrays): _Stager.stage
+        # replaces those by views of its arena.
         self.items: Dict[str, Any] = {}
+        # Set by the caller per entry: tensors encoded now may be copied
+        # after save() returns (overlapped saves; see _Stager).
+        self.deferrable = None
 
     def _item_name(self, path: str) -> str:
         name = path if ("/" not in path and ".." not in path and "\0" not in path
@@ -199,15 +515,13 @@ class _Encoder:
     def tensor(self, t: torch.Tensor, path: str) -> Dict[str, Any]:
         if t.layout != torch.strided or t.is_quantized:
             raise TypeError(f"cannot save {path}: only dense tensors are supported")
+        source = t
         t = t.detach().resolve_conj().resolve_neg()  # lazy conjugate/negative views
-        size = t.element_size()
-        bits = (t.view(_BITS[size]) if size in _BITS else t).cpu().contiguous()
         dtype = str(t.dtype).removeprefix("torch.")
         name = self._item_name(path)
-        if dtype in _STRATA_DTYPES:
-            self.items[name] = (bits.numpy(), dtype)
-        else:
-            self.items[name] = (bits.reshape(-1).view(torch.uint8).numpy(), "bytes")
+        deferrable = self.deferrable is not None and t.is_cuda and self.deferrable(source)
+        self.items[name] = _Source(_bits(t), dtype if dtype in _STRATA_DTYPES else "bytes",
+                                   source, path, deferrable)
         return {"$tensor": name, "dtype": dtype, "shape": list(t.shape)}
 
     def array(self, a: numpy.ndarray, path: str, scalar: bool = False) -> Dict[str, Any]:
@@ -217,7 +531,7 @@ class _Encoder:
         shape = list(a.shape)  # ascontiguousarray makes 0-d arrays 1-d
         flat = numpy.ascontiguousarray(a).reshape(-1)
         name = self._item_name(path)
-        self.items[name] = (flat.view(numpy.uint8), "bytes")
+        self.items[name] = flat.view(numpy.uint8)  # copied into the arena by _Stager.stage
         node = {"$array": name, "dtype": a.dtype.str, "shape": shape}
         if scalar:
             node["scalar"] = True
@@ -400,28 +714,109 @@ def _fit_dtensor(saved: _SavedDTensor, target: Any, path: str, step: int) -> Any
                                    run_check=False)
 
 
+def _place(saved: Any, live: Any, copy: bool,
+           copies: List[Tuple[torch.Tensor, torch.Tensor]]) -> Any:
+    """`saved` (fitted) with each tensor that has a live counterpart of the
+    same shape and dtype replaced by that live tensor, the pair appended to
+    `copies`; every other tensor cloned when `copy`."""
+    if isinstance(saved, dict):
+        return {k: _place(v, _child(live, k), copy, copies) for k, v in saved.items()}
+    if isinstance(saved, (list, tuple)):
+        return type(saved)(_place(v, _child(live, i), copy, copies) for i, v in enumerate(saved))
+    if not isinstance(saved, torch.Tensor):
+        return saved
+    if isinstance(live, torch.Tensor) and _is_dtensor(saved) == _is_dtensor(live):
+        src = saved.to_local() if _is_dtensor(saved) else saved
+        dst = live.to_local() if _is_dtensor(live) else live
+        if src.shape == dst.shape and src.dtype == dst.dtype and dst.layout == torch.strided:
+            copies.append((dst, src))
+            return live
+    if copy and not _is_dtensor(saved):
+        return saved.clone()
+    return saved
+
+
+def _copy_into(copies: List[Tuple[torch.Tensor, torch.Tensor]], pinned: bool) -> None:
+    """Copies restored host tensors into live tensors: CPU ones at once, CUDA
+    ones as host->device copies on the devices' current streams
+    (non_blocking from page-locked memory), then waits for those, so the
+    host memory may be reused when this returns."""
+    devices = set()
+    with torch.no_grad():
+        for dst, src in copies:
+            if dst.is_cuda:
+                devices.add(dst.device)
+            if src.numel():
+                _bits(dst).copy_(_bits(src), non_blocking=pinned and dst.is_cuda)
+    for device in devices:
+        torch.cuda.current_stream(device).synchronize()
+
+
 class Checkpointer:
     """A strata.Checkpointer that saves and restores PyTorch state trees.
 
     Takes the keyword arguments of strata.Checkpointer, with the same
     defaults (save_interval_steps, max_to_keep, async_save,
-    exit_after_ondemand, agent_job, ...).
+    exit_after_ondemand, agent_job, ...), and `overlap` (default False): the
+    default of save()'s `overlap`.
+
+    Tensors are staged in a host arena of the state's size, page-locked when
+    CUDA is available (`staging_bytes`, `staging_pinned`), allocated at the
+    first save and reused by every later save and restore; the engine writes
+    from it directly, so the engine's own staging memory stays unused.
     """
 
-    def __init__(self, directory: str, **options: Any) -> None:
+    def __init__(self, directory: str, *, overlap: bool = False, **options: Any) -> None:
         self._ckpt = strata.Checkpointer(directory, **options)
+        self._overlap = overlap
+        self._stager = _Stager()
+        self._pending: Optional[_Pending] = None
+        self._hooks: Dict[int, Any] = {}  # id(optimizer) -> its step pre-hook's handle
+        self._restore_to_arena = torch.cuda.is_available()
 
     def should_save(self, step: int) -> bool:
         return self._ckpt.should_save(step)
 
-    def save(self, step: int, state: Dict[str, Any]) -> strata.SaveResult:
+    def save(self, step: int, state: Dict[str, Any], *,
+             overlap: Optional[bool] = None) -> strata.SaveResult:
         """Saves every entry of `state` as `step`. Stateful entries are saved
-        as their state_dict(); see the module documentation."""
+        as their state_dict(); see the module documentation.
+
+        Every tensor is copied once into the staging arena (a CUDA tensor
+        with one device->host copy on Strata's stream for its device, after
+        the work already enqueued on the device's current stream). Blocking
+        (the default): returns when every copy is done; the tensors may then
+        change at once. `overlap=True`: returns once the copies of the CUDA
+        tensors that only an optimizer of `state` changes (its parameters and
+        state) are enqueued; forward and backward passes run alongside them,
+        and the next step() of those optimizers (a pre-step hook installed
+        here) makes the devices' streams wait for the copies first; call
+        wait_staged() before changing such a tensor any other way. A tensor
+        changed in place before that (its _version moved) fails this save
+        (the error is raised by the next save() or wait()) rather than
+        letting a torn copy be committed. Every other tensor is copied before
+        save() returns. The next save(), restore(), wait() and close() wait
+        for the copies anyway."""
+        overlap = self._overlap if overlap is None else overlap
+        self.wait_staged()
+        # The arena is lent to the engine's background write of the previous
+        # save until it finishes; its failure stays for the engine's save.
+        self._ckpt.await_idle()
         encoder = _Encoder()
+        optimizers = [v for v in state.values() if isinstance(v, torch.optim.Optimizer)]
+        defer = overlap and torch.cuda.is_available() and bool(optimizers)
+        params = {(p.to_local() if _is_dtensor(p) else p).data_ptr()
+                  for o in optimizers for g in o.param_groups for p in g["params"]
+                  if p.is_cuda} if defer else set()
         tree = {}
         for key, value in state.items():
             if not isinstance(key, str):
                 raise TypeError(f"state keys must be str, not {type(key).__name__} ({key!r})")
+            encoder.deferrable = None
+            if defer and isinstance(value, torch.optim.Optimizer):
+                encoder.deferrable = lambda t: True  # only its step() changes its state
+            elif defer and isinstance(value, torch.nn.Module):
+                encoder.deferrable = lambda t: t.data_ptr() in params
             if isinstance(value, torch.Generator):
                 tree[key] = {"$generator": encoder.encode(value.get_state(), key)}
             elif _is_stateful(value):
@@ -429,8 +824,48 @@ class Checkpointer:
             else:
                 tree[key] = {"$value": encoder.encode(value, key)}
         blob = json.dumps({"format": _FORMAT, "entries": tree}).encode()
-        encoder.items[TREE_ITEM] = (blob, "bytes")
-        return self._ckpt.save(step, encoder.items)
+        items, pending = self._stager.stage(encoder.items, defer)
+        items[TREE_ITEM] = (blob, "bytes")
+        ready = None
+        if pending.events:
+            for o in optimizers:
+                self._hook(o)
+            self._pending = pending
+            ready = pending.ready
+        return self._ckpt.save(step, items, borrowed=True, ready=ready)
+
+    def _hook(self, optimizer: torch.optim.Optimizer) -> None:
+        if id(optimizer) in self._hooks:
+            return
+        me = weakref.ref(self)  # the optimizer must not keep the checkpointer alive
+
+        def hook(*_: Any) -> None:
+            ckpt = me()
+            if ckpt is not None:
+                ckpt.wait_staged()
+
+        handle = optimizer.register_step_pre_hook(hook)
+        self._hooks[id(optimizer)] = handle
+
+    def wait_staged(self) -> None:
+        """Orders the devices' current streams after the copies of the last
+        overlapped save (a wait on the device, not on the host), so any work
+        enqueued afterwards may change the saved tensors. The pre-step hook
+        calls it; a loop that changes saved tensors outside optimizer.step()
+        calls it first. Cheap when there is nothing to wait for."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.order()
+
+    @property
+    def staging_bytes(self) -> int:
+        """Bytes of host memory staging saves (page-locked if staging_pinned):
+        the size of the largest state saved or step restored so far."""
+        return self._stager.arena.nbytes
+
+    @property
+    def staging_pinned(self) -> bool:
+        return self._stager.arena.pinned
 
     def restore(self, state: Dict[str, Any], *, step: Optional[int] = None) -> Optional[int]:
         """Restores the newest step that verifies (or `step`; with an agent
@@ -439,7 +874,9 @@ class Checkpointer:
         there are steps and none verifies). Entries of the checkpoint that
         `state` does not name are ignored; a name in `state` the checkpoint
         lacks is an error. Nothing is loaded unless every entry fits."""
-        restored = self._ckpt.restore(step=step)
+        self.wait_staged()
+        to_arena = self._restore_to_arena
+        restored = self._ckpt.restore(step=step, allocate=self._allocate if to_arena else None)
         if restored is None:
             return None
         entries = self._read_tree(restored)
@@ -450,11 +887,17 @@ class Checkpointer:
                     f"{', '.join(sorted(entries))})")
         # Decode and check everything before loading anything: a mismatch in
         # one entry leaves every object as it was.
-        decoded = {key: self._check(key, value, entries[key], restored)
+        copies: List[Tuple[torch.Tensor, torch.Tensor]] = []
+        decoded = {key: self._check(key, value, entries[key], restored, to_arena, copies)
                    for key, value in state.items()}
+        _copy_into(copies, pinned=to_arena and self._stager.arena.pinned)
         for key, (kind, value) in decoded.items():
             state[key] = self._load(kind, state[key], value)
         return restored.step
+
+    def _allocate(self, nbytes: int) -> numpy.ndarray:
+        self._stager.arena.ensure(nbytes)
+        return self._stager.arena.array
 
     def _read_tree(self, restored: strata.Restored) -> Dict[str, Any]:
         blob = restored.items.get(TREE_ITEM)
@@ -470,15 +913,26 @@ class Checkpointer:
         return tree["entries"]
 
     @staticmethod
-    def _check(key: str, target: Any, node: Dict[str, Any], restored: strata.Restored):
+    def _check(key: str, target: Any, node: Dict[str, Any], restored: strata.Restored,
+               in_arena: bool, copies: List[Tuple[torch.Tensor, torch.Tensor]]):
         """Decodes one entry and checks that it fits `target`; returns
-        (kind, value)."""
+        (kind, value). A stateful entry's tensors that have a live tensor of
+        the same shape and dtype in the target's state_dict() are that
+        tensor, with (live, restored) appended to `copies`; the caller copies
+        once every entry fits."""
         step = restored.step
         kind, payload = next(iter(node.items()))
         # A module copies what it loads into its parameters; other objects may
         # keep the tensors (torch 2's Optimizer.load_state_dict does), which
         # would hold the whole restored step in memory if they were views.
-        copy = kind == "$stateful" and not isinstance(target, torch.nn.Module)
+        # Restored into the arena, which the next save reuses, nothing may
+        # stay a view of it.
+        copy = in_arena or (kind == "$stateful" and not isinstance(target, torch.nn.Module))
+        if kind == "$stateful" and _is_stateful(target):
+            value = _Decoder(restored.items, step, False).decode(payload)
+            live = _target_state(target)
+            value = _fit(value, live, key, step, check=True)
+            return kind, _place(value, live, copy, copies)
         value = _Decoder(restored.items, step, copy).decode(payload)
         if kind == "$generator" and not isinstance(target, torch.Generator):
             raise strata.InvalidArgumentError(
@@ -502,6 +956,7 @@ class Checkpointer:
         return value
 
     def wait(self) -> None:
+        self.wait_staged()
         self._ckpt.wait()
 
     def request_on_demand(self) -> None:
@@ -516,7 +971,12 @@ class Checkpointer:
         return self._ckpt.directory
 
     def close(self) -> None:
+        self.wait_staged()
         self._ckpt.close()
+        for handle in self._hooks.values():
+            handle.remove()
+        self._hooks.clear()
+        self._stager.arena.release()
 
     def __enter__(self) -> "Checkpointer":
         return self

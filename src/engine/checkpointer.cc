@@ -96,16 +96,33 @@ Status MatchBuffers(const StepInfo& info, std::span<const MutableItem> into,
   return Status::Ok();
 }
 
-// Reads `steps_dir/<info.step>` into one allocation owned by `out`.
+// Reads `steps_dir/<info.step>` into one allocation: `allocate`'s memory if
+// it gives enough, aligned, else a mapping owned by `out`.
 Status ReadOwned(Env* env, ThreadPool* pool, const std::string& steps_dir, const StepInfo& info,
-                 RestoredStep* out) {
+                 const RestoreAllocator& allocate, RestoredStep* out) {
   // Every item starts on a 64-byte boundary, so views of any dtype are aligned.
   auto padded = [](uint64_t n) { return (n + 63) & ~uint64_t{63}; };
   uint64_t total = 0;
   for (const ItemInfo& ii : info.items) total += padded(ii.nbytes);
-  STRATA_ASSIGN_OR_RETURN(
-      out->storage,
-      AllocateRestoreMemory(total, "step " + std::to_string(info.step) + " of " + steps_dir));
+  const std::string what = "step " + std::to_string(info.step) + " of " + steps_dir;
+  std::span<std::byte> lent;
+  if (allocate) {
+    STRATA_ASSIGN_OR_RETURN(lent, allocate(total));
+    if (lent.size() < total || reinterpret_cast<uintptr_t>(lent.data()) % 64 != 0) {
+      if (!lent.empty()) {
+        Log()->warn("restoring {}: the memory offered ({} bytes) is too small or not 64-byte "
+                    "aligned for {} bytes; allocating instead",
+                    what, lent.size(), total);
+      }
+      lent = {};
+    }
+  }
+  if (!lent.empty()) {
+    out->storage = std::unique_ptr<std::byte[], RestoredMemoryDeleter>(
+        lent.data(), RestoredMemoryDeleter{lent.size(), false});
+  } else {
+    STRATA_ASSIGN_OR_RETURN(out->storage, AllocateRestoreMemory(total, what));
+  }
   out->items.clear();
   std::vector<std::byte*> dst;
   std::byte* cursor = out->storage.get();
@@ -138,11 +155,18 @@ class CheckpointerImpl final : public Checkpointer {
     return time_due_.load(std::memory_order_relaxed);
   }
 
-  StatusOr<SaveResult> Save(int64_t step, std::span<const Item> items) override;
+  using Checkpointer::Save;
+  StatusOr<SaveResult> Save(int64_t step, std::span<const Item> items,
+                            const SaveOptions& options) override;
   Status Wait() override;
+  void AwaitIdle() override;
   StatusOr<int64_t> RestoreInto(std::span<const MutableItem> into,
                                 const RestoreOptions& options) override;
-  StatusOr<RestoredStep> Restore(const RestoreOptions& options) override;
+  StatusOr<RestoredStep> Restore(const RestoreOptions& options) override {
+    return RestoreToMemory(RestoreAllocator(), options);
+  }
+  StatusOr<RestoredStep> RestoreToMemory(const RestoreAllocator& allocate,
+                                         const RestoreOptions& options) override;
   void RequestOnDemand() noexcept override { NotePreemption(); }
   CheckpointerStatus status() const override;
   const std::string& dir() const override { return dir_; }
@@ -150,7 +174,8 @@ class CheckpointerImpl final : public Checkpointer {
  private:
   struct Job {
     int64_t step;
-    std::vector<Item> items;  // data points into staging_
+    std::vector<Item> items;  // data points into staging_, or the caller's (borrowed)
+    std::function<Status()> ready;  // borrowed: called before the items are read
   };
 
   // A notice is to be served at `step`: the job's sync step is reached (with
@@ -198,6 +223,8 @@ class CheckpointerImpl final : public Checkpointer {
   Status unreported_error_ GUARDED_BY(mu_);
   Status last_error_ GUARDED_BY(mu_);
   std::optional<int64_t> in_flight_step_ GUARDED_BY(mu_);
+  bool borrowed_in_flight_ GUARDED_BY(mu_) = false;
+  uint64_t staging_bytes_ GUARDED_BY(mu_) = 0;  // staging_.capacity(), for status()
   std::optional<int64_t> last_committed_ GUARDED_BY(mu_);
   Clock::time_point last_save_time_ GUARDED_BY(mu_);
   bool timer_reset_ GUARDED_BY(mu_) = false;
@@ -244,7 +271,8 @@ Status CheckpointerImpl::RemoveLeftovers() {
   return Status::Ok();
 }
 
-StatusOr<SaveResult> CheckpointerImpl::Save(int64_t step, std::span<const Item> items) {
+StatusOr<SaveResult> CheckpointerImpl::Save(int64_t step, std::span<const Item> items,
+                                            const SaveOptions& options) {
   if (step < 0) return InvalidArgumentError("step " + std::to_string(step) + " is negative");
   STRATA_RETURN_IF_ERROR(ValidateItems(items).WithContext("saving step " + std::to_string(step)));
   const Clock::time_point start = Clock::now();
@@ -272,7 +300,8 @@ StatusOr<SaveResult> CheckpointerImpl::Save(int64_t step, std::span<const Item> 
     Log()->warn("{}; writing the on-demand step {} anyway", previous.message(), step);
   }
   if (result.on_demand || !options_.async) {
-    Status s = Commit(step, items);
+    Status s = options.ready ? options.ready() : Status::Ok();
+    if (s.ok()) s = Commit(step, items);
     RecordResult(step, s, SecondsSince(start));
     if (!s.ok()) return s;
     result.committed = true;
@@ -284,12 +313,28 @@ StatusOr<SaveResult> CheckpointerImpl::Save(int64_t step, std::span<const Item> 
     }
   } else {
     Job job;
-    STRATA_RETURN_IF_ERROR(Snapshot(step, items, &job));
+    job.step = step;
+    if (options.borrowed) {
+      // The writer reads the caller's buffers, once `ready` says they are.
+      job.items.assign(items.begin(), items.end());
+      job.ready = options.ready;
+    } else {
+      if (options.ready) {
+        Status s = options.ready().WithContext("saving step " + std::to_string(step));
+        if (!s.ok()) {
+          RecordResult(step, s, SecondsSince(start));
+          return s;
+        }
+      }
+      STRATA_RETURN_IF_ERROR(Snapshot(step, items, &job));
+    }
     {
       MutexLock l(&mu_);
       job_ = std::move(job);
       busy_ = true;
       in_flight_step_ = step;
+      borrowed_in_flight_ = options.borrowed;
+      staging_bytes_ = staging_.capacity();
     }
     cv_.SignalAll();
   }
@@ -311,7 +356,6 @@ Status CheckpointerImpl::Snapshot(int64_t step, std::span<const Item> items, Job
   };
   std::vector<Piece> pieces;
   std::byte* cursor = staging_.data();
-  job->step = step;
   for (const Item& it : items) {
     const auto* src = static_cast<const std::byte*>(it.data);
     for (size_t off = 0; off < it.size; off += kPiece) {
@@ -424,6 +468,11 @@ Status CheckpointerImpl::Wait() {
   return s;
 }
 
+void CheckpointerImpl::AwaitIdle() {
+  MutexLock l(&mu_);
+  while (busy_) cv_.Wait(&mu_);
+}
+
 void CheckpointerImpl::SaverMain() {
   MutexLock l(&mu_);
   for (;;) {
@@ -433,11 +482,14 @@ void CheckpointerImpl::SaverMain() {
     job_.reset();
     l.Unlock();
     Clock::time_point start = Clock::now();
-    Status s = Commit(job.step, job.items);
+    Status s = job.ready ? job.ready().WithContext("saving step " + std::to_string(job.step))
+                         : Status::Ok();
+    if (s.ok()) s = Commit(job.step, job.items);
     RecordResult(job.step, s, SecondsSince(start));
     l.Lock();
     if (!s.ok()) unreported_error_ = s;
     busy_ = false;
+    borrowed_in_flight_ = false;
     cv_.SignalAll();
   }
 }
@@ -525,11 +577,12 @@ StatusOr<int64_t> CheckpointerImpl::RestoreInto(std::span<const MutableItem> int
   });
 }
 
-StatusOr<RestoredStep> CheckpointerImpl::Restore(const RestoreOptions& options) {
+StatusOr<RestoredStep> CheckpointerImpl::RestoreToMemory(const RestoreAllocator& allocate,
+                                                         const RestoreOptions& options) {
   STRATA_RETURN_IF_ERROR(Wait());
   RestoredStep out;
   auto step = RestoreNewest(options, [&](const std::string& steps_dir, const StepInfo& info) {
-    return ReadOwned(env_, &pool_, steps_dir, info, &out);
+    return ReadOwned(env_, &pool_, steps_dir, info, allocate, &out);
   });
   if (!step.ok()) return step.status();
   out.step = *step;
@@ -543,6 +596,8 @@ CheckpointerStatus CheckpointerImpl::status() const {
   s.last_committed_step = last_committed_;
   s.last_error = last_error_;
   s.notices = PreemptionNotices();
+  s.staging_bytes = staging_bytes_;
+  s.borrowed_in_flight = borrowed_in_flight_;
   if (sync_) {
     s.agent_sync = sync_->path();
     s.sync_step = sync_->PendingSyncStep();
@@ -586,7 +641,7 @@ StatusOr<RestoredStep> RestoreStep(const std::string& dir, int64_t step, int thr
   STRATA_ASSIGN_OR_RETURN(StepInfo info, ReadStepInfo(dir, step));
   ThreadPool pool((threads > 0 ? threads : ThreadPool::DefaultThreads()) - 1);
   RestoredStep out;
-  STRATA_RETURN_IF_ERROR(ReadOwned(Env::Default(), &pool, dir, info, &out));
+  STRATA_RETURN_IF_ERROR(ReadOwned(Env::Default(), &pool, dir, info, RestoreAllocator(), &out));
   out.step = step;
   return out;
 }

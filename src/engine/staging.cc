@@ -40,14 +40,14 @@ Status StagingBuffer::Reserve(size_t size) {
 }
 
 void RestoredMemoryDeleter::operator()(std::byte* p) const noexcept {
-  if (p != nullptr) ::munmap(p, size);
+  if (p != nullptr && owned) ::munmap(p, size);
 }
 
 StatusOr<std::unique_ptr<std::byte[], RestoredMemoryDeleter>> AllocateRestoreMemory(
     size_t size, const std::string& what) {
   size = std::max<size_t>(size, 1);
   STRATA_ASSIGN_OR_RETURN(std::byte * p, MapAnonymous(size, "to restore " + what));
-  return std::unique_ptr<std::byte[], RestoredMemoryDeleter>(p, RestoredMemoryDeleter{size});
+  return std::unique_ptr<std::byte[], RestoredMemoryDeleter>(p, RestoredMemoryDeleter{size, true});
 }
 
 }  // namespace strata

@@ -1,0 +1,356 @@
+"""strata.torch's staging: one copy of each tensor into a reusable host arena
+(page-locked where CUDA is), a borrowed save that the engine writes from
+directly, overlapped saves ordered before the optimizer's next step, restores
+into the live tensors, and stage_state_dict(). The CUDA tests are skipped
+without a CUDA device; scripts/gpu-check.sh runs them on a GPU machine."""
+
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import strata
+import strata.torch
+
+CUDA = torch.cuda.is_available()
+needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA device (scripts/gpu-check.sh)")
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def make(device="cpu", seed=0, width=32):
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(16, width), nn.ReLU(), nn.Linear(width, 4)).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    return model, opt
+
+
+def train(model, opt, steps, device="cpu"):
+    g = torch.Generator().manual_seed(steps)
+    for _ in range(steps):
+        x = torch.randn(8, 16, generator=g).to(device)
+        opt.zero_grad()
+        model(x).square().mean().backward()
+        opt.step()
+
+
+def snapshot(model, opt):
+    return ({k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
+            {i: {k: v.detach().cpu().clone() if torch.is_tensor(v) else v for k, v in s.items()}
+             for i, s in opt.state_dict()["state"].items()})
+
+
+def assert_state(model, opt, expected):
+    params, state = snapshot(model, opt)
+    assert params.keys() == expected[0].keys()
+    for k in params:
+        assert torch.equal(params[k], expected[0][k]), k
+    assert state.keys() == expected[1].keys()
+    for i in state:
+        for k in state[i]:
+            a, b = state[i][k], expected[1][i][k]
+            assert torch.equal(a, b) if torch.is_tensor(a) else a == b, (i, k)
+
+
+def all_dtype_tensors(device="cpu"):
+    out = {}
+    plain = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+             torch.float16, torch.bfloat16, torch.float32, torch.float64)
+    for name, dtype in sorted(strata.torch._TORCH_DTYPES.items()):
+        if dtype in plain:
+            t = torch.arange(12).reshape(3, 4).to(dtype)
+        else:  # complex, float8, float4, uint16-64, sub-byte: random bit patterns
+            try:
+                t = torch.randint(0, 255, (3, 4 * dtype.itemsize), dtype=torch.uint8).view(dtype)
+            except (RuntimeError, TypeError):
+                continue
+        try:
+            out[name] = t.to(device)
+        except (RuntimeError, TypeError):
+            continue
+    return out
+
+
+def bits(t):
+    t = t.detach().cpu()
+    return strata.torch._bits(t).contiguous().reshape(-1).view(torch.uint8)
+
+
+# --- the engine's borrowed save, from Python --------------------------------
+
+def test_a_borrowed_save_reads_the_callers_buffer_once_ready(scratch):
+    buf = np.zeros(1 << 20, dtype=np.float32)
+    release = threading.Event()
+    calls = []
+
+    def ready():
+        release.wait(10)
+        buf[:] = 7  # still the caller's until ready() returns
+        calls.append(1)
+
+    with strata.Checkpointer(str(scratch)) as ckpt:
+        ckpt.save(1, {"w": buf}, borrowed=True, ready=ready)
+        status = ckpt.status
+        assert status.borrowed_in_flight and status.in_flight_step == 1
+        assert status.staging_bytes == 0  # nothing copied into the engine's memory
+        release.set()
+        ckpt.wait()
+        assert calls == [1]
+        assert not ckpt.status.borrowed_in_flight
+        restored = ckpt.restore()
+    assert (restored.items["w"] == 7).all()
+
+
+def test_a_failing_ready_fails_the_save_and_commits_nothing(scratch):
+    with strata.Checkpointer(str(scratch)) as ckpt:
+        ckpt.save(1, {"w": np.ones(8)})
+        ckpt.wait()
+
+        def ready():
+            raise RuntimeError("tensor 'w' changed under its copy")
+
+        ckpt.save(2, {"w": np.ones(8)}, borrowed=True, ready=ready)
+        with pytest.raises(strata.FailedPreconditionError, match="changed under its copy"):
+            ckpt.wait()
+        assert ckpt.restore().step == 1
+
+
+def test_an_async_save_that_is_not_borrowed_still_uses_the_engines_staging(scratch):
+    with strata.Checkpointer(str(scratch)) as ckpt:
+        ckpt.save(1, {"w": np.ones(1000, dtype=np.float32)})
+        assert ckpt.status.staging_bytes >= 4000
+
+
+# --- strata.torch on CPU tensors --------------------------------------------
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_a_tensor_changed_right_after_save_is_not_in_the_checkpoint(scratch, overlap):
+    model, opt = make()
+    train(model, opt, 2)
+    expected = snapshot(model, opt)
+    with strata.torch.Checkpointer(str(scratch), overlap=overlap) as ckpt:
+        ckpt.save(2, {"model": model, "optimizer": opt})
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(1000)  # before the background write has even started
+        train(model, opt, 1)  # the optimizer's step too
+        m2, o2 = make(seed=5)
+        train(m2, o2, 1)
+        assert ckpt.restore({"model": m2, "optimizer": o2}) == 2
+    assert_state(m2, o2, expected)
+
+
+def test_the_arena_is_the_states_size_reused_and_the_engines_staging_unused(scratch):
+    model, opt = make(width=256)
+    train(model, opt, 1)
+    nbytes = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    with strata.torch.Checkpointer(str(scratch)) as ckpt:
+        assert ckpt.staging_bytes == 0
+        ckpt.save(1, {"model": model, "optimizer": opt})
+        size = ckpt.staging_bytes
+        assert 3 * nbytes <= size <= 3 * nbytes + (1 << 17)  # params, exp_avg, exp_avg_sq
+        assert ckpt.staging_pinned == CUDA
+        arena = ckpt._stager.arena.buffer.data_ptr()
+        for step in (2, 3):
+            train(model, opt, 1)
+            ckpt.save(step, {"model": model, "optimizer": opt})
+            assert ckpt.staging_bytes == size
+            assert ckpt._stager.arena.buffer.data_ptr() == arena  # allocated once
+        ckpt.wait()
+        assert ckpt.status.staging_bytes == 0  # the engine copied nothing
+
+
+def test_every_dtype_view_and_non_contiguous_tensor_round_trips(scratch):
+    base = torch.arange(48, dtype=torch.float32).reshape(6, 8)
+    values = dict(all_dtype_tensors())
+    values["transposed"] = base.t()
+    values["strided"] = base[::2, 1::3]
+    values["view"] = base.view(torch.int32)[2]
+    values["expanded"] = torch.tensor([1.0, 2.0]).expand(3, 2)
+    values["empty"] = torch.empty(0, 5)
+    values["scalar"] = torch.tensor(3.5, dtype=torch.float64)
+    values["conj"] = torch.tensor([1 + 2j]).conj()
+    with strata.torch.Checkpointer(str(scratch)) as ckpt:
+        ckpt.save(1, {"v": values, "arr": np.arange(5)})
+        target = {"v": None, "arr": None}
+        assert ckpt.restore(target) == 1
+    for k, t in values.items():
+        r = target["v"][k]
+        assert r.dtype == t.dtype and r.shape == t.shape, k
+        assert torch.equal(bits(r), bits(t.resolve_conj())), k
+    assert (target["arr"] == np.arange(5)).all()
+
+
+def test_restoring_through_the_arena_fills_the_live_tensors(scratch):
+    model, opt = make()
+    train(model, opt, 3)
+    expected = snapshot(model, opt)
+    plain = all_dtype_tensors()
+    with strata.torch.Checkpointer(str(scratch)) as ckpt:
+        ckpt._restore_to_arena = True  # what a CUDA machine does
+        ckpt.save(3, {"model": model, "optimizer": opt, "plain": plain})
+        m2, o2 = make(seed=9)
+        train(m2, o2, 1)  # the optimizer has state to fill in place
+        live = [p.data_ptr() for p in m2.parameters()] + \
+            [t.data_ptr() for s in o2.state.values() for t in s.values()]
+        target = {"model": m2, "optimizer": o2, "plain": None}
+        assert ckpt.restore(target) == 3
+        assert [p.data_ptr() for p in m2.parameters()] + \
+            [t.data_ptr() for s in o2.state.values() for t in s.values()] == live
+        assert_state(m2, o2, expected)
+        # Nothing restored is a view of the arena, which the next save reuses.
+        ckpt.save(4, {"model": model, "optimizer": opt, "plain": {"x": torch.zeros(1 << 16)}})
+        ckpt.wait()
+        assert_state(m2, o2, expected)
+        for k, t in plain.items():
+            assert torch.equal(bits(target["plain"][k]), bits(t)), k
+        # A fresh optimizer (no state yet) gets state of its own.
+        m3, o3 = make(seed=3)
+        assert ckpt.restore({"model": m3, "optimizer": o3}, step=3) == 3
+        assert_state(m3, o3, expected)
+        assert all(t.untyped_storage().resizable() for s in o3.state.values()
+                   for t in s.values())
+
+
+def test_a_mismatch_found_later_loads_nothing_into_live_tensors(scratch):
+    model, opt = make()
+    train(model, opt, 2)
+    with strata.torch.Checkpointer(str(scratch)) as ckpt:
+        ckpt.save(2, {"model": model, "optimizer": opt, "extra": nn.Linear(2, 2)})
+        m2, o2 = make(seed=4)
+        train(m2, o2, 1)
+        before = snapshot(m2, o2)
+        with pytest.raises(strata.InvalidArgumentError, match="extra.weight"):
+            ckpt.restore({"model": m2, "optimizer": o2, "extra": nn.Linear(3, 2)})
+    assert_state(m2, o2, before)
+
+
+def test_stage_state_dict_snapshots_into_the_arena_until_the_next_call():
+    sd = {"a": torch.arange(10, dtype=torch.float32), "nested": {"b": torch.ones(3, 4).t()},
+          "list": [torch.tensor([1, 2], dtype=torch.int16), 5, "x"],
+          "tup": (torch.tensor(True),), "bf16": torch.randn(7).to(torch.bfloat16),
+          "f8": torch.tensor([1.0, -2.0]).to(torch.float8_e4m3fn), "none": None}
+    expect = {k: v for k, v in sd.items()}
+    staged = strata.torch.stage_state_dict(sd)
+    sd["a"].add_(100)  # the caller may change the originals at once
+    assert torch.equal(staged["a"], torch.arange(10, dtype=torch.float32))
+    assert staged["nested"]["b"].shape == (4, 3) and staged["nested"]["b"].is_contiguous()
+    assert staged["list"][1:] == [5, "x"] and staged["none"] is None
+    assert isinstance(staged["tup"], tuple) and staged["tup"][0].item() is True
+    for key in ("bf16", "f8"):
+        assert staged[key].dtype == expect[key].dtype
+        assert torch.equal(bits(staged[key]), bits(expect[key]))
+    arena = strata.torch._default_stager.arena
+    assert staged["a"].untyped_storage().data_ptr() == arena.buffer.data_ptr()
+    assert arena.pinned == CUDA
+    staged2 = strata.torch.stage_state_dict({"z": torch.full((10,), 9.0)})
+    assert torch.equal(staged2["z"], torch.full((10,), 9.0))
+    assert torch.equal(staged["a"], torch.full((10,), 9.0))  # reused: invalid after the next call
+    strata.torch.release_staged()
+    assert strata.torch._default_stager.arena.nbytes == 0
+
+
+def test_gpu_bench_runs_on_cpu(tmp_path):
+    """The GPU benchmark's CPU path at a small size, so it keeps working."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run([sys.executable, os.path.join(REPO, "bench", "gpu_bench.py"),
+                          "--size-mib", "8", "--reps", "1", "--tmpfs", str(tmp_path),
+                          "--device", "cpu"],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "ratio strata_save_blocking_vs_pinned_d2h" in out.stdout, out.stdout
+    assert "ratio strata_restore_vs_pinned_h2d" in out.stdout, out.stdout
+
+
+# --- CUDA ---------------------------------------------------------------------
+
+@needs_cuda
+def test_cuda_blocking_save_copies_once_into_pinned_memory(scratch):
+    values = {k: v for k, v in all_dtype_tensors("cuda").items()}
+    base = torch.arange(4096, dtype=torch.float32, device="cuda").reshape(64, 64)
+    values["transposed"] = base.t()
+    values["strided"] = base[::3, 1::2]
+    values["cpu"] = torch.arange(5)
+    with strata.torch.Checkpointer(str(scratch)) as ckpt:
+        ckpt.save(1, {"v": values})
+        base.add_(1)  # after save() returns: not in the checkpoint
+        assert ckpt.staging_pinned
+        target = {"v": None}
+        assert ckpt.restore(target) == 1
+    base.sub_(1)
+    for k, t in values.items():
+        assert torch.equal(bits(target["v"][k]), bits(t)), k
+
+
+@needs_cuda
+def test_cuda_overlapped_save_is_ordered_before_the_next_optimizer_step(scratch):
+    model, opt = make("cuda", width=1024)
+    train(model, opt, 2, "cuda")
+    expected = snapshot(model, opt)
+    with strata.torch.Checkpointer(str(scratch), overlap=True) as ckpt:
+        ckpt.save(2, {"model": model, "optimizer": opt})
+        train(model, opt, 1, "cuda")  # forward/backward alongside the copies; step() waits
+        ckpt.wait()
+        m2, o2 = make("cuda", seed=7)
+        train(m2, o2, 1, "cuda")
+        assert ckpt.restore({"model": m2, "optimizer": o2}) == 2
+    assert_state(m2, o2, expected)
+
+
+@needs_cuda
+def test_cuda_a_forgotten_wait_fails_the_save_instead_of_corrupting_it(scratch):
+    model, opt = make("cuda", width=2048)
+    train(model, opt, 1, "cuda")
+    with strata.torch.Checkpointer(str(scratch), overlap=True) as ckpt:
+        ckpt.save(1, {"model": model, "optimizer": opt})
+        ckpt.wait()
+        torch.cuda._sleep(500_000_000)  # keeps the copies queued behind the device's stream
+        ckpt.save(2, {"model": model, "optimizer": opt})
+        with torch.no_grad():
+            next(model.parameters()).mul_(2)  # not through optimizer.step(), no wait_staged()
+        with pytest.raises(strata.FailedPreconditionError, match="changed in place"):
+            ckpt.wait()
+        assert ckpt.restore({"model": make("cuda")[0]}) == 1
+
+
+@needs_cuda
+def test_cuda_restore_lands_in_the_live_tensors(scratch):
+    model, opt = make("cuda")
+    train(model, opt, 3, "cuda")
+    expected = snapshot(model, opt)
+    with strata.torch.Checkpointer(str(scratch)) as ckpt:
+        ckpt.save(3, {"model": model, "optimizer": opt})
+        m2, o2 = make("cuda", seed=2)
+        train(m2, o2, 1, "cuda")
+        live = [p.data_ptr() for p in m2.parameters()]
+        assert ckpt.restore({"model": m2, "optimizer": o2}) == 3
+        assert [p.data_ptr() for p in m2.parameters()] == live
+    assert_state(m2, o2, expected)
+
+
+@needs_cuda
+def test_cuda_stage_state_dict_from_several_devices():
+    devices = [f"cuda:{i}" for i in range(min(torch.cuda.device_count(), 4))]
+    sd = {d: torch.arange(1000, dtype=torch.bfloat16, device=d) + i
+          for i, d in enumerate(devices)}
+    staged = strata.torch.stage_state_dict(sd)
+    for d, t in sd.items():
+        assert staged[d].device.type == "cpu" and staged[d].is_pinned()
+        assert torch.equal(staged[d], t.cpu())
+
+
+@needs_cuda
+def test_cuda_several_devices_in_one_state(scratch):
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 CUDA devices")
+    values = {f"d{i}": torch.randn(1000, device=f"cuda:{i}") for i in range(2)}
+    with strata.torch.Checkpointer(str(scratch), overlap=True) as ckpt:
+        ckpt.save(1, {"v": values})
+        target = {"v": None}
+        assert ckpt.restore(target) == 1
+    for k, t in values.items():
+        assert torch.equal(target["v"][k], t.cpu())
