@@ -1,0 +1,288 @@
+"""torch.distributed.checkpoint (DCP) through Strata's tiers (strata.dcp).
+
+A job of four gloo ranks on the CPU (dcp_worker.py: an FSDP2 fully_shard MLP
+with uneven shards and its AdamW, TorchTitan's get_state_dict/set_state_dict,
+dcp.async_save overlapped with the next step) saves through
+StrataStorageWriter into four real `strata agent`s on loopback, which
+replicate each rank's step to a peer (n -> n + 2 mod 4) and back it up
+(file://). Then, on that one cluster, in this order:
+
+* two ranks load the four-rank checkpoint (DCP resharding) from the peer
+  tier: each rank reads its node's own step, the peer replica its node's
+  agent holds, and the rest from the other rank over the process group;
+* a node lost with its RAM (its directory wiped, its agent restarted) is
+  restored from its peer, and the job saves on;
+* the whole cluster lost is restored from the backup;
+* the cluster lost again, two ranks load the four-rank backup.
+
+Every load is compared, tensor by tensor and bit for bit, with the full
+state (every DTensor gathered) the saving job had at that step. Also:
+local directories without an agent (a two-rank save loaded at two ranks and
+at one), and in-process checks of dtypes, staging and a missing planner.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy
+import pytest
+import torch
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
+
+import strata
+import strata.dcp
+from conftest import Agents, _children, free_port
+from strata.dcp import METADATA_ITEM, StrataSavePlanner, StrataStorageReader, StrataStorageWriter
+
+if not (torch.distributed.is_available() and torch.distributed.is_gloo_available()):
+    pytest.skip(f"torch {torch.__version__} is built without torch.distributed or gloo",
+                allow_module_level=True)
+
+NODES = 4
+JOB = "dcp-job"
+WORKER = Path(__file__).with_name("dcp_worker.py")
+RUN_TIMEOUT = 120  # seconds for every rank of a run; init_process_group waits at most 60 s
+ENV = {"OMP_NUM_THREADS": "1"}
+
+
+def run_ranks(root: Path, world: int, name: str, *args) -> list:
+    """Runs `world` ranks of dcp_worker.py; their RESULT objects in rank order.
+    Every rank is killed if the run outlives RUN_TIMEOUT."""
+    port = free_port()
+    procs, logs = [], []
+    for rank in range(world):
+        logs.append(root / f"{name}-rank{rank}.log")
+        with open(logs[-1], "w") as out:
+            procs.append(subprocess.Popen(
+                [sys.executable, str(WORKER), "--rank", str(rank), "--world", str(world),
+                 "--port", str(port), "--ref", str(root / "ref"), *map(str, args)],
+                stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ, **ENV)))
+        _children.append(procs[-1])
+    deadline = time.monotonic() + RUN_TIMEOUT
+    try:
+        for p in procs:
+            p.wait(timeout=max(1, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        pass
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    results = []
+    for rank, (p, log) in enumerate(zip(procs, logs)):
+        text = log.read_text(errors="replace")
+        lines = [l for l in text.splitlines() if l.startswith("RESULT ")]
+        assert p.returncode == 0 and lines, f"{name} rank {rank}: exit {p.returncode}\n{text[-4000:]}"
+        results.append(json.loads(lines[-1][len("RESULT "):]))
+    return results
+
+
+def assert_loaded(results, step: int) -> None:
+    for r in results:
+        assert r["restored"] == step and r["differences"] == [], r
+
+
+class Cluster:
+    """Four agents (one per simulated node) that live for the whole module,
+    and the DCP job that runs on them."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.backup = root / "backup"
+        self.backup.mkdir()
+        (root / "ref").mkdir()
+        self.agents = Agents(root, NODES, ["--backup", f"file://{self.backup}"])
+        for node in range(NODES):
+            self.start(node)
+
+    def start(self, node: int) -> None:
+        self.agents.start(node)
+        _children.remove(self.agents.procs[node])  # not killed after each test: stop() does it
+
+    def run(self, world: int, name: str, *args) -> list:
+        return run_ranks(self.root, world, name, "--dir", self.root / "node{rank}", "--job", JOB,
+                         "--backup", f"file://{self.backup}", "--backup-interval-steps", 4,
+                         *args)
+
+    def lose(self, nodes) -> None:
+        """The nodes go away with their RAM; new agents start on empty directories."""
+        for node in nodes:
+            self.agents.kill(node)
+            shutil.rmtree(self.agents.dir(node))
+        for node in nodes:
+            self.start(node)
+
+    def wait_log(self, node: int, pattern: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while not re.search(pattern, self.agents.log(node)):
+            assert time.monotonic() < deadline, \
+                f"agent {node} never logged {pattern!r}:\n{self.agents.log(node)[-3000:]}"
+            time.sleep(0.1)
+
+    def held(self, holder: int, rank: int) -> Path:
+        return self.agents.dir(holder) / ".strata-agent" / "steps" / JOB / str(rank)
+
+    def last_restore(self, node: int) -> str:
+        return self.agents.status(node)["last_restore"]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """The four-rank job's first run: a fresh start that saves steps 2 and 4
+    (step 4 replicated to every peer and backed up)."""
+    root = Path(tempfile.mkdtemp(prefix="strata-pytest-dcp-",
+                                 dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+    c = Cluster(root)
+    try:
+        c.first_run = c.run(NODES, "first", "--save", "2,4")
+        for node in range(NODES):
+            c.wait_log((node + 2) % NODES, rf"holding replica {JOB}/{node}/4 ")
+        c.wait_log(0, rf"job {JOB}: backup \S+ of step 4 committed")
+        yield c
+    finally:
+        c.agents.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_four_fsdp2_ranks_save_each_its_own_self_sufficient_step(cluster):
+    for rank, r in enumerate(cluster.first_run):
+        assert r["restored"] is None and r["saved"] == [2, 4], r
+        step = strata.restore_step(str(cluster.held(rank, rank)), 4)
+        info = __import__("pickle").loads(step.items[METADATA_ITEM].tobytes())
+        assert (info["rank"], info["world_size"], info["step"]) == (rank, NODES, 4), info
+        # Its shards, and its own copy of every replicated item (DCP writes
+        # each once): the optimizer's step counters and param_groups.
+        names = set(step.items)
+        assert {"app.optim.state.0.weight.step", "app.optim.param_groups.0.lr"} <= names, names
+        assert any(n.startswith("app.model.0.weight@") for n in names), names
+        # Its peer holds the same bytes.
+        peer = strata.restore_step(str(cluster.held((rank + 2) % NODES, rank)), 4)
+        assert all(numpy.array_equal(peer.items[n], step.items[n]) for n in names)
+
+
+def test_two_ranks_load_the_four_rank_checkpoint_from_the_peer_tier(cluster):
+    results = cluster.run(2, "reshard-peer")
+    assert_loaded(results, 4)
+    # 7 rows: saved ranks hold 2, 2, 2, 1; new rank 0 needs saved 0 and 1,
+    # rank 1 needs 2 and 3. Node 0's agent holds rank 2's replica, node 1's
+    # rank 3's; the rest travels between the two ranks, none from the backup.
+    assert results[0]["sources"] == {"0": "anchor", "1": "rank 1"}, results[0]
+    assert results[1]["sources"] == {"1": "anchor", "2": "rank 0", "3": "store"}, results[1]
+
+
+def test_a_lost_node_restores_from_its_peer_and_saves_on(cluster):
+    cluster.lose([1])
+    results = cluster.run(NODES, "lost-node", "--save", 6)
+    assert_loaded(results, 4)
+    assert [r["saved"] for r in results] == [[6]] * NODES, results
+    assert cluster.last_restore(1) == "step 4 of node 1 from node 3"
+    assert cluster.last_restore(0) == "step 4 from own store"
+    for node in range(NODES):
+        cluster.wait_log(node, r"ingested step 6 ")
+
+
+def test_the_lost_cluster_restores_from_the_backup(cluster):
+    cluster.lose(range(NODES))
+    assert_loaded(cluster.run(NODES, "lost-cluster"), 4)
+    for node in range(NODES):
+        assert re.fullmatch(rf"step 4 of node {node} from backup \S+",
+                            cluster.last_restore(node)), cluster.last_restore(node)
+
+
+def test_two_ranks_load_the_four_rank_checkpoint_from_the_backup(cluster):
+    cluster.lose(range(NODES))
+    # The agents plan with backups of the job's node count (2) only: they
+    # say "start fresh", and the reader loads the four-node backup. Each rank
+    # reads its own part; what the other already has in memory travels
+    # between them rather than being read from the backup twice.
+    results = cluster.run(2, "reshard-backup")
+    assert_loaded(results, 4)
+    assert results[0]["sources"] == {"0": "anchor", "1": "rank 1"}, results[0]
+    assert results[1]["sources"] == {"1": "anchor", "2": "backup", "3": "backup"}, results[1]
+
+
+def test_local_directories_without_an_agent(scratch):
+    (scratch / "ref").mkdir()
+    dirs = ("--dir", scratch / "rank{rank}")
+    saved = run_ranks(scratch, 2, "save", *dirs, "--save", "2,4")
+    assert [r["saved"] for r in saved] == [[2, 4]] * 2, saved
+    # One rank loads both ranks' step 4: its own, and rank 1's directory.
+    one = run_ranks(scratch, 1, "load-one", *dirs)
+    assert_loaded(one, 4)
+    assert one[0]["sources"] == {"0": "anchor", "1": "dir"}, one
+    # Rank 1 lost its step 4: the newest step both have is 2.
+    shutil.rmtree(scratch / "rank1" / "4")
+    both = run_ranks(scratch, 2, "load", *dirs)
+    assert_loaded(both, 2)
+    assert [r["sources"] for r in both] == [{"0": "anchor"}, {"1": "anchor"}], both
+
+
+# ---- in one process (no process group) -------------------------------------
+
+def test_every_dtype_round_trips_bit_for_bit_and_bytes_too(scratch):
+    dtypes = [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.uint16,
+              torch.bool, torch.complex64, torch.float8_e4m3fn]
+    g = torch.Generator().manual_seed(0)
+    saved = {str(d): torch.randint(0, 2 if d == torch.bool else 256, (12 * d.itemsize,),
+                                   dtype=torch.uint8, generator=g).view(d).reshape(3, 4)
+             for d in dtypes}
+    saved["scalar"] = torch.tensor(2.5)
+    saved["not/an item name"] = torch.arange(3)  # stored under a hash
+    saved["extra"] = {"epoch": 3, "name": "x"}
+    writer = StrataStorageWriter(str(scratch / "d"))
+    dcp.save(saved, storage_writer=writer, planner=StrataSavePlanner(), checkpoint_id=7,
+             no_dist=True)
+    writer.close()
+    target = {k: torch.zeros_like(v) for k, v in saved.items() if torch.is_tensor(v)}
+    target["extra"] = {"epoch": 0, "name": ""}
+    reader = StrataStorageReader(str(scratch / "d"))
+    assert reader.step == 7
+    dcp.load(target, storage_reader=reader, no_dist=True)
+    names = set(strata.restore_step(str(scratch / "d"), 7).items)
+    assert {"torch.bfloat16@0,0", "torch.float8_e4m3fn@0,0", "scalar", "extra.epoch",
+            METADATA_ITEM} <= names, names
+    assert any(n.startswith("item-") for n in names), names
+    for k, v in saved.items():
+        if torch.is_tensor(v):
+            assert v.dtype == target[k].dtype and torch.equal(v.reshape(-1).view(torch.uint8),
+                                                              target[k].reshape(-1).view(torch.uint8)), k
+    assert target["extra"] == {"epoch": 3, "name": "x"}
+
+
+def test_stage_snapshots_cpu_tensors(scratch):
+    writer = StrataStorageWriter(str(scratch / "d"))
+    for stage in (writer.stage, strata.dcp._stage_state_dict):  # strata.torch's, and ours
+        live = {"w": torch.ones(4), "nested": {"b": torch.zeros(2)}, "n": [1, 2]}
+        staged = stage(live)
+        live["w"].add_(1)
+        live["nested"]["b"].add_(1)
+        live["n"].append(3)
+        assert torch.equal(staged["w"], torch.ones(4)), stage
+        assert torch.equal(staged["nested"]["b"], torch.zeros(2)) and staged["n"] == [1, 2]
+    # The staging memory is reused: not while the previous save is written from it.
+    writer._writing = 3
+    with pytest.raises(strata.FailedPreconditionError, match="step 3 is still being written"):
+        writer.stage({"w": torch.ones(4)})
+    writer._writing = None
+    writer.close()
+
+
+def test_a_save_without_the_planner_or_the_step_is_refused(scratch):
+    writer = StrataStorageWriter(str(scratch / "d"))
+    with pytest.raises(CheckpointException, match=r"planner=strata\.dcp\.StrataSavePlanner"):
+        dcp.save({"w": torch.ones(2)}, storage_writer=writer, checkpoint_id=1, no_dist=True)
+    with pytest.raises(CheckpointException, match=r"pass checkpoint_id=<step>"):
+        dcp.save({"w": torch.ones(2)}, storage_writer=writer, planner=StrataSavePlanner(),
+                 no_dist=True)
+    assert not (scratch / "d").exists() or not os.listdir(scratch / "d")
+    writer.close()
+    assert StrataStorageReader(str(scratch / "d")).step is None
