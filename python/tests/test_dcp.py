@@ -17,12 +17,14 @@ replicate each rank's step to a peer (n -> n + 2 mod 4) and back it up
 
 Every load is compared, tensor by tensor and bit for bit, with the full
 state (every DTensor gathered) the saving job had at that step. Also:
-local directories without an agent (a two-rank save loaded at two ranks and
-at one), and in-process checks of dtypes, staging and a missing planner.
+local directories without an agent (a two-rank save loaded at one rank,
+then at two after rank 1 lost its newest step), and in-process checks of
+dtypes, item names, staging and refused saves.
 """
 
 import json
 import os
+import pickle
 import re
 import shutil
 import subprocess
@@ -100,6 +102,7 @@ class Cluster:
         self.backup = root / "backup"
         self.backup.mkdir()
         (root / "ref").mkdir()
+        self.first_run: list = []
         self.agents = Agents(root, NODES, ["--backup", f"file://{self.backup}"])
         for node in range(NODES):
             self.start(node)
@@ -157,7 +160,7 @@ def test_four_fsdp2_ranks_save_each_its_own_self_sufficient_step(cluster):
     for rank, r in enumerate(cluster.first_run):
         assert r["restored"] is None and r["saved"] == [2, 4], r
         step = strata.restore_step(str(cluster.held(rank, rank)), 4)
-        info = __import__("pickle").loads(step.items[METADATA_ITEM].tobytes())
+        info = pickle.loads(step.items[METADATA_ITEM].tobytes())
         assert (info["rank"], info["world_size"], info["step"]) == (rank, NODES, 4), info
         # Its shards, and its own copy of every replicated item (DCP writes
         # each once): the optimizer's step counters and param_groups.
