@@ -138,6 +138,28 @@ def on_every_node(count: int, fn, timeout: float = 600):
     return results
 
 
+def wait_or_kill(procs, timeout: float) -> None:
+    """Waits up to `timeout` seconds for all of `procs`; kills any still
+    running then (its return code is then the signal's)."""
+    deadline = time.monotonic() + timeout
+    try:
+        for p in procs:
+            p.wait(timeout=max(1, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        pass
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def result_of(text: str):
+    """The JSON of the last `RESULT {...}` line a worker printed, or None."""
+    lines = [l for l in text.splitlines() if l.startswith("RESULT ")]
+    return json.loads(lines[-1][len("RESULT "):]) if lines else None
+
+
 def run_trainer(directory, *args, env=None, expect_rc=0) -> Trainer:
     t = Trainer(directory, *args, env=env)
     rc = t.finish()

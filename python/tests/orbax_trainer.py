@@ -53,7 +53,7 @@ from orbax.checkpoint.experimental.emergency.replicator_checkpoint_manager impor
 )
 
 import orbax_worker  # noqa: F401  (registers the loopback ClusterEnv)
-from orbax_worker import make_mesh
+from orbax_worker import make_mesh, pytree_restore
 
 EXIT_AFTER_ON_DEMAND = 75  # strata::kExitAfterOnDemand
 IN, HIDDEN, OUT, BATCH = 8, 16, 4, 32
@@ -165,16 +165,6 @@ def train_step(params, x, y):
     return jax.tree.map(lambda p, g: p - LEARNING_RATE * g, params, grads), loss
 
 
-def restore_args(mesh):
-    abstract, args = {}, {}
-    for key, value in initial_params().items():
-        sharding = jax.sharding.NamedSharding(mesh, PARAM_SPECS[key])
-        abstract[key] = jax.ShapeDtypeStruct(value.shape, value.dtype, sharding=sharding)
-        args[key] = ocp.ArrayRestoreArgs(sharding=sharding, global_shape=value.shape,
-                                         dtype=value.dtype)
-    return ocp.args.PyTreeRestore(item=abstract, restore_args=args)
-
-
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--local-dir", required=True)
@@ -204,7 +194,7 @@ def main() -> int:
         params = {k: to_global(v, mesh, PARAM_SPECS[k]) for k, v in initial_params().items()}
         start = 0
     else:
-        restored = manager.restore(start, args=ocp.args.Composite(state=restore_args(mesh)))
+        restored = manager.restore(start, args=ocp.args.Composite(state=pytree_restore(mesh, initial_params(), PARAM_SPECS)))
         params = dict(restored["state"])
     print(f"RESTORED {start or 'none'}", flush=True)
 

@@ -123,9 +123,15 @@ def check_restored(restored, step: int, mesh) -> int:
 
 
 def restore_args(mesh):
+    return pytree_restore(mesh, expected_state(0), specs())
+
+
+def pytree_restore(mesh, template, partition_specs):
+    """Orbax's restore arguments for arrays shaped like `template`'s, each
+    sharded over `mesh` by its entry in `partition_specs`."""
     abstract, args = {}, {}
-    for key, value in expected_state(0).items():
-        sharding = jax.sharding.NamedSharding(mesh, specs()[key])
+    for key, value in template.items():
+        sharding = jax.sharding.NamedSharding(mesh, partition_specs[key])
         abstract[key] = jax.ShapeDtypeStruct(value.shape, value.dtype, sharding=sharding)
         args[key] = ocp.ArrayRestoreArgs(sharding=sharding, global_shape=value.shape,
                                          dtype=value.dtype)

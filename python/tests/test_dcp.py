@@ -22,7 +22,6 @@ then at two after rank 1 lost its newest step), and in-process checks of
 dtypes, item names, staging and refused saves.
 """
 
-import json
 import os
 import pickle
 import re
@@ -41,7 +40,7 @@ from torch.distributed.checkpoint.api import CheckpointException
 
 import strata
 import strata.dcp
-from conftest import Agents, _children, free_port
+from conftest import Agents, _children, free_port, result_of, wait_or_kill
 from strata.dcp import METADATA_ITEM, StrataSavePlanner, StrataStorageReader, StrataStorageWriter
 
 if not (torch.distributed.is_available() and torch.distributed.is_gloo_available()):
@@ -68,23 +67,14 @@ def run_ranks(root: Path, world: int, name: str, *args) -> list:
                  "--port", str(port), "--ref", str(root / "ref"), *map(str, args)],
                 stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ, **ENV)))
         _children.append(procs[-1])
-    deadline = time.monotonic() + RUN_TIMEOUT
-    try:
-        for p in procs:
-            p.wait(timeout=max(1, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        pass
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+    wait_or_kill(procs, RUN_TIMEOUT)
     results = []
     for rank, (p, log) in enumerate(zip(procs, logs)):
         text = log.read_text(errors="replace")
-        lines = [l for l in text.splitlines() if l.startswith("RESULT ")]
-        assert p.returncode == 0 and lines, f"{name} rank {rank}: exit {p.returncode}\n{text[-4000:]}"
-        results.append(json.loads(lines[-1][len("RESULT "):]))
+        result = result_of(text)
+        assert p.returncode == 0 and result is not None, \
+            f"{name} rank {rank}: exit {p.returncode}\n{text[-4000:]}"
+        results.append(result)
     return results
 
 

@@ -30,7 +30,6 @@ with its RAM, restored from its peer; and the whole cluster lost, restored
 from the file:// backup.
 """
 
-import json
 import os
 import re
 import shutil
@@ -42,7 +41,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import _children, free_ports
+from conftest import _children, free_ports, result_of, wait_or_kill
 
 # Looked up, not imported: only the workers load JAX.
 if any(find_spec(m) is None for m in ("jax", "orbax")) or find_spec("orbax.checkpoint") is None:
@@ -98,25 +97,15 @@ class OrbaxJob:
                     stdout=out, stderr=subprocess.STDOUT, env=env)
             _children.append(p)
             procs.append(p)
-        deadline = time.monotonic() + RUN_TIMEOUT
-        try:
-            for p in procs:
-                p.wait(timeout=max(1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            pass
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
+        wait_or_kill(procs, RUN_TIMEOUT)
         results = []
         for node, (p, log) in enumerate(zip(procs, logs)):
             text = log.read_text(errors="replace")
-            lines = [l for l in text.splitlines() if l.startswith("RESULT ")]
-            assert p.returncode == 0 and lines, (
+            result = result_of(text)
+            assert p.returncode == 0 and result is not None, (
                 f"run {self.runs}, node {node}: exit {p.returncode}\n{text[-4000:]}\n"
                 f"agent {node}:\n{self.agents.log(node)[-2000:]}")
-            results.append(json.loads(lines[-1][len("RESULT "):]))
+            results.append(result)
         return results
 
     def wait_log(self, node: int, pattern: str, timeout: float = 60) -> re.Match:
