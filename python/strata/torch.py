@@ -395,6 +395,19 @@ _stage_lock = threading.Lock()
 _default_stager: Optional[_Stager] = None
 
 
+def _map_containers(node: Any, fn) -> Any:
+    """`node` with `fn` applied to each element of a dict (of any dict type),
+    list or plain tuple; any other value is returned as it is."""
+    if isinstance(node, dict):
+        pairs = [(k, fn(v)) for k, v in node.items()]
+        return dict(pairs) if type(node) is dict else type(node)(pairs)
+    if isinstance(node, list):
+        return [fn(v) for v in node]
+    if type(node) is tuple:
+        return tuple(fn(v) for v in node)
+    return node
+
+
 def stage_state_dict(state_dict: Any) -> Any:
     """Snapshots the tensors of a (flat or nested) state_dict into a reusable
     host arena, page-locked when CUDA is available: one device->host copy per
@@ -430,14 +443,7 @@ def stage_state_dict(state_dict: Any) -> Any:
                 name = f"t{len(sources)}"
                 sources[name] = _Source(_bits(t), "bytes", value, name, False)
                 return _StagedTensor(name, t.dtype, tuple(t.shape))
-            if isinstance(value, dict):
-                pairs = [(k, collect(v)) for k, v in value.items()]
-                return dict(pairs) if type(value) is dict else type(value)(pairs)
-            if isinstance(value, list):
-                return [collect(v) for v in value]
-            if type(value) is tuple:
-                return tuple(collect(v) for v in value)
-            return value
+            return _map_containers(value, collect)
 
         plan = collect(state_dict)
         stager.stage(sources, defer=False)
@@ -456,14 +462,7 @@ def stage_state_dict(state_dict: Any) -> Any:
                 d = node.dtensor
                 return type(d).from_local(build(node.local), d.device_mesh, d.placements,
                                           shape=d.shape, stride=d.stride(), run_check=False)
-            if isinstance(node, dict):
-                pairs = [(k, build(v)) for k, v in node.items()]
-                return dict(pairs) if type(node) is dict else type(node)(pairs)
-            if isinstance(node, list):
-                return [build(v) for v in node]
-            if type(node) is tuple:
-                return tuple(build(v) for v in node)
-            return node
+            return _map_containers(node, build)
 
         return build(plan)
 
