@@ -18,11 +18,12 @@
 # Prebuilt engine: the full cmake build needs fmt, spdlog, OpenSSL, curl,
 # yaml-cpp, ... which a bare GPU machine may lack. `--pack`, run on the dev
 # machine, puts build/src/libstrata.a (debug info stripped) and the shared
-# libraries the extension links (xxhash, spdlog, fmt, libstdc++) in
+# libraries the extension links (xxhash, spdlog, fmt) in
 # .gpu-carry/ (git-ignored via .git/info/exclude); name `.gpu-carry` in the
 # run's carry. When cmake fails there, the extension alone (module.cc,
 # buffers.cc) is compiled against that archive for the machine's Python.
 # Env:   OUT, STRATA_GPU_BENCH_MIB (default 4096), STRATA_GPU_BENCH_REPS (5),
+#        STRATA_GPU_BENCH_SKIP (gpu_bench.py --skip: torch,dcp),
 #        STRATA_GPU_PREBUILT=1 (skip the cmake attempt: use .gpu-carry at once),
 #        STRATA_GPU_BUILD (build dir, default build-gpu), JOBS (default nproc)
 set -uo pipefail
@@ -36,7 +37,7 @@ if [ "${1:-}" = "--pack" ]; then
   grep -qx '/.gpu-carry/' .git/info/exclude 2>/dev/null || echo '/.gpu-carry/' >> .git/info/exclude
   strip --strip-debug -o .gpu-carry/libstrata.a build/src/libstrata.a
   for lib in $(ldd build/python/strata/_strata*.so | awk '$3 ~ /^\// {print $3}' |
-               grep -E 'xxhash|spdlog|fmt|stdc\+\+'); do cp -L "$lib" .gpu-carry/; done
+               grep -E 'xxhash|spdlog|fmt'); do cp -L "$lib" .gpu-carry/; done
   du -sh .gpu-carry; ls .gpu-carry; exit 0
 fi
 mkdir -p "$OUT"
@@ -74,13 +75,13 @@ elif [ -f .gpu-carry/libstrata.a ]; then
   EXT=$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
   CXX=${CXX:-$(command -v g++ || command -v c++)}
   LIBS=$(ls .gpu-carry/lib*.so* | grep -v 'stdc++')
-  {
+  (
     set -x
     "$CXX" -std=c++20 -O2 -shared -fPIC -fvisibility=hidden -Wall -Wextra -Iinclude \
       $("$PY" -m pybind11 --includes) python/src/module.cc python/src/buffers.cc \
       .gpu-carry/libstrata.a $LIBS -Wl,-rpath,"$PWD/.gpu-carry" -lpthread \
       -o "$BUILD/python/strata/_strata$EXT"
-  } >> "$OUT/build.log" 2>&1
+  ) >> "$OUT/build.log" 2>&1
   rc=$?; summary "prebuilt-engine build rc=$rc"
   [ $rc -ne 0 ] && { tail -30 "$OUT/build.log"; exit 1; }
   export LD_LIBRARY_PATH="$PWD/.gpu-carry${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -92,12 +93,13 @@ fi
 
 export PYTHONPATH="$PWD/$BUILD/python" STRATA_BIN="$PWD/$BUILD/strata" \
        STRATA_TEST_SUITE="$PWD/$BUILD"
-timeout 300 "$PY" -m pytest -q -rs -p no:cacheprovider $TESTS > "$OUT/pytest.log" 2>&1
+timeout 150 "$PY" -m pytest -q -rs -p no:cacheprovider $TESTS > "$OUT/pytest.log" 2>&1
 summary "pytest rc=$? ($(tail -1 "$OUT/pytest.log"))"
 grep -n "SKIPPED.*CUDA" "$OUT/pytest.log" && summary "WARNING: CUDA tests were skipped"
 
-PYTHONUNBUFFERED=1 timeout 420 "$PY" bench/gpu_bench.py --size-mib "${STRATA_GPU_BENCH_MIB:-4096}" \
-  --reps "${STRATA_GPU_BENCH_REPS:-5}" --json "$OUT/bench.json" > "$OUT/bench.log" 2>&1
+PYTHONUNBUFFERED=1 timeout 380 "$PY" bench/gpu_bench.py --size-mib "${STRATA_GPU_BENCH_MIB:-4096}" \
+  --reps "${STRATA_GPU_BENCH_REPS:-5}" ${STRATA_GPU_BENCH_SKIP:+--skip "$STRATA_GPU_BENCH_SKIP"} \
+  --json "$OUT/bench.json" > "$OUT/bench.log" 2>&1
 summary "bench rc=$?"
 grep '^ratio ' "$OUT/bench.log" | tee -a "$OUT/summary.txt"
 exit 0

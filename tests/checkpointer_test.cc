@@ -8,7 +8,9 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <numeric>
+#include <set>
 #include <thread>
 
 #include "fault_env.h"
@@ -158,7 +160,7 @@ TEST(CheckpointerTest, BorrowedSaveWritesFromTheCallersBuffersOnceReady) {
   EXPECT_EQ(st.in_flight_step, std::optional<int64_t>(9));
   EXPECT_TRUE(st.borrowed_in_flight);
   EXPECT_EQ(st.staging_bytes, 0u);  // no staging memory: nothing was copied
-  lent.Fill(9);                      // still the caller's to fill
+  lent.Fill(9);                     // still the caller's to fill
   released = true;
   c->AwaitIdle();
   EXPECT_EQ(ready_calls.load(), 1);
@@ -264,7 +266,7 @@ TEST(CheckpointerTest, AgentModeWithoutAnAgentTimesOutNamingTheFile) {
   EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_NE(r.status().message().find(d.path() + "/replicator.yaml"), std::string::npos)
       << r.status().ToString();
-  EXPECT_EQ(c->Restore(RestoreOptions{3}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(c->Restore(RestoreOptions{.step = 3}).status().code(), StatusCode::kInvalidArgument);
   // The yaml no agent took is gone, so a later attempt is not refused as stale.
   EXPECT_FALSE(std::filesystem::exists(d.path() + "/replicator.yaml"));
 }
@@ -330,6 +332,52 @@ TEST(CheckpointerTest, EmptyDirectoryIsNotFound) {
   EXPECT_NE(r.status().message().find(d.path()), std::string::npos);
 }
 
+// RestoreOptions::item_verified: each item once, when its bytes are in the
+// memory and verified; never an item that fails; every attempt reported.
+TEST(CheckpointerTest, ItemVerifiedReportsEachVerifiedItemOfEveryStepTried) {
+  ScratchDir d;
+  auto c = MustOpen(d.path());
+  SaveVersion(*c, 1);
+  SaveVersion(*c, 2);
+  testing::FlipByte(d.path() + "/2/" + DataFileName(0), 100);  // "w", chunk 0
+  std::mutex mu;
+  std::vector<std::pair<int64_t, std::string>> seen;
+  std::vector<std::string> wrong;
+  RestoreOptions options;
+  options.item_verified = [&](const RestoredStep& reading, size_t i) {
+    const RestoredItem& it = reading.items[i];
+    bool ok = true;
+    if (it.name == "ids") {  // ids[5] == 5 * version
+      int32_t v;
+      std::memcpy(&v, it.data.data() + 4 * 5, 4);
+      ok = v == 5 * reading.step;
+    } else if (it.name == "step") {
+      int64_t v;
+      std::memcpy(&v, it.data.data(), 8);
+      ok = v == reading.step;
+    }
+    std::lock_guard<std::mutex> l(mu);
+    seen.emplace_back(reading.step, it.name);
+    if (!ok) wrong.push_back(it.name);
+  };
+  auto r = c->Restore(options);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->step, 1);
+  EXPECT_TRUE(wrong.empty()) << wrong.front();
+  std::multiset<std::pair<int64_t, std::string>> got(seen.begin(), seen.end());
+  std::multiset<std::pair<int64_t, std::string>> want = {
+      {1, "w"}, {1, "ids"}, {1, "step"}, {2, "ids"}, {2, "step"}};
+  // Step 2's small items were read before "w" failed (smallest first; with
+  // several threads one of them may still have been in flight).
+  for (const auto& e : got) {
+    EXPECT_TRUE(want.count(e) == 1) << e.first << " " << e.second;
+  }
+  EXPECT_EQ(got.count({1, "w"}), 1u);
+  EXPECT_EQ(got.count({1, "ids"}), 1u);
+  EXPECT_EQ(got.count({1, "step"}), 1u);
+  EXPECT_EQ(got.count({2, "w"}), 0u);
+}
+
 TEST(CheckpointerTest, CorruptNewestStepFallsBackToOlder) {
   ScratchDir d;
   auto c = MustOpen(d.path());
@@ -372,7 +420,7 @@ TEST(CheckpointerTest, ExplicitStepDoesNotFallBack) {
   testing::FlipByte(d.path() + "/2/" + DataFileName(0), 100);
   State restored;
   auto into = restored.Mutable();
-  auto step = c->RestoreInto(into, RestoreOptions{2});
+  auto step = c->RestoreInto(into, RestoreOptions{.step = 2});
   EXPECT_EQ(step.status().code(), StatusCode::kDataLoss);
   EXPECT_NE(step.status().message().find("step 2 item"), std::string::npos);
 }

@@ -176,6 +176,15 @@ struct RestoreOptions {
   // verifies, falling back to older ones. Not with an agent_job: the agent
   // chooses the step.
   std::optional<int64_t> step;
+  // Restore() and RestoreToMemory() only: called with the step being read
+  // (`step` of the argument is set; its items all point to their memory)
+  // and an item's index as soon as that item's bytes are read and verified,
+  // so a caller can start using it (a host->device copy) while the rest is
+  // read. Called from the reading threads, concurrently, smallest items
+  // first. The step may still fail on another item: the engine then tries
+  // an older step (RestoreAllocator is called again first) or fails, so
+  // what was done with reported items must be redone or undone.
+  std::function<void(const RestoredStep& reading, size_t item)> item_verified = nullptr;
 };
 
 // Memory for a restored step, instead of a fresh mapping (RestoreToMemory).

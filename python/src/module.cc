@@ -312,10 +312,67 @@ SaveResult Save(PyCheckpointer& self, int64_t step, const py::handle& items, boo
 
 // Restore and RestoreInto return None for "nothing to restore" (NOT_FOUND),
 // which is how a fresh start looks from Python.
+// on_item(step, index, layout) for RestoreOptions::item_verified, called
+// with the GIL from the reading threads; layout is a tuple of (name, address,
+// nbytes) of every item of the step being read, the same object for every
+// call of one step. The first exception it raises is raised by restore()
+// (the restore itself runs to its end).
+class ItemVerified {
+ public:
+  explicit ItemVerified(py::object fn) : fn_(std::move(fn)) {}
+  ~ItemVerified() {
+    py::gil_scoped_acquire gil;
+    layout_ = py::object();
+    fn_ = py::object();
+  }
+
+  void operator()(const RestoredStep& reading, size_t item) {
+    py::gil_scoped_acquire gil;
+    if (error_) return;
+    try {
+      const void* base = reading.items.empty() ? nullptr : reading.items[0].data.data();
+      if (!layout_ || step_ != reading.step || base_ != base) {
+        py::tuple layout(reading.items.size());
+        for (size_t i = 0; i < reading.items.size(); ++i) {
+          const RestoredItem& it = reading.items[i];
+          layout[i] =
+              py::make_tuple(it.name, reinterpret_cast<uintptr_t>(it.data.data()), it.data.size());
+        }
+        layout_ = std::move(layout);
+        step_ = reading.step;
+        base_ = base;
+      }
+      fn_(reading.step, item, layout_);
+    } catch (py::error_already_set& e) {
+      error_ = std::make_unique<py::error_already_set>(std::move(e));
+    }
+  }
+
+  // Raises what the callback raised, if anything.
+  void RaiseIfFailed() {
+    if (error_) throw std::move(*error_);
+  }
+
+ private:
+  py::object fn_;
+  py::object layout_;
+  int64_t step_ = -1;
+  const void* base_ = nullptr;
+  std::unique_ptr<py::error_already_set> error_;
+};
+
 std::optional<PyRestored> Restore(PyCheckpointer& self, std::optional<int64_t> step,
-                                  const py::object& allocate) {
+                                  const py::object& allocate, const py::object& on_item) {
   RestoreOptions options;
   options.step = step;
+  std::shared_ptr<ItemVerified> verified;
+  if (!on_item.is_none()) {
+    if (!PyCallable_Check(on_item.ptr())) throw py::type_error("on_item must be callable or None");
+    verified = std::make_shared<ItemVerified>(on_item);
+    options.item_verified = [verified](const RestoredStep& reading, size_t item) {
+      (*verified)(reading, item);
+    };
+  }
   // With `allocate`, the step is read into the writable buffer it returns
   // (the arrays then keep that object alive, not a mapping of their own).
   py::object memory;
@@ -341,6 +398,7 @@ std::optional<PyRestored> Restore(PyCheckpointer& self, std::optional<int64_t> s
   auto r = self.Run([&](Checkpointer& c) { return c.RestoreToMemory(allocator, options); });
   self.ReleaseLent();
   RaisePending();
+  if (verified) verified->RaiseIfFailed();
   if (!r.ok() && r.status().code() == StatusCode::kNotFound && !step) return std::nullopt;
   RestoredStep restored = ValueOrRaise(std::move(r));
   const bool lent_memory = !restored.storage.get_deleter().owned;
@@ -370,9 +428,10 @@ void Wait(PyCheckpointer& self) {
 // checkpointer has none).
 void AwaitIdle(PyCheckpointer& self) {
   self.Run([](Checkpointer& c) {
-    c.AwaitIdle();
-    return Status::Ok();
-  }).IgnoreError();
+        c.AwaitIdle();
+        return Status::Ok();
+      })
+      .IgnoreError();
   self.ReleaseLent();
   RaisePending();
 }
@@ -499,7 +558,7 @@ void DefineCheckpointer(py::module_& m) {
       .def("wait", &Wait)
       .def("await_idle", &AwaitIdle)
       .def("restore", &Restore, py::kw_only(), py::arg("step") = py::none(),
-           py::arg("allocate") = py::none())
+           py::arg("allocate") = py::none(), py::arg("on_item") = py::none())
       .def("restore_into", &RestoreInto, py::arg("items"), py::kw_only(),
            py::arg("step") = py::none())
       .def("request_on_demand",

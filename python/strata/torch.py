@@ -37,7 +37,7 @@ import sys
 import threading
 import warnings
 import weakref
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy
 import torch
@@ -735,20 +735,147 @@ def _place(saved: Any, live: Any, copy: bool,
     return saved
 
 
-def _copy_into(copies: List[Tuple[torch.Tensor, torch.Tensor]], pinned: bool) -> None:
+def _copy_into(copies: List[Tuple[torch.Tensor, torch.Tensor]], pinned: bool,
+               done: Any = ()) -> None:
     """Copies restored host tensors into live tensors: CPU ones at once, CUDA
     ones as host->device copies on the devices' current streams
     (non_blocking from page-locked memory), then waits for those, so the
-    host memory may be reused when this returns."""
+    host memory may be reused when this returns. Pairs in `done` (keyed by
+    _pair_key) were copied already."""
     devices = set()
     with torch.no_grad():
         for dst, src in copies:
             if dst.is_cuda:
                 devices.add(dst.device)
-            if src.numel():
+            if src.numel() and _pair_key(dst, src) not in done:
                 _bits(dst).copy_(_bits(src), non_blocking=pinned and dst.is_cuda)
     for device in devices:
         torch.cuda.current_stream(device).synchronize()
+
+
+def _pair_key(dst: torch.Tensor, src: torch.Tensor) -> Tuple[int, int, int]:
+    return dst.data_ptr(), src.data_ptr(), src.numel() * src.element_size()
+
+
+class _Pipeline:
+    """The copies of a restore into the arena that start while the rest of
+    the step is still being read and verified.
+
+    The engine reports each item once its bytes are verified (smallest
+    first, so the state tree comes early). When the tree is in, the state
+    is checked against it without loading or cloning anything, which says
+    which item lands in which live tensor; from then on each reported item
+    is copied into its live tensors at once: host->device on a stream of our
+    own per device (ordered after the caller's current stream), CPU tensors
+    in the reporting thread. Nothing is copied unless the whole state fits
+    the tree, so a mismatch still loads nothing. restore() then checks and
+    loads as without it, skipping the pairs copied here (same step, same
+    memory). If the step then fails on a later item, the engine retries an
+    older step through reset() (which waits for our copies first), and the
+    tensors copied are overwritten by that step, or restore() raises."""
+
+    def __init__(self, ckpt: "Checkpointer", state: Dict[str, Any]) -> None:
+        self._ckpt, self._state = ckpt, state
+        self._lock = threading.Lock()
+        self._callers = {}  # device -> the caller's current stream
+        if torch.cuda.is_available():
+            for i in range(torch.cuda.device_count()):
+                self._callers[torch.device("cuda", i)] = torch.cuda.current_stream(i)
+        self._streams: Dict[torch.device, Any] = {}
+        self._reset()
+
+    def _reset(self) -> None:
+        self.step: Optional[int] = None
+        self._ready: set = set()
+        self._plan: Optional[Dict[str, List[Tuple[torch.Tensor, torch.Tensor]]]] = None
+        # _pair_key -> the live tensor copied into. Holding it keeps its
+        # memory from being reused by a tensor of restore()'s own check (a
+        # fresh state_dict() tensor at the same address is not the same pair).
+        self.done: Dict[Tuple[int, int, int], torch.Tensor] = {}
+
+    def reset(self) -> None:
+        """Before the arena is (re)written: waits for the copies from it."""
+        with self._lock:
+            self.synchronize()
+            self._reset()
+
+    def synchronize(self) -> None:
+        for stream in self._streams.values():
+            stream.synchronize()
+
+    def on_item(self, step: int, index: int, layout: Tuple[Tuple[str, int, int], ...]) -> None:
+        with self._lock:
+            if step != self.step:
+                self._reset()
+                self.step = step
+            name = layout[index][0]
+            self._ready.add(name)
+            if self._plan is None:
+                if TREE_ITEM not in self._ready:
+                    return
+                self._plan = self._make_plan(step, layout)
+                names = list(self._ready)
+            else:
+                names = [name]
+            for n in names:
+                pairs = self._plan.pop(n, None)
+                if pairs:
+                    self._copy(pairs)
+
+    def _make_plan(self, step: int, layout) -> Dict[str, List[Tuple[torch.Tensor, torch.Tensor]]]:
+        """Item name -> the (live, restored) pairs it fills; {} when the state
+        does not fit (restore() then raises) or the step is not in the arena."""
+        arena = self._ckpt._stager.arena
+        base, size = arena.buffer.data_ptr(), arena.nbytes
+        items, by_address = {}, {}
+        for name, address, nbytes in layout:
+            if nbytes and not base <= address <= base + size - nbytes:
+                return {}  # the engine allocated instead: not our memory
+            items[name] = arena.array[address - base:address - base + nbytes]
+            by_address[address] = name
+        try:
+            restored = _Reading(step, items)
+            entries = self._ckpt._read_tree(restored)
+            copies: List[Tuple[torch.Tensor, torch.Tensor]] = []
+            for key, value in self._state.items():
+                if key not in entries:
+                    return {}
+                self._ckpt._check(key, value, entries[key], restored, True, copies, dry=True)
+        except Exception:  # noqa: BLE001 - restore()'s own check raises it, with context
+            return {}
+        plan: Dict[str, List[Tuple[torch.Tensor, torch.Tensor]]] = {}
+        for dst, src in copies:
+            name = by_address.get(src.data_ptr())
+            if name is not None and src.numel():
+                plan.setdefault(name, []).append((dst, src))
+        return plan
+
+    def _copy(self, pairs: List[Tuple[torch.Tensor, torch.Tensor]]) -> None:
+        pinned = self._ckpt._stager.arena.pinned
+        with torch.no_grad():
+            for dst, src in pairs:
+                if dst.is_cuda:
+                    with torch.cuda.stream(self._stream(dst.device)):
+                        _bits(dst).copy_(_bits(src), non_blocking=pinned)
+                else:
+                    _bits(dst).copy_(_bits(src))
+                self.done[_pair_key(dst, src)] = dst
+
+    def _stream(self, device: torch.device) -> Any:
+        stream = self._streams.get(device)
+        if stream is None:
+            stream = torch.cuda.Stream(device)
+            caller = self._callers.get(device)
+            if caller is not None:
+                stream.wait_stream(caller)
+            self._streams[device] = stream
+        return stream
+
+
+class _Reading(NamedTuple):
+    """What _read_tree and _check use of a strata.Restored."""
+    step: int
+    items: Dict[str, numpy.ndarray]
 
 
 class Checkpointer:
@@ -772,6 +899,8 @@ class Checkpointer:
         self._pending: Optional[_Pending] = None
         self._hooks: Dict[int, Any] = {}  # id(optimizer) -> its step pre-hook's handle
         self._restore_to_arena = torch.cuda.is_available()
+        self._pipeline: Optional[_Pipeline] = None  # of the restore under way
+        self._pipelined = 0
 
     def should_save(self, step: int) -> bool:
         return self._ckpt.should_save(step)
@@ -875,7 +1004,15 @@ class Checkpointer:
         lacks is an error. Nothing is loaded unless every entry fits."""
         self.wait_staged()
         to_arena = self._restore_to_arena
-        restored = self._ckpt.restore(step=step, allocate=self._allocate if to_arena else None)
+        pipeline = self._pipeline = _Pipeline(self, state) if to_arena else None
+        try:
+            restored = self._ckpt.restore(step=step,
+                                          allocate=self._allocate if to_arena else None,
+                                          on_item=pipeline.on_item if pipeline else None)
+        finally:
+            self._pipeline = None
+            if pipeline:
+                pipeline.synchronize()  # the arena is ours again (the next save reuses it)
         if restored is None:
             return None
         entries = self._read_tree(restored)
@@ -889,12 +1026,16 @@ class Checkpointer:
         copies: List[Tuple[torch.Tensor, torch.Tensor]] = []
         decoded = {key: self._check(key, value, entries[key], restored, to_arena, copies)
                    for key, value in state.items()}
-        _copy_into(copies, pinned=to_arena and self._stager.arena.pinned)
+        done = pipeline.done if pipeline and pipeline.step == restored.step else {}
+        self._pipelined = len(done)  # for tests: the copies made while reading
+        _copy_into(copies, pinned=to_arena and self._stager.arena.pinned, done=done.keys())
         for key, (kind, value) in decoded.items():
             state[key] = self._load(kind, state[key], value)
         return restored.step
 
     def _allocate(self, nbytes: int) -> numpy.ndarray:
+        if self._pipeline is not None:
+            self._pipeline.reset()
         self._stager.arena.ensure(nbytes)
         return self._stager.arena.array
 
@@ -912,13 +1053,15 @@ class Checkpointer:
         return tree["entries"]
 
     @staticmethod
-    def _check(key: str, target: Any, node: Dict[str, Any], restored: strata.Restored,
-               in_arena: bool, copies: List[Tuple[torch.Tensor, torch.Tensor]]):
+    def _check(key: str, target: Any, node: Dict[str, Any], restored: Any,
+               in_arena: bool, copies: List[Tuple[torch.Tensor, torch.Tensor]],
+               dry: bool = False):
         """Decodes one entry and checks that it fits `target`; returns
         (kind, value). A stateful entry's tensors that have a live tensor of
         the same shape and dtype in the target's state_dict() are that
         tensor, with (live, restored) appended to `copies`; the caller copies
-        once every entry fits."""
+        once every entry fits. `dry`: only the check and `copies` matter (the
+        items may not be verified yet): nothing is cloned."""
         step = restored.step
         kind, payload = next(iter(node.items()))
         # A module copies what it loads into its parameters; other objects may
@@ -926,7 +1069,8 @@ class Checkpointer:
         # would hold the whole restored step in memory if they were views.
         # Restored into the arena, which the next save reuses, nothing may
         # stay a view of it.
-        copy = in_arena or (kind == "$stateful" and not isinstance(target, torch.nn.Module))
+        copy = not dry and (in_arena or
+                            (kind == "$stateful" and not isinstance(target, torch.nn.Module)))
         if kind == "$stateful" and _is_stateful(target):
             value = _Decoder(restored.items, step, False).decode(payload)
             live = _target_state(target)

@@ -185,6 +185,101 @@ def test_every_dtype_view_and_non_contiguous_tensor_round_trips(scratch):
     assert (target["arr"] == np.arange(5)).all()
 
 
+def test_restoring_through_the_arena_copies_items_as_they_verify(scratch):
+    model, opt = make(width=256)
+    train(model, opt, 2)
+    expected = snapshot(model, opt)
+    with strata.torch.Checkpointer(str(scratch), chunk_size=4096) as ckpt:
+        ckpt._restore_to_arena = True
+        ckpt.save(2, {"model": model, "optimizer": opt})
+        m2, o2 = make(seed=4, width=256)
+        train(m2, o2, 1)
+        seen = []
+        real = strata.torch._Pipeline.on_item
+
+        def spy(self, step, index, layout):
+            seen.append((layout[index][0], len(self.done)))
+            real(self, step, index, layout)
+
+        strata.torch._Pipeline.on_item = spy
+        try:
+            assert ckpt.restore({"model": m2, "optimizer": o2}) == 2
+        finally:
+            strata.torch._Pipeline.on_item = real
+        assert_state(m2, o2, expected)
+        # Every parameter and moment of the optimizer was copied before
+        # restore() checked the step (as soon as the tree and it were read).
+        assert ckpt._pipelined == 4 * 4, ckpt._pipelined  # 4 params; moments and step of each
+        assert strata.torch.TREE_ITEM in [n for n, _ in seen]
+
+
+def test_a_corrupt_item_after_pipelined_copies_falls_back_cleanly(scratch):
+    model, opt = make(width=256)
+    train(model, opt, 1)
+    at_1 = snapshot(model, opt)
+    with strata.torch.Checkpointer(str(scratch), async_save=False, max_to_keep=3) as ckpt:
+        ckpt.save(1, {"model": model, "optimizer": opt})
+        train(model, opt, 1)
+        ckpt.save(2, {"model": model, "optimizer": opt})
+        # One of the biggest items, read last: smaller ones are copied by then.
+        biggest = opt.state[next(model.parameters())]["exp_avg_sq"].numpy().tobytes()
+    for victim in (scratch / "2").iterdir():
+        raw = bytearray(victim.read_bytes())
+        at = raw.find(biggest)
+        if at >= 0:
+            raw[at + 100] ^= 0xFF
+            victim.write_bytes(bytes(raw))
+            break
+    else:
+        raise AssertionError("exp_avg_sq's bytes are in no file of step 2")
+    m2, o2 = make(seed=6, width=256)
+    train(m2, o2, 1)
+    copied = {}
+    real = strata.torch._Pipeline._copy
+
+    def spy(self, pairs):
+        copied[self.step] = copied.get(self.step, 0) + len(pairs)
+        real(self, pairs)
+
+    strata.torch._Pipeline._copy = spy
+    try:
+        with strata.torch.Checkpointer(str(scratch)) as ckpt:
+            ckpt._restore_to_arena = True
+            assert ckpt.restore({"model": m2, "optimizer": o2}) == 1
+    finally:
+        strata.torch._Pipeline._copy = real
+    assert copied.get(2, 0) > 0 and copied[1] == 4 * 4, copied  # step 2's copies were undone
+    assert_state(m2, o2, at_1)
+
+
+def test_a_mismatch_loads_nothing_through_the_arena_either(scratch):
+    model, opt = make(width=64)
+    with strata.torch.Checkpointer(str(scratch)) as ckpt:
+        ckpt._restore_to_arena = True
+        ckpt.save(1, {"model": model, "other": make(width=64)[0]})
+        ckpt.wait()
+        fresh, _ = make(seed=2, width=64)
+        wrong, _ = make(seed=3, width=128)
+        before = [p.clone() for p in fresh.parameters()]
+        with pytest.raises(strata.InvalidArgumentError, match="tensor 'other.0.weight'"):
+            ckpt.restore({"model": fresh, "other": wrong})
+        assert ckpt._pipelined == 0
+    assert all(torch.equal(a, b) for a, b in zip(before, fresh.parameters()))
+
+
+def test_state_dicts_of_fresh_tensors_restore_through_the_arena(scratch):
+    # RNGState.state_dict() makes new tensors on every call: the copies made
+    # while reading went into tensors restore()'s own check does not use.
+    with strata.torch.Checkpointer(str(scratch)) as ckpt:
+        ckpt._restore_to_arena = True
+        torch.manual_seed(5)
+        ckpt.save(1, {"rng": strata.torch.RNGState()})
+        expected = torch.rand(4)
+        torch.manual_seed(6)
+        assert ckpt.restore({"rng": strata.torch.RNGState()}) == 1
+        assert torch.equal(torch.rand(4), expected)
+
+
 def test_restoring_through_the_arena_fills_the_live_tensors(scratch):
     model, opt = make()
     train(model, opt, 3)
@@ -295,7 +390,7 @@ def test_cuda_overlapped_save_is_ordered_before_the_next_optimizer_step(scratch)
         ckpt.save(2, {"model": model, "optimizer": opt})
         train(model, opt, 1, "cuda")  # forward/backward alongside the copies; step() waits
         ckpt.wait()
-        m2, o2 = make("cuda", seed=7)
+        m2, o2 = make("cuda", seed=7, width=1024)
         train(m2, o2, 1, "cuda")
         assert ckpt.restore({"model": m2, "optimizer": o2}) == 2
     assert_state(m2, o2, expected)
@@ -314,7 +409,7 @@ def test_cuda_a_forgotten_wait_fails_the_save_instead_of_corrupting_it(scratch):
             next(model.parameters()).mul_(2)  # not through optimizer.step(), no wait_staged()
         with pytest.raises(strata.FailedPreconditionError, match="changed in place"):
             ckpt.wait()
-        assert ckpt.restore({"model": make("cuda")[0]}) == 1
+        assert ckpt.restore({"model": make("cuda", width=2048)[0]}) == 1
 
 
 @needs_cuda

@@ -99,7 +99,8 @@ Status MatchBuffers(const StepInfo& info, std::span<const MutableItem> into,
 // Reads `steps_dir/<info.step>` into one allocation: `allocate`'s memory if
 // it gives enough, aligned, else a mapping owned by `out`.
 Status ReadOwned(Env* env, ThreadPool* pool, const std::string& steps_dir, const StepInfo& info,
-                 const RestoreAllocator& allocate, RestoredStep* out) {
+                 const RestoreAllocator& allocate, RestoredStep* out,
+                 const RestoreOptions& options = {}) {
   // Every item starts on a 64-byte boundary, so views of any dtype are aligned.
   auto padded = [](uint64_t n) { return (n + 63) & ~uint64_t{63}; };
   uint64_t total = 0;
@@ -110,9 +111,10 @@ Status ReadOwned(Env* env, ThreadPool* pool, const std::string& steps_dir, const
     STRATA_ASSIGN_OR_RETURN(lent, allocate(total));
     if (lent.size() < total || reinterpret_cast<uintptr_t>(lent.data()) % 64 != 0) {
       if (!lent.empty()) {
-        Log()->warn("restoring {}: the memory offered ({} bytes) is too small or not 64-byte "
-                    "aligned for {} bytes; allocating instead",
-                    what, lent.size(), total);
+        Log()->warn(
+            "restoring {}: the memory offered ({} bytes) is too small or not 64-byte "
+            "aligned for {} bytes; allocating instead",
+            what, lent.size(), total);
       }
       lent = {};
     }
@@ -131,7 +133,10 @@ Status ReadOwned(Env* env, ThreadPool* pool, const std::string& steps_dir, const
     dst.push_back(cursor);
     cursor += padded(ii.nbytes);
   }
-  return ReadStepData(env, pool, JoinPath(steps_dir, StepDirName(info.step)), info, dst);
+  out->step = info.step;
+  std::function<void(size_t)> verified;
+  if (options.item_verified) verified = [&](size_t i) { options.item_verified(*out, i); };
+  return ReadStepData(env, pool, JoinPath(steps_dir, StepDirName(info.step)), info, dst, verified);
 }
 
 class CheckpointerImpl final : public Checkpointer {
@@ -174,7 +179,7 @@ class CheckpointerImpl final : public Checkpointer {
  private:
   struct Job {
     int64_t step;
-    std::vector<Item> items;  // data points into staging_, or the caller's (borrowed)
+    std::vector<Item> items;        // data points into staging_, or the caller's (borrowed)
     std::function<Status()> ready;  // borrowed: called before the items are read
   };
 
@@ -582,7 +587,7 @@ StatusOr<RestoredStep> CheckpointerImpl::RestoreToMemory(const RestoreAllocator&
   STRATA_RETURN_IF_ERROR(Wait());
   RestoredStep out;
   auto step = RestoreNewest(options, [&](const std::string& steps_dir, const StepInfo& info) {
-    return ReadOwned(env_, &pool_, steps_dir, info, allocate, &out);
+    return ReadOwned(env_, &pool_, steps_dir, info, allocate, &out, options);
   });
   if (!step.ok()) return step.status();
   out.step = *step;

@@ -6,6 +6,7 @@
 #define STRATA_ENGINE_STEP_IO_H_
 
 #include <cstddef>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -52,8 +53,12 @@ StatusOr<StepInfo> WriteStep(Env* env, ThreadPool* pool, const WriteStepRequest&
 // Reads every item of `info` (the manifest of `step_dir`) into dst[i]
 // (info.items[i].nbytes bytes each), verifying every chunk. The first
 // corruption is DATA_LOSS naming the step, item, chunk and file.
+// `verified`, if set, is called with an item's index once all its bytes are
+// in dst and verified (from the reading threads, concurrently, at most once
+// per item); with it the smallest items are read first.
 Status ReadStepData(Env* env, ThreadPool* pool, const std::string& step_dir, const StepInfo& info,
-                    std::span<std::byte* const> dst);
+                    std::span<std::byte* const> dst,
+                    const std::function<void(size_t item)>& verified = {});
 
 // Verifies every chunk of `step_dir` without keeping the data; appends one
 // problem per corrupt chunk or unreadable file to `report`.

@@ -1,5 +1,6 @@
 // Copyright 2026 The Strata Authors.
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <mutex>
 
@@ -55,10 +56,25 @@ uint64_t ChunkLen(const StepInfo& info, const ChunkRef& t) {
 }  // namespace
 
 Status ReadStepData(Env* env, ThreadPool* pool, const std::string& step_dir, const StepInfo& info,
-                    std::span<std::byte* const> dst) {
+                    std::span<std::byte* const> dst,
+                    const std::function<void(size_t item)>& verified) {
   std::vector<std::unique_ptr<ReadableFile>> files;
   STRATA_RETURN_IF_ERROR(OpenDataFiles(env, step_dir, info, &files));
   std::vector<ChunkRef> tasks = ChunkRefs(info);
+  // Chunks not yet verified, per item; an item is reported when its count
+  // reaches zero (empty items at once).
+  std::unique_ptr<std::atomic<uint64_t>[]> left;
+  if (verified) {
+    std::stable_sort(tasks.begin(), tasks.end(), [&](const ChunkRef& a, const ChunkRef& b) {
+      return info.items[a.item].nbytes < info.items[b.item].nbytes;
+    });
+    left = std::make_unique<std::atomic<uint64_t>[]>(info.items.size());
+    for (size_t i = 0; i < info.items.size(); ++i) left[i] = 0;
+    for (const ChunkRef& t : tasks) ++left[t.item];
+    for (size_t i = 0; i < info.items.size(); ++i) {
+      if (left[i] == 0) verified(i);
+    }
+  }
   std::mutex mu;
   Status first_error;
   pool->ParallelFor(tasks.size(), [&](size_t i) {
@@ -68,6 +84,8 @@ Status ReadStepData(Env* env, ThreadPool* pool, const std::string& step_dir, con
     if (!s.ok()) {
       std::lock_guard<std::mutex> l(mu);
       if (first_error.ok()) first_error = s;
+    } else if (verified && left[t.item].fetch_sub(1) == 1) {
+      verified(t.item);
     }
   });
   return first_error;
