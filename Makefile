@@ -45,10 +45,13 @@ build: deps $(BUILD_DIR)/build.ninja
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
-# The whole test suite under AddressSanitizer + UndefinedBehaviorSanitizer.
+# The whole test suite under AddressSanitizer + UndefinedBehaviorSanitizer,
+# at -O1 (what ASan's authors advise: the suite runs much faster than at
+# -O0, and every check still fires) with line tables only.
 test-asan: deps
 	@cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=ON \
-	  -DSTRATA_BENCH=OFF -DSTRATA_PYTHON=OFF $(LAUNCHER) $(CMAKE_FLAGS) >/dev/null
+	  '-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1' -DSTRATA_BENCH=OFF -DSTRATA_PYTHON=OFF $(LAUNCHER) \
+	  $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(ASAN_DIR) -j $(JOBS)
 	@cd $(ASAN_DIR) && ctest --output-on-failure -j $(JOBS)
 

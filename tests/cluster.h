@@ -19,7 +19,6 @@
 namespace strata::testing {
 
 // A loopback TCP port that was free a moment ago.
-uint16_t FreePort();
 
 struct TrainOptions {
   std::string style = "orbax";  // the client's protocol style

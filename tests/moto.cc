@@ -35,21 +35,6 @@ std::string FindOnPath(const std::string& name) {
   return "";
 }
 
-int FreeLoopbackPort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
-
 bool CanConnect(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
@@ -102,7 +87,7 @@ std::string MotoServer::FindTool(const std::string& name) {
 
 Status MotoServer::Start() {
   if (running()) return FailedPreconditionError("moto_server already running");
-  port_ = FreeLoopbackPort();
+  port_ = FreePort();
   if (port_ == 0) return UnavailableError("no free loopback port for moto_server");
   return Launch();
 }
@@ -110,8 +95,8 @@ Status MotoServer::Start() {
 Status MotoServer::Launch() {
   std::string bin = FindBinary();
   if (bin.empty()) {
-    return FailedPreconditionError(
-        "moto_server not found in " STRATA_VENV_BIN " or on PATH (run scripts/install-deps.sh)");
+    return FailedPreconditionError("moto_server not found in " STRATA_VENV_BIN
+                                   " or on PATH (run scripts/install-deps.sh)");
   }
   child_ = std::make_unique<Child>(
       std::vector<std::string>{bin, "-H", "127.0.0.1", "-p", std::to_string(port_)},

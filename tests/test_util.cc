@@ -1,11 +1,14 @@
 // Copyright 2026 The Strata Authors.
 #include "test_util.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -243,6 +247,26 @@ bool WaitUntil(const std::function<bool()>& done, std::chrono::milliseconds time
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return true;
+}
+
+// A port in 20000-25999: below Linux's ephemeral range (32768 and up), so no
+// outgoing connection of a test running beside this one (ctest -j) takes it
+// before the agent it is meant for binds it; the Python tests pick theirs in
+// 26000-31999 (python/tests/conftest.py).
+uint16_t FreePort() {
+  static std::mt19937 random(std::random_device{}());
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    auto port = static_cast<uint16_t>(std::uniform_int_distribution<int>(20000, 25999)(random));
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(port);
+    bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    if (free) return port;
+  }
+  return 0;
 }
 
 }  // namespace strata::testing

@@ -101,6 +101,9 @@ inline constexpr std::chrono::milliseconds kWait{10000};
 // Polls `done` every 20 ms until it holds or `timeout` passes.
 bool WaitUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout = kWait);
 
+// A free loopback port, below the ephemeral range (see test_util.cc).
+uint16_t FreePort();
+
 }  // namespace strata::testing
 
 #endif  // STRATA_TESTS_TEST_UTIL_H_

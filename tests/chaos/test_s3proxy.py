@@ -3,6 +3,7 @@ its control file names (refused connections, S3 errors, held requests)."""
 import http.client
 import http.server
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -34,9 +35,19 @@ class Echo(http.server.BaseHTTPRequestHandler):
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below the ephemeral range, in the C++ suites' 20000-25999
+    (tests/cluster.cc): this suite never runs beside them (ctest's lock
+    strata_cluster), but does beside the Python tests, whose outgoing
+    connections could take an ephemeral port before it is bound."""
+    for _ in range(1000):
+        port = random.randrange(20000, 26000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no free port in 20000-25999")
 
 
 @pytest.fixture

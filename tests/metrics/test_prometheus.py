@@ -8,6 +8,7 @@ checks that every value moved. STRATA_BUILD_DIR names the build directory.
 """
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -25,9 +26,19 @@ NODES = 4
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below the ephemeral range, in the C++ suites' 20000-25999
+    (tests/cluster.cc): this suite never runs beside them (ctest's lock
+    strata_cluster), but does beside the Python tests, whose outgoing
+    connections could take an ephemeral port before it is bound."""
+    for _ in range(1000):
+        port = random.randrange(20000, 26000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no free port in 20000-25999")
 
 
 def wait_for(predicate, timeout, what):
