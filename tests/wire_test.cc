@@ -5,6 +5,7 @@
 #include <string>
 
 #include "agent/rpc.h"
+#include "wire/coded.h"
 #include "wire/control.h"
 #include "wire/coordination.h"
 #include "wire/data.h"
@@ -231,6 +232,150 @@ TEST(WireCoordinationTest, APlanRoundTripsAndAMalformedOneIsRefused) {
   broken = plan.ToJson();
   broken.erase("plan_version");
   EXPECT_EQ(PlanReply::FromJson(broken).status().code(), StatusCode::kInvalidArgument);
+}
+
+// Malformed input found by reading the codec: a decode entry without its
+// group (a missing key read on a const JSON value), the field that is
+// missing named as itself, and integers beyond their C++ type refused
+// rather than truncated.
+TEST(WireCoordinationTest, MalformedPlansAreRefusedNamingTheField) {
+  PlanReply plan;
+  plan.round = 4;
+  plan.plan_version = 2;
+  plan.step = 120;
+  agent::DecodeSource decode;
+  decode.group.members = {0, 1, 2, 3};
+  decode.group.kind = ec::Redundancy::Kind::kRs;
+  decode.group.m = 2;
+  decode.stripes = {{0, {{0, 0, 0}, {1, 1, 1}}}, {1, {{2, 2, agent::kParityRank}, {3, 3, 3}}}};
+  plan.sources[1] = {1, {2}, 0x1234, decode};
+  auto back = PlanReply::FromJson(json::parse(plan.ToJson().dump()));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->sources, plan.sources);
+
+  auto refused = [&](const json& j, const std::string& names) {
+    auto r = PlanReply::FromJson(j);
+    ASSERT_FALSE(r.ok()) << j.dump();
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << j.dump();
+    EXPECT_NE(r.status().message().find(names), std::string::npos) << r.status().ToString();
+  };
+  json j = plan.ToJson();
+  j["sources"]["1"]["decode"].erase("group");
+  refused(j, "a group is");
+  for (const json& group : {json(nullptr), json(7), json::object()}) {
+    j = plan.ToJson();
+    j["sources"]["1"]["decode"]["group"] = group;
+    refused(j, "a group is");
+  }
+  j = plan.ToJson();
+  j.erase("round");
+  refused(j, "\"round\"");
+  j = plan.ToJson();
+  j["round"] = "4";
+  refused(j, "\"round\"");
+  j = plan.ToJson();
+  j.erase("plan_version");
+  refused(j, "\"plan_version\"");
+  const int64_t huge = int64_t{1} << 40;  // get<int> would make it 0
+  j = plan.ToJson();
+  j["sources"]["1"]["source_rank"] = huge;
+  refused(j, "\"sources\"");
+  j = plan.ToJson();
+  j["sources"]["1"]["holders"] = {huge};
+  refused(j, "\"sources\"");
+  j = plan.ToJson();
+  j["sources"]["1"]["holders"] = {-5};
+  refused(j, "\"sources\"");
+  j = plan.ToJson();
+  j["sources"]["1"]["decode"]["stripes"][0][1][0][1] = huge;
+  refused(j, "a shard is");
+}
+
+TEST(WireDataTest, AStepKeyRankBeyondIntIsRefusedNotTruncated) {
+  EXPECT_TRUE(agent::StepKeyFromJson({{"job", "j"}, {"rank", 3}, {"step", 5}}).ok());
+  for (int64_t rank : {int64_t{1} << 40, int64_t{1} << 32, int64_t{-1}}) {
+    auto key = agent::StepKeyFromJson({{"job", "j"}, {"rank", rank}, {"step", 5}});
+    EXPECT_EQ(key.status().code(), StatusCode::kInvalidArgument) << rank;
+  }
+}
+
+// The coded tier's calls fed malformed input: every field missing, of the
+// wrong type and out of range is INVALID_ARGUMENT naming the call (a
+// wrong-typed boolean used to throw out of the parser).
+TEST(WireCodedTest, MalformedShardCallsAreRefusedNamingTheCall) {
+  GetShardRequest get;
+  get.key = {"job", 2, 40};
+  get.digest = 0xfeed;
+  get.group.members = {0, 1, 2, 3};
+  get.group.kind = ec::Redundancy::Kind::kRs;
+  get.group.m = 2;
+  get.chunk = 1;
+  get.index_of = 3;
+  auto back = GetShardRequest::FromJson(json::parse(get.ToJson().dump()));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->digest, get.digest);
+  EXPECT_EQ(back->chunk, 1);
+  EXPECT_EQ(back->index_of, 3);
+  GetShardRequest parity = get;
+  parity.parity = true;
+  parity.stripe = 1;
+  parity.row = 0;
+  ASSERT_TRUE(GetShardRequest::FromJson(parity.ToJson()).ok());
+
+  const int64_t huge = int64_t{1} << 40;
+  const std::vector<std::pair<std::string, json>> bad = {
+      {"key", nullptr},   {"key", {{"job", "job"}, {"rank", huge}, {"step", 40}}},
+      {"group", nullptr}, {"group", {{"members", {0, 1}}, {"code", "lz4"}, {"m", 1}}},
+      {"parity", "yes"},  {"parity", 1},
+      {"digest", 7},      {"digest", "xyz"},
+      {"chunk", "1"},     {"chunk", huge},
+      {"chunk", -1},      {"index_of", huge},
+      {"index_of", "3"},  {"header_only", "no"}};
+  for (const auto& [field, value] : bad) {
+    json j = get.ToJson();
+    j[field] = value;
+    auto r = GetShardRequest::FromJson(j);
+    ASSERT_FALSE(r.ok()) << field << " = " << value.dump();
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << field;
+    EXPECT_NE(r.status().message().find(OpName(Op::kGetShard)), std::string::npos)
+        << r.status().ToString();
+  }
+  for (const char* field : {"key", "group", "digest", "chunk"}) {
+    json j = get.ToJson();
+    j.erase(field);
+    EXPECT_EQ(GetShardRequest::FromJson(j).status().code(), StatusCode::kInvalidArgument) << field;
+  }
+  for (const char* field : {"stripe", "row"}) {
+    json j = parity.ToJson();
+    j[field] = huge;
+    EXPECT_EQ(GetShardRequest::FromJson(j).status().code(), StatusCode::kInvalidArgument) << field;
+    j.erase(field);
+    EXPECT_EQ(GetShardRequest::FromJson(j).status().code(), StatusCode::kInvalidArgument) << field;
+  }
+  for (const json& j : {json(nullptr), json::array(), json("get_shard")}) {
+    EXPECT_EQ(GetShardRequest::FromJson(j).status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(ShardReply::FromJson(j).status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(PutShardReady::FromJson(j).status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(PutShardRequest::FromJson(j).status().code(), StatusCode::kInvalidArgument);
+  }
+}
+
+TEST(WireDataTest, AReplyWithAMalformedErrorIsInternalNotAThrow) {
+  EXPECT_TRUE(agent::StatusFromJson({{"ok", true}}, "peer 3").ok());
+  Status s = agent::StatusFromJson({{"ok", false}, {"code", 5}, {"error", "no step 7"}}, "peer 3");
+  EXPECT_EQ(s.code(), static_cast<StatusCode>(5));
+  EXPECT_EQ(s.message(), "peer 3: no step 7");
+  for (const json& reply :
+       {json{{"ok", false}, {"code", "5"}, {"error", 7}},
+        json{{"ok", false}, {"code", int64_t{1} << 40}}, json{{"ok", "yes"}}, json(nullptr)}) {
+    Status bad = agent::StatusFromJson(reply, "peer 3");
+    EXPECT_EQ(bad.code(), StatusCode::kInternal) << reply.dump();
+    EXPECT_EQ(bad.message().rfind("peer 3: ", 0), 0u) << bad.ToString();
+  }
+  // A fetch whose digest is not a string is refused, not thrown.
+  json fetch = FetchStepRequest{{"job", 1, 5}, 0x77, std::vector<size_t>{1}}.ToJson();
+  fetch["digest"] = 77;
+  EXPECT_EQ(FetchStepRequest::FromJson(fetch).status().code(), StatusCode::kInvalidArgument);
 }
 
 // The on-demand step decision, as every sync call and "go" carries it.

@@ -104,10 +104,16 @@ json StatusToJson(const Status& s) {
 Status StatusFromJson(const json& reply, const std::string& peer) {
   auto ok = reply.find("ok");
   if (ok != reply.end() && ok->is_boolean() && ok->get<bool>()) return Status::Ok();
-  int code = reply.value("code", static_cast<int>(StatusCode::kInternal));
-  std::string msg = reply.value("error", std::string("malformed reply"));
-  if (code <= 0 || code > static_cast<int>(StatusCode::kInternal))
-    code = static_cast<int>(StatusCode::kInternal);
+  // A code that is no known status code (or no integer) is INTERNAL; an
+  // error that is no string is "malformed reply".
+  int code = static_cast<int>(StatusCode::kInternal);
+  auto c = reply.find("code");
+  if (c != reply.end() && c->is_number_integer() && c->get<int64_t>() > 0 &&
+      c->get<int64_t>() <= static_cast<int>(StatusCode::kInternal)) {
+    code = static_cast<int>(c->get<int64_t>());
+  }
+  auto e = reply.find("error");
+  std::string msg = e != reply.end() && e->is_string() ? e->get<std::string>() : "malformed reply";
   return Status(static_cast<StatusCode>(code), peer + ": " + msg);
 }
 
@@ -119,6 +125,11 @@ StatusOr<StepKey> StepKeyFromJson(const json& j) {
   if (!j.is_object() || !j.contains("job") || !j["job"].is_string() || !j.contains("rank") ||
       !j["rank"].is_number_integer() || !j.contains("step") || !j["step"].is_number_integer()) {
     return InvalidArgumentError("malformed step key");
+  }
+  // Range-checked as int64 before it becomes an int: 2^40 must not truncate to 0.
+  const int64_t rank = j["rank"].get<int64_t>();
+  if (rank < 0 || rank >= kMaxNodes) {
+    return InvalidArgumentError("step key: rank " + std::to_string(rank) + " is out of range");
   }
   StepKey key{j["job"].get<std::string>(), j["rank"].get<int>(), j["step"].get<int64_t>()};
   STRATA_RETURN_IF_ERROR(ValidateStepKey(key));

@@ -31,6 +31,14 @@ StatusOr<int64_t> Int(const json& j, const char* key, int64_t lo, int64_t hi,
   return it->get<int64_t>();
 }
 
+// A boolean field; `absent` when it is missing.
+StatusOr<bool> Bool(const json& j, const char* key, bool absent, const std::string& what) {
+  auto it = j.find(key);
+  if (it == j.end()) return absent;
+  if (!it->is_boolean()) return InvalidArgumentError(what + ": \"" + key + "\" must be a boolean");
+  return it->get<bool>();
+}
+
 StatusOr<agent::StepKey> Key(const json& j, const std::string& what) {
   auto key = agent::StepKeyFromJson(j.value("key", json()));
   if (!key.ok()) return InvalidArgumentError(what + ": \"key\": " + key.status().message());
@@ -142,7 +150,7 @@ StatusOr<agent::DecodeSource> DecodeFromJson(const json& j, const std::string& w
     return InvalidArgumentError(what + ": \"decode\" is malformed");
   }
   agent::DecodeSource d;
-  STRATA_ASSIGN_OR_RETURN(d.group, GroupFromJson(j["group"], what));
+  STRATA_ASSIGN_OR_RETURN(d.group, GroupFromJson(j.value("group", json()), what));
   const int n = static_cast<int>(d.group.members.size());
   for (const json& s : j["stripes"]) {
     if (!s.is_array() || s.size() != 2 || !IsInt(s[0], 0, n - 1) || !s[1].is_array()) {
@@ -211,7 +219,7 @@ StatusOr<GetShardRequest> GetShardRequest::FromJson(const json& j) {
   GetShardRequest r;
   STRATA_ASSIGN_OR_RETURN(r.key, Key(j, what));
   STRATA_ASSIGN_OR_RETURN(r.group, GroupFromJson(j.value("group", json()), what));
-  r.parity = j.value("parity", false);
+  STRATA_ASSIGN_OR_RETURN(r.parity, Bool(j, "parity", false, what));
   if (r.parity) {
     STRATA_ASSIGN_OR_RETURN(int64_t stripe, Int(j, "stripe", 0, ec::kMaxGroupSize, what));
     STRATA_ASSIGN_OR_RETURN(int64_t row, Int(j, "row", 0, ec::kMaxGroupSize, what));
@@ -227,7 +235,7 @@ StatusOr<GetShardRequest> GetShardRequest::FromJson(const json& j) {
     STRATA_ASSIGN_OR_RETURN(int64_t of, Int(j, "index_of", 0, kMaxNodes - 1, what));
     r.index_of = static_cast<int>(of);
   }
-  r.header_only = j.value("header_only", false);
+  STRATA_ASSIGN_OR_RETURN(r.header_only, Bool(j, "header_only", false, what));
   return r;
 }
 

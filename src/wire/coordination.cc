@@ -605,9 +605,8 @@ StatusOr<PlanReply> PlanReply::FromJson(const json& j) {
     *out = it->get<int64_t>();
     return true;
   };
-  if (!integer("round", &p.round) || !integer("plan_version", &p.plan_version)) {
-    return bad("plan_version");
-  }
+  if (!integer("round", &p.round)) return bad("round");
+  if (!integer("plan_version", &p.plan_version)) return bad("plan_version");
   auto step = j.find("step");
   if (step != j.end() && !step->is_null()) {
     if (!step->is_number_integer() || step->get<int64_t>() < 0) return bad("step");
@@ -626,14 +625,19 @@ StatusOr<PlanReply> PlanReply::FromJson(const json& j) {
     if (!sources->is_object()) return bad("sources");
     for (const auto& [key, src] : sources->items()) {
       std::optional<int> rank = rank_of(key);
-      if (!rank || !src.is_object() || !src.value("source_rank", json()).is_number_integer() ||
+      // Ranks are checked against their range before they become ints
+      // (get<int> of 2^40 would silently truncate).
+      auto is_rank = [](const json& v, int64_t lo) {
+        return v.is_number_integer() && v.get<int64_t>() >= lo && v.get<int64_t>() < kMaxNodes;
+      };
+      if (!rank || !src.is_object() || !is_rank(src.value("source_rank", json()), 0) ||
           !src.value("holders", json()).is_array() || !src.value("digest", json()).is_string()) {
         return bad("sources");
       }
       PlanSource s;
       s.source_rank = src["source_rank"].get<int>();
       for (const json& h : src["holders"]) {
-        if (!h.is_number_integer()) return bad("sources");
+        if (!is_rank(h, kBackupHolderRank)) return bad("sources");
         s.holders.push_back(h.get<int>());
       }
       std::optional<uint64_t> digest = ParseHex64(src["digest"].get<std::string>());

@@ -228,7 +228,8 @@ StatusOr<FetchStepRequest> FetchStepRequest::FromJson(const json& j) {
   if (files != j.end()) {
     STRATA_ASSIGN_OR_RETURN(r.files, Positions(*files, Op::kFetchStep));
     // A group of a multi-stream fetch is served only from the copy asked for.
-    r.digest = ParseHex64(j.value("digest", ""));
+    auto digest = j.find("digest");
+    if (digest != j.end() && digest->is_string()) r.digest = ParseHex64(digest->get<std::string>());
     if (!r.digest) {
       return InvalidArgumentError(Prefix(Op::kFetchStep) +
                                   "\"digest\" (16 hex digits) must come with \"files\"");
