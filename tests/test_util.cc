@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -252,11 +253,19 @@ bool WaitUntil(const std::function<bool()>& done, std::chrono::milliseconds time
 // A port in 20000-25999: below Linux's ephemeral range (32768 and up), so no
 // outgoing connection of a test running beside this one (ctest -j) takes it
 // before the agent it is meant for binds it; the Python tests pick theirs in
-// 26000-31999 (python/tests/conftest.py).
+// 26000-31999 (python/tests/conftest.py). Ports follow each other from a
+// random start, so one process never gets the same port twice (until it has
+// used all 6000).
 uint16_t FreePort() {
-  static std::mt19937 random(std::random_device{}());
-  for (int attempt = 0; attempt < 1000; ++attempt) {
-    auto port = static_cast<uint16_t>(std::uniform_int_distribution<int>(20000, 25999)(random));
+  static std::mutex mu;
+  static int next = [] {
+    std::mt19937 random(std::random_device{}());
+    return std::uniform_int_distribution<int>(0, 5999)(random);
+  }();
+  std::lock_guard<std::mutex> l(mu);
+  for (int attempt = 0; attempt < 6000; ++attempt) {
+    auto port = static_cast<uint16_t>(20000 + next);
+    next = (next + 1) % 6000;
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;

@@ -44,21 +44,28 @@ def scratch():
     shutil.rmtree(d, ignore_errors=True)
 
 
+_next_port = random.randrange(6000)  # the next of 26000-31999 to hand out
+
+
 def free_ports(count: int):
     """`count` free loopback ports below the ephemeral range (32768 and up
-    on Linux), where the agents' own outgoing connections cannot take them
-    between now and the agents' bind. 26000-31999: the C++ suites that run
-    beside these tests pick theirs in 20000-25999 (tests/cluster.cc)."""
-    for _ in range(100):
-        base = random.randrange(26000, 32000 - count)
-        ports = list(range(base, base + count))
-        try:
-            for p in ports:
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", p))
+    on Linux), where no outgoing connection can take them between now and
+    the agents' bind. 26000-31999: the C++ suites that run beside these
+    tests pick theirs in 20000-25999 (tests/test_util.cc). Handed out in
+    turn from a random start, so two calls never return the same port."""
+    global _next_port
+    ports = []
+    for _ in range(6000):
+        port = 26000 + _next_port
+        _next_port = (_next_port + 1) % 6000
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        ports.append(port)
+        if len(ports) == count:
             return ports
-        except OSError:
-            continue
     raise AssertionError(f"no {count} free ports in 26000-31999")
 
 

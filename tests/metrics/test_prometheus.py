@@ -25,13 +25,19 @@ PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 NODES = 4
 
 
+_next_port = random.randrange(6000)
+
+
 def free_port():
     """A free port below the ephemeral range, in the C++ suites' 20000-25999
-    (tests/cluster.cc): this suite never runs beside them (ctest's lock
+    (tests/test_util.cc): this suite never runs beside them (ctest's lock
     strata_cluster), but does beside the Python tests, whose outgoing
-    connections could take an ephemeral port before it is bound."""
-    for _ in range(1000):
-        port = random.randrange(20000, 26000)
+    connections could take an ephemeral port before it is bound. Handed out
+    in turn, so no two calls return the same port."""
+    global _next_port
+    for _ in range(6000):
+        port = 20000 + _next_port
+        _next_port = (_next_port + 1) % 6000
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
