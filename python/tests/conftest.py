@@ -3,7 +3,6 @@ trainer as a subprocess, and real `strata agent` processes on loopback."""
 
 import json
 import os
-import random
 import shutil
 import signal
 import socket
@@ -17,6 +16,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
+import loopback_ports  # noqa: E402 - the shared port picker of every suite
 EXAMPLE = REPO / "python" / "examples" / "train_mlp.py"
 STRATA_BIN = os.environ.get("STRATA_BIN", str(REPO / "build" / "strata"))
 
@@ -44,35 +45,12 @@ def scratch():
     shutil.rmtree(d, ignore_errors=True)
 
 
-_next_port = random.randrange(6000)  # the next of 26000-31999 to hand out
-
-
 def free_ports(count: int):
-    """`count` free loopback ports below the ephemeral range (32768 and up
-    on Linux), where no outgoing connection can take them between now and
-    the agents' bind. 26000-31999: the C++ suites that run beside these
-    tests pick theirs in 20000-25999 (tests/test_util.cc). Handed out in
-    turn from a random start, so two calls never return the same port."""
-    global _next_port
-    ports = []
-    for _ in range(6000):
-        port = 26000 + _next_port
-        _next_port = (_next_port + 1) % 6000
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        ports.append(port)
-        if len(ports) == count:
-            return ports
-    raise AssertionError(f"no {count} free ports in 26000-31999")
+    """`count` free loopback ports for this suite (tests/loopback_ports.py)."""
+    return loopback_ports.free_ports(count, loopback_ports.PYTHON)
 
 
 def free_port() -> int:
-    """A free loopback port below the ephemeral range: the tests beside this
-    one (ctest -j) cannot take it with a bind(0) or an outgoing connection
-    before the process it is meant for binds it."""
     return free_ports(1)[0]
 
 

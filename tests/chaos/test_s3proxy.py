@@ -3,7 +3,6 @@ its control file names (refused connections, S3 errors, held requests)."""
 import http.client
 import http.server
 import os
-import random
 import socket
 import subprocess
 import sys
@@ -11,6 +10,9 @@ import threading
 import time
 
 import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import loopback_ports  # noqa: E402 - the shared port picker of every suite
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -34,26 +36,10 @@ class Echo(http.server.BaseHTTPRequestHandler):
         pass
 
 
-_next_port = random.randrange(6000)
-
-
 def free_port():
-    """A free port below the ephemeral range, in the C++ suites' 20000-25999
-    (tests/test_util.cc): this suite never runs beside them (ctest's lock
-    strata_cluster), but does beside the Python tests, whose outgoing
-    connections could take an ephemeral port before it is bound. Handed out
-    in turn, so no two calls return the same port."""
-    global _next_port
-    for _ in range(6000):
-        port = 20000 + _next_port
-        _next_port = (_next_port + 1) % 6000
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise AssertionError("no free port in 20000-25999")
+    """A port in the cluster suites' range: this suite holds ctest's lock
+    strata_cluster with them (tests/loopback_ports.py)."""
+    return loopback_ports.free_port(loopback_ports.CLUSTER)
 
 
 @pytest.fixture

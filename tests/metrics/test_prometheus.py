@@ -8,11 +8,11 @@ checks that every value moved. STRATA_BUILD_DIR names the build directory.
 """
 import json
 import os
-import random
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.parse
@@ -20,31 +20,18 @@ import urllib.request
 
 import pytest
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import loopback_ports  # noqa: E402 - the shared port picker of every suite
+
 BUILD = os.environ.get("STRATA_BUILD_DIR", "build")
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 NODES = 4
 
 
-_next_port = random.randrange(6000)
-
-
 def free_port():
-    """A free port below the ephemeral range, in the C++ suites' 20000-25999
-    (tests/test_util.cc): this suite never runs beside them (ctest's lock
-    strata_cluster), but does beside the Python tests, whose outgoing
-    connections could take an ephemeral port before it is bound. Handed out
-    in turn, so no two calls return the same port."""
-    global _next_port
-    for _ in range(6000):
-        port = 20000 + _next_port
-        _next_port = (_next_port + 1) % 6000
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise AssertionError("no free port in 20000-25999")
+    """A port in the cluster suites' range: this suite holds ctest's lock
+    strata_cluster with them (tests/loopback_ports.py)."""
+    return loopback_ports.free_port(loopback_ports.CLUSTER)
 
 
 def wait_for(predicate, timeout, what):
