@@ -63,7 +63,9 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$venv/bin/python"
 fi
 echo "python-env: installing $lock into $venv"
 make_venv "$venv"
-"$venv/bin/pip" install -q --require-hashes --only-binary=:all: --no-deps -r "$lock"
+# pip compiles the packages' bytecode on one core; compileall uses them all.
+"$venv/bin/pip" install -q --require-hashes --only-binary=:all: --no-deps --no-compile -r "$lock"
+"$venv/bin/python" -m compileall -q -j 0 "$venv/lib" >/dev/null || true
 if ! out="$("$venv/bin/pip" check 2>&1)"; then
   echo "python-env: $venv is inconsistent: $out" >&2
   exit 1
