@@ -125,15 +125,21 @@ def on_every_node(count: int, fn, timeout: float = 600):
     return results
 
 
-def wait_or_kill(procs, timeout: float) -> None:
-    """Waits up to `timeout` seconds for all of `procs`; kills any still
-    running then (its return code is then the signal's)."""
+def wait_all(procs, timeout: float) -> None:
+    """Waits up to `timeout` seconds in all for `procs` to exit."""
     deadline = time.monotonic() + timeout
     try:
         for p in procs:
             p.wait(timeout=max(1, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
         pass
+
+
+def wait_or_kill(procs, timeout: float) -> None:
+    """Waits up to `timeout` seconds for all of `procs`; kills any still
+    running then (its return code is then the signal's)."""
+    try:
+        wait_all(procs, timeout)
     finally:
         for p in procs:
             if p.poll() is None:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import STRATA_BIN, _children, free_ports
+from conftest import STRATA_BIN, _children, free_ports, wait_all
 from test_orbax import NODES, WORKER_ENV
 
 if any(find_spec(m) is None for m in ("jax", "orbax")) or find_spec("orbax.checkpoint") is None:
@@ -99,14 +99,10 @@ class Job:
 
     def finish(self, name: str, procs) -> list:
         """Waits for the supervisors; every node's log, after each exited 0."""
-        deadline = time.monotonic() + RUN_TIMEOUT
         try:
-            for p in procs:
-                p.wait(timeout=max(1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            pass
+            wait_all(procs, RUN_TIMEOUT)
         finally:
-            self.stop()
+            self.stop()  # before any kill: it finds the trainers through live supervisors
         logs = [self.log(name, n).read_text(errors="replace") for n in range(NODES)]
         for node, (p, text) in enumerate(zip(procs, logs)):
             assert p.returncode == 0, (f"{name}, node {node}: strata run exited "
