@@ -7,7 +7,10 @@
 # then the PyTorch benchmarks
 # (bench/torch_bench.py, when the Python package is built) and the control
 # plane at scale (bench/scale_bench.cc, benchmark name "scale"; it takes
-# none of the flags below, STRATA_SCALE_NODES sets its node counts), and
+# none of the flags below, STRATA_SCALE_NODES sets its node counts), the
+# C++ CUDA path (bench/cuda_bench.cc, name "cuda": on a machine without a
+# GPU it says so and measures nothing; STRATA_CUDA_BENCH_SIZE_MIB, default
+# 4096, sets its state), and
 # repeats their `ratio <name> <value> target <t>` and `scale nodes=…` lines
 # as a summary at the end.
 #
@@ -35,6 +38,7 @@ ec_benchmarks=" ec_encode ec_ram ec_rebuild "
 coded_benchmarks=" coded_ram coded_restore dedup "
 torch_benchmarks=" torch_save_blocking torch_load "
 run_scale=0
+run_cuda=0
 flags=()
 engine_names=()
 agent_names=()
@@ -53,6 +57,7 @@ while [ $# -gt 0 ]; do
       fi
       ;;
     scale) run_scale=1 ;;
+    cuda) run_cuda=1 ;;
     *)
       if [[ $agent_benchmarks == *" $1 "* ]]; then
         agent_names+=("$1")
@@ -73,7 +78,7 @@ while [ $# -gt 0 ]; do
 done
 
 runs=()  # binaries to run, in order; no names: all of them
-any_names=$((${#engine_names[@]} + ${#agent_names[@]} + ${#storage_names[@]} + ${#ec_names[@]} + ${#coded_names[@]} + ${#torch_names[@]} + run_scale))
+any_names=$((${#engine_names[@]} + ${#agent_names[@]} + ${#storage_names[@]} + ${#ec_names[@]} + ${#coded_names[@]} + ${#torch_names[@]} + run_scale + run_cuda))
 if [ "$any_names" -eq 0 ] || [ ${#engine_names[@]} -gt 0 ]; then runs+=(engine_bench); fi
 if [ "$any_names" -eq 0 ] || [ ${#agent_names[@]} -gt 0 ]; then runs+=(agent_bench); fi
 if [ "$any_names" -eq 0 ] || [ ${#storage_names[@]} -gt 0 ]; then runs+=(storage_bench); fi
@@ -83,6 +88,7 @@ if [ ${#torch_names[@]} -gt 0 ] || { [ "$any_names" -eq 0 ] && [ -d "$build_dir/
   runs+=(torch_bench)
 fi
 if [ "$any_names" -eq 0 ] || [ "$run_scale" -eq 1 ]; then runs+=(scale_bench); fi
+if [ "$any_names" -eq 0 ] || [ "$run_cuda" -eq 1 ]; then runs+=(cuda_bench); fi
 for b in "${runs[@]}"; do
   [ "$b" = torch_bench ] && continue
   if [ ! -x "$build_dir/bench/$b" ]; then
@@ -147,6 +153,11 @@ for b in "${runs[@]}"; do
     echo
     "$build_dir/bench/scale_bench" --nodes "${STRATA_SCALE_NODES:-100,1000,10000}" |
       tee -a "$out" || status=$?
+    continue
+  elif [ "$b" = cuda_bench ]; then
+    echo
+    "$build_dir/bench/cuda_bench" --size-mib "${STRATA_CUDA_BENCH_SIZE_MIB:-4096}" \
+      --reps "${STRATA_BENCH_REPS:-5}" | tee -a "$out" || status=$?
     continue
   elif [ "$b" = torch_bench ]; then
     echo

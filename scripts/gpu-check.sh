@@ -6,6 +6,8 @@
 #   env.txt        python, torch, CUDA, nvidia-smi
 #   build.log      cmake configure + build of strata_python (and unit_tests)
 #   unit.log       build/tests/unit_tests --gtest_filter='Checkpointer*:Staging*'
+#   cuda_unit.log  tests/cuda_stager_test.cc (CudaStager, the C++ CUDA path)
+#   cuda_bench.log bench/cuda_bench --size-mib ${STRATA_GPU_BENCH_MIB:-4096}
 #   pytest.log     python/tests/test_torch_staging.py test_torch.py test_api.py
 #                  test_torch_dtensor.py (CUDA tests run, none skipped for lack of CUDA)
 #   bench.log      bench/gpu_bench.py --size-mib ${STRATA_GPU_BENCH_MIB:-4096}
@@ -19,9 +21,10 @@
 # yaml-cpp, ... which a bare GPU machine may lack. `--pack`, run on the dev
 # machine, puts build/src/libstrata.a (debug info stripped) and the shared
 # libraries the extension links (xxhash, spdlog, fmt) in
-# .gpu-carry/ (git-ignored via .git/info/exclude); name `.gpu-carry` in the
-# run's carry. When cmake fails there, the extension alone (module.cc,
-# buffers.cc) is compiled against that archive for the machine's Python.
+# .gpu-carry/ (git-ignored via .git/info/exclude), with GoogleTest's archives
+# and headers; name `.gpu-carry` in the run's carry. When cmake fails there,
+# the extension alone (module.cc, buffers.cc) is compiled against that
+# archive for the machine's Python, and so are the C++ CUDA test and bench.
 # Env:   OUT, STRATA_GPU_BENCH_MIB (default 4096), STRATA_GPU_BENCH_REPS (5),
 #        STRATA_GPU_BENCH_SKIP (gpu_bench.py --skip: torch,dcp),
 #        STRATA_GPU_PREBUILT=1 (skip the cmake attempt: use .gpu-carry at once),
@@ -38,6 +41,8 @@ if [ "${1:-}" = "--pack" ]; then
   strip --strip-debug -o .gpu-carry/libstrata.a build/src/libstrata.a
   for lib in $(ldd build/python/strata/_strata*.so | awk '$3 ~ /^\// {print $3}' |
                grep -E 'xxhash|spdlog|fmt'); do cp -L "$lib" .gpu-carry/; done
+  cp /usr/lib/x86_64-linux-gnu/libgtest.a /usr/lib/x86_64-linux-gnu/libgtest_main.a .gpu-carry/
+  mkdir -p .gpu-carry/include && cp -r /usr/include/gtest .gpu-carry/include/
   du -sh .gpu-carry; ls .gpu-carry; exit 0
 fi
 mkdir -p "$OUT"
@@ -62,7 +67,7 @@ else {
         ${PYBIND_DIR:+-Dpybind11_DIR="$PYBIND_DIR"} &&
   cmake --build "$BUILD" -j"$JOBS" --target strata_python unit_tests strata
 } > "$OUT/build.log" 2>&1; fi
-rc=$?; summary "cmake build rc=$rc"
+rc=$?; cmake_rc=$rc; summary "cmake build rc=$rc"
 TESTS="python/tests/test_torch_staging.py python/tests/test_torch.py python/tests/test_api.py python/tests/test_torch_dtensor.py"
 if [ $rc -eq 0 ]; then
   timeout 300 "$BUILD/tests/unit_tests" --gtest_filter='Checkpointer*:Staging*' \
@@ -90,6 +95,34 @@ else
   tail -30 "$OUT/build.log"; summary "no build (and no .gpu-carry: run --pack here first)"
   exit 1
 fi
+
+# The C++ CUDA path: CudaStager's tests and bench, against the same engine.
+# The runtime is found by dlopen: the toolkit's, else the one torch ships.
+CUDART_DIRS=$(ls -d /usr/local/cuda/lib64 2>/dev/null; "$PY" -c 'import glob, os, torch
+print(":".join(glob.glob(os.path.join(os.path.dirname(torch.__file__), "..", "nvidia", "*", "lib"))))' 2>/dev/null)
+export LD_LIBRARY_PATH="$(echo $CUDART_DIRS | tr ' ' ':')${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if [ $cmake_rc -eq 0 ]; then
+  cmake --build "$BUILD" -j"$JOBS" --target cuda_tests cuda_bench >> "$OUT/build.log" 2>&1
+  CUDA_TESTS="$BUILD/tests/cuda_tests" CUDA_BENCH="$BUILD/bench/cuda_bench"
+else
+  CUDA_TESTS="$BUILD/cuda_tests" CUDA_BENCH="$BUILD/cuda_bench"
+  (
+    set -x
+    "$CXX" -std=c++20 -O2 -Iinclude -Isrc -Itests -I.gpu-carry/include \
+      -DSTRATA_BINARY_DIR="\"$PWD/$BUILD\"" -DSTRATA_VENV_BIN="\"/nonexistent\"" \
+      tests/cuda_stager_test.cc tests/test_util.cc .gpu-carry/libgtest_main.a .gpu-carry/libgtest.a \
+      .gpu-carry/libstrata.a $LIBS -Wl,-rpath,"$PWD/.gpu-carry" -ldl -lpthread -o "$CUDA_TESTS" &&
+    "$CXX" -std=c++20 -O2 -Iinclude -Isrc bench/cuda_bench.cc .gpu-carry/libstrata.a $LIBS \
+      -Wl,-rpath,"$PWD/.gpu-carry" -ldl -lpthread -o "$CUDA_BENCH"
+  ) >> "$OUT/build.log" 2>&1
+  summary "C++ CUDA test and bench build rc=$?"
+fi
+timeout 120 "$CUDA_TESTS" > "$OUT/cuda_unit.log" 2>&1
+summary "cuda_tests rc=$? ($(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$OUT/cuda_unit.log" | tr '\n' ' '))"
+timeout 150 "$CUDA_BENCH" --size-mib "${STRATA_GPU_BENCH_MIB:-4096}" \
+  --reps "${STRATA_GPU_BENCH_REPS:-5}" > "$OUT/cuda_bench.log" 2>&1
+summary "cuda_bench rc=$?"
+grep '^ratio ' "$OUT/cuda_bench.log" | tee -a "$OUT/summary.txt"
 
 export PYTHONPATH="$PWD/$BUILD/python" STRATA_BIN="$PWD/$BUILD/strata" \
        STRATA_TEST_SUITE="$PWD/$BUILD"

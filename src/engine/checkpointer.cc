@@ -69,33 +69,6 @@ StatusOr<int> LockDirectory(const std::string& dir) {
   return fd;
 }
 
-// Pairs every item of `info` with the caller's buffer of the same name,
-// dtype, shape and size; INVALID_ARGUMENT names the first mismatch.
-Status MatchBuffers(const StepInfo& info, std::span<const MutableItem> into,
-                    std::vector<std::byte*>* dst) {
-  for (const ItemInfo& ii : info.items) {
-    auto it = std::find_if(into.begin(), into.end(),
-                           [&](const MutableItem& m) { return m.name == ii.name; });
-    std::string where = "restoring step " + std::to_string(info.step) + " item \"" + ii.name + "\"";
-    if (it == into.end()) return InvalidArgumentError(where + ": no buffer with that name");
-    if (it->dtype != ii.dtype || it->shape != ii.shape || it->size != ii.nbytes) {
-      return InvalidArgumentError(where + ": checkpoint has " + std::string(DTypeName(ii.dtype)) +
-                                  ShapeString(ii.shape) + ", buffer is " +
-                                  std::string(DTypeName(it->dtype)) + ShapeString(it->shape));
-    }
-    dst->push_back(static_cast<std::byte*>(it->data));
-  }
-  for (const MutableItem& m : into) {
-    bool found = std::any_of(info.items.begin(), info.items.end(),
-                             [&](const ItemInfo& ii) { return ii.name == m.name; });
-    if (!found) {
-      return InvalidArgumentError("restoring step " + std::to_string(info.step) + ": item \"" +
-                                  m.name + "\" is not in the checkpoint");
-    }
-  }
-  return Status::Ok();
-}
-
 // Reads `steps_dir/<info.step>` into one allocation: `allocate`'s memory if
 // it gives enough, aligned, else a mapping owned by `out`.
 Status ReadOwned(Env* env, ThreadPool* pool, const std::string& steps_dir, const StepInfo& info,

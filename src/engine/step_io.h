@@ -60,6 +60,13 @@ Status ReadStepData(Env* env, ThreadPool* pool, const std::string& step_dir, con
                     std::span<std::byte* const> dst,
                     const std::function<void(size_t item)>& verified = {});
 
+// Pairs every item of `info` with the caller's buffer of the same name,
+// dtype, shape and size, appending each item's buffer to `dst` in the order
+// of info.items; INVALID_ARGUMENT names the step and the first mismatch (an
+// item without a buffer, a buffer without an item, a different dtype/shape).
+Status MatchBuffers(const StepInfo& info, std::span<const MutableItem> into,
+                    std::vector<std::byte*>* dst);
+
 // Verifies every chunk of `step_dir` without keeping the data; appends one
 // problem per corrupt chunk or unreadable file to `report`.
 void VerifyStepData(Env* env, ThreadPool* pool, const std::string& step_dir, const StepInfo& info,

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "engine/step_io.h"
+#include "format/manifest.h"
 #include "util/file_util.h"
 #include "util/hash.h"
 
@@ -123,6 +124,31 @@ void VerifyStepData(Env* env, ThreadPool* pool, const std::string& step_dir, con
             [](const VerifyProblem& a, const VerifyProblem& b) {
               return a.item != b.item ? a.item < b.item : a.chunk < b.chunk;
             });
+}
+
+Status MatchBuffers(const StepInfo& info, std::span<const MutableItem> into,
+                    std::vector<std::byte*>* dst) {
+  for (const ItemInfo& ii : info.items) {
+    auto it = std::find_if(into.begin(), into.end(),
+                           [&](const MutableItem& m) { return m.name == ii.name; });
+    std::string where = "restoring step " + std::to_string(info.step) + " item \"" + ii.name + "\"";
+    if (it == into.end()) return InvalidArgumentError(where + ": no buffer with that name");
+    if (it->dtype != ii.dtype || it->shape != ii.shape || it->size != ii.nbytes) {
+      return InvalidArgumentError(where + ": checkpoint has " + std::string(DTypeName(ii.dtype)) +
+                                  ShapeString(ii.shape) + ", buffer is " +
+                                  std::string(DTypeName(it->dtype)) + ShapeString(it->shape));
+    }
+    dst->push_back(static_cast<std::byte*>(it->data));
+  }
+  for (const MutableItem& m : into) {
+    bool found = std::any_of(info.items.begin(), info.items.end(),
+                             [&](const ItemInfo& ii) { return ii.name == m.name; });
+    if (!found) {
+      return InvalidArgumentError("restoring step " + std::to_string(info.step) + ": item \"" +
+                                  m.name + "\" is not in the checkpoint");
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace strata

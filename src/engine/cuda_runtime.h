@@ -1,0 +1,102 @@
+// Copyright 2026 The Strata Authors.
+//
+// The CUDA runtime API, loaded at run time with dlopen: libstrata neither
+// links CUDA nor includes its headers, so it builds and runs on machines
+// without it, and a trainer's process shares the one runtime its framework
+// already loaded (dlopen of a loaded soname returns it).
+//
+// Only the calls Strata uses are declared, with the runtime's C ABI: every
+// call returns cudaError_t (an int, 0 = cudaSuccess); streams and events are
+// opaque pointers. The constants below are the runtime's own values, stable
+// since CUDA 4.
+#ifndef STRATA_ENGINE_CUDA_RUNTIME_H_
+#define STRATA_ENGINE_CUDA_RUNTIME_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "strata/status.h"
+
+namespace strata::cuda {
+
+using Stream = void*;  // cudaStream_t; nullptr is the legacy default stream
+using Event = void*;   // cudaEvent_t
+
+inline constexpr int kMemcpyHostToDevice = 1;
+inline constexpr int kMemcpyDeviceToHost = 2;
+inline constexpr unsigned kHostAllocPortable = 0x01;  // pinned for every device
+inline constexpr unsigned kStreamNonBlocking = 0x01;  // no implicit sync with stream 0
+inline constexpr unsigned kEventDisableTiming = 0x02;
+
+// X(name, parameter list): every entry point, resolved by Load().
+#define STRATA_CUDA_CALLS(X)                                                  \
+  X(cudaGetDeviceCount, (int* count))                                         \
+  X(cudaGetDevice, (int* device))                                             \
+  X(cudaSetDevice, (int device))                                              \
+  X(cudaHostAlloc, (void** ptr, size_t size, unsigned flags))                 \
+  X(cudaFreeHost, (void* ptr))                                                \
+  X(cudaMalloc, (void** ptr, size_t size))                                    \
+  X(cudaFree, (void* ptr))                                                    \
+  X(cudaMemcpy, (void* dst, const void* src, size_t size, int kind))          \
+  X(cudaMemcpyAsync, (void* dst, const void* src, size_t size, int kind,      \
+                      Stream stream))                                         \
+  X(cudaMemsetAsync, (void* ptr, int value, size_t size, Stream stream))      \
+  X(cudaStreamCreateWithFlags, (Stream* stream, unsigned flags))             \
+  X(cudaStreamDestroy, (Stream stream))                                       \
+  X(cudaStreamSynchronize, (Stream stream))                                   \
+  X(cudaStreamWaitEvent, (Stream stream, Event event, unsigned flags))        \
+  X(cudaEventCreateWithFlags, (Event* event, unsigned flags))                \
+  X(cudaEventDestroy, (Event event))                                          \
+  X(cudaEventRecord, (Event event, Stream stream))                            \
+  X(cudaEventSynchronize, (Event event))                                      \
+  X(cudaDeviceSynchronize, ())
+
+// One loaded runtime. Thread-safe (the runtime is). The library stays loaded
+// for the life of the process: unloading a CUDA runtime under a framework
+// that shares it is not safe.
+class Runtime {
+ public:
+  // Loads `library` ("" = $STRATA_CUDART if set, else the first of
+  // libcudart.so, libcudart.so.13, .so.12, .so.11.0 that loads) and resolves
+  // every call. UNAVAILABLE naming what was tried when none loads or a call
+  // is missing; does not touch any device.
+  static StatusOr<std::unique_ptr<Runtime>> Load(std::string_view library = "");
+
+  // OK, or INTERNAL "CUDA <call> (<what>): <the runtime's message> [<code>]".
+  Status Check(int error, std::string_view call, std::string_view what) const;
+
+  const std::string& path() const { return path_; }
+
+#define STRATA_CUDA_MEMBER(name, params) int(*name) params = nullptr;
+  STRATA_CUDA_CALLS(STRATA_CUDA_MEMBER)
+#undef STRATA_CUDA_MEMBER
+  const char* (*cudaGetErrorString)(int error) = nullptr;
+
+ private:
+  Runtime() = default;
+  std::string path_;  // what was loaded, for messages
+};
+
+// Keeps the current device of the calling thread for its scope: the runtime's
+// device is per thread, and Strata's calls must not change the caller's.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(const Runtime& rt) : rt_(rt) {
+    if (rt_.cudaGetDevice(&saved_) != 0) saved_ = -1;
+  }
+  ~DeviceGuard() {
+    if (saved_ >= 0) rt_.cudaSetDevice(saved_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  const Runtime& rt_;
+  int saved_ = -1;
+};
+
+}  // namespace strata::cuda
+
+#endif  // STRATA_ENGINE_CUDA_RUNTIME_H_

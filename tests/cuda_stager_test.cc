@@ -1,0 +1,313 @@
+// Copyright 2026 The Strata Authors.
+//
+// CudaStager (include/strata/cuda.h) on a real GPU: bytes saved from and
+// restored into device memory bit for bit, copies ordered after the caller's
+// stream, overlapped saves that later writes cannot reach, a mismatch that
+// writes nothing, a fallback that overwrites what a corrupt step copied.
+// Without a CUDA runtime or a device every GPU test skips, saying why; the
+// first test runs everywhere.
+#include "strata/cuda.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "engine/cuda_runtime.h"
+#include "format/naming.h"
+#include "strata/checkpointer.h"
+#include "test_util.h"
+
+namespace strata {
+namespace {
+
+using testing::RandomData;
+using testing::ScratchDir;
+
+TEST(CudaStagerTest, WithoutTheRuntimeOpenIsUnavailableNamingWhatWasTried) {
+  ScratchDir d("cuda");
+  CheckpointerOptions o;
+  o.preemption_signals = {};
+  auto ckpt = Checkpointer::Open(d.path(), o);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
+  CudaStagerOptions so;
+  so.runtime_library = d.Sub("libcudart-missing.so");
+  auto stager = CudaStager::Open(ckpt->get(), so);
+  ASSERT_FALSE(stager.ok());
+  EXPECT_EQ(stager.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(stager.status().message().find("libcudart-missing.so"), std::string::npos)
+      << stager.status().ToString();
+  EXPECT_FALSE(CudaStager::Open(nullptr).ok());
+}
+
+// Device memory for a test, freed with it.
+class DeviceBuffer {
+ public:
+  DeviceBuffer(const cuda::Runtime& rt, size_t size) : rt_(rt), size_(size) {
+    EXPECT_TRUE(rt_.Check(rt_.cudaMalloc(&p_, std::max<size_t>(size, 1)), "cudaMalloc", "").ok());
+  }
+  ~DeviceBuffer() { rt_.cudaFree(p_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* data() const { return p_; }
+  size_t size() const { return size_; }
+  void Upload(const std::vector<uint8_t>& bytes) {
+    ASSERT_EQ(bytes.size(), size_);
+    ASSERT_EQ(rt_.cudaMemcpy(p_, bytes.data(), size_, cuda::kMemcpyHostToDevice), 0);
+  }
+  void Fill(int value) {
+    ASSERT_EQ(rt_.cudaMemsetAsync(p_, value, size_, nullptr), 0);
+    ASSERT_EQ(rt_.cudaDeviceSynchronize(), 0);
+  }
+  std::vector<uint8_t> Download() const {
+    std::vector<uint8_t> out(size_);
+    EXPECT_EQ(rt_.cudaMemcpy(out.data(), p_, size_, cuda::kMemcpyDeviceToHost), 0);
+    return out;
+  }
+
+ private:
+  const cuda::Runtime& rt_;
+  size_t size_;
+  void* p_ = nullptr;
+};
+
+class CudaStagerGpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto rt = cuda::Runtime::Load();
+    if (!rt.ok()) GTEST_SKIP() << "no CUDA runtime: " << rt.status().ToString();
+    int count = 0;
+    const int err = (*rt)->cudaGetDeviceCount(&count);
+    if (err != 0 || count == 0) {
+      GTEST_SKIP() << "no CUDA device: " << (*rt)->Check(err, "cudaGetDeviceCount", "").ToString();
+    }
+    rt_ = std::move(*rt);
+    devices_ = count;
+    CheckpointerOptions o;
+    o.preemption_signals = {};
+    o.max_to_keep = 3;
+    auto ckpt = Checkpointer::Open(dir_.path(), o);
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
+    ckpt_ = std::move(*ckpt);
+    OpenStager({});
+  }
+  void TearDown() override {
+    stager_.reset();
+    ckpt_.reset();
+  }
+  void OpenStager(const CudaStagerOptions& options) {
+    stager_.reset();
+    auto stager = CudaStager::Open(ckpt_.get(), options);
+    ASSERT_TRUE(stager.ok()) << stager.status().ToString();
+    stager_ = std::move(*stager);
+  }
+  // The bytes of `name` in committed step `step`, read back from the files
+  // by the engine alone.
+  std::vector<uint8_t> OnDisk(int64_t step, const std::string& name) {
+    auto restored = RestoreStep(dir_.path(), step);
+    EXPECT_TRUE(restored.ok()) << restored.status().ToString();
+    if (!restored.ok()) return {};
+    const RestoredItem* item = restored->Find(name);
+    EXPECT_NE(item, nullptr) << name;
+    if (item == nullptr) return {};
+    auto* p = reinterpret_cast<const uint8_t*>(item->data.data());
+    return std::vector<uint8_t>(p, p + item->data.size());
+  }
+  static DeviceItem Saved(const std::string& name, const DeviceBuffer& b, int device = 0,
+                          void* stream = nullptr) {
+    return {name, DType::kUInt8, {static_cast<int64_t>(b.size())}, b.data(), b.size(), device,
+            stream};
+  }
+  static MutableDeviceItem Target(const std::string& name, const DeviceBuffer& b, int device = 0) {
+    return {name, DType::kUInt8, {static_cast<int64_t>(b.size())}, b.data(), b.size(), device,
+            nullptr};
+  }
+
+  ScratchDir dir_{"cuda"};
+  std::unique_ptr<cuda::Runtime> rt_;
+  int devices_ = 0;
+  std::unique_ptr<Checkpointer> ckpt_;
+  std::unique_ptr<CudaStager> stager_;
+};
+
+TEST_F(CudaStagerGpuTest, BlockingSaveAndRestoreAreBitExactForEverySize) {
+  const std::vector<size_t> sizes = {1, 0, 666, 4 << 20, (9 << 20) + 5};
+  std::vector<std::unique_ptr<DeviceBuffer>> buffers;
+  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<DeviceItem> items;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    buffers.push_back(std::make_unique<DeviceBuffer>(*rt_, sizes[i]));
+    bytes.push_back(RandomData(sizes[i], 7 + static_cast<uint32_t>(i)));
+    buffers.back()->Upload(bytes.back());
+    items.push_back(Saved("d" + std::to_string(i), *buffers.back()));
+  }
+  // A float tensor and a host buffer in the same state.
+  DeviceBuffer floats(*rt_, 4 * 1000);
+  std::vector<uint8_t> float_bytes = RandomData(floats.size(), 99);
+  floats.Upload(float_bytes);
+  items.push_back({"w", DType::kFloat32, {10, 100}, floats.data(), floats.size(), 0, nullptr});
+  std::vector<uint8_t> host = RandomData(17 * 8, 5);
+  items.push_back({"host", DType::kInt64, {17}, host.data(), host.size(), -1, nullptr});
+
+  auto saved = stager_->Save(1, items, DeviceSaveMode::kBlocking);
+  ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+  ASSERT_TRUE(ckpt_->Wait().ok());
+  for (size_t i = 0; i < sizes.size(); ++i) EXPECT_EQ(OnDisk(1, "d" + std::to_string(i)), bytes[i]);
+  EXPECT_EQ(OnDisk(1, "w"), float_bytes);
+  EXPECT_EQ(OnDisk(1, "host"), host);
+  EXPECT_TRUE(stager_->status().staging_pinned);
+  EXPECT_GE(stager_->status().staging_bytes, (13u << 20));
+
+  std::vector<MutableDeviceItem> into;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    buffers[i]->Fill(0);
+    into.push_back(Target("d" + std::to_string(i), *buffers[i]));
+  }
+  floats.Fill(0);
+  into.push_back({"w", DType::kFloat32, {10, 100}, floats.data(), floats.size(), 0, nullptr});
+  std::vector<uint8_t> host_back(host.size());
+  into.push_back({"host", DType::kInt64, {17}, host_back.data(), host_back.size(), -1, nullptr});
+  auto step = stager_->RestoreInto(into);
+  ASSERT_TRUE(step.ok()) << step.status().ToString();
+  EXPECT_EQ(*step, 1);
+  for (size_t i = 0; i < sizes.size(); ++i) EXPECT_EQ(buffers[i]->Download(), bytes[i]) << i;
+  EXPECT_EQ(floats.Download(), float_bytes);
+  EXPECT_EQ(host_back, host);
+}
+
+TEST_F(CudaStagerGpuTest, TheCopyFollowsWorkEnqueuedOnTheItemsStream) {
+  cuda::Stream stream = nullptr;
+  ASSERT_EQ(rt_->cudaStreamCreateWithFlags(&stream, cuda::kStreamNonBlocking), 0);
+  DeviceBuffer big(*rt_, 256 << 20);
+  big.Fill(0x11);
+  // Enqueued, not done, when Save() starts: the copy must see 0x5a.
+  ASSERT_EQ(rt_->cudaMemsetAsync(big.data(), 0x5a, big.size(), stream), 0);
+  DeviceItem item = Saved("big", big, 0, stream);
+  ASSERT_TRUE(stager_->Save(1, {&item, 1}, DeviceSaveMode::kBlocking).ok());
+  ASSERT_TRUE(ckpt_->Wait().ok());
+  EXPECT_EQ(OnDisk(1, "big"), std::vector<uint8_t>(big.size(), 0x5a));
+  rt_->cudaStreamDestroy(stream);
+}
+
+TEST_F(CudaStagerGpuTest, AnOverlappedSaveIsNotReachedByWritesOrderedAfterStaging) {
+  cuda::Stream stream = nullptr;
+  ASSERT_EQ(rt_->cudaStreamCreateWithFlags(&stream, cuda::kStreamNonBlocking), 0);
+  DeviceBuffer big(*rt_, 256 << 20);
+  big.Fill(0x22);
+  DeviceItem item = Saved("big", big, 0, stream);
+  auto saved = stager_->Save(1, {&item, 1}, DeviceSaveMode::kOverlapped);
+  ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+  // The "optimizer step": enqueued at once, after the stream waits for the copy.
+  ASSERT_TRUE(stager_->OrderAfterStaging(stream, 0).ok());
+  ASSERT_EQ(rt_->cudaMemsetAsync(big.data(), 0x33, big.size(), stream), 0);
+  ASSERT_TRUE(ckpt_->Wait().ok());
+  EXPECT_EQ(OnDisk(1, "big"), std::vector<uint8_t>(big.size(), 0x22));
+  ASSERT_EQ(rt_->cudaStreamSynchronize(stream), 0);
+  EXPECT_EQ(big.Download(), std::vector<uint8_t>(big.size(), 0x33));
+  // The next save waits for the copies on the host; the state is new again.
+  ASSERT_TRUE(stager_->Save(2, {&item, 1}, DeviceSaveMode::kOverlapped).ok());
+  ASSERT_TRUE(stager_->WaitStaged().ok());
+  EXPECT_FALSE(stager_->status().copies_in_flight);
+  ASSERT_TRUE(ckpt_->Wait().ok());
+  EXPECT_EQ(OnDisk(2, "big"), std::vector<uint8_t>(big.size(), 0x33));
+  rt_->cudaStreamDestroy(stream);
+}
+
+TEST_F(CudaStagerGpuTest, ARestoreThatDoesNotMatchWritesNoBuffer) {
+  DeviceBuffer a(*rt_, 4096), b(*rt_, 1 << 20);
+  a.Upload(RandomData(a.size(), 1));
+  b.Upload(RandomData(b.size(), 2));
+  std::vector<DeviceItem> items = {Saved("a", a), Saved("b", b)};
+  ASSERT_TRUE(stager_->Save(1, items).ok());
+  ASSERT_TRUE(ckpt_->Wait().ok());
+  a.Fill(0x44);
+  b.Fill(0x44);
+  std::vector<MutableDeviceItem> into = {Target("a", a), Target("b", b)};
+  into[1].shape = {1024, 1024};  // the step has b as [1048576]
+  auto step = stager_->RestoreInto(into);
+  ASSERT_FALSE(step.ok());
+  EXPECT_EQ(step.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(step.status().message().find("\"b\""), std::string::npos) << step.status().ToString();
+  EXPECT_EQ(a.Download(), std::vector<uint8_t>(a.size(), 0x44));
+  EXPECT_EQ(b.Download(), std::vector<uint8_t>(b.size(), 0x44));
+}
+
+TEST_F(CudaStagerGpuTest, AFallbackOverwritesWhatTheCorruptStepCopied) {
+  DeviceBuffer small(*rt_, 4096), big(*rt_, 8 << 20);
+  const auto small1 = RandomData(small.size(), 1), big1 = RandomData(big.size(), 2);
+  small.Upload(small1);
+  big.Upload(big1);
+  std::vector<DeviceItem> items = {Saved("small", small), Saved("big", big)};
+  ASSERT_TRUE(stager_->Save(1, items).ok());
+  small.Upload(RandomData(small.size(), 3));
+  big.Upload(RandomData(big.size(), 4));
+  ASSERT_TRUE(stager_->Save(2, items).ok());
+  ASSERT_TRUE(ckpt_->Wait().ok());
+  // The last byte of step 2's data is the big item's: read last (smallest
+  // items first), after "small" was copied onto the device.
+  const std::string file = dir_.path() + "/2/" + DataFileName(0);
+  testing::FlipByte(file, std::filesystem::file_size(file) - 1);
+  small.Fill(0);
+  big.Fill(0);
+  std::atomic<size_t> reported{0};  // called from the reading threads
+  RestoreOptions options;
+  options.item_verified = [&](const RestoredStep&, size_t) { ++reported; };
+  std::vector<MutableDeviceItem> into = {Target("small", small), Target("big", big)};
+  auto step = stager_->RestoreInto(into, options);
+  ASSERT_TRUE(step.ok()) << step.status().ToString();
+  EXPECT_EQ(*step, 1);
+  EXPECT_GE(reported.load(), 3u);  // step 2's small, then step 1's two items
+  EXPECT_EQ(small.Download(), small1);
+  EXPECT_EQ(big.Download(), big1);
+}
+
+TEST_F(CudaStagerGpuTest, PageableStagingStillSavesAndRestores) {
+  CudaStagerOptions o;
+  o.pin = false;
+  OpenStager(o);
+  DeviceBuffer a(*rt_, (3 << 20) + 3);
+  const auto bytes = RandomData(a.size(), 8);
+  a.Upload(bytes);
+  DeviceItem item = Saved("a", a);
+  ASSERT_TRUE(stager_->Save(1, {&item, 1}, DeviceSaveMode::kOverlapped).ok());
+  ASSERT_TRUE(ckpt_->Wait().ok());
+  EXPECT_FALSE(stager_->status().staging_pinned);
+  EXPECT_EQ(OnDisk(1, "a"), bytes);
+  a.Fill(0);
+  MutableDeviceItem target = Target("a", a);
+  ASSERT_TRUE(stager_->RestoreInto({&target, 1}).ok());
+  EXPECT_EQ(a.Download(), bytes);
+}
+
+TEST_F(CudaStagerGpuTest, ItemsOnSeveralDevicesAndBadOrdinalsAreRefused) {
+  DeviceBuffer a(*rt_, 1 << 20);
+  DeviceItem bad = Saved("a", a, devices_);
+  auto refused = stager_->Save(1, {&bad, 1});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("\"a\""), std::string::npos) << refused.status().ToString();
+  if (devices_ < 2) GTEST_SKIP() << "one CUDA device: the two-device half needs two";
+  ASSERT_EQ(rt_->cudaSetDevice(1), 0);
+  DeviceBuffer b(*rt_, 1 << 20);
+  ASSERT_EQ(rt_->cudaSetDevice(0), 0);
+  const auto abytes = RandomData(a.size(), 1), bbytes = RandomData(b.size(), 2);
+  a.Upload(abytes);
+  b.Upload(bbytes);
+  std::vector<DeviceItem> items = {Saved("a", a, 0), Saved("b", b, 1)};
+  ASSERT_TRUE(stager_->Save(1, items).ok());
+  ASSERT_TRUE(ckpt_->Wait().ok());
+  EXPECT_EQ(OnDisk(1, "b"), bbytes);
+  a.Fill(0);
+  ASSERT_EQ(rt_->cudaSetDevice(1), 0);
+  b.Fill(0);
+  ASSERT_EQ(rt_->cudaSetDevice(0), 0);
+  std::vector<MutableDeviceItem> into = {Target("a", a, 0), Target("b", b, 1)};
+  ASSERT_TRUE(stager_->RestoreInto(into).ok());
+  EXPECT_EQ(a.Download(), abytes);
+  EXPECT_EQ(b.Download(), bbytes);
+}
+
+}  // namespace
+}  // namespace strata
