@@ -65,8 +65,9 @@ struct CheckpointerOptions {
   // memory; checksums, writes, fsync and commit run in the background.
   // false: Save() returns after the step is committed.
   bool async = true;
-  // Threads for copying, checksumming, writing and reading. 0 = one per CPU
-  // (at most 8).
+  // Threads for copying, checksumming, writing and reading. 0 = one per CPU,
+  // at most 8 for saves (they run beside training) and uncapped for restores
+  // (the trainer waits for them).
   int io_threads = 0;
   // Bytes covered by one checksum. Power of two in [4 KiB, 1 GiB].
   uint64_t chunk_size = 4ull << 20;
@@ -277,7 +278,8 @@ class Checkpointer {
 // Restores `dir/<step>` into the caller's buffers, verifying every chunk,
 // without opening a Checkpointer (no lock, no retention, no fallback): for
 // reading a directory another component manages, such as a step the node
-// agent restored. Buffers must match as for RestoreInto.
+// agent restored. Buffers must match as for RestoreInto. `threads` 0 = one
+// per CPU.
 StatusOr<int64_t> RestoreStepInto(const std::string& dir, int64_t step,
                                   std::span<const MutableItem> into, int threads = 0);
 

@@ -186,6 +186,25 @@ class CheckpointerImpl final : public Checkpointer {
   Env* const env_;
   const int lock_fd_;
   ThreadPool pool_;
+
+  // The threads a restore reads and verifies with: with io_threads left at 0,
+  // one per CPU, uncapped (a restore blocks the trainer, so nothing of its
+  // own runs beside it: on a 16-CPU GPU host this reads the RAM disk 1.6x
+  // faster than the 8 threads saves use); else the checkpointer's pool.
+  class RestorePool {
+   public:
+    explicit RestorePool(CheckpointerImpl* c) : c_(c) {
+      const int cpus = ThreadPool::DefaultThreads(1 << 10);
+      if (c_->options_.io_threads == 0 && cpus > c_->pool_.parallelism()) {
+        own_ = std::make_unique<ThreadPool>(cpus - 1);
+      }
+    }
+    ThreadPool* get() const { return own_ ? own_.get() : &c_->pool_; }
+
+   private:
+    CheckpointerImpl* c_;
+    std::unique_ptr<ThreadPool> own_;
+  };
   StagingBuffer staging_;  // used by the caller while no job is in flight, by the saver otherwise
 
   // Notices already answered by an on-demand save; starts at the count seen
@@ -548,10 +567,12 @@ StatusOr<int64_t> CheckpointerImpl::RestoreThroughAgent(const RestoreOptions& op
 StatusOr<int64_t> CheckpointerImpl::RestoreInto(std::span<const MutableItem> into,
                                                 const RestoreOptions& options) {
   STRATA_RETURN_IF_ERROR(Wait());
+  RestorePool pool(this);
   return RestoreNewest(options, [&](const std::string& steps_dir, const StepInfo& info) -> Status {
     std::vector<std::byte*> dst;
     STRATA_RETURN_IF_ERROR(MatchBuffers(info, into, &dst));
-    return ReadStepData(env_, &pool_, JoinPath(steps_dir, StepDirName(info.step)), info, dst);
+    return ReadStepData(env_, pool.get(), JoinPath(steps_dir, StepDirName(info.step)), info,
+                        dst);
   });
 }
 
@@ -559,8 +580,9 @@ StatusOr<RestoredStep> CheckpointerImpl::RestoreToMemory(const RestoreAllocator&
                                                          const RestoreOptions& options) {
   STRATA_RETURN_IF_ERROR(Wait());
   RestoredStep out;
+  RestorePool pool(this);
   auto step = RestoreNewest(options, [&](const std::string& steps_dir, const StepInfo& info) {
-    return ReadOwned(env_, &pool_, steps_dir, info, allocate, &out, options);
+    return ReadOwned(env_, pool.get(), steps_dir, info, allocate, &out, options);
   });
   if (!step.ok()) return step.status();
   out.step = *step;
@@ -609,7 +631,7 @@ StatusOr<int64_t> RestoreStepInto(const std::string& dir, int64_t step,
   STRATA_ASSIGN_OR_RETURN(StepInfo info, ReadStepInfo(dir, step));
   std::vector<std::byte*> dst;
   STRATA_RETURN_IF_ERROR(MatchBuffers(info, into, &dst));
-  ThreadPool pool((threads > 0 ? threads : ThreadPool::DefaultThreads()) - 1);
+  ThreadPool pool((threads > 0 ? threads : ThreadPool::DefaultThreads(1 << 10)) - 1);
   STRATA_RETURN_IF_ERROR(
       ReadStepData(Env::Default(), &pool, JoinPath(dir, StepDirName(step)), info, dst));
   return step;
@@ -617,7 +639,7 @@ StatusOr<int64_t> RestoreStepInto(const std::string& dir, int64_t step,
 
 StatusOr<RestoredStep> RestoreStep(const std::string& dir, int64_t step, int threads) {
   STRATA_ASSIGN_OR_RETURN(StepInfo info, ReadStepInfo(dir, step));
-  ThreadPool pool((threads > 0 ? threads : ThreadPool::DefaultThreads()) - 1);
+  ThreadPool pool((threads > 0 ? threads : ThreadPool::DefaultThreads(1 << 10)) - 1);
   RestoredStep out;
   STRATA_RETURN_IF_ERROR(ReadOwned(Env::Default(), &pool, dir, info, RestoreAllocator(), &out));
   out.step = step;
