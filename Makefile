@@ -19,6 +19,11 @@ export CCACHE_BASEDIR := $(CURDIR)
 LAUNCHER  := $(if $(wildcard /usr/bin/ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=/usr/bin/ccache)
 
 TSAN_DIR  ?= build-tsan
+# `make fuzz`: every libFuzzer target (fuzz/) for SECONDS each, clang with
+# ASan + UBSan; FUZZ_TARGETS picks some (wire manifest config backup frame s3).
+FUZZ_DIR  ?= build-fuzz
+SECONDS   ?= 60
+FUZZ_TARGETS ?=
 LOCKS_DIR ?= build-locks
 # The concurrent parts, under ThreadSanitizer (where it runs clean): the
 # agent's server and coordinator (parked calls, the timer), its backup,
@@ -29,7 +34,7 @@ LOCKS_DIR ?= build-locks
 TSAN_FILTER ?= ServerTest*:Coordinator*:CodedTier*:ParityStore*:NodeBackup*:Replication*:OnDemandSync*:Restore*:MaintenanceEvent*:Store*:Wire*:ThreadPool*:RunParallel*:Mutex*:Checkpointer*:Hash*:Copy*:Net*:Frame*:Auth*:SyncMap*:AgentSync*:StreamVerify*:StrataStep*
 TSAN_STORAGE_FILTER ?= FileStore*:S3Pieces*:Backends/BackendTest.*
 
-.PHONY: all deps distclean build test test-asan test-tsan check-locks lock-violations demo chaos bench format clean
+.PHONY: all deps distclean build test test-asan test-tsan check-locks lock-violations demo chaos bench fuzz format clean
 
 all: build
 
@@ -99,6 +104,17 @@ REDUNDANCY ?= copies
 chaos: build
 	@$(PY) tests/chaos/chaos.py $(BUILD_DIR) --seeds $(SEEDS) --minutes $(MINUTES) --jobs $(CHAOS_JOBS) \
 	  --redundancy '$(REDUNDANCY)'
+
+# The fuzz targets under libFuzzer, each for SECONDS, from the stored corpus
+# (fuzz/corpus/<target>) plus what earlier runs found (build-fuzz/corpus);
+# a crash, leak or timeout leaves its input in build-fuzz/artifacts and fails.
+# The test suite of every build replays fuzz/corpus (ctest fuzz_regress_*).
+fuzz: deps
+	@CXX=clang++ CC=clang cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DSTRATA_FUZZ=ON -DSTRATA_WERROR=OFF -DSTRATA_BENCH=OFF -DSTRATA_PYTHON=OFF $(LAUNCHER) \
+	  $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(FUZZ_DIR) -j $(JOBS) --target fuzz_all
+	@bash scripts/fuzz.sh $(FUZZ_DIR) $(SECONDS) $(FUZZ_TARGETS)
 
 bench: build
 	@bash scripts/bench.sh $(BUILD_DIR)

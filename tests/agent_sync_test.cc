@@ -32,6 +32,8 @@ struct Fixture {
     EXPECT_TRUE(m.ok()) << m.status().ToString();
     map = std::move(*m);
   }
+  // The map as each test leaves it: a seed of the state fuzz target.
+  ~Fixture() { testing::SaveFuzzSeed("state", testing::ReadFile(map.path())); }
   std::unique_ptr<Checkpointer> Open(
       std::chrono::milliseconds sync_timeout = std::chrono::seconds(10)) {
     CheckpointerOptions o;

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "backup/layout.h"
+#include "test_util.h"
 
 namespace strata::backup {
 namespace {
@@ -185,6 +186,7 @@ TEST(BackupKeysTest, KeysFollowTheLayout) {
 TEST(BackupPartMetaTest, RoundTrips) {
   PartMeta m = SamplePart("2026-11-21_04-30.2", 3);
   std::string text = EncodePartMeta(m);
+  testing::SaveFuzzSeed("backup", text);
   json doc = json::parse(text);
   EXPECT_EQ(doc["format"], "strata-backup-part");
   EXPECT_EQ(doc["version"], 1);
@@ -203,6 +205,7 @@ TEST(BackupPartMetaTest, RoundTrips) {
 TEST(BackupCommitTest, RoundTrips) {
   Commit c = SampleCommit("2026-11-21_04-30");
   std::string text = EncodeCommit(c);
+  testing::SaveFuzzSeed("backup", text);
   json doc = json::parse(text);
   EXPECT_EQ(doc["format"], "strata-backup");
   EXPECT_EQ(doc["version"], 1);

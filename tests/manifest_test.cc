@@ -5,6 +5,7 @@
 // a distinctive part of the message; DecodeManifest is fed truncated, corrupt
 // and semantically hostile manifests, none of which may crash it.
 #include "format/manifest.h"
+#include "test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -138,7 +139,11 @@ std::string WithHeader(std::string_view body, uint32_t version = 1, uint32_t fla
   return out;
 }
 
-std::string ValidManifest() { return EncodeManifest(SampleStep()); }
+std::string ValidManifest() {
+  std::string bytes = EncodeManifest(SampleStep());
+  testing::SaveFuzzSeed("manifest", bytes);
+  return bytes;
+}
 std::string BodyOf(const std::string& manifest) { return manifest.substr(kManifestHeaderSize); }
 json ValidBodyJson() { return json::parse(BodyOf(ValidManifest())); }
 
@@ -186,6 +191,7 @@ TEST(ManifestTest, SampleIsConsistent) {
 TEST(ManifestTest, RoundTrip) {
   StepInfo want = SampleStep();
   std::string bytes = EncodeManifest(want);
+  testing::SaveFuzzSeed("manifest", bytes);
   StatusOr<StepInfo> got = DecodeManifest(bytes, kSource);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   ExpectSameStep(*got, want);

@@ -483,6 +483,39 @@ TEST_F(AuthTest, UnsupportedVersionIsFailedPrecondition) {
       << proof.status().message();
 }
 
+// The handshake without I/O, as an event loop drives it: every frame of an
+// accepted handshake, then a client whose secret differs is refused. The
+// frames are the frame fuzz target's seeds (test_util.h).
+TEST(HandshakeTest, StepsAgreeAndAWrongSecretIsRefused) {
+  auto framed = [](uint16_t type, const std::string& payload) {
+    testing::SaveFuzzSeed("frame", EncodeFrame(type, payload));
+    return Frame{type, 0, payload};
+  };
+  ClientHandshake client("s3cret", "node 4", "10.0.0.2:7000");
+  ServerHandshake server("s3cret", "10.0.0.4:5000");
+  std::string refusal;
+  auto hello = client.Hello();
+  ASSERT_TRUE(hello.ok()) << hello.status().ToString();
+  auto challenge = server.OnHello(framed(kFrameHello, *hello), &refusal);
+  ASSERT_TRUE(challenge.ok()) << challenge.status().ToString();
+  auto proof = client.OnChallenge(framed(kFrameChallenge, *challenge), &refusal);
+  ASSERT_TRUE(proof.ok()) << proof.status().ToString();
+  auto id = server.OnProof(framed(kFrameProof, *proof), &refusal);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  EXPECT_EQ(*id, "node 4");
+  EXPECT_TRUE(client.OnOk(framed(kFrameAuthOk, "")).ok());
+
+  ClientHandshake stranger("guess", "node 5", "10.0.0.2:7000");
+  ServerHandshake guarded("s3cret", "10.0.0.5:5000");
+  auto hello2 = stranger.Hello();
+  ASSERT_TRUE(hello2.ok());
+  auto challenge2 = guarded.OnHello(framed(kFrameHello, *hello2), &refusal);
+  ASSERT_TRUE(challenge2.ok());
+  // The server proves itself first: a client without the secret learns that
+  // the proof does not match and sends nothing the server could check.
+  EXPECT_FALSE(stranger.OnChallenge(framed(kFrameChallenge, *challenge2), &refusal).ok());
+}
+
 TEST_F(AuthTest, GarbageInsteadOfHelloIsRejected) {
   SendRaw("SSH-2.0-OpenSSH_9.2\r\n");
   auto server = AuthenticateAsServer(server_, "s3cret", Soon());

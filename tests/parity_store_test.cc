@@ -92,6 +92,7 @@ class ParityStoreTest : public ::testing::Test {
   Bytes ParityBytes(const ParityStore& store, const ParityKey& key) const {
     auto h = store.Get(key);
     EXPECT_TRUE(h.ok()) << h.status().ToString();
+    if (h.ok()) testing::SaveFuzzSeed("state", EncodeParityHeader(*h));
     auto text = ReadFileToString(Env::Default(), store.PathOf(key), 1 << 30);
     EXPECT_TRUE(text.ok());
     return Bytes(text->begin(), text->begin() + static_cast<ptrdiff_t>(h->length));

@@ -26,6 +26,7 @@ using testing::FakeReadFile;
 using testing::Files;
 
 StatusOr<ReplicatorConfig> Parse(std::string_view yaml, EnvVars env = {}) {
+  testing::SaveFuzzSeed("config", yaml);
   return ParseReplicatorConfig(yaml, FakeGetenv(std::move(env)));
 }
 

@@ -104,6 +104,7 @@ TEST_F(StoreTest, ATransferReceivesIntoSpareFilesAndVerifies) {
   std::string step_dir = MakeClientStep(src.path(), "s", 4000, 700, 'p');
   auto index = BuildStepIndex(Env::Default(), step_dir, &pool_);
   ASSERT_TRUE(index.ok()) << index.status().ToString();
+  testing::SaveFuzzSeed("state", EncodeStepIndex(*index));
 
   auto listener = net::Socket::Listen("127.0.0.1", 0, 4);
   ASSERT_TRUE(listener.ok());
@@ -325,6 +326,7 @@ TEST(SealTest, ASealRoundTripsAndAMalformedOneIsDataLoss) {
   id.listed_at_ns = 1700000000123456789;
   id.files = {{1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}};
   const std::string text = EncodeSeal(0xabcdef, id);
+  testing::SaveFuzzSeed("state", text);
   auto back = DecodeSeal(text, 0xabcdef, "s/20.seal");
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->listed_at_ns, id.listed_at_ns);

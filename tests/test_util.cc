@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -276,6 +277,17 @@ uint16_t FreePort() {
     if (free) return port;
   }
   return 0;
+}
+
+void SaveFuzzSeed(const std::string& target, std::string_view bytes) {
+  const char* dir = std::getenv("STRATA_FUZZ_SEED_DIR");
+  if (dir == nullptr || *dir == '\0') return;
+  const std::string sub = std::string(dir) + "/" + target;
+  ::mkdir(dir, 0755);
+  ::mkdir(sub.c_str(), 0755);
+  char name[32];
+  std::snprintf(name, sizeof(name), "%016zx", std::hash<std::string_view>()(bytes));
+  WriteFile(sub + "/" + name, std::string(bytes));
 }
 
 }  // namespace strata::testing

@@ -11,6 +11,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace strata::testing {
@@ -103,6 +104,11 @@ bool WaitUntil(const std::function<bool()>& done, std::chrono::milliseconds time
 
 // A free loopback port, below the ephemeral range (see test_util.cc).
 uint16_t FreePort();
+
+// With STRATA_FUZZ_SEED_DIR set, writes `bytes` to <dir>/<target>/<hash>:
+// the real messages and files the tests build become the fuzz targets'
+// seed corpus (fuzz/corpus/<target>, docs/reliability.md). Otherwise nothing.
+void SaveFuzzSeed(const std::string& target, std::string_view bytes);
 
 }  // namespace strata::testing
 

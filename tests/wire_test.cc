@@ -5,6 +5,7 @@
 #include <string>
 
 #include "agent/rpc.h"
+#include "test_util.h"
 #include "wire/coded.h"
 #include "wire/control.h"
 #include "wire/coordination.h"
@@ -15,6 +16,14 @@ namespace strata::wire {
 namespace {
 
 using nlohmann::json;
+
+// Sent(m), kept as a seed of the wire fuzz target (test_util.h).
+template <typename M>
+json Sent(const M& m) {
+  json j = m.ToJson();
+  testing::SaveFuzzSeed("wire", j.dump());
+  return j;
+}
 
 TEST(WireOpTest, EveryNameRoundTripsAndIsUnique) {
   std::set<std::string> names;
@@ -71,7 +80,7 @@ TEST(WireCoordinationTest, RequestsRoundTrip) {
   reg.inventory = {{3, 20, 0x1234}, {7, 20, 0xffffffffffffffffull}};
   reg.cadence.backup_interval_steps = 100;
   reg.cadence.workers_per_node = 4;
-  auto back = RegisterRequest::FromJson(reg.ToJson());
+  auto back = RegisterRequest::FromJson(Sent(reg));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->job, "job1");
   EXPECT_EQ(back->node, 3);
@@ -83,7 +92,7 @@ TEST(WireCoordinationTest, RequestsRoundTrip) {
   EXPECT_EQ(back->cadence.backup_interval_steps, 100);
   EXPECT_FALSE(back->cadence.backup_interval_minutes.has_value());
   EXPECT_EQ(back->cadence.workers_per_node, 4);
-  EXPECT_EQ(*ParseOp(reg.ToJson()), Op::kRegister);
+  EXPECT_EQ(*ParseOp(Sent(reg)), Op::kRegister);
 
   ReadyRequest ready;
   ready.job = "job1";
@@ -94,7 +103,7 @@ TEST(WireCoordinationTest, RequestsRoundTrip) {
   ready.bad = {{-1, 1, 20}, {4, 1, 20}};  // the backup, a peer
   ready.wait = std::chrono::milliseconds(1500);
   // Through text, as on the wire.
-  auto ready_back = ReadyRequest::FromJson(json::parse(ready.ToJson().dump()));
+  auto ready_back = ReadyRequest::FromJson(json::parse(Sent(ready).dump()));
   ASSERT_TRUE(ready_back.ok()) << ready_back.status().ToString();
   EXPECT_EQ(ready_back->bad, ready.bad);
   EXPECT_EQ(ready_back->wait, ready.wait);
@@ -103,7 +112,7 @@ TEST(WireCoordinationTest, RequestsRoundTrip) {
   AwaitPlanRequest whole;  // no node: the whole plan
   whole.job = "job1";
   whole.round = 1;
-  auto whole_back = AwaitPlanRequest::FromJson(whole.ToJson());
+  auto whole_back = AwaitPlanRequest::FromJson(Sent(whole));
   ASSERT_TRUE(whole_back.ok()) << whole_back.status().ToString();
   EXPECT_FALSE(whole_back->node.has_value());
 
@@ -114,7 +123,7 @@ TEST(WireCoordinationTest, RequestsRoundTrip) {
   sync.rate = 2.5;
   sync.generation = 3;
   sync.collect = 9;
-  auto sync_back = SyncRequest::FromJson(json::parse(sync.ToJson().dump()));
+  auto sync_back = SyncRequest::FromJson(json::parse(Sent(sync).dump()));
   ASSERT_TRUE(sync_back.ok()) << sync_back.status().ToString();
   EXPECT_EQ(sync_back->step, 120);
   EXPECT_EQ(sync_back->rate, 2.5);
@@ -123,7 +132,7 @@ TEST(WireCoordinationTest, RequestsRoundTrip) {
   EXPECT_FALSE(sync_back->wait.has_value());
   EXPECT_FALSE(sync_back->round.has_value());  // an older agent's call
   sync.round = 4;
-  sync_back = SyncRequest::FromJson(json::parse(sync.ToJson().dump()));
+  sync_back = SyncRequest::FromJson(json::parse(Sent(sync).dump()));
   ASSERT_TRUE(sync_back.ok()) << sync_back.status().ToString();
   EXPECT_EQ(sync_back->round, 4);
 }
@@ -203,7 +212,7 @@ TEST(WireCoordinationTest, APlanRoundTripsAndAMalformedOneIsRefused) {
   plan.reason = "step 120 is complete for all 8 nodes";
   plan.backup = "2026-11-24_10-00";
   plan.discard_above = 130;
-  auto back = PlanReply::FromJson(json::parse(plan.ToJson().dump()));
+  auto back = PlanReply::FromJson(json::parse(Sent(plan).dump()));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->round, 4);
   EXPECT_EQ(back->plan_version, 2);
@@ -218,18 +227,18 @@ TEST(WireCoordinationTest, APlanRoundTripsAndAMalformedOneIsRefused) {
   PlanReply fresh;  // nothing to restore
   fresh.round = 1;
   fresh.plan_version = 1;
-  auto fresh_back = PlanReply::FromJson(fresh.ToJson());
+  auto fresh_back = PlanReply::FromJson(Sent(fresh));
   ASSERT_TRUE(fresh_back.ok()) << fresh_back.status().ToString();
   EXPECT_FALSE(fresh_back->step.has_value());
   EXPECT_FALSE(fresh_back->discard_above.has_value());
 
-  json broken = plan.ToJson();
+  json broken = Sent(plan);
   broken["sources"]["3"]["digest"] = "not hex";
   EXPECT_EQ(PlanReply::FromJson(broken).status().code(), StatusCode::kInvalidArgument);
-  broken = plan.ToJson();
+  broken = Sent(plan);
   broken["addresses"]["x"] = "h:1";
   EXPECT_EQ(PlanReply::FromJson(broken).status().code(), StatusCode::kInvalidArgument);
-  broken = plan.ToJson();
+  broken = Sent(plan);
   broken.erase("plan_version");
   EXPECT_EQ(PlanReply::FromJson(broken).status().code(), StatusCode::kInvalidArgument);
 }
@@ -249,7 +258,7 @@ TEST(WireCoordinationTest, MalformedPlansAreRefusedNamingTheField) {
   decode.group.m = 2;
   decode.stripes = {{0, {{0, 0, 0}, {1, 1, 1}}}, {1, {{2, 2, agent::kParityRank}, {3, 3, 3}}}};
   plan.sources[1] = {1, {2}, 0x1234, decode};
-  auto back = PlanReply::FromJson(json::parse(plan.ToJson().dump()));
+  auto back = PlanReply::FromJson(json::parse(Sent(plan).dump()));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->sources, plan.sources);
 
@@ -259,34 +268,34 @@ TEST(WireCoordinationTest, MalformedPlansAreRefusedNamingTheField) {
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << j.dump();
     EXPECT_NE(r.status().message().find(names), std::string::npos) << r.status().ToString();
   };
-  json j = plan.ToJson();
+  json j = Sent(plan);
   j["sources"]["1"]["decode"].erase("group");
   refused(j, "a group is");
   for (const json& group : {json(nullptr), json(7), json::object()}) {
-    j = plan.ToJson();
+    j = Sent(plan);
     j["sources"]["1"]["decode"]["group"] = group;
     refused(j, "a group is");
   }
-  j = plan.ToJson();
+  j = Sent(plan);
   j.erase("round");
   refused(j, "\"round\"");
-  j = plan.ToJson();
+  j = Sent(plan);
   j["round"] = "4";
   refused(j, "\"round\"");
-  j = plan.ToJson();
+  j = Sent(plan);
   j.erase("plan_version");
   refused(j, "\"plan_version\"");
   const int64_t huge = int64_t{1} << 40;  // get<int> would make it 0
-  j = plan.ToJson();
+  j = Sent(plan);
   j["sources"]["1"]["source_rank"] = huge;
   refused(j, "\"sources\"");
-  j = plan.ToJson();
+  j = Sent(plan);
   j["sources"]["1"]["holders"] = {huge};
   refused(j, "\"sources\"");
-  j = plan.ToJson();
+  j = Sent(plan);
   j["sources"]["1"]["holders"] = {-5};
   refused(j, "\"sources\"");
-  j = plan.ToJson();
+  j = Sent(plan);
   j["sources"]["1"]["decode"]["stripes"][0][1][0][1] = huge;
   refused(j, "a shard is");
 }
@@ -311,7 +320,7 @@ TEST(WireCodedTest, MalformedShardCallsAreRefusedNamingTheCall) {
   get.group.m = 2;
   get.chunk = 1;
   get.index_of = 3;
-  auto back = GetShardRequest::FromJson(json::parse(get.ToJson().dump()));
+  auto back = GetShardRequest::FromJson(json::parse(Sent(get).dump()));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->digest, get.digest);
   EXPECT_EQ(back->chunk, 1);
@@ -320,7 +329,7 @@ TEST(WireCodedTest, MalformedShardCallsAreRefusedNamingTheCall) {
   parity.parity = true;
   parity.stripe = 1;
   parity.row = 0;
-  ASSERT_TRUE(GetShardRequest::FromJson(parity.ToJson()).ok());
+  ASSERT_TRUE(GetShardRequest::FromJson(Sent(parity)).ok());
 
   const int64_t huge = int64_t{1} << 40;
   const std::vector<std::pair<std::string, json>> bad = {
@@ -332,7 +341,7 @@ TEST(WireCodedTest, MalformedShardCallsAreRefusedNamingTheCall) {
       {"chunk", -1},      {"index_of", huge},
       {"index_of", "3"},  {"header_only", "no"}};
   for (const auto& [field, value] : bad) {
-    json j = get.ToJson();
+    json j = Sent(get);
     j[field] = value;
     auto r = GetShardRequest::FromJson(j);
     ASSERT_FALSE(r.ok()) << field << " = " << value.dump();
@@ -341,12 +350,12 @@ TEST(WireCodedTest, MalformedShardCallsAreRefusedNamingTheCall) {
         << r.status().ToString();
   }
   for (const char* field : {"key", "group", "digest", "chunk"}) {
-    json j = get.ToJson();
+    json j = Sent(get);
     j.erase(field);
     EXPECT_EQ(GetShardRequest::FromJson(j).status().code(), StatusCode::kInvalidArgument) << field;
   }
   for (const char* field : {"stripe", "row"}) {
-    json j = parity.ToJson();
+    json j = Sent(parity);
     j[field] = huge;
     EXPECT_EQ(GetShardRequest::FromJson(j).status().code(), StatusCode::kInvalidArgument) << field;
     j.erase(field);
@@ -389,7 +398,7 @@ TEST(WireCoordinationTest, ASyncDecisionRoundTrips) {
   d.notice_unix_ms = 1795000000123;
   d.notice_step = 597;
   d.origin = "node 4 (SIGTERM)";
-  auto back = SyncDecision::FromJson(json::parse(d.ToJson().dump()));
+  auto back = SyncDecision::FromJson(json::parse(Sent(d).dump()));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->generation, 7u);
   EXPECT_EQ(back->round, 3);
@@ -404,15 +413,15 @@ TEST(WireCoordinationTest, ASyncDecisionRoundTrips) {
   none.round = 1;
   none.collect = 2;
   none.collecting = true;
-  auto none_back = SyncDecision::FromJson(json::parse(none.ToJson().dump()));
+  auto none_back = SyncDecision::FromJson(json::parse(Sent(none).dump()));
   ASSERT_TRUE(none_back.ok()) << none_back.status().ToString();
   EXPECT_TRUE(none_back->collecting);
   EXPECT_FALSE(none_back->step.has_value());
 
-  json broken = d.ToJson();
+  json broken = Sent(d);
   broken["step"] = "600";
   EXPECT_EQ(SyncDecision::FromJson(broken).status().code(), StatusCode::kInvalidArgument);
-  broken = d.ToJson();
+  broken = Sent(d);
   broken.erase("generation");
   auto missing = SyncDecision::FromJson(broken);
   EXPECT_EQ(missing.status().code(), StatusCode::kInvalidArgument);
@@ -483,7 +492,7 @@ TEST(WireDataTest, DedupFieldsRoundTripAndRangesOutsideTheStepAreRefused) {
   offer.files = {{{0, 60, 0xabc, -1, 0}, {60, 40, 0xdef, -1, 0}}, {}};
   PutStepRequest offered{key, index, 1, true, offer};
   offered.range_streams = 4;
-  auto put = PutStepRequest::FromJson(json::parse(offered.ToJson().dump()));
+  auto put = PutStepRequest::FromJson(json::parse(Sent(offered).dump()));
   ASSERT_TRUE(put.ok()) << put.status().ToString();
   EXPECT_TRUE(put->dedup);
   EXPECT_EQ(put->range_streams, 4);
@@ -507,7 +516,7 @@ TEST(WireDataTest, DedupFieldsRoundTripAndRangesOutsideTheStepAreRefused) {
 
   PutStepReady ready{false, 5,
                      std::vector<std::vector<agent::FileRange>>{{{0, 0, 60}}, {{1, 0, 40}}}};
-  auto back = PutStepReady::FromJson(json::parse(ready.ToJson().dump()));
+  auto back = PutStepReady::FromJson(json::parse(Sent(ready).dump()));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   ASSERT_TRUE(back->need.has_value());
   EXPECT_EQ(*back->need, *ready.need);
@@ -516,7 +525,7 @@ TEST(WireDataTest, DedupFieldsRoundTripAndRangesOutsideTheStepAreRefused) {
   ASSERT_TRUE(nothing.ok());
   ASSERT_TRUE(nothing->need.has_value());  // every byte was held: none to send
   EXPECT_TRUE(nothing->need->empty());
-  json bad_need = ready.ToJson();
+  json bad_need = Sent(ready);
   bad_need["need"][0][0] = json{0, 0};
   EXPECT_EQ(PutStepReady::FromJson(bad_need).status().code(), StatusCode::kInvalidArgument);
 
@@ -533,7 +542,7 @@ TEST(WireCoordinationTest, AReplicatedReplyRoundTrips) {
   r.newest_backup = ReplicatedReply::Backup{"2026-11-24_10-00", 30, 1795000000, 1795000060};
   r.backup_error = "backup 2026-11-24_09-00: node 3: upload failed";
   r.backup_task = ReplicatedReply::Task{"2026-11-24_10-10", 40, 3};
-  auto back = ReplicatedReply::FromJson(json::parse(r.ToJson().dump()));
+  auto back = ReplicatedReply::FromJson(json::parse(Sent(r).dump()));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->watermark, 40);
   ASSERT_TRUE(back->newest_backup.has_value());
@@ -547,10 +556,10 @@ TEST(WireCoordinationTest, AReplicatedReplyRoundTrips) {
   ASSERT_TRUE(bare.ok());
   EXPECT_FALSE(bare->backup_task.has_value());
   EXPECT_FALSE(bare->newest_backup.has_value());
-  json broken = r.ToJson();
+  json broken = Sent(r);
   broken["backup_task"]["part"] = -2;
   EXPECT_EQ(ReplicatedReply::FromJson(broken).status().code(), StatusCode::kInvalidArgument);
-  broken = r.ToJson();
+  broken = Sent(r);
   broken["watermark"] = "40";
   EXPECT_EQ(ReplicatedReply::FromJson(broken).status().code(), StatusCode::kInvalidArgument);
 }
@@ -597,7 +606,7 @@ TEST(WireControlTest, AStatusReplyRoundTrips) {
   full.ondemand_step = 1200;
   full.maintenance_since = "2026-11-24T10:00:00Z";
   full.restore_state = "awaiting plan";
-  const json j = full.ToJson();
+  const json j = Sent(full);
   EXPECT_EQ(j["ram_disk"]["huge"], "within_size");
   EXPECT_EQ(j["backup"]["backup_lag_seconds"], 42);
   EXPECT_EQ(j["job"], "job1");
@@ -657,9 +666,9 @@ TEST(WireControlTest, AMalformedStatusOrHealthNamesTheField) {
   auto event = HealthReply::FromJson(json::parse(HealthReply{true, "d", e}.ToJson().dump()));
   ASSERT_TRUE(event.ok()) << event.status().ToString();
   ASSERT_TRUE(event->maintenance);
-  EXPECT_EQ(event->maintenance->ToJson(), e.ToJson());
+  EXPECT_EQ(event->maintenance->ToJson(), Sent(e));
   EXPECT_EQ(*event->maintenance->sync_step, 1200);
-  json partial = e.ToJson();
+  json partial = Sent(e);
   partial.erase("saved");
   auto bad_event =
       HealthReply::FromJson({{"healthy", true}, {"description", "d"}, {"maintenance", partial}});
@@ -677,11 +686,11 @@ TEST(WireControlTest, MaintenanceAndQuarantineRequests) {
   MaintenanceRequest m;
   m.grace = std::chrono::seconds(90);
   m.lose_ram = true;
-  auto back = MaintenanceRequest::FromJson(m.ToJson());
+  auto back = MaintenanceRequest::FromJson(Sent(m));
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->grace, std::chrono::seconds(90));
   EXPECT_TRUE(back->lose_ram);
-  json day = m.ToJson();
+  json day = Sent(m);
   day["grace_ms"] = int64_t{25} * 3600 * 1000;
   EXPECT_NE(MaintenanceRequest::FromJson(day).status().message().find("not within 0..24 h"),
             std::string::npos);
@@ -730,7 +739,7 @@ TEST(WireCoordinationTest, RegisterAndReadyAnswersRoundTrip) {
   d.round = 7;
   d.step = 120;
   go.sync = d;
-  auto back = ReadyReply::FromJson(json::parse(go.ToJson().dump()));
+  auto back = ReadyReply::FromJson(json::parse(Sent(go).dump()));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_TRUE(back->go);
   ASSERT_TRUE(back->sync);
@@ -745,7 +754,7 @@ TEST(WireCoordinationTest, RegisterAndReadyAnswersRoundTrip) {
 
   // Built in C++ from signed numbers, a decision's counters are signed JSON
   // integers: accepted as they are once parsed from text.
-  json signed_sync = d.ToJson();
+  json signed_sync = Sent(d);
   signed_sync["generation"] = int64_t{4};
   signed_sync["collect"] = int64_t{0};
   auto taken = SyncDecision::FromJson(signed_sync);

@@ -318,6 +318,22 @@ Status S3Store::GetRanges(const std::string& key, int fd, uint64_t from, uint64_
   });
 }
 
+Status ParseListPage(std::string_view body, const std::string& full, size_t strip,
+                     std::vector<ObjectInfo>* out, std::string* token, bool* truncated) {
+  pugi::xml_document doc;
+  pugi::xml_node root;
+  if (doc.load_buffer(body.data(), body.size())) root = doc.child("ListBucketResult");
+  if (!root) return UnavailableError("the response is not a listing");
+  for (pugi::xml_node n : root.children("Contents")) {
+    std::string k = n.child_value("Key");
+    if (k.size() <= strip || k.compare(0, full.size(), full) != 0) continue;
+    out->push_back({k.substr(strip), std::strtoull(n.child_value("Size"), nullptr, 10)});
+  }
+  *token = root.child_value("NextContinuationToken");
+  *truncated = std::string_view(root.child_value("IsTruncated")) == "true";
+  return Status::Ok();
+}
+
 StatusOr<std::vector<ObjectInfo>> S3Store::List(const std::string& prefix) {
   const S3Config& c = client_.config();
   std::string full = client_.FullKey(prefix);
@@ -331,17 +347,11 @@ StatusOr<std::vector<ObjectInfo>> S3Store::List(const std::string& prefix) {
     if (!full.empty()) req.query.emplace_back("prefix", full);
     if (!token.empty()) req.query.emplace_back("continuation-token", token);
     STRATA_ASSIGN_OR_RETURN(S3Response r, client_.Call(req));
-    pugi::xml_document doc;
-    pugi::xml_node root;
-    if (doc.load_buffer(r.body.data(), r.body.size())) root = doc.child("ListBucketResult");
-    if (!root) return UnavailableError(DescribeOp(req.op) + ": the response is not a listing");
-    for (pugi::xml_node n : root.children("Contents")) {
-      std::string k = n.child_value("Key");
-      if (k.size() <= strip || k.compare(0, full.size(), full) != 0) continue;
-      out.push_back({k.substr(strip), std::strtoull(n.child_value("Size"), nullptr, 10)});
+    bool truncated = false;
+    if (!ParseListPage(r.body, full, strip, &out, &token, &truncated).ok()) {
+      return UnavailableError(DescribeOp(req.op) + ": the response is not a listing");
     }
-    token = root.child_value("NextContinuationToken");
-    if (std::string_view(root.child_value("IsTruncated")) != "true" || token.empty()) break;
+    if (!truncated || token.empty()) break;
   }
   std::sort(out.begin(), out.end(),
             [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });

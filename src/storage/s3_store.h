@@ -29,6 +29,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "storage/object_store.h"
@@ -43,6 +44,13 @@ StatusOr<std::unique_ptr<ObjectStore>> OpenS3Store(const std::string& url,
                                                    const std::string& bucket,
                                                    const std::string& prefix,
                                                    const StoreOptions& options);
+
+// One ListObjectsV2 page: appends each listed key that starts with `full`
+// and is longer than `strip` (the bucket prefix and its '/') to `out`, with
+// those `strip` bytes removed; sets the continuation token and whether the
+// listing goes on. UNAVAILABLE when `body` is not a ListBucketResult.
+Status ParseListPage(std::string_view body, const std::string& full, size_t strip,
+                     std::vector<ObjectInfo>* out, std::string* token, bool* truncated);
 
 class S3Store : public ObjectStore {
  public:
