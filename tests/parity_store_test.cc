@@ -174,6 +174,22 @@ TEST_F(ParityStoreTest, ShardsEqualTheEncodingAndDecodeLostMembers) {
 
 // The same contribution again (a sender retrying after a lost reply) is
 // taken once: its bytes are read and dropped, the shard is unchanged.
+// A header read back with integers its fields cannot hold is DATA_LOSS:
+// get<int>() truncated 2^40 to 0 and cast floats before.
+TEST_F(ParityStoreTest, AHeaderWithIntegersOutOfRangeIsDataLoss) {
+  const std::string text = EncodeParityHeader(Where(1, 0));
+  ASSERT_TRUE(DecodeParityHeader(text, "p/30.hdr").ok());
+  const nlohmann::json good = nlohmann::json::parse(text);
+  for (const auto& [field, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"row", 1ull << 40}, {"stripe", -1ll << 40}, {"step", 1.5}, {"length", -1}}) {
+    nlohmann::json bad = good;
+    bad[field] = value;
+    auto h = DecodeParityHeader(bad.dump(), "p/30.hdr");
+    ASSERT_FALSE(h.ok()) << field;
+    EXPECT_EQ(h.status().code(), StatusCode::kDataLoss) << h.status().ToString();
+  }
+}
+
 TEST_F(ParityStoreTest, AContributionIsTakenOnce) {
   auto store = ParityStore::Open(dir_.Sub("p"), Env::Default());
   ASSERT_TRUE(store.ok());

@@ -321,6 +321,37 @@ TEST(RamDiskTest, DescribesTheTestsTmpfs) {
 // A seal read back: the same identities; another index's seal is
 // FAILED_PRECONDITION; anything malformed (also a digest of the wrong JSON
 // type) is DATA_LOSS naming the file, never an exception.
+// A peer's index (and the agent's own .index files) with sizes that are not
+// integers of their type: each is DATA_LOSS, never converted. Found by the
+// wire fuzz target: a float size was cast to uint64_t (undefined behaviour),
+// and a negative one or one that overflows the sum wrapped into a match.
+TEST(StepIndexCodecTest, SizesThatAreNotUnsignedIntegersAreDataLoss) {
+  auto index = [](const std::string& sizes, const std::string& total) {
+    std::string files;
+    for (size_t i = 0, n = 0; i < sizes.size(); ++n) {
+      size_t comma = sizes.find(',', i);
+      if (comma == std::string::npos) comma = sizes.size();
+      files += std::string(n ? "," : "") + "{\"path\":\"f" + std::to_string(n) +
+               "\",\"size\":" + sizes.substr(i, comma - i) + ",\"chunks\":[]}";
+      i = comma + 1;
+    }
+    return "{\"strata\":true,\"digest\":\"0000000000000001\",\"total_bytes\":" + total +
+           ",\"files\":[" + files + "]}";
+  };
+  ASSERT_TRUE(DecodeStepIndex(index("10", "10"), "peer 3").ok());
+  for (const auto& [sizes, total] : std::vector<std::pair<std::string, std::string>>{
+           {"1.5", "1"},                           // a float, truncated to 1
+           {"4.4e53", "0"},                        // a float beyond uint64_t
+           {"-1,11", "10"},                        // wraps to 2^64-1, the sum to 10
+           {"18446744073709551615,11", "10"},      // the sum overflows to 10
+           {"10", "18446744073709551616"}}) {      // total beyond uint64_t
+    auto decoded = DecodeStepIndex(index(sizes, total), "peer 3");
+    ASSERT_FALSE(decoded.ok()) << sizes << " / " << total;
+    EXPECT_EQ(decoded.status().code(), StatusCode::kDataLoss) << decoded.status().ToString();
+    EXPECT_NE(decoded.status().message().find("peer 3"), std::string::npos);
+  }
+}
+
 TEST(SealTest, ASealRoundTripsAndAMalformedOneIsDataLoss) {
   StepIdentity id;
   id.listed_at_ns = 1700000000123456789;

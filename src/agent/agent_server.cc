@@ -16,6 +16,7 @@
 #include "wire/coded.h"
 #include "wire/data.h"
 #include "wire/op.h"
+#include "util/json_int.h"
 
 namespace strata::agent {
 
@@ -164,13 +165,13 @@ void Agent::LoadState() {
     c.framework = fw == "pytorch"               ? Framework::kPytorch
                   : fw == "pytorch.distributed" ? Framework::kPytorchDistributed
                                                 : Framework::kOrbax;
-    c.node_rank = j.at("node").get<int>();
-    c.nodes = j.at("nodes").get<int>();
-    c.workers_per_node = j.at("workers").get<int>();
-    c.assume_data_parallelism = j.at("dp").get<int>();
+    c.node_rank = GetInt<int>(j.at("node"));
+    c.nodes = GetInt<int>(j.at("nodes"));
+    c.workers_per_node = GetInt<int>(j.at("workers"));
+    c.assume_data_parallelism = GetInt<int>(j.at("dp"));
     if (!j.at("master").get<std::string>().empty()) c.master = j.at("master").get<std::string>();
-    inc.round = j.at("round").get<int64_t>();
-    inc.peers = j.at("peers").get<std::vector<int>>();
+    inc.round = GetInt<int64_t>(j.at("round"));
+    inc.peers = GetInts<int>(j.at("peers"));
     for (const auto& [n, a] : j.at("addresses").items()) inc.addresses[std::stoi(n)] = a;
     if (!ValidateJobName(c.job_name).ok()) return;
     if (j.contains("redundancy")) {  // a state file of this release

@@ -15,6 +15,7 @@
 #include "util/file_util.h"
 #include "util/hash.h"
 #include "util/logging.h"
+#include "util/json_int.h"
 
 namespace strata::agent {
 
@@ -123,24 +124,24 @@ StatusOr<ParityHeader> DecodeParityHeader(std::string_view text, std::string_vie
   ParityHeader h;
   try {
     h.job = j.at("job").get<std::string>();
-    h.step = j.at("step").get<int64_t>();
+    h.step = GetInt<int64_t>(j.at("step"));
     const json& g = j.at("group");
-    h.group.members = g.at("members").get<std::vector<int>>();
+    h.group.members = GetInts<int>(g.at("members"));
     const std::string code = g.at("code").get<std::string>();
     if (code != "rs" && code != "xor") return bad("unknown code " + code);
     h.group.kind = code == "xor" ? ec::Redundancy::Kind::kXor : ec::Redundancy::Kind::kRs;
-    h.group.m = g.at("m").get<int>();
-    h.stripe = j.at("stripe").get<int>();
-    h.row = j.at("row").get<int>();
-    h.length = j.at("length").get<uint64_t>();
+    h.group.m = GetInt<int>(g.at("m"));
+    h.stripe = GetInt<int>(j.at("stripe"));
+    h.row = GetInt<int>(j.at("row"));
+    h.length = GetInt<uint64_t>(j.at("length"));
     std::optional<uint64_t> x = ParseHex64(j.at("xxh3").get<std::string>());
     if (!x) return bad("\"xxh3\" is not 16 hex digits");
     h.xxh3 = *x;
     for (const json& c : j.at("contributions")) {
       Contribution out;
-      out.rank = c.at("rank").get<int>();
-      out.chunk = c.at("chunk").get<int>();
-      out.length = c.at("length").get<uint64_t>();
+      out.rank = GetInt<int>(c.at("rank"));
+      out.chunk = GetInt<int>(c.at("chunk"));
+      out.length = GetInt<uint64_t>(c.at("length"));
       std::optional<uint64_t> cx = ParseHex64(c.at("xxh3").get<std::string>());
       std::optional<uint64_t> d = ParseHex64(c.at("digest").get<std::string>());
       if (!cx || !d) return bad("a contribution's hash is not 16 hex digits");

@@ -18,6 +18,7 @@
 #include "strata/catalog.h"
 #include "util/file_util.h"
 #include "util/hash.h"
+#include "util/json_int.h"
 
 namespace strata::agent {
 
@@ -392,9 +393,9 @@ StatusOr<StepIndex> StepIndexFromJson(const nlohmann::json& doc, std::string_vie
     auto digest = ParseHex64(doc.at("digest").get<std::string>());
     if (!digest) return bad("bad digest");
     index.digest = *digest;
-    index.total_bytes = doc.at("total_bytes").get<uint64_t>();
+    index.total_bytes = GetInt<uint64_t>(doc.at("total_bytes"));
     for (const auto& f : doc.at("files")) {
-      IndexedFile file{f.at("path").get<std::string>(), f.at("size").get<uint64_t>(), {}};
+      IndexedFile file{f.at("path").get<std::string>(), GetInt<uint64_t>(f.at("size")), {}};
       STRATA_RETURN_IF_ERROR(ValidateRelativePath(file.path).WithContext(where));
       for (const auto& c : f.at("chunks")) {
         auto h = ParseHex64(c.get<std::string>());
@@ -410,7 +411,9 @@ StatusOr<StepIndex> StepIndexFromJson(const nlohmann::json& doc, std::string_vie
       index.files.push_back(std::move(file));
     }
     uint64_t sum = 0;
-    for (const auto& f : index.files) sum += f.size;
+    for (const auto& f : index.files) {
+      if (__builtin_add_overflow(sum, f.size, &sum)) return bad("the files' sizes overflow");
+    }
     if (sum != index.total_bytes) return bad("total_bytes does not match the files");
     return index;
   } catch (const json::exception& e) {
