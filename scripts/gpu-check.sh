@@ -28,6 +28,7 @@
 # Env:   OUT, STRATA_GPU_BENCH_MIB (default 4096), STRATA_GPU_BENCH_REPS (5),
 #        STRATA_GPU_BENCH_SKIP (gpu_bench.py --skip: torch,dcp),
 #        STRATA_GPU_PREBUILT=1 (skip the cmake attempt: use .gpu-carry at once),
+#        STRATA_GPU_ONLY=cuda-tests (stop after the C++ CUDA tests),
 #        STRATA_GPU_BUILD (build dir, default build-gpu), JOBS (default nproc)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -119,6 +120,7 @@ else
 fi
 timeout 120 "$CUDA_TESTS" > "$OUT/cuda_unit.log" 2>&1
 summary "cuda_tests rc=$? ($(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$OUT/cuda_unit.log" | tr '\n' ' '))"
+[ "${STRATA_GPU_ONLY:-}" = cuda-tests ] && exit 0
 timeout 150 "$CUDA_BENCH" --size-mib "${STRATA_GPU_BENCH_MIB:-4096}" \
   --reps "${STRATA_GPU_BENCH_REPS:-5}" > "$OUT/cuda_bench.log" 2>&1
 summary "cuda_bench rc=$?"

@@ -178,17 +178,48 @@ TEST_F(CudaStagerGpuTest, BlockingSaveAndRestoreAreBitExactForEverySize) {
   EXPECT_EQ(host_back, host);
 }
 
+// Work that is still queued on the item's stream when Save() is called: the
+// copy must wait for it. The write comes behind a chain of device-to-device
+// copies (milliseconds), and the staging memory exists already, so a copy
+// that did not wait would read the old bytes.
 TEST_F(CudaStagerGpuTest, TheCopyFollowsWorkEnqueuedOnTheItemsStream) {
   cuda::Stream stream = nullptr;
   ASSERT_EQ(rt_->cudaStreamCreateWithFlags(&stream, cuda::kStreamNonBlocking), 0);
-  DeviceBuffer big(*rt_, 256 << 20);
+  DeviceBuffer big(*rt_, 256 << 20), scratch(*rt_, 256 << 20);
   big.Fill(0x11);
-  // Enqueued, not done, when Save() starts: the copy must see 0x5a.
-  ASSERT_EQ(rt_->cudaMemsetAsync(big.data(), 0x5a, big.size(), stream), 0);
   DeviceItem item = Saved("big", big, 0, stream);
   ASSERT_TRUE(stager_->Save(1, {&item, 1}, DeviceSaveMode::kBlocking).ok());
+  for (int i = 0; i < 32; ++i) {
+    ASSERT_EQ(rt_->cudaMemcpyAsync(scratch.data(), big.data(), big.size(), 3, stream), 0);
+  }
+  ASSERT_EQ(rt_->cudaMemsetAsync(big.data(), 0x5a, big.size(), stream), 0);
+  ASSERT_TRUE(stager_->Save(2, {&item, 1}, DeviceSaveMode::kBlocking).ok());
   ASSERT_TRUE(ckpt_->Wait().ok());
-  EXPECT_EQ(OnDisk(1, "big"), std::vector<uint8_t>(big.size(), 0x5a));
+  EXPECT_EQ(OnDisk(1, "big"), std::vector<uint8_t>(big.size(), 0x11));
+  EXPECT_EQ(OnDisk(2, "big"), std::vector<uint8_t>(big.size(), 0x5a));
+  rt_->cudaStreamDestroy(stream);
+}
+
+// The restore's copy into a buffer follows the work queued on the buffer's
+// stream before RestoreInto() (here: a chain of copies that ends by
+// overwriting it), so the restored bytes are what the buffer holds after.
+TEST_F(CudaStagerGpuTest, ARestoreFollowsWorkQueuedOnTheBuffersStream) {
+  DeviceBuffer big(*rt_, 256 << 20), junk(*rt_, 256 << 20);
+  big.Fill(0x21);
+  junk.Fill(0x99);
+  DeviceItem item = Saved("big", big);
+  ASSERT_TRUE(stager_->Save(1, {&item, 1}).ok());
+  ASSERT_TRUE(ckpt_->Wait().ok());
+  cuda::Stream stream = nullptr;
+  ASSERT_EQ(rt_->cudaStreamCreateWithFlags(&stream, cuda::kStreamNonBlocking), 0);
+  for (int i = 0; i < 32; ++i) {
+    ASSERT_EQ(rt_->cudaMemcpyAsync(big.data(), junk.data(), big.size(), 3, stream), 0);
+  }
+  MutableDeviceItem target = Target("big", big);
+  target.stream = stream;
+  ASSERT_TRUE(stager_->RestoreInto({&target, 1}).ok());
+  ASSERT_EQ(rt_->cudaStreamSynchronize(stream), 0);
+  EXPECT_EQ(big.Download(), std::vector<uint8_t>(big.size(), 0x21));
   rt_->cudaStreamDestroy(stream);
 }
 
@@ -232,6 +263,18 @@ TEST_F(CudaStagerGpuTest, ARestoreThatDoesNotMatchWritesNoBuffer) {
   EXPECT_EQ(step.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(step.status().message().find("\"b\""), std::string::npos) << step.status().ToString();
   EXPECT_EQ(a.Download(), std::vector<uint8_t>(a.size(), 0x44));
+  EXPECT_EQ(b.Download(), std::vector<uint8_t>(b.size(), 0x44));
+
+  // A newer step that does not match is not skipped for an older one that
+  // does (a mismatch is not corruption), as with Checkpointer::RestoreInto.
+  std::vector<DeviceItem> reshaped = items;
+  reshaped[1].shape = {1024, 1024};
+  ASSERT_TRUE(stager_->Save(2, reshaped).ok());
+  ASSERT_TRUE(ckpt_->Wait().ok());
+  into[1].shape = {1 << 20};
+  auto newest = stager_->RestoreInto(into);
+  ASSERT_FALSE(newest.ok());
+  EXPECT_EQ(newest.status().code(), StatusCode::kInvalidArgument) << newest.status().ToString();
   EXPECT_EQ(b.Download(), std::vector<uint8_t>(b.size(), 0x44));
 }
 
@@ -287,7 +330,15 @@ TEST_F(CudaStagerGpuTest, ItemsOnSeveralDevicesAndBadOrdinalsAreRefused) {
   DeviceItem bad = Saved("a", a, devices_);
   auto refused = stager_->Save(1, {&bad, 1});
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("\"a\""), std::string::npos) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("\"a\""), std::string::npos)
+      << refused.status().ToString();
+  // A host item whose size disagrees with its shape is refused before any
+  // byte is copied (it would be read past its end).
+  std::vector<uint8_t> small(16);
+  DeviceItem lying{"h", DType::kUInt8, {16}, small.data(), 1 << 20, -1, nullptr};
+  auto refused_host = stager_->Save(1, {&lying, 1});
+  ASSERT_FALSE(refused_host.ok());
+  EXPECT_EQ(refused_host.status().code(), StatusCode::kInvalidArgument);
   if (devices_ < 2) GTEST_SKIP() << "one CUDA device: the two-device half needs two";
   ASSERT_EQ(rt_->cudaSetDevice(1), 0);
   DeviceBuffer b(*rt_, 1 << 20);

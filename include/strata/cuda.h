@@ -18,8 +18,10 @@
 //
 // The CUDA runtime is loaded at run time (dlopen of libcudart), so libstrata
 // neither links nor needs CUDA; without it Open() is UNAVAILABLE and nothing
-// else changes. Where a framework already loaded the runtime, the stager uses
-// the same one.
+// else changes. A runtime a framework already loaded as a shared library is
+// preferred; a trainer that links cudart statically (nvcc's default) and the
+// stager's shared runtime share the device through the driver: device
+// pointers and streams are valid in both.
 //
 // Copies run on a non-blocking stream of the stager's own per device, ordered
 // after the stream each item names (an event recorded there), so a copy sees
@@ -90,9 +92,10 @@ struct CudaStagerOptions {
   // The CUDA runtime library: "" = $STRATA_CUDART, else libcudart.so, .so.13,
   // .so.12, .so.11.0, the first that loads.
   std::string runtime_library;
-  // Page-lock the staging memory (cudaHostAlloc). When it cannot be pinned,
-  // or with false, it is ordinary memory: saves and restores still work, the
-  // copies are slower and synchronous, and a warning says so once.
+  // Page-lock the staging memory (cudaHostAlloc). When it cannot be pinned
+  // it is ordinary memory: saves and restores still work, the copies are
+  // slower and synchronous, and a warning says so once. false: ordinary
+  // memory from the start, without a warning.
   bool pin = true;
 };
 
@@ -142,9 +145,14 @@ class CudaStager {
   // enqueued as soon as that item is verified, while the rest is still read.
   // Every item of the step must have a buffer of the same name, dtype, shape
   // and size and every buffer an item; a mismatch is INVALID_ARGUMENT naming
-  // the item, and no buffer is written. If the engine falls back to an older
-  // step, that step's bytes overwrite what was copied. Returns with every copy
-  // done. On another error the device buffers may hold parts of a step.
+  // the item (it is not corruption: no older step is restored instead), and
+  // the step is matched before any of its bytes is copied. If the engine
+  // falls back to an older step, that step's bytes overwrite what was copied.
+  // Returns with every copy done. On another error, or when the newest step
+  // matched, failed verification after some copies and an older one does not
+  // match, the buffers may hold parts of a step. options.item_verified is
+  // called as for Checkpointer::RestoreToMemory: the memory it sees is the
+  // stager's, valid during the call only.
   virtual StatusOr<int64_t> RestoreInto(std::span<const MutableDeviceItem> into,
                                         const RestoreOptions& options = {}) = 0;
 

@@ -9,6 +9,30 @@
 #include <fmt/format.h>
 
 namespace strata::cuda {
+namespace {
+
+// The runtime in `handle` with every call resolved, or null (`why` says
+// what is missing).
+std::unique_ptr<Runtime> Resolve(void* handle, const std::string& name, std::string* why,
+                                 Runtime* (*make)()) {
+  std::unique_ptr<Runtime> rt(make());
+  bool missing = false;
+  auto resolve = [&](auto*& fn, const char* symbol) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(handle, symbol));
+    if (fn == nullptr && !missing) {
+      *why = name + " lacks " + symbol;
+      missing = true;
+    }
+  };
+#define STRATA_CUDA_RESOLVE(call, params) resolve(rt->call, #call);
+  STRATA_CUDA_CALLS(STRATA_CUDA_RESOLVE)
+#undef STRATA_CUDA_RESOLVE
+  resolve(rt->cudaGetErrorString, "cudaGetErrorString");
+  resolve(rt->cudaGetLastError, "cudaGetLastError");
+  return missing ? nullptr : std::move(rt);
+}
+
+}  // namespace
 
 StatusOr<std::unique_ptr<Runtime>> Runtime::Load(std::string_view library) {
   std::vector<std::string> candidates;
@@ -17,33 +41,39 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::Load(std::string_view library) {
   } else if (const char* env = std::getenv("STRATA_CUDART"); env != nullptr && *env != '\0') {
     candidates.emplace_back(env);
   } else {
-    candidates = {"libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"};
+    candidates = {"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so"};
   }
   std::string tried;
-  for (const std::string& name : candidates) {
-    void* handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle == nullptr) {
-      const char* why = dlerror();
-      tried += fmt::format("{}{} ({})", tried.empty() ? "" : "; ", name, why ? why : "not found");
-      continue;
-    }
-    std::unique_ptr<Runtime> rt(new Runtime());
-    rt->path_ = name;
-    bool missing = false;
-    auto resolve = [&](auto*& fn, const char* symbol) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(handle, symbol));
-      if (fn == nullptr) {
-        tried += fmt::format("{}{} lacks {}", tried.empty() ? "" : "; ", name, symbol);
-        missing = true;
+  auto note = [&](const std::string& what) { tried += (tried.empty() ? "" : "; ") + what; };
+  std::unique_ptr<Runtime> fallback;  // loads, but sees no device
+  // First a runtime the process already loaded (a framework's), then any.
+  for (int flags : {RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD, RTLD_NOW | RTLD_LOCAL}) {
+    for (const std::string& name : candidates) {
+      void* handle = dlopen(name.c_str(), flags);
+      if (handle == nullptr) {
+        if ((flags & RTLD_NOLOAD) == 0) {
+          const char* why = dlerror();
+          note(name + " (" + (why ? why : "not found") + ")");
+        }
+        continue;
       }
-    };
-#define STRATA_CUDA_RESOLVE(name, params) resolve(rt->name, #name);
-    STRATA_CUDA_CALLS(STRATA_CUDA_RESOLVE)
-#undef STRATA_CUDA_RESOLVE
-    resolve(rt->cudaGetErrorString, "cudaGetErrorString");
-    if (!missing) return rt;
-    // Stays loaded: another part of the process may use it.
+      std::string why;
+      std::unique_ptr<Runtime> rt = Resolve(handle, name, &why, [] { return new Runtime(); });
+      if (rt == nullptr) {  // stays loaded: another part of the process may use it
+        note(why);
+        continue;
+      }
+      rt->path_ = name;
+      int count = 0;
+      const int err = rt->cudaGetDeviceCount(&count);
+      if (err == 0 && count > 0) return rt;
+      // E.g. a toolkit newer than the driver: another runtime may do.
+      note(name + " sees no device (" + rt->Check(err, "cudaGetDeviceCount", name).message() +
+           ")");
+      if (fallback == nullptr) fallback = std::move(rt);
+    }
   }
+  if (fallback != nullptr) return fallback;
   return UnavailableError("CUDA runtime not loaded: tried " + tried);
 }
 

@@ -58,10 +58,13 @@ inline constexpr unsigned kEventDisableTiming = 0x02;
 // that shares it is not safe.
 class Runtime {
  public:
-  // Loads `library` ("" = $STRATA_CUDART if set, else the first of
-  // libcudart.so, libcudart.so.13, .so.12, .so.11.0 that loads) and resolves
-  // every call. UNAVAILABLE naming what was tried when none loads or a call
-  // is missing; does not touch any device.
+  // Loads `library` ("" = $STRATA_CUDART if set, else libcudart.so.13,
+  // .so.12, .so.11.0, .so) and resolves every call. A runtime the process
+  // already loaded (a framework's) is preferred, then the first that sees a
+  // device (a toolkit newer than the driver sees none), then the first that
+  // loads at all. UNAVAILABLE naming what was tried when none loads or a call
+  // is missing. Asks for the device count (initializes the driver), creates no
+  // context.
   static StatusOr<std::unique_ptr<Runtime>> Load(std::string_view library = "");
 
   // OK, or INTERNAL "CUDA <call> (<what>): <the runtime's message> [<code>]".
@@ -73,6 +76,7 @@ class Runtime {
   STRATA_CUDA_CALLS(STRATA_CUDA_MEMBER)
 #undef STRATA_CUDA_MEMBER
   const char* (*cudaGetErrorString)(int error) = nullptr;
+  int (*cudaGetLastError)() = nullptr;  // clears the thread's sticky error
 
  private:
   Runtime() = default;
@@ -81,13 +85,15 @@ class Runtime {
 
 // Keeps the current device of the calling thread for its scope: the runtime's
 // device is per thread, and Strata's calls must not change the caller's.
+// Restores it only if it changed (setting a device creates its context).
 class DeviceGuard {
  public:
   explicit DeviceGuard(const Runtime& rt) : rt_(rt) {
     if (rt_.cudaGetDevice(&saved_) != 0) saved_ = -1;
   }
   ~DeviceGuard() {
-    if (saved_ >= 0) rt_.cudaSetDevice(saved_);
+    int now = -1;
+    if (saved_ >= 0 && rt_.cudaGetDevice(&now) == 0 && now != saved_) rt_.cudaSetDevice(saved_);
   }
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;

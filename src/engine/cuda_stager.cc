@@ -15,6 +15,7 @@
 #include "strata/cuda.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <set>
@@ -74,8 +75,11 @@ class CudaStagerImpl final : public CudaStager {
   // threads through RestoreOptions::item_verified.
   struct Attempt {
     Mutex mu;
-    bool checked GUARDED_BY(mu) = false;  // the step was matched against the buffers
-    Status error GUARDED_BY(mu);          // the mismatch or the first failed copy
+    bool checked GUARDED_BY(mu) = false;  // this attempt's step was matched to the buffers
+    // A mismatch, a failed copy or a failed allocation, from any attempt:
+    // the restore returns it (a mismatch is not corruption, so an older step
+    // is not restored in its place, as with Checkpointer::RestoreInto).
+    Status error GUARDED_BY(mu);
     std::vector<bool> copied GUARDED_BY(mu);
     std::set<std::pair<int, void*>> ordered GUARDED_BY(mu);  // (device, caller stream)
   };
@@ -123,6 +127,7 @@ Status CudaStagerImpl::Reserve(size_t size) {
       pinned_size_ = size;
       return Status::Ok();
     }
+    rt_->cudaGetLastError();  // handled here: the trainer's next check must not see it
     if (!warned_unpinned_) {
       warned_unpinned_ = true;
       Log()->warn("CUDA staging: cannot pin {} bytes ({}); staging in pageable memory, device "
@@ -150,16 +155,25 @@ StatusOr<Lane*> CudaStagerImpl::LaneFor(int device) {
   if (it != lanes_.end()) return &it->second;
   const std::string what = "device " + std::to_string(device);
   Lane lane;
-  STRATA_RETURN_IF_ERROR(rt_->Check(rt_->cudaSetDevice(device), "cudaSetDevice", what));
-  STRATA_RETURN_IF_ERROR(rt_->Check(
-      rt_->cudaStreamCreateWithFlags(&lane.stream, cuda::kStreamNonBlocking),
-      "cudaStreamCreateWithFlags", what));
-  STRATA_RETURN_IF_ERROR(rt_->Check(
-      rt_->cudaEventCreateWithFlags(&lane.caller, cuda::kEventDisableTiming),
-      "cudaEventCreateWithFlags", what));
-  STRATA_RETURN_IF_ERROR(rt_->Check(
-      rt_->cudaEventCreateWithFlags(&lane.done, cuda::kEventDisableTiming),
-      "cudaEventCreateWithFlags", what));
+  Status s = rt_->Check(rt_->cudaSetDevice(device), "cudaSetDevice", what);
+  if (s.ok()) {
+    s = rt_->Check(rt_->cudaStreamCreateWithFlags(&lane.stream, cuda::kStreamNonBlocking),
+                   "cudaStreamCreateWithFlags", what);
+  }
+  if (s.ok()) {
+    s = rt_->Check(rt_->cudaEventCreateWithFlags(&lane.caller, cuda::kEventDisableTiming),
+                   "cudaEventCreateWithFlags", what);
+  }
+  if (s.ok()) {
+    s = rt_->Check(rt_->cudaEventCreateWithFlags(&lane.done, cuda::kEventDisableTiming),
+                   "cudaEventCreateWithFlags", what);
+  }
+  if (!s.ok()) {  // what was created goes with the lane that could not be made
+    if (lane.done != nullptr) rt_->cudaEventDestroy(lane.done);
+    if (lane.caller != nullptr) rt_->cudaEventDestroy(lane.caller);
+    if (lane.stream != nullptr) rt_->cudaStreamDestroy(lane.stream);
+    return s;
+  }
   return &lanes_.emplace(device, lane).first->second;
 }
 
@@ -201,6 +215,10 @@ StatusOr<SaveResult> CudaStagerImpl::Save(int64_t step, std::span<const DeviceIt
                                           DeviceSaveMode mode) {
   STRATA_RETURN_IF_ERROR(WaitStaged());
   ckpt_->AwaitIdle();  // the previous save may still read the staging memory
+  // Everything the checkpointer would refuse is refused before any copy.
+  if (step < 0) return InvalidArgumentError("step " + std::to_string(step) + " is negative");
+  std::vector<Item> staged;
+  staged.reserve(items.size());
   size_t total = 0;
   for (const DeviceItem& it : items) {
     STRATA_RETURN_IF_ERROR(CheckDevice(it.device, it.name));
@@ -208,11 +226,14 @@ StatusOr<SaveResult> CudaStagerImpl::Save(int64_t step, std::span<const DeviceIt
       return InvalidArgumentError("item \"" + it.name + "\": null data for " +
                                   std::to_string(it.size) + " bytes");
     }
-    total += Padded(it.size);
+    if (it.size > SIZE_MAX - kAlign || __builtin_add_overflow(total, Padded(it.size), &total)) {
+      return InvalidArgumentError("item \"" + it.name + "\": the state's size overflows");
+    }
+    staged.push_back(Item{it.name, it.dtype, it.shape, it.data, it.size});
   }
+  STRATA_RETURN_IF_ERROR(ValidateItems(staged).WithContext("step " + std::to_string(step)));
   STRATA_RETURN_IF_ERROR(Reserve(total));
-  std::vector<Item> staged;
-  staged.reserve(items.size());
+  staged.clear();
   std::set<int> used;
   Status enqueued;
   {
@@ -261,9 +282,13 @@ StatusOr<SaveResult> CudaStagerImpl::Save(int64_t step, std::span<const DeviceIt
     for (int device : used) events.emplace_back(device, lanes_.at(device).done);
     options.ready = [rt = rt_.get(), events, step]() -> Status {
       for (const auto& [device, event] : events) {
-        STRATA_RETURN_IF_ERROR(rt->Check(
-            rt->cudaEventSynchronize(event), "cudaEventSynchronize",
-            "step " + std::to_string(step) + " staging copies on device " + std::to_string(device)));
+        // The writer thread works on the event's device (no context of
+        // device 0 is made for it).
+        const std::string what =
+            "step " + std::to_string(step) + " staging copies on device " + std::to_string(device);
+        STRATA_RETURN_IF_ERROR(rt->Check(rt->cudaSetDevice(device), "cudaSetDevice", what));
+        STRATA_RETURN_IF_ERROR(
+            rt->Check(rt->cudaEventSynchronize(event), "cudaEventSynchronize", what));
       }
       return Status::Ok();
     };
@@ -339,11 +364,16 @@ StatusOr<int64_t> CudaStagerImpl::RestoreInto(std::span<const MutableDeviceItem>
   RestoreAllocator allocate = [&](size_t size) -> StatusOr<std::span<std::byte>> {
     // An older step is about to be read over the memory the last attempt's
     // copies read from.
-    STRATA_RETURN_IF_ERROR(SyncLanes());
-    STRATA_RETURN_IF_ERROR(Reserve(size));
+    Status ready = SyncLanes();
+    if (ready.ok()) ready = Reserve(size);
     MutexLock l(&a.mu);
+    if (!ready.ok()) {
+      // The engine would take this for a corrupt step and try older ones:
+      // kept, so the restore fails with it rather than "nothing verifies".
+      if (a.error.ok()) a.error = ready;
+      return ready;
+    }
     a.checked = false;
-    a.error = Status::Ok();
     a.copied.assign(into.size(), false);
     a.ordered.clear();
     return std::span<std::byte>(base(), size);
@@ -353,7 +383,7 @@ StatusOr<int64_t> CudaStagerImpl::RestoreInto(std::span<const MutableDeviceItem>
     {
       MutexLock l(&a.mu);
       if (!a.checked) {
-        a.error = match(reading);
+        if (a.error.ok()) a.error = match(reading);
         a.checked = true;
       }
       if (a.error.ok()) {  // matched: every item has a buffer
@@ -369,9 +399,8 @@ StatusOr<int64_t> CudaStagerImpl::RestoreInto(std::span<const MutableDeviceItem>
   };
   auto restored = ckpt_->RestoreToMemory(allocate, opts);
   MutexLock l(&a.mu);
-  Status done = restored.status();
+  Status done = a.error.ok() ? restored.status() : a.error;
   if (done.ok() && !a.checked) done = match(*restored);  // a step with no items
-  if (done.ok()) done = a.error;
   for (size_t i = 0; done.ok() && i < restored->items.size(); ++i) {
     const size_t target = by_name.at(restored->items[i].name);
     if (!a.copied[target]) done = CopyOut(restored->items[i], into[target], &a);
