@@ -72,13 +72,12 @@ bool Parse(int argc, char** argv, Args* a) {
   return argc % 2 == 1 && a->size_mib > 0 && a->tensors > 0 && a->reps > 0;
 }
 
-#define CUDA_OK(call)                                                           \
-  do {                                                                          \
-    if (int e = (call); e != 0) {                                               \
-      std::fprintf(stderr, "cuda_bench: %s\n",                                  \
-                   rt.Check(e, #call, "").ToString().c_str());                  \
-      std::exit(1);                                                             \
-    }                                                                           \
+#define CUDA_OK(call)                                                                      \
+  do {                                                                                     \
+    if (int e = (call); e != 0) {                                                          \
+      std::fprintf(stderr, "cuda_bench: %s\n", rt.Check(e, #call, "").ToString().c_str()); \
+      std::exit(1);                                                                        \
+    }                                                                                      \
   } while (0)
 
 void Die(const Status& s) {
@@ -115,9 +114,8 @@ int Run(const Args& args) {
   }
   const uint64_t per = (args.size_mib * kMiB / args.tensors + 255) & ~uint64_t{255};
   const uint64_t total = per * args.tensors;
-  std::printf("cuda_bench: %d tensors of %.1f MiB (%.2f GB) on device 0, %d reps\n",
-              args.tensors, static_cast<double>(per) / kMiB, static_cast<double>(total) / 1e9,
-              args.reps);
+  std::printf("cuda_bench: %d tensors of %.1f MiB (%.2f GB) on device 0, %d reps\n", args.tensors,
+              static_cast<double>(per) / kMiB, static_cast<double>(total) / 1e9, args.reps);
   CUDA_OK(rt.cudaSetDevice(0));
   cuda::Stream stream = nullptr;
   CUDA_OK(rt.cudaStreamCreateWithFlags(&stream, cuda::kStreamNonBlocking));
@@ -147,17 +145,19 @@ int Run(const Args& args) {
   };
   auto none = [] {};
   auto* pin = static_cast<std::byte*>(pinned);
-  Samples d2h = Time(args.reps, [&] { copy_all(pin, cuda::kMemcpyDeviceToHost); }, none);
-  Samples h2d = Time(args.reps, [&] { copy_all(pin, cuda::kMemcpyHostToDevice); }, none);
-  Samples slow = Time(1, [&] { copy_all(pageable.data(), cuda::kMemcpyDeviceToHost); }, none);
+  Samples d2h = Time(
+      args.reps, [&] { copy_all(pin, cuda::kMemcpyDeviceToHost); }, none);
+  Samples h2d = Time(
+      args.reps, [&] { copy_all(pin, cuda::kMemcpyHostToDevice); }, none);
+  Samples slow = Time(
+      1, [&] { copy_all(pageable.data(), cuda::kMemcpyDeviceToHost); }, none);
   std::printf("\n[limits]\n");
   PrintSamples("pinned D2H copy of the state", d2h, total);
   PrintSamples("pinned H2D copy of the state", h2d, total);
   PrintSamples("pageable D2H copy of the state", slow, total);
 
-  const std::string dir = args.dir.empty()
-                              ? "/dev/shm/strata-cuda-bench-" + std::to_string(::getpid())
-                              : args.dir;
+  const std::string dir =
+      args.dir.empty() ? "/dev/shm/strata-cuda-bench-" + std::to_string(::getpid()) : args.dir;
   std::filesystem::remove_all(dir);
   CheckpointerOptions options;
   options.preemption_signals = {};
@@ -184,8 +184,10 @@ int Run(const Args& args) {
     if (Status s = stager.WaitStaged(); !s.ok()) Die(s);
     if (Status s = (*ckpt)->Wait(); !s.ok()) Die(s);
   };
-  Samples blocking = Time(args.reps, [&] { save(DeviceSaveMode::kBlocking); }, settle);
-  Samples overlapped = Time(args.reps, [&] { save(DeviceSaveMode::kOverlapped); }, settle);
+  Samples blocking = Time(
+      args.reps, [&] { save(DeviceSaveMode::kBlocking); }, settle);
+  Samples overlapped = Time(
+      args.reps, [&] { save(DeviceSaveMode::kOverlapped); }, settle);
   settle();
 
   // A training step: "forward/backward" sized to outlast the D2H copy,
@@ -215,13 +217,18 @@ int Run(const Args& args) {
     update();
     CUDA_OK(rt.cudaStreamSynchronize(stream));
   };
-  Samples plain = Time(args.reps, [&] { train_step(false); }, settle);
-  Samples saving = Time(args.reps, [&] { train_step(true); }, settle);
+  Samples plain = Time(
+      args.reps, [&] { train_step(false); }, settle);
+  Samples saving = Time(
+      args.reps, [&] { train_step(true); }, settle);
   settle();
-  Samples restore = Time(args.reps, [&] {
-    auto r = stager.RestoreInto(into);
-    if (!r.ok()) Die(r.status());
-  }, none);
+  Samples restore = Time(
+      args.reps,
+      [&] {
+        auto r = stager.RestoreInto(into);
+        if (!r.ok()) Die(r.status());
+      },
+      none);
 
   std::printf("\n[strata]\n");
   PrintSamples("blocking save (returns)", blocking, total);

@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-
 #include <nlohmann/json.hpp>
 
 #include "agent/rpc.h"

@@ -6,8 +6,6 @@
 // writes nothing, a fallback that overwrites what a corrupt step copied.
 // Without a CUDA runtime or a device every GPU test skips, saying why; the
 // first test runs everywhere.
-#include "strata/cuda.h"
-
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -18,6 +16,7 @@
 #include "engine/cuda_runtime.h"
 #include "format/naming.h"
 #include "strata/checkpointer.h"
+#include "strata/cuda.h"
 #include "test_util.h"
 
 namespace strata {
@@ -118,12 +117,12 @@ class CudaStagerGpuTest : public ::testing::Test {
   }
   static DeviceItem Saved(const std::string& name, const DeviceBuffer& b, int device = 0,
                           void* stream = nullptr) {
-    return {name, DType::kUInt8, {static_cast<int64_t>(b.size())}, b.data(), b.size(), device,
-            stream};
+    return {name,   DType::kUInt8, {static_cast<int64_t>(b.size())}, b.data(), b.size(),
+            device, stream};
   }
   static MutableDeviceItem Target(const std::string& name, const DeviceBuffer& b, int device = 0) {
-    return {name, DType::kUInt8, {static_cast<int64_t>(b.size())}, b.data(), b.size(), device,
-            nullptr};
+    return {name,   DType::kUInt8, {static_cast<int64_t>(b.size())}, b.data(), b.size(),
+            device, nullptr};
   }
 
   ScratchDir dir_{"cuda"};

@@ -2,20 +2,17 @@
 #include "engine/cuda_runtime.h"
 
 #include <dlfcn.h>
+#include <fmt/format.h>
 
 #include <cstdlib>
 #include <vector>
 
-#include <fmt/format.h>
-
 namespace strata::cuda {
 namespace {
 
-// The runtime in `handle` with every call resolved, or null (`why` says
-// what is missing).
-std::unique_ptr<Runtime> Resolve(void* handle, const std::string& name, std::string* why,
-                                 Runtime* (*make)()) {
-  std::unique_ptr<Runtime> rt(make());
+// Resolves every call of `rt` in `handle`; false (`why` says which symbol
+// is missing) when one is not there.
+bool Resolve(void* handle, const std::string& name, Runtime* rt, std::string* why) {
   bool missing = false;
   auto resolve = [&](auto*& fn, const char* symbol) {
     fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(handle, symbol));
@@ -29,7 +26,7 @@ std::unique_ptr<Runtime> Resolve(void* handle, const std::string& name, std::str
 #undef STRATA_CUDA_RESOLVE
   resolve(rt->cudaGetErrorString, "cudaGetErrorString");
   resolve(rt->cudaGetLastError, "cudaGetLastError");
-  return missing ? nullptr : std::move(rt);
+  return !missing;
 }
 
 }  // namespace
@@ -58,8 +55,8 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::Load(std::string_view library) {
         continue;
       }
       std::string why;
-      std::unique_ptr<Runtime> rt = Resolve(handle, name, &why, [] { return new Runtime(); });
-      if (rt == nullptr) {  // stays loaded: another part of the process may use it
+      std::unique_ptr<Runtime> rt(new Runtime());
+      if (!Resolve(handle, name, rt.get(), &why)) {  // stays loaded: others may use it
         note(why);
         continue;
       }
@@ -68,8 +65,7 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::Load(std::string_view library) {
       const int err = rt->cudaGetDeviceCount(&count);
       if (err == 0 && count > 0) return rt;
       // E.g. a toolkit newer than the driver: another runtime may do.
-      note(name + " sees no device (" + rt->Check(err, "cudaGetDeviceCount", name).message() +
-           ")");
+      note(name + " sees no device (" + rt->Check(err, "cudaGetDeviceCount", name).message() + ")");
       if (fallback == nullptr) fallback = std::move(rt);
     }
   }
@@ -80,8 +76,8 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::Load(std::string_view library) {
 Status Runtime::Check(int error, std::string_view call, std::string_view what) const {
   if (error == 0) return Status();
   const char* message = cudaGetErrorString ? cudaGetErrorString(error) : nullptr;
-  return InternalError(fmt::format("CUDA {} ({}): {} [{}]", call, what,
-                                   message ? message : "unknown error", error));
+  return InternalError(
+      fmt::format("CUDA {} ({}): {} [{}]", call, what, message ? message : "unknown error", error));
 }
 
 }  // namespace strata::cuda

@@ -31,26 +31,25 @@ inline constexpr unsigned kStreamNonBlocking = 0x01;  // no implicit sync with s
 inline constexpr unsigned kEventDisableTiming = 0x02;
 
 // X(name, parameter list): every entry point, resolved by Load().
-#define STRATA_CUDA_CALLS(X)                                                  \
-  X(cudaGetDeviceCount, (int* count))                                         \
-  X(cudaGetDevice, (int* device))                                             \
-  X(cudaSetDevice, (int device))                                              \
-  X(cudaHostAlloc, (void** ptr, size_t size, unsigned flags))                 \
-  X(cudaFreeHost, (void* ptr))                                                \
-  X(cudaMalloc, (void** ptr, size_t size))                                    \
-  X(cudaFree, (void* ptr))                                                    \
-  X(cudaMemcpy, (void* dst, const void* src, size_t size, int kind))          \
-  X(cudaMemcpyAsync, (void* dst, const void* src, size_t size, int kind,      \
-                      Stream stream))                                         \
-  X(cudaMemsetAsync, (void* ptr, int value, size_t size, Stream stream))      \
-  X(cudaStreamCreateWithFlags, (Stream* stream, unsigned flags))             \
-  X(cudaStreamDestroy, (Stream stream))                                       \
-  X(cudaStreamSynchronize, (Stream stream))                                   \
-  X(cudaStreamWaitEvent, (Stream stream, Event event, unsigned flags))        \
-  X(cudaEventCreateWithFlags, (Event* event, unsigned flags))                \
-  X(cudaEventDestroy, (Event event))                                          \
-  X(cudaEventRecord, (Event event, Stream stream))                            \
-  X(cudaEventSynchronize, (Event event))                                      \
+#define STRATA_CUDA_CALLS(X)                                                             \
+  X(cudaGetDeviceCount, (int* count))                                                    \
+  X(cudaGetDevice, (int* device))                                                        \
+  X(cudaSetDevice, (int device))                                                         \
+  X(cudaHostAlloc, (void** ptr, size_t size, unsigned flags))                            \
+  X(cudaFreeHost, (void* ptr))                                                           \
+  X(cudaMalloc, (void** ptr, size_t size))                                               \
+  X(cudaFree, (void* ptr))                                                               \
+  X(cudaMemcpy, (void* dst, const void* src, size_t size, int kind))                     \
+  X(cudaMemcpyAsync, (void* dst, const void* src, size_t size, int kind, Stream stream)) \
+  X(cudaMemsetAsync, (void* ptr, int value, size_t size, Stream stream))                 \
+  X(cudaStreamCreateWithFlags, (Stream * stream, unsigned flags))                        \
+  X(cudaStreamDestroy, (Stream stream))                                                  \
+  X(cudaStreamSynchronize, (Stream stream))                                              \
+  X(cudaStreamWaitEvent, (Stream stream, Event event, unsigned flags))                   \
+  X(cudaEventCreateWithFlags, (Event * event, unsigned flags))                           \
+  X(cudaEventDestroy, (Event event))                                                     \
+  X(cudaEventRecord, (Event event, Stream stream))                                       \
+  X(cudaEventSynchronize, (Event event))                                                 \
   X(cudaDeviceSynchronize, ())
 
 // One loaded runtime. Thread-safe (the runtime is). The library stays loaded

@@ -12,8 +12,6 @@
 // recorded after our copies for the host (WaitStaged, the engine's `ready`)
 // and the caller's streams (OrderAfterStaging, the end of a restore) to wait
 // on.
-#include "strata/cuda.h"
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -25,6 +23,7 @@
 #include "engine/cuda_runtime.h"
 #include "engine/staging.h"
 #include "engine/step_io.h"
+#include "strata/cuda.h"
 #include "util/logging.h"
 #include "util/mutex.h"
 
@@ -66,9 +65,7 @@ class CudaStagerImpl final : public CudaStager {
   Status OrderAfterStaging(void* stream, int device) override;
   StatusOr<int64_t> RestoreInto(std::span<const MutableDeviceItem> into,
                                 const RestoreOptions& options) override;
-  CudaStagerStatus status() const override {
-    return {capacity(), pinned_ != nullptr, in_flight_};
-  }
+  CudaStagerStatus status() const override { return {capacity(), pinned_ != nullptr, in_flight_}; }
 
  private:
   // The state of one restore attempt, shared with the engine's reading
@@ -99,7 +96,12 @@ class CudaStagerImpl final : public CudaStager {
   // Waits on the host for every lane's stream: nothing of ours reads or
   // writes the staging memory afterwards.
   Status SyncLanes();
-  Status CopyOut(const RestoredItem& from, const MutableDeviceItem& to, Attempt* a)
+  // Enqueues the device->host copy of `from` into `to` on its device's lane,
+  // after the caller's stream (once per (device, stream) in `ordered`).
+  Status CopyIn(int64_t step, const DeviceItem& from, std::byte* to,
+                std::set<std::pair<int, void*>>* ordered);
+  // The host->device counterpart for a restore of `step`.
+  Status CopyOut(int64_t step, const RestoredItem& from, const MutableDeviceItem& to, Attempt* a)
       REQUIRES(a->mu);
 
   Checkpointer* const ckpt_;
@@ -130,9 +132,10 @@ Status CudaStagerImpl::Reserve(size_t size) {
     rt_->cudaGetLastError();  // handled here: the trainer's next check must not see it
     if (!warned_unpinned_) {
       warned_unpinned_ = true;
-      Log()->warn("CUDA staging: cannot pin {} bytes ({}); staging in pageable memory, device "
-                  "copies will be slower and synchronous",
-                  size, s.message());
+      Log()->warn(
+          "CUDA staging: cannot pin {} bytes ({}); staging in pageable memory, device "
+          "copies will be slower and synchronous",
+          size, s.message());
     }
   }
   return pageable_.Reserve(size);
@@ -183,8 +186,8 @@ Status CudaStagerImpl::OrderAfterCaller(int device, void* stream, Lane* lane,
   if (!ordered->emplace(device, stream).second) return Status::Ok();
   STRATA_RETURN_IF_ERROR(
       rt_->Check(rt_->cudaEventRecord(lane->caller, stream), "cudaEventRecord", what));
-  return rt_->Check(rt_->cudaStreamWaitEvent(lane->stream, lane->caller, 0),
-                    "cudaStreamWaitEvent", what);
+  return rt_->Check(rt_->cudaStreamWaitEvent(lane->stream, lane->caller, 0), "cudaStreamWaitEvent",
+                    what);
 }
 
 Status CudaStagerImpl::RecordDone(const std::set<int>& devices) {
@@ -211,6 +214,17 @@ Status CudaStagerImpl::SyncLanes() {
   return first;
 }
 
+Status CudaStagerImpl::CopyIn(int64_t step, const DeviceItem& from, std::byte* to,
+                              std::set<std::pair<int, void*>>* ordered) {
+  const std::string what = "step " + std::to_string(step) + " item \"" + from.name + "\"";
+  STRATA_ASSIGN_OR_RETURN(Lane * lane, LaneFor(from.device));
+  STRATA_RETURN_IF_ERROR(rt_->Check(rt_->cudaSetDevice(from.device), "cudaSetDevice", what));
+  STRATA_RETURN_IF_ERROR(OrderAfterCaller(from.device, from.stream, lane, ordered, what));
+  return rt_->Check(
+      rt_->cudaMemcpyAsync(to, from.data, from.size, cuda::kMemcpyDeviceToHost, lane->stream),
+      "cudaMemcpyAsync", what);
+}
+
 StatusOr<SaveResult> CudaStagerImpl::Save(int64_t step, std::span<const DeviceItem> items,
                                           DeviceSaveMode mode) {
   STRATA_RETURN_IF_ERROR(WaitStaged());
@@ -233,35 +247,23 @@ StatusOr<SaveResult> CudaStagerImpl::Save(int64_t step, std::span<const DeviceIt
   }
   STRATA_RETURN_IF_ERROR(ValidateItems(staged).WithContext("step " + std::to_string(step)));
   STRATA_RETURN_IF_ERROR(Reserve(total));
-  staged.clear();
   std::set<int> used;
   Status enqueued;
   {
     cuda::DeviceGuard guard(*rt_);
     std::set<std::pair<int, void*>> ordered;
     size_t offset = 0;
-    for (const DeviceItem& it : items) {
+    for (size_t i = 0; i < items.size() && enqueued.ok(); ++i) {
+      const DeviceItem& it = items[i];
       std::byte* dst = base() + offset;
       offset += Padded(it.size);
-      staged.push_back(Item{it.name, it.dtype, it.shape, dst, it.size});
+      staged[i].data = dst;  // the checkpointer reads the staged copy
       if (it.size == 0) continue;
       if (it.device < 0) {
         std::memcpy(dst, it.data, it.size);
         continue;
       }
-      const std::string what = "step " + std::to_string(step) + " item \"" + it.name + "\"";
-      auto lane = LaneFor(it.device);
-      enqueued = lane.status();
-      if (enqueued.ok()) {
-        enqueued = rt_->Check(rt_->cudaSetDevice(it.device), "cudaSetDevice", what);
-      }
-      if (enqueued.ok()) enqueued = OrderAfterCaller(it.device, it.stream, *lane, &ordered, what);
-      if (enqueued.ok()) {
-        enqueued = rt_->Check(rt_->cudaMemcpyAsync(dst, it.data, it.size,
-                                                   cuda::kMemcpyDeviceToHost, (*lane)->stream),
-                              "cudaMemcpyAsync", what);
-      }
-      if (!enqueued.ok()) break;
+      enqueued = CopyIn(step, it, dst, &ordered);
       used.insert(it.device);
     }
     if (enqueued.ok()) enqueued = RecordDone(used);
@@ -320,13 +322,14 @@ Status CudaStagerImpl::OrderAfterStaging(void* stream, int device) {
                     what);
 }
 
-Status CudaStagerImpl::CopyOut(const RestoredItem& from, const MutableDeviceItem& to, Attempt* a) {
+Status CudaStagerImpl::CopyOut(int64_t step, const RestoredItem& from, const MutableDeviceItem& to,
+                               Attempt* a) {
   if (from.data.empty()) return Status::Ok();
   if (to.device < 0) {
     std::memcpy(to.data, from.data.data(), from.data.size());
     return Status::Ok();
   }
-  const std::string what = "restoring item \"" + to.name + "\"";
+  const std::string what = "restoring step " + std::to_string(step) + " item \"" + to.name + "\"";
   STRATA_ASSIGN_OR_RETURN(Lane * lane, LaneFor(to.device));
   STRATA_RETURN_IF_ERROR(rt_->Check(rt_->cudaSetDevice(to.device), "cudaSetDevice", what));
   STRATA_RETURN_IF_ERROR(OrderAfterCaller(to.device, to.stream, lane, &a->ordered, what));
@@ -390,7 +393,7 @@ StatusOr<int64_t> CudaStagerImpl::RestoreInto(std::span<const MutableDeviceItem>
         const RestoredItem& item = reading.items[index];
         const size_t target = by_name.at(item.name);
         if (!a.copied[target]) {
-          a.error = CopyOut(item, into[target], &a);
+          a.error = CopyOut(reading.step, item, into[target], &a);
           a.copied[target] = a.error.ok();
         }
       }
@@ -403,7 +406,7 @@ StatusOr<int64_t> CudaStagerImpl::RestoreInto(std::span<const MutableDeviceItem>
   if (done.ok() && !a.checked) done = match(*restored);  // a step with no items
   for (size_t i = 0; done.ok() && i < restored->items.size(); ++i) {
     const size_t target = by_name.at(restored->items[i].name);
-    if (!a.copied[target]) done = CopyOut(restored->items[i], into[target], &a);
+    if (!a.copied[target]) done = CopyOut(restored->step, restored->items[i], into[target], &a);
   }
   // Later work on each buffer's stream follows the copies, and the host
   // returns with them done (the staging memory is free again).
@@ -412,10 +415,12 @@ StatusOr<int64_t> CudaStagerImpl::RestoreInto(std::span<const MutableDeviceItem>
   if (done.ok()) done = RecordDone(used);
   for (const auto& [device, stream] : a.ordered) {
     if (!done.ok()) break;
-    done = rt_->Check(rt_->cudaSetDevice(device), "cudaSetDevice", "restoring");
+    const std::string what = "restoring step " + std::to_string(restored->step) + " onto device " +
+                             std::to_string(device);
+    done = rt_->Check(rt_->cudaSetDevice(device), "cudaSetDevice", what);
     if (done.ok()) {
       done = rt_->Check(rt_->cudaStreamWaitEvent(stream, lanes_.at(device).done, 0),
-                        "cudaStreamWaitEvent", "restoring onto device " + std::to_string(device));
+                        "cudaStreamWaitEvent", what);
     }
   }
   Status synced = SyncLanes();
@@ -427,7 +432,7 @@ StatusOr<int64_t> CudaStagerImpl::RestoreInto(std::span<const MutableDeviceItem>
 }  // namespace
 
 StatusOr<std::unique_ptr<CudaStager>> CudaStager::Open(Checkpointer* ckpt,
-                                                      const CudaStagerOptions& options) {
+                                                       const CudaStagerOptions& options) {
   if (ckpt == nullptr) return InvalidArgumentError("CudaStager::Open: no checkpointer");
   STRATA_ASSIGN_OR_RETURN(auto rt, cuda::Runtime::Load(options.runtime_library));
   int devices = 0;
@@ -437,8 +442,7 @@ StatusOr<std::unique_ptr<CudaStager>> CudaStager::Open(Checkpointer* ckpt,
     return UnavailableError("no CUDA device: " +
                             (err != 0 ? why.message() : rt->path() + " sees none"));
   }
-  return std::unique_ptr<CudaStager>(
-      new CudaStagerImpl(ckpt, std::move(rt), devices, options));
+  return std::unique_ptr<CudaStager>(new CudaStagerImpl(ckpt, std::move(rt), devices, options));
 }
 
 }  // namespace strata

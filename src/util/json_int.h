@@ -11,10 +11,9 @@
 #define STRATA_UTIL_JSON_INT_H_
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace strata {
 
@@ -28,19 +27,18 @@ T GetInt(const nlohmann::json& j) {
     const int64_t v = j.get<int64_t>();
     if (std::in_range<T>(v)) return static_cast<T>(v);
   } else {
-    throw nlohmann::json::type_error::create(302, "an integer is required, not " +
-                                                      std::string(j.type_name()), &j);
+    throw nlohmann::json::type_error::create(
+        302, "an integer is required, not " + std::string(j.type_name()), &j);
   }
-  throw nlohmann::json::out_of_range::create(406, "integer " + j.dump() + " is out of range",
-                                             &j);
+  throw nlohmann::json::out_of_range::create(406, "integer " + j.dump() + " is out of range", &j);
 }
 
 // An array of integers, each read as GetInt<T>.
 template <typename T>
 std::vector<T> GetInts(const nlohmann::json& j) {
   if (!j.is_array()) {
-    throw nlohmann::json::type_error::create(302, "an array is required, not " +
-                                                      std::string(j.type_name()), &j);
+    throw nlohmann::json::type_error::create(
+        302, "an array is required, not " + std::string(j.type_name()), &j);
   }
   std::vector<T> out;
   out.reserve(j.size());
