@@ -41,11 +41,12 @@
 #include <vector>
 
 #include "agent/agent.h"
-#include "agent/dedup.h"
-#include "agent/ram_disk.h"
-#include "agent/rpc.h"
-#include "agent/store.h"
-#include "agent/transfer.h"
+#include "agent/rpc/client.h"
+#include "agent/rpc/step_stream.h"
+#include "agent/rpc/transfer.h"
+#include "agent/store/dedup.h"
+#include "agent/store/ram_disk.h"
+#include "agent/store/store.h"
 #include "bench_util.h"
 #include "format/naming.h"
 #include "net/frame.h"
@@ -280,12 +281,12 @@ struct Bench {
   std::byte* payload = nullptr;  // `bytes` bytes, for the memory baselines
   int payload_fd = -1;           // a file with them, for the file baselines
   Node* sender = nullptr;        // holds the step as `key`
-  agent::StepKey key;
-  agent::StepIndex index;
+  wire::StepKey key;
+  StepIndex index;
   LiveAgent* peer = nullptr;
-  std::string peer_dir;                   // its local directory
-  int64_t next_step = 1000;               // replicas get new step numbers: never "have"
-  std::optional<agent::StepKey> replica;  // the newest copy `peer` holds
+  std::string peer_dir;                  // its local directory
+  int64_t next_step = 1000;              // replicas get new step numbers: never "have"
+  std::optional<wire::StepKey> replica;  // the newest copy `peer` holds
 };
 
 // Records a timing, or passes its failure on.
@@ -312,7 +313,7 @@ struct PhaseSamples {
 // sender's step as `as`: put_step offering dedup with the manifest's ranges,
 // then the ranges the peer asks for, in its groups (one on this connection,
 // more on put_files connections), then its ack.
-StatusOr<Phases> PutStep(const Bench& b, const agent::StepKey& as) {
+StatusOr<Phases> PutStep(const Bench& b, const wire::StepKey& as) {
   Phases t;
   const agent::Endpoint to = b.peer->endpoint();
   Clock::time_point t0 = Clock::now();
@@ -368,7 +369,7 @@ StatusOr<Phases> ReplicateOnce(Bench& b) {
     STRATA_RETURN_IF_ERROR(b.peer->store()->Remove(*b.replica));
     b.replica.reset();
   }
-  agent::StepKey as{kJob, 0, b.next_step++};
+  wire::StepKey as{kJob, 0, b.next_step++};
   STRATA_ASSIGN_OR_RETURN(Phases t, PutStep(b, as));
   b.replica = as;
   return t;
@@ -419,7 +420,7 @@ Status BenchPeerReplication(Bench& b) {
 // Agent::FetchFrom against the live agent, into `node`'s store, over
 // `streams` connections: data = connect, get_index, manifest and data,
 // verified as it arrives (FetchCopy); finish = the commit (AdoptCopy).
-StatusOr<Phases> FetchStep(const Bench& b, Node& node, const agent::StepKey& key, int streams) {
+StatusOr<Phases> FetchStep(const Bench& b, Node& node, const wire::StepKey& key, int streams) {
   Phases t;
   Clock::time_point t0 = Clock::now();
   STRATA_ASSIGN_OR_RETURN(
@@ -439,18 +440,18 @@ struct RestoreSamples {
 };
 
 // A replaced node: no copy, no spare files.
-Status EmptyNode(Node& node, const agent::StepKey& key) {
+Status EmptyNode(Node& node, const wire::StepKey& key) {
   if (node.store->Has(key)) STRATA_RETURN_IF_ERROR(node.store->Remove(key));
   node.store->DropSpare();
   return Status::Ok();
 }
 
 // Fetches `key` into the emptied node and checks what arrived.
-Status TimedFetch(const Bench& b, Node& node, const agent::StepKey& key, int streams,
+Status TimedFetch(const Bench& b, Node& node, const wire::StepKey& key, int streams,
                   PhaseSamples* into) {
   STRATA_RETURN_IF_ERROR(EmptyNode(node, key));
   STRATA_ASSIGN_OR_RETURN(Phases f, FetchStep(b, node, key, streams));
-  STRATA_ASSIGN_OR_RETURN(agent::StepIndex got, node.store->GetIndex(key));
+  STRATA_ASSIGN_OR_RETURN(StepIndex got, node.store->GetIndex(key));
   if (got.digest != b.index.digest) return DataLossError("restored a different step");
   into->Add(f);
   return Status::Ok();
@@ -459,7 +460,7 @@ Status TimedFetch(const Bench& b, Node& node, const agent::StepKey& key, int str
 // One raw transfer, one restore over one stream and one over the agent's
 // default number of streams.
 Status RestoreRep(Bench& b, Node& node, RestoreSamples* s) {
-  const agent::StepKey& key = *b.replica;
+  const wire::StepKey& key = *b.replica;
   STRATA_RETURN_IF_ERROR(AddTo(&s->mem, RawTransfer({.src = b.payload}, b.bytes)));
   STRATA_RETURN_IF_ERROR(TimedFetch(b, node, key, 1, &s->one_stream));
   STRATA_RETURN_IF_ERROR(TimedFetch(b, node, key, b.streams, &s->fetch));
@@ -502,17 +503,17 @@ struct RestartSamples {
   Samples seals, verify_all;
 };
 
-Status RestartRep(Node& node, const std::vector<agent::StepKey>& held, RestartSamples* s) {
+Status RestartRep(Node& node, const std::vector<wire::StepKey>& held, RestartSamples* s) {
   node.store.reset();
   STRATA_ASSIGN_OR_RETURN(node.store, agent::Store::Open(node.dir, &node.pool));
   Clock::time_point t0 = Clock::now();
-  for (const agent::StepKey& key : held) {
+  for (const wire::StepKey& key : held) {
     STRATA_ASSIGN_OR_RETURN(bool read, node.store->CheckHeld(key));
     if (read) return InternalError(key.ToString() + " was read: its seal did not prove it");
   }
   s->seals.Add(SecondsSince(t0));
   t0 = Clock::now();
-  for (const agent::StepKey& key : held) STRATA_RETURN_IF_ERROR(node.store->Verify(key));
+  for (const wire::StepKey& key : held) STRATA_RETURN_IF_ERROR(node.store->Verify(key));
   s->verify_all.Add(SecondsSince(t0));
   return Status::Ok();
 }
@@ -525,7 +526,7 @@ Status BenchRestartCheck(Bench& b) {
       kCopies, static_cast<double>(b.bytes) * kCopies / kMiB);
   Node node{JoinPath(b.scratch, "holding")};
   STRATA_ASSIGN_OR_RETURN(node.store, agent::Store::Open(node.dir, &node.pool));
-  std::vector<agent::StepKey> held;
+  std::vector<wire::StepKey> held;
   for (int r = 0; r < kCopies; ++r) {
     STRATA_ASSIGN_OR_RETURN(std::string dir, node.store->NewIncomingDir());
     std::error_code ec;
@@ -537,8 +538,7 @@ Status BenchRestartCheck(Bench& b) {
   }
   RestartSamples warmup, s;
   // The warm-up also seals any copy adopted in the clock tick it was written.
-  for (const agent::StepKey& key : held)
-    STRATA_RETURN_IF_ERROR(node.store->CheckHeld(key).status());
+  for (const wire::StepKey& key : held) STRATA_RETURN_IF_ERROR(node.store->CheckHeld(key).status());
   STRATA_RETURN_IF_ERROR(RestartRep(node, held, &warmup));
   for (int r = 0; r < b.reps; ++r) STRATA_RETURN_IF_ERROR(RestartRep(node, held, &s));
   PrintSamples("baseline: read and verify every copy", s.verify_all, b.bytes * kCopies);

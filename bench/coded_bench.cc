@@ -41,14 +41,14 @@
 #include <thread>
 #include <vector>
 
-#include "agent/coded_tier.h"
-#include "agent/dedup.h"
-#include "agent/parity_store.h"
-#include "agent/planner.h"
-#include "agent/replication.h"
-#include "agent/server.h"
-#include "agent/store.h"
-#include "agent/transfer.h"
+#include "agent/peer/coded_tier.h"
+#include "agent/peer/replication.h"
+#include "agent/plan/planner.h"
+#include "agent/rpc/server.h"
+#include "agent/rpc/transfer.h"
+#include "agent/store/dedup.h"
+#include "agent/store/parity_store.h"
+#include "agent/store/store.h"
 #include "bench_util.h"
 #include "format/naming.h"
 #include "strata/checkpointer.h"
@@ -149,7 +149,7 @@ class Node {
 
   // Serves `target` from now on and sends `key` under it; Wait returns once
   // it reported the step replicated.
-  void Send(const agent::StepKey& key, agent::Replication::Target target) {
+  void Send(const wire::StepKey& key, agent::Replication::Target target) {
     {
       std::lock_guard<std::mutex> l(mu_);
       target_ = std::move(target);
@@ -191,8 +191,8 @@ class Node {
     };
     h.cadence = [](const ReplicatorConfig&) { return wire::Cadence(); };
     h.on_reply = [](const ReplicatorConfig&, const wire::ReplicatedReply&) {};
-    h.pins = [] { return std::set<agent::StepKey>(); };
-    h.on_replica = [](const agent::StepKey&, uint64_t) {};
+    h.pins = [] { return std::set<wire::StepKey>(); };
+    h.on_replica = [](const wire::StepKey&, uint64_t) {};
     return h;
   }
 
@@ -246,9 +246,9 @@ struct Bench {
   uint64_t bytes = 0;  // of each node's step
   std::vector<std::unique_ptr<Node>> nodes;
   std::map<int, std::string> addresses;
-  std::vector<agent::StepIndex> own;  // each node's step 1
+  std::vector<StepIndex> own;  // each node's step 1
 
-  agent::StepKey Own(int rank) const { return {"job", rank, 1}; }
+  wire::StepKey Own(int rank) const { return {"job", rank, 1}; }
 };
 
 // Removes everything but each node's own step.
@@ -335,14 +335,14 @@ Status BenchRam(Bench& b) {
 
 // The lost node's source as the coordinator would plan it from what the
 // nodes hold now.
-StatusOr<agent::Source> PlanFor(Bench& b, int lost) {
+StatusOr<wire::Source> PlanFor(Bench& b, int lost) {
   agent::Inventory inv;
   for (auto& n : b.nodes) {
     for (const auto& [key, index] : n->store()->List()) {
       inv.Add(key.rank, key.step, n->rank(), index.digest);
     }
     for (const wire::HeldParity& p : n->coded()->Inventory("job")) {
-      inv.AddParity(p.step, agent::ParityCopy{n->rank(), p.group, p.stripe, p.row, p.digests});
+      inv.AddParity(n->rank(), p);
     }
   }
   agent::RestorePlan plan = agent::PlanRestore(inv, kNodes, 1);
@@ -354,7 +354,7 @@ Status BenchRestore(Bench& b) {
   std::printf("\n[coded_restore] node 3's step into its empty store: fetched whole vs decoded\n");
   const int lost = 3;
   Node& node = *b.nodes[lost];
-  const agent::StepKey key = b.Own(lost);
+  const wire::StepKey key = b.Own(lost);
   Samples fetch, decode;
   for (int r = -1; r < b.reps; ++r) {
     double seconds = 0, ram = 0;
@@ -375,7 +375,7 @@ Status BenchRestore(Bench& b) {
     STRATA_RETURN_IF_ERROR(node.store()->Remove(key));
     for (const auto& [k, h] : node.parity()->List()) node.parity()->Remove(k).IgnoreError();
     node.store()->DropSpare();
-    STRATA_ASSIGN_OR_RETURN(agent::Source src, PlanFor(b, lost));
+    STRATA_ASSIGN_OR_RETURN(wire::Source src, PlanFor(b, lost));
     if (!src.decode) return InternalError("the plan does not decode node 3");
     std::vector<wire::FailedHolder> bad;
     t0 = Clock::now();
@@ -391,7 +391,7 @@ Status BenchRestore(Bench& b) {
 }
 
 // Node 0 replicates `key` to node 1 by content; the bytes it sent.
-StatusOr<double> Replicate(Bench& b, const agent::StepKey& key, std::optional<int> dp) {
+StatusOr<double> Replicate(Bench& b, const wire::StepKey& key, std::optional<int> dp) {
   agent::Replication::Target t;
   t.config.job_name = key.job;
   t.config.node_rank = 0;
@@ -422,8 +422,7 @@ Status BenchDedup(Bench& b) {
       STRATA_ASSIGN_OR_RETURN(
           std::string dir, WriteCheckpoint(JoinPath(b.scratch, "dp-client" + std::to_string(n)), 1,
                                            frozen, trained));
-      STRATA_ASSIGN_OR_RETURN(agent::StepIndex index,
-                              b.nodes[n]->store()->Ingest(dir, {job, n, 1}));
+      STRATA_ASSIGN_OR_RETURN(StepIndex index, b.nodes[n]->store()->Ingest(dir, {job, n, 1}));
       step_bytes = index.total_bytes;
     }
     // Without dedup to use: node 1 lacks its own step.
@@ -472,7 +471,7 @@ Status SetUp(Bench& b, uint64_t size) {
     STRATA_ASSIGN_OR_RETURN(
         std::string dir,
         WriteCheckpoint(JoinPath(b.scratch, "client" + std::to_string(r)), 1, a, c));
-    STRATA_ASSIGN_OR_RETURN(agent::StepIndex index, b.nodes[r]->store()->Ingest(dir, b.Own(r)));
+    STRATA_ASSIGN_OR_RETURN(StepIndex index, b.nodes[r]->store()->Ingest(dir, b.Own(r)));
     b.own.push_back(index);
   }
   b.bytes = b.own[0].total_bytes;

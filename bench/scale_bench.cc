@@ -51,15 +51,16 @@
 #include <string>
 #include <vector>
 
-#include "agent/coordinator.h"
-#include "agent/rpc.h"
-#include "agent/server.h"
+#include "agent/coordinator/coordinator.h"
+#include "agent/rpc/client.h"
+#include "agent/rpc/server.h"
 #include "net/auth.h"
 #include "net/frame.h"
 #include "util/hash.h"
 #include "util/logging.h"
 #include "util/process.h"
 #include "wire/coordination.h"
+#include "wire/json.h"
 #include "wire/op.h"
 
 namespace strata {
@@ -189,7 +190,7 @@ class Conn : public std::enable_shared_from_this<Conn> {
             if (!f.ok()) return done(f.status());
             json reply = json::parse(f->payload, nullptr, false);
             if (reply.is_discarded()) return done(DataLossError("unparsable reply"));
-            if (!reply.value("ok", false)) return done(agent::StatusFromJson(reply, "coordinator"));
+            if (!reply.value("ok", false)) return done(wire::StatusFromJson(reply, "coordinator"));
             done(std::move(reply));
           });
         },

@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "agent/config.h"
+#include "agent/config/config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

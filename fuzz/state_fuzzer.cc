@@ -14,18 +14,19 @@
 #include <string>
 #include <string_view>
 
-#include "agent/parity_store.h"
-#include "agent/step_index.h"
+#include "agent/store/parity_store.h"
+#include "agent/store/step_seal.h"
+#include "format/step_index.h"
 #include "format/sync_map.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace strata;  // NOLINT(build/namespaces)
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  auto index = agent::DecodeStepIndex(text, "fuzz");
+  auto index = DecodeStepIndex(text, "fuzz");
   if (index.ok()) {
-    const std::string encoded = agent::EncodeStepIndex(*index);
-    auto again = agent::DecodeStepIndex(encoded, "fuzz re-encoded");
-    if (!again.ok() || agent::EncodeStepIndex(*again) != encoded) {
+    const std::string encoded = EncodeStepIndex(*index);
+    auto again = DecodeStepIndex(encoded, "fuzz re-encoded");
+    if (!again.ok() || EncodeStepIndex(*again) != encoded) {
       std::fprintf(stderr, "step index does not survive encode -> decode\n");
       std::abort();
     }

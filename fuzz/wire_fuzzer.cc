@@ -11,11 +11,12 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
-#include "agent/rpc.h"
+#include "agent/rpc/client.h"
 #include "wire/coded.h"
 #include "wire/control.h"
 #include "wire/coordination.h"
 #include "wire/data.h"
+#include "wire/json.h"
 #include "wire/op.h"
 
 namespace {
@@ -87,8 +88,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   STRATA_FUZZ_MESSAGE(SupervisorRestartRequest)
 #undef STRATA_FUZZ_MESSAGE
   wire::ParseOp(j).status().IgnoreError();
-  agent::StepKeyFromJson(j).status().IgnoreError();
-  agent::StatusFromJson(j, "fuzz").IgnoreError();
+  wire::StepKeyFromJson(j).status().IgnoreError();
+  wire::StatusFromJson(j, "fuzz").IgnoreError();
   wire::GroupFromJson(j, "fuzz").status().IgnoreError();
   wire::HeldParityFromJson(j, "fuzz").status().IgnoreError();
   wire::DecodeFromJson(j, "fuzz").status().IgnoreError();

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/config.h"
+#include "agent/config/config.h"
 #include "config_test_util.h"
 #include "test_util.h"
 

@@ -16,14 +16,16 @@
 #include <tuple>
 #include <vector>
 
-#include "agent/rpc.h"
-#include "agent/step_index.h"
-#include "agent/store.h"
-#include "agent/transfer.h"
+#include "agent/rpc/client.h"
+#include "agent/rpc/step_stream.h"
+#include "agent/rpc/transfer.h"
+#include "agent/store/step_seal.h"
+#include "agent/store/store.h"
 #include "agent_peer.h"
 #include "cluster.h"
 #include "format/manifest.h"
 #include "format/naming.h"
+#include "format/step_index.h"
 #include "net/frame.h"
 #include "strata/checkpointer.h"
 #include "test_util.h"
@@ -38,14 +40,14 @@ using namespace std::chrono_literals;
 
 // Puts the step directory `dir` (indexed as the agent indexes it) as key
 // j/0/`step` over one stream.
-void PutDir(const Cluster& c, int64_t step, const std::string& dir, agent::StepIndex* index) {
+void PutDir(const Cluster& c, int64_t step, const std::string& dir, StepIndex* index) {
   ThreadPool pool(1);
   auto built = agent::BuildStepIndex(Env::Default(), dir, &pool);
   ASSERT_TRUE(built.ok()) << built.status().message();
   *index = *built;
   auto client = PeerConnect(c);
   ASSERT_TRUE(client.ok()) << client.status().message();
-  auto ready = client->Call(PutStep(Key("j", 0, step), agent::StepIndexToJson(*index)), 10s);
+  auto ready = client->Call(PutStep(Key("j", 0, step), StepIndexToJson(*index)), 10s);
   ASSERT_TRUE(ready.ok()) << ready.status().message();
   ASSERT_TRUE(agent::SendStepFiles(client->socket(), dir, *index).ok());
   auto ack = net::RecvFrame(client->socket(), 1 << 20, net::DeadlineAfter(20s));
@@ -56,7 +58,7 @@ void PutDir(const Cluster& c, int64_t step, const std::string& dir, agent::StepI
 
 // Puts a step of `files` (path -> bytes) as key j/0/`step` over one stream.
 void PutFiles(const Cluster& c, int64_t step, const std::map<std::string, std::string>& files,
-              agent::StepIndex* index) {
+              StepIndex* index) {
   ScratchDir dir("put-files");
   for (const auto& [path, data] : files) {
     std::filesystem::create_directories(std::filesystem::path(dir.Sub(path)).parent_path());
@@ -83,7 +85,7 @@ std::string WriteStrataStep(const std::string& dir) {
 // Writes a Strata checkpoint in `src` and puts it as key j/0/`step`; *dir
 // is its step directory.
 void PutStrataStep(const Cluster& c, int64_t step, const ScratchDir& src, std::string* dir,
-                   agent::StepIndex* index) {
+                   StepIndex* index) {
   *dir = WriteStrataStep(src.path());
   ASSERT_FALSE(dir->empty());
   ASSERT_NO_FATAL_FAILURE(PutDir(c, step, *dir, index));
@@ -100,7 +102,7 @@ class AgentFetchTest : public ::testing::Test {
     store_ = std::move(*store);
   }
   // FetchCopy of `key` from the agent over up to 3 connections.
-  StatusOr<agent::FetchedCopy> Fetch(const agent::StepKey& key,
+  StatusOr<agent::FetchedCopy> Fetch(const wire::StepKey& key,
                                      std::optional<uint64_t> digest = std::nullopt) {
     return agent::FetchCopy(AgentEndpoint(c_), c_.secret(), "node 1", key, 3, store_.get(), digest);
   }
@@ -118,9 +120,9 @@ TEST_F(AgentFetchTest, MultiStreamFetchRestoresEveryFile) {
                                                     {"b/c.bin", RandomBytes(7 << 20, 22)},
                                                     {"d.bin", RandomBytes(3 << 20, 23)},
                                                     {"empty", ""}};
-  agent::StepIndex index;
+  StepIndex index;
   ASSERT_NO_FATAL_FAILURE(PutFiles(c_, 7, files, &index));
-  const agent::StepKey key{"j", 0, 7};
+  const wire::StepKey key{"j", 0, 7};
   auto copy = Fetch(key);
   ASSERT_TRUE(copy.ok()) << copy.status().message();
   EXPECT_EQ(copy->index.digest, index.digest);
@@ -140,9 +142,9 @@ TEST_F(AgentFetchTest, MultiStreamFetchRestoresEveryFile) {
 TEST_F(AgentFetchTest, StrataCopyIsVerifiedAsItArrives) {
   ScratchDir src("strata-src");
   std::string step;
-  agent::StepIndex index;
+  StepIndex index;
   ASSERT_NO_FATAL_FAILURE(PutStrataStep(c_, 11, src, &step, &index));
-  const agent::StepKey key{"j", 0, 11};
+  const wire::StepKey key{"j", 0, 11};
   // Another copy than a restore plan chose: refused before any data moves.
   auto other = Fetch(key, index.digest ^ 1);
   EXPECT_EQ(other.status().code(), StatusCode::kFailedPrecondition);
@@ -172,9 +174,9 @@ TEST_F(AgentFetchTest, StrataCopyIsVerifiedAsItArrives) {
 TEST_F(AgentFetchTest, CorruptCopyIsRefusedAsItArrives) {
   ScratchDir src("strata-corrupt");
   std::string step;
-  agent::StepIndex strata;
+  StepIndex strata;
   ASSERT_NO_FATAL_FAILURE(PutStrataStep(c_, 12, src, &step, &strata));
-  agent::StepIndex other;
+  StepIndex other;
   ASSERT_NO_FATAL_FAILURE(PutFiles(c_, 13, {{"a.bin", RandomBytes(20 << 20, 32)}}, &other));
   const std::string held = c_.dir(0) + "/.strata-agent/steps/j/0/";
   const std::string strata_data = strata.files.front().path;  // sorts before strata.manifest
@@ -197,7 +199,7 @@ TEST_F(AgentFetchTest, CorruptCopyIsRefusedAsItArrives) {
   for (const auto& [step_number, file, range] :
        {std::tuple<int64_t, std::string, std::string>{12, strata_data, strata_range},
         {13, "a.bin", "bytes [16777216, 20971520) (chunk 1)"}}) {
-    const agent::StepKey key{"j", 0, step_number};
+    const wire::StepKey key{"j", 0, step_number};
     const std::string served = "served " + key.ToString();
     const size_t before = Count(c_.AgentLog(0), served);
     auto copy = Fetch(key);
@@ -217,10 +219,10 @@ TEST_F(AgentFetchTest, CorruptCopyIsRefusedAsItArrives) {
 // The first bad range ends the transfer: the streams are shut down, so the
 // holder never finishes sending a copy far larger than the sockets buffer.
 TEST_F(AgentFetchTest, FirstBadRangeStopsTheTransfer) {
-  agent::StepIndex index;
+  StepIndex index;
   ASSERT_NO_FATAL_FAILURE(PutFiles(c_, 14, {{"big.bin", RandomBytes(96 << 20, 33)}}, &index));
   FlipByte(c_.dir(0) + "/.strata-agent/steps/j/0/14/big.bin", 1 << 20);
-  const agent::StepKey key{"j", 0, 14};
+  const wire::StepKey key{"j", 0, 14};
   auto copy = Fetch(key);
   ASSERT_EQ(copy.status().code(), StatusCode::kDataLoss);
   EXPECT_NE(copy.status().message().find("big.bin bytes [0, 16777216) (chunk 0)"),
@@ -238,7 +240,7 @@ TEST_F(AgentFetchTest, FirstBadRangeStopsTheTransfer) {
 // copy does not have, is refused with the step named; nothing is sent and
 // the connection stays usable.
 TEST_F(AgentFetchTest, FetchOfAnotherCopyOrFileIsRefused) {
-  agent::StepIndex index;
+  StepIndex index;
   ASSERT_NO_FATAL_FAILURE(PutFiles(c_, 8, {{"a.bin", RandomBytes(4096, 24)}}, &index));
   auto client = PeerConnect(c_);
   ASSERT_TRUE(client.ok()) << client.status().message();

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "agent/rpc.h"
+#include "agent/rpc/client.h"
 #include "cluster.h"
 
 namespace strata::testing {

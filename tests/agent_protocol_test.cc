@@ -17,14 +17,15 @@
 #include <filesystem>
 #include <thread>
 
-#include "agent/rpc.h"
-#include "agent/step_index.h"
-#include "agent/store.h"
+#include "agent/rpc/client.h"
+#include "agent/store/store.h"
 #include "agent_peer.h"
 #include "cluster.h"
+#include "format/step_index.h"
 #include "net/frame.h"
 #include "net/socket.h"
 #include "util/hash.h"
+#include "wire/json.h"
 
 namespace strata::testing {
 namespace {
@@ -134,8 +135,8 @@ bool ClosedByAgent(net::Socket& s, std::chrono::milliseconds timeout = 5s) {
 }
 
 // An index of one file `path` holding `data`.
-agent::StepIndex OneFileIndex(const std::string& path, const std::string& data) {
-  agent::StepIndex index;
+StepIndex OneFileIndex(const std::string& path, const std::string& data) {
+  StepIndex index;
   index.files.push_back({path, data.size(), {Xxh3(data.data(), data.size())}});
   index.total_bytes = data.size();
   index.digest = 0x5eed5eed5eed5eedull;
@@ -495,8 +496,8 @@ TEST_F(AgentSafetyTest, WellFormedPutStepIsCommitted) {
   const std::string data = RandomBytes(1 << 20, 3);
   auto client = PeerConnect(c_);
   ASSERT_TRUE(client.ok()) << client.status().message();
-  auto ready = client->Call(
-      PutStep(Key("j", 0, 7), agent::StepIndexToJson(OneFileIndex("data.bin", data))), 10s);
+  auto ready =
+      client->Call(PutStep(Key("j", 0, 7), StepIndexToJson(OneFileIndex("data.bin", data))), 10s);
   ASSERT_TRUE(ready.ok()) << ready.status().message();
   EXPECT_EQ(ready->value("have", true), false);
   ASSERT_TRUE(client->socket().SendAll(data.data(), data.size(), net::DeadlineAfter(10s)).ok());
@@ -513,8 +514,8 @@ TEST_F(AgentSafetyTest, TruncatedStreamLeavesNothingBehind) {
   {
     auto client = PeerConnect(c_);
     ASSERT_TRUE(client.ok()) << client.status().message();
-    auto ready = client->Call(
-        PutStep(Key("j", 0, 7), agent::StepIndexToJson(OneFileIndex("data.bin", data))), 10s);
+    auto ready =
+        client->Call(PutStep(Key("j", 0, 7), StepIndexToJson(OneFileIndex("data.bin", data))), 10s);
     ASSERT_TRUE(ready.ok()) << ready.status().message();
     ASSERT_EQ(ready->value("have", true), false);
     ASSERT_TRUE(client->socket().SendAll(data.data(), 1000, net::DeadlineAfter(5s)).ok());
@@ -531,8 +532,8 @@ TEST_F(AgentSafetyTest, CorruptStreamIsRejected) {
   const std::string data = RandomBytes(1 << 20, 5);
   auto client = PeerConnect(c_);
   ASSERT_TRUE(client.ok()) << client.status().message();
-  auto ready = client->Call(
-      PutStep(Key("j", 0, 7), agent::StepIndexToJson(OneFileIndex("data.bin", data))), 10s);
+  auto ready =
+      client->Call(PutStep(Key("j", 0, 7), StepIndexToJson(OneFileIndex("data.bin", data))), 10s);
   ASSERT_TRUE(ready.ok()) << ready.status().message();
   std::string corrupt = data;
   corrupt[12345] ^= 1;
@@ -540,7 +541,7 @@ TEST_F(AgentSafetyTest, CorruptStreamIsRejected) {
       client->socket().SendAll(corrupt.data(), corrupt.size(), net::DeadlineAfter(10s)).ok());
   auto reply = net::RecvFrame(client->socket(), 1 << 20, net::DeadlineAfter(10s));
   ASSERT_TRUE(reply.ok()) << reply.status().message();
-  Status s = agent::StatusFromJson(json::parse(reply->payload, nullptr, false), "agent");
+  Status s = wire::StatusFromJson(json::parse(reply->payload, nullptr, false), "agent");
   EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.message();
   EXPECT_NE(s.message().find("checksum mismatch"), std::string::npos) << s.message();
   EXPECT_FALSE(Holds(c_.Status(0), "j", 0, 7));
@@ -551,7 +552,7 @@ TEST_F(AgentSafetyTest, CorruptStreamIsRejected) {
 TEST_F(AgentSafetyTest, HostileNamesAreRefused) {
   const std::string dir = c_.dir(0);
   const std::string data = "0123456789";
-  const json good_index = agent::StepIndexToJson(OneFileIndex("data.bin", data));
+  const json good_index = StepIndexToJson(OneFileIndex("data.bin", data));
   struct Case {
     json key;
     std::string path;  // of the index's one file

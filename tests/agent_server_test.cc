@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "agent/agent.h"
-#include "agent/rpc.h"
+#include "agent/rpc/client.h"
 #include "agent_peer.h"
 #include "cluster.h"
 

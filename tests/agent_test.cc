@@ -9,10 +9,11 @@
 #include <functional>
 #include <thread>
 
-#include "agent/rpc.h"
+#include "agent/rpc/client.h"
 #include "agent_peer.h"
 #include "cluster.h"
 #include "format/naming.h"
+#include "format/step_index.h"
 #include "strata/env.h"
 
 namespace strata::testing {
@@ -315,7 +316,7 @@ TEST(AgentClusterTest, StepsOfAnEarlierJobAreCollected) {
 TEST(AgentClusterTest, ACopyThatDoesNotFitIsRefused) {
   Cluster c(1, "nofit");
   c.StartAll();
-  agent::StepIndex huge;  // a Strata step carries no chunk list in its index
+  StepIndex huge;  // a Strata step carries no chunk list in its index
   huge.strata = true;
   huge.digest = 1;
   huge.total_bytes = uint64_t{1} << 50;
@@ -326,7 +327,7 @@ TEST(AgentClusterTest, ACopyThatDoesNotFitIsRefused) {
   ASSERT_TRUE(client.ok()) << client.status().ToString();
   agent::json put = {{"op", "put_step"},
                      {"key", {{"job", "j"}, {"rank", 1}, {"step", 7}}},
-                     {"index", agent::StepIndexToJson(huge)}};
+                     {"index", StepIndexToJson(huge)}};
   auto reply = client->Call(put, std::chrono::seconds(30));
   EXPECT_EQ(reply.status().code(), StatusCode::kResourceExhausted) << reply.status().ToString();
   EXPECT_NE(reply.status().message().find("no room for j/1/7"), std::string::npos)

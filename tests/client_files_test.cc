@@ -5,7 +5,7 @@
 // when complete and validated (a bad one refused where the client reads
 // it), jax-init-info.txt, committed steps ingested once, and PyTorch .save
 // files gathered into a step only when all workers' files are settled.
-#include "agent/client_files.h"
+#include "agent/node/client_files.h"
 
 #include <gtest/gtest.h>
 
@@ -178,9 +178,9 @@ TEST_F(ClientFilesTest, CommittedStepsAreIngestedOnce) {
   fs::create_directories(File(TempDirName(6)));
   testing::WriteFile(File(TempDirName(6)) + "/state.bin", "partial");
   const ReplicatorConfig job = Job(Framework::kOrbax, 1);
-  std::vector<StepKey> got = client_->Ingest(job, {ec::Redundancy{}, 2, 0});
+  std::vector<wire::StepKey> got = client_->Ingest(job, {ec::Redundancy{}, 2, 0});
   ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0], (StepKey{"job1", 3, 5}));
+  EXPECT_EQ(got[0], (wire::StepKey{"job1", 3, 5}));
   EXPECT_TRUE(store_->Has({"job1", 3, 5}));
   EXPECT_TRUE(store_->Verify({"job1", 3, 5}).ok());
   EXPECT_TRUE(client_->Ingest(job, {ec::Redundancy{}, 2, 0}).empty());
@@ -201,9 +201,9 @@ TEST_F(ClientFilesTest, PytorchSavesBecomeAStepOnceAllAreSettled) {
   EXPECT_TRUE(client_->Ingest(job, {ec::Redundancy{}, 1, 0}).empty())
       << "worker 1's file is still fresh";
   fs::last_write_time(w1, fs::file_time_type::clock::now() - 5s);
-  std::vector<StepKey> got = client_->Ingest(job, {ec::Redundancy{}, 1, 0});
+  std::vector<wire::StepKey> got = client_->Ingest(job, {ec::Redundancy{}, 1, 0});
   ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0], (StepKey{"job1", 3, 8}));
+  EXPECT_EQ(got[0], (wire::StepKey{"job1", 3, 8}));
   EXPECT_FALSE(fs::exists(w0));
   EXPECT_TRUE(store_->Verify({"job1", 3, 8}).ok());
 }

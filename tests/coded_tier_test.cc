@@ -7,7 +7,7 @@
 // nodes lose everything and are decoded bit for bit from a plan the real
 // planner makes; a chunk or a parity row that changed since it was coded is
 // found by its checksum and its holder named.
-#include "agent/coded_tier.h"
+#include "agent/peer/coded_tier.h"
 
 #include <gtest/gtest.h>
 
@@ -84,7 +84,7 @@ class CodedTierTest : public ::testing::Test {
     n.server = std::move(*server);
   }
 
-  StepKey Key(int rank) const { return {"job1", rank, 40}; }
+  wire::StepKey Key(int rank) const { return {"job1", rank, 40}; }
 
   // Node r's step: files of uneven sizes (so chunks cross files), its own bytes.
   void Ingest(Node& n) {
@@ -119,14 +119,14 @@ class CodedTierTest : public ::testing::Test {
   }
 
   // The plan for node `lost` from what every node holds.
-  std::optional<Source> Plan(int lost) {
+  std::optional<wire::Source> Plan(int lost) {
     Inventory inv;
     for (auto& n : nodes_) {
       for (const auto& [key, index] : n->store->List()) {
         inv.Add(key.rank, key.step, n->rank, index.digest);
       }
       for (const wire::HeldParity& p : n->coded->Inventory("job1")) {
-        inv.AddParity(p.step, ParityCopy{n->rank, p.group, p.stripe, p.row, p.digests});
+        inv.AddParity(n->rank, p);
       }
     }
     RestorePlan plan = PlanRestore(inv, kNodes, 1);
@@ -167,7 +167,7 @@ TEST_F(CodedTierTest, TwoLostNodesAreDecodedBitForBit) {
   ContributeAll();  // again (a retry): every contribution is in already
   for (int r : {1, 4}) Wipe(r);
   for (int r : {1, 4}) {
-    std::optional<Source> src = Plan(r);
+    std::optional<wire::Source> src = Plan(r);
     ASSERT_TRUE(src.has_value());
     ASSERT_TRUE(src->decode.has_value());
     std::vector<wire::FailedHolder> bad;
@@ -192,14 +192,14 @@ TEST_F(CodedTierTest, ChangedShardsAreFoundAndTheirHoldersNamed) {
   for (auto& n : nodes_) ASSERT_NO_FATAL_FAILURE(Ingest(*n));
   ContributeAll();
   Wipe(0);
-  std::optional<Source> src = Plan(0);
+  std::optional<wire::Source> src = Plan(0);
   ASSERT_TRUE(src && src->decode);
   // A data shard of stripe 1 from a member other than 0 (the lost one).
-  const StripeSource& stripe = src->decode->stripes[0];
+  const wire::StripeSource& stripe = src->decode->stripes[0];
   int data_holder = -1, parity_holder = -1;
-  for (const ShardSource& sh : stripe.shards) {
-    if (sh.rank != kParityRank) data_holder = sh.holder;
-    if (sh.rank == kParityRank) parity_holder = sh.holder;
+  for (const wire::ShardSource& sh : stripe.shards) {
+    if (sh.rank != wire::kParityRank) data_holder = sh.holder;
+    if (sh.rank == wire::kParityRank) parity_holder = sh.holder;
   }
   ASSERT_GE(data_holder, 0);
   ASSERT_GE(parity_holder, 0);
@@ -235,9 +235,9 @@ TEST_F(CodedTierTest, ChangedShardsAreFoundAndTheirHoldersNamed) {
   bad.clear();
   s = nodes_[0]->coded->Decode(Key(0), src->digest, *src->decode, addresses_, "node 0", &bad);
   EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
-  EXPECT_NE(std::find(bad.begin(), bad.end(),
-                      wire::FailedHolder{parity_holder, wire::kParityHolderRank, 40}),
-            bad.end())
+  EXPECT_NE(
+      std::find(bad.begin(), bad.end(), wire::FailedHolder{parity_holder, wire::kParityRank, 40}),
+      bad.end())
       << s.ToString();
   flip(nodes_[parity_holder]->parity->PathOf(row), 10);
   bad.clear();

@@ -9,8 +9,8 @@
 #include <set>
 #include <string>
 
-#include "agent/replication.h"
-#include "agent/server.h"
+#include "agent/peer/replication.h"
+#include "agent/rpc/server.h"
 #include "format/sync_map.h"
 #include "wire/op.h"
 
@@ -23,8 +23,8 @@ inline agent::Replication::Hooks IdleReplicationHooks(agent::Replication::Hooks 
   using agent::Replication;
   if (!hooks.target) hooks.target = [] { return std::optional<Replication::Target>(); };
   if (!hooks.priority_step) hooks.priority_step = [] { return kNoSyncStep; };
-  if (!hooks.pins) hooks.pins = [] { return std::set<agent::StepKey>(); };
-  if (!hooks.on_replica) hooks.on_replica = [](const agent::StepKey&, uint64_t) {};
+  if (!hooks.pins) hooks.pins = [] { return std::set<wire::StepKey>(); };
+  if (!hooks.on_replica) hooks.on_replica = [](const wire::StepKey&, uint64_t) {};
   if (!hooks.cadence) {
     hooks.cadence = [](const ReplicatorConfig&) { return wire::Cadence(); };
   }

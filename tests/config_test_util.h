@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/config.h"
+#include "agent/config/config.h"
 
 namespace strata::testing {
 

@@ -5,7 +5,7 @@
 // and that the commit object is written once, last.
 #include <gtest/gtest.h>
 
-#include "agent/coordinator.h"
+#include "agent/coordinator/coordinator.h"
 #include "backup/layout.h"
 #include "storage/object_store.h"
 #include "test_util.h"

@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "agent/coordinator.h"
+#include "agent/coordinator/coordinator.h"
 #include "test_util.h"
 #include "util/clock.h"
 

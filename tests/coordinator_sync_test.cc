@@ -5,7 +5,7 @@
 // node, a new round withdrawing it, and quarantined steps.
 #include <gtest/gtest.h>
 
-#include "agent/coordinator.h"
+#include "agent/coordinator/coordinator.h"
 
 namespace strata::agent {
 namespace {

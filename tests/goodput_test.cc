@@ -2,7 +2,7 @@
 //
 // GoodputLedger on scripted timelines: every second of a job lands in one
 // category, and the categories add up to the time elapsed.
-#include "agent/goodput.h"
+#include "agent/node/goodput.h"
 
 #include <gtest/gtest.h>
 

@@ -3,7 +3,7 @@
 // The interval planner against the published values (Daly 2006, Table 1's
 // setting: restart 10 min, checkpoint 5 min) and against a simulated
 // 10,000-node job.
-#include "goodput/interval_plan.h"
+#include "interval/interval_plan.h"
 
 #include <gtest/gtest.h>
 

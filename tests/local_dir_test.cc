@@ -3,7 +3,7 @@
 // LocalDir, the protocol's files in the client's directory: what cleanup
 // removes and keeps, which step directories count as committed, the markers
 // a client matches, and what a power cut leaves of replicator.prerestore.
-#include "agent/local_dir.h"
+#include "agent/store/local_dir.h"
 
 #include <gtest/gtest.h>
 

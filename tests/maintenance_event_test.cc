@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "agent/maintenance.h"
+#include "agent/node/maintenance.h"
 #include "component_util.h"
 #include "format/naming.h"
 #include "format/sync_map.h"

@@ -14,7 +14,7 @@
 #include <regex>
 #include <thread>
 
-#include "agent/metrics_server.h"
+#include "agent/metrics/metrics_server.h"
 #include "cluster.h"
 #include "net/socket.h"
 

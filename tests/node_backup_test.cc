@@ -3,7 +3,7 @@
 // NodeBackup, the node's part in backups, as a component in one process: a
 // real store, a real file:// backup, the coordinator's side played by the
 // test through the component's hooks.
-#include "agent/node_backup.h"
+#include "agent/node/node_backup.h"
 
 #include <gtest/gtest.h>
 
@@ -80,7 +80,7 @@ class NodeBackupTest : public ::testing::Test {
   testing::ScratchDir bucket_{"nodebackup-bucket"};
   ThreadPool pool_{1};
   std::unique_ptr<Store> store_;
-  const StepKey key_{"job1", 1, 40};
+  const wire::StepKey key_{"job1", 1, 40};
   StepIndex index_;
   ReplicatorConfig job_;
   std::unique_ptr<NodeBackup> backup_;
@@ -98,14 +98,14 @@ TEST_F(NodeBackupTest, ATaskIsUploadedReportedAndPinnedUntilHeard) {
     refuse_reports_ = true;  // the first report is not heard
   }
   backup_->OnNews(Task("2026-11-24_10-01"));
-  EXPECT_EQ(backup_->Pins(), std::set<StepKey>{key_});
+  EXPECT_EQ(backup_->Pins(), std::set<wire::StepKey>{key_});
   json first = Report(1);
   EXPECT_EQ(first.value("op", ""), "backup_done");
   EXPECT_EQ(first.value("ok", false), true) << first.dump();
   EXPECT_EQ(first.value("bytes", uint64_t{0}), index_.total_bytes);
   EXPECT_EQ(first.value("part", -1), 1);
   EXPECT_EQ(first.value("step", int64_t{-1}), 40);
-  EXPECT_EQ(backup_->Pins(), std::set<StepKey>{key_}) << "an unheard report keeps the pin";
+  EXPECT_EQ(backup_->Pins(), std::set<wire::StepKey>{key_}) << "an unheard report keeps the pin";
   EXPECT_TRUE(fs::exists(bucket_.path() + "/" + backup::PartMetaKey("2026-11-24_10-01", 1)));
   EXPECT_EQ(testing::ReadFile(bucket_.path() + "/" +
                               backup::PartDataKey("2026-11-24_10-01", 1, "sub/b.bin")),

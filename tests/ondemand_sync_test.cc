@@ -4,7 +4,7 @@
 // in one process: this test process registers as a rank in a real sync map
 // (as a training process does through libstrata), the coordinator is played
 // through the hooks.
-#include "agent/ondemand_sync.h"
+#include "agent/node/ondemand_sync.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -6,7 +6,7 @@
 // once, only when its bytes match their checksum; a shard survives a
 // reopen, and a power cut at any call of a contribution leaves the old
 // shard or the new one.
-#include "agent/parity_store.h"
+#include "agent/store/parity_store.h"
 
 #include <gtest/gtest.h>
 
@@ -68,8 +68,8 @@ class ParityStoreTest : public ::testing::Test {
     return h;
   }
 
-  Contribution Of(int p, int chunk, const Bytes& bytes) const {
-    Contribution c;
+  wire::Contribution Of(int p, int chunk, const Bytes& bytes) const {
+    wire::Contribution c;
     c.rank = group_.members[p];
     c.chunk = chunk;
     c.length = bytes.size();
@@ -217,7 +217,7 @@ TEST_F(ParityStoreTest, BadContributionsChangeNothing) {
   const Bytes before = ParityBytes(**store, Where(0, 0).key());
   const int chunk = group_.layout().ChunkOf(2, 0);
   Bytes bytes = Chunk(2, chunk);
-  Contribution c = Of(2, chunk, bytes);
+  wire::Contribution c = Of(2, chunk, bytes);
   bytes[17] ^= 1;  // flipped on the way
   size_t given;
   auto flipped = (*store)->Contribute(Where(0, 0), c, ReaderOf(bytes, &given));
@@ -227,11 +227,11 @@ TEST_F(ParityStoreTest, BadContributionsChangeNothing) {
   EXPECT_EQ((*store)->Get(Where(0, 0).key())->contributions.size(), 1u);
 
   // Member 0 holds stripe 0's first parity row: it feeds no data to it.
-  Contribution wrong = Of(0, 0, Chunk(0, 0));
+  wire::Contribution wrong = Of(0, 0, Chunk(0, 0));
   auto refused = (*store)->Contribute(Where(0, 0), wrong, ReaderOf(bytes, &given));
   EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
 
-  Contribution again =
+  wire::Contribution again =
       Of(1, group_.layout().ChunkOf(1, 0), Chunk(1, group_.layout().ChunkOf(1, 0)));
   again.step_digest = 99;  // member 1 saved step 30 again, other bytes
   const Bytes one = Chunk(1, group_.layout().ChunkOf(1, 0));
@@ -259,7 +259,7 @@ TEST_F(ParityStoreTest, AFailedCommitLeavesNoSpareThatIsTheHeldShard) {
 
   const int chunk = group_.layout().ChunkOf(from[2], 5);
   Bytes bytes = Chunk(from[2], chunk);
-  Contribution c = Of(from[2], chunk, bytes);
+  wire::Contribution c = Of(from[2], chunk, bytes);
   bytes[bytes.size() - 1] ^= 1;  // found only once every byte was written
   size_t given;
   auto flipped = (*store)->Contribute(Where(5, 0), c, ReaderOf(bytes, &given));

@@ -1,5 +1,5 @@
 // Copyright 2026 The Strata Authors.
-#include "agent/planner.h"
+#include "agent/plan/planner.h"
 
 #include <gtest/gtest.h>
 
@@ -127,45 +127,46 @@ TEST(PlanRestoreTest, DataParallelSubstitution) {
 // A committed backup's parts are copies held by kBackupHolder.
 TEST(PlanRestoreTest, BackupIsUsedOnlyWhenNoInClusterCopyServes) {
   Inventory inv;
-  for (int r = 0; r < 4; ++r) inv.Add(r, 10, kBackupHolder, 100 + r);  // backup of step 10
+  for (int r = 0; r < 4; ++r) inv.Add(r, 10, wire::kBackupHolder, 100 + r);  // backup of step 10
   // Whole cluster lost: the backup's step, every node from the backup.
   auto plan = PlanRestore(inv, 4, 1);
   ASSERT_EQ(plan.step, 10);
-  for (int r = 0; r < 4; ++r) EXPECT_EQ(plan.sources[r].holders, std::vector<int>{kBackupHolder});
+  for (int r = 0; r < 4; ++r)
+    EXPECT_EQ(plan.sources[r].holders, std::vector<int>{wire::kBackupHolder});
   // Node 1 still holds step 10 and node 3's peer (node 1) holds node 3's copy:
   // they come first; the backup stays a fallback.
   inv.Add(1, 10, 1, 101);
   inv.Add(3, 10, 1, 103);
   plan = PlanRestore(inv, 4, 1);
-  EXPECT_EQ(plan.sources[1].holders, (std::vector<int>{1, kBackupHolder}));
-  EXPECT_EQ(plan.sources[3].holders, (std::vector<int>{1, kBackupHolder}));
-  EXPECT_EQ(plan.sources[0].holders, std::vector<int>{kBackupHolder});
+  EXPECT_EQ(plan.sources[1].holders, (std::vector<int>{1, wire::kBackupHolder}));
+  EXPECT_EQ(plan.sources[3].holders, (std::vector<int>{1, wire::kBackupHolder}));
+  EXPECT_EQ(plan.sources[0].holders, std::vector<int>{wire::kBackupHolder});
   // A newer step complete in the cluster wins over the older backup.
   for (int r = 0; r < 4; ++r) inv.Add(r, 12, r, 200 + r);
   EXPECT_EQ(PlanRestore(inv, 4, 1).step, 12);
   // A backup part that failed verification is excluded like any copy.
   Inventory only_backup;
-  for (int r = 0; r < 4; ++r) only_backup.Add(r, 10, kBackupHolder, 100 + r);
-  EXPECT_FALSE(PlanRestore(only_backup, 4, 1, {{kBackupHolder, 2, 10}}).step.has_value());
+  for (int r = 0; r < 4; ++r) only_backup.Add(r, 10, wire::kBackupHolder, 100 + r);
+  EXPECT_FALSE(PlanRestore(only_backup, 4, 1, {{wire::kBackupHolder, 2, 10}}).step.has_value());
 }
 
 TEST(PlanRestoreTest, DataParallelBackupHoldsOneReplica) {
   Inventory inv;  // 4 nodes, 2 replicas: the backup holds parts 0 and 1 only
-  inv.Add(0, 8, kBackupHolder, 50);
-  inv.Add(1, 8, kBackupHolder, 51);
+  inv.Add(0, 8, wire::kBackupHolder, 50);
+  inv.Add(1, 8, wire::kBackupHolder, 51);
   auto plan = PlanRestore(inv, 4, 2);
   ASSERT_EQ(plan.step, 8);
   EXPECT_EQ(plan.sources[2].source_rank, 0);
   EXPECT_EQ(plan.sources[3].source_rank, 1);
-  EXPECT_EQ(plan.sources[3].holders, std::vector<int>{kBackupHolder});
+  EXPECT_EQ(plan.sources[3].holders, std::vector<int>{wire::kBackupHolder});
 }
 
 // With data parallelism, another replica's copy in RAM beats the node's own
 // rank in the backup.
 TEST(PlanRestoreTest, DataParallelRamCopyBeatsOwnRankInTheBackup) {
   Inventory inv;
-  inv.Add(0, 8, kBackupHolder, 50);  // the backup holds parts 0 and 1
-  inv.Add(1, 8, kBackupHolder, 51);
+  inv.Add(0, 8, wire::kBackupHolder, 50);  // the backup holds parts 0 and 1
+  inv.Add(1, 8, wire::kBackupHolder, 51);
   inv.Add(2, 8, 2, 50);  // node 2 holds rank 2 (= rank 0's column) in RAM
   inv.Add(3, 8, 3, 51);
   inv.Add(1, 8, 1, 51);
@@ -174,7 +175,7 @@ TEST(PlanRestoreTest, DataParallelRamCopyBeatsOwnRankInTheBackup) {
   EXPECT_EQ(plan.sources[0].source_rank, 2);
   EXPECT_EQ(plan.sources[0].holders, std::vector<int>{2});
   EXPECT_EQ(plan.sources[1].source_rank, 1);  // its own store first
-  EXPECT_EQ(plan.sources[1].holders, (std::vector<int>{1, kBackupHolder}));
+  EXPECT_EQ(plan.sources[1].holders, (std::vector<int>{1, wire::kBackupHolder}));
 }
 
 // An 8-node rs(6,2) group (ranks 0..7) whose nodes hold step `step` of
@@ -189,9 +190,9 @@ void AddCodedStep(Inventory* inv, const ec::Group& g, int64_t step, const std::s
     for (int row = 0; row < g.m; ++row) {
       const int holder = g.members[layout.ParityHolders(s)[row]];
       if (lost.count(holder)) continue;
-      ParityCopy p{holder, g, s, row, {}};
+      wire::HeldParity p{step, g, s, row, {}};
       for (int x : layout.Contributors(s)) p.digests[g.members[x]] = 1000 + g.members[x] + step;
-      inv->AddParity(step, p);
+      inv->AddParity(holder, p);
     }
   }
 }
@@ -218,18 +219,18 @@ TEST(PlanRestoreTest, AnyTwoLostOfAnRs62GroupAreDecoded) {
       auto plan = PlanRestore(inv, 8, 1);
       ASSERT_EQ(plan.step, 40) << a << "," << b << ": " << plan.reason;
       for (int lost : {a, b}) {
-        const Source& src = plan.sources[lost];
+        const wire::Source& src = plan.sources[lost];
         ASSERT_TRUE(src.decode.has_value()) << lost;
         EXPECT_EQ(src.digest, 1000u + lost + 40);
         EXPECT_EQ(src.decode->group, g);
         ASSERT_EQ(src.decode->stripes.size(), 6u);
         EXPECT_FALSE(src.holders.empty());  // parity holders: they hold its index
         for (size_t c = 0; c < 6; ++c) {
-          const StripeSource& ss = src.decode->stripes[c];
+          const wire::StripeSource& ss = src.decode->stripes[c];
           EXPECT_EQ(ss.stripe, layout.DataStripes(lost)[c]);
           ASSERT_EQ(ss.shards.size(), 6u);
           std::set<int> indices;
-          for (const ShardSource& sh : ss.shards) {
+          for (const wire::ShardSource& sh : ss.shards) {
             EXPECT_NE(sh.holder, a);
             EXPECT_NE(sh.holder, b);
             indices.insert(sh.index);
@@ -237,7 +238,7 @@ TEST(PlanRestoreTest, AnyTwoLostOfAnRs62GroupAreDecoded) {
               EXPECT_EQ(sh.rank, g.members[layout.Contributors(ss.stripe)[sh.index]]);
               EXPECT_EQ(sh.holder, sh.rank);
             } else {
-              EXPECT_EQ(sh.rank, kParityRank);
+              EXPECT_EQ(sh.rank, wire::kParityRank);
               EXPECT_EQ(sh.holder, g.members[layout.ParityHolders(ss.stripe)[sh.index - 6]]);
             }
           }
@@ -265,10 +266,10 @@ TEST(PlanRestoreTest, ThreeLostOfAnRs62GroupFallBackToTheBackup) {
             std::string::npos)
       << plan.reason;
   EXPECT_NE(plan.reason.find("of the 6 shards it needs"), std::string::npos) << plan.reason;
-  for (int r = 0; r < 8; ++r) inv.Add(r, 30, kBackupHolder, 500 + r);
+  for (int r = 0; r < 8; ++r) inv.Add(r, 30, wire::kBackupHolder, 500 + r);
   plan = PlanRestore(inv, 8, 1);
   ASSERT_EQ(plan.step, 30) << plan.reason;
-  EXPECT_EQ(plan.sources[2].holders, std::vector<int>{kBackupHolder});
+  EXPECT_EQ(plan.sources[2].holders, std::vector<int>{wire::kBackupHolder});
   EXPECT_NE(plan.reason.find("step 40 has no usable copy for node 1"), std::string::npos);
 }
 
@@ -287,8 +288,8 @@ TEST(PlanRestoreTest, DecodeUsesOnlyShardsOfTheCodedSteps) {
   other.copies[1][40] = {{1, 77}};
   plan = PlanRestore(other, 8, 1);
   ASSERT_EQ(plan.step, 40);  // node 1 restores its own copy, node 0 decodes without it
-  for (const StripeSource& ss : plan.sources[0].decode->stripes) {
-    for (const ShardSource& sh : ss.shards) EXPECT_NE(sh.rank, 1);
+  for (const wire::StripeSource& ss : plan.sources[0].decode->stripes) {
+    for (const wire::ShardSource& sh : ss.shards) EXPECT_NE(sh.rank, 1);
   }
 
   Inventory disagree = inv;
@@ -300,7 +301,8 @@ TEST(PlanRestoreTest, DecodeUsesOnlyShardsOfTheCodedSteps) {
   // Node 0's stripes (1..6) lost every parity row (a restart before they
   // were complete): nothing codes its step, and the reason says so.
   Inventory uncoded = inv;
-  std::erase_if(uncoded.parity[40], [](const ParityCopy& p) { return p.stripe != 0 && p.stripe != 7; });
+  std::erase_if(uncoded.parity[40],
+                [](const wire::HeldParity& p) { return p.stripe != 0 && p.stripe != 7; });
   plan = PlanRestore(uncoded, 8, 1);
   EXPECT_FALSE(plan.step.has_value());
   EXPECT_NE(plan.reason.find("no complete shard of group rs(6,2) [0,1,2,3,4,5,6,7] codes its step"),
@@ -309,15 +311,15 @@ TEST(PlanRestoreTest, DecodeUsesOnlyShardsOfTheCodedSteps) {
 
   // Stripe 1's parity rows are on nodes 1 and 2: with both excluded, its
   // five data shards do not rebuild node 0's chunk; with one, they do.
-  plan = PlanRestore(inv, 8, 1, {{1, kParityRank, 40}, {2, kParityRank, 40}});
+  plan = PlanRestore(inv, 8, 1, {{1, wire::kParityRank, 40}, {2, wire::kParityRank, 40}});
   EXPECT_FALSE(plan.step.has_value()) << plan.reason;
   EXPECT_NE(plan.reason.find("stripe 1 has 5 of the 6 shards it needs"), std::string::npos)
       << plan.reason;
-  plan = PlanRestore(inv, 8, 1, {{2, kParityRank, 40}});
+  plan = PlanRestore(inv, 8, 1, {{2, wire::kParityRank, 40}});
   ASSERT_EQ(plan.step, 40) << plan.reason;
-  for (const StripeSource& ss : plan.sources[0].decode->stripes) {
-    for (const ShardSource& sh : ss.shards) {
-      if (sh.rank == kParityRank) {  // its data shard still serves
+  for (const wire::StripeSource& ss : plan.sources[0].decode->stripes) {
+    for (const wire::ShardSource& sh : ss.shards) {
+      if (sh.rank == wire::kParityRank) {  // its data shard still serves
         EXPECT_NE(sh.holder, 2);
       }
     }
@@ -335,7 +337,7 @@ TEST(PlanRestoreTest, EmptyInventoryMeansFreshStart) {
 
 #include <thread>
 
-#include "agent/transfer.h"
+#include "agent/rpc/transfer.h"
 
 namespace strata::agent {
 namespace {

@@ -4,7 +4,7 @@
 // process: two nodes, each a real store with its Replication, node 1's
 // receiving side served by a real Server on loopback; the coordinator is
 // played by the test through node 0's hooks; time moves by a ManualClock.
-#include "agent/replication.h"
+#include "agent/peer/replication.h"
 
 #include <gtest/gtest.h>
 
@@ -15,7 +15,7 @@
 #include <mutex>
 #include <vector>
 
-#include "agent/server.h"
+#include "agent/rpc/server.h"
 #include "component_util.h"
 #include "format/naming.h"
 #include "format/sync_map.h"
@@ -56,7 +56,7 @@ class ReplicationTest : public ::testing::Test {
     target_.config.nodes = 2;
     target_.peers = {1};
     Replication::Hooks hooks;
-    hooks.on_replica = [this](const StepKey&, uint64_t) { ++adopted_; };
+    hooks.on_replica = [this](const wire::StepKey&, uint64_t) { ++adopted_; };
     hooks.target = [this] {
       std::lock_guard<std::mutex> l(mu_);
       return receiver_target_;
@@ -109,7 +109,7 @@ class ReplicationTest : public ::testing::Test {
   // Node 0's Replication, sending to node 1 at `address`; the coordinator
   // records each report and answers with watermark_.
   void StartSender(const std::string& address, int64_t priority = kNoSyncStep,
-                   std::set<StepKey> pins = {}) {
+                   std::set<wire::StepKey> pins = {}) {
     target_.addresses = {{1, address}};
     Replication::Hooks hooks;
     hooks.target = [this] { return std::optional<Replication::Target>(target_); };
@@ -137,10 +137,10 @@ class ReplicationTest : public ::testing::Test {
     return index.ok() ? *index : StepIndex();
   }
 
-  StepKey Key(int64_t step) const { return {"job1", 0, step}; }
+  wire::StepKey Key(int64_t step) const { return {"job1", 0, step}; }
 
   // `node` ingests a step `key` of these files (path -> content).
-  static StepIndex IngestFiles(Node& node, const StepKey& key,
+  static StepIndex IngestFiles(Node& node, const wire::StepKey& key,
                                const std::map<std::string, std::string>& files) {
     const std::string client =
         node.dir.Sub("in-" + std::to_string(key.rank) + "-" + std::to_string(key.step));
@@ -432,7 +432,7 @@ TEST_F(ReplicationTest, AnOlderStepsUnchangedFilesAreNotSentAgain) {
 TEST_F(ReplicationTest, ARangeWhoseHeldBytesDifferIsNeverTaken) {
   StartSender(receiver_address_);
   const std::string good(2 << 20, 'g');
-  const StepKey own{"job1", 1, 7};  // node 1's own step: the same bytes, once
+  const wire::StepKey own{"job1", 1, 7};  // node 1's own step: the same bytes, once
   IngestFiles(receiver_, own, {{"a.bin", good}});
   std::string bad = good;
   bad[12345] = 'B';
@@ -514,7 +514,7 @@ TEST_F(ReplicationTest, ADataParallelReplicaWaitsForItsOwnStepAndTakesItAll) {
   sender_.replication->Start();
   ASSERT_TRUE(testing::WaitUntil([&] { return puts_ == 1; }));
   std::this_thread::sleep_for(300ms);  // node 1's ranks save a moment later
-  const StepKey own{"job1", 1, 5};
+  const wire::StepKey own{"job1", 1, 5};
   IngestFiles(receiver_, own, files);
   receiver_.replication->Enqueue(own);
   Reports(1);

@@ -7,7 +7,7 @@
 // state machine is driven to each of its ends: done (fresh, own store, a
 // peer), cancelled (a new yaml), failed (a plan the coordinator cannot
 // make), and through refused calls.
-#include "agent/restore.h"
+#include "agent/node/restore.h"
 
 #include <gtest/gtest.h>
 
@@ -16,9 +16,9 @@
 #include <filesystem>
 #include <thread>
 
-#include "agent/coordinator.h"
-#include "agent/replication.h"
-#include "agent/server.h"
+#include "agent/coordinator/coordinator.h"
+#include "agent/peer/replication.h"
+#include "agent/rpc/server.h"
 #include "component_util.h"
 #include "format/naming.h"
 #include "storage/object_store.h"

@@ -4,7 +4,7 @@
 // Coordinator behind it, over real loopback sockets, in one process: parked
 // calls hold no thread; a long call takes the socket and gives it back; the
 // long-call budget; stopping with calls in flight.
-#include "agent/server.h"
+#include "agent/rpc/server.h"
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>
@@ -17,10 +17,11 @@
 #include <thread>
 #include <vector>
 
-#include "agent/coordinator.h"
-#include "agent/rpc.h"
+#include "agent/coordinator/coordinator.h"
+#include "agent/rpc/client.h"
 #include "net/frame.h"
 #include "util/process.h"
+#include "wire/json.h"
 
 namespace strata::agent {
 namespace {
@@ -139,7 +140,7 @@ TEST_F(ServerTest, ParkedCallsHoldNoThread) {
   for (auto& c : clients) {
     auto reply = net::RecvFrame(c.socket(), 1 << 20, net::DeadlineAfter(10s));
     ASSERT_TRUE(reply.ok()) << reply.status().ToString();
-    Status s = StatusFromJson(json::parse(reply->payload), "server");
+    Status s = wire::StatusFromJson(json::parse(reply->payload), "server");
     EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
   }
   EXPECT_EQ(coordinator_.waiting(), 0u);

@@ -3,7 +3,7 @@
 // The agent's store: removed steps leave spare files that the next transfer
 // receives into, within a limit of about one step; seals prove held copies
 // unchanged at a restart without reading them.
-#include "agent/store.h"
+#include "agent/store/store.h"
 
 #include <gtest/gtest.h>
 #include <time.h>
@@ -12,8 +12,10 @@
 #include <set>
 #include <thread>
 
-#include "agent/ram_disk.h"
-#include "agent/rpc.h"
+#include "agent/rpc/client.h"
+#include "agent/rpc/step_stream.h"
+#include "agent/store/ram_disk.h"
+#include "agent/store/step_seal.h"
 #include "fault_env.h"
 #include "net/socket.h"
 #include "test_util.h"
@@ -57,7 +59,7 @@ class StoreTest : public ::testing::Test {
 };
 
 TEST_F(StoreTest, ARemovedStepLeavesSpareFilesUpToOneStep) {
-  const StepKey one{"j", 0, 1}, two{"j", 0, 2};
+  const wire::StepKey one{"j", 0, 1}, two{"j", 0, 2};
   ASSERT_TRUE(store_->Ingest(MakeClientStep(dir_.path(), "c1", 3000, 1000, 'a'), one).ok());
   ASSERT_TRUE(store_->Ingest(MakeClientStep(dir_.path(), "c2", 3000, 1000, 'c'), two).ok());
   ASSERT_TRUE(store_->Remove(one).ok());
@@ -80,7 +82,7 @@ TEST_F(StoreTest, ARemovedStepLeavesSpareFilesUpToOneStep) {
 }
 
 TEST_F(StoreTest, ReopeningEmptiesTheSpareFiles) {
-  const StepKey one{"j", 0, 1};
+  const wire::StepKey one{"j", 0, 1};
   ASSERT_TRUE(store_->Ingest(MakeClientStep(dir_.path(), "c1", 100, 100, 'a'), one).ok());
   ASSERT_TRUE(store_->Remove(one).ok());
   const std::string spare = SpareDir();
@@ -95,7 +97,7 @@ TEST_F(StoreTest, ReopeningEmptiesTheSpareFiles) {
 // A transfer into spare files that are longer, shorter or absent ends with
 // exactly the sent bytes, and the step verifies.
 TEST_F(StoreTest, ATransferReceivesIntoSpareFilesAndVerifies) {
-  const StepKey old_step{"j", 1, 1}, sent{"j", 1, 2};
+  const wire::StepKey old_step{"j", 1, 1}, sent{"j", 1, 2};
   ASSERT_TRUE(store_->Ingest(MakeClientStep(dir_.path(), "old", 5000, 10, 'x'), old_step).ok());
   ASSERT_TRUE(store_->Remove(old_step).ok());  // spare: 5000 and 10 bytes
   ASSERT_EQ(store_->SpareBytes(), 5010u);
@@ -153,7 +155,7 @@ void PassAClockTick() {
 // A restart proves held copies unchanged by their seals without reading
 // them; whatever could have changed is read and verified.
 TEST_F(StoreTest, SealsProveUnchangedCopiesAndCatchChangedOnes) {
-  const StepKey one{"j", 0, 1}, two{"j", 0, 2}, three{"j", 0, 3};
+  const wire::StepKey one{"j", 0, 1}, two{"j", 0, 2}, three{"j", 0, 3};
   std::string c1 = MakeClientStep(dir_.path(), "c1", 3000, 1000, 'a');
   std::string c2 = MakeClientStep(dir_.path(), "c2", 3000, 1000, 'c');
   std::string c3 = MakeClientStep(dir_.path(), "c3", 3000, 1000, 'e');
@@ -166,7 +168,7 @@ TEST_F(StoreTest, SealsProveUnchangedCopiesAndCatchChangedOnes) {
   auto reopened = Store::Open(dir_.path(), &pool_);
   ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
   store_ = std::move(*reopened);
-  for (const StepKey& key : {one, two, three}) {
+  for (const wire::StepKey& key : {one, two, three}) {
     auto read = store_->CheckHeld(key);
     ASSERT_TRUE(read.ok()) << read.status().ToString();
     EXPECT_FALSE(*read) << key.ToString() << " was read; its seal should prove it";
@@ -204,7 +206,7 @@ TEST_F(StoreTest, SealsProveUnchangedCopiesAndCatchChangedOnes) {
 // later, so its seal proves it. Without a seal, or with one of another
 // index, the bytes are read.
 TEST_F(StoreTest, AFreshStepIsProvenAndAMissingOrForeignSealMeansReading) {
-  const StepKey key{"j", 0, 1};
+  const wire::StepKey key{"j", 0, 1};
   std::string dir = MakeClientStep(dir_.path(), "c1", 100, 100, 'a');
   ASSERT_TRUE(store_->Ingest(dir, key).ok());
   const std::string seal = store_->StepPath(key) + ".seal";
@@ -228,7 +230,7 @@ TEST_F(StoreTest, AFreshStepIsProvenAndAMissingOrForeignSealMeansReading) {
 // A file stamped in the future (a skewed clock) is never waited for and
 // never proven by a seal: the copy is read at every restart.
 TEST_F(StoreTest, AFileFromTheFutureIsIngestedAndAlwaysRead) {
-  const StepKey key{"j", 0, 1};
+  const wire::StepKey key{"j", 0, 1};
   std::string dir = MakeClientStep(dir_.path(), "c1", 100, 100, 'a');
   fs::last_write_time(JoinPath(dir, "a.bin"), fs::file_time_type::clock::now() + 24h);
   ASSERT_TRUE(store_->Ingest(dir, key).ok());
@@ -251,7 +253,7 @@ TEST(StorePowerCutTest, AcknowledgedCopiesSurviveAndNoneIsCorrupt) {
     testing::ScratchDir d("powercut");
     ThreadPool pool{1};
     testing::FaultInjectionEnv env;
-    std::set<StepKey> acked;
+    std::set<wire::StepKey> acked;
     {
       auto store = Store::Open(d.path(), &pool, &env);
       ASSERT_TRUE(store.ok()) << store.status().ToString();
@@ -259,7 +261,7 @@ TEST(StorePowerCutTest, AcknowledgedCopiesSurviveAndNoneIsCorrupt) {
       for (int64_t step = 1; step <= 4; ++step) {
         // Steps 1 and 3 come from the client; 2 and 4 arrive from a peer
         // (written around the Env, as a socket writes them).
-        const StepKey key{"j", step % 2 == 0 ? 1 : 0, step};
+        const wire::StepKey key{"j", step % 2 == 0 ? 1 : 0, step};
         Status s;
         if (step % 2 == 1) {
           std::string dir =
@@ -285,7 +287,7 @@ TEST(StorePowerCutTest, AcknowledgedCopiesSurviveAndNoneIsCorrupt) {
     env.DropUnsyncedData();
     auto store = Store::Open(d.path(), &pool);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
-    for (const StepKey& key : acked) {
+    for (const wire::StepKey& key : acked) {
       EXPECT_TRUE((*store)->Has(key)) << key.ToString() << " was acknowledged and is gone";
     }
     for (const auto& [key, index] : (*store)->List()) {
@@ -340,11 +342,11 @@ TEST(StepIndexCodecTest, SizesThatAreNotUnsignedIntegersAreDataLoss) {
   };
   ASSERT_TRUE(DecodeStepIndex(index("10", "10"), "peer 3").ok());
   for (const auto& [sizes, total] : std::vector<std::pair<std::string, std::string>>{
-           {"1.5", "1"},                           // a float, truncated to 1
-           {"4.4e53", "0"},                        // a float beyond uint64_t
-           {"-1,11", "10"},                        // wraps to 2^64-1, the sum to 10
-           {"18446744073709551615,11", "10"},      // the sum overflows to 10
-           {"10", "18446744073709551616"}}) {      // total beyond uint64_t
+           {"1.5", "1"},                       // a float, truncated to 1
+           {"4.4e53", "0"},                    // a float beyond uint64_t
+           {"-1,11", "10"},                    // wraps to 2^64-1, the sum to 10
+           {"18446744073709551615,11", "10"},  // the sum overflows to 10
+           {"10", "18446744073709551616"}}) {  // total beyond uint64_t
     auto decoded = DecodeStepIndex(index(sizes, total), "peer 3");
     ASSERT_FALSE(decoded.ok()) << sizes << " / " << total;
     EXPECT_EQ(decoded.status().code(), StatusCode::kDataLoss) << decoded.status().ToString();

@@ -3,13 +3,14 @@
 // Verification on arrival: the checks planned for a step are the ones a
 // full verification makes, and the verifier finds a flipped byte, a range
 // never received, and a manifest that is not the copy's.
-#include "agent/stream_verify.h"
+#include "agent/store/stream_verify.h"
 
 #include <gtest/gtest.h>
 
 #include <numeric>
 #include <random>
 
+#include "agent/store/step_seal.h"
 #include "format/manifest.h"
 #include "format/naming.h"
 #include "strata/checkpointer.h"

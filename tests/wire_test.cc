@@ -4,12 +4,13 @@
 #include <set>
 #include <string>
 
-#include "agent/rpc.h"
+#include "agent/rpc/client.h"
 #include "test_util.h"
 #include "wire/coded.h"
 #include "wire/control.h"
 #include "wire/coordination.h"
 #include "wire/data.h"
+#include "wire/json.h"
 #include "wire/op.h"
 
 namespace strata::wire {
@@ -207,7 +208,7 @@ TEST(WireCoordinationTest, APlanRoundTripsAndAMalformedOneIsRefused) {
   plan.round = 4;
   plan.plan_version = 2;
   plan.step = 120;
-  plan.sources[3] = {3, {3, 7, kBackupHolderRank}, 0xabcdef};
+  plan.sources[3] = {3, {3, 7, wire::kBackupHolder}, 0xabcdef};
   plan.addresses = {{3, "10.0.0.3:7701"}, {7, "[::1]:7701"}};
   plan.reason = "step 120 is complete for all 8 nodes";
   plan.backup = "2026-11-24_10-00";
@@ -252,11 +253,11 @@ TEST(WireCoordinationTest, MalformedPlansAreRefusedNamingTheField) {
   plan.round = 4;
   plan.plan_version = 2;
   plan.step = 120;
-  agent::DecodeSource decode;
+  wire::DecodeSource decode;
   decode.group.members = {0, 1, 2, 3};
   decode.group.kind = ec::Redundancy::Kind::kRs;
   decode.group.m = 2;
-  decode.stripes = {{0, {{0, 0, 0}, {1, 1, 1}}}, {1, {{2, 2, agent::kParityRank}, {3, 3, 3}}}};
+  decode.stripes = {{0, {{0, 0, 0}, {1, 1, 1}}}, {1, {{2, 2, wire::kParityRank}, {3, 3, 3}}}};
   plan.sources[1] = {1, {2}, 0x1234, decode};
   auto back = PlanReply::FromJson(json::parse(Sent(plan).dump()));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
@@ -301,9 +302,9 @@ TEST(WireCoordinationTest, MalformedPlansAreRefusedNamingTheField) {
 }
 
 TEST(WireDataTest, AStepKeyRankBeyondIntIsRefusedNotTruncated) {
-  EXPECT_TRUE(agent::StepKeyFromJson({{"job", "j"}, {"rank", 3}, {"step", 5}}).ok());
+  EXPECT_TRUE(wire::StepKeyFromJson({{"job", "j"}, {"rank", 3}, {"step", 5}}).ok());
   for (int64_t rank : {int64_t{1} << 40, int64_t{1} << 32, int64_t{-1}}) {
-    auto key = agent::StepKeyFromJson({{"job", "j"}, {"rank", rank}, {"step", 5}});
+    auto key = wire::StepKeyFromJson({{"job", "j"}, {"rank", rank}, {"step", 5}});
     EXPECT_EQ(key.status().code(), StatusCode::kInvalidArgument) << rank;
   }
 }
@@ -370,14 +371,14 @@ TEST(WireCodedTest, MalformedShardCallsAreRefusedNamingTheCall) {
 }
 
 TEST(WireDataTest, AReplyWithAMalformedErrorIsInternalNotAThrow) {
-  EXPECT_TRUE(agent::StatusFromJson({{"ok", true}}, "peer 3").ok());
-  Status s = agent::StatusFromJson({{"ok", false}, {"code", 5}, {"error", "no step 7"}}, "peer 3");
+  EXPECT_TRUE(wire::StatusFromJson({{"ok", true}}, "peer 3").ok());
+  Status s = wire::StatusFromJson({{"ok", false}, {"code", 5}, {"error", "no step 7"}}, "peer 3");
   EXPECT_EQ(s.code(), static_cast<StatusCode>(5));
   EXPECT_EQ(s.message(), "peer 3: no step 7");
   for (const json& reply :
        {json{{"ok", false}, {"code", "5"}, {"error", 7}},
         json{{"ok", false}, {"code", int64_t{1} << 40}}, json{{"ok", "yes"}}, json(nullptr)}) {
-    Status bad = agent::StatusFromJson(reply, "peer 3");
+    Status bad = wire::StatusFromJson(reply, "peer 3");
     EXPECT_EQ(bad.code(), StatusCode::kInternal) << reply.dump();
     EXPECT_EQ(bad.message().rfind("peer 3: ", 0), 0u) << bad.ToString();
   }
@@ -430,11 +431,11 @@ TEST(WireCoordinationTest, ASyncDecisionRoundTrips) {
 
 // The data calls' messages: what a peer sends is what the agent parses.
 TEST(WireDataTest, MessagesRoundTripAndMalformedOnesAreNamed) {
-  agent::StepIndex index;
+  StepIndex index;
   index.digest = 0x77;
   index.files = {{"a.bin", 3, {0x1}}, {"b.bin", 0, {}}};
   index.total_bytes = 3;
-  const agent::StepKey key{"job1", 2, 40};
+  const wire::StepKey key{"job1", 2, 40};
   auto put = PutStepRequest::FromJson(
       json::parse(PutStepRequest{key, index, 4, false, {}}.ToJson().dump()));
   ASSERT_TRUE(put.ok()) << put.status().ToString();
@@ -473,7 +474,7 @@ TEST(WireDataTest, MessagesRoundTripAndMalformedOnesAreNamed) {
             std::string::npos)
       << repeated.status().ToString();
   auto no_digest = FetchStepRequest::FromJson(
-      json{{"op", "fetch_step"}, {"key", agent::StepKeyToJson(key)}, {"files", {0}}});
+      json{{"op", "fetch_step"}, {"key", wire::StepKeyToJson(key)}, {"files", {0}}});
   EXPECT_EQ(no_digest.status().code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(CheckFilePositions({0, 1}, 2).ok());
   EXPECT_EQ(CheckFilePositions({0, 2}, 2).code(), StatusCode::kInvalidArgument);
@@ -482,13 +483,13 @@ TEST(WireDataTest, MessagesRoundTripAndMalformedOnesAreNamed) {
 // Replication by content: the offered ranges (checked against the index),
 // the ranges the receiver needs and the range group a put_files carries.
 TEST(WireDataTest, DedupFieldsRoundTripAndRangesOutsideTheStepAreRefused) {
-  agent::StepIndex index;
+  StepIndex index;
   index.strata = true;
   index.digest = 0x77;
   index.files = {{"data-00000.bin", 100, {}}, {"strata.manifest", 40, {}}};
   index.total_bytes = 140;
-  const agent::StepKey key{"job1", 2, 40};
-  agent::RangePlan offer;
+  const wire::StepKey key{"job1", 2, 40};
+  wire::RangePlan offer;
   offer.files = {{{0, 60, 0xabc, -1, 0}, {60, 40, 0xdef, -1, 0}}, {}};
   PutStepRequest offered{key, index, 1, true, offer};
   offered.range_streams = 4;
@@ -515,13 +516,13 @@ TEST(WireDataTest, DedupFieldsRoundTripAndRangesOutsideTheStepAreRefused) {
   EXPECT_EQ(PutStepRequest::FromJson(beyond).status().code(), StatusCode::kInvalidArgument);
 
   PutStepReady ready{false, 5,
-                     std::vector<std::vector<agent::FileRange>>{{{0, 0, 60}}, {{1, 0, 40}}}};
+                     std::vector<std::vector<wire::FileRange>>{{{0, 0, 60}}, {{1, 0, 40}}}};
   auto back = PutStepReady::FromJson(json::parse(Sent(ready).dump()));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   ASSERT_TRUE(back->need.has_value());
   EXPECT_EQ(*back->need, *ready.need);
   auto nothing = PutStepReady::FromJson(
-      PutStepReady{false, {}, std::vector<std::vector<agent::FileRange>>{}}.ToJson());
+      PutStepReady{false, {}, std::vector<std::vector<wire::FileRange>>{}}.ToJson());
   ASSERT_TRUE(nothing.ok());
   ASSERT_TRUE(nothing->need.has_value());  // every byte was held: none to send
   EXPECT_TRUE(nothing->need->empty());

@@ -9,8 +9,8 @@
 
 #include <sys/socket.h>
 
-#include "agent/planner.h"
-#include "agent/ram_disk.h"
+#include "agent/plan/planner.h"
+#include "agent/store/ram_disk.h"
 #include "format/naming.h"
 #include "util/file_util.h"
 #include "util/logging.h"
@@ -105,7 +105,7 @@ void Agent::LogRamDisk() const {
 void Agent::ResumeReplication() {
   MutexLock l(&mu_);
   if (!inc_) return;
-  std::optional<StepKey> newest;
+  std::optional<wire::StepKey> newest;
   for (const auto& [key, index] : store_->List()) {
     if (key.job == inc_->config.job_name && key.rank == inc_->config.node_rank) newest = key;
   }
@@ -277,7 +277,7 @@ void Agent::IngestClientSteps() {
     job = inc_->config;
     tier = {inc_->redundancy, inc_->peers.size(), inc_->group ? inc_->group->k() : 0};
   }
-  for (const StepKey& key : client_->Ingest(*job, tier)) replication_->Enqueue(key);
+  for (const wire::StepKey& key : client_->Ingest(*job, tier)) replication_->Enqueue(key);
 }
 
 }  // namespace strata::agent

@@ -33,24 +33,24 @@
 #include <memory>
 #include <optional>
 
-#include "agent/client_files.h"
-#include "agent/coded_tier.h"
-#include "agent/config.h"
-#include "agent/coordinator.h"
-#include "agent/goodput.h"
-#include "agent/local_dir.h"
-#include "agent/maintenance.h"
-#include "agent/metrics_server.h"
-#include "agent/node_backup.h"
-#include "agent/ondemand_sync.h"
-#include "agent/parity_store.h"
-#include "agent/ram_disk.h"
-#include "agent/replication.h"
-#include "agent/restore.h"
-#include "agent/rpc.h"
-#include "agent/server.h"
-#include "agent/store.h"
-#include "agent/transfer.h"
+#include "agent/config/config.h"
+#include "agent/coordinator/coordinator.h"
+#include "agent/metrics/metrics_server.h"
+#include "agent/node/client_files.h"
+#include "agent/node/goodput.h"
+#include "agent/node/maintenance.h"
+#include "agent/node/node_backup.h"
+#include "agent/node/ondemand_sync.h"
+#include "agent/node/restore.h"
+#include "agent/peer/coded_tier.h"
+#include "agent/peer/replication.h"
+#include "agent/rpc/client.h"
+#include "agent/rpc/server.h"
+#include "agent/rpc/transfer.h"
+#include "agent/store/local_dir.h"
+#include "agent/store/parity_store.h"
+#include "agent/store/ram_disk.h"
+#include "agent/store/store.h"
 #include "net/socket.h"
 #include "util/clock.h"
 #include "util/mutex.h"
@@ -184,7 +184,7 @@ class Agent {
   }
   // While a restore runs, copies that arrive are added to the round's
   // inventory.
-  void ReportNewCopy(const StepKey& key, uint64_t digest);
+  void ReportNewCopy(const wire::StepKey& key, uint64_t digest);
 
   mutable Mutex mu_;
   std::optional<Incarnation> inc_ GUARDED_BY(mu_);

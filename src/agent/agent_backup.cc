@@ -4,7 +4,7 @@
 // (NodeBackup, node_backup.h) and wires it to the coordinator, the job and
 // the on-demand step; a rollback's bookkeeping; restores from a backup.
 #include "agent/agent.h"
-#include "agent/node_backup.h"
+#include "agent/node/node_backup.h"
 #include "format/naming.h"
 #include "util/file_util.h"
 #include "util/logging.h"

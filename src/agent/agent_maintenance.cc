@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "agent/agent.h"
-#include "agent/local_dir.h"
+#include "agent/store/local_dir.h"
 #include "format/naming.h"
 #include "util/file_util.h"
 #include "util/logging.h"

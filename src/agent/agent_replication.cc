@@ -25,8 +25,8 @@ void Agent::OpenReplication() {
   hooks.on_reply = [this](const ReplicatorConfig& c, const wire::ReplicatedReply& reply) {
     OnReplicatedReply(c, reply);
   };
-  hooks.pins = [this] { return backup_ ? backup_->Pins() : std::set<StepKey>(); };
-  hooks.on_replica = [this](const StepKey& key, uint64_t digest) {
+  hooks.pins = [this] { return backup_ ? backup_->Pins() : std::set<wire::StepKey>(); };
+  hooks.on_replica = [this](const wire::StepKey& key, uint64_t digest) {
     if (restore_ && restore_->active()) ReportNewCopy(key, digest);
   };
   replication_ = std::make_unique<Replication>(std::move(options), store_.get(), env_, clock_,

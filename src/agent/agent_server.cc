@@ -7,16 +7,16 @@
 #include <functional>
 
 #include "agent/agent.h"
-#include "agent/agent_metrics.h"
+#include "agent/metrics/agent_metrics.h"
 #include "format/naming.h"
 #include "util/file_util.h"
 #include "util/hash.h"
+#include "util/json_int.h"
 #include "util/logging.h"
 #include "util/time_format.h"
 #include "wire/coded.h"
 #include "wire/data.h"
 #include "wire/op.h"
-#include "util/json_int.h"
 
 namespace strata::agent {
 
@@ -117,7 +117,7 @@ Status Agent::StartServer() {
 // without it the round's plan would not know this node holds it (a node
 // that left for maintenance replicates its on-demand step while the others
 // are already registering).
-void Agent::ReportNewCopy(const StepKey& key, uint64_t digest) {
+void Agent::ReportNewCopy(const wire::StepKey& key, uint64_t digest) {
   std::optional<SyncJob> job = sync_->job();
   if (!job || job->config.job_name != key.job) return;
   wire::AddCopiesRequest req;

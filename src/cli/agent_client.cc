@@ -4,8 +4,8 @@
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 
-#include "agent/config.h"
-#include "agent/rpc.h"
+#include "agent/config/config.h"
+#include "agent/rpc/client.h"
 #include "wire/coordination.h"
 #include "wire/op.h"
 

@@ -9,8 +9,8 @@
 #include <cstdlib>
 
 #include "agent/agent.h"
-#include "agent/config.h"
-#include "agent/rpc.h"
+#include "agent/config/config.h"
+#include "agent/rpc/client.h"
 #include "cli/agent_client.h"
 #include "cli/cli.h"
 #include "util/file_util.h"

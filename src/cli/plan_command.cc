@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "cli/cli.h"
-#include "goodput/interval_plan.h"
+#include "interval/interval_plan.h"
 #include "supervisor/supervisor.h"
 
 namespace strata::cli {

@@ -1,10 +1,10 @@
 // Copyright 2026 The Strata Authors.
 #include "wire/coded.h"
 
-#include "agent/rpc.h"
 #include "util/hash.h"
 #include "wire/coordination.h"
 #include "wire/op.h"
+#include "wire/vocabulary.h"
 
 namespace strata::wire {
 namespace {
@@ -39,8 +39,8 @@ StatusOr<bool> Bool(const json& j, const char* key, bool absent, const std::stri
   return it->get<bool>();
 }
 
-StatusOr<agent::StepKey> Key(const json& j, const std::string& what) {
-  auto key = agent::StepKeyFromJson(j.value("key", json()));
+StatusOr<StepKey> Key(const json& j, const std::string& what) {
+  auto key = StepKeyFromJson(j.value("key", json()));
   if (!key.ok()) return InvalidArgumentError(what + ": \"key\": " + key.status().message());
   return *key;
 }
@@ -135,31 +135,31 @@ StatusOr<std::vector<HeldParity>> HeldParityFromJson(const json& j, const std::s
   return out;
 }
 
-json DecodeToJson(const agent::DecodeSource& d) {
+json DecodeToJson(const DecodeSource& d) {
   json stripes = json::array();
-  for (const agent::StripeSource& s : d.stripes) {
+  for (const StripeSource& s : d.stripes) {
     json shards = json::array();
-    for (const agent::ShardSource& sh : s.shards) shards.push_back({sh.index, sh.holder, sh.rank});
+    for (const ShardSource& sh : s.shards) shards.push_back({sh.index, sh.holder, sh.rank});
     stripes.push_back({s.stripe, std::move(shards)});
   }
   return {{"group", GroupToJson(d.group)}, {"stripes", std::move(stripes)}};
 }
 
-StatusOr<agent::DecodeSource> DecodeFromJson(const json& j, const std::string& what) {
+StatusOr<DecodeSource> DecodeFromJson(const json& j, const std::string& what) {
   if (!j.is_object() || !j.value("stripes", json()).is_array()) {
     return InvalidArgumentError(what + ": \"decode\" is malformed");
   }
-  agent::DecodeSource d;
+  DecodeSource d;
   STRATA_ASSIGN_OR_RETURN(d.group, GroupFromJson(j.value("group", json()), what));
   const int n = static_cast<int>(d.group.members.size());
   for (const json& s : j["stripes"]) {
     if (!s.is_array() || s.size() != 2 || !IsInt(s[0], 0, n - 1) || !s[1].is_array()) {
       return InvalidArgumentError(what + ": a decoded stripe is [stripe, [shards]]");
     }
-    agent::StripeSource out{s[0].get<int>(), {}};
+    StripeSource out{s[0].get<int>(), {}};
     for (const json& sh : s[1]) {
       if (!sh.is_array() || sh.size() != 3 || !IsInt(sh[0], 0, n - 1) ||
-          !IsInt(sh[1], 0, kMaxNodes - 1) || !IsInt(sh[2], agent::kParityRank, kMaxNodes - 1)) {
+          !IsInt(sh[1], 0, kMaxNodes - 1) || !IsInt(sh[2], kParityRank, kMaxNodes - 1)) {
         return InvalidArgumentError(what + ": a shard is [index, holder, rank]");
       }
       out.shards.push_back({sh[0].get<int>(), sh[1].get<int>(), sh[2].get<int>()});
@@ -175,8 +175,7 @@ StatusOr<PutShardRequest> PutShardRequest::FromJson(const json& j) {
   PutShardRequest r;
   STRATA_ASSIGN_OR_RETURN(r.key, Key(j, what));
   STRATA_ASSIGN_OR_RETURN(r.digest, Hex(j, "digest", what));
-  STRATA_ASSIGN_OR_RETURN(r.index,
-                          agent::StepIndexFromJson(j.value("index", json()), what + ": index"));
+  STRATA_ASSIGN_OR_RETURN(r.index, StepIndexFromJson(j.value("index", json()), what + ": index"));
   STRATA_ASSIGN_OR_RETURN(r.group, GroupFromJson(j.value("group", json()), what));
   STRATA_ASSIGN_OR_RETURN(int64_t stripe, Int(j, "stripe", 0, ec::kMaxGroupSize, what));
   STRATA_ASSIGN_OR_RETURN(int64_t row, Int(j, "row", 0, ec::kMaxGroupSize, what));
@@ -193,9 +192,9 @@ StatusOr<PutShardRequest> PutShardRequest::FromJson(const json& j) {
 
 json PutShardRequest::ToJson() const {
   return {{"op", OpName(Op::kPutShard)},
-          {"key", agent::StepKeyToJson(key)},
+          {"key", StepKeyToJson(key)},
           {"digest", Hex64(digest)},
-          {"index", agent::StepIndexToJson(index)},
+          {"index", StepIndexToJson(index)},
           {"group", GroupToJson(group)},
           {"stripe", stripe},
           {"row", row},
@@ -241,7 +240,7 @@ StatusOr<GetShardRequest> GetShardRequest::FromJson(const json& j) {
 
 json GetShardRequest::ToJson() const {
   json j = {{"op", OpName(Op::kGetShard)},
-            {"key", agent::StepKeyToJson(key)},
+            {"key", StepKeyToJson(key)},
             {"group", GroupToJson(group)},
             {"parity", parity}};
   if (parity) {
@@ -265,7 +264,7 @@ StatusOr<ShardReply> ShardReply::FromJson(const json& j) {
   STRATA_ASSIGN_OR_RETURN(r.xxh3, Hex(j, "xxh3", what));
   for (const json& c : j.value("contributions", json::array())) {
     if (!c.is_object()) return InvalidArgumentError(what + ": a contribution is not an object");
-    agent::Contribution out;
+    Contribution out;
     STRATA_ASSIGN_OR_RETURN(int64_t rank, Int(c, "rank", 0, kMaxNodes - 1, what));
     STRATA_ASSIGN_OR_RETURN(int64_t chunk, Int(c, "chunk", 0, ec::kMaxGroupSize, what));
     STRATA_ASSIGN_OR_RETURN(int64_t clen, Int(c, "length", 0, INT64_MAX, what));
@@ -277,14 +276,14 @@ StatusOr<ShardReply> ShardReply::FromJson(const json& j) {
     r.contributions.push_back(std::move(out));
   }
   if (j.contains("index")) {
-    STRATA_ASSIGN_OR_RETURN(r.index, agent::StepIndexFromJson(j["index"], what + ": index"));
+    STRATA_ASSIGN_OR_RETURN(r.index, StepIndexFromJson(j["index"], what + ": index"));
   }
   return r;
 }
 
 json ShardReply::ToJson() const {
   json list = json::array();
-  for (const agent::Contribution& c : contributions) {
+  for (const Contribution& c : contributions) {
     list.push_back({{"rank", c.rank},
                     {"chunk", c.chunk},
                     {"length", c.length},
@@ -293,7 +292,7 @@ json ShardReply::ToJson() const {
   }
   json j = {
       {"ok", true}, {"length", length}, {"xxh3", Hex64(xxh3)}, {"contributions", std::move(list)}};
-  if (index) j["index"] = agent::StepIndexToJson(*index);
+  if (index) j["index"] = StepIndexToJson(*index);
   return j;
 }
 

@@ -21,11 +21,10 @@
 #include <string>
 #include <vector>
 
-#include "agent/parity_store.h"
-#include "agent/planner.h"
-#include "agent/store.h"
 #include "ec/layout.h"
+#include "format/step_index.h"
 #include "strata/status.h"
+#include "wire/vocabulary.h"
 
 namespace strata::wire {
 
@@ -35,30 +34,20 @@ using json = nlohmann::json;
 json GroupToJson(const ec::Group& g);
 StatusOr<ec::Group> GroupFromJson(const json& j, const std::string& what);
 
-// A complete parity shard a node holds: row `row` of stripe `stripe` of
-// `group`'s step `step`, and the digest of each contributor's step.
-struct HeldParity {
-  int64_t step = 0;
-  ec::Group group;
-  int stripe = 0;
-  int row = 0;
-  std::map<int, uint64_t> digests;
-  friend bool operator==(const HeldParity&, const HeldParity&) = default;
-};
 json HeldParityToJson(const std::vector<HeldParity>& held);
 StatusOr<std::vector<HeldParity>> HeldParityFromJson(const json& j, const std::string& what);
 
 // {"group": G, "stripes": [[stripe, [[index, holder, rank], ...]], ...]}
-json DecodeToJson(const agent::DecodeSource& d);
-StatusOr<agent::DecodeSource> DecodeFromJson(const json& j, const std::string& what);
+json DecodeToJson(const DecodeSource& d);
+StatusOr<DecodeSource> DecodeFromJson(const json& j, const std::string& what);
 
 // put_shard: member key.rank's chunk `chunk` of its step `key` (digest
 // `digest`, index `index`), `length` bytes hashing to `xxh3`, for row `row`
 // of stripe `stripe` of `group`, which the callee holds.
 struct PutShardRequest {
-  agent::StepKey key;
+  StepKey key;
   uint64_t digest = 0;
-  agent::StepIndex index;
+  StepIndex index;
   ec::Group group;
   int stripe = 0;
   int row = 0;
@@ -83,7 +72,7 @@ struct PutShardReady {
 // the answer also carries that member's step index from a parity shard's
 // header. `header_only`: no bytes follow.
 struct GetShardRequest {
-  agent::StepKey key;
+  StepKey key;
   uint64_t digest = 0;
   ec::Group group;
   bool parity = false;
@@ -103,8 +92,8 @@ struct GetShardRequest {
 struct ShardReply {
   uint64_t length = 0;
   uint64_t xxh3 = 0;
-  std::vector<agent::Contribution> contributions;
-  std::optional<agent::StepIndex> index;
+  std::vector<Contribution> contributions;
+  std::optional<StepIndex> index;
   static StatusOr<ShardReply> FromJson(const json& j);
   json ToJson() const;
 };

@@ -156,8 +156,8 @@ class Reader {
         return Error(key, want);
       }
       const int64_t holder = b[0].get<int64_t>(), rank = b[1].get<int64_t>();
-      if (holder < std::numeric_limits<int>::min() || holder >= kMaxNodes ||
-          rank < kParityHolderRank || rank >= kMaxNodes) {
+      if (holder < std::numeric_limits<int>::min() || holder >= kMaxNodes || rank < kParityRank ||
+          rank >= kMaxNodes) {
         return Error(key, want);
       }
       out.push_back({static_cast<int>(holder), static_cast<int>(rank), b[2].get<int64_t>()});
@@ -634,10 +634,10 @@ StatusOr<PlanReply> PlanReply::FromJson(const json& j) {
           !src.value("holders", json()).is_array() || !src.value("digest", json()).is_string()) {
         return bad("sources");
       }
-      PlanSource s;
+      Source s;
       s.source_rank = src["source_rank"].get<int>();
       for (const json& h : src["holders"]) {
-        if (!is_rank(h, kBackupHolderRank)) return bad("sources");
+        if (!is_rank(h, kBackupHolder)) return bad("sources");
         s.holders.push_back(h.get<int>());
       }
       std::optional<uint64_t> digest = ParseHex64(src["digest"].get<std::string>());

@@ -31,8 +31,6 @@ namespace strata::wire {
 
 using json = nlohmann::json;
 
-inline constexpr int kMaxNodes = 100000;
-
 // A copy a node holds: node `rank`'s step `step`, whose index has `digest`.
 // On the wire: [rank, step, "hex digest"].
 struct HeldCopy {
@@ -246,28 +244,13 @@ struct ReplicatedReply {
   json ToJson() const;
 };
 
-// A node's source in a plan: the rank whose step it restores, who holds
-// that copy (kBackupHolderRank for the backup tier), and the copy's digest.
-inline constexpr int kBackupHolderRank = -1;
-// In a FailedHolder: the holder's parity shards of the step failed.
-inline constexpr int kParityHolderRank = -2;
-struct PlanSource {
-  int source_rank = 0;
-  std::vector<int> holders;
-  uint64_t digest = 0;
-  // Decode the step from the node's coded group instead (holders are then
-  // parity holders, any of which has the step's index).
-  std::optional<agent::DecodeSource> decode = std::nullopt;
-  friend bool operator==(const PlanSource&, const PlanSource&) = default;
-};
-
 // await_plan's answer: the round's restore plan, whole or as one node
 // needs it (its own source; its holders' and peers' addresses).
 struct PlanReply {
   int64_t round = 0;
   int64_t plan_version = 0;
   std::optional<int64_t> step;  // none: nothing to restore (a fresh start)
-  std::map<int, PlanSource> sources;
+  std::map<int, Source> sources;
   std::map<int, std::string> addresses;  // node rank -> host:port
   std::string reason;
   std::string backup;                    // the backup id that holds the step, if any

@@ -1,9 +1,9 @@
 // Copyright 2026 The Strata Authors.
 #include "wire/data.h"
 
-#include "agent/rpc.h"
 #include "util/hash.h"
 #include "wire/op.h"
+#include "wire/vocabulary.h"
 
 namespace strata::wire {
 namespace {
@@ -15,8 +15,8 @@ StatusOr<const json*> Object(const json& j, Op op) {
   return &j;
 }
 
-StatusOr<agent::StepKey> Key(const json& j, Op op) {
-  auto key = agent::StepKeyFromJson(j.value("key", json()));
+StatusOr<StepKey> Key(const json& j, Op op) {
+  auto key = StepKeyFromJson(j.value("key", json()));
   if (!key.ok()) return InvalidArgumentError(Prefix(op) + "\"key\": " + key.status().message());
   return *key;
 }
@@ -37,15 +37,15 @@ StatusOr<std::vector<size_t>> Positions(const json& files, Op op) {
 }
 
 // [[file, offset, length], ...]: ranges of the index's files.
-json RangesToJson(const std::vector<agent::FileRange>& ranges) {
+json RangesToJson(const std::vector<FileRange>& ranges) {
   json out = json::array();
-  for (const agent::FileRange& r : ranges) out.push_back({r.file, r.offset, r.length});
+  for (const FileRange& r : ranges) out.push_back({r.file, r.offset, r.length});
   return out;
 }
 
-StatusOr<std::vector<agent::FileRange>> RangesFromJson(const json& j, const std::string& what) {
+StatusOr<std::vector<FileRange>> RangesFromJson(const json& j, const std::string& what) {
   if (!j.is_array()) return InvalidArgumentError(what + " must be a list of byte ranges");
-  std::vector<agent::FileRange> out;
+  std::vector<FileRange> out;
   out.reserve(j.size());
   for (const json& r : j) {
     if (!r.is_array() || r.size() != 3 || !IsNonNegativeInteger(r[0]) ||
@@ -59,20 +59,20 @@ StatusOr<std::vector<agent::FileRange>> RangesFromJson(const json& j, const std:
 
 // The offered ranges of a put_step: [[file, offset, length, "xxh3"], ...],
 // each within its file of `index`.
-json OfferToJson(const agent::RangePlan& plan) {
+json OfferToJson(const RangePlan& plan) {
   json out = json::array();
   for (size_t f = 0; f < plan.files.size(); ++f) {
-    for (const agent::RangeCheck& c : plan.files[f]) {
+    for (const RangeCheck& c : plan.files[f]) {
       out.push_back({f, c.offset, c.length, Hex64(c.xxh3)});
     }
   }
   return out;
 }
 
-StatusOr<agent::RangePlan> OfferFromJson(const json& j, const agent::StepIndex& index) {
+StatusOr<RangePlan> OfferFromJson(const json& j, const StepIndex& index) {
   const std::string what = Prefix(Op::kPutStep) + "\"ranges\"";
   if (!j.is_array()) return InvalidArgumentError(what + " must be a list");
-  agent::RangePlan plan;
+  RangePlan plan;
   plan.files.resize(index.files.size());
   for (const json& r : j) {
     std::optional<uint64_t> hash;
@@ -82,8 +82,8 @@ StatusOr<agent::RangePlan> OfferFromJson(const json& j, const agent::StepIndex& 
         !IsNonNegativeInteger(r[2])) {
       return InvalidArgumentError(what + ": a range is [file, offset, length, \"xxh3\"]");
     }
-    const agent::FileRange range{r[0].get<size_t>(), r[1].get<uint64_t>(), r[2].get<uint64_t>()};
-    STRATA_RETURN_IF_ERROR(agent::CheckRanges(index, {range}).WithContext(what));
+    const FileRange range{r[0].get<size_t>(), r[1].get<uint64_t>(), r[2].get<uint64_t>()};
+    STRATA_RETURN_IF_ERROR(CheckRanges(index, {range}).WithContext(what));
     plan.files[range.file].push_back({range.offset, range.length, *hash});
   }
   return plan;
@@ -101,7 +101,7 @@ StatusOr<PutStepRequest> PutStepRequest::FromJson(const json& j) {
   PutStepRequest r;
   STRATA_ASSIGN_OR_RETURN(r.key, Key(j, Op::kPutStep));
   STRATA_ASSIGN_OR_RETURN(
-      r.index, agent::StepIndexFromJson(j.value("index", json()), "put_step: the peer's index"));
+      r.index, StepIndexFromJson(j.value("index", json()), "put_step: the peer's index"));
   auto streams = j.find("streams");
   if (streams != j.end()) {
     if (!streams->is_number_integer() || streams->get<int64_t>() < 1 ||
@@ -133,8 +133,8 @@ StatusOr<PutStepRequest> PutStepRequest::FromJson(const json& j) {
 
 json PutStepRequest::ToJson() const {
   json j = {{"op", OpName(Op::kPutStep)},
-            {"key", agent::StepKeyToJson(key)},
-            {"index", agent::StepIndexToJson(index)},
+            {"key", StepKeyToJson(key)},
+            {"index", StepIndexToJson(index)},
             {"streams", streams}};
   if (dedup) j["dedup"] = true;
   if (range_streams > 1) j["range_streams"] = range_streams;
@@ -217,7 +217,7 @@ StatusOr<GetIndexRequest> GetIndexRequest::FromJson(const json& j) {
 }
 
 json GetIndexRequest::ToJson() const {
-  return {{"op", OpName(Op::kGetIndex)}, {"key", agent::StepKeyToJson(key)}};
+  return {{"op", OpName(Op::kGetIndex)}, {"key", StepKeyToJson(key)}};
 }
 
 StatusOr<FetchStepRequest> FetchStepRequest::FromJson(const json& j) {
@@ -239,7 +239,7 @@ StatusOr<FetchStepRequest> FetchStepRequest::FromJson(const json& j) {
 }
 
 json FetchStepRequest::ToJson() const {
-  json j = {{"op", OpName(Op::kFetchStep)}, {"key", agent::StepKeyToJson(key)}};
+  json j = {{"op", OpName(Op::kFetchStep)}, {"key", StepKeyToJson(key)}};
   if (digest) j["digest"] = Hex64(*digest);
   if (files) j["files"] = *files;
   return j;
@@ -248,10 +248,10 @@ json FetchStepRequest::ToJson() const {
 StatusOr<IndexReply> IndexReply::FromJson(const json& j) {
   if (!j.is_object()) return InvalidArgumentError("the index reply is not an object");
   IndexReply r;
-  STRATA_ASSIGN_OR_RETURN(r.index, agent::StepIndexFromJson(j.value("index", json()), "index"));
+  STRATA_ASSIGN_OR_RETURN(r.index, StepIndexFromJson(j.value("index", json()), "index"));
   return r;
 }
 
-json IndexReply::ToJson() const { return {{"ok", true}, {"index", agent::StepIndexToJson(index)}}; }
+json IndexReply::ToJson() const { return {{"ok", true}, {"index", StepIndexToJson(index)}}; }
 
 }  // namespace strata::wire

@@ -15,10 +15,9 @@
 #include <optional>
 #include <vector>
 
-#include "agent/step_index.h"
-#include "agent/store.h"
-#include "agent/stream_verify.h"
+#include "format/step_index.h"
 #include "strata/status.h"
+#include "wire/vocabulary.h"
 
 namespace strata::wire {
 
@@ -31,11 +30,11 @@ using json = nlohmann::json;
 // the index's chunks, or for a Strata step by `ranges` (its manifest's
 // item chunks, per file of the index).
 struct PutStepRequest {
-  agent::StepKey key;
-  agent::StepIndex index;
+  StepKey key;
+  StepIndex index;
   int streams = 1;
   bool dedup = false;
-  std::optional<agent::RangePlan> ranges = std::nullopt;
+  std::optional<RangePlan> ranges = std::nullopt;
   // With dedup: at most how many connections the sender opens for the
   // range groups it is asked for (the receiver may ask for fewer).
   int range_streams = 1;
@@ -51,7 +50,7 @@ struct PutStepRequest {
 struct PutStepReady {
   bool have = false;
   std::optional<uint64_t> transfer;
-  std::optional<std::vector<std::vector<agent::FileRange>>> need = std::nullopt;
+  std::optional<std::vector<std::vector<FileRange>>> need = std::nullopt;
   static StatusOr<PutStepReady> FromJson(const json& j);
   json ToJson() const;
 };
@@ -69,7 +68,7 @@ struct PutFilesRequest {
 
 // get_index: the index of the copy of `key` the agent holds.
 struct GetIndexRequest {
-  agent::StepKey key;
+  StepKey key;
   static StatusOr<GetIndexRequest> FromJson(const json& j);
   json ToJson() const;
 };
@@ -78,7 +77,7 @@ struct GetIndexRequest {
 // `files`, only those positions, and only if the copy is the one with
 // `digest`.
 struct FetchStepRequest {
-  agent::StepKey key;
+  StepKey key;
   std::optional<uint64_t> digest;
   std::optional<std::vector<size_t>> files;
   static StatusOr<FetchStepRequest> FromJson(const json& j);
@@ -87,7 +86,7 @@ struct FetchStepRequest {
 
 // The reply to get_index and fetch_step: the index of the copy served.
 struct IndexReply {
-  agent::StepIndex index;
+  StepIndex index;
   static StatusOr<IndexReply> FromJson(const json& j);
   json ToJson() const;
 };

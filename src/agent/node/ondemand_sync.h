@@ -1,0 +1,138 @@
+// Copyright 2026 The Strata Authors.
+//
+// OnDemandSync: the node's part in the job's on-demand step, a component of
+// the agent with its own state, lock and threads. It owns the sync map
+// (format/sync_map.h) the node's ranks register in, and
+//   * watches the ranks (notice thread): their newest step and rate, and
+//     their maintenance notices, which it tells the coordinator (retrying
+//     until heard); it withdraws a published step once every rank that was
+//     there at publication served it or exited;
+//   * keeps one "sync" call waiting at the coordinator (sync thread), on one
+//     connection, and publishes the step the coordinator decides for the
+//     job's current round in the sync map;
+//   * remembers this node's on-demand step (replicated first, held for by a
+//     drain or a maintenance event) until the job restarts or the RAM goes.
+//
+// Threads and locks: the notice and sync threads; every public method may be
+// called from any thread, also with the caller's lock held (the agent's
+// comes first); OnDemandSync calls its hooks with no lock of its own held.
+#ifndef STRATA_AGENT_ONDEMAND_SYNC_H_
+#define STRATA_AGENT_ONDEMAND_SYNC_H_
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "agent/config/config.h"
+#include "agent/rpc/client.h"
+#include "format/sync_map.h"
+#include "net/endpoint.h"
+#include "net/socket.h"
+#include "util/clock.h"
+#include "util/mutex.h"
+#include "wire/control.h"
+#include "wire/coordination.h"
+
+namespace strata::agent {
+
+class OnDemandSync {
+ public:
+  // The job and round the on-demand step is agreed for.
+  struct Job {
+    ReplicatorConfig config;
+    int64_t round = 0;
+  };
+  struct Hooks {
+    CoordinatorCall call_coordinator;
+    // Where the job's coordinator listens, if known.
+    std::function<std::optional<Endpoint>(const ReplicatorConfig&)> coordinator;
+    // Whether the agent winds down (the threads end).
+    std::function<bool()> stopping;
+  };
+
+  // Opens (or creates) the sync map at `path`; a step a previous agent
+  // process published there is withdrawn. Start() starts the threads.
+  static StatusOr<std::unique_ptr<OnDemandSync>> Open(const std::string& path, std::string secret,
+                                                      SteadyClock* clock, Hooks hooks);
+  ~OnDemandSync();  // Stop()
+  OnDemandSync(const OnDemandSync&) = delete;
+  OnDemandSync& operator=(const OnDemandSync&) = delete;
+
+  void Start();
+  // Ends both threads; a waiting sync call is cut short.
+  void Stop();
+
+  // The job this node registered for (from then on notices reach its
+  // coordinator and decisions for its round are published), or none.
+  void SetJob(std::optional<Job> job) EXCLUDES(mu_);
+  std::optional<Job> job() const EXCLUDES(mu_);
+  // The job restarted: its ranks are new, so an on-demand step published or
+  // remembered here was for their predecessors. Forgets the job until the
+  // next SetJob.
+  void Restart(const char* why) EXCLUDES(mu_);
+  // The node's RAM is gone: so is its on-demand step.
+  void ForgetStep() EXCLUDES(mu_);
+
+  // This node's on-demand step (kNoSyncStep if none) and when it was decided.
+  int64_t step() const EXCLUDES(mu_);
+  SteadyClock::time_point decided_at() const EXCLUDES(mu_);
+
+  // Tells the coordinator of a maintenance notice from `origin`; retried by
+  // the notice thread until heard (held while there is no job yet).
+  void PostNotice(const std::string& origin) EXCLUDES(mu_);
+  // No notice is waiting to be heard (or there is no job to tell).
+  bool NoticeHeard() const EXCLUDES(mu_);
+
+  // Publishes the step the coordinator decided (from the sync call, or with
+  // the "go" of a restore round, before any rank can pass it); a decision
+  // already taken in is ignored.
+  void Apply(const wire::SyncDecision& decision) EXCLUDES(mu_);
+
+  // The ranks registered in the sync map whose process is alive: (slot, pid).
+  std::vector<std::pair<int, int64_t>> LiveRanks() const;
+  // The same as `strata status` shows them.
+  std::vector<wire::StatusReply::Rank> RankStatus() const;
+  // The newest step a rank here checked (-1 if none).
+  int64_t node_step() const { return node_step_.load(); }
+
+ private:
+  OnDemandSync(SyncMap map, std::string secret, SteadyClock* clock, Hooks hooks);
+  bool Stopping() const { return stopped_.load() || hooks_.stopping(); }
+  void NoticeMain();
+  void SyncMain();
+  void Withdraw(const char* why) REQUIRES(mu_);
+  // No rank registered at publication still has to save the published step.
+  bool RanksDone() const REQUIRES(mu_);
+
+  SyncMap map_;
+  const std::string secret_;
+  SteadyClock* const clock_;
+  const Hooks hooks_;
+  std::atomic<bool> stopped_{false};
+  std::thread notice_thread_;
+  std::thread sync_thread_;
+  std::atomic<int64_t> node_step_{-1};  // newest step a rank here checked
+  std::atomic<double> node_rate_{0};    // its steps per second
+
+  Mutex socket_mu_;                                       // taken alone
+  net::Socket* socket_ GUARDED_BY(socket_mu_) = nullptr;  // the sync call's
+
+  mutable Mutex mu_;
+  std::optional<Job> job_ GUARDED_BY(mu_);           // set once registered
+  int64_t published_ GUARDED_BY(mu_) = kNoSyncStep;  // in the sync map
+  uint64_t generation_ GUARDED_BY(mu_) = 0;          // the coordinator's, taken in
+  std::vector<int64_t> pids_ GUARDED_BY(mu_);        // live at publication
+  // This node's on-demand step: unlike the publication it outlives the ranks.
+  int64_t step_ GUARDED_BY(mu_) = kNoSyncStep;
+  SteadyClock::time_point decided_at_ GUARDED_BY(mu_){};
+  std::string notice_unsent_ GUARDED_BY(mu_);  // origin of an unheard notice
+};
+
+}  // namespace strata::agent
+
+#endif  // STRATA_AGENT_ONDEMAND_SYNC_H_

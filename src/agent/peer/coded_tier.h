@@ -1,0 +1,108 @@
+// Copyright 2026 The Strata Authors.
+//
+// CodedTier: the node's part in a coded peer tier (redundancy xor or
+// rs(k,m); docs/agent.md, "Coded redundancy"). In place of copies on
+// peers, each node of a group of k+m cuts its step into k chunks (the step
+// read as one stream, its files in index order; ec::ChunkBytes each) and
+// sends chunk c to the m holders of the parity rows of its c-th stripe
+// (ec::GroupLayout), which add it into their shards (ParityStore). A node
+// thus holds its own step and m/k of one in parity, and any m lost members
+// of a group can be rebuilt from the others.
+//
+//   * Contribute (sending, on Replication's thread): the step is read and
+//     verified first (a chunk's bytes cannot be checked by its receiver,
+//     only against the checksum its sender computed), then every chunk is
+//     hashed and sent to its holders over up to `data_streams` connections;
+//   * put_shard, get_shard (receiving, on the server's long-call threads):
+//     a chunk added to a shard; a shard read for a decode, a member's chunk
+//     cut from its copy or a parity row;
+//   * Decode (a restore): a lost member's step rebuilt stripe by stripe from
+//     the k shards the plan names, read in slabs from k connections at
+//     once; every shard is checked against its checksum as it arrives (a
+//     chunk against the one its parity shards recorded, a parity row
+//     against its own), the rebuilt step against its index before it is
+//     adopted. A shard that fails names its holder for the coordinator.
+//
+// Thread-safe; holds no lock while it does I/O.
+#ifndef STRATA_AGENT_CODED_TIER_H_
+#define STRATA_AGENT_CODED_TIER_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "agent/plan/planner.h"
+#include "agent/rpc/client.h"
+#include "agent/store/parity_store.h"
+#include "agent/store/store.h"
+#include "ec/layout.h"
+#include "net/socket.h"
+#include "util/clock.h"
+#include "util/mutex.h"
+#include "wire/coded.h"
+#include "wire/coordination.h"
+
+namespace strata::agent {
+
+class CodedTier {
+ public:
+  struct Options {
+    std::string secret;
+    std::string local_dir;  // for the free-space check
+    int data_streams = 4;
+  };
+
+  CodedTier(Options options, Store* store, ParityStore* parity, SteadyClock* clock);
+
+  // Sends this node's step `key` (a member of `group`) to every holder of a
+  // parity row of its stripes, at `addresses` (node rank -> host:port).
+  // OK when every holder has it; otherwise the first failure, naming the
+  // holder. `done` (may be null) gets the addresses whose rows all hold it.
+  Status Contribute(const wire::StepKey& key, const ec::Group& group,
+                    const std::map<int, std::string>& addresses, std::vector<std::string>* done);
+
+  // put_shard: `my_rank` must hold the row asked for.
+  StatusOr<json> HandlePutShard(const wire::PutShardRequest& request, net::Socket& socket,
+                                int my_rank);
+  // get_shard: a parity row held here, or a chunk of a copy held here.
+  StatusOr<json> HandleGetShard(const wire::GetShardRequest& request, net::Socket& socket);
+
+  // Rebuilds step `key` (digest `digest`) from `source`'s shards, whose
+  // holders listen at `addresses`, into the store. Holders whose shard
+  // failed its checksum go to `bad` ([holder, member rank, step] for a
+  // chunk, [holder, kParityHolderRank, step] for parity).
+  Status Decode(const wire::StepKey& key, uint64_t digest, const wire::DecodeSource& source,
+                const std::map<int, std::string>& addresses, const std::string& client_id,
+                std::vector<wire::FailedHolder>* bad);
+
+  // The complete parity shards held for `job`, as a registration reports
+  // them.
+  std::vector<wire::HeldParity> Inventory(const std::string& job) const;
+  // Keeps the shards of `job` whose step is at or above `watermark`, and
+  // those of its newest step with a complete shard; the rest go (all of
+  // another job's).
+  void CollectGarbage(const std::string& job, int64_t watermark);
+
+ private:
+  struct Chunk;  // one chunk of a step being contributed
+  Status VerifyOnce(const wire::StepKey& key) EXCLUDES(mu_);
+  Status Send(const Chunk& chunk, const wire::StepKey& key, const StepIndex& index,
+              const ec::Group& group, int stripe, int row, const std::string& address);
+  Status DecodeStripe(const wire::StepKey& key, const StepIndex& index, const ec::Group& group,
+                      const wire::StripeSource& stripe, const std::map<int, std::string>& addresses,
+                      const std::string& client_id, const std::string& dir,
+                      std::vector<wire::FailedHolder>* bad);
+
+  const Options options_;
+  Store* const store_;
+  ParityStore* const parity_;
+  SteadyClock* const clock_;
+  mutable Mutex mu_;
+  // The last own step read and verified before its chunks went out: a
+  // retry does not read it again.
+  std::optional<std::pair<wire::StepKey, uint64_t>> verified_ GUARDED_BY(mu_);
+};
+
+}  // namespace strata::agent
+
+#endif  // STRATA_AGENT_CODED_TIER_H_

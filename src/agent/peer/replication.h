@@ -1,0 +1,212 @@
+// Copyright 2026 The Strata Authors.
+//
+// Replication: the node's part in the peer tier, a component of the agent
+// with its own state, lock and thread. Both sides of a step transfer live
+// here:
+//   * sending: the queue of steps the node ingested, sent newest first (the
+//     job's on-demand step before everything) to every peer over several
+//     streams, retried with backoff; a step on every peer is reported to the
+//     coordinator, whose answer carries the job-wide watermark; garbage
+//     collection keeps what the job may still restore and drops the rest;
+//   * receiving: a peer's put_step (and its put_files streams), verified as
+//     it arrives and adopted into the store; get_index and fetch_step, a
+//     peer restoring from a copy held here.
+//
+// Threads and locks: one sending thread of its own; the receiving calls run
+// on the server's long-call threads. Every public method may be called from
+// any thread, also with the caller's own lock held (the agent holds its lock
+// when it queues a step): Replication never calls a hook, does I/O or waits
+// on the network with mu_ held.
+#ifndef STRATA_AGENT_REPLICATION_H_
+#define STRATA_AGENT_REPLICATION_H_
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/config/config.h"
+#include "agent/peer/coded_tier.h"
+#include "agent/rpc/client.h"
+#include "agent/rpc/transfer.h"
+#include "agent/store/local_dir.h"
+#include "agent/store/store.h"
+#include "net/endpoint.h"
+#include "net/socket.h"
+#include "strata/env.h"
+#include "util/clock.h"
+#include "util/mutex.h"
+#include "wire/coordination.h"
+#include "wire/data.h"
+
+namespace strata::agent {
+
+class Replication {
+ public:
+  // Where this node's steps go: the job it serves and its peers.
+  struct Target {
+    ReplicatorConfig config;
+    std::vector<int> peers;
+    std::map<int, std::string> addresses;  // node rank -> host:port
+    // A coded peer tier's group (its members' addresses are in
+    // `addresses`): steps go to it as chunks (CodedTier), not as copies.
+    std::optional<ec::Group> group;
+  };
+  struct Options {
+    std::string secret;     // the job's shared secret, for peers and the coordinator
+    std::string local_dir;  // the client directory (its symlinks pin steps)
+    int data_streams = 4;   // connections per large step
+  };
+  struct Hooks {
+    // The current incarnation; none before the first registration.
+    std::function<std::optional<Target>()> target;
+    // The job's on-demand step (kNoSyncStep if none): it goes first.
+    std::function<int64_t()> priority_step;
+    CoordinatorCall call_coordinator;
+    // The backup cadence a report carries.
+    std::function<wire::Cadence(const ReplicatorConfig&)> cadence;
+    // The coordinator's answer to a report, before the watermark it
+    // carries is applied (a backup task there pins its step first).
+    std::function<void(const ReplicatorConfig&, const wire::ReplicatedReply&)> on_reply;
+    // Steps garbage collection must keep besides the watermark's (backups).
+    std::function<std::set<wire::StepKey>()> pins;
+    // A peer's copy was adopted into the store.
+    std::function<void(const wire::StepKey&, uint64_t digest)> on_replica;
+  };
+  // The state `strata status` and the health check show.
+  struct Progress {
+    int64_t watermark = -1;  // the newest step every node has replicated
+    int64_t newest_replicated = -1;
+    int64_t newest_ingested = -1;
+    size_t queued = 0;
+    double lag_seconds = 0;  // since the oldest step not yet on every peer was ingested
+    // Since the newest ingested step, and the watermark's step, were
+    // ingested here; -1 when unknown (none, or too long ago). A step this
+    // agent found held when it started counts from its start (it is queued
+    // again then); the step a start of the job restored, from that start
+    // (Restored) until a newer one is ingested.
+    double own_age_seconds = -1;
+    double watermark_age_seconds = -1;
+    // Per peer address: the age of the newest own step it holds (since that
+    // step was ingested here); peers whose step's time is unknown are left out.
+    std::vector<std::pair<std::string, double>> peer_lags;
+    std::string error;  // the last failure to reach a peer, cleared by a success
+  };
+
+  // `coded` (may be null: no coded tier) sends the steps of a target with
+  // a group, and collects its parity shards with the steps.
+  Replication(Options options, Store* store, Env* env, SteadyClock* clock, Hooks hooks,
+              CodedTier* coded = nullptr);
+  ~Replication();  // Stop()
+  Replication(const Replication&) = delete;
+  Replication& operator=(const Replication&) = delete;
+
+  void Start();  // the sending thread
+  void Stop();   // ends it; a transfer in progress ends at its next timeout
+
+  // Sending side.
+  // A step of this node was ingested (or found held at start): send it.
+  void Enqueue(const wire::StepKey& key) EXCLUDES(mu_);
+  // A new incarnation, or the RAM is gone: the queue, the watermark and the
+  // progress start afresh (until the watermark is learned again, garbage
+  // collection keeps everything). A send or report in flight finishes, but
+  // what it learns (a step replicated, a watermark) is dropped.
+  void Forget() EXCLUDES(mu_);
+  // A start of the job (after Forget) restored this node's `step`: the RAM
+  // tier holds the ranks' state as of now, and its age counts from here
+  // until the next step is ingested.
+  void Restored(int64_t step) EXCLUDES(mu_);
+  // Only the queue goes (what is held stays, as does the progress).
+  void DropQueue() EXCLUDES(mu_);
+  // Whether this node's `step` is on every peer.
+  bool Replicated(int64_t step) const EXCLUDES(mu_);
+  Progress progress() const EXCLUDES(mu_);
+  // "Peer replication failing for N s: <error>" once replication has been
+  // behind, with an error, for longer than `after`.
+  std::optional<std::string> Trouble(std::chrono::seconds after) const EXCLUDES(mu_);
+
+  // Receiving side: the long calls a peer makes, with the connection.
+  StatusOr<json> HandlePutStep(const wire::PutStepRequest& request, net::Socket& socket);
+  StatusOr<json> HandlePutFiles(const wire::PutFilesRequest& request, net::Socket& socket);
+  StatusOr<json> HandleFetchStep(const wire::FetchStepRequest& request, net::Socket& socket);
+  StatusOr<json> HandleGetIndex(const wire::GetIndexRequest& request);
+
+ private:
+  void Main();
+  // The next step to send: the on-demand step, else the newest queued,
+  // else `retry` once `retry_at` has come.
+  std::optional<wire::StepKey> Next(const std::optional<wire::StepKey>& retry,
+                                    SteadyClock::time_point retry_at, int64_t priority)
+      REQUIRES(mu_);
+  // Sends `key` to every peer; true when all of them hold it.
+  // `epoch`: of the turn that chose `key`; results for a past one are dropped.
+  bool SendEverywhere(const wire::StepKey& key, const Target& target, uint64_t epoch);
+  // The copies of `key` to the target's peers, or its chunks to its group;
+  // the first failure.
+  Status SendCopies(const wire::StepKey& key, const Target& target, uint64_t epoch);
+  Status SendCoded(const wire::StepKey& key, const Target& target, uint64_t epoch);
+  void Counted(const std::string& peer, int64_t step, uint64_t epoch) EXCLUDES(mu_);
+  Status SendToPeer(const wire::StepKey& key, const std::string& address);
+  Status SendGroups(const Endpoint& to, const wire::StepKey& key, const StepIndex& index,
+                    uint64_t transfer, const std::vector<std::vector<size_t>>& groups);
+  Status SendRangeGroups(const Endpoint& to, const wire::StepKey& key, const StepIndex& index,
+                         uint64_t transfer, const std::vector<std::vector<wire::FileRange>>& need);
+  // Receiving a put_step into `dir`: whole files, or by content (what this
+  // node holds taken, the rest asked for; *taken_bytes says how much it took).
+  Status ReceiveFiles(const wire::PutStepRequest& request, net::Socket& socket,
+                      const std::string& dir);
+  Status ReceiveByContent(const wire::PutStepRequest& request, net::Socket& socket,
+                          const std::string& dir, uint64_t* taken_bytes);
+  void AwaitOwnStepForDedup(const wire::StepKey& key) EXCLUDES(mu_);
+  // Tells the coordinator of `target` that `key` is on every peer; applies
+  // the answer.
+  void Report(const wire::StepKey& key, const Target& target, uint64_t epoch);
+  // Idle: re-reports the newest replicated step (the watermark moves as
+  // the other nodes catch up).
+  void RefreshWatermark(const Target& target, uint64_t epoch);
+  void CollectGarbage(const Target& target);
+
+  const Options options_;
+  const LocalDir local_;  // options_.local_dir: its symlinks pin steps
+  Store* const store_;
+  Env* const env_;
+  SteadyClock* const clock_;
+  const Hooks hooks_;
+  CodedTier* const coded_;
+  TransferTable transfers_;  // multi-stream puts being received
+  std::atomic<bool> stopped_{false};
+  std::thread thread_;
+
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::deque<wire::StepKey> queue_ GUARDED_BY(mu_);
+  // Counts Forget() calls: a result of a call begun before the last one is
+  // for a past incarnation.
+  uint64_t epoch_ GUARDED_BY(mu_) = 0;
+  int64_t watermark_ GUARDED_BY(mu_) = -1;
+  int64_t newest_replicated_ GUARDED_BY(mu_) = -1;
+  int64_t newest_ingested_ GUARDED_BY(mu_) = -1;
+  // When the steps from the watermark's on were ingested (at most
+  // kIngestTimesKept: a day of saves every ten seconds).
+  static constexpr size_t kIngestTimesKept = 8640;
+  // Seconds since `step` was ingested here; -1 when unknown.
+  double IngestAge(int64_t step) const REQUIRES(mu_);
+  std::map<int64_t, SteadyClock::time_point> ingested_at_ GUARDED_BY(mu_);
+  std::optional<SteadyClock::time_point> restored_at_ GUARDED_BY(mu_);  // Restored()
+  // Per peer address, the newest own step sent there in this epoch.
+  std::map<std::string, int64_t> peer_newest_ GUARDED_BY(mu_);
+  // When the oldest ingested step not yet on every peer was ingested; unset
+  // when replication has caught up.
+  std::optional<SteadyClock::time_point> behind_since_ GUARDED_BY(mu_);
+  std::string error_ GUARDED_BY(mu_);
+};
+
+}  // namespace strata::agent
+
+#endif  // STRATA_AGENT_REPLICATION_H_

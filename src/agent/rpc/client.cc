@@ -1,0 +1,86 @@
+// Copyright 2026 The Strata Authors.
+#include "agent/rpc/client.h"
+
+#include <utility>
+
+#include "net/auth.h"
+#include "net/frame.h"
+#include "wire/json.h"
+
+namespace strata::agent {
+namespace {
+
+constexpr auto kReplyTimeout = std::chrono::seconds(30);
+
+}  // namespace
+
+StatusOr<RpcClient> RpcClient::Connect(const Endpoint& to, const std::string& secret,
+                                       const std::string& client_id,
+                                       std::chrono::milliseconds timeout) {
+  RpcClient c;
+  c.peer_ = to.ToString();
+  STRATA_ASSIGN_OR_RETURN(c.socket_, net::Socket::Connect(to.host, to.port, timeout));
+  STRATA_RETURN_IF_ERROR(
+      net::AuthenticateAsClient(c.socket_, secret, client_id, net::DeadlineAfter(timeout)));
+  return c;
+}
+
+StatusOr<json> RpcClient::Call(const json& request, std::chrono::milliseconds timeout) {
+  answered_ = false;
+  auto deadline = net::DeadlineAfter(timeout);
+  STRATA_RETURN_IF_ERROR(net::SendFrame(socket_, kFrameCall, request.dump(), deadline));
+  STRATA_ASSIGN_OR_RETURN(net::Frame f, net::RecvFrame(socket_, kMaxControlBytes, deadline));
+  if (f.type != kFrameReply) return InvalidArgumentError(peer_ + " sent an unexpected frame");
+  json reply = wire::ParseBounded(f.payload);
+  if (!reply.is_object()) return InvalidArgumentError(peer_ + " sent a reply that is not JSON");
+  answered_ = true;
+  STRATA_RETURN_IF_ERROR(wire::StatusFromJson(reply, peer_));
+  return reply;
+}
+
+RpcPool::RpcPool(std::string secret, size_t max_idle)
+    : secret_(std::move(secret)), max_idle_(max_idle) {}
+
+std::optional<RpcClient> RpcPool::TakeIdle(const std::string& to) {
+  MutexLock l(&mu_);
+  auto it = idle_.find(to);
+  if (it == idle_.end() || it->second.empty()) return std::nullopt;
+  RpcClient c = std::move(it->second.back());
+  it->second.pop_back();
+  return c;
+}
+
+void RpcPool::GiveBack(const std::string& to, RpcClient client) {
+  MutexLock l(&mu_);
+  auto& idle = idle_[to];
+  if (idle.size() < max_idle_) idle.push_back(std::move(client));
+}
+
+StatusOr<json> RpcPool::Call(const Endpoint& to, const std::string& client_id, const json& request,
+                             std::chrono::milliseconds timeout) {
+  const std::string key = to.ToString() + " " + client_id;
+  if (std::optional<RpcClient> reused = TakeIdle(key)) {
+    StatusOr<json> r = reused->Call(request, timeout);
+    if (reused->answered()) {
+      GiveBack(key, std::move(*reused));
+      return r;
+    }
+    // The server may have closed it meanwhile (idle timeout, restart): a
+    // call is safe to make again, on a new connection.
+  }
+  STRATA_ASSIGN_OR_RETURN(RpcClient fresh, RpcClient::Connect(to, secret_, client_id));
+  StatusOr<json> r = fresh.Call(request, timeout);
+  if (fresh.answered()) GiveBack(key, std::move(fresh));
+  return r;
+}
+
+void RpcPool::Clear() {
+  MutexLock l(&mu_);
+  idle_.clear();
+}
+
+Status SendReply(net::Socket& socket, const json& reply) {
+  return net::SendFrame(socket, kFrameReply, reply.dump(), net::DeadlineAfter(kReplyTimeout));
+}
+
+}  // namespace strata::agent

@@ -1,0 +1,94 @@
+// Copyright 2026 The Strata Authors.
+//
+// Calls between agents (and from `strata status`): a request frame carrying
+// JSON {"op": ..., ...} answered by a reply frame carrying JSON {"ok": true,
+// ...} or {"ok": false, "code": ..., "error": ...} (wire/json.h). Every
+// connection is authenticated first (net/auth.h). The bytes of a step that
+// follow some calls are rpc/step_stream.h.
+#ifndef STRATA_AGENT_RPC_CLIENT_H_
+#define STRATA_AGENT_RPC_CLIENT_H_
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/config/config.h"
+#include "net/endpoint.h"
+#include "net/socket.h"
+#include "strata/status.h"
+#include "util/mutex.h"
+#include "wire/json.h"
+
+namespace strata::agent {
+
+using json = nlohmann::json;
+
+// Calls the coordinator of `job` (the agent's link): how components reach it.
+using CoordinatorCall = std::function<StatusOr<json>(
+    const ReplicatorConfig& job, const json& request, std::chrono::milliseconds timeout)>;
+
+inline constexpr uint16_t kFrameCall = 16;
+inline constexpr uint16_t kFrameReply = 17;
+// Control messages are small; step data never travels in a frame.
+inline constexpr uint32_t kMaxControlBytes = 16u << 20;
+
+using net::Endpoint;
+using net::ParseEndpoint;
+
+// An authenticated connection to another agent. Used by one thread at a time.
+class RpcClient {
+ public:
+  static StatusOr<RpcClient> Connect(const Endpoint& to, const std::string& secret,
+                                     const std::string& client_id,
+                                     std::chrono::milliseconds timeout = std::chrono::seconds(5));
+  // Sends a call and waits up to `timeout` for its reply. A reply with
+  // ok=false becomes a Status with the remote code and message.
+  StatusOr<json> Call(const json& request, std::chrono::milliseconds timeout);
+  net::Socket& socket() { return socket_; }
+  const std::string& peer() const { return peer_; }
+  // Whether the last Call got its reply (ok or not): the connection is in
+  // step and may carry another call. After a failure to send or receive,
+  // close it.
+  bool answered() const { return answered_; }
+
+ private:
+  net::Socket socket_;
+  std::string peer_;
+  bool answered_ = false;
+};
+
+// Connections kept open between calls, for a caller that calls the same
+// agents often (every agent its coordinator): a call takes an idle
+// connection to its target or opens one, and gives it back once answered;
+// a kept connection that turns out closed is replaced once. Only for calls
+// that are safe to repeat (every coordination call is). Thread-safe; a
+// connection serves one call at a time.
+class RpcPool {
+ public:
+  explicit RpcPool(std::string secret, size_t max_idle = 4);
+  // A call to `to` as `client_id` (see RpcClient::Connect).
+  StatusOr<json> Call(const Endpoint& to, const std::string& client_id, const json& request,
+                      std::chrono::milliseconds timeout);
+  void Clear();  // closes the idle connections
+
+ private:
+  std::optional<RpcClient> TakeIdle(const std::string& to);
+  void GiveBack(const std::string& to, RpcClient client);
+
+  const std::string secret_;
+  const size_t max_idle_;
+  Mutex mu_;
+  // By "host:port client-id".
+  std::map<std::string, std::vector<RpcClient>> idle_ GUARDED_BY(mu_);
+};
+
+// A long call's reply frame (its first; the call's return value is its last).
+Status SendReply(net::Socket& socket, const json& reply);
+
+}  // namespace strata::agent
+
+#endif  // STRATA_AGENT_RPC_CLIENT_H_

@@ -1,0 +1,542 @@
+// Copyright 2026 The Strata Authors.
+#include "agent/rpc/server.h"
+
+#include <asio.hpp>
+#include <atomic>
+#include <map>
+#include <optional>
+#include <thread>
+
+#include "net/auth.h"
+#include "net/frame.h"
+#include "net/handshake_budget.h"
+#include "util/logging.h"
+#include "util/mutex.h"
+#include "util/process.h"
+#include "wire/json.h"
+
+namespace strata::agent {
+namespace {
+
+using asio::ip::tcp;
+using ErrorCode = asio::error_code;
+
+// 3/4 of the descriptor limit (raised to the hard one first).
+int DefaultMaxConnections() {
+  const int64_t limit = RaiseFileLimit();
+  return limit < 0 ? 1 << 20 : static_cast<int>(std::max<int64_t>(64, limit / 4 * 3));
+}
+
+// The reply frame for a call's answer from `peer` (`who`), with the error
+// logged as it deserves; none when the answer says "closed" (the call's
+// data was its answer). *close_after: close the connection after it
+// (DATA_LOSS: the stream is out of sync).
+std::optional<std::string> ReplyFrame(StatusOr<json> answer, const std::string& peer,
+                                      const std::string& who, bool* close_after) {
+  *close_after = false;
+  if (answer.ok()) {
+    if (answer->value("closed", false)) return std::nullopt;
+    (*answer)["ok"] = true;
+    return net::EncodeFrame(kFrameReply, answer->dump());
+  }
+  // Waits that ran out, superseded rounds and shutdown are how the protocol
+  // goes; only other errors are worth a warning.
+  const StatusCode code = answer.status().code();
+  const bool routine = code == StatusCode::kDeadlineExceeded || code == StatusCode::kAborted ||
+                       code == StatusCode::kUnavailable;
+  Log()->log(routine ? spdlog::level::debug : spdlog::level::warn, "{} ({}): {}", peer, who,
+             answer.status().message());
+  *close_after = code == StatusCode::kDataLoss;
+  return net::EncodeFrame(kFrameReply, wire::StatusToJson(answer.status()).dump());
+}
+
+// Repeated refusals and accept errors are logged at most this often.
+constexpr auto kLogPeriod = std::chrono::seconds(10);
+
+}  // namespace
+
+class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
+ public:
+  Impl(Options options, Handlers handlers)
+      : options_(std::move(options)),
+        handlers_(std::move(handlers)),
+        workers_(static_cast<size_t>(std::max(1, options_.workers))),
+        budget_(options_.max_handshakes, options_.max_handshakes_per_source) {
+    if (options_.max_connections <= 0) options_.max_connections = DefaultMaxConnections();
+  }
+
+  Status Start(net::Socket listener);
+  void Stop();
+  Stats stats() const;
+
+  // Called by sessions, on the loop thread unless stated.
+  const Options& options() const { return options_; }
+  const Handlers& handlers() const { return handlers_; }
+  asio::io_context& io() { return io_; }
+  asio::thread_pool& workers() { return workers_; }
+  void ReleaseHandshake(const std::string& source) { budget_.Release(source); }
+  void Forget(uint64_t id);
+  void Authenticated() { ++authenticated_; }
+  void Called() { ++calls_; }
+  // Reserves a place for a long call: false when max_long_calls run.
+  bool ReserveLong();
+  void ReleaseLong();  // gives a reservation back
+  // Runs a reserved long call on a thread of its own; false (the
+  // reservation given back) once stopped.
+  bool RunLong(std::function<void()> fn);
+
+ private:
+  void Accept();
+  void OnAccepted(tcp::socket socket);
+  // `what`: "unauthenticated " or "".
+  // Counts a refused connection; logs `count` of them as one line when
+  // `due` (a LogLimiter's verdict).
+  void Refused(bool due, uint64_t count, const char* what, const std::string& peer,
+               const std::string& why);
+  void Reap(uint64_t thread_id);
+
+  Options options_;
+  const Handlers handlers_;
+  asio::io_context io_;  // before everything that holds its objects
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard_;
+  tcp::acceptor acceptor_{io_};
+  asio::steady_timer accept_retry_{io_};
+  asio::thread_pool workers_;
+  std::thread loop_;
+  net::HandshakeBudget budget_;  // counts its own refusals
+  LogLimiter over_cap_;          // connections refused at max_connections
+  LogLimiter accept_errors_;
+  std::map<uint64_t, std::shared_ptr<Session>> sessions_;  // loop thread only
+  uint64_t next_session_ = 0;                              // loop thread only
+  std::atomic<bool> stopped_{false};
+  std::atomic<uint64_t> accepted_{0}, authenticated_{0}, refused_{0}, calls_{0};
+  std::atomic<int> open_{0};
+
+  mutable Mutex long_mu_;
+  std::map<uint64_t, std::thread> long_threads_ GUARDED_BY(long_mu_);
+  uint64_t next_thread_ GUARDED_BY(long_mu_) = 0;
+  int long_calls_ GUARDED_BY(long_mu_) = 0;
+};
+
+// One connection, on the loop thread: handshake, then calls one at a time.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(Server::Impl* server, uint64_t id, tcp::socket socket, tcp protocol, std::string peer,
+          std::string source)
+      : server_(server),
+        id_(id),
+        protocol_(protocol),
+        socket_(std::move(socket)),
+        timer_(server->io()),
+        peer_(std::move(peer)),
+        source_(std::move(source)) {}
+
+  void Start();
+  // Closes the connection (logging `why` unless empty) and forgets it.
+  void Close(const std::string& why);
+  // The answer to the call in progress.
+  void Answer(StatusOr<json> reply);
+  // Takes the socket back after a long call (`socket` closed: it ended the
+  // connection).
+  void Resume(net::Socket socket);
+
+ private:
+  using Then = std::function<void()>;
+  void Arm(std::chrono::milliseconds after, std::string why);
+  void Disarm() {
+    ++timer_generation_;
+    timer_.cancel();
+  }
+  void ReadFrame(uint32_t max_payload, Then then);
+  void Write(std::string bytes, Then then);
+  void RefuseHandshake(const std::string& refusal, const Status& status);
+  void OnHello();
+  void OnProof();
+  void AwaitCall();
+  void OnCall();
+  void Control(json request);
+  void Long(json request);
+
+  Server::Impl* const server_;
+  const uint64_t id_;
+  const tcp protocol_;
+  tcp::socket socket_;
+  asio::steady_timer timer_;
+  uint64_t timer_generation_ = 0;
+  const std::string peer_, source_;
+  std::string who_;
+  std::optional<net::ServerHandshake> handshake_;
+  bool holds_handshake_slot_ = true;
+  bool closed_ = false;
+  char header_[net::kFrameHeaderSize];
+  net::Frame frame_;
+  std::string out_;
+};
+
+void Session::Start() {
+  handshake_.emplace(server_->options().secret, peer_);
+  Arm(server_->options().auth_timeout, "rejected connection: handshake timed out");
+  ReadFrame(net::kMaxAuthPayload, [this] { OnHello(); });
+}
+
+void Session::Close(const std::string& why) {
+  if (closed_) return;
+  closed_ = true;
+  if (!why.empty()) {
+    Log()->warn("{}{}: {}", peer_, who_.empty() ? "" : " (" + who_ + ")", why);
+  }
+  if (holds_handshake_slot_) server_->ReleaseHandshake(source_);
+  holds_handshake_slot_ = false;
+  ErrorCode ignored;
+  socket_.close(ignored);
+  Disarm();
+  server_->Forget(id_);  // may drop the last reference but the caller's
+}
+
+void Session::Arm(std::chrono::milliseconds after, std::string why) {
+  const uint64_t generation = ++timer_generation_;
+  timer_.expires_after(after);
+  timer_.async_wait([self = shared_from_this(), generation, why = std::move(why)](ErrorCode ec) {
+    if (ec || generation != self->timer_generation_) return;  // re-armed or disarmed
+    self->Close(why);
+  });
+}
+
+void Session::ReadFrame(uint32_t max_payload, Then then) {
+  asio::async_read(
+      socket_, asio::buffer(header_),
+      [self = shared_from_this(), max_payload, then = std::move(then)](ErrorCode ec, size_t) {
+        if (self->closed_) return;
+        if (ec) {  // a hang-up between calls is how connections end
+          if (self->handshake_) return self->Close("rejected connection: " + ec.message());
+          const bool hang_up = ec == asio::error::eof || ec == asio::error::connection_reset;
+          self->Close(hang_up ? "" : "receiving: " + ec.message());
+          return;
+        }
+        uint32_t length = 0;
+        self->frame_ = net::Frame();
+        Status s =
+            net::ParseFrameHeader(self->header_, max_payload, self->peer_, &self->frame_, &length);
+        if (!s.ok()) {
+          return self->Close((self->handshake_ ? "rejected connection: " : "") +
+                             std::string(s.message()));
+        }
+        if (length == 0) return then();
+        self->frame_.payload.resize(length);
+        asio::async_read(self->socket_, asio::buffer(self->frame_.payload),
+                         [self, then](ErrorCode e, size_t) {
+                           if (self->closed_) return;
+                           if (e) return self->Close("receiving a payload: " + e.message());
+                           then();
+                         });
+      });
+}
+
+void Session::Write(std::string bytes, Then then) {
+  out_ = std::move(bytes);
+  Arm(server_->options().reply_timeout, "the peer does not take our reply");
+  asio::async_write(socket_, asio::buffer(out_),
+                    [self = shared_from_this(), then = std::move(then)](ErrorCode ec, size_t) {
+                      if (self->closed_) return;
+                      if (ec) return self->Close("sending: " + ec.message());
+                      then();
+                    });
+}
+
+void Session::RefuseHandshake(const std::string& refusal, const Status& status) {
+  const std::string why = "rejected connection: " + std::string(status.message());
+  if (refusal.empty()) return Close(why);
+  Write(net::EncodeFrame(net::kFrameError, refusal), [this, why] { Close(why); });
+}
+
+void Session::OnHello() {
+  std::string refusal;
+  auto challenge = handshake_->OnHello(frame_, &refusal);
+  if (!challenge.ok()) return RefuseHandshake(refusal, challenge.status());
+  Write(net::EncodeFrame(net::kFrameChallenge, *challenge),
+        [this] { ReadFrame(net::kMaxAuthPayload, [this] { OnProof(); }); });
+}
+
+void Session::OnProof() {
+  std::string refusal;
+  auto id = handshake_->OnProof(frame_, &refusal);
+  if (!id.ok()) return RefuseHandshake(refusal, id.status());
+  who_ = *id;
+  handshake_.reset();
+  server_->ReleaseHandshake(source_);
+  holds_handshake_slot_ = false;
+  server_->Authenticated();
+  Write(net::EncodeFrame(net::kFrameAuthOk, ""), [this] { AwaitCall(); });
+}
+
+void Session::AwaitCall() {
+  Arm(server_->options().idle_timeout, "");  // an idle connection closes quietly
+  ReadFrame(server_->options().max_request_bytes, [this] { OnCall(); });
+}
+
+void Session::OnCall() {
+  Disarm();  // a call may take as long as it takes
+  server_->Called();
+  json request = wire::ParseBounded(frame_.payload);
+  frame_.payload.clear();
+  if (frame_.type != kFrameCall || !request.is_object()) {
+    return Answer(InvalidArgumentError("malformed call"));
+  }
+  auto op = request.find("op");  // unchecked input: any type
+  const std::string name = op != request.end() && op->is_string() ? op->get<std::string>() : "";
+  if (server_->handlers().is_long(name)) return Long(std::move(request));
+  Control(std::move(request));
+}
+
+void Session::Control(json request) {
+  std::weak_ptr<Server::Impl> server = server_->weak_from_this();
+  std::weak_ptr<Session> session = weak_from_this();
+  auto once = std::make_shared<std::atomic<bool>>(false);
+  Server::Reply reply = [server, session, once](StatusOr<json> r) {
+    if (once->exchange(true)) return;
+    auto s = server.lock();
+    if (!s) return;  // the server is gone: the answer has nowhere to go
+    asio::post(s->io(), [session, r = std::move(r)]() mutable {
+      if (auto live = session.lock()) live->Answer(std::move(r));
+    });
+  };
+  asio::post(server_->workers(),
+             [handlers = &server_->handlers(), request = std::move(request), who = who_, reply]() {
+               try {  // a field of the wrong type must not take the agent down
+                 handlers->control(request, who, reply);
+               } catch (const json::exception& e) {
+                 reply(InvalidArgumentError(std::string("malformed call: ") + e.what()));
+               }
+             });
+}
+
+void Session::Answer(StatusOr<json> reply) {
+  if (closed_) return;
+  bool close_after = false;
+  std::optional<std::string> frame = ReplyFrame(std::move(reply), peer_, who_, &close_after);
+  if (!frame) return Close("");
+  Write(std::move(*frame), [this, close_after] {
+    if (close_after) return Close("");
+    AwaitCall();
+  });
+}
+
+// The connection leaves the loop for a thread of its own; the thread sends
+// the answer itself (the call may have sent and received before it) and
+// hands the socket back.
+void Session::Long(json request) {
+  if (!server_->ReserveLong()) {
+    return Answer(ResourceExhaustedError(
+        "this agent is busy: " + std::to_string(server_->options().max_long_calls) +
+        " transfers or maintenance calls in progress; try again"));
+  }
+  ErrorCode ec;
+  const int fd = socket_.release(ec);
+  if (ec) {
+    server_->ReleaseLong();
+    return Close("taking the connection off the event loop: " + ec.message());
+  }
+  auto socket = std::make_shared<net::Socket>(net::Socket::Adopt(fd, peer_));
+  std::weak_ptr<Server::Impl> server = server_->weak_from_this();
+  std::weak_ptr<Session> session = weak_from_this();
+  const std::string peer = peer_, who = who_;
+  const auto reply_timeout = server_->options().reply_timeout;
+  const Server::Handlers* handlers = &server_->handlers();
+  Server::Impl* impl = server_;  // outlives the thread: Stop joins it
+  auto run = [=, request = std::move(request)]() {
+    StatusOr<json> r = InternalError("no answer");
+    try {
+      r = handlers->long_call(request, *socket);
+    } catch (const json::exception& e) {
+      r = InvalidArgumentError(std::string("malformed call: ") + e.what());
+    }
+    // The slot is free before the caller hears back, so a caller that got
+    // its answer may start the next long call at once.
+    impl->ReleaseLong();
+    bool close_after = false;
+    std::optional<std::string> frame = ReplyFrame(std::move(r), peer, who, &close_after);
+    const bool sent =
+        frame &&
+        socket->SendAll(frame->data(), frame->size(), net::DeadlineAfter(reply_timeout)).ok();
+    if (!sent || close_after) socket->Close();
+    if (auto s = server.lock()) {
+      asio::post(s->io(), [session, socket]() mutable {
+        if (auto live = session.lock()) live->Resume(std::move(*socket));
+      });
+    }
+  };
+  if (!server_->RunLong(std::move(run))) socket->Close();  // stopping
+}
+
+void Session::Resume(net::Socket socket) {
+  if (closed_) return;
+  if (!socket.is_open()) return Close("");
+  ErrorCode ec;
+  const int fd = socket.Release();
+  socket_.assign(protocol_, fd, ec);
+  if (ec) {
+    ::close(fd);
+    return Close("taking the connection back after a long call: " + ec.message());
+  }
+  AwaitCall();
+}
+
+Status Server::Impl::Start(net::Socket listener) {
+  ErrorCode ec;
+  const int family = listener.Family();
+  const int fd = listener.Release();
+  acceptor_.assign(family == AF_INET6 ? tcp::v6() : tcp::v4(), fd, ec);
+  if (ec) {
+    ::close(fd);
+    return InternalError("serving the listening socket: " + ec.message());
+  }
+  guard_.emplace(io_.get_executor());
+  Accept();
+  loop_ = std::thread([this] { io_.run(); });
+  return Status::Ok();
+}
+
+void Server::Impl::Accept() {
+  acceptor_.async_accept([this](ErrorCode ec, tcp::socket socket) {
+    if (stopped_ || ec == asio::error::operation_aborted) return;
+    if (ec) {  // e.g. out of descriptors: try again shortly
+      accept_errors_.Add();
+      uint64_t n = 0;
+      if (accept_errors_.Due(kLogPeriod, &n)) Log()->warn("accept ({} times): {}", n, ec.message());
+      accept_retry_.expires_after(std::chrono::milliseconds(100));
+      accept_retry_.async_wait([this](ErrorCode e) {
+        if (!e && !stopped_) Accept();
+      });
+      return;
+    }
+    OnAccepted(std::move(socket));
+    Accept();
+  });
+}
+
+void Server::Impl::Refused(bool due, uint64_t count, const char* what, const std::string& peer,
+                           const std::string& why) {
+  ++refused_;
+  if (due) Log()->warn("closed {} {}connection(s), latest from {}: {}", count, what, peer, why);
+}
+
+void Server::Impl::OnAccepted(tcp::socket socket) {
+  ++accepted_;
+  ErrorCode ec;
+  const tcp::endpoint remote = socket.remote_endpoint(ec);
+  if (ec) return;  // gone already
+  const std::string peer = net::Endpoint{remote.address().to_string(), remote.port()}.ToString();
+  uint64_t n = 0;
+  if (open_.load() >= options_.max_connections) {
+    over_cap_.Add();
+    return Refused(over_cap_.Due(kLogPeriod, &n), n, "", peer,
+                   std::to_string(options_.max_connections) + " connections open");
+  }
+  const std::string source = net::SourceAddress(peer);
+  if (!budget_.TryAcquire(source)) {
+    return Refused(budget_.RefusalsToLog(kLogPeriod, &n), n, "unauthenticated ", peer,
+                   std::to_string(options_.max_handshakes) + " handshakes in progress at most, " +
+                       std::to_string(options_.max_handshakes_per_source) + " from one address");
+  }
+  socket.set_option(tcp::no_delay(true), ec);
+  const uint64_t id = ++next_session_;
+  auto session =
+      std::make_shared<Session>(this, id, std::move(socket), remote.protocol(), peer, source);
+  sessions_[id] = session;
+  ++open_;
+  session->Start();
+}
+
+void Server::Impl::Forget(uint64_t id) {
+  if (sessions_.erase(id) > 0) --open_;
+}
+
+bool Server::Impl::ReserveLong() {
+  MutexLock l(&long_mu_);
+  if (long_calls_ >= options_.max_long_calls) return false;
+  ++long_calls_;
+  return true;
+}
+
+void Server::Impl::ReleaseLong() {
+  MutexLock l(&long_mu_);
+  --long_calls_;
+}
+
+// `fn` must call ReleaseLong when its work is done.
+bool Server::Impl::RunLong(std::function<void()> fn) {
+  MutexLock l(&long_mu_);
+  if (stopped_) {
+    --long_calls_;
+    return false;
+  }
+  const uint64_t id = ++next_thread_;
+  long_threads_[id] = std::thread([this, id, fn = std::move(fn)] {
+    fn();  // gives the slot back (ReleaseLong) once its work is done
+    MutexLock done(&long_mu_);
+    if (!stopped_) asio::post(io_, [this, id] { Reap(id); });  // Stop joins it otherwise
+  });
+  return true;
+}
+
+void Server::Impl::Reap(uint64_t thread_id) {
+  std::thread t;
+  {
+    MutexLock l(&long_mu_);
+    auto it = long_threads_.find(thread_id);
+    if (it == long_threads_.end()) return;  // Stop took it
+    t = std::move(it->second);
+    long_threads_.erase(it);
+  }
+  t.join();  // it is past its last statement
+}
+
+void Server::Impl::Stop() {
+  if (stopped_.exchange(true)) return;
+  // Reverse order of start: accepts, workers, long calls, connections, loop.
+  asio::post(io_, [this] {
+    ErrorCode ignored;
+    acceptor_.close(ignored);
+    accept_retry_.cancel();
+  });
+  workers_.join();
+  std::map<uint64_t, std::thread> threads;
+  {
+    MutexLock l(&long_mu_);
+    threads.swap(long_threads_);
+  }
+  for (auto& [id, t] : threads) t.join();
+  asio::post(io_, [this] {
+    auto sessions = sessions_;  // Close erases
+    for (auto& [id, s] : sessions) s->Close("");
+    guard_.reset();
+    io_.stop();
+  });
+  if (loop_.joinable()) loop_.join();
+}
+
+Server::Stats Server::Impl::stats() const {
+  Stats s;
+  s.accepted = accepted_;
+  s.authenticated = authenticated_;
+  s.refused = refused_;
+  s.calls = calls_;
+  s.open = open_;
+  MutexLock l(&long_mu_);
+  s.long_calls = long_calls_;
+  return s;
+}
+
+StatusOr<std::unique_ptr<Server>> Server::Start(net::Socket listener, Options options,
+                                                Handlers handlers) {
+  auto impl = std::make_shared<Impl>(std::move(options), std::move(handlers));
+  STRATA_RETURN_IF_ERROR(impl->Start(std::move(listener)));
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+Server::Server(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Server::~Server() { Stop(); }
+void Server::Stop() { impl_->Stop(); }
+Server::Stats Server::stats() const { return impl_->stats(); }
+
+}  // namespace strata::agent

@@ -1,0 +1,195 @@
+// Copyright 2026 The Strata Authors.
+#include "agent/rpc/step_stream.h"
+
+#include <fcntl.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <functional>
+
+#include "agent/rpc/client.h"
+#include "agent/store/stream_verify.h"
+#include "net/frame.h"
+#include "util/crash_point.h"
+#include "util/file_util.h"
+#include "wire/json.h"
+
+namespace strata::agent {
+namespace {
+
+// Generous: a 100 GB step over a slow link still fits.
+constexpr auto kDataTimeout = std::chrono::minutes(30);
+
+}  // namespace
+
+Status SendStepFiles(net::Socket& socket, const std::string& dir, const StepIndex& index) {
+  const net::Deadline deadline = DataDeadline();
+  for (const auto& f : index.files) {
+    std::string path = JoinPath(dir, f.path);
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ErrnoToStatus(errno, "open " + path);
+    Status s = socket.SendFile(fd, 0, f.size, deadline);
+    ::close(fd);
+    STRATA_RETURN_IF_ERROR(s.WithContext("sending " + path + " to " + socket.peer()));
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+// With a verifier, a file is received in segments of at least this size,
+// each ending where a check ends.
+constexpr uint64_t kMinVerifySegment = 4ull << 20;
+
+// Receives the f.size bytes of `f` into `fd`. With a verifier, hands each
+// check of the file over as soon as its last byte is in.
+Status RecvFile(net::Socket& socket, int fd, const IndexedFile& f, StreamVerifier* verifier,
+                net::Deadline deadline) {
+  if (verifier == nullptr) return socket.RecvToFile(fd, 0, f.size, deadline);
+  const std::vector<wire::RangeCheck>& checks = verifier->ChecksFor(f.path);
+  size_t next = 0;  // the first check not submitted yet
+  auto submit_received = [&](uint64_t at) {
+    size_t first = next;
+    while (next < checks.size() && checks[next].end() <= at) ++next;
+    if (next > first) verifier->Submit(f.path, first, next);
+  };
+  for (uint64_t at = 0; at < f.size;) {
+    uint64_t to = f.size;
+    if (next < checks.size()) {
+      to = std::min(f.size, std::max(checks[next].end(), at + kMinVerifySegment));
+    }
+    STRATA_RETURN_IF_ERROR(socket.RecvToFile(fd, at, to - at, deadline));
+    at = to;
+    submit_received(at);
+  }
+  // Checks of empty ranges; a check past the end stays unsubmitted, and
+  // StreamVerifier::Finish reports it.
+  submit_received(f.size);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckFreeSpace(const std::string& dir, uint64_t bytes, const std::string& what) {
+  struct statvfs st;
+  if (::statvfs(dir.c_str(), &st) != 0) return ErrnoToStatus(errno, "statvfs " + dir);
+  const uint64_t free_bytes = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+  if (bytes + (bytes >> 4) > free_bytes) {  // keep a 1/16 margin
+    return ResourceExhaustedError("no room for " + what + " in " + dir + ": " +
+                                  std::to_string(bytes) + " bytes needed, " +
+                                  std::to_string(free_bytes) + " free");
+  }
+  return Status::Ok();
+}
+
+net::Deadline DataDeadline() {
+  return net::DeadlineAfter(std::chrono::duration_cast<std::chrono::milliseconds>(kDataTimeout));
+}
+
+Status AwaitCommitted(net::Socket& socket, const std::string& peer) {
+  STRATA_ASSIGN_OR_RETURN(net::Frame ack, net::RecvFrame(socket, kMaxControlBytes, DataDeadline()));
+  return wire::StatusFromJson(wire::ParseBounded(ack.payload), peer);
+}
+
+StatusOr<int> CreateReceiveFile(Store* store, const std::string& path, uint64_t size) {
+  Env* const env = store != nullptr ? store->env() : Env::Default();
+  STRATA_RETURN_IF_ERROR(CreateDirs(env, Dirname(path)));
+  // A spare file's pages are already there: overwriting them is faster
+  // than allocating new ones. It was renamed to `path` without replacing
+  // anything, so it is ours.
+  const bool spare = store != nullptr && size > 0 && store->TakeSpare(size, path);
+  int fd = spare ? ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW)
+                 : ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) return ErrnoToStatus(errno, "create " + path);
+  // The final size first: it frees a larger spare's tail, and a tmpfs
+  // mounted with huge=within_size backs a file with huge pages only where
+  // its size already reaches.
+  if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    Status s = ErrnoToStatus(errno, "truncate " + path);
+    ::close(fd);
+    return s;
+  }
+  return fd;
+}
+
+Status RecvStepFiles(net::Socket& socket, const std::string& dir, const StepIndex& index,
+                     Store* store, StreamVerifier* verifier) {
+  const net::Deadline deadline = DataDeadline();
+  for (const auto& f : index.files) {
+    STRATA_RETURN_IF_ERROR(ValidateRelativePath(f.path));  // never write outside `dir`
+    std::string path = JoinPath(dir, f.path);
+    STRATA_ASSIGN_OR_RETURN(int fd, CreateReceiveFile(store, path, f.size));
+    Status s = RecvFile(socket, fd, f, verifier, deadline);
+    if (s.ok() && ::fdatasync(fd) != 0) s = ErrnoToStatus(errno, "fsync " + path);
+    ::close(fd);
+    STRATA_RETURN_IF_ERROR(s.WithContext("receiving " + path + " from " + socket.peer()));
+    CrashPoint("transfer.mid_receive");  // a file in, more may follow
+  }
+  return Status::Ok();
+}
+
+Status CreateStepFiles(const std::string& dir, const StepIndex& index, Store* store) {
+  for (const auto& f : index.files) {
+    STRATA_RETURN_IF_ERROR(ValidateRelativePath(f.path));  // never write outside `dir`
+    STRATA_ASSIGN_OR_RETURN(int fd, CreateReceiveFile(store, JoinPath(dir, f.path), f.size));
+    ::close(fd);
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+// Calls `io` on each of `ranges` (checked against `index`), a run of ranges
+// of one file through one descriptor opened with `flags`. A receiver
+// (O_WRONLY) fdatasyncs each file after its run. The error says
+// "<verb> <path> <peer_phrase>" ("receiving a.bin from 10.0.0.2:7000").
+Status EachRange(const std::string& dir, const StepIndex& index,
+                 const std::vector<wire::FileRange>& ranges, int flags,
+                 const std::function<Status(int fd, const wire::FileRange& r)>& io,
+                 const std::string& verb, const std::string& peer_phrase) {
+  STRATA_RETURN_IF_ERROR(wire::CheckRanges(index, ranges));
+  const bool receiving = (flags & O_ACCMODE) == O_WRONLY;
+  for (size_t i = 0; i < ranges.size();) {
+    STRATA_RETURN_IF_ERROR(ValidateRelativePath(index.files[ranges[i].file].path));
+    const std::string path = JoinPath(dir, index.files[ranges[i].file].path);
+    int fd = ::open(path.c_str(), flags | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return ErrnoToStatus(errno, "open " + path);
+    Status s;
+    for (const size_t file = ranges[i].file; s.ok() && i < ranges.size() && ranges[i].file == file;
+         ++i) {
+      s = io(fd, ranges[i]);
+    }
+    if (s.ok() && receiving && ::fdatasync(fd) != 0) s = ErrnoToStatus(errno, "fsync " + path);
+    ::close(fd);
+    STRATA_RETURN_IF_ERROR(s.WithContext(verb + " " + path + " " + peer_phrase));
+    if (receiving) CrashPoint("transfer.mid_receive");  // a file's ranges in, more may follow
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status SendRanges(net::Socket& socket, const std::string& dir, const StepIndex& index,
+                  const std::vector<wire::FileRange>& ranges) {
+  const net::Deadline deadline = DataDeadline();
+  return EachRange(
+      dir, index, ranges, O_RDONLY,
+      [&](int fd, const wire::FileRange& r) {
+        return socket.SendFile(fd, r.offset, r.length, deadline);
+      },
+      "sending", "to " + socket.peer());
+}
+
+Status RecvRanges(net::Socket& socket, const std::string& dir, const StepIndex& index,
+                  const std::vector<wire::FileRange>& ranges) {
+  const net::Deadline deadline = DataDeadline();
+  return EachRange(
+      dir, index, ranges, O_WRONLY,
+      [&](int fd, const wire::FileRange& r) {
+        return socket.RecvToFile(fd, r.offset, r.length, deadline);
+      },
+      "receiving", "from " + socket.peer());
+}
+
+}  // namespace strata::agent

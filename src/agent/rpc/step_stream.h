@@ -1,0 +1,60 @@
+// Copyright 2026 The Strata Authors.
+//
+// The bytes of a step between agents. A call that moves step data (put_step,
+// fetch_step, get_ranges, put_shard, get_shard) is followed by the raw bytes
+// of each file or range, in index order, sent with sendfile(2) and received
+// straight into the files of an incoming directory, never into a frame.
+#ifndef STRATA_AGENT_RPC_STEP_STREAM_H_
+#define STRATA_AGENT_RPC_STEP_STREAM_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "agent/store/store.h"
+#include "agent/store/stream_verify.h"
+#include "format/step_index.h"
+#include "net/socket.h"
+#include "strata/status.h"
+#include "wire/vocabulary.h"
+
+namespace strata::agent {
+
+// Refuses `bytes` that would not fit in `dir`'s file system with a 1/16
+// margin, before any of them is received: filling the RAM disk would make
+// the node's own saves fail. RESOURCE_EXHAUSTED naming `what`.
+Status CheckFreeSpace(const std::string& dir, uint64_t bytes, const std::string& what);
+// The deadline of a transfer of step data begun now (30 minutes: a 100 GB
+// step over a slow link still fits).
+net::Deadline DataDeadline();
+// Creates `path` (and its missing parent directories) at its final `size`
+// to receive into, from a spare file of `store` where it has one (see
+// Store::TakeSpare); the open descriptor, for writing.
+StatusOr<int> CreateReceiveFile(Store* store, const std::string& path, uint64_t size);
+// Creates every file of `index` under `dir` (made by the caller) at its
+// final size, nothing written yet (spare files of `store` where it has them).
+Status CreateStepFiles(const std::string& dir, const StepIndex& index, Store* store = nullptr);
+// Streams the bytes of `ranges` (of the files of `index`, under `dir`), in
+// order; ranges of one file are sent through one descriptor when adjacent
+// in the list.
+Status SendRanges(net::Socket& socket, const std::string& dir, const StepIndex& index,
+                  const std::vector<wire::FileRange>& ranges);
+// Receives the bytes of `ranges` into the files CreateStepFiles made under
+// `dir`, then fdatasyncs them.
+Status RecvRanges(net::Socket& socket, const std::string& dir, const StepIndex& index,
+                  const std::vector<wire::FileRange>& ranges);
+
+// Streams every file of `index` from `dir`, in index order.
+Status SendStepFiles(net::Socket& socket, const std::string& dir, const StepIndex& index);
+// Receives the files of `index` into `dir` (created by the caller), into
+// spare files of `store` where it has them (see Store::TakeSpare). With a
+// `verifier` (for `dir`), each of its checks is submitted as soon as the
+// check's last byte has been received.
+Status RecvStepFiles(net::Socket& socket, const std::string& dir, const StepIndex& index,
+                     Store* store = nullptr, StreamVerifier* verifier = nullptr);
+// The callee's last reply after it verified and committed what it got.
+Status AwaitCommitted(net::Socket& socket, const std::string& peer);
+
+}  // namespace strata::agent
+
+#endif  // STRATA_AGENT_RPC_STEP_STREAM_H_

@@ -1,0 +1,438 @@
+// Copyright 2026 The Strata Authors.
+#include "agent/store/parity_store.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+
+#include "agent/store/store.h"
+#include "ec/codec.h"
+#include "util/crash_point.h"
+#include "util/file_util.h"
+#include "util/hash.h"
+#include "util/json_int.h"
+#include "util/logging.h"
+
+namespace strata::agent {
+
+using json = nlohmann::json;
+
+namespace {
+
+constexpr char kMagic[8] = {'S', 'T', 'R', 'A', 'T', 'A', 'P', 'S'};
+constexpr uint32_t kVersion = 1;
+constexpr size_t kFooterBytes = 24;
+constexpr uint64_t kMaxHeaderBytes = 64ull << 20;
+// Parity is rewritten, and a contribution read, in slabs of this size.
+constexpr size_t kSlab = 4 << 20;
+
+void PutU32(char* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>(v >> (8 * i));
+}
+void PutU64(char* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>(v >> (8 * i));
+}
+uint64_t GetU(const char* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v |= uint64_t{static_cast<uint8_t>(p[i])} << (8 * i);
+  return v;
+}
+
+std::string ShardName(const ParityKey& key) {
+  return key.group + "-s" + std::to_string(key.stripe) + "-r" + std::to_string(key.row);
+}
+
+// The file a shard that is still receiving contributions last replaced: the
+// next contribution is written into its pages (on a tmpfs several times
+// faster than into new ones). It goes when the shard is complete, and at
+// Open.
+std::string SpareOf(const std::string& path) {
+  return JoinPath(Dirname(path), ".strata-spare-" + path.substr(path.rfind('/') + 1));
+}
+
+const char* KindName(ec::Redundancy::Kind kind) {
+  return kind == ec::Redundancy::Kind::kXor ? "xor" : "rs";
+}
+
+// Checks that `h` describes a row of a stripe of a valid group and that
+// every contribution feeds that stripe, once per contributor.
+Status CheckHeader(const ParityHeader& h) {
+  STRATA_RETURN_IF_ERROR(h.group.Validate());
+  STRATA_RETURN_IF_ERROR(wire::ValidateStepKey({h.job, 0, h.step}));
+  const ec::GroupLayout layout = h.group.layout();
+  if (h.stripe < 0 || h.stripe >= layout.stripes() || h.row < 0 || h.row >= layout.m()) {
+    return InvalidArgumentError("no row " + std::to_string(h.row) + " of stripe " +
+                                std::to_string(h.stripe) + " in group " + h.group.ToString());
+  }
+  std::set<int> seen;
+  for (const wire::Contribution& c : h.contributions) {
+    const int p = h.group.Position(c.rank);
+    if (p < 0 || layout.ChunkOf(p, h.stripe) != c.chunk || !seen.insert(c.rank).second ||
+        c.length > h.length) {
+      return InvalidArgumentError("node " + std::to_string(c.rank) + "'s chunk " +
+                                  std::to_string(c.chunk) + " does not feed stripe " +
+                                  std::to_string(h.stripe) + " of group " + h.group.ToString());
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string ParityKey::ToString() const {
+  return job + "/" + std::to_string(step) + "/" + ShardName(*this);
+}
+
+const wire::Contribution* ParityHeader::Find(int rank) const {
+  for (const wire::Contribution& c : contributions) {
+    if (c.rank == rank) return &c;
+  }
+  return nullptr;
+}
+
+std::string EncodeParityHeader(const ParityHeader& h) {
+  json contributions = json::array();
+  for (const wire::Contribution& c : h.contributions) {
+    contributions.push_back({{"rank", c.rank},
+                             {"chunk", c.chunk},
+                             {"length", c.length},
+                             {"xxh3", Hex64(c.xxh3)},
+                             {"digest", Hex64(c.step_digest)},
+                             {"index", StepIndexToJson(c.index)}});
+  }
+  json j = {
+      {"job", h.job},
+      {"step", h.step},
+      {"group", {{"members", h.group.members}, {"code", KindName(h.group.kind)}, {"m", h.group.m}}},
+      {"stripe", h.stripe},
+      {"row", h.row},
+      {"length", h.length},
+      {"xxh3", Hex64(h.xxh3)},
+      {"contributions", std::move(contributions)}};
+  return j.dump();
+}
+
+StatusOr<ParityHeader> DecodeParityHeader(std::string_view text, std::string_view source) {
+  const std::string what(source);
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto bad = [&](const std::string& why) { return DataLossError(what + ": " + why); };
+  if (!j.is_object()) return bad("the parity header is not a JSON object");
+  ParityHeader h;
+  try {
+    h.job = j.at("job").get<std::string>();
+    h.step = GetInt<int64_t>(j.at("step"));
+    const json& g = j.at("group");
+    h.group.members = GetInts<int>(g.at("members"));
+    const std::string code = g.at("code").get<std::string>();
+    if (code != "rs" && code != "xor") return bad("unknown code " + code);
+    h.group.kind = code == "xor" ? ec::Redundancy::Kind::kXor : ec::Redundancy::Kind::kRs;
+    h.group.m = GetInt<int>(g.at("m"));
+    h.stripe = GetInt<int>(j.at("stripe"));
+    h.row = GetInt<int>(j.at("row"));
+    h.length = GetInt<uint64_t>(j.at("length"));
+    std::optional<uint64_t> x = ParseHex64(j.at("xxh3").get<std::string>());
+    if (!x) return bad("\"xxh3\" is not 16 hex digits");
+    h.xxh3 = *x;
+    for (const json& c : j.at("contributions")) {
+      wire::Contribution out;
+      out.rank = GetInt<int>(c.at("rank"));
+      out.chunk = GetInt<int>(c.at("chunk"));
+      out.length = GetInt<uint64_t>(c.at("length"));
+      std::optional<uint64_t> cx = ParseHex64(c.at("xxh3").get<std::string>());
+      std::optional<uint64_t> d = ParseHex64(c.at("digest").get<std::string>());
+      if (!cx || !d) return bad("a contribution's hash is not 16 hex digits");
+      out.xxh3 = *cx;
+      out.step_digest = *d;
+      STRATA_ASSIGN_OR_RETURN(out.index, StepIndexFromJson(c.at("index"), what));
+      h.contributions.push_back(std::move(out));
+    }
+  } catch (const json::exception& e) {
+    return bad(std::string("malformed parity header: ") + e.what());
+  }
+  Status s = CheckHeader(h);
+  if (!s.ok()) return bad(std::string(s.message()));
+  return h;
+}
+
+StatusOr<std::unique_ptr<ParityStore>> ParityStore::Open(const std::string& dir, Env* env) {
+  std::unique_ptr<ParityStore> p(new ParityStore(dir, env));
+  STRATA_RETURN_IF_ERROR(CreateDirs(env, dir));
+  STRATA_RETURN_IF_ERROR(p->Load());
+  return p;
+}
+
+// <dir>/<job>/<step>/<shard>: temporaries go, unreadable shards go (logged).
+Status ParityStore::Load() {
+  STRATA_ASSIGN_OR_RETURN(std::vector<DirEntry> jobs, env_->ListDir(dir_));
+  for (const DirEntry& job : jobs) {
+    const std::string job_dir = JoinPath(dir_, job.name);
+    STRATA_ASSIGN_OR_RETURN(std::vector<DirEntry> steps, env_->ListDir(job_dir));
+    for (const DirEntry& step : steps) {
+      const std::string step_dir = JoinPath(job_dir, step.name);
+      STRATA_ASSIGN_OR_RETURN(std::vector<DirEntry> shards, env_->ListDir(step_dir));
+      for (const DirEntry& shard : shards) {
+        const std::string path = JoinPath(step_dir, shard.name);
+        if (shard.name.starts_with(".strata-")) {  // a temporary or a spare
+          env_->RemoveFile(path).IgnoreError();
+          continue;
+        }
+        Status s = LoadShard(path);
+        if (!s.ok()) {
+          Log()->warn("dropping parity shard {}: {}", path, s.message());
+          env_->RemoveFile(path).IgnoreError();
+        }
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status ParityStore::LoadShard(const std::string& path) {
+  STRATA_ASSIGN_OR_RETURN(auto file, env_->OpenReadable(path));
+  STRATA_ASSIGN_OR_RETURN(uint64_t size, file->Size());
+  if (size < kFooterBytes) return DataLossError(path + ": too short for a parity shard");
+  char footer[kFooterBytes];
+  STRATA_RETURN_IF_ERROR(file->PRead(size - kFooterBytes, kFooterBytes, footer));
+  if (std::memcmp(footer, kMagic, sizeof kMagic) != 0) return DataLossError(path + ": bad magic");
+  if (GetU(footer + 8, 4) != kVersion) return DataLossError(path + ": unknown version");
+  const uint64_t n = GetU(footer + 12, 4);
+  if (n > kMaxHeaderBytes || n + kFooterBytes > size) {
+    return DataLossError(path + ": bad header size");
+  }
+  std::string text(n, '\0');
+  STRATA_RETURN_IF_ERROR(file->PRead(size - kFooterBytes - n, n, text.data()));
+  if (Xxh3(text.data(), text.size()) != GetU(footer + 16, 8)) {
+    return DataLossError(path + ": header checksum mismatch");
+  }
+  STRATA_ASSIGN_OR_RETURN(ParityHeader h, DecodeParityHeader(text, path));
+  if (h.length + n + kFooterBytes != size) return DataLossError(path + ": size mismatch");
+  if (PathOf(h.key()) != path) return DataLossError(path + ": the header names another shard");
+  MutexLock l(&mu_);
+  held_[h.key()] = std::move(h);
+  return Status::Ok();
+}
+
+std::string ParityStore::PathOf(const ParityKey& key) const {
+  return JoinPath(JoinPath(JoinPath(dir_, key.job), std::to_string(key.step)), ShardName(key));
+}
+
+void ParityStore::Lock(const ParityKey& key) {
+  MutexLock l(&mu_);
+  while (busy_.count(key)) unlocked_.Wait(&mu_);
+  busy_.insert(key);
+}
+
+void ParityStore::Unlock(const ParityKey& key) {
+  MutexLock l(&mu_);
+  busy_.erase(key);
+  unlocked_.SignalAll();
+}
+
+bool ParityStore::Has(const ParityKey& key, int rank, uint64_t digest) const {
+  MutexLock l(&mu_);
+  auto it = held_.find(key);
+  if (it == held_.end()) return false;
+  const wire::Contribution* c = it->second.Find(rank);
+  return c != nullptr && c->step_digest == digest;
+}
+
+StatusOr<ParityStore::Added> ParityStore::Contribute(const ParityHeader& where,
+                                                     const wire::Contribution& c,
+                                                     const Reader& read) {
+  ParityHeader next;
+  next.job = where.job;
+  next.step = where.step;
+  next.group = where.group;
+  next.stripe = where.stripe;
+  next.row = where.row;
+  next.length = c.length;
+  next.contributions = {c};
+  STRATA_RETURN_IF_ERROR(CheckHeader(next));
+  const ec::GroupLayout layout = next.group.layout();
+  const std::vector<int> contributors = layout.Contributors(next.stripe);
+  const int shard = static_cast<int>(
+      std::find(contributors.begin(), contributors.end(), next.group.Position(c.rank)) -
+      contributors.begin());
+  const ParityKey key = next.key();
+  Lock(key);
+  std::optional<ParityHeader> old;
+  {
+    MutexLock l(&mu_);
+    auto it = held_.find(key);
+    if (it != held_.end()) old = it->second;
+  }
+  auto drain = [&] {
+    std::vector<char> buf(std::min<uint64_t>(c.length, kSlab));
+    for (uint64_t left = c.length; left > 0;) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(left, buf.size()));
+      STRATA_RETURN_IF_ERROR(read(buf.data(), n));
+      left -= n;
+    }
+    return Status::Ok();
+  };
+  Status s;
+  Added added = Added::kAdded;
+  const wire::Contribution* was = old ? old->Find(c.rank) : nullptr;
+  if (was != nullptr && was->step_digest == c.step_digest) {
+    added = Added::kAlreadyIn;
+    s = drain();
+  } else {
+    if (was != nullptr) {
+      Log()->warn(
+          "parity {}: node {} contributes another step {} (digest {}, was {}): starting over",
+          key.ToString(), c.rank, next.step, Hex64(c.step_digest), Hex64(was->step_digest));
+      old.reset();
+    }
+    if (old) {
+      next.contributions = old->contributions;
+      next.contributions.push_back(c);
+      next.length = std::max(old->length, c.length);
+    }
+    s = Rewrite(old ? &*old : nullptr, &next, c, shard, read);
+    if (s.ok()) {
+      MutexLock l(&mu_);
+      held_[key] = next;
+    }
+  }
+  Unlock(key);
+  if (!s.ok()) return s;
+  return added;
+}
+
+// new[i] = old[i] (zero past its end) + coefficient * chunk[i] (zero past
+// its end), for i < next->length, hashed as it is written; then the header
+// and the footer; then the commit.
+Status ParityStore::Rewrite(const ParityHeader* old, ParityHeader* next,
+                            const wire::Contribution& c, int shard, const Reader& read) {
+  STRATA_ASSIGN_OR_RETURN(ec::Codec codec, ec::Codec::Create(next->group.code()));
+  const std::string path = PathOf(next->key());
+  STRATA_RETURN_IF_ERROR(CreateDirs(env_, Dirname(path)));
+  const std::string tmp = TempPathFor(path);
+  const std::string spare = SpareOf(path);
+  if (env_->Exists(spare)) env_->Rename(spare, tmp).IgnoreError();  // its pages, overwritten
+  std::unique_ptr<ReadableFile> in;
+  if (old != nullptr) {
+    STRATA_ASSIGN_OR_RETURN(in, env_->OpenReadable(path));
+  }
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> out, env_->OpenWritable(tmp));
+  auto fail = [&](const Status& s) {
+    out->Close().IgnoreError();
+    env_->RemoveFile(tmp).IgnoreError();
+    return s;
+  };
+  std::vector<uint8_t> parity(kSlab), chunk(kSlab);
+  Xxh3Stream old_hash, chunk_hash, new_hash;
+  for (uint64_t at = 0; at < next->length; at += kSlab) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kSlab, next->length - at));
+    const size_t from_old = old == nullptr || at >= old->length
+                                ? 0
+                                : static_cast<size_t>(std::min<uint64_t>(n, old->length - at));
+    std::fill(parity.begin() + static_cast<ptrdiff_t>(from_old), parity.begin() + n, 0);
+    if (from_old > 0) {
+      Status s = in->PRead(at, from_old, parity.data());
+      if (!s.ok()) return fail(s);
+      old_hash.Update(parity.data(), from_old);
+    }
+    const size_t from_chunk =
+        at >= c.length ? 0 : static_cast<size_t>(std::min<uint64_t>(n, c.length - at));
+    if (from_chunk > 0) {
+      Status s = read(chunk.data(), from_chunk);
+      if (!s.ok()) return fail(s);
+      chunk_hash.Update(chunk.data(), from_chunk);
+      codec.Accumulate(next->row, shard, chunk.data(), parity.data(), from_chunk);
+    }
+    new_hash.Update(parity.data(), n);
+    Status s = out->PWrite(at, parity.data(), n);
+    if (!s.ok()) return fail(s);
+  }
+  if (chunk_hash.Digest() != c.xxh3) {
+    return fail(DataLossError("node " + std::to_string(c.rank) + "'s chunk " +
+                              std::to_string(c.chunk) + " for " + next->key().ToString() +
+                              " does not match its checksum"));
+  }
+  if (old != nullptr && old_hash.Digest() != old->xxh3) {
+    return fail(DataLossError("parity " + path + " no longer matches its checksum"));
+  }
+  next->xxh3 = new_hash.Digest();
+  const std::string header = EncodeParityHeader(*next);
+  if (header.size() > kMaxHeaderBytes) {  // Load would refuse it
+    return fail(ResourceExhaustedError("the header of parity " + path + " would be " +
+                                       std::to_string(header.size()) + " bytes (at most " +
+                                       std::to_string(kMaxHeaderBytes) + ")"));
+  }
+  char footer[kFooterBytes];
+  std::memcpy(footer, kMagic, sizeof kMagic);
+  PutU32(footer + 8, kVersion);
+  PutU32(footer + 12, static_cast<uint32_t>(header.size()));
+  PutU64(footer + 16, Xxh3(header.data(), header.size()));
+  Status s = out->PWrite(next->length, header.data(), header.size());
+  if (s.ok()) s = out->PWrite(next->length + header.size(), footer, kFooterBytes);
+  if (s.ok()) s = out->Truncate(next->length + header.size() + kFooterBytes);  // a spare's tail
+  if (s.ok()) s = out->Sync();
+  if (!s.ok()) return fail(s);
+  STRATA_RETURN_IF_ERROR(out->Close());
+  // The shard being replaced stays as the spare while more contributions
+  // are due (a second name for its inode; the rename below keeps it).
+  if (old != nullptr && !next->complete()) ::link(path.c_str(), spare.c_str());
+  CrashPoint("parity.before_commit");
+  Status committed = CommitFile(env_, tmp, path);
+  // Not replaced, the shard would have the spare as its second name: the
+  // next contribution would write into the shard held.
+  if (!committed.ok() || next->complete()) env_->RemoveFile(spare).IgnoreError();
+  return committed;
+}
+
+std::map<ParityKey, ParityHeader> ParityStore::List() const {
+  MutexLock l(&mu_);
+  return held_;
+}
+
+StatusOr<ParityHeader> ParityStore::Get(const ParityKey& key) const {
+  MutexLock l(&mu_);
+  auto it = held_.find(key);
+  if (it == held_.end()) return NotFoundError("no parity shard " + key.ToString() + " here");
+  return it->second;
+}
+
+Status ParityStore::Verify(const ParityKey& key) const {
+  STRATA_ASSIGN_OR_RETURN(ParityHeader h, Get(key));
+  const std::string path = PathOf(key);
+  STRATA_ASSIGN_OR_RETURN(auto file, env_->OpenReadable(path));
+  std::vector<char> buf(kSlab);
+  Xxh3Stream hash;
+  for (uint64_t at = 0; at < h.length; at += kSlab) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kSlab, h.length - at));
+    STRATA_RETURN_IF_ERROR(file->PRead(at, n, buf.data()));
+    hash.Update(buf.data(), n);
+  }
+  if (hash.Digest() != h.xxh3) return DataLossError(path + ": parity checksum mismatch");
+  return Status::Ok();
+}
+
+Status ParityStore::Remove(const ParityKey& key) {
+  Lock(key);  // not under a contribution being written
+  {
+    MutexLock l(&mu_);
+    held_.erase(key);
+  }
+  const std::string path = PathOf(key);
+  Status s = env_->RemoveFile(path);
+  env_->RemoveFile(SpareOf(path)).IgnoreError();  // while incomplete
+  auto left = env_->ListDir(Dirname(path));
+  if (left.ok() && left->empty()) env_->RemoveAll(Dirname(path)).IgnoreError();
+  Unlock(key);
+  return s;
+}
+
+uint64_t ParityStore::BytesHeld() const {
+  MutexLock l(&mu_);
+  uint64_t total = 0;
+  for (const auto& [key, h] : held_) total += h.length;
+  return total;
+}
+
+}  // namespace strata::agent
