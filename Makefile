@@ -6,7 +6,7 @@ CMAKE_FLAGS ?=
 # The project's Python environment (scripts/python-env.sh) and a PATH of
 # only it and Debian's directories: every target runs with what the install
 # step put there, never with a tool the machine image happens to carry
-# (pyenv's shims, /usr/local). tests/hermetic_env_test.sh checks it.
+# (pyenv's shims, /usr/local). tests/scripts/hermetic_env_test.sh checks it.
 VENV      ?= $(CURDIR)/.venv
 PY        := $(VENV)/bin/python
 export STRATA_VENV := $(VENV)
@@ -83,11 +83,11 @@ check-locks: deps
 	@$(MAKE) --no-print-directory lock-violations
 
 # The analysis must still see each of the five violations planted in
-# tests/lock_violation.cc (a clang that stopped checking would pass anything).
+# tests/util/lock_violation.cc (a clang that stopped checking would pass anything).
 lock-violations:
-	@n=$$(clang++ -std=c++20 -Isrc -Iinclude -fsyntax-only -Wthread-safety tests/lock_violation.cc 2>&1 \
+	@n=$$(clang++ -std=c++20 -Isrc -Iinclude -fsyntax-only -Wthread-safety tests/util/lock_violation.cc 2>&1 \
 	  | grep -c 'warning:.*\[-Wthread-safety'); \
-	  if [ "$$n" -ne 5 ]; then echo "check-locks: the analysis found $$n of the 5 violations in tests/lock_violation.cc" >&2; exit 1; fi
+	  if [ "$$n" -ne 5 ]; then echo "check-locks: the analysis found $$n of the 5 violations in tests/util/lock_violation.cc" >&2; exit 1; fi
 
 demo: build
 	@$(PY) scripts/demo.py $(BUILD_DIR)

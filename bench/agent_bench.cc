@@ -623,7 +623,7 @@ Status SetUpAndRun(Bench& b, uint64_t state_bytes, const std::vector<std::string
   std::printf("agent_bench: scratch pages: %s\n",
               disk.HugePages()
                   ? "huge (as the deployment mounts a node's RAM disk)"
-                  : "4 KiB; a node's RAM disk is mounted with huge=within_size (docs/agent.md), "
+                  : "4 KiB; a node's RAM disk is mounted with huge=within_size (docs/agent-design.md), "
                     "STRATA_BENCH_RAMDISK=huge measures that");
   std::fflush(stdout);
   *rc = RunAll(b, only);

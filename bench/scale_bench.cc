@@ -35,7 +35,7 @@
 // bytes_in=…` per round kind: what one round costs on the wire. Every plan
 // is checked (step, holder) and a wrong one fails the run. Targets at
 // N = 10,000 on 2 cores: every round <= 10 s, the sync decision <= 1 s,
-// the coordinator <= 1 GiB (docs/agent.md, "Scale").
+// the coordinator <= 1 GiB (docs/agent-design.md, "Scale").
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>

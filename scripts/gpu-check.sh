@@ -6,7 +6,7 @@
 #   env.txt        python, torch, CUDA, nvidia-smi
 #   build.log      cmake configure + build of strata_python (and unit_tests)
 #   unit.log       build/tests/unit_tests --gtest_filter='Checkpointer*:Staging*'
-#   cuda_unit.log  tests/cuda_stager_test.cc (CudaStager, the C++ CUDA path)
+#   cuda_unit.log  tests/engine/cuda_stager_test.cc (CudaStager, the C++ CUDA path)
 #   cuda_bench.log bench/cuda_bench --size-mib ${STRATA_GPU_BENCH_MIB:-4096}
 #   pytest.log     python/tests/test_torch_staging.py test_torch.py test_api.py
 #                  test_torch_dtensor.py (CUDA tests run, none skipped for lack of CUDA)
@@ -109,9 +109,9 @@ else
   CUDA_TESTS="$BUILD/cuda_tests" CUDA_BENCH="$BUILD/cuda_bench"
   (
     set -x
-    "$CXX" -std=c++20 -O2 -Iinclude -Isrc -Itests -I.gpu-carry/include \
+    "$CXX" -std=c++20 -O2 -Iinclude -Isrc -Itests/harness -I.gpu-carry/include \
       -DSTRATA_BINARY_DIR="\"$PWD/$BUILD\"" -DSTRATA_VENV_BIN="\"/nonexistent\"" \
-      tests/cuda_stager_test.cc tests/test_util.cc .gpu-carry/libgtest_main.a .gpu-carry/libgtest.a \
+      tests/engine/cuda_stager_test.cc tests/harness/test_util.cc .gpu-carry/libgtest_main.a .gpu-carry/libgtest.a \
       .gpu-carry/libstrata.a $LIBS -Wl,-rpath,"$PWD/.gpu-carry" -ldl -lpthread -o "$CUDA_TESTS" &&
     "$CXX" -std=c++20 -O2 -Iinclude -Isrc bench/cuda_bench.cc .gpu-carry/libstrata.a $LIBS \
       -Wl,-rpath,"$PWD/.gpu-carry" -ldl -lpthread -o "$CUDA_BENCH"

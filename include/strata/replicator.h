@@ -1,6 +1,6 @@
 // Copyright 2026 The Strata Authors.
 //
-// The client side of the replicator protocol (docs/agent.md): how a training
+// The client side of the replicator protocol (docs/agent-protocol.md): how a training
 // process asks its node agent what to restore. A Checkpointer opened with
 // CheckpointerOptions::agent_job performs it inside Restore()/RestoreInto();
 // AgentHandshake() is the same exchange on its own.

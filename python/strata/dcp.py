@@ -227,7 +227,7 @@ def _committed_steps(steps_dir: str) -> List[int]:
 def _store_copies(directory: str, job: str, step: int) -> Dict[int, _Copy]:
     """The copies of `step` this node's agent holds, by rank: its own and
     its peers' replicas (.strata-agent/steps/<job>/<rank>/<step> and its
-    .index, docs/agent.md)."""
+    .index, docs/agent-design.md)."""
     root = os.path.join(directory, ".strata-agent", "steps", job)
     copies = {}
     for rank in (n for n in _listdir(root) if n.isdigit()):

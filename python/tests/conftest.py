@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "harness"))
 import loopback_ports  # noqa: E402 - the shared port picker of every suite
 EXAMPLE = REPO / "python" / "examples" / "train_mlp.py"
 STRATA_BIN = os.environ.get("STRATA_BIN", str(REPO / "build" / "strata"))
@@ -46,7 +46,7 @@ def scratch():
 
 
 def free_ports(count: int):
-    """`count` free loopback ports for this suite (tests/loopback_ports.py)."""
+    """`count` free loopback ports for this suite (tests/harness/loopback_ports.py)."""
     return loopback_ports.free_ports(count, loopback_ports.PYTHON)
 
 

@@ -24,7 +24,7 @@ agree on the sync step, the largest step any of them reached plus one.
 `strata maintenance` sends that SIGTERM to the processes registered in its
 node's sync map. Orbax does not register there (only libstrata does), so
 ``SyncSlot`` claims a slot for this process and keeps its step in it, as
-libstrata's Checkpointer would; see docs/agent.md, *What the real Orbax
+libstrata's Checkpointer would; see docs/agent-protocol.md, *What the real Orbax
 does*.
 
 Rank 0 prints ``LOSS <step> <repr(loss)>`` for every step; every process

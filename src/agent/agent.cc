@@ -92,7 +92,7 @@ void Agent::LogRamDisk() const {
   } else if (!ram_disk_.HugePages()) {
     Log()->info(
         "{} is a tmpfs with 4 KiB pages (huge={}): mounted with huge=within_size it receives, "
-        "verifies and restores steps faster (docs/agent.md, \"The RAM disk\")",
+        "verifies and restores steps faster (docs/agent-design.md, \"The RAM disk\")",
         dir, ram_disk_.huge.empty() ? "unknown" : ram_disk_.huge);
   } else {
     Log()->info("{} is a tmpfs with huge pages (huge={})", dir, ram_disk_.huge);

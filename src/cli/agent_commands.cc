@@ -154,7 +154,7 @@ void RegisterAgentCommands(CLI::App& app, Context& ctx) {
       "Coordinator: restore this backup id at the job's next start");
   opt("--redundancy", flags->redundancy,
       "The peer tier when replicator.yaml names none: copies (default), xor, xor(N) or "
-      "rs(K,M) (docs/agent.md, \"Coded redundancy\")");
+      "rs(K,M) (docs/agent-design.md, \"Coded redundancy\")");
   opt("--failure-domain", flags->failure_domain,
       "This node's rack or other failure domain; coded groups spread over domains");
   agent->callback([&ctx, flags] { RunAgent(ctx, *flags); });

@@ -1,7 +1,7 @@
 // Copyright 2026 The Strata Authors.
 //
 // Redundancy: how a job's peer tier protects a node's step against lost
-// nodes (docs/agent.md, "Sizing the RAM disk"):
+// nodes (docs/agent-design.md, "Sizing the RAM disk"):
 //   copies     every step goes whole to `peers` other nodes (the default);
 //   xor(n)     groups of n nodes; each keeps its own step and 1/(n-1) of the
 //              group's XOR parity (SCR's XOR sets): any 1 of the group may go;

@@ -1,6 +1,6 @@
 // Copyright 2026 The Strata Authors.
 //
-// The coded peer tier's messages (docs/agent.md, "Coded redundancy"): a
+// The coded peer tier's messages (docs/agent-design.md, "Coded redundancy"): a
 // group, the parity shards a node reports when it registers, how a plan
 // says to decode a node's step, and the two data calls:
 //   put_shard  a group member sends one chunk of its step to the holder of

@@ -230,7 +230,7 @@ def _kill(pid):
 
 # Every process a run starts inherits RUN_TAG=<its work directory> in its
 # environment, so one left behind is found however it was started and
-# wherever it was re-parented (as tests/no_process_left_behind.sh does).
+# wherever it was re-parented (as tests/harness/no_process_left_behind.sh does).
 RUN_TAG = "STRATA_CHAOS_RUN"
 
 

@@ -9,7 +9,7 @@ policies checked) behind a fault proxy, in a namespace of its own.
 
 moto starts with authentication off while the harness creates the user
 "strata" (allowed everything) over moto's IAM API and the bucket; then every
-request's signature and policy are checked, as in tests/moto.cc. The
+request's signature and policy are checked, as in tests/harness/moto.cc. The
 harness lists objects from the root namespace straight at moto (port 5000),
 so its checks never meet the proxy's faults.
 """
@@ -36,7 +36,7 @@ VENV_BIN = os.path.join(os.environ.get("STRATA_VENV") or os.path.join(
 
 
 def find_tool(name):
-    """In the project's environment, else on PATH, as tests/moto.cc finds them."""
+    """In the project's environment, else on PATH, as tests/harness/moto.cc finds them."""
     return shutil.which(name, path=VENV_BIN) or shutil.which(name)
 
 
@@ -92,7 +92,7 @@ class S3Host:
 
     def client_env(self, url=None):
         """AWS_* for a client of `url` (default: the proxy), isolated from
-        any configuration of the machine, as tests/moto.cc's AwsEnv."""
+        any configuration of the machine, as tests/harness/moto.cc's AwsEnv."""
         return {"AWS_ENDPOINT_URL": url or self.url, "AWS_REGION": REGION,
                 "AWS_DEFAULT_REGION": REGION, "AWS_ACCESS_KEY_ID": self.key,
                 "AWS_SECRET_ACCESS_KEY": self.secret, "AWS_SESSION_TOKEN": "",

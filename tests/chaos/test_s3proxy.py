@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "harness"))
 import loopback_ports  # noqa: E402 - the shared port picker of every suite
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -38,7 +38,7 @@ class Echo(http.server.BaseHTTPRequestHandler):
 
 def free_port():
     """A port in the cluster suites' range: this suite holds ctest's lock
-    strata_cluster with them (tests/loopback_ports.py)."""
+    strata_cluster with them (tests/harness/loopback_ports.py)."""
     return loopback_ports.free_port(loopback_ports.CLUSTER)
 
 

@@ -1,6 +1,6 @@
 // Copyright 2026 The Strata Authors.
 //
-// The coded peer tier's groups (docs/agent.md, "Coded redundancy"): the
+// The coded peer tier's groups (docs/agent-design.md, "Coded redundancy"): the
 // coordinator forms them once per round, with the round's first plan, from
 // the members' failure domains (ec::FormGroups), and each node learns its
 // group from its plan. Groups are the round's: a restore decodes with the

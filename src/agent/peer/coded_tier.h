@@ -1,7 +1,7 @@
 // Copyright 2026 The Strata Authors.
 //
 // CodedTier: the node's part in a coded peer tier (redundancy xor or
-// rs(k,m); docs/agent.md, "Coded redundancy"). In place of copies on
+// rs(k,m); docs/agent-design.md, "Coded redundancy"). In place of copies on
 // peers, each node of a group of k+m cuts its step into k chunks (the step
 // read as one stream, its files in index order; ec::ChunkBytes each) and
 // sends chunk c to the m holders of the parity rows of its c-th stripe

@@ -1,7 +1,7 @@
 // Copyright 2026 The Strata Authors.
 //
 // ParityStore: the parity shards a node holds for the coded peer tier
-// (docs/agent.md, "Coded redundancy"). A shard is row `row` of stripe
+// (docs/agent-design.md, "Coded redundancy"). A shard is row `row` of stripe
 // `stripe` of one group's step: the sum over GF(2^8) of every member's
 // contribution to that stripe, each contribution a chunk of the member's
 // step (ec/layout.h says which), zero-padded to the longest.

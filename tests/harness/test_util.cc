@@ -254,7 +254,7 @@ bool WaitUntil(const std::function<bool()>& done, std::chrono::milliseconds time
 // A port in 20000-25999: below Linux's ephemeral range (32768 and up), so no
 // outgoing connection of a test running beside this one (ctest -j) takes it
 // before the agent it is meant for binds it; the Python tests pick theirs in
-// 26000-31999 (tests/loopback_ports.py). Ports follow each other from a
+// 26000-31999 (tests/harness/loopback_ports.py). Ports follow each other from a
 // random start, so one process never gets the same port twice (until it has
 // used all 6000).
 uint16_t FreePort() {

@@ -13,7 +13,7 @@
 #   * an installed package's version differs from python/requirements.lock.
 set -uo pipefail
 venv="${1:?usage: hermetic_env_test.sh VENV}"
-repo="$(cd "$(dirname "$0")/.." && pwd)"
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 

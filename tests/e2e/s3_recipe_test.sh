@@ -7,7 +7,7 @@
 set -euo pipefail
 strata="${1:?usage: s3_recipe_test.sh BUILD_DIR}/strata"
 # moto_server and aws from the project's Python environment (scripts/python-env.sh).
-export PATH="${STRATA_VENV:-$(cd "$(dirname "$0")/.." && pwd)/.venv}/bin:$PATH"
+export PATH="${STRATA_VENV:-$(cd "$(dirname "$0")/../.." && pwd)/.venv}/bin:$PATH"
 for tool in moto_server aws curl; do
   command -v "$tool" >/dev/null || { echo "FAIL: $tool not found"; exit 1; }
 done

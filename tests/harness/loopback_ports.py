@@ -3,7 +3,7 @@
 Ports are picked below Linux's ephemeral range (32768 and up), where no
 outgoing connection of a test running beside this one (ctest -j) can take
 one between the pick and the bind. The range is split: the C++ suites
-(tests/test_util.cc, FreePort) and the suites that hold ctest's lock
+(tests/harness/test_util.cc, FreePort) and the suites that hold ctest's lock
 strata_cluster with them use 20000-25999, the Python tests (which run beside
 those) 26000-31999. Within a process, ports are handed out in turn from a
 random start, so no two calls return the same one; a port that does not
