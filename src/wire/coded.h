@@ -24,6 +24,7 @@
 #include "ec/layout.h"
 #include "format/step_index.h"
 #include "strata/status.h"
+#include "wire/codec.h"
 #include "wire/vocabulary.h"
 
 namespace strata::wire {
@@ -31,6 +32,8 @@ namespace strata::wire {
 using json = nlohmann::json;
 
 // {"members": [ranks], "code": "rs" | "xor", "m": M}
+// The fields of a group, for the messages that carry one.
+const Codec<ec::Group>& GroupCodec();
 json GroupToJson(const ec::Group& g);
 StatusOr<ec::Group> GroupFromJson(const json& j, const std::string& what);
 
@@ -55,6 +58,8 @@ struct PutShardRequest {
   uint64_t length = 0;
   uint64_t xxh3 = 0;
   static StatusOr<PutShardRequest> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<PutShardRequest>& Fields();
   json ToJson() const;
 };
 
@@ -63,6 +68,8 @@ struct PutShardRequest {
 struct PutShardReady {
   bool have = false;
   static StatusOr<PutShardReady> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<PutShardReady>& Fields();
   json ToJson() const;
 };
 
@@ -82,6 +89,8 @@ struct GetShardRequest {
   std::optional<int> index_of;
   bool header_only = false;
   static StatusOr<GetShardRequest> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<GetShardRequest>& Fields();
   json ToJson() const;
 };
 
@@ -95,6 +104,8 @@ struct ShardReply {
   std::vector<Contribution> contributions;
   std::optional<StepIndex> index;
   static StatusOr<ShardReply> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<ShardReply>& Fields();
   json ToJson() const;
 };
 

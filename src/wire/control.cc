@@ -1,426 +1,287 @@
 // Copyright 2026 The Strata Authors.
 #include "wire/control.h"
 
+#include <limits>
+
+#include "wire/codec.h"
 #include "wire/op.h"
 
 namespace strata::wire {
 namespace {
 
-// Reads the fields of one object of an answer; the first error names the
-// answer and the field. Holds a reference: `j` must outlive the Reader.
-class Reader {
- public:
-  Reader(const json& j, std::string what) : j_(j), what_(std::move(what)) {
-    if (!j_.is_object()) status_ = InvalidArgumentError(what_ + " is not an object");
-  }
+constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
+constexpr int64_t kIntMin = std::numeric_limits<int>::min();
+constexpr int64_t kIntMax = std::numeric_limits<int>::max();
 
-  template <class T>
-  void Get(const char* field, T* out) {
-    if (!status_.ok()) return;
-    auto it = j_.find(field);
-    if (it == j_.end()) {
-      status_ = InvalidArgumentError(what_ + ": \"" + field + "\" is missing");
-      return;
-    }
-    Convert(*it, field, out);
-  }
-  template <class T>
-  void Get(const char* field, std::optional<T>* out) {
-    if (!status_.ok()) return;
-    auto it = j_.find(field);
-    if (it == j_.end() || it->is_null()) return;
-    T value;
-    Convert(*it, field, &value);
-    if (status_.ok()) *out = std::move(value);
-  }
-  // Each element of the array `field` through `read`.
-  template <class T, class F>
-  void Each(const char* field, std::vector<T>* out, F read) {
-    if (!status_.ok()) return;
-    auto it = j_.find(field);
-    if (it == j_.end() || !it->is_array()) {
-      status_ = InvalidArgumentError(what_ + ": \"" + field + "\" must be an array");
-      return;
-    }
-    for (const json& e : *it) {
-      StatusOr<T> v = read(e);
-      if (!v.ok()) {
-        status_ = InvalidArgumentError(what_ + ": \"" + field + "\": " + v.status().message());
-        return;
-      }
-      out->push_back(std::move(*v));
-    }
-  }
-  const Status& status() const { return status_; }
+using R = StatusReply;
 
- private:
-  template <class T>
-  void Convert(const json& v, const char* field, T* out) {
-    const bool ok = std::is_same_v<T, std::string> ? v.is_string()
-                    : std::is_same_v<T, bool>      ? v.is_boolean()
-                    : std::is_floating_point_v<T>  ? v.is_number()
-                    : std::is_unsigned_v<T>        ? IsNonNegativeInteger(v)
-                    : std::is_integral_v<T>        ? v.is_number_integer()
-                                                   : true;
-    if (!ok) {
-      status_ = InvalidArgumentError(what_ + ": \"" + field + "\" has the wrong type");
-      return;
-    }
-    try {
-      *out = v.get<T>();
-    } catch (const json::exception& e) {
-      status_ = InvalidArgumentError(what_ + ": \"" + field + "\": " + e.what());
-    }
-  }
-
-  const json& j_;
-  const std::string what_;
-  Status status_;
-};
-
-StatusOr<StatusReply::Held> HeldFromJson(const json& j) {
-  Reader r(j, "a held step");
-  StatusReply::Held h;
-  r.Get("job", &h.job);
-  r.Get("rank", &h.rank);
-  r.Get("step", &h.step);
-  r.Get("bytes", &h.bytes);
-  r.Get("digest", &h.digest);
-  STRATA_RETURN_IF_ERROR(r.status());
-  return h;
+const Codec<R::Held>& HeldCodec() {
+  static const Codec<R::Held>* const kCodec = [] {
+    auto* codec = new Codec<R::Held>(std::string("a held step"));
+    codec->Text("job", &R::Held::job)
+        .Int("rank", &R::Held::rank, 0, kMaxNodes - 1)
+        .Int("step", &R::Held::step, kInt64Min, kInt64Max)
+        .Unsigned("bytes", &R::Held::bytes)
+        .Text("digest", &R::Held::digest);
+    return codec;
+  }();
+  return *kCodec;
 }
 
-StatusOr<StatusReply::Parity> ParityFromJson(const json& j) {
-  Reader r(j, "a parity shard");
-  StatusReply::Parity p;
-  r.Get("step", &p.step);
-  r.Get("stripe", &p.stripe);
-  r.Get("row", &p.row);
-  r.Get("bytes", &p.bytes);
-  r.Get("complete", &p.complete);
-  STRATA_RETURN_IF_ERROR(r.status());
-  return p;
+const Codec<R::Parity>& ParityCodec() {
+  static const Codec<R::Parity>* const kCodec = [] {
+    auto* codec = new Codec<R::Parity>(std::string("a parity shard"));
+    codec->Int("step", &R::Parity::step, kInt64Min, kInt64Max)
+        .Int("stripe", &R::Parity::stripe, kIntMin, kIntMax)
+        .Int("row", &R::Parity::row, kIntMin, kIntMax)
+        .Unsigned("bytes", &R::Parity::bytes)
+        .Bool("complete", &R::Parity::complete);
+    return codec;
+  }();
+  return *kCodec;
 }
 
-StatusOr<StatusReply::Rank> RankFromJson(const json& j) {
-  Reader r(j, "a rank");
-  StatusReply::Rank k;
-  r.Get("pid", &k.pid);
-  r.Get("step", &k.step);
-  r.Get("notices", &k.notices);
-  r.Get("ondemand_step", &k.ondemand_step);
-  r.Get("save_stall_seconds", &k.save_stall_seconds);
-  r.Get("saves", &k.saves);
-  STRATA_RETURN_IF_ERROR(r.status());
-  return k;
+const Codec<R::Rank>& RankCodec() {
+  static const Codec<R::Rank>* const kCodec = [] {
+    auto* codec = new Codec<R::Rank>(std::string("a rank"));
+    codec->Int("pid", &R::Rank::pid, kInt64Min, kInt64Max)
+        .Int("step", &R::Rank::step, kInt64Min, kInt64Max)
+        .Unsigned("notices", &R::Rank::notices)
+        .Int("ondemand_step", &R::Rank::ondemand_step, kInt64Min, kInt64Max)
+        .Number("save_stall_seconds", &R::Rank::save_stall_seconds)
+        .Int("saves", &R::Rank::saves, kInt64Min, kInt64Max);
+    return codec;
+  }();
+  return *kCodec;
+}
+
+const Codec<Goodput>& GoodputCodec() {
+  static const Codec<Goodput>* const kCodec = [] {
+    auto* codec = new Codec<Goodput>(std::string("goodput"));
+    codec->Number("elapsed_seconds", &Goodput::elapsed_seconds)
+        .Number("productive_seconds", &Goodput::productive_seconds)
+        .Number("save_seconds", &Goodput::save_seconds)
+        .Number("restore_seconds", &Goodput::restore_seconds)
+        .Number("wasted_seconds", &Goodput::wasted_seconds)
+        .Number("other_seconds", &Goodput::other_seconds)
+        .Number("goodput", &Goodput::goodput)
+        .Int("step", &Goodput::step, kInt64Min, kInt64Max)
+        .Int("wasted_steps", &Goodput::wasted_steps, kInt64Min, kInt64Max)
+        .Int("interruptions", &Goodput::interruptions, kInt64Min, kInt64Max);
+    return codec;
+  }();
+  return *kCodec;
+}
+
+const Codec<BackupStatus>& BackupStatusCodec() {
+  using B = BackupStatus;
+  static const Codec<B>* const kCodec = [] {
+    auto* codec = new Codec<B>(std::string("status: backup"));
+    auto has_newest = [](const B& b) { return b.newest.has_value(); };
+    codec->Text("url", &B::url)
+        .Text("access", &B::access)
+        .Text("uploading", &B::uploading)
+        .Text("last_error", &B::last_error)
+        .Text("job_error", &B::job_error)
+        .Object("newest", &B::newest, BackupCodec())
+        .Int("backup_lag_seconds", &B::lag_seconds, kInt64Min, kInt64Max, Presence::kDefaulted)
+        .RequiredIf(has_newest)
+        .WriteIf(has_newest);
+    return codec;
+  }();
+  return *kCodec;
+}
+
+// The node's RAM disk, an object of its own on the wire.
+Status ReadRamDisk(const Codec<R>& c, const json& j, R& s) {
+  auto it = j.find("ram_disk");
+  if (it == j.end() || it->is_null()) return c.Missing("ram_disk");
+  if (!it->is_object() || !it->value("tmpfs", json()).is_boolean() ||
+      !it->value("huge", json()).is_string()) {
+    return c.Error("ram_disk", "{\"tmpfs\": true or false, \"huge\": \"...\"}");
+  }
+  s.tmpfs = (*it)["tmpfs"].get<bool>();
+  s.huge = (*it)["huge"].get<std::string>();
+  return Status::Ok();
+}
+
+void WriteRamDisk(const R& s, json* j) {
+  (*j)["ram_disk"] = {{"tmpfs", s.tmpfs}, {"huge", s.huge}};
+}
+
+// The job served, its fields at the top level of the answer (present with
+// "job").
+const Codec<R::Job>& JobCodec() {
+  using J = R::Job;
+  static const Codec<J>* const kCodec = [] {
+    auto* codec = new Codec<J>(std::string("status"));
+    codec->Text("job", &J::name)
+        .Int("node", &J::node, kIntMin, kIntMax)
+        .Int("nodes", &J::nodes, kIntMin, kIntMax)
+        .Value<std::vector<int>>("peers", &J::peers, Presence::kRequired, &ReadIntList,
+                                 &WriteIntList)
+        .Int("round", &J::round, kInt64Min, kInt64Max)
+        .Text("redundancy", &J::redundancy, Presence::kDefaulted)
+        .Value<std::vector<int>>("group", &J::group, Presence::kOmitted, &ReadIntList,
+                                 &WriteIntList);
+    return codec;
+  }();
+  return *kCodec;
+}
+
+Status ReadJob(const Codec<R>& c, const json& j, R& s) {
+  (void)c;
+  if (!j.contains("job") || j["job"].is_null()) return Status::Ok();
+  STRATA_ASSIGN_OR_RETURN(s.job, JobCodec().Parse(j));
+  return Status::Ok();
+}
+
+void WriteJob(const R& s, json* j) {
+  if (s.job) j->update(JobCodec().Write(*s.job));
+}
+
+const Codec<R>& StatusCodec() {
+  static const Codec<R>* const kCodec = [] {
+    auto* codec = new Codec<R>(std::string("status"));
+    codec->Text("local_dir", &R::local_dir)
+        .Text("address", &R::address)
+        .List("steps", &R::steps, Presence::kRequired, HeldCodec())
+        .Unsigned("ram_bytes", &R::ram_bytes)
+        .Unsigned("spare_bytes", &R::spare_bytes)
+        .Unsigned("parity_bytes", &R::parity_bytes, Presence::kDefaulted)  // newer agents
+        .List("parity", &R::parity, Presence::kDefaulted, ParityCodec())
+        .WriteIf([](const R& s) { return !s.parity.empty(); })
+        .Custom({{"ram_disk", true, FieldInfo::Kind::kOther}}, &ReadRamDisk, &WriteRamDisk)
+        .Int("watermark", &R::watermark, kInt64Min, kInt64Max)
+        .Int("newest_replicated", &R::newest_replicated, kInt64Min, kInt64Max)
+        .Int("newest_ingested", &R::newest_ingested, kInt64Min, kInt64Max)
+        .Text("last_restore", &R::last_restore)
+        .Int("restored_step", &R::restored_step, kInt64Min, kInt64Max)
+        .Text("restore_state", &R::restore_state)
+        .Unsigned("queued", &R::queued)
+        .Number("replication_lag_seconds", &R::replication_lag_seconds)
+        .Custom({{"job", false, FieldInfo::Kind::kText}}, &ReadJob, &WriteJob)
+        .Object("backup", &R::backup, BackupStatusCodec())
+        .List("ranks", &R::ranks, Presence::kRequired, RankCodec())
+        .Int("training_step", &R::training_step, kInt64Min, kInt64Max)
+        .Int("ondemand_step", &R::ondemand_step, kInt64Min, kInt64Max)
+        .Text("maintenance_since", &R::maintenance_since)
+        .Object("goodput", &R::goodput, GoodputCodec());
+    return codec;
+  }();
+  return *kCodec;
+}
+
+// "grace_ms": at most a day.
+std::optional<std::chrono::milliseconds> ReadGrace(const json& v, FieldError* e) {
+  if (!v.is_number_integer()) {
+    e->want = "an integer";
+    return std::nullopt;
+  }
+  const bool day = !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{24} * 3600 * 1000) &&
+                   v.get<int64_t>() >= 0 && v.get<int64_t>() <= int64_t{24} * 3600 * 1000;
+  if (!day) {
+    e->detail = "grace of " + v.dump() + " ms is not within 0..24 h";
+    return std::nullopt;
+  }
+  return std::chrono::milliseconds(v.get<int64_t>());
+}
+
+const Codec<MaintenanceRequest>& MaintenanceCodec() {
+  using M = MaintenanceRequest;
+  static const Codec<M>* const kCodec = [] {
+    auto* codec = new Codec<M>(Op::kMaintenance);
+    codec
+        ->Value<std::chrono::milliseconds>(
+            "grace_ms", &M::grace, Presence::kDefaulted, &ReadGrace,
+            [](const std::chrono::milliseconds& g) { return json(g.count()); })
+        .Bool("lose_ram", &M::lose_ram, Presence::kDefaulted)
+        .Text("origin", &M::origin, Presence::kDefaulted);
+    return codec;
+  }();
+  return *kCodec;
+}
+
+const Codec<MaintenanceEvent>& MaintenanceEventCodec() {
+  using E = MaintenanceEvent;
+  static const Codec<E>* const kCodec = [] {
+    auto* codec = new Codec<E>(std::string("a maintenance event"));
+    codec->Text("time", &E::time)
+        .Int("unix_ms", &E::unix_ms, kInt64Min, kInt64Max)
+        .Text("origin", &E::origin)
+        .Int("grace_ms", &E::grace_ms, kInt64Min, kInt64Max)
+        .Bool("lose_ram", &E::lose_ram)
+        .Int("ranks", &E::ranks, kIntMin, kIntMax)
+        .Number("ranks_exited_seconds", &E::ranks_exited_seconds)
+        .Int("ranks_killed", &E::ranks_killed, kIntMin, kIntMax)
+        .Int("sync_step", &E::sync_step, kInt64Min, kInt64Max)
+        .Bool("saved", &E::saved)
+        .Bool("replicated", &E::replicated)
+        .Bool("wiped", &E::wiped)
+        .Number("seconds", &E::seconds);
+    return codec;
+  }();
+  return *kCodec;
+}
+
+const Codec<HealthReply>& HealthCodec() {
+  using H = HealthReply;
+  static const Codec<H>* const kCodec = [] {
+    auto* codec = new Codec<H>(std::string("health"));
+    codec->Bool("healthy", &H::healthy)
+        .Text("description", &H::description)
+        .Object("maintenance", &H::maintenance, MaintenanceEventCodec());
+    return codec;
+  }();
+  return *kCodec;
+}
+
+const Codec<QuarantineRequest>& QuarantineCodec() {
+  static const Codec<QuarantineRequest>* const kCodec = [] {
+    auto* codec = new Codec<QuarantineRequest>(Op::kQuarantine);
+    codec->Int("step", &QuarantineRequest::step, kInt64Min, kInt64Max);
+    return codec;
+  }();
+  return *kCodec;
+}
+
+const Codec<QuarantineStepReply>& QuarantineStepReplyCodec() {
+  static const Codec<QuarantineStepReply>* const kCodec = [] {
+    auto* codec = new Codec<QuarantineStepReply>(std::string("the answer to quarantine_step"));
+    codec->Text("description", &QuarantineStepReply::description);
+    return codec;
+  }();
+  return *kCodec;
+}
+
+const Codec<SupervisorRestartRequest>& SupervisorRestartCodec() {
+  using S = SupervisorRestartRequest;
+  static const Codec<S>* const kCodec = [] {
+    auto* codec = new Codec<S>(Op::kSupervisorRestart);
+    codec->Text("reason", &S::reason)
+        .Int("exit_code", &S::exit_code, kIntMin, kIntMax)
+        .Check([](const Codec<S>& c, const S& s) {
+          if (s.reason == "failed" || s.reason == "planned" || s.reason == "quarantined") {
+            return Status::Ok();
+          }
+          return c.Invalid(": unknown reason \"" + s.reason.substr(0, 32) +
+                           "\" (failed, planned or quarantined)");
+        });
+    return codec;
+  }();
+  return *kCodec;
 }
 
 }  // namespace
 
-StatusOr<Goodput> Goodput::FromJson(const json& j) {
-  Reader r(j, "goodput");
-  Goodput g;
-  r.Get("elapsed_seconds", &g.elapsed_seconds);
-  for (const GoodputCategory& c : kGoodputCategories) {
-    r.Get((std::string(c.name) + "_seconds").c_str(), &(g.*c.seconds));
-  }
-  r.Get("goodput", &g.goodput);
-  r.Get("step", &g.step);
-  r.Get("wasted_steps", &g.wasted_steps);
-  r.Get("interruptions", &g.interruptions);
-  STRATA_RETURN_IF_ERROR(r.status());
-  return g;
-}
-
-json Goodput::ToJson() const {
-  json j = {{"elapsed_seconds", elapsed_seconds},
-            {"goodput", goodput},
-            {"step", step},
-            {"wasted_steps", wasted_steps},
-            {"interruptions", interruptions}};
-  for (const GoodputCategory& c : kGoodputCategories)
-    j[std::string(c.name) + "_seconds"] = this->*c.seconds;
-  return j;
-}
-
-namespace {
-
-StatusOr<ReplicatedReply::Backup> NewestFromJson(const json& j) {
-  Reader r(j, "status: backup: newest");
-  ReplicatedReply::Backup b;
-  r.Get("id", &b.id);
-  r.Get("step", &b.step);
-  r.Get("created", &b.created);
-  r.Get("committed", &b.committed);
-  STRATA_RETURN_IF_ERROR(r.status());
-  return b;
-}
-
-}  // namespace
-
-StatusOr<BackupStatus> BackupStatus::FromJson(const json& j) {
-  Reader r(j, "status: backup");
-  BackupStatus b;
-  r.Get("url", &b.url);
-  r.Get("access", &b.access);
-  r.Get("uploading", &b.uploading);
-  r.Get("last_error", &b.last_error);
-  r.Get("job_error", &b.job_error);
-  STRATA_RETURN_IF_ERROR(r.status());
-  if (auto newest = j.find("newest"); newest != j.end()) {
-    STRATA_ASSIGN_OR_RETURN(b.newest, NewestFromJson(*newest));
-    r.Get("backup_lag_seconds", &b.lag_seconds);
-  }
-  STRATA_RETURN_IF_ERROR(r.status());
-  return b;
-}
-
-json BackupStatus::ToJson() const {
-  json j = {{"url", url}, {"access", access}};
-  if (uploading) j["uploading"] = *uploading;
-  if (last_error) j["last_error"] = *last_error;
-  if (job_error) j["job_error"] = *job_error;
-  if (newest) {
-    j["newest"] = {{"id", newest->id},
-                   {"step", newest->step},
-                   {"created", newest->created},
-                   {"committed", newest->committed}};
-    j["backup_lag_seconds"] = lag_seconds;
-  }
-  return j;
-}
-
-StatusOr<StatusReply> StatusReply::FromJson(const json& j) {
-  Reader r(j, "status");
-  StatusReply s;
-  r.Get("local_dir", &s.local_dir);
-  r.Get("address", &s.address);
-  r.Each("steps", &s.steps, HeldFromJson);
-  r.Get("ram_bytes", &s.ram_bytes);
-  r.Get("spare_bytes", &s.spare_bytes);
-  if (j.contains("parity_bytes")) r.Get("parity_bytes", &s.parity_bytes);  // newer agents
-  if (j.contains("parity")) r.Each("parity", &s.parity, ParityFromJson);
-  r.Get("watermark", &s.watermark);
-  r.Get("newest_replicated", &s.newest_replicated);
-  r.Get("newest_ingested", &s.newest_ingested);
-  r.Get("last_restore", &s.last_restore);
-  r.Get("restored_step", &s.restored_step);
-  r.Get("restore_state", &s.restore_state);
-  r.Get("queued", &s.queued);
-  r.Get("replication_lag_seconds", &s.replication_lag_seconds);
-  r.Each("ranks", &s.ranks, RankFromJson);
-  r.Get("training_step", &s.training_step);
-  r.Get("ondemand_step", &s.ondemand_step);
-  r.Get("maintenance_since", &s.maintenance_since);
-  STRATA_RETURN_IF_ERROR(r.status());
-  if (auto g = j.find("goodput"); g != j.end() && !g->is_null()) {
-    STRATA_ASSIGN_OR_RETURN(s.goodput, Goodput::FromJson(*g));
-  }
-  const json ram_disk = j.value("ram_disk", json());
-  Reader disk(ram_disk, "status: ram_disk");
-  disk.Get("tmpfs", &s.tmpfs);
-  disk.Get("huge", &s.huge);
-  STRATA_RETURN_IF_ERROR(disk.status());
-  if (j.contains("job")) {
-    Job job;
-    r.Get("job", &job.name);
-    r.Get("node", &job.node);
-    r.Get("nodes", &job.nodes);
-    r.Get("peers", &job.peers);
-    r.Get("round", &job.round);
-    if (j.contains("redundancy")) r.Get("redundancy", &job.redundancy);
-    if (j.contains("group")) r.Get("group", &job.group);
-    STRATA_RETURN_IF_ERROR(r.status());
-    s.job = std::move(job);
-  }
-  if (auto backup = j.find("backup"); backup != j.end()) {
-    STRATA_ASSIGN_OR_RETURN(s.backup, BackupStatus::FromJson(*backup));
-  }
-  return s;
-}
-
-json StatusReply::ToJson() const {
-  json held = json::array();
-  for (const Held& h : steps) {
-    held.push_back({{"job", h.job},
-                    {"rank", h.rank},
-                    {"step", h.step},
-                    {"bytes", h.bytes},
-                    {"digest", h.digest}});
-  }
-  json j = {{"local_dir", local_dir},
-            {"address", address},
-            {"steps", held},
-            {"ram_bytes", ram_bytes},
-            {"spare_bytes", spare_bytes},
-            {"parity_bytes", parity_bytes},
-            {"ram_disk", {{"tmpfs", tmpfs}, {"huge", huge}}},
-            {"watermark", watermark},
-            {"newest_replicated", newest_replicated},
-            {"last_restore", last_restore},
-            {"restored_step", restored_step},
-            {"queued", queued},
-            {"newest_ingested", newest_ingested},
-            {"replication_lag_seconds", replication_lag_seconds}};
-  if (job) {
-    j["job"] = job->name;
-    j["node"] = job->node;
-    j["nodes"] = job->nodes;
-    j["peers"] = job->peers;
-    j["round"] = job->round;
-    j["redundancy"] = job->redundancy;
-    if (!job->group.empty()) j["group"] = job->group;
-  }
-  if (!parity.empty()) {
-    json shards = json::array();
-    for (const Parity& p : parity) {
-      shards.push_back({{"step", p.step},
-                        {"stripe", p.stripe},
-                        {"row", p.row},
-                        {"bytes", p.bytes},
-                        {"complete", p.complete}});
-    }
-    j["parity"] = std::move(shards);
-  }
-  if (backup) j["backup"] = backup->ToJson();
-  json rank_list = json::array();
-  for (const Rank& k : ranks) {
-    json rank = {{"pid", k.pid},
-                 {"step", k.step},
-                 {"notices", k.notices},
-                 {"ondemand_step", k.ondemand_step}};
-    if (k.save_stall_seconds) rank["save_stall_seconds"] = *k.save_stall_seconds;
-    if (k.saves) rank["saves"] = *k.saves;
-    rank_list.push_back(rank);
-  }
-  j["ranks"] = rank_list;
-  j["training_step"] = training_step;
-  if (ondemand_step) j["ondemand_step"] = *ondemand_step;
-  if (maintenance_since) j["maintenance_since"] = *maintenance_since;
-  if (restore_state) j["restore_state"] = *restore_state;
-  if (goodput) j["goodput"] = goodput->ToJson();
-  return j;
-}
-
-StatusOr<MaintenanceRequest> MaintenanceRequest::FromJson(const json& j) {
-  Reader r(j, "maintenance");
-  MaintenanceRequest m;
-  std::optional<int64_t> grace_ms;
-  std::optional<bool> lose_ram;
-  std::optional<std::string> origin;
-  r.Get("grace_ms", &grace_ms);
-  r.Get("lose_ram", &lose_ram);
-  r.Get("origin", &origin);
-  STRATA_RETURN_IF_ERROR(r.status());
-  if (grace_ms) {
-    if (*grace_ms < 0 || *grace_ms > int64_t{24} * 3600 * 1000) {
-      return InvalidArgumentError("maintenance: grace of " + std::to_string(*grace_ms) +
-                                  " ms is not within 0..24 h");
-    }
-    m.grace = std::chrono::milliseconds(*grace_ms);
-  }
-  if (lose_ram) m.lose_ram = *lose_ram;
-  if (origin) m.origin = *origin;
-  return m;
-}
-
-json MaintenanceRequest::ToJson() const {
-  return {{"op", OpName(Op::kMaintenance)},
-          {"grace_ms", grace.count()},
-          {"lose_ram", lose_ram},
-          {"origin", origin}};
-}
-
-StatusOr<MaintenanceEvent> MaintenanceEvent::FromJson(const json& j) {
-  Reader r(j, "a maintenance event");
-  MaintenanceEvent e;
-  r.Get("time", &e.time);
-  r.Get("unix_ms", &e.unix_ms);
-  r.Get("origin", &e.origin);
-  r.Get("grace_ms", &e.grace_ms);
-  r.Get("lose_ram", &e.lose_ram);
-  r.Get("ranks", &e.ranks);
-  r.Get("ranks_exited_seconds", &e.ranks_exited_seconds);
-  r.Get("ranks_killed", &e.ranks_killed);
-  r.Get("sync_step", &e.sync_step);
-  r.Get("saved", &e.saved);
-  r.Get("replicated", &e.replicated);
-  r.Get("wiped", &e.wiped);
-  r.Get("seconds", &e.seconds);
-  STRATA_RETURN_IF_ERROR(r.status());
-  return e;
-}
-
-json MaintenanceEvent::ToJson() const {
-  json j = {{"time", time},
-            {"unix_ms", unix_ms},
-            {"origin", origin},
-            {"grace_ms", grace_ms},
-            {"lose_ram", lose_ram},
-            {"ranks", ranks},
-            {"ranks_exited_seconds", ranks_exited_seconds},
-            {"ranks_killed", ranks_killed},
-            {"saved", saved},
-            {"replicated", replicated},
-            {"wiped", wiped},
-            {"seconds", seconds}};
-  if (sync_step) j["sync_step"] = *sync_step;
-  return j;
-}
-
-StatusOr<HealthReply> HealthReply::FromJson(const json& j) {
-  Reader r(j, "health");
-  HealthReply h;
-  r.Get("healthy", &h.healthy);
-  r.Get("description", &h.description);
-  STRATA_RETURN_IF_ERROR(r.status());
-  if (auto m = j.find("maintenance"); m != j.end() && !m->is_null()) {
-    STRATA_ASSIGN_OR_RETURN(h.maintenance, MaintenanceEvent::FromJson(*m));
-  }
-  return h;
-}
-
-json HealthReply::ToJson() const {
-  json j = {{"healthy", healthy}, {"description", description}};
-  if (maintenance) j["maintenance"] = maintenance->ToJson();
-  return j;
-}
-
-StatusOr<QuarantineRequest> QuarantineRequest::FromJson(const json& j) {
-  Reader r(j, "quarantine");
-  QuarantineRequest q;
-  r.Get("step", &q.step);
-  STRATA_RETURN_IF_ERROR(r.status());
-  return q;
-}
-
-json QuarantineRequest::ToJson() const { return {{"op", OpName(Op::kQuarantine)}, {"step", step}}; }
-
-StatusOr<QuarantineStepReply> QuarantineStepReply::FromJson(const json& j) {
-  Reader r(j, "the answer to quarantine_step");
-  QuarantineStepReply q;
-  r.Get("description", &q.description);
-  STRATA_RETURN_IF_ERROR(r.status());
-  return q;
-}
-
-json QuarantineStepReply::ToJson() const { return {{"description", description}}; }
-
-StatusOr<SupervisorRestartRequest> SupervisorRestartRequest::FromJson(const json& j) {
-  Reader r(j, "supervisor_restart");
-  SupervisorRestartRequest q;
-  r.Get("reason", &q.reason);
-  r.Get("exit_code", &q.exit_code);
-  STRATA_RETURN_IF_ERROR(r.status());
-  if (q.reason != "failed" && q.reason != "planned" && q.reason != "quarantined") {
-    return InvalidArgumentError("supervisor_restart: unknown reason \"" + q.reason.substr(0, 32) +
-                                "\" (failed, planned or quarantined)");
-  }
-  return q;
-}
-
-json SupervisorRestartRequest::ToJson() const {
-  return {{"op", OpName(Op::kSupervisorRestart)}, {"reason", reason}, {"exit_code", exit_code}};
-}
+STRATA_WIRE_CODEC(Goodput, GoodputCodec)
+STRATA_WIRE_CODEC(BackupStatus, BackupStatusCodec)
+STRATA_WIRE_CODEC(StatusReply, StatusCodec)
+STRATA_WIRE_CODEC(MaintenanceRequest, MaintenanceCodec)
+STRATA_WIRE_CODEC(MaintenanceEvent, MaintenanceEventCodec)
+STRATA_WIRE_CODEC(HealthReply, HealthCodec)
+STRATA_WIRE_CODEC(QuarantineRequest, QuarantineCodec)
+STRATA_WIRE_CODEC(QuarantineStepReply, QuarantineStepReplyCodec)
+STRATA_WIRE_CODEC(SupervisorRestartRequest, SupervisorRestartCodec)
 
 }  // namespace strata::wire

@@ -34,6 +34,8 @@ struct BackupStatus {
   std::optional<ReplicatedReply::Backup> newest;  // the newest committed backup
   int64_t lag_seconds = 0;  // its age (with `newest`): the work a cluster loss costs now
   static StatusOr<BackupStatus> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<BackupStatus>& Fields();
   json ToJson() const;
 };
 
@@ -50,6 +52,8 @@ struct Goodput {
   int64_t wasted_steps = 0;
   int64_t interruptions = 0;
   static StatusOr<Goodput> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<Goodput>& Fields();
   json ToJson() const;
   friend bool operator==(const Goodput&, const Goodput&) = default;
 };
@@ -130,6 +134,8 @@ struct StatusReply {
   std::optional<std::string> maintenance_since;  // RFC 3339
   std::optional<Goodput> goodput;                // once the job has started here
   static StatusOr<StatusReply> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<StatusReply>& Fields();
   json ToJson() const;
 };
 
@@ -141,6 +147,8 @@ struct MaintenanceRequest {
   bool lose_ram = false;
   std::string origin = "strata maintenance";
   static StatusOr<MaintenanceRequest> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<MaintenanceRequest>& Fields();
   json ToJson() const;
 };
 
@@ -161,6 +169,8 @@ struct MaintenanceEvent {
   bool wiped = false;                // the RAM is gone
   double seconds = 0;                // the whole event
   static StatusOr<MaintenanceEvent> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<MaintenanceEvent>& Fields();
   json ToJson() const;
 };
 
@@ -170,6 +180,8 @@ struct HealthReply {
   std::string description;
   std::optional<MaintenanceEvent> maintenance;
   static StatusOr<HealthReply> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<HealthReply>& Fields();
   json ToJson() const;
 };
 
@@ -179,11 +191,15 @@ struct HealthReply {
 struct QuarantineRequest {
   int64_t step = 0;
   static StatusOr<QuarantineRequest> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<QuarantineRequest>& Fields();
   json ToJson() const;
 };
 struct QuarantineStepReply {
   std::string description;
   static StatusOr<QuarantineStepReply> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<QuarantineStepReply>& Fields();
   json ToJson() const;
 };
 
@@ -194,6 +210,8 @@ struct SupervisorRestartRequest {
   std::string reason;
   int exit_code = 0;
   static StatusOr<SupervisorRestartRequest> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<SupervisorRestartRequest>& Fields();
   json ToJson() const;
 };
 

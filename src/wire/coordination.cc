@@ -7,729 +7,561 @@
 
 #include "format/naming.h"
 #include "util/hash.h"
+#include "wire/codec.h"
 #include "wire/op.h"
 
 namespace strata::wire {
 namespace {
 
-constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
-constexpr size_t kMaxTextBytes = 4096;
-constexpr size_t kMaxListEntries = 1 << 20;
+constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
 
-// Reads the fields of one request, naming the call in every error.
-class Reader {
- public:
-  Reader(const json& j, Op op) : j_(j), op_(OpName(op)) {}
+// ---------------------------------------------------------------------------
+// The requests, each one list of fields.
 
-  Status CheckObject() const {
-    if (j_.is_object()) return Status::Ok();
-    return InvalidArgumentError(std::string(op_) + ": the request is not an object");
+// Lists of the requests' own kinds of entries.
+std::optional<std::vector<HeldCopy>> ReadCopies(const json& v, FieldError* e) {
+  e->want = "a list of [rank, step, \"digest\"]";
+  if (!v.is_array() || v.size() > kMaxListEntries) return std::nullopt;
+  std::vector<HeldCopy> out;
+  for (const json& c : v) {
+    if (!c.is_array() || c.size() != 3) return std::nullopt;
+    FieldError ignored;
+    StatusOr<int64_t> rank = ReadInt(c[0], 0, kMaxNodes - 1, &ignored);
+    StatusOr<int64_t> step = ReadInt(c[1], 0, kInt64Max, &ignored);
+    std::optional<uint64_t> digest = ReadHex64(c[2], &ignored);
+    if (!rank.ok() || !step.ok() || !digest) return std::nullopt;
+    out.push_back({static_cast<int>(*rank), *step, *digest});
   }
+  return out;
+}
 
-  const json* Find(const char* key) const {
-    auto it = j_.find(key);
-    return it == j_.end() || it->is_null() ? nullptr : &*it;
-  }
-
-  Status Error(const char* key, const std::string& want) const {
-    return InvalidArgumentError(std::string(op_) + ": \"" + key + "\" must be " + want);
-  }
-
-  StatusOr<std::optional<int64_t>> OptInt(const char* key, int64_t lo, int64_t hi) const {
-    const json* v = Find(key);
-    if (v == nullptr) return std::optional<int64_t>();
-    const std::string want =
-        "an integer in " + std::to_string(lo) + ".." + (hi == kInt64Max ? "" : std::to_string(hi));
-    if (!v->is_number_integer()) return Error(key, want);
-    if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(kInt64Max)) {
-      return Error(key, want);
-    }
-    const int64_t n = v->get<int64_t>();
-    if (n < lo || n > hi) return Error(key, want);
-    return std::optional<int64_t>(n);
-  }
-
-  StatusOr<int64_t> Int(const char* key, int64_t lo, int64_t hi) const {
-    STRATA_ASSIGN_OR_RETURN(std::optional<int64_t> n, OptInt(key, lo, hi));
-    if (!n) return InvalidArgumentError(std::string(op_) + ": \"" + key + "\" is missing");
-    return *n;
-  }
-
-  StatusOr<int64_t> IntOr(const char* key, int64_t lo, int64_t hi, int64_t fallback) const {
-    STRATA_ASSIGN_OR_RETURN(std::optional<int64_t> n, OptInt(key, lo, hi));
-    return n.value_or(fallback);
-  }
-
-  // A non-negative integer (0 when absent); built in C++ it may be a signed
-  // JSON number, parsed from text it is unsigned.
-  StatusOr<uint64_t> Unsigned(const char* key) const {
-    const json* v = Find(key);
-    if (v == nullptr) return uint64_t{0};
-    if (!IsNonNegativeInteger(*v)) {
-      return Error(key, "a non-negative integer");
-    }
-    return v->get<uint64_t>();
-  }
-
-  StatusOr<std::optional<std::string>> OptText(const char* key) const {
-    const json* v = Find(key);
-    if (v == nullptr) return std::optional<std::string>();
-    if (!v->is_string() || v->get_ref<const std::string&>().size() > kMaxTextBytes) {
-      return Error(key, "a string of at most " + std::to_string(kMaxTextBytes) + " bytes");
-    }
-    return std::optional<std::string>(v->get<std::string>());
-  }
-
-  StatusOr<std::string> TextOr(const char* key, std::string fallback) const {
-    STRATA_ASSIGN_OR_RETURN(std::optional<std::string> t, OptText(key));
-    return t.value_or(std::move(fallback));
-  }
-
-  StatusOr<bool> Bool(const char* key) const {
-    const json* v = Find(key);
-    if (v == nullptr) return false;
-    if (!v->is_boolean()) return Error(key, "true or false");
-    return v->get<bool>();
-  }
-
-  StatusOr<double> Number(const char* key) const {
-    const json* v = Find(key);
-    if (v == nullptr) return 0.0;
-    if (!v->is_number()) return Error(key, "a number");
-    return v->get<double>();
-  }
-
-  StatusOr<std::string> Job() const {
-    STRATA_ASSIGN_OR_RETURN(std::optional<std::string> job, OptText("job"));
-    if (!job) return InvalidArgumentError(std::string(op_) + ": \"job\" is missing");
-    Status valid = ValidateJobName(*job);
-    if (!valid.ok()) return InvalidArgumentError(std::string(op_) + ": " + valid.message());
-    return *job;
-  }
-
-  // A node rank (the job's node count bounds it later).
-  StatusOr<int> Node(const char* key = "node") const {
-    STRATA_ASSIGN_OR_RETURN(int64_t n, Int(key, 0, kMaxNodes - 1));
-    return static_cast<int>(n);
-  }
-
-  StatusOr<std::optional<std::chrono::milliseconds>> Wait() const {
-    if (Find("wait_ms") == nullptr) return std::optional<std::chrono::milliseconds>();
-    STRATA_ASSIGN_OR_RETURN(uint64_t asked, Unsigned("wait_ms"));
-    const uint64_t ms = std::min<uint64_t>(asked, 24ull * 3600 * 1000);
-    return std::optional<std::chrono::milliseconds>(std::chrono::milliseconds(ms));
-  }
-
-  StatusOr<const json*> List(const char* key) const {
-    const json* v = Find(key);
-    if (v == nullptr) return v;
-    if (!v->is_array() || v->size() > kMaxListEntries) return Error(key, "a list");
-    return v;
-  }
-
-  StatusOr<std::vector<HeldCopy>> Copies(const char* key) const {
-    STRATA_ASSIGN_OR_RETURN(const json* list, List(key));
-    std::vector<HeldCopy> out;
-    if (list == nullptr) return out;
-    const std::string want = "a list of [rank, step, \"digest\"]";
-    for (const json& c : *list) {
-      if (!c.is_array() || c.size() != 3 || !c[0].is_number_integer() ||
-          !c[1].is_number_integer() || !c[2].is_string()) {
-        return Error(key, want);
-      }
-      const int64_t rank = c[0].get<int64_t>(), step = c[1].get<int64_t>();
-      auto digest = ParseHex64(c[2].get<std::string>());
-      if (rank < 0 || rank >= kMaxNodes || step < 0 || !digest) return Error(key, want);
-      out.push_back({static_cast<int>(rank), step, *digest});
-    }
-    return out;
-  }
-
-  StatusOr<std::vector<FailedHolder>> Failed(const char* key) const {
-    STRATA_ASSIGN_OR_RETURN(const json* list, List(key));
-    std::vector<FailedHolder> out;
-    if (list == nullptr) return out;
-    const std::string want = "a list of [holder, rank, step]";
-    for (const json& b : *list) {
-      if (!b.is_array() || b.size() != 3 || !b[0].is_number_integer() ||
-          !b[1].is_number_integer() || !b[2].is_number_integer()) {
-        return Error(key, want);
-      }
-      const int64_t holder = b[0].get<int64_t>(), rank = b[1].get<int64_t>();
-      if (holder < std::numeric_limits<int>::min() || holder >= kMaxNodes || rank < kParityRank ||
-          rank >= kMaxNodes) {
-        return Error(key, want);
-      }
-      out.push_back({static_cast<int>(holder), static_cast<int>(rank), b[2].get<int64_t>()});
-    }
-    return out;
-  }
-
-  StatusOr<std::vector<int>> Ranks(const char* key) const {
-    STRATA_ASSIGN_OR_RETURN(const json* list, List(key));
-    std::vector<int> out;
-    if (list == nullptr) return out;
-    for (const json& n : *list) {
-      if (!n.is_number_integer() || n.get<int64_t>() < 0 || n.get<int64_t>() >= kMaxNodes) {
-        return Error(key, "a list of node ranks");
-      }
-      out.push_back(n.get<int>());
-    }
-    return out;
-  }
-
-  // Cadence fields are advisory: a value that is not a positive integer is
-  // ignored, as it always was.
-  Cadence ReadCadence() const {
-    auto positive = [this](const char* key) -> std::optional<int> {
-      const json* v = Find(key);
-      if (v == nullptr || !v->is_number_integer() || v->get<int64_t>() < 1) return std::nullopt;
-      return static_cast<int>(std::min<int64_t>(v->get<int64_t>(), INT32_MAX));
-    };
-    return Cadence{positive("backup_interval_steps"), positive("backup_interval_minutes"),
-                   positive("workers_per_node")};
-  }
-
- private:
-  const json& j_;
-  const char* op_;
-};
-
-json CopiesJson(const std::vector<HeldCopy>& copies) {
+json WriteCopies(const std::vector<HeldCopy>& copies) {
   json out = json::array();
   for (const HeldCopy& c : copies) out.push_back({c.rank, c.step, Hex64(c.digest)});
   return out;
 }
 
-void PutCadence(const Cadence& c, json* j) {
-  if (c.backup_interval_steps) (*j)["backup_interval_steps"] = *c.backup_interval_steps;
-  if (c.backup_interval_minutes) (*j)["backup_interval_minutes"] = *c.backup_interval_minutes;
-  if (c.workers_per_node) (*j)["workers_per_node"] = *c.workers_per_node;
+std::optional<std::vector<FailedHolder>> ReadFailed(const json& v, FieldError* e) {
+  e->want = "a list of [holder, rank, step]";
+  if (!v.is_array() || v.size() > kMaxListEntries) return std::nullopt;
+  std::vector<FailedHolder> out;
+  for (const json& b : v) {
+    if (!b.is_array() || b.size() != 3) return std::nullopt;
+    FieldError ignored;
+    StatusOr<int64_t> holder =
+        ReadInt(b[0], std::numeric_limits<int>::min(), kMaxNodes - 1, &ignored);
+    StatusOr<int64_t> rank = ReadInt(b[1], kParityRank, kMaxNodes - 1, &ignored);
+    StatusOr<int64_t> step =
+        ReadInt(b[2], std::numeric_limits<int64_t>::min(), kInt64Max, &ignored);
+    if (!holder.ok() || !rank.ok() || !step.ok()) return std::nullopt;
+    out.push_back({static_cast<int>(*holder), static_cast<int>(*rank), *step});
+  }
+  return out;
 }
 
-void PutWait(const std::optional<std::chrono::milliseconds>& wait, json* j) {
-  if (wait) (*j)["wait_ms"] = wait->count();
+json WriteFailed(const std::vector<FailedHolder>& bad) {
+  json out = json::array();
+  for (const FailedHolder& b : bad) out.push_back({b.holder, b.rank, b.step});
+  return out;
+}
+
+std::optional<std::vector<int>> ReadRanks(const json& v, FieldError* e) {
+  e->want = "a list of node ranks";
+  if (!v.is_array() || v.size() > kMaxListEntries) return std::nullopt;
+  std::vector<int> out;
+  for (const json& n : v) {
+    FieldError ignored;
+    StatusOr<int64_t> rank = ReadInt(n, 0, kMaxNodes - 1, &ignored);
+    if (!rank.ok()) return std::nullopt;
+    out.push_back(static_cast<int>(*rank));
+  }
+  return out;
+}
+
+json WriteRanks(const std::vector<int>& ranks) { return ranks; }
+
+// "wait_ms": how long a call may park, at most a day.
+std::optional<std::chrono::milliseconds> ReadWait(const json& v, FieldError* e) {
+  if (!IsNonNegativeInteger(v)) {
+    e->want = "a non-negative integer";
+    return std::nullopt;
+  }
+  return std::chrono::milliseconds(std::min<uint64_t>(v.get<uint64_t>(), 24ull * 3600 * 1000));
+}
+
+json WriteWait(const std::chrono::milliseconds& wait) { return wait.count(); }
+
+template <typename R>
+Status ReadWaitField(const Codec<R>& c, const json& j, R& r) {
+  auto it = j.find("wait_ms");
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  FieldError e;
+  r.wait = ReadWait(*it, &e);
+  return r.wait ? Status::Ok() : c.Error("wait_ms", e.want);
+}
+
+template <typename R>
+void WriteWaitField(const R& r, json* j) {
+  if (r.wait) (*j)["wait_ms"] = WriteWait(*r.wait);
+}
+
+std::optional<net::Endpoint> ReadEndpoint(const json& v, FieldError* e) {
+  if (!v.is_string() || v.get_ref<const std::string&>().size() > kMaxTextBytes) {
+    e->want = "host:port";
+    return std::nullopt;
+  }
+  StatusOr<net::Endpoint> endpoint = net::ParseEndpoint(v.get<std::string>());
+  if (!endpoint.ok()) {
+    e->detail = endpoint.status().message();
+    return std::nullopt;
+  }
+  return *endpoint;
+}
+
+std::optional<ec::Redundancy> ReadRedundancy(const json& v, FieldError* e) {
+  if (!v.is_string() || v.get_ref<const std::string&>().size() > 64) {
+    e->want = "copies, xor, xor(N) or rs(K,M)";
+    return std::nullopt;
+  }
+  StatusOr<ec::Redundancy> parsed = ec::Redundancy::Parse(v.get<std::string>());
+  if (!parsed.ok()) {
+    e->detail = parsed.status().message();
+    return std::nullopt;
+  }
+  return *parsed;
+}
+
+// The backup cadence a node reports, three top-level keys. Advisory: a
+// value that is not a positive integer is ignored, as it always was.
+template <typename M>
+Codec<M>& WithCadence(Codec<M>& codec, Cadence M::*member) {
+  static constexpr std::pair<const char*, std::optional<int> Cadence::*> kKeys[] = {
+      {"backup_interval_steps", &Cadence::backup_interval_steps},
+      {"backup_interval_minutes", &Cadence::backup_interval_minutes},
+      {"workers_per_node", &Cadence::workers_per_node}};
+  std::vector<FieldInfo> keys;
+  for (const auto& [key, field] : kKeys) keys.push_back({key, false, FieldInfo::Kind::kOther});
+  return codec.Custom(
+      std::move(keys),
+      [member](const Codec<M>&, const json& j, M& m) {
+        for (const auto& [key, field] : kKeys) {
+          auto it = j.find(key);
+          if (it == j.end() || !it->is_number_integer() || it->template get<int64_t>() < 1)
+            continue;
+          (m.*member).*field =
+              static_cast<int>(std::min<int64_t>(it->template get<int64_t>(), INT32_MAX));
+        }
+        return Status::Ok();
+      },
+      [member](const M& m, json* j) {
+        for (const auto& [key, field] : kKeys) {
+          if ((m.*member).*field) (*j)[key] = *((m.*member).*field);
+        }
+      });
+}
+
+// A node rank below the job's node count, which the same message gives.
+template <typename M>
+Status NodeBelow(const Codec<M>& c, const char* key, int node, int nodes) {
+  if (node < nodes) return Status::Ok();
+  return c.Error(key, IntWant(0, nodes - 1));
+}
+
+const Codec<RegisterRequest>& RegisterCodec() {
+  using R = RegisterRequest;
+  static const Codec<R>* const kCodec = [] {
+    auto* codec = new Codec<R>(Op::kRegister);
+    codec->Job(&R::job)
+        .Int("nodes", &R::nodes, 1, kMaxNodes)
+        .Int("node", &R::node, 0, kMaxNodes - 1)
+        .Int("dp", &R::dp, 1, kMaxNodes)
+        .Value<net::Endpoint>("address", &R::address, Presence::kRequired, &ReadEndpoint,
+                              [](const net::Endpoint& e) { return json(e.ToString()); })
+        .Text("incarnation", &R::incarnation, Presence::kOmitted)
+        .Value<std::vector<HeldCopy>>("inventory", &R::inventory, Presence::kDefaulted, &ReadCopies,
+                                      &WriteCopies)
+        .Value<ec::Redundancy>("redundancy", &R::redundancy, Presence::kDefaulted, &ReadRedundancy,
+                               [](const ec::Redundancy& r) { return json(r.ToString()); })
+        .WriteIf([](const R& r) { return r.redundancy.coded(); })
+        .Text("domain", &R::domain, Presence::kOmitted, 64)
+        .Nested<std::vector<HeldParity>>("parity", &R::parity, Presence::kOmitted,
+                                         &HeldParityFromJson, &HeldParityToJson)
+        .Check([](const Codec<R>& c, const R& r) { return NodeBelow(c, "node", r.node, r.nodes); })
+        .Check([](const Codec<R>& c, const R& r) {
+          return r.dp <= r.nodes ? Status::Ok() : c.Error("dp", IntWant(1, r.nodes));
+        });
+    WithCadence(*codec, &R::cadence);
+    return codec;
+  }();
+  return *kCodec;
+}
+
+const Codec<AwaitPlanRequest>& AwaitPlanCodec() {
+  using R = AwaitPlanRequest;
+  static const Codec<R>* const kCodec = [] {
+    auto* codec = new Codec<R>(Op::kAwaitPlan);
+    codec->Job(&R::job)
+        .Int("round", &R::round, 0, kInt64Max)
+        .Int("plan_version", &R::plan_version, 0, kInt64Max, Presence::kDefaulted)
+        // -1 (an older sender's "the whole plan") reads as none.
+        .Custom(
+            {{"node", false, FieldInfo::Kind::kInteger, -1, kMaxNodes - 1}},
+            [](const Codec<R>& c, const json& j, R& r) {
+              auto it = j.find("node");
+              if (it == j.end() || it->is_null()) return Status::Ok();
+              FieldError e;
+              StatusOr<int64_t> node = ReadInt(*it, -1, kMaxNodes - 1, &e);
+              if (!node.ok()) return c.Error("node", e.want);
+              if (*node >= 0) r.node = static_cast<int>(*node);
+              return Status::Ok();
+            },
+            [](const R& r, json* j) {
+              if (r.node) (*j)["node"] = *r.node;
+            })
+        .Value<std::vector<int>>("peers", &R::peers, Presence::kDefaulted, &ReadRanks, &WriteRanks)
+        .WriteIf([](const R& r) { return r.node.has_value(); })
+        .Custom({{"wait_ms", false, FieldInfo::Kind::kInteger, 0, kInt64Max, true}},
+                &ReadWaitField<R>, &WriteWaitField<R>);
+    return codec;
+  }();
+  return *kCodec;
+}
+
+const Codec<ReadyRequest>& ReadyCodec() {
+  using R = ReadyRequest;
+  static const Codec<R>* const kCodec = [] {
+    auto* codec = new Codec<R>(Op::kReady);
+    codec->Job(&R::job)
+        .Int("round", &R::round, 0, kInt64Max)
+        .Int("node", &R::node, 0, kMaxNodes - 1)
+        .Int("plan_version", &R::plan_version, -1, kInt64Max, Presence::kDefaulted)
+        .Bool("ok", &R::ok, Presence::kDefaulted)
+        .Value<std::vector<FailedHolder>>("bad", &R::bad, Presence::kDefaulted, &ReadFailed,
+                                          &WriteFailed)
+        .Custom({{"wait_ms", false, FieldInfo::Kind::kInteger, 0, kInt64Max, true}},
+                &ReadWaitField<R>, &WriteWaitField<R>);
+    return codec;
+  }();
+  return *kCodec;
+}
+
+const Codec<ReplicatedRequest>& ReplicatedCodec() {
+  using R = ReplicatedRequest;
+  static const Codec<R>* const kCodec = [] {
+    auto* codec = new Codec<R>(Op::kReplicated);
+    codec->Job(&R::job)
+        .Int("node", &R::node, 0, kMaxNodes - 1)
+        .Int("step", &R::step, -1, kInt64Max, Presence::kDefaulted)
+        .Int("nodes", &R::nodes, 1, kMaxNodes)
+        .Int("dp", &R::dp, 1, kMaxNodes)
+        .Check([](const Codec<R>& c, const R& r) {
+          // With the job's size comes its data parallelism, at most its size.
+          if (!r.nodes) return Status::Ok();
+          if (!r.dp) return c.Missing("dp");
+          return *r.dp <= *r.nodes ? Status::Ok() : c.Error("dp", IntWant(1, *r.nodes));
+        });
+    WithCadence(*codec, &R::cadence);
+    return codec;
+  }();
+  return *kCodec;
+}
+
+const Codec<BackupDoneRequest>& BackupDoneCodec() {
+  using R = BackupDoneRequest;
+  static const Codec<R>* const kCodec = [] {
+    auto* codec = new Codec<R>(Op::kBackupDone);
+    codec->Job(&R::job)
+        .Int("node", &R::node, 0, kMaxNodes - 1)
+        .Text("id", &R::id, Presence::kDefaulted)
+        .Int("part", &R::part, 0, kMaxNodes - 1)
+        .Int("step", &R::step, -1, kInt64Max, Presence::kDefaulted)
+        .Bool("ok", &R::ok, Presence::kDefaulted)
+        .Text("error", &R::error, Presence::kDefaulted)
+        .WriteIf([](const R& r) { return !r.ok; })
+        .Unsigned("bytes", &R::bytes, Presence::kDefaulted)
+        .Digest("digest", &R::digest);
+    return codec;
+  }();
+  return *kCodec;
+}
+
+const Codec<NodeAddressRequest>& NodeAddressCodec() {
+  using R = NodeAddressRequest;
+  static const Codec<R>* const kCodec = [] {
+    auto* codec = new Codec<R>(Op::kNodeAddress);
+    // Without a job: the coordinator's only job.
+    codec
+        ->Value<std::string>(
+            "job", &R::job, &ReadJobName, [](const std::string& job) { return json(job); },
+            FieldInfo::Kind::kText)
+        .Int("node", &R::node, 0, kMaxNodes - 1);
+    return codec;
+  }();
+  return *kCodec;
+}
+
+const Codec<NoticeRequest>& NoticeCodec() {
+  using R = NoticeRequest;
+  static const Codec<R>* const kCodec = [] {
+    auto* codec = new Codec<R>(Op::kNotice);
+    codec->Job(&R::job)
+        .Int("node", &R::node, 0, kMaxNodes - 1)
+        .Int("step", &R::step, -1, kInt64Max, Presence::kDefaulted)
+        .Text("origin", &R::origin, Presence::kDefaulted);
+    return codec;
+  }();
+  return *kCodec;
+}
+
+const Codec<SyncRequest>& SyncCodec() {
+  using R = SyncRequest;
+  static const Codec<R>* const kCodec = [] {
+    auto* codec = new Codec<R>(Op::kSync);
+    codec->Job(&R::job)
+        .Int("node", &R::node, 0, kMaxNodes - 1)
+        .Int("step", &R::step, -1, kInt64Max, Presence::kDefaulted)
+        .Number("rate", &R::rate, Presence::kDefaulted)
+        .Unsigned("generation", &R::generation, Presence::kDefaulted)
+        .Unsigned("collect", &R::collect, Presence::kDefaulted)
+        .Custom({{"wait_ms", false, FieldInfo::Kind::kInteger, 0, kInt64Max, true}},
+                &ReadWaitField<R>, &WriteWaitField<R>)
+        .Int("round", &R::round, 0, kInt64Max);
+    return codec;
+  }();
+  return *kCodec;
+}
+
+const Codec<QuarantineStepRequest>& QuarantineStepCodec() {
+  using R = QuarantineStepRequest;
+  static const Codec<R>* const kCodec = [] {
+    auto* codec = new Codec<R>(Op::kQuarantineStep);
+    codec->Job(&R::job).Int("node", &R::node, 0, kMaxNodes - 1).Int("step", &R::step, 0, kInt64Max);
+    return codec;
+  }();
+  return *kCodec;
+}
+
+const Codec<AddCopiesRequest>& AddCopiesCodec() {
+  using R = AddCopiesRequest;
+  static const Codec<R>* const kCodec = [] {
+    auto* codec = new Codec<R>(Op::kAddCopies);
+    codec->Job(&R::job)
+        .Int("round", &R::round, 0, kInt64Max)
+        .Int("node", &R::node, 0, kMaxNodes - 1)
+        .Value<std::vector<HeldCopy>>("inventory", &R::inventory, Presence::kDefaulted, &ReadCopies,
+                                      &WriteCopies);
+    return codec;
+  }();
+  return *kCodec;
 }
 
 }  // namespace
 
-StatusOr<RegisterRequest> RegisterRequest::FromJson(const json& j) {
-  Reader in(j, Op::kRegister);
-  STRATA_RETURN_IF_ERROR(in.CheckObject());
-  RegisterRequest r;
-  STRATA_ASSIGN_OR_RETURN(r.job, in.Job());
-  STRATA_ASSIGN_OR_RETURN(int64_t nodes, in.Int("nodes", 1, kMaxNodes));
-  r.nodes = static_cast<int>(nodes);
-  STRATA_ASSIGN_OR_RETURN(int64_t node, in.Int("node", 0, nodes - 1));
-  r.node = static_cast<int>(node);
-  STRATA_ASSIGN_OR_RETURN(int64_t dp, in.Int("dp", 1, nodes));
-  r.dp = static_cast<int>(dp);
-  STRATA_ASSIGN_OR_RETURN(std::string address, in.TextOr("address", ""));
-  auto endpoint = net::ParseEndpoint(address);
-  if (!endpoint.ok()) {
-    return InvalidArgumentError(std::string(OpName(Op::kRegister)) +
-                                ": \"address\": " + endpoint.status().message());
+STRATA_WIRE_CODEC(RegisterRequest, RegisterCodec)
+STRATA_WIRE_CODEC(AwaitPlanRequest, AwaitPlanCodec)
+STRATA_WIRE_CODEC(ReadyRequest, ReadyCodec)
+STRATA_WIRE_CODEC(ReplicatedRequest, ReplicatedCodec)
+STRATA_WIRE_CODEC(BackupDoneRequest, BackupDoneCodec)
+STRATA_WIRE_CODEC(NodeAddressRequest, NodeAddressCodec)
+STRATA_WIRE_CODEC(NoticeRequest, NoticeCodec)
+STRATA_WIRE_CODEC(SyncRequest, SyncCodec)
+STRATA_WIRE_CODEC(QuarantineStepRequest, QuarantineStepCodec)
+STRATA_WIRE_CODEC(AddCopiesRequest, AddCopiesCodec)
+
+namespace {
+
+const Codec<ReplicatedReply::Task>& TaskCodec() {
+  using T = ReplicatedReply::Task;
+  static const Codec<T>* const kCodec = [] {
+    auto* codec = new Codec<T>(std::string("a backup task"));
+    codec->Text("id", &T::id)
+        .Int("step", &T::step, kInt64Min, kInt64Max)
+        .Int("part", &T::part, 0, kMaxNodes - 1);
+    return codec;
+  }();
+  return *kCodec;
+}
+
+const Codec<ReplicatedReply>& ReplicatedReplyCodec() {
+  using R = ReplicatedReply;
+  static const Codec<R>* const kCodec = [] {
+    auto* codec = new Codec<R>(std::string("the answer to a replication report"));
+    codec->Int("watermark", &R::watermark, kInt64Min, kInt64Max, Presence::kDefaulted)
+        .Object("newest_backup", &R::newest_backup, BackupCodec())
+        .Text("backup_error", &R::backup_error, Presence::kOmitted)
+        .Object("backup_task", &R::backup_task, TaskCodec());
+    return codec;
+  }();
+  return *kCodec;
+}
+
+// What a decision says beyond its round is there only with a step.
+const Codec<SyncDecision>& SyncDecisionCodec() {
+  using D = SyncDecision;
+  static const Codec<D>* const kCodec = [] {
+    auto* codec = new Codec<D>(std::string("the on-demand step decision"));
+    auto decided = [](const D& d) { return d.step.has_value(); };
+    codec->Unsigned("generation", &D::generation)
+        .Int("round", &D::round, kInt64Min, kInt64Max)
+        .Unsigned("collect", &D::collect)
+        .Bool("collecting", &D::collecting, Presence::kDefaulted)
+        .NullableInt("step", &D::step, kInt64Min, kInt64Max, Presence::kRequired)
+        .Int("notice_unix_ms", &D::notice_unix_ms, kInt64Min, kInt64Max, Presence::kDefaulted)
+        .WriteIf(decided)
+        .Int("notice_step", &D::notice_step, kInt64Min, kInt64Max)
+        .WriteIf(decided)
+        .Text("origin", &D::origin, Presence::kDefaulted)
+        .WriteIf(decided);
+    return codec;
+  }();
+  return *kCodec;
+}
+
+const Codec<RegisterReply>& RegisterReplyCodec() {
+  static const Codec<RegisterReply>* const kCodec = [] {
+    auto* codec = new Codec<RegisterReply>(std::string("the answer to register"));
+    codec->Int("round", &RegisterReply::round, kInt64Min, kInt64Max);
+    return codec;
+  }();
+  return *kCodec;
+}
+
+const Codec<ReadyReply>& ReadyReplyCodec() {
+  using R = ReadyReply;
+  static const Codec<R>* const kCodec = [] {
+    auto* codec = new Codec<R>(std::string("the answer to ready"));
+    codec->Bool("go", &R::go, Presence::kOmitted)
+        .Bool("replan", &R::replan, Presence::kOmitted)
+        .Object("sync", &R::sync, SyncDecisionCodec())
+        .Check([](const Codec<R>& c, const R& r) {
+          return r.go != r.replan ? Status::Ok() : c.Invalid(" says neither go nor replan");
+        });
+    return codec;
+  }();
+  return *kCodec;
+}
+
+const Codec<Source>& SourceCodec() {
+  static const Codec<Source>* const kCodec = [] {
+    auto* codec = new Codec<Source>(std::string("a source"));
+    codec->Int("source_rank", &Source::source_rank, 0, kMaxNodes - 1)
+        .Value<std::vector<int>>(
+            "holders", &Source::holders, Presence::kRequired,
+            [](const json& v, FieldError* e) -> std::optional<std::vector<int>> {
+              std::optional<std::vector<int>> holders = ReadIntList(v, e);
+              e->want = "a list of holders (node ranks, or -1 for the backup)";
+              if (!holders) return std::nullopt;
+              for (int h : *holders) {
+                if (h < kBackupHolder || h >= kMaxNodes) return std::nullopt;
+              }
+              return holders;
+            },
+            &WriteIntList)
+        .Digest("digest", &Source::digest)
+        .Nested<DecodeSource>("decode", &Source::decode, &DecodeFromJson, &DecodeToJson);
+    return codec;
+  }();
+  return *kCodec;
+}
+
+// A node rank as an object key ("3").
+std::optional<int> RankKey(const std::string& key) {
+  int n = 0;
+  auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), n);
+  if (ec != std::errc() || end != key.data() + key.size() || n < 0 || n >= kMaxNodes) {
+    return std::nullopt;
   }
-  r.address = *endpoint;
-  STRATA_ASSIGN_OR_RETURN(r.incarnation, in.TextOr("incarnation", ""));
-  STRATA_ASSIGN_OR_RETURN(r.inventory, in.Copies("inventory"));
-  r.cadence = in.ReadCadence();
-  STRATA_ASSIGN_OR_RETURN(std::string redundancy, in.TextOr("redundancy", "copies"));
-  StatusOr<ec::Redundancy> parsed = ec::Redundancy::Parse(redundancy);
-  if (!parsed.ok()) {
-    return InvalidArgumentError(std::string(OpName(Op::kRegister)) + ": " +
-                                parsed.status().message());
+  return n;
+}
+
+std::optional<std::map<int, Source>> ReadSources(const json& v, FieldError* e) {
+  if (!v.is_object() || v.size() > static_cast<size_t>(kMaxNodes)) {
+    e->want = "an object of node rank: source";
+    return std::nullopt;
   }
-  r.redundancy = *parsed;
-  STRATA_ASSIGN_OR_RETURN(r.domain, in.TextOr("domain", ""));
-  if (r.domain.size() > 64) return in.Error("domain", "at most 64 bytes");
-  if (const json* parity = in.Find("parity")) {
-    STRATA_ASSIGN_OR_RETURN(r.parity, HeldParityFromJson(*parity, OpName(Op::kRegister)));
-  }
-  return r;
-}
-
-json RegisterRequest::ToJson() const {
-  json j = {{"op", OpName(Op::kRegister)},
-            {"job", job},
-            {"node", node},
-            {"nodes", nodes},
-            {"dp", dp},
-            {"address", address.ToString()},
-            {"inventory", CopiesJson(inventory)}};
-  if (!incarnation.empty()) j["incarnation"] = incarnation;
-  PutCadence(cadence, &j);
-  if (redundancy.coded()) j["redundancy"] = redundancy.ToString();
-  if (!domain.empty()) j["domain"] = domain;
-  if (!parity.empty()) j["parity"] = HeldParityToJson(parity);
-  return j;
-}
-
-StatusOr<AwaitPlanRequest> AwaitPlanRequest::FromJson(const json& j) {
-  Reader in(j, Op::kAwaitPlan);
-  STRATA_RETURN_IF_ERROR(in.CheckObject());
-  AwaitPlanRequest r;
-  STRATA_ASSIGN_OR_RETURN(r.job, in.Job());
-  STRATA_ASSIGN_OR_RETURN(r.round, in.Int("round", 0, kInt64Max));
-  STRATA_ASSIGN_OR_RETURN(r.plan_version, in.IntOr("plan_version", 0, kInt64Max, 0));
-  STRATA_ASSIGN_OR_RETURN(std::optional<int64_t> node, in.OptInt("node", -1, kMaxNodes - 1));
-  if (node && *node >= 0) r.node = static_cast<int>(*node);  // -1: the whole plan
-  STRATA_ASSIGN_OR_RETURN(r.peers, in.Ranks("peers"));
-  STRATA_ASSIGN_OR_RETURN(r.wait, in.Wait());
-  return r;
-}
-
-json AwaitPlanRequest::ToJson() const {
-  json j = {{"op", OpName(Op::kAwaitPlan)},
-            {"job", job},
-            {"round", round},
-            {"plan_version", plan_version}};
-  if (node) {
-    j["node"] = *node;
-    j["peers"] = peers;
-  }
-  PutWait(wait, &j);
-  return j;
-}
-
-StatusOr<ReadyRequest> ReadyRequest::FromJson(const json& j) {
-  Reader in(j, Op::kReady);
-  STRATA_RETURN_IF_ERROR(in.CheckObject());
-  ReadyRequest r;
-  STRATA_ASSIGN_OR_RETURN(r.job, in.Job());
-  STRATA_ASSIGN_OR_RETURN(r.round, in.Int("round", 0, kInt64Max));
-  STRATA_ASSIGN_OR_RETURN(r.node, in.Node());
-  STRATA_ASSIGN_OR_RETURN(r.plan_version, in.IntOr("plan_version", -1, kInt64Max, -1));
-  STRATA_ASSIGN_OR_RETURN(r.ok, in.Bool("ok"));
-  STRATA_ASSIGN_OR_RETURN(r.bad, in.Failed("bad"));
-  STRATA_ASSIGN_OR_RETURN(r.wait, in.Wait());
-  return r;
-}
-
-json ReadyRequest::ToJson() const {
-  json failed = json::array();
-  for (const FailedHolder& b : bad) failed.push_back({b.holder, b.rank, b.step});
-  json j = {{"op", OpName(Op::kReady)},     {"job", job}, {"round", round},          {"node", node},
-            {"plan_version", plan_version}, {"ok", ok},   {"bad", std::move(failed)}};
-  PutWait(wait, &j);
-  return j;
-}
-
-StatusOr<ReplicatedRequest> ReplicatedRequest::FromJson(const json& j) {
-  Reader in(j, Op::kReplicated);
-  STRATA_RETURN_IF_ERROR(in.CheckObject());
-  ReplicatedRequest r;
-  STRATA_ASSIGN_OR_RETURN(r.job, in.Job());
-  STRATA_ASSIGN_OR_RETURN(r.node, in.Node());
-  STRATA_ASSIGN_OR_RETURN(r.step, in.IntOr("step", -1, kInt64Max, -1));
-  STRATA_ASSIGN_OR_RETURN(std::optional<int64_t> nodes, in.OptInt("nodes", 1, kMaxNodes));
-  if (nodes) {
-    r.nodes = static_cast<int>(*nodes);
-    STRATA_ASSIGN_OR_RETURN(int64_t dp, in.Int("dp", 1, *nodes));
-    r.dp = static_cast<int>(dp);
-  }
-  r.cadence = in.ReadCadence();
-  return r;
-}
-
-json ReplicatedRequest::ToJson() const {
-  json j = {{"op", OpName(Op::kReplicated)}, {"job", job}, {"node", node}, {"step", step}};
-  if (nodes) j["nodes"] = *nodes;
-  if (dp) j["dp"] = *dp;
-  PutCadence(cadence, &j);
-  return j;
-}
-
-StatusOr<BackupDoneRequest> BackupDoneRequest::FromJson(const json& j) {
-  Reader in(j, Op::kBackupDone);
-  STRATA_RETURN_IF_ERROR(in.CheckObject());
-  BackupDoneRequest r;
-  STRATA_ASSIGN_OR_RETURN(r.job, in.Job());
-  STRATA_ASSIGN_OR_RETURN(r.node, in.Node());
-  STRATA_ASSIGN_OR_RETURN(r.id, in.TextOr("id", ""));
-  STRATA_ASSIGN_OR_RETURN(r.part, in.Node("part"));
-  STRATA_ASSIGN_OR_RETURN(r.step, in.IntOr("step", -1, kInt64Max, -1));
-  STRATA_ASSIGN_OR_RETURN(r.ok, in.Bool("ok"));
-  STRATA_ASSIGN_OR_RETURN(r.error, in.TextOr("error", "upload failed"));
-  STRATA_ASSIGN_OR_RETURN(r.bytes, in.Unsigned("bytes"));
-  STRATA_ASSIGN_OR_RETURN(std::optional<std::string> digest, in.OptText("digest"));
-  if (digest && !digest->empty()) {
-    r.digest = ParseHex64(*digest);
-    if (!r.digest) return in.Error("digest", "16 hex digits");
-  }
-  return r;
-}
-
-json BackupDoneRequest::ToJson() const {
-  json j = {{"op", OpName(Op::kBackupDone)},
-            {"job", job},
-            {"node", node},
-            {"id", id},
-            {"part", part},
-            {"step", step},
-            {"ok", ok},
-            {"bytes", bytes}};
-  if (digest) j["digest"] = Hex64(*digest);
-  if (!ok) j["error"] = error;
-  return j;
-}
-
-StatusOr<NodeAddressRequest> NodeAddressRequest::FromJson(const json& j) {
-  Reader in(j, Op::kNodeAddress);
-  STRATA_RETURN_IF_ERROR(in.CheckObject());
-  NodeAddressRequest r;
-  if (in.Find("job") != nullptr) {
-    STRATA_ASSIGN_OR_RETURN(r.job, in.Job());
-  }
-  STRATA_ASSIGN_OR_RETURN(r.node, in.Node());
-  return r;
-}
-
-json NodeAddressRequest::ToJson() const {
-  json j = {{"op", OpName(Op::kNodeAddress)}, {"node", node}};
-  if (job) j["job"] = *job;
-  return j;
-}
-
-StatusOr<NoticeRequest> NoticeRequest::FromJson(const json& j) {
-  Reader in(j, Op::kNotice);
-  STRATA_RETURN_IF_ERROR(in.CheckObject());
-  NoticeRequest r;
-  STRATA_ASSIGN_OR_RETURN(r.job, in.Job());
-  STRATA_ASSIGN_OR_RETURN(r.node, in.Node());
-  STRATA_ASSIGN_OR_RETURN(r.step, in.IntOr("step", -1, kInt64Max, -1));
-  STRATA_ASSIGN_OR_RETURN(r.origin, in.TextOr("origin", ""));
-  return r;
-}
-
-json NoticeRequest::ToJson() const {
-  return {{"op", OpName(Op::kNotice)},
-          {"job", job},
-          {"node", node},
-          {"step", step},
-          {"origin", origin}};
-}
-
-StatusOr<SyncRequest> SyncRequest::FromJson(const json& j) {
-  Reader in(j, Op::kSync);
-  STRATA_RETURN_IF_ERROR(in.CheckObject());
-  SyncRequest r;
-  STRATA_ASSIGN_OR_RETURN(r.job, in.Job());
-  STRATA_ASSIGN_OR_RETURN(r.node, in.Node());
-  STRATA_ASSIGN_OR_RETURN(r.step, in.IntOr("step", -1, kInt64Max, -1));
-  STRATA_ASSIGN_OR_RETURN(r.rate, in.Number("rate"));
-  STRATA_ASSIGN_OR_RETURN(r.generation, in.Unsigned("generation"));
-  STRATA_ASSIGN_OR_RETURN(r.collect, in.Unsigned("collect"));
-  STRATA_ASSIGN_OR_RETURN(r.wait, in.Wait());
-  STRATA_ASSIGN_OR_RETURN(r.round, in.OptInt("round", 0, kInt64Max));
-  return r;
-}
-
-json SyncRequest::ToJson() const {
-  json j = {{"op", OpName(Op::kSync)},
-            {"job", job},
-            {"node", node},
-            {"step", step},
-            {"rate", rate},
-            {"generation", generation},
-            {"collect", collect}};
-  PutWait(wait, &j);
-  if (round) j["round"] = *round;
-  return j;
-}
-
-StatusOr<QuarantineStepRequest> QuarantineStepRequest::FromJson(const json& j) {
-  Reader in(j, Op::kQuarantineStep);
-  STRATA_RETURN_IF_ERROR(in.CheckObject());
-  QuarantineStepRequest r;
-  STRATA_ASSIGN_OR_RETURN(r.job, in.Job());
-  STRATA_ASSIGN_OR_RETURN(r.node, in.Node());
-  STRATA_ASSIGN_OR_RETURN(r.step, in.Int("step", 0, kInt64Max));
-  return r;
-}
-
-json QuarantineStepRequest::ToJson() const {
-  return {{"op", OpName(Op::kQuarantineStep)}, {"job", job}, {"node", node}, {"step", step}};
-}
-
-StatusOr<AddCopiesRequest> AddCopiesRequest::FromJson(const json& j) {
-  Reader in(j, Op::kAddCopies);
-  STRATA_RETURN_IF_ERROR(in.CheckObject());
-  AddCopiesRequest r;
-  STRATA_ASSIGN_OR_RETURN(r.job, in.Job());
-  STRATA_ASSIGN_OR_RETURN(r.round, in.Int("round", 0, kInt64Max));
-  STRATA_ASSIGN_OR_RETURN(r.node, in.Node());
-  STRATA_ASSIGN_OR_RETURN(r.inventory, in.Copies("inventory"));
-  return r;
-}
-
-json AddCopiesRequest::ToJson() const {
-  return {{"op", OpName(Op::kAddCopies)},
-          {"job", job},
-          {"round", round},
-          {"node", node},
-          {"inventory", CopiesJson(inventory)}};
-}
-
-StatusOr<ReplicatedReply> ReplicatedReply::FromJson(const json& j) {
-  const std::string what = "the answer to a replication report";
-  if (!j.is_object()) return InvalidArgumentError(what + " is not an object");
-  auto malformed = [&what](const char* key) {
-    return InvalidArgumentError(what + ": \"" + key + "\" is malformed");
-  };
-  ReplicatedReply r;
-  auto watermark = j.find("watermark");
-  if (watermark != j.end()) {
-    if (!watermark->is_number_integer()) return malformed("watermark");
-    r.watermark = watermark->get<int64_t>();
-  }
-  auto newest = j.find("newest_backup");
-  if (newest != j.end() && !newest->is_null()) {
-    const bool ok = newest->is_object() && newest->value("id", json()).is_string() &&
-                    newest->value("step", json()).is_number_integer() &&
-                    newest->value("created", json()).is_number_integer() &&
-                    newest->value("committed", json()).is_number_integer();
-    if (!ok) return malformed("newest_backup");
-    r.newest_backup =
-        Backup{(*newest)["id"].get<std::string>(), (*newest)["step"].get<int64_t>(),
-               (*newest)["created"].get<int64_t>(), (*newest)["committed"].get<int64_t>()};
-  }
-  auto error = j.find("backup_error");
-  if (error != j.end()) {
-    if (!error->is_string()) return malformed("backup_error");
-    r.backup_error = error->get<std::string>();
-  }
-  auto task = j.find("backup_task");
-  if (task != j.end()) {
-    const bool ok = task->is_object() && task->value("id", json()).is_string() &&
-                    task->value("step", json()).is_number_integer() &&
-                    task->value("part", json()).is_number_integer() &&
-                    (*task)["part"].get<int64_t>() >= 0 &&
-                    (*task)["part"].get<int64_t>() < kMaxNodes;
-    if (!ok) return malformed("backup_task");
-    r.backup_task = Task{(*task)["id"].get<std::string>(), (*task)["step"].get<int64_t>(),
-                         (*task)["part"].get<int>()};
-  }
-  return r;
-}
-
-json ReplicatedReply::ToJson() const {
-  json j = {{"watermark", watermark}};
-  if (newest_backup) {
-    j["newest_backup"] = {{"id", newest_backup->id},
-                          {"step", newest_backup->step},
-                          {"created", newest_backup->created},
-                          {"committed", newest_backup->committed}};
-  }
-  if (!backup_error.empty()) j["backup_error"] = backup_error;
-  if (backup_task) {
-    j["backup_task"] = {
-        {"id", backup_task->id}, {"step", backup_task->step}, {"part", backup_task->part}};
-  }
-  return j;
-}
-
-StatusOr<SyncDecision> SyncDecision::FromJson(const json& j) {
-  const std::string what = "the on-demand step decision";
-  if (!j.is_object()) return InvalidArgumentError(what + " is not an object");
-  auto field = [&](const char* key) -> StatusOr<const json*> {
-    auto it = j.find(key);
-    if (it == j.end()) return InvalidArgumentError(what + ": \"" + key + "\" is missing");
-    return &*it;
-  };
-  auto malformed = [&](const char* key) {
-    return InvalidArgumentError(what + ": \"" + key + "\" is malformed");
-  };
-  SyncDecision d;
-  STRATA_ASSIGN_OR_RETURN(const json* generation, field("generation"));
-  STRATA_ASSIGN_OR_RETURN(const json* round, field("round"));
-  STRATA_ASSIGN_OR_RETURN(const json* collect, field("collect"));
-  STRATA_ASSIGN_OR_RETURN(const json* step, field("step"));
-  if (!IsNonNegativeInteger(*generation)) return malformed("generation");
-  if (!round->is_number_integer()) return malformed("round");
-  if (!IsNonNegativeInteger(*collect)) return malformed("collect");
-  d.generation = generation->get<uint64_t>();
-  d.round = round->get<int64_t>();
-  d.collect = collect->get<uint64_t>();
-  auto collecting = j.find("collecting");
-  if (collecting != j.end()) {
-    if (!collecting->is_boolean()) return malformed("collecting");
-    d.collecting = collecting->get<bool>();
-  }
-  if (!step->is_null()) {
-    if (!step->is_number_integer()) return malformed("step");
-    d.step = step->get<int64_t>();
-    auto at = j.find("notice_unix_ms");
-    if (at != j.end()) {
-      if (!at->is_number_integer()) return malformed("notice_unix_ms");
-      d.notice_unix_ms = at->get<int64_t>();
-    }
-    auto notice_step = j.find("notice_step");
-    if (notice_step != j.end()) {
-      if (!notice_step->is_number_integer()) return malformed("notice_step");
-      d.notice_step = notice_step->get<int64_t>();
-    }
-    auto origin = j.find("origin");
-    if (origin != j.end()) {
-      if (!origin->is_string()) return malformed("origin");
-      d.origin = origin->get<std::string>();
-    }
-  }
-  return d;
-}
-
-json SyncDecision::ToJson() const {
-  json j = {{"generation", generation},
-            {"round", round},
-            {"collect", collect},
-            {"collecting", collecting},
-            {"step", step ? json(*step) : json(nullptr)}};
-  if (step) {
-    j["notice_unix_ms"] = notice_unix_ms;
-    if (notice_step) j["notice_step"] = *notice_step;
-    j["origin"] = origin;
-  }
-  return j;
-}
-
-StatusOr<PlanReply> PlanReply::FromJson(const json& j) {
-  const std::string what = "the plan";
-  if (!j.is_object()) return InvalidArgumentError(what + " is not an object");
-  auto bad = [&what](const char* field) {
-    return InvalidArgumentError(what + ": \"" + field + "\" is malformed");
-  };
-  PlanReply p;
-  auto integer = [&j](const char* key, int64_t* out) {
-    auto it = j.find(key);
-    if (it == j.end() || !it->is_number_integer()) return false;
-    *out = it->get<int64_t>();
-    return true;
-  };
-  if (!integer("round", &p.round)) return bad("round");
-  if (!integer("plan_version", &p.plan_version)) return bad("plan_version");
-  auto step = j.find("step");
-  if (step != j.end() && !step->is_null()) {
-    if (!step->is_number_integer() || step->get<int64_t>() < 0) return bad("step");
-    p.step = step->get<int64_t>();
-  }
-  auto rank_of = [](const std::string& key) -> std::optional<int> {
-    int n = 0;
-    auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), n);
-    if (ec != std::errc() || end != key.data() + key.size() || n < 0 || n >= kMaxNodes) {
+  std::map<int, Source> out;
+  for (const auto& [key, src] : v.items()) {
+    std::optional<int> rank = RankKey(key);
+    if (!rank) {
+      e->want = "an object of node rank: source";
       return std::nullopt;
     }
-    return n;
-  };
-  auto sources = j.find("sources");
-  if (sources != j.end()) {
-    if (!sources->is_object()) return bad("sources");
-    for (const auto& [key, src] : sources->items()) {
-      std::optional<int> rank = rank_of(key);
-      // Ranks are checked against their range before they become ints
-      // (get<int> of 2^40 would silently truncate).
-      auto is_rank = [](const json& v, int64_t lo) {
-        return v.is_number_integer() && v.get<int64_t>() >= lo && v.get<int64_t>() < kMaxNodes;
-      };
-      if (!rank || !src.is_object() || !is_rank(src.value("source_rank", json()), 0) ||
-          !src.value("holders", json()).is_array() || !src.value("digest", json()).is_string()) {
-        return bad("sources");
-      }
-      Source s;
-      s.source_rank = src["source_rank"].get<int>();
-      for (const json& h : src["holders"]) {
-        if (!is_rank(h, kBackupHolder)) return bad("sources");
-        s.holders.push_back(h.get<int>());
-      }
-      std::optional<uint64_t> digest = ParseHex64(src["digest"].get<std::string>());
-      if (!digest) return bad("sources");
-      s.digest = *digest;
-      if (src.contains("decode")) {
-        STRATA_ASSIGN_OR_RETURN(s.decode, DecodeFromJson(src["decode"], what));
-      }
-      p.sources[*rank] = std::move(s);
+    StatusOr<Source> s = SourceCodec().Parse(src);
+    if (!s.ok()) {
+      e->detail = s.status().message();
+      return std::nullopt;
     }
+    out[*rank] = std::move(*s);
   }
-  auto addresses = j.find("addresses");
-  if (addresses != j.end()) {
-    if (!addresses->is_object()) return bad("addresses");
-    for (const auto& [key, address] : addresses->items()) {
-      std::optional<int> rank = rank_of(key);
-      if (!rank || !address.is_string()) return bad("addresses");
-      p.addresses[*rank] = address.get<std::string>();
+  return out;
+}
+
+json WriteSources(const std::map<int, Source>& sources) {
+  json out = json::object();
+  for (const auto& [rank, s] : sources) out[std::to_string(rank)] = SourceCodec().Write(s);
+  return out;
+}
+
+std::optional<std::map<int, std::string>> ReadAddresses(const json& v, FieldError* e) {
+  e->want = "an object of node rank: \"host:port\"";
+  if (!v.is_object() || v.size() > static_cast<size_t>(kMaxNodes)) return std::nullopt;
+  std::map<int, std::string> out;
+  for (const auto& [key, address] : v.items()) {
+    std::optional<int> rank = RankKey(key);
+    if (!rank || !address.is_string() || address.get_ref<const std::string&>().size() > 256) {
+      return std::nullopt;
     }
+    out[*rank] = address.get<std::string>();
   }
-  for (auto [key, out] : {std::pair{"reason", &p.reason}, std::pair{"backup", &p.backup},
-                          std::pair{"error", &p.error}}) {
-    auto it = j.find(key);
-    if (it == j.end()) continue;
-    if (!it->is_string()) return bad(key);
-    *out = it->get<std::string>();
-  }
-  int64_t discard = 0;
-  if (j.contains("discard_above")) {
-    if (!integer("discard_above", &discard)) return bad("discard_above");
-    p.discard_above = discard;
-  }
-  if (j.contains("group")) {
-    STRATA_ASSIGN_OR_RETURN(p.group, GroupFromJson(j["group"], what));
-  }
-  return p;
+  return out;
 }
 
-json PlanReply::ToJson() const {
-  json srcs = json::object();
-  for (const auto& [rank, s] : sources) {
-    json& src = srcs[std::to_string(rank)];
-    src = {{"source_rank", s.source_rank}, {"holders", s.holders}, {"digest", Hex64(s.digest)}};
-    if (s.decode) src["decode"] = DecodeToJson(*s.decode);
-  }
-  json addrs = json::object();
-  for (const auto& [rank, a] : addresses) addrs[std::to_string(rank)] = a;
-  json j = {{"round", round},
-            {"plan_version", plan_version},
-            {"step", step ? json(*step) : json(nullptr)},
-            {"sources", std::move(srcs)},
-            {"addresses", std::move(addrs)},
-            {"reason", reason}};
-  if (!backup.empty()) j["backup"] = backup;
-  if (!error.empty()) j["error"] = error;
-  if (discard_above) j["discard_above"] = *discard_above;
-  if (group) j["group"] = GroupToJson(*group);
-  return j;
+json WriteAddresses(const std::map<int, std::string>& addresses) {
+  json out = json::object();
+  for (const auto& [rank, a] : addresses) out[std::to_string(rank)] = a;
+  return out;
 }
 
-StatusOr<RegisterReply> RegisterReply::FromJson(const json& j) {
-  if (!j.is_object() || !j.contains("round") || !j["round"].is_number_integer()) {
-    return InvalidArgumentError("the answer to register: \"round\" is missing or malformed");
-  }
-  return RegisterReply{j["round"].get<int64_t>()};
+const Codec<PlanReply>& PlanReplyCodec() {
+  using P = PlanReply;
+  static const Codec<P>* const kCodec = [] {
+    auto* codec = new Codec<P>(std::string("the plan"));
+    codec->Int("round", &P::round, kInt64Min, kInt64Max)
+        .Int("plan_version", &P::plan_version, kInt64Min, kInt64Max)
+        .NullableInt("step", &P::step, 0, kInt64Max)
+        .Value<std::map<int, Source>>("sources", &P::sources, Presence::kDefaulted, &ReadSources,
+                                      &WriteSources)
+        .Value<std::map<int, std::string>>("addresses", &P::addresses, Presence::kDefaulted,
+                                           &ReadAddresses, &WriteAddresses)
+        .Text("reason", &P::reason, Presence::kDefaulted)
+        .Text("backup", &P::backup, Presence::kOmitted)
+        .Text("error", &P::error, Presence::kOmitted)
+        .Int("discard_above", &P::discard_above, kInt64Min, kInt64Max)
+        .Object("group", &P::group, GroupCodec());
+    return codec;
+  }();
+  return *kCodec;
 }
 
-json RegisterReply::ToJson() const { return {{"round", round}}; }
+}  // namespace
 
-StatusOr<ReadyReply> ReadyReply::FromJson(const json& j) {
-  const std::string what = "the answer to ready";
-  if (!j.is_object()) return InvalidArgumentError(what + " is not an object");
-  ReadyReply r;
-  for (auto [key, out] : {std::pair{"go", &r.go}, std::pair{"replan", &r.replan}}) {
-    auto it = j.find(key);
-    if (it == j.end()) continue;
-    if (!it->is_boolean()) return InvalidArgumentError(what + ": \"" + key + "\" is malformed");
-    *out = it->get<bool>();
-  }
-  if (r.go == r.replan) return InvalidArgumentError(what + " says neither go nor replan");
-  if (auto sync = j.find("sync"); sync != j.end()) {
-    STRATA_ASSIGN_OR_RETURN(r.sync, SyncDecision::FromJson(*sync));
-  }
-  return r;
+const Codec<ReplicatedReply::Backup>& BackupCodec() {
+  using B = ReplicatedReply::Backup;
+  static const Codec<B>* const kCodec = [] {
+    auto* codec = new Codec<B>(std::string("a backup"));
+    codec->Text("id", &B::id)
+        .Int("step", &B::step, kInt64Min, kInt64Max)
+        .Int("created", &B::created, kInt64Min, kInt64Max)
+        .Int("committed", &B::committed, kInt64Min, kInt64Max);
+    return codec;
+  }();
+  return *kCodec;
 }
 
-json ReadyReply::ToJson() const {
-  json j = json::object();
-  if (go) j["go"] = true;
-  if (replan) j["replan"] = true;
-  if (sync) j["sync"] = sync->ToJson();
-  return j;
-}
+STRATA_WIRE_CODEC(ReplicatedReply, ReplicatedReplyCodec)
+STRATA_WIRE_CODEC(SyncDecision, SyncDecisionCodec)
+STRATA_WIRE_CODEC(RegisterReply, RegisterReplyCodec)
+STRATA_WIRE_CODEC(ReadyReply, ReadyReplyCodec)
+STRATA_WIRE_CODEC(PlanReply, PlanReplyCodec)
 
 }  // namespace strata::wire

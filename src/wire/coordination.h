@@ -25,6 +25,7 @@
 #include "ec/redundancy.h"
 #include "net/endpoint.h"
 #include "strata/status.h"
+#include "wire/codec.h"
 #include "wire/coded.h"
 
 namespace strata::wire {
@@ -72,6 +73,8 @@ struct RegisterRequest {
   std::string domain = "";
   std::vector<HeldParity> parity = {};
   static StatusOr<RegisterRequest> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<RegisterRequest>& Fields();
   json ToJson() const;
 };
 
@@ -86,6 +89,8 @@ struct AwaitPlanRequest {
   std::vector<int> peers;
   std::optional<std::chrono::milliseconds> wait;  // "wait_ms"
   static StatusOr<AwaitPlanRequest> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<AwaitPlanRequest>& Fields();
   json ToJson() const;
 };
 
@@ -99,6 +104,8 @@ struct ReadyRequest {
   std::vector<FailedHolder> bad;
   std::optional<std::chrono::milliseconds> wait;
   static StatusOr<ReadyRequest> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<ReadyRequest>& Fields();
   json ToJson() const;
 };
 
@@ -112,6 +119,8 @@ struct ReplicatedRequest {
   std::optional<int> dp;
   Cadence cadence;
   static StatusOr<ReplicatedRequest> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<ReplicatedRequest>& Fields();
   json ToJson() const;
 };
 
@@ -123,10 +132,12 @@ struct BackupDoneRequest {
   int part = 0;
   int64_t step = -1;
   bool ok = false;
-  std::string error;  // when !ok
+  std::string error = "upload failed";  // when !ok
   uint64_t bytes = 0;
   std::optional<uint64_t> digest;  // required when ok
   static StatusOr<BackupDoneRequest> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<BackupDoneRequest>& Fields();
   json ToJson() const;
 };
 
@@ -135,6 +146,8 @@ struct NodeAddressRequest {
   std::optional<std::string> job;
   int node = 0;
   static StatusOr<NodeAddressRequest> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<NodeAddressRequest>& Fields();
   json ToJson() const;
 };
 
@@ -145,6 +158,8 @@ struct NoticeRequest {
   int64_t step = -1;
   std::string origin;
   static StatusOr<NoticeRequest> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<NoticeRequest>& Fields();
   json ToJson() const;
 };
 
@@ -161,6 +176,8 @@ struct SyncRequest {
   // (and learned the job from reports) decides for that round.
   std::optional<int64_t> round;
   static StatusOr<SyncRequest> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<SyncRequest>& Fields();
   json ToJson() const;
 };
 
@@ -170,6 +187,8 @@ struct QuarantineStepRequest {
   int node = 0;
   int64_t step = 0;
   static StatusOr<QuarantineStepRequest> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<QuarantineStepRequest>& Fields();
   json ToJson() const;
 };
 
@@ -180,6 +199,8 @@ struct AddCopiesRequest {
   int node = 0;
   std::vector<HeldCopy> inventory;
   static StatusOr<AddCopiesRequest> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<AddCopiesRequest>& Fields();
   json ToJson() const;
 };
 
@@ -200,6 +221,8 @@ struct SyncDecision {
   std::optional<int64_t> notice_step;
   std::string origin;  // who sent it (with a step)
   static StatusOr<SyncDecision> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<SyncDecision>& Fields();
   json ToJson() const;
 };
 
@@ -207,6 +230,8 @@ struct SyncDecision {
 struct RegisterReply {
   int64_t round = 0;
   static StatusOr<RegisterReply> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<RegisterReply>& Fields();
   json ToJson() const;
 };
 
@@ -218,6 +243,8 @@ struct ReadyReply {
   bool replan = false;
   std::optional<SyncDecision> sync;  // with go
   static StatusOr<ReadyReply> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<ReadyReply>& Fields();
   json ToJson() const;
 };
 
@@ -241,11 +268,16 @@ struct ReplicatedReply {
   std::string backup_error;  // the job's last backup failure
   std::optional<Task> backup_task;
   static StatusOr<ReplicatedReply> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<ReplicatedReply>& Fields();
   json ToJson() const;
 };
 
 // await_plan's answer: the round's restore plan, whole or as one node
 // needs it (its own source; its holders' and peers' addresses).
+// The fields of a committed backup (in ReplicatedReply and in `status`).
+const Codec<ReplicatedReply::Backup>& BackupCodec();
+
 struct PlanReply {
   int64_t round = 0;
   int64_t plan_version = 0;
@@ -260,6 +292,8 @@ struct PlanReply {
   // addresses include its members').
   std::optional<ec::Group> group;
   static StatusOr<PlanReply> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<PlanReply>& Fields();
   json ToJson() const;
 };
 

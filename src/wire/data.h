@@ -17,6 +17,7 @@
 
 #include "format/step_index.h"
 #include "strata/status.h"
+#include "wire/codec.h"
 #include "wire/vocabulary.h"
 
 namespace strata::wire {
@@ -39,6 +40,8 @@ struct PutStepRequest {
   // range groups it is asked for (the receiver may ask for fewer).
   int range_streams = 1;
   static StatusOr<PutStepRequest> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<PutStepRequest>& Fields();
   json ToJson() const;
 };
 
@@ -52,6 +55,8 @@ struct PutStepReady {
   std::optional<uint64_t> transfer;
   std::optional<std::vector<std::vector<FileRange>>> need = std::nullopt;
   static StatusOr<PutStepReady> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<PutStepReady>& Fields();
   json ToJson() const;
 };
 
@@ -63,6 +68,8 @@ struct PutFilesRequest {
   std::vector<size_t> files;
   std::optional<size_t> group = std::nullopt;
   static StatusOr<PutFilesRequest> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<PutFilesRequest>& Fields();
   json ToJson() const;
 };
 
@@ -70,6 +77,8 @@ struct PutFilesRequest {
 struct GetIndexRequest {
   StepKey key;
   static StatusOr<GetIndexRequest> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<GetIndexRequest>& Fields();
   json ToJson() const;
 };
 
@@ -81,6 +90,8 @@ struct FetchStepRequest {
   std::optional<uint64_t> digest;
   std::optional<std::vector<size_t>> files;
   static StatusOr<FetchStepRequest> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<FetchStepRequest>& Fields();
   json ToJson() const;
 };
 
@@ -88,6 +99,8 @@ struct FetchStepRequest {
 struct IndexReply {
   StepIndex index;
   static StatusOr<IndexReply> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<IndexReply>& Fields();
   json ToJson() const;
 };
 

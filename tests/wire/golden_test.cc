@@ -9,8 +9,12 @@
 // and bumps net::kProtocolVersion (wire/op.h).
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <map>
+#include <set>
 #include <source_location>
 #include <string>
+#include <typeinfo>
 #include <vector>
 
 #include "test_util.h"
@@ -45,6 +49,90 @@ ec::Group Group() {
   return g;
 }
 
+// Every field of M, in a message where every field is set: missing,
+// mistyped, out of its range, and beside a field M does not know.
+// A refusal is INVALID_ARGUMENT (DATA_LOSS for a step index) and names
+// the field; a field that is not required may be left out; an unknown
+// field is ignored.
+// The fields of each message (by type) some sample has fed malformed input.
+std::map<std::string, std::set<std::string>>& Covered() {
+  static std::map<std::string, std::set<std::string>> covered;
+  return covered;
+}
+
+template <typename M>
+void ExpectMalformedRefused(const M& m, std::source_location at = std::source_location::current()) {
+  SCOPED_TRACE(::testing::Message() << "golden_test.cc:" << at.line());
+  const json full = m.ToJson();
+  std::set<std::string>& covered = Covered()[typeid(M).name()];
+  auto refused = [](const json& j, const std::string& key) {
+    StatusOr<M> r = M::FromJson(j);
+    ASSERT_FALSE(r.ok()) << key << ": " << j.dump();
+    EXPECT_TRUE(r.status().code() == StatusCode::kInvalidArgument ||
+                r.status().code() == StatusCode::kDataLoss)
+        << r.status().ToString();
+    EXPECT_NE(r.status().message().find("\"" + key + "\""), std::string::npos)
+        << r.status().ToString();
+    EXPECT_NE(r.status().message().find(M::Fields().name()), std::string::npos)
+        << r.status().ToString();
+  };
+  // Advisory by design: a value that is not a positive integer is ignored.
+  static const std::set<std::string> kAdvisory = {"backup_interval_steps",
+                                                  "backup_interval_minutes", "workers_per_node"};
+  ASSERT_FALSE(M::Fields().fields().empty());
+  for (const FieldInfo& f : M::Fields().fields()) {
+    SCOPED_TRACE(f.key);
+    if (!full.contains(f.key)) continue;  // another sample sets it
+    covered.insert(f.key);
+    json j = full;
+    j.erase(f.key);
+    if (f.required) {
+      refused(j, f.key);
+    } else if (StatusOr<M> r = M::FromJson(j); !r.ok()) {
+      // Another field needs it (a fetch's files need a digest; put_files
+      // without a group needs files): a clear error all the same.
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+      EXPECT_NE(r.status().message().find(M::Fields().name()), std::string::npos)
+          << r.status().ToString();
+    }
+    if (kAdvisory.count(f.key)) continue;
+    std::vector<json> wrong;
+    switch (f.kind) {
+      case FieldInfo::Kind::kInteger:
+        wrong = {json("7"), json(1.5), json::array()};
+        if (f.lo > std::numeric_limits<int64_t>::min()) wrong.push_back(f.lo - 1);
+        if (f.hi < std::numeric_limits<int64_t>::max()) wrong.push_back(f.hi + 1);
+        if (f.hi < (int64_t{1} << 40)) wrong.push_back(int64_t{1} << 40);
+        if (!f.any_uint64) wrong.push_back(std::numeric_limits<uint64_t>::max());
+        break;
+      case FieldInfo::Kind::kText:
+        wrong = {json(7), json::object(), json(std::string(70000, 'x'))};
+        break;
+      case FieldInfo::Kind::kBool:
+        wrong = {json("true"), json(1)};
+        break;
+      case FieldInfo::Kind::kNumber:
+        wrong = {json("1.5"), json::array()};
+        break;
+      case FieldInfo::Kind::kOther:
+        wrong = {json("x"), json::object({{"nested", json::object()}})};
+        break;
+    }
+    for (const json& w : wrong) {
+      j = full;
+      j[f.key] = w;
+      refused(j, f.key);
+    }
+  }
+  json extra = full;
+  extra["a_field_of_a_newer_release"] = {{"x", 1}};
+  StatusOr<M> r = M::FromJson(extra);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->ToJson(), full);
+  EXPECT_FALSE(M::FromJson(json::array()).ok());
+  EXPECT_FALSE(M::FromJson(json("text")).ok());
+}
+
 // The message's bytes are `golden`, and `golden` parses back into a
 // message with the same bytes.
 template <typename M>
@@ -61,9 +149,10 @@ void ExpectGolden(const M& m, const std::string& golden,
   StatusOr<M> parsed = M::FromJson(json::parse(golden));
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(parsed->ToJson().dump(), golden) << "the golden text does not round-trip";
+  ExpectMalformedRefused(m, at);
 }
 
-TEST(WireGoldenTest, CoordinationRequests) {
+void CoordinationRequests() {
   RegisterRequest reg;
   reg.job = "job-a";
   reg.node = 2;
@@ -99,10 +188,10 @@ TEST(WireGoldenTest, CoordinationRequests) {
       ready,
       R"j({"bad":[[2,1,100],[3,-2,100]],"job":"job-a","node":1,"ok":true,"op":"ready","plan_version":2,"round":4,"wait_ms":900})j");
 
-  ReplicatedRequest replicated{"job-a", 1, 100, 4, 2, {10, std::nullopt, 2}};
+  ReplicatedRequest replicated{"job-a", 1, 100, 4, 2, {10, 30, 2}};
   ExpectGolden(
       replicated,
-      R"j({"backup_interval_steps":10,"dp":2,"job":"job-a","node":1,"nodes":4,"op":"replicated","step":100,"workers_per_node":2})j");
+      R"j({"backup_interval_minutes":30,"backup_interval_steps":10,"dp":2,"job":"job-a","node":1,"nodes":4,"op":"replicated","step":100,"workers_per_node":2})j");
   ExpectGolden(ReplicatedRequest{"job-a", 1, -1, std::nullopt, std::nullopt, {}},
                R"j({"job":"job-a","node":1,"op":"replicated","step":-1})j");
 
@@ -130,7 +219,7 @@ TEST(WireGoldenTest, CoordinationRequests) {
       R"j({"inventory":[[2,100,"0000000000000abc"]],"job":"job-a","node":1,"op":"add_copies","round":4})j");
 }
 
-TEST(WireGoldenTest, CoordinationReplies) {
+void CoordinationReplies() {
   SyncDecision decided{7, 4, 3, true, 120, 1700000000000, 118, "gce"};
   ExpectGolden(
       decided,
@@ -178,7 +267,7 @@ TEST(WireGoldenTest, CoordinationReplies) {
       R"j({"addresses":{},"error":"node 3 holds nothing","plan_version":0,"reason":"","round":4,"sources":{},"step":null})j");
 }
 
-TEST(WireGoldenTest, DataCalls) {
+void DataCalls() {
   PutStepRequest put;
   put.key = Key();
   put.index = Index();
@@ -214,7 +303,7 @@ TEST(WireGoldenTest, DataCalls) {
       R"j({"index":{"digest":"0123456789abcdef","files":[{"chunks":["0000000000001111","0000000000002222"],"path":"a/data.bin","size":17825792},{"chunks":["0000000000003333"],"path":"b.txt","size":5}],"strata":false,"total_bytes":17825797},"ok":true})j");
 }
 
-TEST(WireGoldenTest, CodedCalls) {
+void CodedCalls() {
   PutShardRequest put{Key(), 0xabc, Index(), Group(), 1, 0, 1, 4096, 0x77};
   ExpectGolden(
       put,
@@ -224,13 +313,17 @@ TEST(WireGoldenTest, CodedCalls) {
   ExpectGolden(
       get,
       R"j({"group":{"code":"rs","m":2,"members":[0,1,2,3]},"header_only":true,"index_of":2,"key":{"job":"job-a","rank":3,"step":120},"op":"get_shard","parity":true,"row":0,"stripe":1})j");
+  GetShardRequest chunk{Key(), 0xabc, Group(), false, 0, 0, 1, std::nullopt, false};
+  ExpectGolden(
+      chunk,
+      R"j({"chunk":1,"digest":"0000000000000abc","group":{"code":"rs","m":2,"members":[0,1,2,3]},"key":{"job":"job-a","rank":3,"step":120},"op":"get_shard","parity":false})j");
   ShardReply reply{4096, 0x77, {{1, 0, 4096, 0x66, 0xabc, Index()}}, Index()};
   ExpectGolden(
       reply,
       R"j({"contributions":[{"chunk":0,"digest":"0000000000000abc","length":4096,"rank":1,"xxh3":"0000000000000066"}],"index":{"digest":"0123456789abcdef","files":[{"chunks":["0000000000001111","0000000000002222"],"path":"a/data.bin","size":17825792},{"chunks":["0000000000003333"],"path":"b.txt","size":5}],"strata":false,"total_bytes":17825797},"length":4096,"ok":true,"xxh3":"0000000000000077"})j");
 }
 
-TEST(WireGoldenTest, ControlCalls) {
+void ControlCalls() {
   StatusReply status;
   status.local_dir = "/dev/shm/node1";
   status.address = "10.0.0.2:7701";
@@ -290,11 +383,73 @@ TEST(WireGoldenTest, ControlCalls) {
       HealthReply{false, "in maintenance", event},
       R"j({"description":"in maintenance","healthy":false,"maintenance":{"grace_ms":60000,"lose_ram":true,"origin":"gce","ranks":4,"ranks_exited_seconds":1.5,"ranks_killed":0,"replicated":true,"saved":true,"seconds":12.5,"sync_step":98,"time":"2026-11-27T05:00:00Z","unix_ms":1700000000000,"wiped":true}})j");
   ExpectGolden(HealthReply{true, "ok", std::nullopt}, R"j({"description":"ok","healthy":true})j");
+  ExpectMalformedRefused(backup);
+  ExpectMalformedRefused(*status.goodput);
+  ExpectMalformedRefused(event);
   ExpectGolden(QuarantineRequest{100}, R"j({"op":"quarantine","step":100})j");
   ExpectGolden(QuarantineStepReply{"step 100 quarantined"},
                R"j({"description":"step 100 quarantined"})j");
   ExpectGolden(SupervisorRestartRequest{"failed", 1},
                R"j({"exit_code":1,"op":"supervisor_restart","reason":"failed"})j");
+}
+
+TEST(WireGoldenTest, CoordinationRequests) { CoordinationRequests(); }
+TEST(WireGoldenTest, CoordinationReplies) { CoordinationReplies(); }
+TEST(WireGoldenTest, DataCalls) { DataCalls(); }
+TEST(WireGoldenTest, CodedCalls) { CodedCalls(); }
+TEST(WireGoldenTest, ControlCalls) { ControlCalls(); }
+
+// Every field of every message was fed malformed input by some sample.
+template <typename M>
+void ExpectEveryFieldCovered() {
+  const std::set<std::string>& covered = Covered()[typeid(M).name()];
+  for (const FieldInfo& f : M::Fields().fields()) {
+    EXPECT_TRUE(covered.count(f.key))
+        << M::Fields().name() << ": no sample sets \"" << f.key << "\"";
+  }
+}
+
+TEST(WireGoldenTest, EveryFieldOfEveryMessageWasFedMalformedInput) {
+  Covered().clear();
+  CoordinationRequests();
+  CoordinationReplies();
+  DataCalls();
+  CodedCalls();
+  ControlCalls();
+  ExpectEveryFieldCovered<RegisterRequest>();
+  ExpectEveryFieldCovered<AwaitPlanRequest>();
+  ExpectEveryFieldCovered<ReadyRequest>();
+  ExpectEveryFieldCovered<ReplicatedRequest>();
+  ExpectEveryFieldCovered<BackupDoneRequest>();
+  ExpectEveryFieldCovered<NodeAddressRequest>();
+  ExpectEveryFieldCovered<NoticeRequest>();
+  ExpectEveryFieldCovered<SyncRequest>();
+  ExpectEveryFieldCovered<QuarantineStepRequest>();
+  ExpectEveryFieldCovered<AddCopiesRequest>();
+  ExpectEveryFieldCovered<SyncDecision>();
+  ExpectEveryFieldCovered<RegisterReply>();
+  ExpectEveryFieldCovered<ReadyReply>();
+  ExpectEveryFieldCovered<ReplicatedReply>();
+  ExpectEveryFieldCovered<PlanReply>();
+  ExpectEveryFieldCovered<PutStepRequest>();
+  ExpectEveryFieldCovered<PutStepReady>();
+  ExpectEveryFieldCovered<PutFilesRequest>();
+  ExpectEveryFieldCovered<GetIndexRequest>();
+  ExpectEveryFieldCovered<FetchStepRequest>();
+  ExpectEveryFieldCovered<IndexReply>();
+  ExpectEveryFieldCovered<PutShardRequest>();
+  ExpectEveryFieldCovered<PutShardReady>();
+  ExpectEveryFieldCovered<GetShardRequest>();
+  ExpectEveryFieldCovered<ShardReply>();
+  ExpectEveryFieldCovered<StatusReply>();
+  ExpectEveryFieldCovered<BackupStatus>();
+  ExpectEveryFieldCovered<Goodput>();
+  ExpectEveryFieldCovered<MaintenanceRequest>();
+  ExpectEveryFieldCovered<MaintenanceEvent>();
+  ExpectEveryFieldCovered<HealthReply>();
+  ExpectEveryFieldCovered<QuarantineRequest>();
+  ExpectEveryFieldCovered<QuarantineStepReply>();
+  ExpectEveryFieldCovered<SupervisorRestartRequest>();
 }
 
 }  // namespace

@@ -1,0 +1,77 @@
+// Copyright 2026 The Strata Authors.
+#include "wire/codec.h"
+
+#include "format/naming.h"
+
+namespace strata::wire {
+
+std::string IntWant(int64_t lo, int64_t hi) {
+  return "an integer in " + std::to_string(lo) + ".." + (hi == kInt64Max ? "" : std::to_string(hi));
+}
+
+StatusOr<int64_t> ReadInt(const json& v, int64_t lo, int64_t hi, FieldError* error) {
+  // An unsigned JSON integer above int64's range is out of every range;
+  // anything else is compared as int64 before it is converted.
+  const bool in_range =
+      v.is_number_integer() &&
+      !(v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(kInt64Max)) &&
+      v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+  if (!in_range) {
+    error->want = IntWant(lo, hi);
+    return InvalidArgumentError(error->want);
+  }
+  return v.get<int64_t>();
+}
+
+std::optional<uint64_t> ReadHex64(const json& v, FieldError* error) {
+  std::optional<uint64_t> h = v.is_string() ? ParseHex64(v.get<std::string>()) : std::nullopt;
+  if (!h) error->want = "16 hex digits";
+  return h;
+}
+
+std::optional<std::string> ReadJobName(const json& v, FieldError* error) {
+  if (!v.is_string() || v.get_ref<const std::string&>().size() > kMaxTextBytes) {
+    error->want = "a string of at most " + std::to_string(kMaxTextBytes) + " bytes";
+    return std::nullopt;
+  }
+  Status valid = ValidateJobName(v.get<std::string>());
+  if (!valid.ok()) {
+    error->detail = valid.message();
+    return std::nullopt;
+  }
+  return v.get<std::string>();
+}
+
+std::optional<StepKey> ReadStepKey(const json& v, FieldError* error) {
+  StatusOr<StepKey> key = StepKeyFromJson(v);
+  if (key.ok()) return *key;
+  error->detail = key.status().message();
+  return std::nullopt;
+}
+
+json WriteStepKey(const StepKey& key) { return StepKeyToJson(key); }
+
+std::optional<std::vector<int>> ReadIntList(const json& v, FieldError* error) {
+  error->want = "a list of integers";
+  if (!v.is_array() || v.size() > kMaxListEntries) return std::nullopt;
+  std::vector<int> out;
+  out.reserve(v.size());
+  for (const json& n : v) {
+    FieldError ignored;
+    StatusOr<int64_t> i =
+        ReadInt(n, std::numeric_limits<int>::min(), std::numeric_limits<int>::max(), &ignored);
+    if (!i.ok()) return std::nullopt;
+    out.push_back(static_cast<int>(*i));
+  }
+  return out;
+}
+
+json WriteIntList(const std::vector<int>& list) { return list; }
+
+StatusOr<StepIndex> ReadStepIndex(const json& v, const std::string& what) {
+  return StepIndexFromJson(v, what + ": \"index\"");
+}
+
+json WriteStepIndex(const StepIndex& index) { return StepIndexToJson(index); }
+
+}  // namespace strata::wire
