@@ -11,7 +11,6 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
-#include "agent/rpc/client.h"
 #include "wire/coded.h"
 #include "wire/control.h"
 #include "wire/coordination.h"

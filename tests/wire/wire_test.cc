@@ -4,7 +4,6 @@
 #include <set>
 #include <string>
 
-#include "agent/rpc/client.h"
 #include "test_util.h"
 #include "wire/coded.h"
 #include "wire/control.h"
