@@ -54,6 +54,7 @@ namespace strata::wire {
 
 using json = nlohmann::json;
 
+inline constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
 inline constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 inline constexpr size_t kMaxTextBytes = 4096;
 inline constexpr size_t kMaxListEntries = 1 << 20;

@@ -9,7 +9,6 @@
 namespace strata::wire {
 namespace {
 
-constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
 constexpr int64_t kIntMin = std::numeric_limits<int>::min();
 constexpr int64_t kIntMax = std::numeric_limits<int>::max();
 

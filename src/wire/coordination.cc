@@ -13,7 +13,6 @@
 namespace strata::wire {
 namespace {
 
-constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
 
 // ---------------------------------------------------------------------------
 // The requests, each one list of fields.
