@@ -15,8 +15,6 @@
 namespace strata::agent {
 namespace {
 
-// A coordinator call's own limit; waits inside it are shorter (wait_ms).
-constexpr auto kCallTimeout = std::chrono::seconds(30);
 
 // A random id for one start of the client (one registration, retried).
 std::string IncarnationId() {

@@ -19,7 +19,6 @@
 namespace strata::agent {
 namespace {
 
-constexpr auto kCallTimeout = std::chrono::seconds(30);
 constexpr size_t kDecodeBudget = 64 << 20;  // one stripe's buffers, at most
 
 // Slabs of a stripe's decode: its k shards and the output, within the

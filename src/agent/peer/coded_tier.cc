@@ -18,7 +18,6 @@
 namespace strata::agent {
 namespace {
 
-constexpr auto kCallTimeout = std::chrono::seconds(30);
 constexpr size_t kHashBlock = 4 << 20;
 
 // XXH3-64 of `ranges` of the files of `index` under `dir`, in order.

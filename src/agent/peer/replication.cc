@@ -18,7 +18,6 @@
 namespace strata::agent {
 namespace {
 
-constexpr auto kCallTimeout = std::chrono::seconds(30);
 constexpr auto kStallTimeout = std::chrono::seconds(60);
 constexpr auto kReportTimeout = std::chrono::seconds(10);
 constexpr auto kIdleTick = std::chrono::milliseconds(500);

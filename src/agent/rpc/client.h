@@ -31,6 +31,10 @@ using json = nlohmann::json;
 using CoordinatorCall = std::function<StatusOr<json>(
     const ReplicatorConfig& job, const json& request, std::chrono::milliseconds timeout)>;
 
+// How long a call waits for its reply (a coordinator call's waits inside
+// it, wait_ms, are shorter; step data has its own deadline, DataDeadline).
+inline constexpr auto kCallTimeout = std::chrono::seconds(30);
+
 inline constexpr uint16_t kFrameCall = 16;
 inline constexpr uint16_t kFrameReply = 17;
 // Control messages are small; step data never travels in a frame.
