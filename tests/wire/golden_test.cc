@@ -12,7 +12,6 @@
 #include <limits>
 #include <map>
 #include <set>
-#include <source_location>
 #include <string>
 #include <typeinfo>
 #include <vector>
@@ -61,8 +60,8 @@ std::map<std::string, std::set<std::string>>& Covered() {
 }
 
 template <typename M>
-void ExpectMalformedRefused(const M& m, std::source_location at = std::source_location::current()) {
-  SCOPED_TRACE(::testing::Message() << "golden_test.cc:" << at.line());
+void ExpectMalformedRefused(const M& m, int line = __builtin_LINE()) {
+  SCOPED_TRACE(::testing::Message() << "golden_test.cc:" << line);
   const json full = m.ToJson();
   std::set<std::string>& covered = Covered()[typeid(M).name()];
   auto refused = [](const json& j, const std::string& key) {
@@ -136,20 +135,19 @@ void ExpectMalformedRefused(const M& m, std::source_location at = std::source_lo
 // The message's bytes are `golden`, and `golden` parses back into a
 // message with the same bytes.
 template <typename M>
-void ExpectGolden(const M& m, const std::string& golden,
-                  std::source_location at = std::source_location::current()) {
-  SCOPED_TRACE(::testing::Message() << "golden_test.cc:" << at.line());
+void ExpectGolden(const M& m, const std::string& golden, int line = __builtin_LINE()) {
+  SCOPED_TRACE(::testing::Message() << "golden_test.cc:" << line);
   const std::string sent = m.ToJson().dump();
   testing::SaveFuzzSeed("wire", sent);
   if (sent != golden) {
-    ADD_FAILURE() << "the bytes of this message changed; they are now\nGOLDEN " << at.line() << " "
+    ADD_FAILURE() << "the bytes of this message changed; they are now\nGOLDEN " << line << " "
                   << sent;
     return;
   }
   StatusOr<M> parsed = M::FromJson(json::parse(golden));
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(parsed->ToJson().dump(), golden) << "the golden text does not round-trip";
-  ExpectMalformedRefused(m, at);
+  ExpectMalformedRefused(m, line);
 }
 
 void CoordinationRequests() {
