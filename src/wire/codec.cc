@@ -51,19 +51,24 @@ std::optional<StepKey> ReadStepKey(const json& v, FieldError* error) {
 
 json WriteStepKey(const StepKey& key) { return StepKeyToJson(key); }
 
-std::optional<std::vector<int>> ReadIntList(const json& v, FieldError* error) {
-  error->want = "a list of integers";
-  if (!v.is_array() || v.size() > kMaxListEntries) return std::nullopt;
+std::optional<std::vector<int>> ReadInts(const json& v, int64_t lo, int64_t hi,
+                                         size_t max_entries) {
+  if (!v.is_array() || v.size() > max_entries) return std::nullopt;
   std::vector<int> out;
   out.reserve(v.size());
   for (const json& n : v) {
     FieldError ignored;
-    StatusOr<int64_t> i =
-        ReadInt(n, std::numeric_limits<int>::min(), std::numeric_limits<int>::max(), &ignored);
+    StatusOr<int64_t> i = ReadInt(n, std::max<int64_t>(lo, std::numeric_limits<int>::min()),
+                                  std::min<int64_t>(hi, std::numeric_limits<int>::max()), &ignored);
     if (!i.ok()) return std::nullopt;
     out.push_back(static_cast<int>(*i));
   }
   return out;
+}
+
+std::optional<std::vector<int>> ReadIntList(const json& v, FieldError* error) {
+  error->want = "a list of integers";
+  return ReadInts(v, std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
 }
 
 json WriteIntList(const std::vector<int>& list) { return list; }

@@ -97,6 +97,10 @@ std::optional<uint64_t> ReadHex64(const json& v, FieldError* error);
 std::optional<std::string> ReadJobName(const json& v, FieldError* error);
 std::optional<StepKey> ReadStepKey(const json& v, FieldError* error);
 json WriteStepKey(const StepKey& key);
+// A list of at most `max_entries` ints, each in [lo, hi] (within int's
+// range); nullopt otherwise (the caller says what it wants).
+std::optional<std::vector<int>> ReadInts(const json& v, int64_t lo, int64_t hi,
+                                         size_t max_entries = kMaxListEntries);
 // A list of ints (each within int's range).
 std::optional<std::vector<int>> ReadIntList(const json& v, FieldError* error);
 json WriteIntList(const std::vector<int>& list);

@@ -24,15 +24,7 @@ Status CheckShard(const ec::Group& g, int stripe, int row, int chunk, const std:
 
 std::optional<std::vector<int>> ReadMembers(const json& v, FieldError* e) {
   e->want = "a list of at most " + std::to_string(ec::kMaxGroupSize) + " node ranks";
-  if (!v.is_array() || v.size() > ec::kMaxGroupSize) return std::nullopt;
-  std::vector<int> out;
-  for (const json& r : v) {
-    FieldError ignored;
-    StatusOr<int64_t> rank = ReadInt(r, 0, kMaxNodes - 1, &ignored);
-    if (!rank.ok()) return std::nullopt;
-    out.push_back(static_cast<int>(*rank));
-  }
-  return out;
+  return ReadInts(v, 0, kMaxNodes - 1, ec::kMaxGroupSize);
 }
 
 std::optional<ec::Redundancy::Kind> ReadCode(const json& v, FieldError* e) {

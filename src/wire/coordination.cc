@@ -13,7 +13,6 @@
 namespace strata::wire {
 namespace {
 
-
 // ---------------------------------------------------------------------------
 // The requests, each one list of fields.
 
@@ -66,15 +65,7 @@ json WriteFailed(const std::vector<FailedHolder>& bad) {
 
 std::optional<std::vector<int>> ReadRanks(const json& v, FieldError* e) {
   e->want = "a list of node ranks";
-  if (!v.is_array() || v.size() > kMaxListEntries) return std::nullopt;
-  std::vector<int> out;
-  for (const json& n : v) {
-    FieldError ignored;
-    StatusOr<int64_t> rank = ReadInt(n, 0, kMaxNodes - 1, &ignored);
-    if (!rank.ok()) return std::nullopt;
-    out.push_back(static_cast<int>(*rank));
-  }
-  return out;
+  return ReadInts(v, 0, kMaxNodes - 1);
 }
 
 json WriteRanks(const std::vector<int>& ranks) { return ranks; }
@@ -446,14 +437,9 @@ const Codec<Source>& SourceCodec() {
     codec->Int("source_rank", &Source::source_rank, 0, kMaxNodes - 1)
         .Value<std::vector<int>>(
             "holders", &Source::holders, Presence::kRequired,
-            [](const json& v, FieldError* e) -> std::optional<std::vector<int>> {
-              std::optional<std::vector<int>> holders = ReadIntList(v, e);
+            [](const json& v, FieldError* e) {
               e->want = "a list of holders (node ranks, or -1 for the backup)";
-              if (!holders) return std::nullopt;
-              for (int h : *holders) {
-                if (h < kBackupHolder || h >= kMaxNodes) return std::nullopt;
-              }
-              return holders;
+              return ReadInts(v, kBackupHolder, kMaxNodes - 1);
             },
             &WriteIntList)
         .Digest("digest", &Source::digest)
