@@ -74,6 +74,12 @@ using bench::SecondsSince;
 constexpr int kNodes = 8;
 constexpr char kSecret[] = "coded-bench-secret-0123456789abcd";
 
+// The agents' default: TLS 1.3 keyed by the job's secret.
+net::Trust JobTrust() {
+  static const net::Trust trust = *net::MakeTrust(kSecret, net::TlsOptions{});
+  return trust;
+}
+
 // Saves `halves` (two float32 items of equal size) as `step` into `dir`.
 StatusOr<std::string> WriteCheckpoint(const std::string& dir, int64_t step,
                                       const std::vector<uint64_t>& first,
@@ -117,16 +123,16 @@ class Node {
     STRATA_ASSIGN_OR_RETURN(store_, agent::Store::Open(dir_, &pool_));
     STRATA_ASSIGN_OR_RETURN(
         parity_, agent::ParityStore::Open(JoinPath(store_->root(), "parity"), Env::Default()));
-    coded_ = std::make_unique<agent::CodedTier>(agent::CodedTier::Options{kSecret, dir_, 4},
+    coded_ = std::make_unique<agent::CodedTier>(agent::CodedTier::Options{JobTrust(), dir_, 4},
                                                 store_.get(), parity_.get(), clock_);
     STRATA_ASSIGN_OR_RETURN(net::Socket listener, net::Socket::Listen("127.0.0.1", 0, 128));
     STRATA_ASSIGN_OR_RETURN(uint16_t port, listener.LocalPort());
     address_ = "127.0.0.1:" + std::to_string(port);
     replication_ = std::make_unique<agent::Replication>(
-        agent::Replication::Options{kSecret, dir_, 4}, store_.get(), Env::Default(), clock_,
+        agent::Replication::Options{JobTrust(), dir_, 4}, store_.get(), Env::Default(), clock_,
         Hooks(), coded_.get());
     agent::Server::Options options;
-    options.secret = kSecret;
+    options.trust = JobTrust();
     agent::Server::Handlers handlers;
     handlers.is_long = [](const std::string& name) { return wire::IsLongCall(name); };
     handlers.control = [this](const json& request, const std::string&, agent::Server::Reply reply) {
@@ -367,7 +373,7 @@ Status BenchRestore(Bench& b) {
     auto t0 = Clock::now();
     STRATA_ASSIGN_OR_RETURN(
         agent::FetchedCopy copy,
-        agent::FetchCopy(from, kSecret, "node 3", key, 4, node.store(), b.own[lost].digest));
+        agent::FetchCopy(from, JobTrust(), "node 3", key, 4, node.store(), b.own[lost].digest));
     STRATA_RETURN_IF_ERROR(agent::AdoptCopy(node.store(), key, copy));
     if (r >= 0) fetch.Add(SecondsSince(t0));
     // rs(6,2): decode it from its group.

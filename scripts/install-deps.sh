@@ -12,7 +12,7 @@ packages=(
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libxxhash-dev libcurl4-openssl-dev libssl-dev libpugixml-dev
   libgtest-dev libgmock-dev libbenchmark-dev libasio-dev libisal-dev
-  clang clang-format xxhash curl iproute2 procps
+  clang clang-format xxhash curl iproute2 procps openssl
   python3 python3-dev python3-venv
   prometheus
 )

@@ -17,22 +17,29 @@
 
 namespace strata::agent {
 
-Agent::Agent(AgentConfig config, Env* env, SteadyClock* clock)
+Agent::Agent(AgentConfig config, net::Trust trust, Env* env, SteadyClock* clock)
     : config_(std::move(config)),
+      trust_(std::move(trust)),
       env_(env),
       clock_(clock),
       local_(env, config_.local_dir),
       pool_(ThreadPool::DefaultThreads() - 1) {}
 
 StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config, Env* env, SteadyClock* clock) {
-  std::unique_ptr<Agent> a(new Agent(std::move(config), env, clock));
+  STRATA_ASSIGN_OR_RETURN(net::Trust trust, net::MakeTrust(config.secret, config.tls));
+  if (!trust.encrypted()) {
+    Log()->warn(
+        "TLS is off (tls: off): connections between agents are not encrypted, and anyone on "
+        "the network path can read and change checkpoint data in flight");
+  }
+  std::unique_ptr<Agent> a(new Agent(std::move(config), std::move(trust), env, clock));
   STRATA_RETURN_IF_ERROR(env->CreateDir(a->config_.local_dir));
   STRATA_ASSIGN_OR_RETURN(a->store_, Store::Open(a->config_.local_dir, &a->pool_, env));
   STRATA_ASSIGN_OR_RETURN(a->parity_,
                           ParityStore::Open(JoinPath(a->store_->root(), "parity"), env));
   a->coded_ = std::make_unique<CodedTier>(
-      CodedTier::Options{a->config_.secret, a->config_.local_dir, a->config_.data_streams},
-      a->store_.get(), a->parity_.get(), clock);
+      CodedTier::Options{a->trust_, a->config_.local_dir, a->config_.data_streams}, a->store_.get(),
+      a->parity_.get(), clock);
   a->ram_disk_ = DescribeRamDisk(a->config_.local_dir);
   a->LogRamDisk();
   STRATA_ASSIGN_OR_RETURN(
@@ -57,14 +64,14 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config, Env* env, Stea
   a->replication_->Start();
   if (a->backup_) a->backup_->Start();
   a->sync_->Start();
-  Log()->info("agent for {} listening on {} ({} held)", a->config_.local_dir, a->listen_.ToString(),
-              a->store_->List().size());
+  Log()->info("agent for {} listening on {} ({}, {} held)", a->config_.local_dir,
+              a->listen_.ToString(), a->trust_.Describe(), a->store_->List().size());
   return a;
 }
 
 void Agent::OpenRestore() {
   Restore::Options options;
-  options.secret = config_.secret;
+  options.trust = trust_;
   options.data_streams = config_.data_streams;
   options.address = listen_;
   options.yaml_path = client_->yaml_path();

@@ -94,7 +94,7 @@ class Agent {
     std::optional<ec::Group> group;        // a coded tier's group for the round
   };
 
-  Agent(AgentConfig config, Env* env, SteadyClock* clock);
+  Agent(AgentConfig config, net::Trust trust, Env* env, SteadyClock* clock);
 
   // Main loop.
   Status RunLoop(const std::atomic<bool>& stop);
@@ -159,6 +159,7 @@ class Agent {
   StatusOr<json> HandleLongCall(const json& request, net::Socket& socket);
 
   const AgentConfig config_;
+  const net::Trust trust_;  // every connection to and from other agents
   Env* const env_;
   SteadyClock* const clock_;
   const LocalDir local_;  // config_.local_dir, the client's
@@ -170,7 +171,7 @@ class Agent {
   Coordinator coordinator_{std::chrono::seconds(2), clock_};
   // Calls to the coordinator keep their connections (one per thread that
   // calls at a time): N nodes cost it N connections, not N handshakes per call.
-  RpcPool coordinator_link_{config_.secret};
+  RpcPool coordinator_link_{trust_};
   net::Socket listener_;
   Endpoint listen_;
   std::atomic<bool> stopping_{false};

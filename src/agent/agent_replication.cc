@@ -10,7 +10,7 @@ namespace strata::agent {
 
 void Agent::OpenReplication() {
   Replication::Options options;
-  options.secret = config_.secret;
+  options.trust = trust_;
   options.local_dir = config_.local_dir;
   options.data_streams = config_.data_streams;
   Replication::Hooks hooks;

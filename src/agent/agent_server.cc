@@ -97,7 +97,7 @@ StatusOr<json> Agent::HandleLongCall(const json& request, net::Socket& socket) {
 
 Status Agent::StartServer() {
   Server::Options options;
-  options.secret = config_.secret;
+  options.trust = trust_;
   options.workers = 4;
   options.max_request_bytes = static_cast<uint32_t>(config_.max_message_bytes);
   Server::Handlers handlers;

@@ -17,7 +17,46 @@ void AddAgentAddressOptions(CLI::App* cmd, AgentAddress* a) {
                   "HOST:PORT of the job's coordinator; with --node, reach that node's agent");
   cmd->add_option("--node", a->node, "Node rank, with --coordinator");
   cmd->add_option("--job", a->job, "Job name, when the coordinator serves several");
-  cmd->add_option("--secret-file", a->secret_file, "File holding the job's shared secret");
+  AddClientAuthOptions(cmd, &a->auth);
+}
+
+void AddClientAuthOptions(CLI::App* cmd, ClientAuth* a) {
+  cmd->add_option("--secret-file", a->secret_file,
+                  "File holding the job's shared secret (or STRATA_SECRET_FILE / STRATA_SECRET)");
+  cmd->add_option("--tls", a->tls,
+                  "How the agents protect connections: psk (default), certificates or off (or "
+                  "STRATA_TLS); as the agents were started");
+  cmd->add_option("--tls-cert-file", a->tls_cert_file,
+                  "With --tls certificates: this client's certificate (PEM)");
+  cmd->add_option("--tls-key-file", a->tls_key_file, "With --tls certificates: its key (PEM)");
+  cmd->add_option("--tls-ca-file", a->tls_ca_file,
+                  "With --tls certificates: the CA the agents' certificates chain to (PEM)");
+}
+
+namespace {
+
+// `flag`'s value, else the environment variable's, else "".
+std::string FlagOrEnv(const std::string& flag, const char* var) {
+  if (!flag.empty()) return flag;
+  const char* v = std::getenv(var);
+  return v != nullptr ? std::string(v) : std::string();
+}
+
+}  // namespace
+
+StatusOr<net::Trust> ClientTrust(const ClientAuth& a) {
+  STRATA_ASSIGN_OR_RETURN(std::string secret, ClientSecret(a.secret_file));
+  net::TlsOptions tls;
+  const std::string mode = FlagOrEnv(a.tls, "STRATA_TLS");
+  if (!mode.empty()) {
+    StatusOr<net::TlsMode> m = net::ParseTlsMode(mode);
+    if (!m.ok()) return m.status().WithContext("--tls");
+    tls.mode = *m;
+  }
+  tls.cert_file = FlagOrEnv(a.tls_cert_file, "STRATA_TLS_CERT_FILE");
+  tls.key_file = FlagOrEnv(a.tls_key_file, "STRATA_TLS_KEY_FILE");
+  tls.ca_file = FlagOrEnv(a.tls_ca_file, "STRATA_TLS_CA_FILE");
+  return net::MakeTrust(std::move(secret), tls);
 }
 
 StatusOr<std::string> ClientSecret(const std::string& secret_file) {
@@ -31,24 +70,24 @@ StatusOr<std::string> ClientSecret(const std::string& secret_file) {
   return InvalidArgumentError("no secret: pass --secret-file or set STRATA_SECRET");
 }
 
-StatusOr<nlohmann::json> CallAgent(const std::string& address, const std::string& secret_file,
+StatusOr<nlohmann::json> CallAgent(const std::string& address, const ClientAuth& auth,
                                    const nlohmann::json& request, std::chrono::milliseconds timeout,
                                    const std::string& client_id) {
   STRATA_ASSIGN_OR_RETURN(agent::Endpoint to, agent::ParseEndpoint(address));
-  STRATA_ASSIGN_OR_RETURN(std::string secret, ClientSecret(secret_file));
-  auto client = agent::RpcClient::Connect(to, secret, client_id);
+  STRATA_ASSIGN_OR_RETURN(net::Trust trust, ClientTrust(auth));
+  auto client = agent::RpcClient::Connect(to, trust, client_id);
   if (!client.ok()) return client.status().WithContext("agent at " + address);
   auto reply = client->Call(request, timeout);
   if (!reply.ok()) return reply.status().WithContext("agent at " + address);
   return reply;
 }
 
-StatusOr<wire::StatusReply> AgentStatus(const std::string& address, const std::string& secret_file,
+StatusOr<wire::StatusReply> AgentStatus(const std::string& address, const ClientAuth& auth,
                                         std::chrono::milliseconds timeout,
                                         const std::string& client_id) {
   STRATA_ASSIGN_OR_RETURN(
       nlohmann::json reply,
-      CallAgent(address, secret_file, wire::Request(wire::Op::kStatus), timeout, client_id));
+      CallAgent(address, auth, wire::Request(wire::Op::kStatus), timeout, client_id));
   auto status = wire::StatusReply::FromJson(reply);
   if (!status.ok()) return status.status().WithContext("agent at " + address);
   return status;
@@ -64,7 +103,7 @@ StatusOr<std::string> ResolveAgent(const AgentAddress& a, const std::string& cli
   wire::NodeAddressRequest req;
   req.node = *a.node;
   if (!a.job.empty()) req.job = a.job;
-  STRATA_ASSIGN_OR_RETURN(auto reply, CallAgent(a.coordinator, a.secret_file, req.ToJson(),
+  STRATA_ASSIGN_OR_RETURN(auto reply, CallAgent(a.coordinator, a.auth, req.ToJson(),
                                                 std::chrono::seconds(10), client_id));
   return reply.value("address", std::string());
 }

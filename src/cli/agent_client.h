@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "net/tls.h"
 #include "strata/status.h"
 #include "wire/control.h"
 
@@ -20,32 +21,45 @@ class App;
 
 namespace strata::cli {
 
+// How a client command proves itself to agents, as the agents do: the
+// job's secret and the job's TLS mode (net/tls.h).
+struct ClientAuth {
+  std::string secret_file;  // else STRATA_SECRET_FILE, else STRATA_SECRET
+  std::string tls;          // psk, certificates or off; else STRATA_TLS, else psk
+  std::string tls_cert_file, tls_key_file, tls_ca_file;  // else STRATA_TLS_*_FILE
+};
+
+// Adds --secret-file, --tls, --tls-cert-file, --tls-key-file, --tls-ca-file.
+void AddClientAuthOptions(CLI::App* cmd, ClientAuth* a);
+
+// The secret for talking to agents: --secret-file, STRATA_SECRET_FILE or
+// STRATA_SECRET.
+StatusOr<std::string> ClientSecret(const std::string& secret_file);
+// The secret and TLS for talking to agents; errors name the flag or file.
+StatusOr<net::Trust> ClientTrust(const ClientAuth& a);
+
 struct AgentAddress {
   std::string agent;  // HOST:PORT; default 127.0.0.1:7701 unless --coordinator
   std::string coordinator;
   std::optional<int> node;
   std::string job;  // needed when the coordinator serves several jobs
-  std::string secret_file;
+  ClientAuth auth;
 };
 
-// Adds --agent, --coordinator, --node, --job and --secret-file to `cmd`.
+// Adds --agent, --coordinator, --node, --job and the ClientAuth options.
 void AddAgentAddressOptions(CLI::App* cmd, AgentAddress* a);
-
-// The secret for talking to agents: --secret-file, STRATA_SECRET_FILE or
-// STRATA_SECRET.
-StatusOr<std::string> ClientSecret(const std::string& secret_file);
 
 // The agent's HOST:PORT: --agent, or the node's address as the coordinator
 // knows it.
 StatusOr<std::string> ResolveAgent(const AgentAddress& a, const std::string& client_id);
 
 // One call to the agent at `address`; errors name the address.
-StatusOr<nlohmann::json> CallAgent(const std::string& address, const std::string& secret_file,
+StatusOr<nlohmann::json> CallAgent(const std::string& address, const ClientAuth& auth,
                                    const nlohmann::json& request, std::chrono::milliseconds timeout,
                                    const std::string& client_id);
 
 // `status` of the agent at `address`, parsed; errors name the address.
-StatusOr<wire::StatusReply> AgentStatus(const std::string& address, const std::string& secret_file,
+StatusOr<wire::StatusReply> AgentStatus(const std::string& address, const ClientAuth& auth,
                                         std::chrono::milliseconds timeout,
                                         const std::string& client_id);
 

@@ -98,7 +98,7 @@ void PrintStatus(Context& ctx, const wire::StatusReply& r) {
 void Status_(Context& ctx, const AgentAddress& address, bool as_json) {
   auto at = ResolveAgent(address, "strata status");
   StatusOr<wire::StatusReply> status =
-      at.ok() ? AgentStatus(*at, address.secret_file, std::chrono::seconds(10), "strata status")
+      at.ok() ? AgentStatus(*at, address.auth, std::chrono::seconds(10), "strata status")
               : StatusOr<wire::StatusReply>(at.status());
   if (!status.ok()) {
     ctx.err << "strata status: " << status.status().message() << "\n";
@@ -157,6 +157,15 @@ void RegisterAgentCommands(CLI::App& app, Context& ctx) {
       "rs(K,M) (docs/agent-design.md, \"Coded redundancy\")");
   opt("--failure-domain", flags->failure_domain,
       "This node's rack or other failure domain; coded groups spread over domains");
+  opt("--tls", flags->tls,
+      "How connections between agents are protected: psk (TLS 1.3 keyed by the job's secret; "
+      "default), certificates (TLS 1.3 with --tls-cert-file, --tls-key-file, --tls-ca-file) "
+      "or off (plaintext; logged as a warning)");
+  opt("--tls-cert-file", flags->tls_cert_file,
+      "With --tls certificates: this agent's certificate and chain (PEM)");
+  opt("--tls-key-file", flags->tls_key_file, "With --tls certificates: its private key (PEM)");
+  opt("--tls-ca-file", flags->tls_ca_file,
+      "With --tls certificates: the CA every peer's certificate must chain to (PEM)");
   agent->callback([&ctx, flags] { RunAgent(ctx, *flags); });
 
   struct StatusArgs {

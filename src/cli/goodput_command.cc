@@ -18,7 +18,7 @@ namespace {
 
 struct GoodputArgs {
   std::vector<std::string> agents;
-  std::string secret_file;
+  ClientAuth auth;
   bool json = false;
 };
 
@@ -67,7 +67,7 @@ StatusOr<std::vector<Node>> AskAgents(const GoodputArgs& a) {
         const std::string& agent = a.agents[i];
         STRATA_ASSIGN_OR_RETURN(
             wire::StatusReply status,
-            AgentStatus(agent, a.secret_file, std::chrono::seconds(10), "strata goodput"));
+            AgentStatus(agent, a.auth, std::chrono::seconds(10), "strata goodput"));
         if (!status.goodput) {
           return FailedPreconditionError("the agent at " + agent + " has seen no job start yet");
         }
@@ -123,8 +123,7 @@ void RegisterGoodputCommand(CLI::App& app, Context& ctx) {
   cmd->add_option("--agent", a->agents, "HOST:PORT of a node's agent; repeat for every node")
       ->required()
       ->delimiter(',');
-  cmd->add_option("--secret-file", a->secret_file,
-                  "The job's secret (or STRATA_SECRET_FILE / STRATA_SECRET)");
+  AddClientAuthOptions(cmd, &a->auth);
   cmd->add_flag("--json", a->json, "Print JSON");
   cmd->callback([&ctx, a] { RunGoodput(ctx, *a); });
 }

@@ -53,7 +53,7 @@ void Maintenance(Context& ctx, const MaintenanceArgs& a) {
   wire::MaintenanceRequest req;
   req.grace = *grace;
   req.lose_ram = a.lose_ram;
-  auto call = at.ok() ? CallAgent(*at, a.address.secret_file, req.ToJson(),
+  auto call = at.ok() ? CallAgent(*at, a.address.auth, req.ToJson(),
                                   *grace + std::chrono::seconds(60), "strata maintenance")
                       : StatusOr<json>(at.status());
   StatusOr<wire::MaintenanceEvent> event = call.ok()
@@ -80,10 +80,9 @@ void Maintenance(Context& ctx, const MaintenanceArgs& a) {
 
 void Health(Context& ctx, const AgentAddress& address, bool as_json) {
   auto at = ResolveAgent(address, "strata health");
-  StatusOr<json> call = at.ok()
-                            ? CallAgent(*at, address.secret_file, wire::Request(wire::Op::kHealth),
-                                        std::chrono::seconds(10), "strata health")
-                            : StatusOr<json>(at.status());
+  StatusOr<json> call = at.ok() ? CallAgent(*at, address.auth, wire::Request(wire::Op::kHealth),
+                                            std::chrono::seconds(10), "strata health")
+                                : StatusOr<json>(at.status());
   StatusOr<wire::HealthReply> reply =
       call.ok() ? wire::HealthReply::FromJson(*call) : StatusOr<wire::HealthReply>(call.status());
   bool healthy = false;

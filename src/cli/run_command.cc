@@ -18,8 +18,8 @@ using supervisor::SupervisorOptions;
 
 struct RunArgs {
   SupervisorOptions options;
-  std::string agent;        // --agent HOST:PORT
-  std::string secret_file;  // --secret-file
+  std::string agent;  // --agent HOST:PORT
+  ClientAuth auth;    // --secret-file, --tls ...
   int max_restarts = -1;
   std::string backoff = "1s,5m";
   std::string grace = "300s";
@@ -55,9 +55,9 @@ bool ParseDurations(Context& ctx, RunArgs& a) {
 // node since the job last started, the step that start restored, and
 // quarantine by the coordinator. An agent that does not answer makes a
 // run's progress unknown (not counted toward a crash loop).
-supervisor::ProgressHooks AgentHooks(const std::string& agent, const std::string& secret_file) {
-  auto status = [agent, secret_file]() -> std::optional<wire::StatusReply> {
-    auto r = AgentStatus(agent, secret_file, std::chrono::seconds(10), "strata run");
+supervisor::ProgressHooks AgentHooks(const std::string& agent, const ClientAuth& auth) {
+  auto status = [agent, auth]() -> std::optional<wire::StatusReply> {
+    auto r = AgentStatus(agent, auth, std::chrono::seconds(10), "strata run");
     if (!r.ok()) return std::nullopt;
     return std::move(*r);
   };
@@ -74,9 +74,9 @@ supervisor::ProgressHooks AgentHooks(const std::string& agent, const std::string
     auto r = status();
     return r && r->job ? std::optional<int64_t>(r->job->round) : std::nullopt;
   };
-  h.quarantine = [agent, secret_file](int64_t step) -> StatusOr<std::string> {
+  h.quarantine = [agent, auth](int64_t step) -> StatusOr<std::string> {
     STRATA_ASSIGN_OR_RETURN(auto reply,
-                            CallAgent(agent, secret_file, wire::QuarantineRequest{step}.ToJson(),
+                            CallAgent(agent, auth, wire::QuarantineRequest{step}.ToJson(),
                                       std::chrono::seconds(30), "strata run"));
     STRATA_ASSIGN_OR_RETURN(wire::QuarantineStepReply answer,
                             wire::QuarantineStepReply::FromJson(reply));
@@ -89,11 +89,11 @@ supervisor::ProgressHooks AgentHooks(const std::string& agent, const std::string
 // an agent that does not answer within 2 s (after connecting, 5 s at most)
 // costs the count, not the restart.
 std::function<void(std::string_view, int)> ReportRestarts(const std::string& agent,
-                                                          const std::string& secret_file,
+                                                          const ClientAuth& auth,
                                                           std::ostream& log) {
-  return [agent, secret_file, &log](std::string_view reason, int exit_code) {
+  return [agent, auth, &log](std::string_view reason, int exit_code) {
     wire::SupervisorRestartRequest req{std::string(reason), exit_code};
-    auto r = CallAgent(agent, secret_file, req.ToJson(), std::chrono::seconds(2), "strata run");
+    auto r = CallAgent(agent, auth, req.ToJson(), std::chrono::seconds(2), "strata run");
     if (!r.ok()) log << "strata run: the restart was not counted: " << r.status().message() << "\n";
   };
 }
@@ -131,8 +131,7 @@ void RegisterRunCommand(CLI::App& app, Context& ctx) {
   run->add_option("--agent", a->agent,
                   "HOST:PORT of the node agent managing the command's checkpoint directory: "
                   "progress and crash-loop quarantine through it (instead of --checkpoint-dir)");
-  run->add_option("--secret-file", a->secret_file,
-                  "With --agent: the job's shared secret (or STRATA_SECRET_FILE, STRATA_SECRET)");
+  AddClientAuthOptions(run, &a->auth);  // with --agent
   run->add_option("--crash-loop-runs", a->options.crash_loop_runs,
                   "Failed runs in a row without progress that make a crash loop: the newest step "
                   "(with --agent: the restored step) is quarantined (needs --checkpoint-dir or "
@@ -155,8 +154,8 @@ void RegisterRunCommand(CLI::App& app, Context& ctx) {
       return;
     }
     if (!a->agent.empty()) {
-      a->options.agent = AgentHooks(a->agent, a->secret_file);
-      a->options.on_restart = ReportRestarts(a->agent, a->secret_file, ctx.err);
+      a->options.agent = AgentHooks(a->agent, a->auth);
+      a->options.on_restart = ReportRestarts(a->agent, a->auth, ctx.err);
     }
     ctx.exit_code = supervisor::Supervise(a->options, ctx.err);
   });

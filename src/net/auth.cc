@@ -250,3 +250,29 @@ StatusOr<std::string> AuthenticateAsServer(Socket& socket, std::string_view secr
 }
 
 }  // namespace strata::net
+
+namespace strata::net {
+
+Status SecureAsClient(Socket& socket, const Trust& trust, std::string_view client_id,
+                      const std::string& server_name, Deadline deadline) {
+  if (trust.encrypted()) {
+    STRATA_RETURN_IF_ERROR(
+        socket.StartTls(trust.tls, TlsStream::Role::kClient, server_name, deadline));
+  }
+  Status s = AuthenticateAsClient(socket, trust.secret, client_id, deadline);
+  if (!trust.encrypted() &&
+      (s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kInvalidArgument)) {
+    return s.WithContext("authenticating in plaintext (TLS is off here: does " + socket.peer() +
+                         " require TLS?)");
+  }
+  return s;
+}
+
+StatusOr<std::string> SecureAsServer(Socket& socket, const Trust& trust, Deadline deadline) {
+  if (trust.encrypted()) {
+    STRATA_RETURN_IF_ERROR(socket.StartTls(trust.tls, TlsStream::Role::kServer, "", deadline));
+  }
+  return AuthenticateAsServer(socket, trust.secret, deadline);
+}
+
+}  // namespace strata::net

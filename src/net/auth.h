@@ -15,8 +15,9 @@
 // All integers are little-endian; the client id is 1..256 printable ASCII
 // bytes (e.g. "node 3"), used only to name the peer in logs.
 //
-// This authenticates the connection's start only: it neither encrypts nor
-// signs later frames.
+// On its own this authenticates the connection's start only; run it inside
+// TLS (SecureAsClient/SecureAsServer, net/tls.h) and every later byte is
+// encrypted and authenticated too.
 //
 // The version is that of the whole agent protocol: this handshake, the frames
 // and every call's messages (wire/op.h). A server refuses a HELLO of another
@@ -38,6 +39,7 @@
 
 #include "net/frame.h"
 #include "net/socket.h"
+#include "net/tls.h"
 #include "strata/status.h"
 
 namespace strata::net {
@@ -88,6 +90,13 @@ Status AuthenticateAsClient(Socket& socket, std::string_view secret, std::string
 // proved it knows `secret`.
 StatusOr<std::string> AuthenticateAsServer(Socket& socket, std::string_view secret,
                                            Deadline deadline);
+
+// The whole start of an agent connection: TLS as `trust` says (none when it
+// is plaintext), then the handshake above inside it, both within `deadline`.
+// `server_name` is the host the client dialled.
+Status SecureAsClient(Socket& socket, const Trust& trust, std::string_view client_id,
+                      const std::string& server_name, Deadline deadline);
+StatusOr<std::string> SecureAsServer(Socket& socket, const Trust& trust, Deadline deadline);
 
 }  // namespace strata::net
 

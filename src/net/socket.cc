@@ -7,8 +7,10 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -252,11 +254,17 @@ struct Socket::Progress {
 
 Socket::~Socket() { Close(); }
 
-Socket Socket::Adopt(int fd, std::string peer) { return Socket(fd, std::move(peer)); }
+Socket Socket::Adopt(int fd, std::string peer, std::unique_ptr<TlsStream> tls) {
+  Socket s(fd, std::move(peer));
+  s.tls_ = std::move(tls);
+  return s;
+}
 
-int Socket::Release() {
+int Socket::Release(std::unique_ptr<TlsStream>* tls) {
   const int fd = fd_;
   fd_ = -1;
+  if (tls != nullptr) *tls = std::move(tls_);
+  tls_.reset();
   return fd;
 }
 
@@ -268,13 +276,16 @@ int Socket::Family() const {
 }
 
 Socket::Socket(Socket&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), peer_(std::move(other.peer_)) {}
+    : fd_(std::exchange(other.fd_, -1)),
+      peer_(std::move(other.peer_)),
+      tls_(std::move(other.tls_)) {}
 
 Socket& Socket::operator=(Socket&& other) noexcept {
   if (this != &other) {
     Close();
     fd_ = std::exchange(other.fd_, -1);
     peer_ = std::move(other.peer_);
+    tls_ = std::move(other.tls_);
   }
   return *this;
 }
@@ -356,6 +367,8 @@ Status Socket::RecvAll(void* data, size_t n, Deadline deadline) {
 
 Status Socket::SendFile(int file_fd, uint64_t offset, uint64_t len, Deadline deadline) {
   STRATA_RETURN_IF_ERROR(CheckOpen("send file"));
+  // TLS encrypts in user space: the file's bytes must pass through it.
+  if (tls_ != nullptr) return SendFileMapped(file_fd, offset, len, deadline);
   uint64_t done = 0;
   while (done < len) {
     if (g_sendfile_disabled) return SendFileByCopy(file_fd, offset, len, done, deadline);
@@ -380,6 +393,33 @@ Status Socket::SendFile(int file_fd, uint64_t offset, uint64_t len, Deadline dea
   return Status::Ok();
 }
 
+// TLS encrypts from a read-only mapping of the range: the file's pages are
+// read once, by the cipher, instead of copied into a buffer first. The size
+// is checked first (a mapping past the end would fault).
+Status Socket::SendFileMapped(int file_fd, uint64_t offset, uint64_t len, Deadline deadline) {
+  if (len == 0) return Status::Ok();
+  struct stat st;
+  if (::fstat(file_fd, &st) != 0) return ErrnoToStatus(errno, "stat the file to send to " + peer_);
+  if (static_cast<uint64_t>(st.st_size) < offset + len) {
+    const uint64_t have = static_cast<uint64_t>(st.st_size) > offset ? st.st_size - offset : 0;
+    return FileEndedError(peer_, std::max<uint64_t>(offset, st.st_size), 0, len)
+        .WithContext("(" + Str(have) + " bytes there)");
+  }
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t start = offset / page * page;
+  const size_t span = static_cast<size_t>(offset + len - start);
+  void* map = ::mmap(nullptr, span, PROT_READ, MAP_SHARED, file_fd, static_cast<off_t>(start));
+  if (map == MAP_FAILED) return SendFileByCopy(file_fd, offset, len, 0, deadline);
+  ::madvise(map, span, MADV_SEQUENTIAL);
+  const char* p = static_cast<const char*>(map) + (offset - start);
+  Status s;
+  for (uint64_t done = 0; done < len && s.ok(); done += std::min(len - done, kCopyBufferSize)) {
+    s = SendRange(p + done, std::min(len - done, kCopyBufferSize), deadline, done, len);
+  }
+  ::munmap(map, span);
+  return s;
+}
+
 Status Socket::SendFileByCopy(int file_fd, uint64_t offset, uint64_t len, uint64_t done,
                               Deadline deadline) {
   auto buf = std::make_unique_for_overwrite<char[]>(std::min(len - done, kCopyBufferSize));
@@ -401,7 +441,7 @@ Status Socket::RecvToFile(int file_fd, uint64_t offset, uint64_t len, Deadline d
   STRATA_RETURN_IF_ERROR(CheckOpen("receive file"));
   if (len == 0) return Status::Ok();
   uint64_t done = 0;
-  if (!g_splice_disabled)
+  if (!g_splice_disabled && tls_ == nullptr)
     STRATA_RETURN_IF_ERROR(SpliceToFile(file_fd, offset, len, &done, deadline));
   if (done == len) return Status::Ok();
   auto buf = std::make_unique_for_overwrite<char[]>(std::min(len - done, kCopyBufferSize));
@@ -479,9 +519,81 @@ void Socket::Shutdown() {
   if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
 }
 
+void Socket::Abort() {
+  if (fd_ < 0) return;
+  linger off{1, 0};
+  ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &off, sizeof off);  // best effort
+  ::shutdown(fd_, SHUT_RDWR);
+}
+
 void Socket::Close() {
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0) {
+    if (tls_ != nullptr) tls_->Shutdown();
+    ::close(fd_);
+  }
   fd_ = -1;
+  tls_.reset();
+}
+
+Status Socket::StartTls(std::shared_ptr<const TlsContext> context, TlsStream::Role role,
+                        const std::string& server_name, Deadline deadline) {
+  STRATA_RETURN_IF_ERROR(CheckOpen("TLS handshake"));
+  if (tls_ != nullptr) return FailedPreconditionError("TLS with " + peer_ + " is already on");
+  STRATA_ASSIGN_OR_RETURN(tls_, TlsStream::New(std::move(context), fd_, role, server_name, peer_));
+  const Progress progress{"in the TLS handshake with", 0, 0};
+  for (;;) {
+    StatusOr<IoStep> step = tls_->Handshake();
+    if (!step.ok()) {
+      tls_.reset();
+      return step.status();
+    }
+    if (step->kind == IoStep::kProgress) return Status::Ok();
+    if (step->kind == IoStep::kClosed) {
+      tls_.reset();
+      return UnavailableError("TLS handshake: connection closed by " + peer_);
+    }
+    Status waited = AwaitStep(*step, deadline, progress);
+    if (!waited.ok()) {
+      tls_.reset();
+      return waited;
+    }
+  }
+}
+
+std::string Socket::Protection() const { return tls_ != nullptr ? tls_->Describe() : "plaintext"; }
+
+StatusOr<IoStep> Socket::TrySend(const char* p, size_t n, const Progress& progress) {
+  if (tls_ != nullptr) return WithProgress(tls_->Write(p, n), progress);
+  for (;;) {
+    ssize_t r = ::send(fd_, p, n, MSG_NOSIGNAL);
+    if (r > 0) return IoStep{IoStep::kProgress, static_cast<size_t>(r)};
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0 || errno == EAGAIN || errno == EWOULDBLOCK) return IoStep{IoStep::kWantWrite, 0};
+    return IoError(errno, progress);
+  }
+}
+
+StatusOr<IoStep> Socket::TryRecv(char* p, size_t n, const Progress& progress) {
+  if (tls_ != nullptr) return WithProgress(tls_->Read(p, n), progress);
+  for (;;) {
+    ssize_t r = ::recv(fd_, p, n, 0);
+    if (r > 0) return IoStep{IoStep::kProgress, static_cast<size_t>(r)};
+    if (r == 0) return IoStep{IoStep::kClosed, 0};
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return IoStep{IoStep::kWantRead, 0};
+    return IoError(errno, progress);
+  }
+}
+
+StatusOr<IoStep> Socket::WithProgress(StatusOr<IoStep> step, const Progress& progress) {
+  if (step.ok()) return step;
+  return Status(step.status().code(), std::string(step.status().message()) + " (after " +
+                                          Str(progress.done) + " of " + Str(progress.total) +
+                                          " bytes)");
+}
+
+Status Socket::AwaitStep(const IoStep& step, Deadline deadline, const Progress& progress) const {
+  return Await(step.kind == IoStep::kWantWrite ? POLLOUT : POLLIN, deadline, progress);
 }
 
 Status Socket::CheckOpen(const char* op) const {
@@ -495,8 +607,11 @@ Status Socket::Await(short events, Deadline deadline, const Progress& progress) 
   int r = PollUntil(fd_, events, deadline);
   if (r > 0) return Status::Ok();
   if (r < 0) return IoError(-r, progress);
-  return DeadlineExceededError("timed out " + std::string(progress.op) + " " + peer_ + " after " +
-                               Str(progress.done) + " of " + Str(progress.total) + " bytes");
+  std::string m = "timed out " + std::string(progress.op) + " " + peer_;
+  if (progress.total > 0) {
+    m += " after " + Str(progress.done) + " of " + Str(progress.total) + " bytes";
+  }
+  return DeadlineExceededError(std::move(m));
 }
 
 Status Socket::IoError(int err, const Progress& progress) const {
@@ -508,15 +623,22 @@ Status Socket::SendRange(const char* p, size_t n, Deadline deadline, uint64_t ba
                          uint64_t total) {
   size_t sent = 0;
   while (sent < n) {
-    ssize_t r = ::send(fd_, p + sent, n - sent, MSG_NOSIGNAL);
-    if (r > 0) {
-      sent += r;
-      continue;
-    }
-    if (r < 0 && errno == EINTR) continue;
     const Progress progress{"sending to", base + sent, total};
-    if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return IoError(errno, progress);
-    STRATA_RETURN_IF_ERROR(Await(POLLOUT, deadline, progress));
+    STRATA_ASSIGN_OR_RETURN(IoStep step, TrySend(p + sent, n - sent, progress));
+    if (step.kind == IoStep::kProgress) {
+      sent += step.bytes;
+    } else if (step.kind == IoStep::kClosed) {
+      return UnavailableError("sending to " + peer_ + ": the connection was closed after " +
+                              Str(base + sent) + " of " + Str(total) + " bytes");
+    } else {
+      STRATA_RETURN_IF_ERROR(AwaitStep(step, deadline, progress));
+    }
+  }
+  // TLS may hold the last records back to send them together: send them.
+  while (tls_ != nullptr && tls_->unsent() > 0) {
+    const Progress progress{"sending to", base + n, total};
+    STRATA_ASSIGN_OR_RETURN(IoStep step, WithProgress(tls_->Flush(), progress));
+    if (step.kind != IoStep::kProgress) STRATA_RETURN_IF_ERROR(AwaitStep(step, deadline, progress));
   }
   return Status::Ok();
 }
@@ -524,18 +646,15 @@ Status Socket::SendRange(const char* p, size_t n, Deadline deadline, uint64_t ba
 Status Socket::RecvRange(char* p, size_t n, Deadline deadline, uint64_t base, uint64_t total) {
   size_t got = 0;
   while (got < n) {
-    ssize_t r = ::recv(fd_, p + got, n - got, 0);
-    if (r > 0) {
-      got += r;
-      continue;
-    }
-    if (r == 0) {
-      return ClosedEarlyError(peer_, base + got, total);
-    }
-    if (errno == EINTR) continue;
     const Progress progress{"receiving from", base + got, total};
-    if (errno != EAGAIN && errno != EWOULDBLOCK) return IoError(errno, progress);
-    STRATA_RETURN_IF_ERROR(Await(POLLIN, deadline, progress));
+    STRATA_ASSIGN_OR_RETURN(IoStep step, TryRecv(p + got, n - got, progress));
+    if (step.kind == IoStep::kProgress) {
+      got += step.bytes;
+    } else if (step.kind == IoStep::kClosed) {
+      return ClosedEarlyError(peer_, base + got, total);
+    } else {
+      STRATA_RETURN_IF_ERROR(AwaitStep(step, deadline, progress));
+    }
   }
   return Status::Ok();
 }

@@ -12,6 +12,11 @@
 // After any error from a send or receive the byte stream is out of sync:
 // close the socket.
 //
+// A socket may carry TLS (net/tls.h): after StartTls every send and receive
+// is encrypted, SendFile reads the file into a buffer (no sendfile: the
+// bytes are encrypted in user space) and RecvToFile decrypts before it
+// writes (no splice). Deadlines hold through the handshake and every record.
+//
 // Thread-safety: a Socket is used by one thread at a time, except Shutdown(),
 // which another thread may call to wake a blocked call.
 #ifndef STRATA_NET_SOCKET_H_
@@ -20,9 +25,11 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 
+#include "net/tls.h"
 #include "strata/status.h"
 
 namespace strata::net {
@@ -57,10 +64,13 @@ class Socket {
   StatusOr<Socket> Accept(std::chrono::milliseconds timeout);
 
   // Takes ownership of `fd`, an open socket (e.g. one an event loop
-  // accepted) that must be non-blocking; `peer` names it in messages.
-  static Socket Adopt(int fd, std::string peer);
-  // Gives up ownership of the descriptor (-1 if not open) and returns it.
-  int Release();
+  // accepted) that must be non-blocking, and of its TLS state if it has
+  // one; `peer` names it in messages.
+  static Socket Adopt(int fd, std::string peer, std::unique_ptr<TlsStream> tls = nullptr);
+  // Gives up ownership of the descriptor (-1 if not open) and returns it;
+  // the TLS state, if any, goes with it through *tls (which must then be
+  // non-null).
+  int Release(std::unique_ptr<TlsStream>* tls = nullptr);
   // AF_INET or AF_INET6 (of the bound address); AF_UNSPEC if unknown.
   int Family() const;
 
@@ -84,9 +94,23 @@ class Socket {
   // On error the range holds an unspecified prefix of the data.
   Status RecvToFile(int file_fd, uint64_t offset, uint64_t len, Deadline deadline);
 
+  // REQUIRES: a freshly connected (kClient) or accepted (kServer) socket.
+  // Runs the TLS handshake within `deadline`; from then on every byte is
+  // encrypted. `server_name` is the host a client dialled (its certificate
+  // is checked against it in certificate mode).
+  Status StartTls(std::shared_ptr<const TlsContext> context, TlsStream::Role role,
+                  const std::string& server_name, Deadline deadline);
+  bool encrypted() const { return tls_ != nullptr; }
+  // "TLSv1.3 TLS_AES_128_GCM_SHA256", or "plaintext".
+  std::string Protection() const;
+
   // shutdown(SHUT_RDWR): the peer sees end of stream and a call blocked in
   // another thread returns. The descriptor stays open until Close().
   void Shutdown();
+  // Shutdown() for a transfer given up: Close() then resets the connection
+  // (SO_LINGER 0) instead of ending it with a FIN, so a peer still sending
+  // fails at once rather than waiting on a closed window until its deadline.
+  void Abort();
   void Close();
 
   bool is_open() const { return fd_ >= 0; }
@@ -100,6 +124,13 @@ class Socket {
 
   Socket(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {}
 
+  // One attempt to move bytes, through TLS when on.
+  StatusOr<IoStep> TrySend(const char* p, size_t n, const Progress& progress);
+  StatusOr<IoStep> TryRecv(char* p, size_t n, const Progress& progress);
+  static StatusOr<IoStep> WithProgress(StatusOr<IoStep> step, const Progress& progress);
+  // Waits for what `step` wants (kWantRead or kWantWrite).
+  Status AwaitStep(const IoStep& step, Deadline deadline, const Progress& progress) const;
+
   Status CheckOpen(const char* op) const;
   // Waits until `events` are ready; DEADLINE_EXCEEDED describes `progress`.
   Status Await(short events, Deadline deadline, const Progress& progress) const;
@@ -111,11 +142,13 @@ class Socket {
   Status SpliceToFile(int file_fd, uint64_t offset, uint64_t len, uint64_t* done,
                       Deadline deadline);
   Status DrainPipe(int pipe_fd, int file_fd, uint64_t offset, size_t n);
+  Status SendFileMapped(int file_fd, uint64_t offset, uint64_t len, Deadline deadline);
   Status SendFileByCopy(int file_fd, uint64_t offset, uint64_t len, uint64_t done,
                         Deadline deadline);
 
   int fd_ = -1;
   std::string peer_;
+  std::unique_ptr<TlsStream> tls_;  // null: plaintext
 };
 
 namespace internal {

@@ -23,6 +23,7 @@
 #include "agent/store/store.h"
 #include "agent_peer.h"
 #include "cluster.h"
+#include "component_util.h"
 #include "format/manifest.h"
 #include "format/naming.h"
 #include "format/step_index.h"
@@ -104,7 +105,8 @@ class AgentFetchTest : public ::testing::Test {
   // FetchCopy of `key` from the agent over up to 3 connections.
   StatusOr<agent::FetchedCopy> Fetch(const wire::StepKey& key,
                                      std::optional<uint64_t> digest = std::nullopt) {
-    return agent::FetchCopy(AgentEndpoint(c_), c_.secret(), "node 1", key, 3, store_.get(), digest);
+    return agent::FetchCopy(AgentEndpoint(c_), testing::PskTrust(c_.secret()), "node 1", key, 3,
+                            store_.get(), digest);
   }
 
   Cluster c_{1, "fetch"};

@@ -21,6 +21,7 @@
 #include "agent/store/store.h"
 #include "agent_peer.h"
 #include "cluster.h"
+#include "component_util.h"
 #include "format/step_index.h"
 #include "net/frame.h"
 #include "net/socket.h"
@@ -118,9 +119,20 @@ bool LogHas(const Cluster& c, const std::string& text) {
   return WaitUntil([&] { return c.AgentLog(0).find(text) != std::string::npos; });
 }
 
+// A TCP connection to node 0's agent: what anyone who reaches the port has.
 StatusOr<net::Socket> RawConnect(const Cluster& c) {
   agent::Endpoint e = AgentEndpoint(c);
   return net::Socket::Connect(e.host, e.port, 5s);
+}
+
+// A connection through the job's TLS (keyed by its secret) and no further:
+// the HMAC handshake inside is the test's to speak, or to break.
+StatusOr<net::Socket> TlsConnect(const Cluster& c) {
+  STRATA_ASSIGN_OR_RETURN(net::Socket s, RawConnect(c));
+  const net::Trust trust = PskTrust(c.secret());
+  STRATA_RETURN_IF_ERROR(
+      s.StartTls(trust.tls, net::TlsStream::Role::kClient, "127.0.0.1", net::DeadlineAfter(5s)));
+  return s;
 }
 
 // True if the agent closes the connection within `timeout` (whatever it
@@ -447,7 +459,18 @@ TEST_F(AgentSafetyTest, GarbageIsRejectedAndTheAgentKeepsServing) {
   }
   ASSERT_TRUE(WaitUntil([&] { return Count(c_.AgentLog(0), "rejected connection") >= 2; }))
       << c_.AgentLog(0);
-  EXPECT_NE(c_.AgentLog(0).find("GET / HTTP/1.1"), std::string::npos) << c_.AgentLog(0);
+  // TLS comes first: an HTTP request is not a ClientHello.
+  EXPECT_NE(c_.AgentLog(0).find("TLS handshake with"), std::string::npos) << c_.AgentLog(0);
+  EXPECT_NE(c_.AgentLog(0).find("http request"), std::string::npos) << c_.AgentLog(0);
+  // Inside TLS, garbage instead of the HELLO is refused as before.
+  {
+    auto s = TlsConnect(c_);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    const std::string http = "GET / HTTP/1.1\r\n\r\n";
+    ASSERT_TRUE(s->SendAll(http.data(), http.size(), net::DeadlineAfter(5s)).ok());
+    EXPECT_TRUE(ClosedByAgent(*s));
+  }
+  ASSERT_TRUE(LogHas(c_, "GET / HTTP/1.1")) << c_.AgentLog(0);
   // A silent connection does not block anyone else.
   auto silent = RawConnect(c_);
   ASSERT_TRUE(silent.ok());
@@ -462,15 +485,17 @@ TEST_F(AgentSafetyTest, WrongSecretIsRefused) {
   EXPECT_NE(status.Wait(20s), 0);
   EXPECT_EQ(status.Stdout(), "");
   EXPECT_NE(status.Stderr().find("secret"), std::string::npos) << status.Stderr();
-  ASSERT_TRUE(LogHas(c_, "rejected connection")) << c_.AgentLog(0);
-  EXPECT_NE(c_.AgentLog(0).find("authentication failed"), std::string::npos) << c_.AgentLog(0);
+  // The PSK derived from another secret fails TLS, before any frame.
+  ASSERT_TRUE(LogHas(c_, "rejected connection: TLS handshake with")) << c_.AgentLog(0);
   ExpectServing(c_);
 }
 
 // An impostor that does not check the server's proof and sends a made-up
 // one of its own.
+// Inside TLS the HMAC handshake still checks the secret (in certificate
+// mode it is the only check of it): a forged proof is refused.
 TEST_F(AgentSafetyTest, ForgedProofIsRefused) {
-  auto s = RawConnect(c_);
+  auto s = TlsConnect(c_);
   ASSERT_TRUE(s.ok());
   const auto deadline = net::DeadlineAfter(5s);
   std::string hello("\x01\x00\x00\x00", 4);
@@ -613,7 +638,7 @@ TEST_F(AgentSafetyTest, OversizedMessagesAreRejected) {
   EXPECT_NE(c_.AgentLog(0).find("the limit is 16 MiB"), std::string::npos) << c_.AgentLog(0);
   // Before authenticating: a HELLO announcing 2 GiB.
   {
-    auto s = RawConnect(c_);
+    auto s = TlsConnect(c_);
     ASSERT_TRUE(s.ok());
     const auto h = net::EncodeFrameHeader(net::kFrameHello, 0, 2u << 30);
     ASSERT_TRUE(s->SendAll(h.data(), h.size(), net::DeadlineAfter(5s)).ok());

@@ -21,6 +21,7 @@
 #include "agent/rpc/client.h"
 #include "agent_peer.h"
 #include "cluster.h"
+#include "component_util.h"
 
 namespace strata::testing {
 namespace {
@@ -42,7 +43,8 @@ TEST(AgentShutdownTest, DestroyingTheCoordinatorEndsASyncLongPollFirst) {
   config.secret = "shutdown-test-secret-0123456789";
   auto agent = agent::Agent::Start(config);
   ASSERT_TRUE(agent.ok()) << agent.status().ToString();
-  auto peer = agent::RpcClient::Connect((*agent)->listen_endpoint(), config.secret, "node 1");
+  auto peer = agent::RpcClient::Connect((*agent)->listen_endpoint(),
+                                        testing::PskTrust(config.secret), "node 1");
   ASSERT_TRUE(peer.ok()) << peer.status().ToString();
   json reg = {{"op", "register"}, {"job", "j"}, {"nodes", 2},
               {"node", 1},        {"dp", 1},    {"address", "127.0.0.1:9"}};

@@ -12,9 +12,11 @@
 #include "agent/rpc/client.h"
 #include "agent_peer.h"
 #include "cluster.h"
+#include "component_util.h"
 #include "format/naming.h"
 #include "format/step_index.h"
 #include "strata/env.h"
+#include "test_pki.h"
 
 namespace strata::testing {
 namespace {
@@ -40,6 +42,51 @@ TEST(AgentClusterTest, FreshStartThenRestartFromOwnStores) {
   for (int n = 0; n < 4; ++n) {
     EXPECT_NE(c.Status(n)["last_restore"].get<std::string>().find("own store"), std::string::npos);
   }
+}
+
+// A job on its site's PKI: the agents replicate and restore a replaced
+// node over TLS with certificates of one CA, and `strata status` reaches
+// them with a certificate of its own; a client without one is refused.
+TEST(AgentClusterTest, AJobOnCertificatesReplicatesAndRestores) {
+  TestPki pki("cluster-pki");
+  pki.MakeCa("ca");
+  pki.MakeCert("agent", "ca", "subjectAltName=IP:127.0.0.1");
+  pki.MakeCert("operator", "ca", "subjectAltName=DNS:operator");
+  Cluster c(4);
+  c.SetAgentArgs(pki.Flags("agent", "ca"));
+  c.SetCliArgs(pki.Flags("operator", "ca"));
+  c.StartAll();
+  EXPECT_NE(c.AgentLog(0).find("TLS 1.3 (certificates)"), std::string::npos) << c.AgentLog(0);
+  ExpectAll(c.Train(20, 5), "fresh", 20);
+  c.KillAgent(1);
+  c.WipeDir(1);
+  c.StartAgent(1);
+  ExpectAll(c.Train(30, 5), "20", 30);
+  EXPECT_NE(c.Status(1)["last_restore"].get<std::string>().find("from node 3"), std::string::npos)
+      << c.Status(1).dump(2);
+
+  c.SetCliArgs({});  // the job's secret alone (TLS with a PSK) is not this job's TLS
+  std::string out;
+  EXPECT_NE(c.Cli("status", 0, {"--json"}, &out), 0) << out;
+  EXPECT_NE(out.find("TLS"), std::string::npos) << out;
+}
+
+// TLS off is a choice the agent announces; a client that expects TLS is
+// told what to check.
+TEST(AgentClusterTest, ATlsOffJobSaysSoAndAClientExpectingTlsIsToldWhy) {
+  Cluster c(2);
+  c.SetAgentArgs({"--tls", "off"});
+  c.SetCliArgs({"--tls", "off"});
+  c.StartAll();
+  ExpectAll(c.Train(10, 5), "fresh", 10);
+  EXPECT_NE(c.AgentLog(0).find("TLS is off (tls: off): connections between agents are not "
+                               "encrypted"),
+            std::string::npos)
+      << c.AgentLog(0);
+  c.SetCliArgs({});
+  std::string out;
+  EXPECT_NE(c.Cli("status", 0, {"--json"}, &out), 0) << out;
+  EXPECT_NE(out.find("TLS off"), std::string::npos) << out;
 }
 
 TEST(AgentClusterTest, ReplacedNodeIsRestoredFromItsPeer) {
@@ -276,7 +323,7 @@ TEST(AgentClusterTest, SigtermStopsTheAgentPromptlyWithAnIdleConnectionOpen) {
   c.StartAll();
   auto to = agent::ParseEndpoint(c.address(0));
   ASSERT_TRUE(to.ok());
-  auto idle = agent::RpcClient::Connect(*to, c.secret(), "idle test client");
+  auto idle = agent::RpcClient::Connect(*to, testing::PskTrust(c.secret()), "idle test client");
   ASSERT_TRUE(idle.ok()) << idle.status().ToString();
   // Without the fix the agent waits out the connection's 5-minute idle limit.
   auto took = c.StopAgent(0, std::chrono::seconds(60));
@@ -323,7 +370,7 @@ TEST(AgentClusterTest, ACopyThatDoesNotFitIsRefused) {
   huge.files.push_back({"data-00000.bin", huge.total_bytes, {}});
   auto to = agent::ParseEndpoint(c.address(0));
   ASSERT_TRUE(to.ok());
-  auto client = agent::RpcClient::Connect(*to, c.secret(), "test");
+  auto client = agent::RpcClient::Connect(*to, testing::PskTrust(c.secret()), "test");
   ASSERT_TRUE(client.ok()) << client.status().ToString();
   agent::json put = {{"op", "put_step"},
                      {"key", {{"job", "j"}, {"rank", 1}, {"step", 7}}},

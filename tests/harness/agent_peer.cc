@@ -7,6 +7,8 @@
 #include <random>
 #include <thread>
 
+#include "component_util.h"
+
 namespace strata::testing {
 
 size_t EntriesIn(const std::string& dir) {
@@ -34,7 +36,7 @@ agent::Endpoint AgentEndpoint(const Cluster& c) {
 }
 
 StatusOr<agent::RpcClient> PeerConnect(const Cluster& c) {
-  return agent::RpcClient::Connect(AgentEndpoint(c), c.secret(), "hostile peer");
+  return agent::RpcClient::Connect(AgentEndpoint(c), PskTrust(c.secret()), "hostile peer");
 }
 
 nlohmann::json PutStep(const nlohmann::json& key, const nlohmann::json& index) {

@@ -158,6 +158,7 @@ std::vector<std::string> Cluster::CliArgs(const std::string& command, int node,
                                           const std::vector<std::string>& args) const {
   std::vector<std::string> argv = {BinaryPath("strata"), command,         "--agent",
                                    address(node),        "--secret-file", secret_file_};
+  argv.insert(argv.end(), cli_args_.begin(), cli_args_.end());
   argv.insert(argv.end(), args.begin(), args.end());
   return argv;
 }

@@ -61,6 +61,9 @@ class Cluster {
   // Arguments added to every agent started from now on (e.g. --backup URL),
   // and environment entries ("K=V") for one node's agent.
   void SetAgentArgs(std::vector<std::string> args) { agent_args_ = std::move(args); }
+  // Arguments added to every `strata` client command the cluster runs
+  // (Cli, Status): how it reaches agents that run with other TLS settings.
+  void SetCliArgs(std::vector<std::string> args) { cli_args_ = std::move(args); }
   void SetAgentEnv(int node, std::vector<std::string> env);
   // Waits until node's agent reports a committed backup of at least `step`;
   // returns its id ("" on timeout).
@@ -111,6 +114,7 @@ class Cluster {
   std::vector<std::unique_ptr<Child>> agents_;
   std::vector<std::string> old_logs_;  // logs of killed agents, per node
   std::vector<std::string> agent_args_;
+  std::vector<std::string> cli_args_;
   std::map<int, std::vector<std::string>> agent_env_;
 };
 

@@ -4,6 +4,7 @@
 #ifndef STRATA_TESTS_COMPONENT_UTIL_H_
 #define STRATA_TESTS_COMPONENT_UTIL_H_
 
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <set>
@@ -12,6 +13,7 @@
 #include "agent/peer/replication.h"
 #include "agent/rpc/server.h"
 #include "format/sync_map.h"
+#include "net/tls.h"
 #include "wire/op.h"
 
 namespace strata::testing {
@@ -34,17 +36,24 @@ inline agent::Replication::Hooks IdleReplicationHooks(agent::Replication::Hooks 
   return hooks;
 }
 
-// A real Server on a free loopback port, routing as the agent does
-// (wire::IsLongCall) to `handlers`; control calls are refused unless
-// handlers.control is set. Its host:port goes to *address.
-inline StatusOr<std::unique_ptr<agent::Server>> ServeOnLoopback(const std::string& secret,
+// The trust agents use by default: TLS 1.3 keyed by `secret`.
+inline net::Trust PskTrust(const std::string& secret) {
+  StatusOr<net::Trust> trust = net::MakeTrust(secret, net::TlsOptions{});
+  if (!trust.ok()) std::abort();
+  return *trust;
+}
+
+// A real Server on a free loopback port, protected as `trust` says,
+// routing as the agent does (wire::IsLongCall) to `handlers`; control calls
+// are refused unless handlers.control is set. Its host:port goes to *address.
+inline StatusOr<std::unique_ptr<agent::Server>> ServeOnLoopback(const net::Trust& trust,
                                                                 agent::Server::Handlers handlers,
                                                                 std::string* address) {
   STRATA_ASSIGN_OR_RETURN(net::Socket listener, net::Socket::Listen("127.0.0.1", 0, 64));
   STRATA_ASSIGN_OR_RETURN(uint16_t port, listener.LocalPort());
   *address = "127.0.0.1:" + std::to_string(port);
   agent::Server::Options options;
-  options.secret = secret;
+  options.trust = trust;
   handlers.is_long = [](const std::string& name) { return wire::IsLongCall(name); };
   if (!handlers.control) {
     handlers.control = [](const agent::json&, const std::string&, agent::Server::Reply reply) {
@@ -52,6 +61,13 @@ inline StatusOr<std::unique_ptr<agent::Server>> ServeOnLoopback(const std::strin
     };
   }
   return agent::Server::Start(std::move(listener), options, std::move(handlers));
+}
+
+// The same, with TLS keyed by `secret` (the agents' default).
+inline StatusOr<std::unique_ptr<agent::Server>> ServeOnLoopback(const std::string& secret,
+                                                                agent::Server::Handlers handlers,
+                                                                std::string* address) {
+  return ServeOnLoopback(PskTrust(secret), std::move(handlers), address);
 }
 
 }  // namespace strata::testing

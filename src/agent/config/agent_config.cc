@@ -52,7 +52,11 @@ constexpr std::string_view kAgentFileKeys[] = {"local-dir",
                                                "grace-seconds",
                                                "metrics",
                                                "redundancy",
-                                               "failure-domain"};
+                                               "failure-domain",
+                                               "tls",
+                                               "tls-cert-file",
+                                               "tls-key-file",
+                                               "tls-ca-file"};
 
 constexpr std::pair<std::string_view, std::string_view> kAgentEnv[] = {
     {"local-dir", "STRATA_LOCAL_DIR"},
@@ -68,6 +72,10 @@ constexpr std::pair<std::string_view, std::string_view> kAgentEnv[] = {
     {"metrics", "STRATA_METRICS"},
     {"redundancy", "STRATA_REDUNDANCY"},
     {"failure-domain", "STRATA_FAILURE_DOMAIN"},
+    {"tls", "STRATA_TLS"},
+    {"tls-cert-file", "STRATA_TLS_CERT_FILE"},
+    {"tls-key-file", "STRATA_TLS_KEY_FILE"},
+    {"tls-ca-file", "STRATA_TLS_CA_FILE"},
 };
 
 StatusOr<Settings> FileSettings(const std::string& path, const ReadFileFn& read_file) {
@@ -130,6 +138,10 @@ Settings FlagSettings(const AgentFlags& flags) {
   put("metrics", flags.metrics);
   put("redundancy", flags.redundancy);
   put("failure-domain", flags.failure_domain);
+  put("tls", flags.tls);
+  put("tls-cert-file", flags.tls_cert_file);
+  put("tls-key-file", flags.tls_key_file);
+  put("tls-ca-file", flags.tls_ca_file);
   return out;
 }
 
@@ -302,6 +314,32 @@ Status BuildPeerTier(const Settings& settings, AgentConfig* c) {
   return Status::Ok();
 }
 
+// The files go to OpenSSL when the agent starts (its errors name them); here
+// only whether they fit the mode.
+Status BuildTls(const Settings& settings, AgentConfig* c) {
+  if (const Setting* s = FindSetting(settings, "tls")) {
+    StatusOr<net::TlsMode> mode = net::ParseTlsMode(s->value);
+    if (!mode.ok()) return mode.status().WithContext(s->origin);
+    c->tls.mode = *mode;
+  }
+  const bool certificates = c->tls.mode == net::TlsMode::kCertificates;
+  const std::pair<std::string_view, std::string*> files[] = {{"tls-cert-file", &c->tls.cert_file},
+                                                             {"tls-key-file", &c->tls.key_file},
+                                                             {"tls-ca-file", &c->tls.ca_file}};
+  for (const auto& [key, field] : files) {
+    const Setting* s = FindSetting(settings, key);
+    if (s != nullptr && !certificates) {
+      return InvalidArgumentError(s->origin + ": applies only with tls: certificates");
+    }
+    if (s == nullptr && certificates) {
+      return InvalidArgumentError("tls: certificates needs " + std::string(key) +
+                                  " (also tls-cert-file, tls-key-file and tls-ca-file)");
+    }
+    if (s != nullptr) *field = s->value;
+  }
+  return Status::Ok();
+}
+
 StatusOr<AgentConfig> BuildAgentConfig(const Settings& settings, const ReadFileFn& read_file) {
   AgentConfig c;
   const Setting* dir = FindSetting(settings, "local-dir");
@@ -316,6 +354,7 @@ StatusOr<AgentConfig> BuildAgentConfig(const Settings& settings, const ReadFileF
   STRATA_RETURN_IF_ERROR(BuildLimits(settings, &c));
   STRATA_RETURN_IF_ERROR(BuildBackup(settings, &c));
   STRATA_RETURN_IF_ERROR(BuildPeerTier(settings, &c));
+  STRATA_RETURN_IF_ERROR(BuildTls(settings, &c));
   return c;
 }
 

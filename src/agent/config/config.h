@@ -26,6 +26,7 @@
 
 #include "ec/redundancy.h"
 #include "net/endpoint.h"
+#include "net/tls.h"
 #include "strata/status.h"
 #include "wire/vocabulary.h"
 
@@ -184,6 +185,11 @@ struct AgentConfig {
   // groups spread over domains. 1..64 bytes of A-Z a-z 0-9 . _ - : /.
   // Default: "" (a domain of its own).
   std::string failure_domain;
+  // How connections between agents are protected (net/tls.h): "psk" (TLS
+  // 1.3 keyed by the job's secret; the default), "certificates" (TLS 1.3
+  // with tls-cert-file, tls-key-file and tls-ca-file, all required) or
+  // "off" (plaintext, logged as a warning).
+  net::TlsOptions tls;
 };
 
 // The port of the JAX coordination service when --jax-coordinator gives
@@ -223,6 +229,10 @@ struct AgentFlags {
   std::optional<std::string> metrics;              // --metrics HOST:PORT
   std::optional<std::string> redundancy;           // --redundancy copies|xor(N)|rs(K,M)
   std::optional<std::string> failure_domain;       // --failure-domain NAME
+  std::optional<std::string> tls;                  // --tls psk|certificates|off
+  std::optional<std::string> tls_cert_file;        // --tls-cert-file PEM
+  std::optional<std::string> tls_key_file;         // --tls-key-file PEM
+  std::optional<std::string> tls_ca_file;          // --tls-ca-file PEM
 };
 
 // Resolves the agent configuration. Sources, lowest precedence first:
@@ -230,12 +240,13 @@ struct AgentFlags {
 //      advertise, coordinator, jax-coordinator, secret-file, log-level, node-rank,
 //      data-streams, max-message-bytes, backup, backup-interval-steps,
 //      backup-interval-minutes, backup-bandwidth, restore-backup,
-//      grace-seconds, metrics, redundancy, failure-domain; unknown
-//      keys are errors);
+//      grace-seconds, metrics, redundancy, failure-domain, tls,
+//      tls-cert-file, tls-key-file, tls-ca-file; unknown keys are errors);
 //   2. the environment: STRATA_LOCAL_DIR, STRATA_LISTEN, STRATA_ADVERTISE,
 //      STRATA_COORDINATOR, STRATA_JAX_COORDINATOR, STRATA_NODE_RANK,
 //      STRATA_SECRET, STRATA_SECRET_FILE, STRATA_LOG_LEVEL, STRATA_BACKUP,
-//      STRATA_METRICS, STRATA_REDUNDANCY, STRATA_FAILURE_DOMAIN;
+//      STRATA_METRICS, STRATA_REDUNDANCY, STRATA_FAILURE_DOMAIN, STRATA_TLS,
+//      STRATA_TLS_CERT_FILE, STRATA_TLS_KEY_FILE, STRATA_TLS_CA_FILE;
 //   3. the flags.
 // A secret given inline (STRATA_SECRET) or as a file at a higher level
 // replaces either form at a lower level; both forms at one level is an error.

@@ -25,18 +25,18 @@ constexpr auto kKeepForLateRanks = std::chrono::minutes(1);
 }  // namespace
 
 StatusOr<std::unique_ptr<OnDemandSync>> OnDemandSync::Open(const std::string& path,
-                                                           std::string secret, SteadyClock* clock,
+                                                           net::Trust trust, SteadyClock* clock,
                                                            Hooks hooks) {
   STRATA_ASSIGN_OR_RETURN(SyncMap map, SyncMap::OpenOrCreate(path));
   // A step published by a previous agent process was for ranks that have
   // restarted since, or will see it again from the coordinator.
   map.Publish(kNoSyncStep, 0);
   return std::unique_ptr<OnDemandSync>(
-      new OnDemandSync(std::move(map), std::move(secret), clock, std::move(hooks)));
+      new OnDemandSync(std::move(map), std::move(trust), clock, std::move(hooks)));
 }
 
-OnDemandSync::OnDemandSync(SyncMap map, std::string secret, SteadyClock* clock, Hooks hooks)
-    : map_(std::move(map)), secret_(std::move(secret)), clock_(clock), hooks_(std::move(hooks)) {}
+OnDemandSync::OnDemandSync(SyncMap map, net::Trust trust, SteadyClock* clock, Hooks hooks)
+    : map_(std::move(map)), trust_(std::move(trust)), clock_(clock), hooks_(std::move(hooks)) {}
 
 OnDemandSync::~OnDemandSync() { Stop(); }
 
@@ -229,7 +229,7 @@ void OnDemandSync::SyncMain() {
     }
     if (client && connected_to != to->ToString()) drop();
     if (!client) {
-      auto c = RpcClient::Connect(*to, secret_, "node " + std::to_string(job->config.node_rank));
+      auto c = RpcClient::Connect(*to, trust_, "node " + std::to_string(job->config.node_rank));
       if (!c.ok()) {
         Log()->debug("sync call: {}", c.status().message());
         std::this_thread::sleep_for(std::chrono::milliseconds(500));

@@ -57,7 +57,7 @@ class OnDemandSync {
 
   // Opens (or creates) the sync map at `path`; a step a previous agent
   // process published there is withdrawn. Start() starts the threads.
-  static StatusOr<std::unique_ptr<OnDemandSync>> Open(const std::string& path, std::string secret,
+  static StatusOr<std::unique_ptr<OnDemandSync>> Open(const std::string& path, net::Trust trust,
                                                       SteadyClock* clock, Hooks hooks);
   ~OnDemandSync();  // Stop()
   OnDemandSync(const OnDemandSync&) = delete;
@@ -101,7 +101,7 @@ class OnDemandSync {
   int64_t node_step() const { return node_step_.load(); }
 
  private:
-  OnDemandSync(SyncMap map, std::string secret, SteadyClock* clock, Hooks hooks);
+  OnDemandSync(SyncMap map, net::Trust trust, SteadyClock* clock, Hooks hooks);
   bool Stopping() const { return stopped_.load() || hooks_.stopping(); }
   void NoticeMain();
   void SyncMain();
@@ -110,7 +110,7 @@ class OnDemandSync {
   bool RanksDone() const REQUIRES(mu_);
 
   SyncMap map_;
-  const std::string secret_;
+  const net::Trust trust_;
   SteadyClock* const clock_;
   const Hooks hooks_;
   std::atomic<bool> stopped_{false};

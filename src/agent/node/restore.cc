@@ -15,7 +15,6 @@
 namespace strata::agent {
 namespace {
 
-
 // A random id for one start of the client (one registration, retried).
 std::string IncarnationId() {
   static std::mt19937_64 gen{std::random_device{}()};
@@ -416,7 +415,7 @@ Status Restore::FetchFrom(const std::string& address, const wire::StepKey& key, 
                           std::optional<uint64_t> digest) {
   STRATA_ASSIGN_OR_RETURN(Endpoint to, ParseEndpoint(address));
   STRATA_ASSIGN_OR_RETURN(FetchedCopy copy,
-                          FetchCopy(to, options_.secret, "node " + std::to_string(node_rank), key,
+                          FetchCopy(to, options_.trust, "node " + std::to_string(node_rank), key,
                                     options_.data_streams, store_, digest));
   return AdoptCopy(store_, key, copy);
 }

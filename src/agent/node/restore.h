@@ -60,7 +60,7 @@ class Restore {
   static std::string_view StateName(State state);
 
   struct Options {
-    std::string secret;     // the job's, for peers' data calls
+    net::Trust trust;       // the job's secret and TLS, for peers' data calls
     int data_streams = 1;   // connections per fetch
     Endpoint address;       // this agent's, as peers reach it
     std::string yaml_path;  // the client's replicator.yaml

@@ -34,13 +34,13 @@ wire::FailedHolder Bad(const wire::ShardSource& s, int64_t step) {
 
 // The answer of `holder` to `ask` (a header_only get_shard: nothing follows).
 StatusOr<wire::ShardReply> AskHeader(const std::map<int, std::string>& addresses, int holder,
-                                     const std::string& secret, const std::string& client_id,
+                                     const net::Trust& trust, const std::string& client_id,
                                      const wire::GetShardRequest& ask) {
   auto it = addresses.find(holder);
   if (it == addresses.end())
     return UnavailableError("no address for node " + std::to_string(holder));
   STRATA_ASSIGN_OR_RETURN(Endpoint to, ParseEndpoint(it->second));
-  STRATA_ASSIGN_OR_RETURN(RpcClient client, RpcClient::Connect(to, secret, client_id));
+  STRATA_ASSIGN_OR_RETURN(RpcClient client, RpcClient::Connect(to, trust, client_id));
   STRATA_ASSIGN_OR_RETURN(json answer, client.Call(ask.ToJson(), kCallTimeout));
   return wire::ShardReply::FromJson(answer);
 }
@@ -131,7 +131,7 @@ Status CodedTier::Decode(const wire::StepKey& key, uint64_t digest,
       ask.index_of = key.rank;
       ask.header_only = true;
       StatusOr<wire::ShardReply> reply =
-          AskHeader(addresses, shard.holder, options_.secret, client_id, ask);
+          AskHeader(addresses, shard.holder, options_.trust, client_id, ask);
       if (reply.ok() && reply->index && reply->index->digest == digest) {
         index = std::move(reply->index);
       } else {
@@ -211,7 +211,7 @@ Status CodedTier::DecodeStripe(const wire::StepKey& key, const StepIndex& index,
       return UnavailableError("no address for node " + std::to_string(r.source.holder));
     }
     STRATA_ASSIGN_OR_RETURN(Endpoint to, ParseEndpoint(it->second));
-    STRATA_ASSIGN_OR_RETURN(RpcClient c, RpcClient::Connect(to, options_.secret, client_id));
+    STRATA_ASSIGN_OR_RETURN(RpcClient c, RpcClient::Connect(to, options_.trust, client_id));
     r.client.emplace(std::move(c));
     STRATA_ASSIGN_OR_RETURN(json answer, r.client->Call(ask.ToJson(), kCallTimeout));
     STRATA_ASSIGN_OR_RETURN(r.reply, wire::ShardReply::FromJson(answer));

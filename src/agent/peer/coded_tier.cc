@@ -160,8 +160,8 @@ Status CodedTier::Contribute(const wire::StepKey& key, const ec::Group& group,
 Status CodedTier::Send(const Chunk& chunk, const wire::StepKey& key, const StepIndex& index,
                        const ec::Group& group, int stripe, int row, const std::string& address) {
   STRATA_ASSIGN_OR_RETURN(Endpoint to, ParseEndpoint(address));
-  STRATA_ASSIGN_OR_RETURN(RpcClient client, RpcClient::Connect(to, options_.secret,
-                                                               "node " + std::to_string(key.rank)));
+  STRATA_ASSIGN_OR_RETURN(
+      RpcClient client, RpcClient::Connect(to, options_.trust, "node " + std::to_string(key.rank)));
   const SteadyClock::time_point began = clock_->Now();
   wire::PutShardRequest put;
   put.key = key;

@@ -47,7 +47,7 @@ namespace strata::agent {
 class CodedTier {
  public:
   struct Options {
-    std::string secret;
+    net::Trust trust;       // the job's secret and TLS, for peers
     std::string local_dir;  // for the free-space check
     int data_streams = 4;
   };

@@ -272,8 +272,8 @@ void Replication::Counted(const std::string& peer, int64_t step, uint64_t epoch)
 Status Replication::SendToPeer(const wire::StepKey& key, const std::string& address) {
   STRATA_ASSIGN_OR_RETURN(Endpoint to, ParseEndpoint(address));
   STRATA_ASSIGN_OR_RETURN(StepIndex index, store_->GetIndex(key));
-  STRATA_ASSIGN_OR_RETURN(RpcClient client, RpcClient::Connect(to, options_.secret,
-                                                               "node " + std::to_string(key.rank)));
+  STRATA_ASSIGN_OR_RETURN(
+      RpcClient client, RpcClient::Connect(to, options_.trust, "node " + std::to_string(key.rank)));
   const auto groups = index.total_bytes >= kMultiStreamMinBytes
                           ? PartitionFiles(index, options_.data_streams)
                           : std::vector<std::vector<size_t>>(1);
@@ -326,7 +326,7 @@ Status Replication::SendGroups(const Endpoint& to, const wire::StepKey& key, con
   return RunParallel(groups.size(), groups.size(), [&](size_t g, const auto&) {
     STRATA_ASSIGN_OR_RETURN(
         RpcClient client,
-        RpcClient::Connect(to, options_.secret, "node " + std::to_string(key.rank)));
+        RpcClient::Connect(to, options_.trust, "node " + std::to_string(key.rank)));
     STRATA_RETURN_IF_ERROR(
         client.Call(wire::PutFilesRequest{transfer, groups[g], {}}.ToJson(), kCallTimeout)
             .status());
@@ -344,7 +344,7 @@ Status Replication::SendRangeGroups(const Endpoint& to, const wire::StepKey& key
   return RunParallel(need.size(), need.size(), [&](size_t g, const auto&) {
     STRATA_ASSIGN_OR_RETURN(
         RpcClient client,
-        RpcClient::Connect(to, options_.secret, "node " + std::to_string(key.rank)));
+        RpcClient::Connect(to, options_.trust, "node " + std::to_string(key.rank)));
     STRATA_RETURN_IF_ERROR(
         client.Call(wire::PutFilesRequest{transfer, {}, g}.ToJson(), kCallTimeout).status());
     STRATA_RETURN_IF_ERROR(SendRanges(client.socket(), store_->StepPath(key), index, need[g]));

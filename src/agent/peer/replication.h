@@ -59,7 +59,7 @@ class Replication {
     std::optional<ec::Group> group;
   };
   struct Options {
-    std::string secret;     // the job's shared secret, for peers and the coordinator
+    net::Trust trust;       // the job's secret and TLS, for peers and the coordinator
     std::string local_dir;  // the client directory (its symlinks pin steps)
     int data_streams = 4;   // connections per large step
   };

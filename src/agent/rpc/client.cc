@@ -14,14 +14,14 @@ constexpr auto kReplyTimeout = std::chrono::seconds(30);
 
 }  // namespace
 
-StatusOr<RpcClient> RpcClient::Connect(const Endpoint& to, const std::string& secret,
+StatusOr<RpcClient> RpcClient::Connect(const Endpoint& to, const net::Trust& trust,
                                        const std::string& client_id,
                                        std::chrono::milliseconds timeout) {
   RpcClient c;
   c.peer_ = to.ToString();
+  const net::Deadline deadline = net::DeadlineAfter(timeout);
   STRATA_ASSIGN_OR_RETURN(c.socket_, net::Socket::Connect(to.host, to.port, timeout));
-  STRATA_RETURN_IF_ERROR(
-      net::AuthenticateAsClient(c.socket_, secret, client_id, net::DeadlineAfter(timeout)));
+  STRATA_RETURN_IF_ERROR(net::SecureAsClient(c.socket_, trust, client_id, to.host, deadline));
   return c;
 }
 
@@ -38,8 +38,8 @@ StatusOr<json> RpcClient::Call(const json& request, std::chrono::milliseconds ti
   return reply;
 }
 
-RpcPool::RpcPool(std::string secret, size_t max_idle)
-    : secret_(std::move(secret)), max_idle_(max_idle) {}
+RpcPool::RpcPool(net::Trust trust, size_t max_idle)
+    : trust_(std::move(trust)), max_idle_(max_idle) {}
 
 std::optional<RpcClient> RpcPool::TakeIdle(const std::string& to) {
   MutexLock l(&mu_);
@@ -68,7 +68,7 @@ StatusOr<json> RpcPool::Call(const Endpoint& to, const std::string& client_id, c
     // The server may have closed it meanwhile (idle timeout, restart): a
     // call is safe to make again, on a new connection.
   }
-  STRATA_ASSIGN_OR_RETURN(RpcClient fresh, RpcClient::Connect(to, secret_, client_id));
+  STRATA_ASSIGN_OR_RETURN(RpcClient fresh, RpcClient::Connect(to, trust_, client_id));
   StatusOr<json> r = fresh.Call(request, timeout);
   if (fresh.answered()) GiveBack(key, std::move(fresh));
   return r;

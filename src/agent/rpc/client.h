@@ -3,7 +3,8 @@
 // Calls between agents (and from `strata status`): a request frame carrying
 // JSON {"op": ..., ...} answered by a reply frame carrying JSON {"ok": true,
 // ...} or {"ok": false, "code": ..., "error": ...} (wire/json.h). Every
-// connection is authenticated first (net/auth.h). The bytes of a step that
+// connection is TLS 1.3 unless the job turned it off (net/tls.h), and
+// authenticated first (net/auth.h). The bytes of a step that
 // follow some calls are rpc/step_stream.h.
 #ifndef STRATA_AGENT_RPC_CLIENT_H_
 #define STRATA_AGENT_RPC_CLIENT_H_
@@ -19,6 +20,7 @@
 #include "agent/config/config.h"
 #include "net/endpoint.h"
 #include "net/socket.h"
+#include "net/tls.h"
 #include "strata/status.h"
 #include "util/mutex.h"
 #include "wire/json.h"
@@ -46,7 +48,7 @@ using net::ParseEndpoint;
 // An authenticated connection to another agent. Used by one thread at a time.
 class RpcClient {
  public:
-  static StatusOr<RpcClient> Connect(const Endpoint& to, const std::string& secret,
+  static StatusOr<RpcClient> Connect(const Endpoint& to, const net::Trust& trust,
                                      const std::string& client_id,
                                      std::chrono::milliseconds timeout = std::chrono::seconds(5));
   // Sends a call and waits up to `timeout` for its reply. A reply with
@@ -73,7 +75,7 @@ class RpcClient {
 // connection serves one call at a time.
 class RpcPool {
  public:
-  explicit RpcPool(std::string secret, size_t max_idle = 4);
+  explicit RpcPool(net::Trust trust, size_t max_idle = 4);
   // A call to `to` as `client_id` (see RpcClient::Connect).
   StatusOr<json> Call(const Endpoint& to, const std::string& client_id, const json& request,
                       std::chrono::milliseconds timeout);
@@ -83,7 +85,7 @@ class RpcPool {
   std::optional<RpcClient> TakeIdle(const std::string& to);
   void GiveBack(const std::string& to, RpcClient client);
 
-  const std::string secret_;
+  const net::Trust trust_;
   const size_t max_idle_;
   Mutex mu_;
   // By "host:port client-id".

@@ -147,7 +147,15 @@ class Session : public std::enable_shared_from_this<Session> {
     ++timer_generation_;
     timer_.cancel();
   }
+  void TlsHandshake();
   void ReadFrame(uint32_t max_payload, Then then);
+  // Receives exactly n bytes into p (`between_calls`: the peer may hang up
+  // before the first of them, which closes quietly), then `then`.
+  void Receive(char* p, size_t n, bool between_calls, Then then);
+  // Sends out_[sent..], then `then`.
+  void Send(size_t sent, Then then);
+  // Waits for the socket to be ready as `step` wants, then `retry`.
+  void Await(const net::IoStep& step, Then retry);
   void Write(std::string bytes, Then then);
   void RefuseHandshake(const std::string& refusal, const Status& status);
   void OnHello();
@@ -161,6 +169,7 @@ class Session : public std::enable_shared_from_this<Session> {
   const uint64_t id_;
   const tcp protocol_;
   tcp::socket socket_;
+  std::unique_ptr<net::TlsStream> tls_;  // null: plaintext, or lent to a long call
   asio::steady_timer timer_;
   uint64_t timer_generation_ = 0;
   const std::string peer_, source_;
@@ -174,9 +183,31 @@ class Session : public std::enable_shared_from_this<Session> {
 };
 
 void Session::Start() {
-  handshake_.emplace(server_->options().secret, peer_);
+  const net::Trust& trust = server_->options().trust;
+  handshake_.emplace(trust.secret, peer_);
   Arm(server_->options().auth_timeout, "rejected connection: handshake timed out");
-  ReadFrame(net::kMaxAuthPayload, [this] { OnHello(); });
+  ErrorCode ec;
+  socket_.native_non_blocking(true, ec);
+  if (ec) return Close("rejected connection: " + ec.message());
+  if (!trust.encrypted()) return ReadFrame(net::kMaxAuthPayload, [this] { OnHello(); });
+  auto tls = net::TlsStream::New(trust.tls, socket_.native_handle(), net::TlsStream::Role::kServer,
+                                 "", peer_);
+  if (!tls.ok()) return Close("rejected connection: " + std::string(tls.status().message()));
+  tls_ = std::move(*tls);
+  TlsHandshake();
+}
+
+void Session::TlsHandshake() {
+  StatusOr<net::IoStep> step = tls_->Handshake();
+  if (!step.ok()) return Close("rejected connection: " + std::string(step.status().message()));
+  switch (step->kind) {
+    case net::IoStep::kProgress:
+      return ReadFrame(net::kMaxAuthPayload, [this] { OnHello(); });
+    case net::IoStep::kClosed:
+      return Close("rejected connection: closed during the TLS handshake");
+    default:
+      return Await(*step, [this] { TlsHandshake(); });
+  }
 }
 
 void Session::Close(const std::string& why) {
@@ -187,8 +218,10 @@ void Session::Close(const std::string& why) {
   }
   if (holds_handshake_slot_) server_->ReleaseHandshake(source_);
   holds_handshake_slot_ = false;
+  if (tls_ != nullptr) tls_->Shutdown();
   ErrorCode ignored;
   socket_.close(ignored);
+  tls_.reset();
   Disarm();
   server_->Forget(id_);  // may drop the last reference but the caller's
 }
@@ -203,44 +236,82 @@ void Session::Arm(std::chrono::milliseconds after, std::string why) {
 }
 
 void Session::ReadFrame(uint32_t max_payload, Then then) {
-  asio::async_read(
-      socket_, asio::buffer(header_),
-      [self = shared_from_this(), max_payload, then = std::move(then)](ErrorCode ec, size_t) {
-        if (self->closed_) return;
-        if (ec) {  // a hang-up between calls is how connections end
-          if (self->handshake_) return self->Close("rejected connection: " + ec.message());
-          const bool hang_up = ec == asio::error::eof || ec == asio::error::connection_reset;
-          self->Close(hang_up ? "" : "receiving: " + ec.message());
-          return;
-        }
-        uint32_t length = 0;
-        self->frame_ = net::Frame();
-        Status s =
-            net::ParseFrameHeader(self->header_, max_payload, self->peer_, &self->frame_, &length);
-        if (!s.ok()) {
-          return self->Close((self->handshake_ ? "rejected connection: " : "") +
-                             std::string(s.message()));
-        }
-        if (length == 0) return then();
-        self->frame_.payload.resize(length);
-        asio::async_read(self->socket_, asio::buffer(self->frame_.payload),
-                         [self, then](ErrorCode e, size_t) {
-                           if (self->closed_) return;
-                           if (e) return self->Close("receiving a payload: " + e.message());
-                           then();
-                         });
-      });
+  Receive(header_, sizeof header_, /*between_calls=*/!handshake_, [this, max_payload, then] {
+    uint32_t length = 0;
+    frame_ = net::Frame();
+    Status s = net::ParseFrameHeader(header_, max_payload, peer_, &frame_, &length);
+    if (!s.ok()) {
+      return Close((handshake_ ? "rejected connection: " : "") + std::string(s.message()));
+    }
+    if (length == 0) return then();
+    frame_.payload.resize(length);
+    Receive(frame_.payload.data(), length, /*between_calls=*/false, then);
+  });
+}
+
+void Session::Receive(char* p, size_t n, bool between_calls, Then then) {
+  while (n > 0) {
+    StatusOr<net::IoStep> step = tls_ != nullptr
+                                     ? tls_->Read(p, n)
+                                     : net::TryRecvPlain(socket_.native_handle(), p, n, peer_);
+    const char* context = handshake_ ? "rejected connection: " : "receiving: ";
+    if (!step.ok()) return Close(context + std::string(step.status().message()));
+    if (step->kind == net::IoStep::kProgress) {
+      p += step->bytes;
+      n -= step->bytes;
+      between_calls = false;
+      continue;
+    }
+    if (step->kind == net::IoStep::kClosed) {
+      // A hang-up between calls is how connections end.
+      return Close(between_calls ? "" : context + std::string("the peer closed the connection"));
+    }
+    return Await(*step, [this, p, n, between_calls, then] { Receive(p, n, between_calls, then); });
+  }
+  then();
+}
+
+void Session::Send(size_t sent, Then then) {
+  while (sent < out_.size()) {
+    const char* p = out_.data() + sent;
+    const size_t n = out_.size() - sent;
+    StatusOr<net::IoStep> step = tls_ != nullptr
+                                     ? tls_->Write(p, n)
+                                     : net::TrySendPlain(socket_.native_handle(), p, n, peer_);
+    if (!step.ok()) return Close("sending: " + std::string(step.status().message()));
+    if (step->kind == net::IoStep::kProgress) {
+      sent += step->bytes;
+      continue;
+    }
+    if (step->kind == net::IoStep::kClosed) return Close("sending: the peer closed the connection");
+    return Await(*step, [this, sent, then] { Send(sent, then); });
+  }
+  if (tls_ != nullptr && tls_->unsent() > 0) {  // records TLS held back to send together
+    StatusOr<net::IoStep> step = tls_->Flush();
+    if (!step.ok()) return Close("sending: " + std::string(step.status().message()));
+    if (step->kind != net::IoStep::kProgress) {
+      return Await(*step, [this, sent, then] { Send(sent, then); });
+    }
+  }
+  then();
+}
+
+// `retry` runs on the loop thread while the session is open; a session
+// closed meanwhile (timer, Stop) cancels the wait.
+void Session::Await(const net::IoStep& step, Then retry) {
+  const auto want =
+      step.kind == net::IoStep::kWantWrite ? tcp::socket::wait_write : tcp::socket::wait_read;
+  socket_.async_wait(want, [self = shared_from_this(), retry = std::move(retry)](ErrorCode ec) {
+    if (self->closed_) return;
+    if (ec) return self->Close("waiting for the socket: " + ec.message());
+    retry();
+  });
 }
 
 void Session::Write(std::string bytes, Then then) {
   out_ = std::move(bytes);
   Arm(server_->options().reply_timeout, "the peer does not take our reply");
-  asio::async_write(socket_, asio::buffer(out_),
-                    [self = shared_from_this(), then = std::move(then)](ErrorCode ec, size_t) {
-                      if (self->closed_) return;
-                      if (ec) return self->Close("sending: " + ec.message());
-                      then();
-                    });
+  Send(0, std::move(then));
 }
 
 void Session::RefuseHandshake(const std::string& refusal, const Status& status) {
@@ -336,7 +407,7 @@ void Session::Long(json request) {
     server_->ReleaseLong();
     return Close("taking the connection off the event loop: " + ec.message());
   }
-  auto socket = std::make_shared<net::Socket>(net::Socket::Adopt(fd, peer_));
+  auto socket = std::make_shared<net::Socket>(net::Socket::Adopt(fd, peer_, std::move(tls_)));
   std::weak_ptr<Server::Impl> server = server_->weak_from_this();
   std::weak_ptr<Session> session = weak_from_this();
   const std::string peer = peer_, who = who_;
@@ -372,9 +443,10 @@ void Session::Resume(net::Socket socket) {
   if (closed_) return;
   if (!socket.is_open()) return Close("");
   ErrorCode ec;
-  const int fd = socket.Release();
+  const int fd = socket.Release(&tls_);
   socket_.assign(protocol_, fd, ec);
   if (ec) {
+    tls_.reset();
     ::close(fd);
     return Close("taking the connection back after a long call: " + ec.message());
   }

@@ -1,9 +1,11 @@
 // Copyright 2026 The Strata Authors.
 //
 // Server: the agent's port. One event-loop thread (asio) owns every
-// connection from accept to close: it authenticates (net/auth.h, as a state
-// machine), reads calls and writes replies, so an idle or waiting
-// connection costs a socket and a few hundred bytes, never a thread. A call
+// connection from accept to close: it runs TLS (net/tls.h) and then
+// authenticates (net/auth.h), both as state machines over non-blocking
+// reads and writes, reads calls and writes replies, so an idle or waiting
+// connection costs a socket and a few kilobytes (its TLS state, whose
+// buffers are freed while idle), never a thread. A call
 // goes, by its op, to one of two handlers:
 //
 //   * a control call (coordination, status, health, ...) runs on one of a
@@ -39,6 +41,7 @@
 
 #include "agent/rpc/client.h"
 #include "net/socket.h"
+#include "net/tls.h"
 #include "strata/status.h"
 
 namespace strata::agent {
@@ -48,7 +51,9 @@ class Session;  // server.cc
 class Server {
  public:
   struct Options {
-    std::string secret;
+    // The job's secret and TLS (net/tls.h): every connection is TLS 1.3
+    // unless trust.tls is null, then the HMAC handshake inside it.
+    net::Trust trust;
     int max_handshakes = 1024;
     int max_handshakes_per_source = 8;
     int max_long_calls = 64;

@@ -111,17 +111,17 @@ Status FetchGroups(std::vector<RpcClient>& clients, const wire::StepKey& key,
         return FetchGroup(clients[g], key, copy.index, groups[g], copy.dir, store, verifier);
       },
       [&](const Status&) {
-        for (RpcClient& c : clients) c.socket().Shutdown();
+        for (RpcClient& c : clients) c.socket().Abort();
       });
 }
 
 // get_index; for a Strata copy its manifest; then the other files in groups
 // over up to `streams` connections, verified while they arrive.
-Status FetchInGroups(const Endpoint& to, const std::string& secret, const std::string& client_id,
+Status FetchInGroups(const Endpoint& to, const net::Trust& trust, const std::string& client_id,
                      const wire::StepKey& key, int streams, Store* store,
                      std::optional<uint64_t> digest, FetchedCopy* copy) {
   std::vector<RpcClient> clients;
-  STRATA_ASSIGN_OR_RETURN(RpcClient first, RpcClient::Connect(to, secret, client_id));
+  STRATA_ASSIGN_OR_RETURN(RpcClient first, RpcClient::Connect(to, trust, client_id));
   clients.push_back(std::move(first));
   STRATA_ASSIGN_OR_RETURN(json reply,
                           clients[0].Call(wire::GetIndexRequest{key}.ToJson(), kFetchCallTimeout));
@@ -148,13 +148,13 @@ Status FetchInGroups(const Endpoint& to, const std::string& secret, const std::s
   const auto groups = PartitionFiles(copy->index, rest,
                                      copy->index.total_bytes >= kMultiStreamMinBytes ? streams : 1);
   while (clients.size() < groups.size()) {
-    STRATA_ASSIGN_OR_RETURN(RpcClient c, RpcClient::Connect(to, secret, client_id));
+    STRATA_ASSIGN_OR_RETURN(RpcClient c, RpcClient::Connect(to, trust, client_id));
     clients.push_back(std::move(c));
   }
   // A range that does not match ends the transfer: the copy is corrupt, and
   // the rest of it is not worth receiving.
   verifier.SetOnFailure([&clients] {
-    for (RpcClient& c : clients) c.socket().Shutdown();
+    for (RpcClient& c : clients) c.socket().Abort();
   });
   Status received =
       groups.empty() ? Status::Ok() : FetchGroups(clients, key, *copy, groups, store, &verifier);
@@ -168,10 +168,10 @@ Status FetchInGroups(const Endpoint& to, const std::string& secret, const std::s
 
 // The whole step on one connection: fetch_step without "files", which
 // agents without get_index serve too.
-Status FetchWhole(const Endpoint& to, const std::string& secret, const std::string& client_id,
+Status FetchWhole(const Endpoint& to, const net::Trust& trust, const std::string& client_id,
                   const wire::StepKey& key, Store* store, std::optional<uint64_t> digest,
                   FetchedCopy* copy) {
-  STRATA_ASSIGN_OR_RETURN(RpcClient client, RpcClient::Connect(to, secret, client_id));
+  STRATA_ASSIGN_OR_RETURN(RpcClient client, RpcClient::Connect(to, trust, client_id));
   STRATA_ASSIGN_OR_RETURN(
       json reply, client.Call(wire::FetchStepRequest{key, {}, {}}.ToJson(), kFetchCallTimeout));
   STRATA_ASSIGN_OR_RETURN(wire::IndexReply held, wire::IndexReply::FromJson(reply));
@@ -189,12 +189,12 @@ void Discard(Store* store, FetchedCopy* copy) {
 
 }  // namespace
 
-StatusOr<FetchedCopy> FetchCopy(const Endpoint& to, const std::string& secret,
+StatusOr<FetchedCopy> FetchCopy(const Endpoint& to, const net::Trust& trust,
                                 const std::string& client_id, const wire::StepKey& key, int streams,
                                 Store* store, std::optional<uint64_t> digest) {
   const std::string what = "fetching " + key.ToString() + " from " + to.ToString();
   FetchedCopy copy;
-  Status s = FetchInGroups(to, secret, client_id, key, streams, store, digest, &copy);
+  Status s = FetchInGroups(to, trust, client_id, key, streams, store, digest, &copy);
   if (!s.ok()) Discard(store, &copy);
   // A holder without the copy says so, and a corrupt copy stays corrupt;
   // any other failure (a stream refused or cut, an agent that does not know
@@ -202,7 +202,7 @@ StatusOr<FetchedCopy> FetchCopy(const Endpoint& to, const std::string& secret,
   // counts as failed. That copy is verified when it is committed.
   if (!s.ok() && s.code() != StatusCode::kNotFound && s.code() != StatusCode::kDataLoss) {
     Log()->warn("{} in groups: {}; again on one connection", what, s.message());
-    s = FetchWhole(to, secret, client_id, key, store, digest, &copy);
+    s = FetchWhole(to, trust, client_id, key, store, digest, &copy);
     if (!s.ok()) Discard(store, &copy);
   }
   if (!s.ok()) return s.WithContext(what);

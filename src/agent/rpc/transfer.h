@@ -60,7 +60,7 @@ struct FetchedCopy {
 // range that differ. With `digest`, a holder whose copy has another digest
 // (not the copy a restore plan chose) is FAILED_PRECONDITION, before any
 // data moves.
-StatusOr<FetchedCopy> FetchCopy(const Endpoint& to, const std::string& secret,
+StatusOr<FetchedCopy> FetchCopy(const Endpoint& to, const net::Trust& trust,
                                 const std::string& client_id, const wire::StepKey& key, int streams,
                                 Store* store, std::optional<uint64_t> digest = std::nullopt);
 

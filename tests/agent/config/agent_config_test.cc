@@ -311,6 +311,47 @@ TEST(AgentConfigTest, PeerTierSettings) {
               {"--failure-domain: \"rack 7\" is not 1..64 bytes"});
 }
 
+// TLS is on (psk) unless a setting turns it off; certificates need their
+// three files, which no other mode takes.
+TEST(AgentConfigTest, TlsSettings) {
+  StatusOr<AgentConfig> c = Resolve(MinimalFlags(), {}, kSecretFile);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->tls.mode, net::TlsMode::kPsk);
+
+  AgentFlags flags = MinimalFlags();
+  flags.config_file = "/etc/agent.yaml";
+  Files files = kSecretFile;
+  files["/etc/agent.yaml"] =
+      "tls: certificates\ntls-cert-file: /tls/agent.pem\ntls-key-file: /tls/agent.key\n"
+      "tls-ca-file: /tls/ca.pem\n";
+  c = Resolve(flags, {{"STRATA_TLS_CA_FILE", "/site/ca.pem"}}, files);  // env over file
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->tls.mode, net::TlsMode::kCertificates);
+  EXPECT_EQ(c->tls.cert_file, "/tls/agent.pem");
+  EXPECT_EQ(c->tls.key_file, "/tls/agent.key");
+  EXPECT_EQ(c->tls.ca_file, "/site/ca.pem");
+
+  AgentFlags off = MinimalFlags();
+  off.tls = "off";
+  c = Resolve(off, {{"STRATA_TLS", "psk"}}, kSecretFile);  // flag over env
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->tls.mode, net::TlsMode::kOff);
+
+  AgentFlags bad = MinimalFlags();
+  bad.tls = "tls1.2";
+  ExpectError(Resolve(bad, {}, kSecretFile).status(), StatusCode::kInvalidArgument,
+              {"--tls: TLS mode \"tls1.2\": expected psk, certificates or off"});
+  bad = MinimalFlags();
+  bad.tls_cert_file = "/tls/agent.pem";
+  ExpectError(Resolve(bad, {}, kSecretFile).status(), StatusCode::kInvalidArgument,
+              {"--tls-cert-file: applies only with tls: certificates"});
+  bad = MinimalFlags();
+  bad.tls = "certificates";
+  bad.tls_cert_file = "/tls/agent.pem";
+  ExpectError(Resolve(bad, {}, kSecretFile).status(), StatusCode::kInvalidArgument,
+              {"tls: certificates needs tls-key-file"});
+}
+
 TEST(AgentConfigTest, BadValuesNameTheirSource) {
   struct Case {
     EnvVars env;

@@ -4,12 +4,13 @@
 // process: real child processes registered as ranks in a real sync map
 // (as training processes do through libstrata), a real store and client
 // directory; the coordinator is played through OnDemandSync's hooks.
+#include "agent/node/maintenance.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <thread>
 
-#include "agent/node/maintenance.h"
 #include "component_util.h"
 #include "format/naming.h"
 #include "format/sync_map.h"
@@ -43,7 +44,8 @@ class MaintenanceEventTest : public ::testing::Test {
     sh.coordinator = [](const ReplicatorConfig&) { return std::optional<Endpoint>(); };
     sh.stopping = [] { return false; };
     auto sync =
-        OnDemandSync::Open(dir_.Sub("sync.map"), "secret", SteadyClock::Real(), std::move(sh));
+        OnDemandSync::Open(dir_.Sub("sync.map"), testing::PskTrust("secret-0123456789abcdef"),
+                           SteadyClock::Real(), std::move(sh));
     ASSERT_TRUE(sync.ok()) << sync.status().ToString();
     sync_ = std::move(*sync);
     auto ranks = SyncMap::Open(dir_.Sub("sync.map"));  // as the ranks map it

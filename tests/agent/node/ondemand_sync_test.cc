@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "component_util.h"
 #include "test_util.h"
 #include "util/metrics.h"
 
@@ -34,7 +35,9 @@ class OnDemandSyncTest : public ::testing::Test {
     };
     hooks.coordinator = [](const ReplicatorConfig&) { return std::optional<Endpoint>(); };
     hooks.stopping = [] { return false; };
-    auto sync = OnDemandSync::Open(dir_.Sub("sync.map"), "secret", &clock_, std::move(hooks));
+    auto sync =
+        OnDemandSync::Open(dir_.Sub("sync.map"), testing::PskTrust("secret-0123456789abcdef"),
+                           &clock_, std::move(hooks));
     ASSERT_TRUE(sync.ok()) << sync.status().ToString();
     sync_ = std::move(*sync);
     auto rank_map = SyncMap::Open(dir_.Sub("sync.map"));  // the rank's own mapping

@@ -72,7 +72,7 @@ class RestoreTest : public ::testing::Test {
     n.store = std::move(*store);
     n.local = std::make_unique<LocalDir>(Env::Default(), n.client());
     Replication::Options ro;
-    ro.secret = kSecret;
+    ro.trust = testing::PskTrust(kSecret);
     ro.local_dir = n.client();
     n.replication = std::make_unique<Replication>(
         ro, n.store.get(), Env::Default(), SteadyClock::Real(), testing::IdleReplicationHooks());
@@ -103,7 +103,7 @@ class RestoreTest : public ::testing::Test {
   // to refuse them (the n-th call, from 1).
   void MakeRestore(Node& n, std::function<bool(int)> refuse = {}) {
     Restore::Options options;
-    options.secret = kSecret;
+    options.trust = testing::PskTrust(kSecret);
     options.data_streams = 2;
     options.address = n.address;
     options.yaml_path = n.yaml();

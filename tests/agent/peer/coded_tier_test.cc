@@ -63,8 +63,9 @@ class CodedTierTest : public ::testing::Test {
     auto parity = ParityStore::Open(JoinPath(n.store->root(), "parity"), Env::Default());
     ASSERT_TRUE(parity.ok()) << parity.status().ToString();
     n.parity = std::move(*parity);
-    n.coded = std::make_unique<CodedTier>(CodedTier::Options{kSecret, n.dir.Sub("local"), 3},
-                                          n.store.get(), n.parity.get(), SteadyClock::Real());
+    n.coded = std::make_unique<CodedTier>(
+        CodedTier::Options{testing::PskTrust(kSecret), n.dir.Sub("local"), 3}, n.store.get(),
+        n.parity.get(), SteadyClock::Real());
     Server::Handlers handlers;
     Node* node = &n;
     handlers.long_call = [node](const json& request, net::Socket& socket) -> StatusOr<json> {

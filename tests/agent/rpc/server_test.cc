@@ -19,6 +19,7 @@
 
 #include "agent/coordinator/coordinator.h"
 #include "agent/rpc/client.h"
+#include "component_util.h"
 #include "net/frame.h"
 #include "util/process.h"
 #include "wire/json.h"
@@ -41,7 +42,7 @@ class ServerTest : public ::testing::Test {
     ASSERT_TRUE(listener.ok()) << listener.status().ToString();
     endpoint_ = Endpoint{"127.0.0.1", static_cast<uint16_t>(*listener->LocalPort())};
     Server::Options options;
-    options.secret = kSecret;
+    options.trust = testing::PskTrust(kSecret);
     options.max_long_calls = max_long_calls;
     options.idle_timeout = idle_timeout;
     options.max_request_bytes = max_request_bytes_;
@@ -70,7 +71,7 @@ class ServerTest : public ::testing::Test {
   }
 
   RpcClient Connect(const std::string& id) {
-    auto c = RpcClient::Connect(endpoint_, kSecret, id);
+    auto c = RpcClient::Connect(endpoint_, testing::PskTrust(kSecret), id);
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     return std::move(*c);
   }
@@ -266,7 +267,7 @@ TEST_F(ServerTest, StopWithCallsInFlight) {
 // seeing an error.
 TEST_F(ServerTest, APoolKeepsItsConnectionAndReplacesAClosedOne) {
   StartServer(64, /*idle_timeout=*/200ms);
-  RpcPool pool(kSecret);
+  RpcPool pool(testing::PskTrust(kSecret));
   json ask = {{"op", "node_address"}, {"job", "nobody"}, {"node", 0}};
   for (int i = 0; i < 3; ++i) {
     auto r = pool.Call(endpoint_, "node 1", ask, 10s);
