@@ -15,7 +15,12 @@
 //   restart_check      time to read and verify 3 held copies of the step ÷
 //                      time to prove them unchanged by their seals, as a
 //                      restarted agent does before it registers
+//   tls_cost           the two transfers above against an agent with TLS off
+//                      and one with TLS 1.3 (psk, the default), alternating:
+//                      plaintext time ÷ TLS time, next to the raw socket
 //
+// The first two run with --tls (default off: they measure the data path
+// against raw TCP; psk runs them as agents run by default).
 // The step is a real Strata checkpoint (sync Checkpointer) in the sender's
 // Store; the agent runs in-process on 127.0.0.1, port 0. Raw baselines use
 // 1 MiB socket buffers and send/recv calls (iperf3 -w 1M -l 1M); for context,
@@ -238,12 +243,13 @@ Status WritePayload(const std::string& path, const std::byte* data, uint64_t n) 
 class LiveAgent {
  public:
   static StatusOr<std::unique_ptr<LiveAgent>> Start(const std::string& dir,
-                                                    const std::string& secret) {
+                                                    const std::string& secret, net::TlsMode tls) {
     AgentConfig config;
     config.local_dir = dir;
     config.listen = {"127.0.0.1", 0};  // port 0: any free port, see endpoint()
     config.advertise = {"127.0.0.1", 0};
     config.secret = secret;
+    config.tls.mode = tls;
     auto live = std::make_unique<LiveAgent>();
     STRATA_ASSIGN_OR_RETURN(live->agent_, agent::Agent::Start(std::move(config)));
     live->loop_ = std::thread([p = live.get()] { p->run_status_ = p->agent_->Run(p->stop_); });
@@ -278,6 +284,8 @@ struct Bench {
   int streams = AgentConfig().data_streams;  // the agent's default
   std::string scratch;
   std::string secret;
+  net::TlsMode tls_mode = net::TlsMode::kPsk;
+  net::Trust trust;              // as the agents run: --tls
   std::byte* payload = nullptr;  // `bytes` bytes, for the memory baselines
   int payload_fd = -1;           // a file with them, for the file baselines
   Node* sender = nullptr;        // holds the step as `key`
@@ -318,7 +326,7 @@ StatusOr<Phases> PutStep(const Bench& b, const wire::StepKey& as) {
   const agent::Endpoint to = b.peer->endpoint();
   Clock::time_point t0 = Clock::now();
   STRATA_ASSIGN_OR_RETURN(agent::RpcClient client,
-                          agent::RpcClient::Connect(to, b.secret, "node 0"));
+                          agent::RpcClient::Connect(to, b.trust, "node 0"));
   wire::PutStepRequest put{as, b.index, 1, true, std::nullopt};
   STRATA_ASSIGN_OR_RETURN(put.ranges, agent::HeldRanges(*b.sender->store, b.key, b.index));
   STRATA_ASSIGN_OR_RETURN(json answer, client.Call(put.ToJson(), std::chrono::seconds(30)));
@@ -341,8 +349,7 @@ StatusOr<Phases> PutStep(const Bench& b, const wire::StepKey& as) {
     STRATA_RETURN_IF_ERROR(agent::SendRanges(client.socket(), dir, b.index, need[0]));
   } else if (need.size() > 1) {
     auto group = [&](size_t g, const std::atomic<bool>&) -> Status {
-      STRATA_ASSIGN_OR_RETURN(agent::RpcClient c,
-                              agent::RpcClient::Connect(to, b.secret, "node 0"));
+      STRATA_ASSIGN_OR_RETURN(agent::RpcClient c, agent::RpcClient::Connect(to, b.trust, "node 0"));
       STRATA_RETURN_IF_ERROR(
           c.Call(wire::PutFilesRequest{*ready.transfer, {}, g}.ToJson(), std::chrono::seconds(30))
               .status());
@@ -425,7 +432,7 @@ StatusOr<Phases> FetchStep(const Bench& b, Node& node, const wire::StepKey& key,
   Clock::time_point t0 = Clock::now();
   STRATA_ASSIGN_OR_RETURN(
       agent::FetchedCopy copy,
-      agent::FetchCopy(b.peer->endpoint(), b.secret, "node 0", key, streams, node.store.get()));
+      agent::FetchCopy(b.peer->endpoint(), b.trust, "node 0", key, streams, node.store.get()));
   t.data = SecondsSince(t0);
   if (!copy.data_verified) return InternalError("the fetch was not verified on arrival");
   STRATA_RETURN_IF_ERROR(agent::AdoptCopy(node.store.get(), key, copy));
@@ -547,6 +554,127 @@ Status BenchRestartCheck(Bench& b) {
   return Status::Ok();
 }
 
+// --- tls_cost ---
+
+// The TLS channel alone: `bytes` from memory to memory over one TLS 1.3
+// connection (net::Socket, as the agents use it) between two threads, in
+// 1 MiB sends and receives; seconds from connect to the last byte.
+StatusOr<double> TlsTransfer(const Bench& b, std::byte* dst) {
+  STRATA_ASSIGN_OR_RETURN(net::Socket listener, net::Socket::Listen("127.0.0.1", 0, 4));
+  STRATA_ASSIGN_OR_RETURN(uint16_t port, listener.LocalPort());
+  const net::Deadline deadline = net::DeadlineAfter(std::chrono::seconds(60));
+  Status received;
+  std::thread receiver([&] {
+    auto s = listener.Accept(std::chrono::seconds(10));
+    if (!s.ok()) {
+      received = s.status();
+      return;
+    }
+    received = s->StartTls(b.trust.tls, net::TlsStream::Role::kServer, "", deadline);
+    for (uint64_t off = 0; received.ok() && off < b.bytes; off += kRawIoBytes) {
+      received = s->RecvAll(dst + off, std::min<uint64_t>(kRawIoBytes, b.bytes - off), deadline);
+    }
+  });
+  Clock::time_point t0 = Clock::now();
+  Status sent = [&]() -> Status {
+    STRATA_ASSIGN_OR_RETURN(net::Socket s,
+                            net::Socket::Connect("127.0.0.1", port, std::chrono::seconds(10)));
+    STRATA_RETURN_IF_ERROR(s.StartTls(b.trust.tls, net::TlsStream::Role::kClient, "", deadline));
+    for (uint64_t off = 0; off < b.bytes; off += kRawIoBytes) {
+      STRATA_RETURN_IF_ERROR(
+          s.SendAll(b.payload + off, std::min<uint64_t>(kRawIoBytes, b.bytes - off), deadline));
+    }
+    return Status::Ok();
+  }();
+  receiver.join();
+  const double seconds = SecondsSince(t0);
+  STRATA_RETURN_IF_ERROR(sent);
+  STRATA_RETURN_IF_ERROR(received);
+  return seconds;
+}
+
+// Replication and a restore against an agent with TLS off (`plain`) and the
+// bench's own (TLS on), alternating within each repetition.
+struct TlsSamples {
+  Samples mem, tls_mem;
+  PhaseSamples put_tls, put_plain, fetch_tls, fetch_plain, one_tls, one_plain;
+};
+
+Status TlsRep(Bench& b, Bench& plain, Node& node, std::byte* dst, TlsSamples* s) {
+  STRATA_RETURN_IF_ERROR(AddTo(&s->mem, RawTransfer({.src = b.payload}, b.bytes)));
+  STRATA_RETURN_IF_ERROR(AddTo(&s->tls_mem, TlsTransfer(b, dst)));
+  STRATA_ASSIGN_OR_RETURN(Phases put, ReplicateOnce(b));
+  s->put_tls.Add(put);
+  STRATA_ASSIGN_OR_RETURN(put, ReplicateOnce(plain));
+  s->put_plain.Add(put);
+  STRATA_RETURN_IF_ERROR(TimedFetch(b, node, *b.replica, b.streams, &s->fetch_tls));
+  STRATA_RETURN_IF_ERROR(TimedFetch(plain, node, *plain.replica, b.streams, &s->fetch_plain));
+  STRATA_RETURN_IF_ERROR(TimedFetch(b, node, *b.replica, 1, &s->one_tls));
+  return TimedFetch(plain, node, *plain.replica, 1, &s->one_plain);
+}
+
+// `b` against a live agent of its own with TLS as `mode` says.
+StatusOr<std::unique_ptr<LiveAgent>> WithAgent(const Bench& b, net::TlsMode mode, Bench* with) {
+  *with = b;
+  with->peer_dir = JoinPath(b.scratch, std::string("peer-") + std::string(net::TlsModeName(mode)));
+  net::TlsOptions options;
+  options.mode = mode;
+  STRATA_ASSIGN_OR_RETURN(with->trust, net::MakeTrust(b.secret, options));
+  STRATA_ASSIGN_OR_RETURN(auto agent, LiveAgent::Start(with->peer_dir, b.secret, mode));
+  with->peer = agent.get();
+  with->replica.reset();
+  return agent;
+}
+
+Status BenchTlsCost(Bench& b) {
+  std::printf(
+      "\n[tls_cost] put_step and a restore (data-streams %d and 1) with TLS 1.3 (psk) and with "
+      "TLS off, alternating, vs raw TCP and a TLS connection alone, loopback\n",
+      b.streams);
+  Bench tls, plain;
+  STRATA_ASSIGN_OR_RETURN(auto tls_agent, WithAgent(b, net::TlsMode::kPsk, &tls));
+  STRATA_ASSIGN_OR_RETURN(auto plain_agent, WithAgent(b, net::TlsMode::kOff, &plain));
+  Node node{JoinPath(b.scratch, "restoring-tls")};
+  STRATA_ASSIGN_OR_RETURN(node.store, agent::Store::Open(node.dir, &node.pool));
+  std::vector<uint64_t> landing(b.bytes / sizeof(uint64_t) + 1);
+  auto* dst = reinterpret_cast<std::byte*>(landing.data());
+  TlsSamples warmup, s;
+  STRATA_RETURN_IF_ERROR(TlsRep(tls, plain, node, dst, &warmup));
+  for (int r = 0; r < b.reps; ++r) STRATA_RETURN_IF_ERROR(TlsRep(tls, plain, node, dst, &s));
+  PrintSamples("baseline: raw mem->mem (1 MiB bufs)", s.mem, b.bytes);
+  PrintSamples("baseline: TLS 1.3 mem->mem (net::Socket)", s.tls_mem, b.bytes);
+  PrintSamples("plaintext: put_step connect->ack", s.put_plain.total, b.bytes);
+  PrintSamples("tls: put_step connect->ack", s.put_tls.total, b.bytes);
+  PrintSamples("  tls: connect+TLS+auth+put_step call", s.put_tls.call, 0);
+  PrintSamples("  plaintext: connect+auth+put_step call", s.put_plain.call, 0);
+  PrintSamples("plaintext: restore from peer", s.fetch_plain.total, b.bytes);
+  PrintSamples("tls: restore from peer", s.fetch_tls.total, b.bytes);
+  PrintSamples("plaintext: restore over 1 stream", s.one_plain.total, b.bytes);
+  PrintSamples("tls: restore over 1 stream", s.one_tls.total, b.bytes);
+  // Connections: what a job's start (every node registers) and every
+  // transfer pay before their first byte.
+  constexpr int kConnections = 200;
+  for (const Bench* side : {&plain, &tls}) {
+    Clock::time_point t0 = Clock::now();
+    for (int i = 0; i < kConnections; ++i) {
+      STRATA_RETURN_IF_ERROR(
+          agent::RpcClient::Connect(side->peer->endpoint(), side->trust, "node 0").status());
+    }
+    std::printf("  %s: connect+%sauthenticate, %d in a row  %8.3f ms each\n",
+                side == &tls ? "tls" : "plaintext", side == &tls ? "TLS+" : "", kConnections,
+                SecondsSince(t0) * 1000 / kConnections);
+  }
+  // What TLS costs, for the record; what the data path adds to TLS itself,
+  // against a target.
+  PrintRatio("tls_replication", s.put_plain.total.Median() / s.put_tls.total.Median(), "");
+  PrintRatio("tls_restore", s.fetch_plain.total.Median() / s.fetch_tls.total.Median(), "");
+  PrintRatio("tls_replication_vs_raw", s.mem.Median() / s.put_tls.total.Median(), "");
+  PrintRatio("tls_replication_vs_tls_channel", s.tls_mem.Median() / s.put_tls.total.Median(),
+             "0.75");
+  PrintRatio("tls_restore_vs_tls_channel", s.tls_mem.Median() / s.fetch_tls.total.Median(), "0.6");
+  return Status::Ok();
+}
+
 // --- Driver ---
 
 struct Benchmark {
@@ -557,6 +685,7 @@ constexpr Benchmark kBenchmarks[] = {
     {"peer_replication", BenchPeerReplication},
     {"restore_from_peer", BenchRestoreFromPeer},
     {"restart_check", BenchRestartCheck},
+    {"tls_cost", BenchTlsCost},
 };
 
 // The scratch directory, removed with everything in it when this goes.
@@ -609,22 +738,23 @@ Status SetUpAndRun(Bench& b, uint64_t state_bytes, const std::vector<std::string
   UniqueFd payload_fd(::open(payload_file.c_str(), O_RDONLY | O_CLOEXEC));
   if (payload_fd.get() < 0) return ErrnoToStatus(errno, "open " + payload_file);
   b.peer_dir = JoinPath(b.scratch, "peer");
-  STRATA_ASSIGN_OR_RETURN(auto peer, LiveAgent::Start(b.peer_dir, b.secret));
+  STRATA_ASSIGN_OR_RETURN(auto peer, LiveAgent::Start(b.peer_dir, b.secret, b.tls_mode));
   b.payload_fd = payload_fd.get();
   b.peer = peer.get();
   std::printf(
       "agent_bench: step of %.1f MiB in %zu files (Strata checkpoint), %d reps (median, "
-      "min, max), %d verify threads, agent at %s, scratch %s\n",
+      "min, max), %d verify threads, agent at %s (%s), scratch %s\n",
       static_cast<double>(b.bytes) / kMiB, b.index.files.size(), b.reps, sender.pool.parallelism(),
-      peer->endpoint().ToString().c_str(), b.scratch.c_str());
+      peer->endpoint().ToString().c_str(), b.trust.Describe().c_str(), b.scratch.c_str());
   // The ratios depend on the scratch's page size (docs/performance.md has
   // both); say which one this run has.
   const agent::RamDisk disk = agent::DescribeRamDisk(b.scratch);
-  std::printf("agent_bench: scratch pages: %s\n",
-              disk.HugePages()
-                  ? "huge (as the deployment mounts a node's RAM disk)"
-                  : "4 KiB; a node's RAM disk is mounted with huge=within_size (docs/agent-design.md), "
-                    "STRATA_BENCH_RAMDISK=huge measures that");
+  std::printf(
+      "agent_bench: scratch pages: %s\n",
+      disk.HugePages()
+          ? "huge (as the deployment mounts a node's RAM disk)"
+          : "4 KiB; a node's RAM disk is mounted with huge=within_size (docs/agent-design.md), "
+            "STRATA_BENCH_RAMDISK=huge measures that");
   std::fflush(stdout);
   *rc = RunAll(b, only);
   return Status::Ok();
@@ -649,7 +779,15 @@ int Main(int argc, char** argv) {
       ->envname("STRATA_BENCH_TMPFS")
       ->capture_default_str();
   app.add_option("benchmarks", only, "Benchmarks to run (default all)")
-      ->check(CLI::IsMember({"peer_replication", "restore_from_peer", "restart_check"}));
+      ->check(
+          CLI::IsMember({"peer_replication", "restore_from_peer", "restart_check", "tls_cost"}));
+  std::string tls = "off";
+  app.add_option("--tls", tls,
+                 "TLS for peer_replication and restore_from_peer: off (the data path against raw "
+                 "TCP) or psk (as agents run by default); tls_cost measures both")
+      ->envname("STRATA_BENCH_TLS")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"psk", "off"}));
   CLI11_PARSE(app, argc, argv);
   if (std::getenv("STRATA_LOG_LEVEL") == nullptr) SetLogLevel("warn");  // no per-step info lines
 
@@ -662,6 +800,15 @@ int Main(int argc, char** argv) {
   }
   b.scratch = scratch.path;
   b.secret = "agent-bench-secret-0123456789abc";  // 32 characters
+  b.tls_mode = *net::ParseTlsMode(tls);
+  net::TlsOptions tls_options;
+  tls_options.mode = b.tls_mode;
+  StatusOr<net::Trust> trust = net::MakeTrust(b.secret, tls_options);
+  if (!trust.ok()) {
+    std::fprintf(stderr, "agent_bench: %s\n", trust.status().message().c_str());
+    return 1;
+  }
+  b.trust = *trust;
   int rc = 1;
   Status s = SetUpAndRun(b, size_mib * kMiB, only, &rc);
   if (!s.ok()) std::fprintf(stderr, "agent_bench: %s\n", s.message().c_str());
