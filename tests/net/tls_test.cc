@@ -21,7 +21,7 @@
 #include "test_pki.h"
 #include "test_util.h"
 
-namespace strata::net {
+namespace strata::net::tls_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -269,4 +269,4 @@ TEST_F(CertificateTest, UnusableFilesAreNamed) {
 }
 
 }  // namespace
-}  // namespace strata::net
+}  // namespace strata::net::tls_test

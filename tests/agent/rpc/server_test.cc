@@ -46,6 +46,7 @@ class ServerTest : public ::testing::Test {
     options.max_long_calls = max_long_calls;
     options.idle_timeout = idle_timeout;
     options.max_request_bytes = max_request_bytes_;
+    options.auth_timeout = auth_timeout_;
     Server::Handlers handlers;
     handlers.is_long = [](const std::string& op) { return op == "long"; };
     handlers.control = [this](const json& request, const std::string&, Server::Reply reply) {
@@ -92,12 +93,32 @@ class ServerTest : public ::testing::Test {
   std::unique_ptr<Server> server_;
   Endpoint endpoint_;
   uint32_t max_request_bytes_ = kMaxControlBytes;
+  std::chrono::milliseconds auth_timeout_{5000};
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Server::Reply> held_;  // GUARDED_BY(mu_)
   bool long_gate_ = false;           // GUARDED_BY(mu_)
   int long_running_ = 0;             // GUARDED_BY(mu_)
 };
+
+// The handshake's budget covers TLS: a client that starts a ClientHello and
+// stalls is dropped at the auth timeout, and a client that knows the secret
+// still gets through meanwhile.
+TEST_F(ServerTest, AClientStalledInTheTlsHandshakeIsDroppedAtTheAuthTimeout) {
+  auth_timeout_ = 300ms;
+  StartServer();
+  auto stalled = net::Socket::Connect(endpoint_.host, endpoint_.port, 5s);
+  ASSERT_TRUE(stalled.ok());
+  // A TLS record header announcing a 512-byte handshake message, then 8 of them.
+  const std::string start("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\x00\x00", 13);
+  ASSERT_TRUE(stalled->SendAll(start.data(), start.size(), net::DeadlineAfter(5s)).ok());
+  Connect("node 1");  // through TLS and the handshake meanwhile
+  const auto t0 = std::chrono::steady_clock::now();
+  char byte;
+  Status closed = stalled->RecvAll(&byte, 1, net::DeadlineAfter(5s));
+  EXPECT_EQ(closed.code(), StatusCode::kUnavailable) << closed.ToString();  // closed, not timed out
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
+}
 
 // 400 nodes each with a sync long-poll parked at the coordinator: the
 // process runs no more threads than with none (before, one per call).
