@@ -149,7 +149,7 @@ size_t TamperProxy::connections() const {
   return links_.size();
 }
 
-std::string TamperProxy::Upstream(size_t connection) const {
+std::string TamperProxy::Recorded(size_t connection, bool upstream) const {
   std::shared_ptr<Link> link;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -157,18 +157,7 @@ std::string TamperProxy::Upstream(size_t connection) const {
     link = links_[connection];
   }
   std::lock_guard<std::mutex> l(link->mu);
-  return link->up;
-}
-
-std::string TamperProxy::Downstream(size_t connection) const {
-  std::shared_ptr<Link> link;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    if (connection >= links_.size()) return "";
-    link = links_[connection];
-  }
-  std::lock_guard<std::mutex> l(link->mu);
-  return link->down;
+  return upstream ? link->up : link->down;
 }
 
 std::string TamperProxy::AllBytes() const {

@@ -47,8 +47,8 @@ class TamperProxy {
   bool truncated() const { return truncated_; }
 
   size_t connections() const;
-  std::string Upstream(size_t connection) const;
-  std::string Downstream(size_t connection) const;
+  std::string Upstream(size_t connection) const { return Recorded(connection, true); }
+  std::string Downstream(size_t connection) const { return Recorded(connection, false); }
   // Everything either side sent, on every connection.
   std::string AllBytes() const;
 
@@ -59,6 +59,7 @@ class TamperProxy {
  private:
   struct Link;
   explicit TamperProxy(int upstream_port) : upstream_port_(upstream_port) {}
+  std::string Recorded(size_t connection, bool upstream) const;
   void AcceptLoop();
   void Pump(std::shared_ptr<Link> link, bool upstream);
   // Applies the armed attacks to `n` bytes at `offset` of a client's
