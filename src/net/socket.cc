@@ -400,10 +400,8 @@ Status Socket::SendFileMapped(int file_fd, uint64_t offset, uint64_t len, Deadli
   if (len == 0) return Status::Ok();
   struct stat st;
   if (::fstat(file_fd, &st) != 0) return ErrnoToStatus(errno, "stat the file to send to " + peer_);
-  if (static_cast<uint64_t>(st.st_size) < offset + len) {
-    const uint64_t have = static_cast<uint64_t>(st.st_size) > offset ? st.st_size - offset : 0;
-    return FileEndedError(peer_, std::max<uint64_t>(offset, st.st_size), 0, len)
-        .WithContext("(" + Str(have) + " bytes there)");
+  if (static_cast<uint64_t>(st.st_size) < offset + len) {  // checked before any byte is sent
+    return FileEndedError(peer_, std::max<uint64_t>(offset, st.st_size), 0, len);
   }
   const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   const uint64_t start = offset / page * page;

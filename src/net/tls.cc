@@ -248,11 +248,6 @@ StatusOr<std::shared_ptr<const TlsContext>> TlsContext::Create(const TlsOptions&
                                                                std::string_view secret) {
   if (options.mode == TlsMode::kOff) return InvalidArgumentError("TLS is off: no context");
   const bool certificates = options.mode == TlsMode::kCertificates;
-  if (!certificates &&
-      !(options.cert_file.empty() && options.key_file.empty() && options.ca_file.empty())) {
-    return InvalidArgumentError(
-        "tls-cert-file, tls-key-file and tls-ca-file apply only to TLS mode certificates");
-  }
   if (SocketBioMethod() == nullptr) return InternalError("TLS: cannot create the socket BIO");
   SSL_CTX* ctx = SSL_CTX_new(TLS_method());
   if (ctx == nullptr) return InternalError("TLS: SSL_CTX_new: " + TakeOpensslError());
@@ -441,12 +436,15 @@ std::string Trust::Describe() const {
 }
 
 StatusOr<Trust> MakeTrust(std::string secret, const TlsOptions& options) {
+  const bool files =
+      !(options.cert_file.empty() && options.key_file.empty() && options.ca_file.empty());
+  if (files && options.mode != TlsMode::kCertificates) {
+    return InvalidArgumentError(
+        "tls-cert-file, tls-key-file and tls-ca-file apply only to TLS mode certificates");
+  }
   Trust trust;
   if (options.mode != TlsMode::kOff) {
     STRATA_ASSIGN_OR_RETURN(trust.tls, TlsContext::Create(options, secret));
-  } else if (!(options.cert_file.empty() && options.key_file.empty() && options.ca_file.empty())) {
-    return InvalidArgumentError(
-        "tls-cert-file, tls-key-file and tls-ca-file apply only to TLS mode certificates");
   }
   trust.secret = std::move(secret);
   return trust;

@@ -59,7 +59,8 @@ struct TlsOptions {
 
 class TlsContext {
  public:
-  // REQUIRES: options.mode != kOff. `secret` keys kPsk (at least 16 bytes).
+  // REQUIRES: options.mode != kOff, and certificate files only with
+  // kCertificates (MakeTrust checks both). `secret` keys kPsk.
   // Errors name the file that cannot be loaded or does not match its key.
   static StatusOr<std::shared_ptr<const TlsContext>> Create(const TlsOptions& options,
                                                             std::string_view secret);

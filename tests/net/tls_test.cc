@@ -134,6 +134,22 @@ TEST_F(TlsTest, AFileRangeTravelsWholeOverTls) {
   EXPECT_EQ(std::memcmp(got.data() + 100, data.data() + kOffset, kLen), 0);
 }
 
+// A file shorter than the range asked for is DATA_LOSS naming the peer, and
+// the stream is not touched (TLS maps the file: past its end would fault).
+TEST_F(TlsTest, SendingPastAFilesEndOverTlsIsDataLoss) {
+  Ends e = Secure(Psk(), Psk());
+  ASSERT_TRUE(e.client_status.ok()) << e.client_status.ToString();
+  testing::ScratchDir dir("tls-short");
+  testing::WriteFile(dir.Sub("short"), std::string(1000, 's'));
+  const int fd = ::open(dir.Sub("short").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  Status s = e.client.SendFile(fd, 500, 1000, Soon());
+  ::close(fd);
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
+  EXPECT_TRUE(Has(s, "127.0.0.1:")) << s.ToString();
+  EXPECT_TRUE(Has(s, "ends at offset 1000")) << s.ToString();
+}
+
 TEST_F(TlsTest, AnotherSecretFailsTheTlsHandshakeOnBothSides) {
   Ends e = Secure(Psk("another-secret-0123456789"), Psk());
   EXPECT_EQ(e.client_status.code(), StatusCode::kPermissionDenied) << e.client_status.ToString();
