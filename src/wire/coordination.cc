@@ -269,7 +269,8 @@ const Codec<BackupDoneRequest>& BackupDoneCodec() {
         .Text("error", &R::error, Presence::kDefaulted)
         .WriteIf([](const R& r) { return !r.ok; })
         .Unsigned("bytes", &R::bytes, Presence::kDefaulted)
-        .Digest("digest", &R::digest);
+        .Digest("digest", &R::digest)
+        .Bool("step_gone", &R::step_gone, Presence::kOmitted);
     return codec;
   }();
   return *kCodec;

@@ -135,6 +135,10 @@ struct BackupDoneRequest {
   std::string error = "upload failed";  // when !ok
   uint64_t bytes = 0;
   std::optional<uint64_t> digest;  // required when ok
+  // When !ok: the node no longer holds the step (it was collected before
+  // the task reached it). Not a failure of the store: the coordinator
+  // begins a backup of a newer step at once instead of waiting to retry.
+  bool step_gone = false;
   static StatusOr<BackupDoneRequest> FromJson(const json& j);
   // Its fields, listed once (wire/codec.h): what parses and writes it.
   static const Codec<BackupDoneRequest>& Fields();

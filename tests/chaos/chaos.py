@@ -714,7 +714,8 @@ def summarize(job, applier):
     was full (no save could land there) or a link was slow (the toy
     trainers do not slow down with it, replication does), each until two
     save intervals after it healed, and, when the backup was needed, while
-    S3 failed (until two backup intervals after).
+    S3 failed (until two backup intervals after) and one backup interval
+    more (the backup under way when S3 failed is lost with it).
     """
     final = job.starts()
     poisoned = _poisoned_steps(job)
@@ -739,7 +740,10 @@ def summarize(job, applier):
                     if r.get(since, -1) >= 0:
                         bound += max(0, r["before"] - r[since])
                 if needs_backup and r.get("s3_since", -1) >= 0:
-                    bound += max(0, r["before"] - r["s3_since"])
+                    # A backup takes its step some seconds before its last
+                    # part lands: the one under way when S3 went bad is lost
+                    # with it, so the S3 fault counts from a backup earlier.
+                    bound += max(0, r["before"] - r["s3_since"]) + BACKUP_EVERY
                 entry["bound"] = bound
         out.append(entry)
     # A fault that came before the job recovered from an earlier one shares

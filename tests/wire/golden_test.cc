@@ -201,6 +201,11 @@ void CoordinationRequests() {
   ExpectGolden(
       failed,
       R"j({"bytes":0,"error":"disk full","id":"b-100","job":"job-a","node":1,"ok":false,"op":"backup_done","part":1,"step":100})j");
+  BackupDoneRequest gone{"job-a",      1,   "b-100", 1, 100, false, "no step job-a/1/100", 0,
+                         std::nullopt, true};
+  ExpectGolden(
+      gone,
+      R"j({"bytes":0,"error":"no step job-a/1/100","id":"b-100","job":"job-a","node":1,"ok":false,"op":"backup_done","part":1,"step":100,"step_gone":true})j");
 
   ExpectGolden(NodeAddressRequest{"job-a", 3}, R"j({"job":"job-a","node":3,"op":"node_address"})j");
   ExpectGolden(NodeAddressRequest{std::nullopt, 3}, R"j({"node":3,"op":"node_address"})j");

@@ -214,6 +214,7 @@ StatusOr<json> Coordinator::Register(const wire::RegisterRequest& req) {
     next.backup = std::move(job.backup);
     next.backup.in_flight.reset();  // a backup of the previous round is never committed
     next.backup.starting = 0;
+    next.backup.unheld_step = -1;  // the new round may hold older steps again
     // A decided on-demand step belongs to the round it was decided in: the
     // new round withdraws it (the generation keeps counting up).
     next.sync.generation = job.sync.generation + 1;

@@ -142,7 +142,11 @@ class Coordinator {
     int64_t last_step = 0;        // step of the newest committed backup
     std::time_t last_time = 0;    // when it began (or the job was learned)
     std::time_t retry_after = 0;  // after a failed backup
-    int64_t starting = 0;         // nonzero: the round whose backup is choosing an id
+    // A backup's step an uploader no longer held (its store collected it
+    // before the task came): the next backup begins as soon as the
+    // watermark is past it, with no wait. Reset with each round.
+    int64_t unheld_step = -1;
+    int64_t starting = 0;  // nonzero: the round whose backup is choosing an id
     std::optional<BackupInFlight> in_flight;
     std::optional<backup::Commit> newest;  // newest committed backup of the job
     std::string last_error;

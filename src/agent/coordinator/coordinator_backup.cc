@@ -265,7 +265,9 @@ void Coordinator::MaybeBeginBackup(const std::string& name, Job& job, int64_t wa
     Log()->error("job {}: {}", name, b.last_error);
     b.in_flight.reset();
   }
-  if (!b.learned || b.in_flight || b.starting || watermark < 1 || now_() < b.retry_after) return;
+  if (!b.learned || b.in_flight || b.starting || watermark < 1 || now_() < b.retry_after ||
+      watermark <= b.unheld_step)
+    return;
   bool due = false;
   // Every K steps: when the watermark enters a later multiple of K than the
   // last backup's step (steps K, 2K, ... are backed up when every node
@@ -370,6 +372,17 @@ StatusOr<json> Coordinator::BackupDone(const wire::BackupDoneRequest& req) {
                                 std::to_string(req.step) + ", which is not its task");
   }
   if (f.committing) return json{{"committed", false}, {"committing", true}};
+  if (!req.ok && req.step_gone) {
+    // The step rolled off the node between the report that made it the
+    // watermark and the task: no store failed, so no wait.
+    Log()->warn(
+        "job {}: backup {}: node {} no longer holds step {} ({}); a backup of a newer "
+        "step begins once every node replicated one",
+        name, id, node, f.step, req.error);
+    b.unheld_step = std::max(b.unheld_step, f.step);
+    b.in_flight.reset();
+    return json{{"abandoned", true}};
+  }
   if (!req.ok) {
     b.last_error = "backup " + id + ": node " + std::to_string(node) + ": " + req.error;
     Log()->error("job {}: {}; it stays incomplete", name, b.last_error);

@@ -44,8 +44,8 @@ StatusOr<BackupNews> BackupNews::FromReply(const json& reply, const std::string&
 }
 
 bool ReportBackupPart(const CoordinatorCall& call, const ReplicatorConfig& job,
-                      const BackupTask& task, const Status& status, uint64_t bytes,
-                      uint64_t digest) {
+                      const BackupTask& task, const Status& status, uint64_t bytes, uint64_t digest,
+                      bool step_gone) {
   wire::BackupDoneRequest req;
   req.job = job.job_name;
   req.node = job.node_rank;
@@ -56,6 +56,7 @@ bool ReportBackupPart(const CoordinatorCall& call, const ReplicatorConfig& job,
   req.bytes = bytes;
   req.digest = digest;
   if (!status.ok()) req.error = status.message();
+  req.step_gone = !status.ok() && step_gone;
   auto r = call(job, req.ToJson(), std::chrono::seconds(60));
   if (!r.ok()) {
     Log()->warn("reporting backup {} part {}: {}", task.id, task.key.rank, r.status().message());
@@ -162,7 +163,7 @@ void NodeBackup::Main() {
     if (!result) continue;
     std::optional<ReplicatorConfig> job = hooks_.current_job();
     if (job && ReportBackupPart(hooks_.call_coordinator, *job, result->task, result->status,
-                                result->bytes, result->digest)) {
+                                result->bytes, result->digest, result->step_gone)) {
       Reported(*result);
     }
   }
@@ -194,7 +195,7 @@ std::optional<NodeBackup::UploadResult> NodeBackup::UploadCurrent() {
   if (!task) return std::nullopt;
   UploadResult result{*task, Status::Ok()};
   const auto began = clock_->Now();
-  result.status = UploadPart(*task, &result.bytes, &result.digest);
+  result.status = UploadPart(*task, &result);
   const double secs = SecondsSince(*clock_, began);
   if (result.status.ok()) {
     Log()->info("backup {}: uploaded part {} (step {}, {} bytes in {:.1f} s, {:.0f} MB/s)",
@@ -226,8 +227,13 @@ void NodeBackup::Reported(const UploadResult& result) {
 // every file arrived with its size. Integrity of the bytes in transit is the
 // store's (checksum headers); of the bytes at rest, the part's checksums,
 // checked at restore.
-Status NodeBackup::UploadPart(const BackupTask& task, uint64_t* bytes, uint64_t* digest) {
-  STRATA_ASSIGN_OR_RETURN(StepIndex index, local_->GetIndex(task.key));
+Status NodeBackup::UploadPart(const BackupTask& task, UploadResult* result) {
+  StatusOr<StepIndex> held = local_->GetIndex(task.key);
+  if (!held.ok()) {
+    result->step_gone = held.status().code() == StatusCode::kNotFound;
+    return held.status();
+  }
+  const StepIndex& index = *held;
   const std::string dir = local_->StepPath(task.key);
   const int part = task.key.rank;
   STRATA_RETURN_IF_ERROR(
@@ -255,8 +261,8 @@ Status NodeBackup::UploadPart(const BackupTask& task, uint64_t* bytes, uint64_t*
                                       " bytes after upload, not " + std::to_string(f.size)));
     }
   }
-  *bytes = index.total_bytes;
-  *digest = index.digest;
+  result->bytes = index.total_bytes;
+  result->digest = index.digest;
   return Status::Ok();
 }
 

@@ -61,9 +61,10 @@ struct BackupNews {
 
 // Tells the coordinator of `job` how the upload of `task` ended. True when
 // it heard (or refused for good: reporting again would not help).
+// `step_gone`: it failed because this node no longer holds the step.
 bool ReportBackupPart(const CoordinatorCall& call, const ReplicatorConfig& job,
                       const BackupTask& task, const Status& status, uint64_t bytes = 0,
-                      uint64_t digest = 0);
+                      uint64_t digest = 0, bool step_gone = false);
 
 class NodeBackup {
  public:
@@ -114,6 +115,7 @@ class NodeBackup {
     BackupTask task;
     Status status;
     uint64_t bytes = 0, digest = 0;
+    bool step_gone = false;  // failed: the step was collected before the task came
   };
 
   NodeBackup(std::unique_ptr<storage::ObjectStore> object_store, Store* store, Env* env,
@@ -124,7 +126,9 @@ class NodeBackup {
   // The next thing to do: a result to report again, or a task to upload.
   std::optional<UploadResult> NextRereport() EXCLUDES(mu_);
   std::optional<UploadResult> UploadCurrent() EXCLUDES(mu_);
-  Status UploadPart(const BackupTask& task, uint64_t* bytes, uint64_t* digest);
+  // Uploads the task's part; fills `result`'s bytes and digest, or its
+  // step_gone when the local store no longer holds the step.
+  Status UploadPart(const BackupTask& task, UploadResult* result);
   void Reported(const UploadResult& result) EXCLUDES(mu_);
 
   const std::unique_ptr<storage::ObjectStore> store_;

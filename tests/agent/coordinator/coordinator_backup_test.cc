@@ -127,6 +127,69 @@ TEST_F(CoordinatorBackupTest, AFailedPartAbandonsTheBackupAndItIsRetried) {
   EXPECT_NE(reply["backup_task"]["id"], id) << "the abandoned id is not reused";
 }
 
+// The seed-3 case of the eight-node chaos run: a restarted coordinator made
+// the watermark a step one node had already collected. That failure is not
+// the store's: the next backup must not wait 30 s, and must take a newer step.
+TEST_F(CoordinatorBackupTest, APartWhoseStepIsGoneStartsANewerBackupAtOnce) {
+  Replicated(0, 2);
+  json reply = Replicated(1, 2);
+  ASSERT_TRUE(reply.contains("backup_task")) << reply.dump();
+  const std::string id = reply["backup_task"]["id"];
+  auto gone = Call({{"op", "backup_done"},
+                    {"job", "j"},
+                    {"node", 1},
+                    {"id", id},
+                    {"part", 1},
+                    {"step", 2},
+                    {"ok", false},
+                    {"error", "this agent holds no step j/1/2"},
+                    {"step_gone", true}});
+  ASSERT_TRUE(gone.ok()) << gone.status().ToString();
+  EXPECT_EQ(gone->value("abandoned", false), true);
+  EXPECT_FALSE(store_->Get(backup::CommitKey(id)).ok()) << "an abandoned backup has no commit";
+  // Step 2 is not tried again (node 1 cannot upload it), and the job shows
+  // no error: nothing failed.
+  reply = Replicated(0, 3);
+  EXPECT_FALSE(reply.contains("backup_task")) << reply.dump();
+  EXPECT_EQ(reply.value("backup_error", ""), "") << reply.dump();
+  reply = Replicated(1, 3);  // watermark 3, no clock advance
+  ASSERT_TRUE(reply.contains("backup_task")) << "no 30 s wait: " << reply.dump();
+  EXPECT_EQ(reply["backup_task"]["step"], 3);
+  EXPECT_NE(reply["backup_task"]["id"], id);
+}
+
+// Without step_gone a failure is the store's, and the wait stays; a new
+// round (a restore may bring older steps back) forgets a step that was gone.
+TEST_F(CoordinatorBackupTest, AGoneStepIsForgottenByTheNextRound) {
+  Replicated(0, 2);
+  json reply = Replicated(1, 2);
+  ASSERT_TRUE(reply.contains("backup_task")) << reply.dump();
+  auto gone = Call({{"op", "backup_done"},
+                    {"job", "j"},
+                    {"node", 1},
+                    {"id", reply["backup_task"]["id"]},
+                    {"part", 1},
+                    {"step", 2},
+                    {"ok", false},
+                    {"step_gone", true}});
+  ASSERT_TRUE(gone.ok()) << gone.status().ToString();
+  for (int node = 0; node < 2; ++node) {  // the job restarts: round 2
+    auto r = Call({{"op", "register"},
+                   {"job", "j"},
+                   {"nodes", 2},
+                   {"node", node},
+                   {"dp", 1},
+                   {"address", "127.0.0.1:" + std::to_string(7000 + node)},
+                   {"inventory", json::array()},
+                   {"backup_interval_steps", 2}});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+  Replicated(0, 2);
+  reply = Replicated(1, 2);
+  ASSERT_TRUE(reply.contains("backup_task")) << "step 2 is held again after the restart";
+  EXPECT_EQ(reply["backup_task"]["step"], 2);
+}
+
 TEST_F(CoordinatorBackupTest, EveryMMinutesCountsFromTheLastBackupsStart) {
   // The cadence is learned from the reports; the job started at now_.
   const std::time_t start = now_;

@@ -105,6 +105,7 @@ TEST_F(NodeBackupTest, ATaskIsUploadedReportedAndPinnedUntilHeard) {
   EXPECT_EQ(first.value("bytes", uint64_t{0}), index_.total_bytes);
   EXPECT_EQ(first.value("part", -1), 1);
   EXPECT_EQ(first.value("step", int64_t{-1}), 40);
+  EXPECT_FALSE(first.contains("step_gone")) << first.dump();
   EXPECT_EQ(backup_->Pins(), std::set<wire::StepKey>{key_}) << "an unheard report keeps the pin";
   EXPECT_TRUE(fs::exists(bucket_.path() + "/" + backup::PartMetaKey("2026-11-24_10-01", 1)));
   EXPECT_EQ(testing::ReadFile(bucket_.path() + "/" +
@@ -144,16 +145,29 @@ TEST_F(NodeBackupTest, APartRestoresVerifiedAndAForeignOneIsRefused) {
   EXPECT_EQ(testing::ReadFile(store_->StepPath(key_) + "/a.bin"), std::string(5000, 'a'));
 }
 
-// A task whose step the node does not hold fails, is reported as failed,
-// and the failure shows in the status.
+// A task whose step the node does not hold fails, is reported as failed
+// with step_gone (the coordinator then takes a newer step at once), and the
+// failure shows in the status.
 TEST_F(NodeBackupTest, AFailedUploadIsReportedAsFailed) {
   BackupNews news;
   news.task = BackupTask{"2026-11-24_10-03", {"job1", 1, 99}};
   backup_->OnNews(news);
   json report = Report(1);
   EXPECT_EQ(report.value("ok", true), false) << report.dump();
+  EXPECT_EQ(report.value("step_gone", false), true) << report.dump();
   EXPECT_NE(report.value("error", "").find("job1/1/99"), std::string::npos) << report.dump();
   EXPECT_TRUE(backup_->StatusReport().last_error.has_value());
+}
+
+// A held step that cannot be uploaded (the store is broken: its directory
+// is a file now) is the store's failure, not a gone step.
+TEST_F(NodeBackupTest, AStoreFailureIsNotAGoneStep) {
+  fs::remove_all(bucket_.path());
+  testing::WriteFile(bucket_.path(), "not a directory");
+  backup_->OnNews(Task("2026-11-24_10-04"));
+  json report = Report(1);
+  EXPECT_EQ(report.value("ok", true), false) << report.dump();
+  EXPECT_FALSE(report.contains("step_gone")) << report.dump();
 }
 
 TEST(BackupNewsTest, ATaskOutsideTheJobIsRefused) {
