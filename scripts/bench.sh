@@ -32,7 +32,7 @@ set -euo pipefail
 
 build_dir=${1:-build}
 [ $# -gt 0 ] && shift
-agent_benchmarks=" peer_replication restore_from_peer restart_check "
+agent_benchmarks=" peer_replication restore_from_peer restart_check tls_cost "
 storage_benchmarks=" backup_upload backup_restore "
 ec_benchmarks=" ec_encode ec_ram ec_rebuild "
 coded_benchmarks=" coded_ram coded_restore dedup "

@@ -560,27 +560,35 @@ Status Socket::StartTls(std::shared_ptr<const TlsContext> context, TlsStream::Ro
 
 std::string Socket::Protection() const { return tls_ != nullptr ? tls_->Describe() : "plaintext"; }
 
-StatusOr<IoStep> Socket::TrySend(const char* p, size_t n, const Progress& progress) {
-  if (tls_ != nullptr) return WithProgress(tls_->Write(p, n), progress);
+StatusOr<IoStep> TrySendPlain(int fd, const void* data, size_t n, const std::string& context) {
   for (;;) {
-    ssize_t r = ::send(fd_, p, n, MSG_NOSIGNAL);
+    const ssize_t r = ::send(fd, data, n, MSG_NOSIGNAL);
     if (r > 0) return IoStep{IoStep::kProgress, static_cast<size_t>(r)};
     if (r < 0 && errno == EINTR) continue;
     if (r == 0 || errno == EAGAIN || errno == EWOULDBLOCK) return IoStep{IoStep::kWantWrite, 0};
-    return IoError(errno, progress);
+    return NetErrnoToStatus(errno, context);
   }
 }
 
-StatusOr<IoStep> Socket::TryRecv(char* p, size_t n, const Progress& progress) {
-  if (tls_ != nullptr) return WithProgress(tls_->Read(p, n), progress);
+StatusOr<IoStep> TryRecvPlain(int fd, void* data, size_t n, const std::string& context) {
   for (;;) {
-    ssize_t r = ::recv(fd_, p, n, 0);
+    const ssize_t r = ::recv(fd, data, n, 0);
     if (r > 0) return IoStep{IoStep::kProgress, static_cast<size_t>(r)};
     if (r == 0) return IoStep{IoStep::kClosed, 0};
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return IoStep{IoStep::kWantRead, 0};
-    return IoError(errno, progress);
+    return NetErrnoToStatus(errno, context);
   }
+}
+
+StatusOr<IoStep> Socket::TrySend(const char* p, size_t n, const Progress& progress) {
+  if (tls_ != nullptr) return WithProgress(tls_->Write(p, n), progress);
+  return TrySendPlain(fd_, p, n, IoContext(progress));
+}
+
+StatusOr<IoStep> Socket::TryRecv(char* p, size_t n, const Progress& progress) {
+  if (tls_ != nullptr) return WithProgress(tls_->Read(p, n), progress);
+  return TryRecvPlain(fd_, p, n, IoContext(progress));
 }
 
 StatusOr<IoStep> Socket::WithProgress(StatusOr<IoStep> step, const Progress& progress) {
@@ -612,9 +620,13 @@ Status Socket::Await(short events, Deadline deadline, const Progress& progress) 
   return DeadlineExceededError(std::move(m));
 }
 
+std::string Socket::IoContext(const Progress& progress) const {
+  return std::string(progress.op) + " " + peer_ + " after " + Str(progress.done) + " of " +
+         Str(progress.total) + " bytes";
+}
+
 Status Socket::IoError(int err, const Progress& progress) const {
-  return NetErrnoToStatus(err, std::string(progress.op) + " " + peer_ + " after " +
-                                   Str(progress.done) + " of " + Str(progress.total) + " bytes");
+  return NetErrnoToStatus(err, IoContext(progress));
 }
 
 Status Socket::SendRange(const char* p, size_t n, Deadline deadline, uint64_t base,

@@ -13,9 +13,9 @@
 // close the socket.
 //
 // A socket may carry TLS (net/tls.h): after StartTls every send and receive
-// is encrypted, SendFile reads the file into a buffer (no sendfile: the
-// bytes are encrypted in user space) and RecvToFile decrypts before it
-// writes (no splice). Deadlines hold through the handshake and every record.
+// is encrypted, SendFile encrypts from a read-only mapping of the file (no
+// sendfile: the bytes are encrypted in user space) and RecvToFile decrypts
+// into a buffer before it writes (no splice). Deadlines hold through the handshake and every record.
 //
 // Thread-safety: a Socket is used by one thread at a time, except Shutdown(),
 // which another thread may call to wake a blocked call.
@@ -38,6 +38,14 @@ using Deadline = std::chrono::steady_clock::time_point;
 
 // now + timeout.
 Deadline DeadlineAfter(std::chrono::milliseconds timeout);
+
+// One non-blocking send or receive on a plain TCP descriptor, in IoStep's
+// terms: what Socket does without TLS, and what an event loop serving both
+// kinds of connection does (agent/rpc/server.cc). A failure is UNAVAILABLE
+// when the peer or the network caused it, else as ErrnoToStatus, with
+// `context` ("receiving from 10.0.0.2:7070 after 10 of 20 bytes") in front.
+StatusOr<IoStep> TryRecvPlain(int fd, void* data, size_t n, const std::string& context);
+StatusOr<IoStep> TrySendPlain(int fd, const void* data, size_t n, const std::string& context);
 
 class Socket {
  public:
@@ -134,6 +142,8 @@ class Socket {
   Status CheckOpen(const char* op) const;
   // Waits until `events` are ready; DEADLINE_EXCEEDED describes `progress`.
   Status Await(short events, Deadline deadline, const Progress& progress) const;
+  // "receiving from <peer> after <done> of <total> bytes".
+  std::string IoContext(const Progress& progress) const;
   Status IoError(int err, const Progress& progress) const;
   // Send or receive [p, p+n), which is bytes [base, base+n) of a transfer of
   // `total` bytes (for messages).

@@ -409,27 +409,6 @@ StatusOr<IoStep> TlsStream::Outcome(int ret, const char* doing) {
              "TLS)"));
 }
 
-StatusOr<IoStep> TryRecvPlain(int fd, void* data, size_t n, const std::string& peer) {
-  for (;;) {
-    const ssize_t r = ::recv(fd, data, n, 0);
-    if (r > 0) return IoStep{IoStep::kProgress, static_cast<size_t>(r)};
-    if (r == 0) return IoStep{IoStep::kClosed, 0};
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return IoStep{IoStep::kWantRead, 0};
-    return UnavailableError("receiving from " + peer + ": " + std::strerror(errno));
-  }
-}
-
-StatusOr<IoStep> TrySendPlain(int fd, const void* data, size_t n, const std::string& peer) {
-  for (;;) {
-    const ssize_t r = ::send(fd, data, n, MSG_NOSIGNAL);
-    if (r >= 0) return IoStep{IoStep::kProgress, static_cast<size_t>(r)};
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return IoStep{IoStep::kWantWrite, 0};
-    return UnavailableError("sending to " + peer + ": " + std::strerror(errno));
-  }
-}
-
 std::string Trust::Describe() const {
   if (tls == nullptr) return "plaintext";
   return "TLS 1.3 (" + std::string(TlsModeName(tls->mode())) + ")";

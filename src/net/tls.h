@@ -131,11 +131,6 @@ class TlsStream {
   bool handshake_done_ = false;
 };
 
-// One non-blocking attempt at plain TCP, in IoStep's terms (for event loops
-// that serve both kinds of connection alike).
-StatusOr<IoStep> TryRecvPlain(int fd, void* data, size_t n, const std::string& peer);
-StatusOr<IoStep> TrySendPlain(int fd, const void* data, size_t n, const std::string& peer);
-
 // What a connection between agents proves and how it is protected: the
 // job's secret (the HMAC handshake, and the PSK in kPsk mode) and the TLS
 // context (null: plaintext). Copies share the context.

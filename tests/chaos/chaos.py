@@ -586,7 +586,8 @@ def reference_digests(build, nodes, steps):
                  for n in range(nodes)}
         out = {}
         for n, p in procs.items():
-            text, _ = p.communicate(timeout=600)
+            # About 6 ms a step with eight ranks on two cores: allow 20.
+            text, _ = p.communicate(timeout=600 + steps // 50)
             m = re.findall(r"digest=(\w+)", text)
             out[n] = m[-1] if m else None
     finally:
@@ -606,6 +607,7 @@ def run_seed(build, seed, nodes, seconds, kinds, keep, say):
     os.environ[RUN_TAG] = work  # inherited by everything the run starts
     steps = int(seconds * 1000 / STEP_MS) + 600
     report = {"seed": seed, "nodes": nodes, "seconds": seconds, "steps": steps,
+              "backup_every": BACKUP_EVERY,
               "overlapping": schedule.overlapping(faults), "faults": [], "violations": []}
     job = None
     try:
@@ -772,6 +774,7 @@ def _poisoned_steps(job):
 
 
 def main():
+    global BACKUP_EVERY  # read by the runs (forked, when --jobs > 1)
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("build")
     ap.add_argument("--seeds", default="3",
@@ -785,6 +788,9 @@ def main():
     ap.add_argument("--redundancy", default="copies",
                     help="the agents' --redundancy: copies, xor(N) or rs(K,M) (groups of at "
                          "most --nodes)")
+    ap.add_argument("--backup-every", type=int, default=BACKUP_EVERY,
+                    help="steps between backups (a soak's store holds every backup: "
+                         "raise it for long runs)")
     ap.add_argument("--figures", metavar="JSON",
                     help="print the figures of a --json file as markdown, run nothing")
     a = ap.parse_args()
@@ -792,6 +798,7 @@ def main():
         with open(a.figures) as f:
             print_markdown(json.load(f))
         return
+    BACKUP_EVERY = a.backup_every
     kinds = a.kinds.split(",")
     unknown = sorted(set(kinds) - set(schedule.KINDS))
     if unknown:

@@ -10,6 +10,7 @@
 #include "net/auth.h"
 #include "net/frame.h"
 #include "net/handshake_budget.h"
+#include "net/socket.h"
 #include "util/logging.h"
 #include "util/mutex.h"
 #include "util/process.h"
@@ -253,7 +254,7 @@ void Session::Receive(char* p, size_t n, bool between_calls, Then then) {
   while (n > 0) {
     StatusOr<net::IoStep> step = tls_ != nullptr
                                      ? tls_->Read(p, n)
-                                     : net::TryRecvPlain(socket_.native_handle(), p, n, peer_);
+                                     : net::TryRecvPlain(socket_.native_handle(), p, n, "receiving from " + peer_);
     const char* context = handshake_ ? "rejected connection: " : "receiving: ";
     if (!step.ok()) return Close(context + std::string(step.status().message()));
     if (step->kind == net::IoStep::kProgress) {
@@ -277,7 +278,7 @@ void Session::Send(size_t sent, Then then) {
     const size_t n = out_.size() - sent;
     StatusOr<net::IoStep> step = tls_ != nullptr
                                      ? tls_->Write(p, n)
-                                     : net::TrySendPlain(socket_.native_handle(), p, n, peer_);
+                                     : net::TrySendPlain(socket_.native_handle(), p, n, "sending to " + peer_);
     if (!step.ok()) return Close("sending: " + std::string(step.status().message()));
     if (step->kind == net::IoStep::kProgress) {
       sent += step->bytes;
