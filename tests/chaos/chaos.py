@@ -80,8 +80,12 @@ class Job:
     node's directory a small tmpfs (its RAM disk), backups to S3. Even ranks
     speak the replicator protocol as Orbax does, odd ranks as NeMo does."""
 
-    def __init__(self, bed, s3, build, work, nodes, steps):
+    def __init__(self, bed, s3, build, work, nodes, steps, crash_loops=0):
         self.bed, self.s3, self.work, self.nodes, self.steps = bed, s3, work, nodes, steps
+        # `strata run --max-quarantines` counts over the supervisor's life:
+        # the default (3) plus one for each crash loop the schedule injects
+        # (a long soak injects more than three).
+        self.max_quarantines = 3 + crash_loops
         self.strata = os.path.join(build, "strata")
         self.trainer = os.path.join(build, "toy-trainer")
         self.secret = os.path.join(work, "secret")
@@ -136,6 +140,7 @@ class Job:
     def start_supervisor(self, n):
         self.supervisors[n] = self.bed.spawn(self.host(n), [
             self.strata, "run", "--backoff", "200ms,2s", "--grace", "60s",
+            "--max-quarantines", str(self.max_quarantines),
             "--agent", self.address(n), "--secret-file", self.secret, "--",
             self.trainer, "--dir", self.dir(n), "--steps", str(self.steps),
             "--save-interval-steps", str(INTERVAL), "--state-mb", str(STATE_MB),
@@ -615,7 +620,8 @@ def run_seed(build, seed, nodes, seconds, kinds, keep, say):
         with netbed.NetBed(["n%d" % n for n in range(nodes)] + ["s3"]) as bed:
             s3 = s3host.S3Host(bed, "s3", work)
             s3.start()
-            job = Job(bed, s3, build, work, nodes, steps)
+            job = Job(bed, s3, build, work, nodes, steps,
+                      crash_loops=sum(f.kind == "crash_loop" for f in faults))
             t0 = time.time()
             for n in range(nodes):
                 job.mount(n)

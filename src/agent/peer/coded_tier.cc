@@ -8,6 +8,7 @@
 #include <atomic>
 
 #include "agent/metrics/agent_metrics.h"
+#include "agent/peer/retention.h"
 #include "agent/rpc/step_stream.h"
 #include "ec/codec.h"
 #include "util/file_util.h"
@@ -276,14 +277,18 @@ std::vector<wire::HeldParity> CodedTier::Inventory(const std::string& job) const
   return out;
 }
 
-void CodedTier::CollectGarbage(const std::string& job, int64_t watermark) {
+void CodedTier::CollectGarbage(const std::string& job, int64_t floor) {
   const auto held = parity_->List();
   int64_t newest_complete = -1;
+  std::set<int64_t> steps;
   for (const auto& [key, h] : held) {
-    if (key.job == job && h.complete()) newest_complete = std::max(newest_complete, key.step);
+    if (key.job != job) continue;
+    steps.insert(key.step);
+    if (h.complete()) newest_complete = std::max(newest_complete, key.step);
   }
+  const std::set<int64_t> keep = StepsToKeep(steps, floor);
   for (const auto& [key, h] : held) {
-    if (key.job == job && (key.step >= watermark || key.step == newest_complete)) continue;
+    if (key.job == job && (keep.count(key.step) || key.step == newest_complete)) continue;
     Log()->debug("gc: removing parity {}", key.ToString());
     Status s = parity_->Remove(key);
     if (!s.ok()) Log()->warn("gc: {}", s.message());

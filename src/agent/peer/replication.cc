@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "agent/metrics/agent_metrics.h"
+#include "agent/peer/retention.h"
 #include "agent/rpc/step_stream.h"
 #include "agent/store/dedup.h"
 #include "agent/store/local_dir.h"
@@ -80,6 +81,7 @@ void Replication::Forget() {
   watermark_ = newest_replicated_ = newest_ingested_ = -1;
   ingested_at_.clear();
   restored_at_.reset();
+  restored_step_ = -1;
   peer_newest_.clear();
   behind_since_.reset();
 }
@@ -87,6 +89,7 @@ void Replication::Forget() {
 void Replication::Restored(int64_t step) {
   MutexLock l(&mu_);
   if (step >= 0 && newest_ingested_ < 0) restored_at_ = clock_->Now();
+  restored_step_ = step;
 }
 
 void Replication::DropQueue() {
@@ -393,23 +396,28 @@ void Replication::RefreshWatermark(const Target& target, uint64_t epoch) {
 // job-wide watermark (the newest step every node has replicated) and the
 // newest step held; plus anything a client's symlink points to and what the
 // hooks pin. Everything else goes, including steps of earlier job names.
+// Keeps, per rank, what StepsToKeep says (retention.h) with the newer of
+// the watermark and the step this start restored as the floor, and what is
+// pinned or read through a client's symlink.
 void Replication::CollectGarbage(const Target& target) {
   const std::string& job = target.config.job_name;
-  int64_t watermark;
+  int64_t floor;
   {
     MutexLock l(&mu_);
-    watermark = watermark_;
+    floor = std::max(watermark_, restored_step_);
   }
   const std::set<wire::StepKey> pinned = hooks_.pins();
   const std::vector<std::string> targets = local_.SymlinkTargets();
-  std::map<int, int64_t> newest;
+  std::map<int, std::set<int64_t>> by_rank;
   auto held = store_->List();
   for (const auto& [key, index] : held) {
-    if (key.job == job) newest[key.rank] = std::max(newest[key.rank], key.step);
+    if (key.job == job) by_rank[key.rank].insert(key.step);
   }
+  std::map<int, std::set<int64_t>> keep;
+  for (const auto& [rank, steps] : by_rank) keep[rank] = StepsToKeep(steps, floor);
   for (const auto& [key, index] : held) {
     // Steps of an earlier job name cannot be restored by this job: they go.
-    if (key.job == job && (key.step >= watermark || key.step == newest[key.rank])) continue;
+    if (key.job == job && keep[key.rank].count(key.step)) continue;
     if (pinned.count(key)) continue;
     const std::string rel = store_->RelativeStepPath(key);
     if (std::any_of(targets.begin(), targets.end(),
@@ -420,7 +428,7 @@ void Replication::CollectGarbage(const Target& target) {
     Status s = store_->Remove(key);
     if (!s.ok()) Log()->warn("gc: {}", s.message());
   }
-  if (coded_ != nullptr) coded_->CollectGarbage(job, watermark);
+  if (coded_ != nullptr) coded_->CollectGarbage(job, floor);
 }
 
 // A peer sends us a copy: say whether we already have it, then receive the

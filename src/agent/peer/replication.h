@@ -115,7 +115,8 @@ class Replication {
   void Enqueue(const wire::StepKey& key) EXCLUDES(mu_);
   // A new incarnation, or the RAM is gone: the queue, the watermark and the
   // progress start afresh (until the watermark is learned again, garbage
-  // collection keeps everything). A send or report in flight finishes, but
+  // collection keeps the restored step and the newest; retention.h). A
+  // send or report in flight finishes, but
   // what it learns (a step replicated, a watermark) is dropped.
   void Forget() EXCLUDES(mu_);
   // A start of the job (after Forget) restored this node's `step`: the RAM
@@ -199,6 +200,9 @@ class Replication {
   double IngestAge(int64_t step) const REQUIRES(mu_);
   std::map<int64_t, SteadyClock::time_point> ingested_at_ GUARDED_BY(mu_);
   std::optional<SteadyClock::time_point> restored_at_ GUARDED_BY(mu_);  // Restored()
+  // The step this start of the job restored (Restored()): every node holds
+  // it, so collection keeps it until the watermark passes it.
+  int64_t restored_step_ GUARDED_BY(mu_) = -1;
   // Per peer address, the newest own step sent there in this epoch.
   std::map<std::string, int64_t> peer_newest_ GUARDED_BY(mu_);
   // When the oldest ingested step not yet on every peer was ingested; unset

@@ -23,20 +23,23 @@ class CoordinatorBackupTest : public ::testing::Test {
     store_ = std::move(*store);
     coordinator_.EnableBackups(store_.get(), std::nullopt);
     coordinator_.SetWallClock([this] { return now_; });
-    for (int node = 0; node < 2; ++node) {
-      auto r = Call({{"op", "register"},
-                     {"job", "j"},
-                     {"nodes", 2},
-                     {"node", node},
-                     {"dp", 1},
-                     {"address", "127.0.0.1:" + std::to_string(7000 + node)},
-                     {"inventory", json::array()},
-                     {"backup_interval_steps", 2}});
-      ASSERT_TRUE(r.ok()) << r.status().ToString();
-    }
+    for (int node = 0; node < 2; ++node) Register(node);
   }
 
   StatusOr<json> Call(json request) { return coordinator_.Handle(request); }
+
+  // Node `node` of the 2-node job registers (backups every 2 steps).
+  void Register(int node) {
+    auto r = Call({{"op", "register"},
+                   {"job", "j"},
+                   {"nodes", 2},
+                   {"node", node},
+                   {"dp", 1},
+                   {"address", "127.0.0.1:" + std::to_string(7000 + node)},
+                   {"inventory", json::array()},
+                   {"backup_interval_steps", 2}});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
 
   // A "replicated" report (with the cadence every 2 steps, or every
   // `minutes`); the reply.
@@ -173,17 +176,7 @@ TEST_F(CoordinatorBackupTest, AGoneStepIsForgottenByTheNextRound) {
                     {"ok", false},
                     {"step_gone", true}});
   ASSERT_TRUE(gone.ok()) << gone.status().ToString();
-  for (int node = 0; node < 2; ++node) {  // the job restarts: round 2
-    auto r = Call({{"op", "register"},
-                   {"job", "j"},
-                   {"nodes", 2},
-                   {"node", node},
-                   {"dp", 1},
-                   {"address", "127.0.0.1:" + std::to_string(7000 + node)},
-                   {"inventory", json::array()},
-                   {"backup_interval_steps", 2}});
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-  }
+  for (int node = 0; node < 2; ++node) Register(node);  // the job restarts: round 2
   Replicated(0, 2);
   reply = Replicated(1, 2);
   ASSERT_TRUE(reply.contains("backup_task")) << "step 2 is held again after the restart";

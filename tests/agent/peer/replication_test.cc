@@ -5,6 +5,7 @@
 // receiving side served by a real Server on loopback; the coordinator is
 // played by the test through node 0's hooks; time moves by a ManualClock.
 #include "agent/peer/replication.h"
+#include "agent/peer/retention.h"
 
 #include <gtest/gtest.h>
 
@@ -385,6 +386,34 @@ TEST_F(ReplicationTest, CollectionKeepsTheWatermarkTheNewestAndPins) {
   EXPECT_TRUE(sender_.store->GetIndex(Key(10)).ok());  // pinned
   EXPECT_TRUE(sender_.store->GetIndex(Key(30)).ok());  // the watermark
   EXPECT_TRUE(sender_.store->GetIndex(Key(40)).ok());  // the newest
+}
+
+// A watermark that stops moving (a peer that cannot take replicas, a coded
+// group with a member away) keeps the watermark's step and the two newest,
+// not every save since: the RAM disk stays bounded.
+TEST_F(ReplicationTest, AStuckWatermarkKeepsItsStepAndTheTwoNewest) {
+  StartSender(receiver_address_);
+  watermark_ = 20;
+  for (int64_t step : {10, 20, 30, 40, 50, 60}) Ingest(step);
+  sender_.replication->Enqueue(Key(60));
+  sender_.replication->Start();
+  Reports(1);
+  ASSERT_TRUE(testing::WaitUntil([&] { return !sender_.store->GetIndex(Key(40)).ok(); }));
+  for (int64_t gone : {10, 30, 40}) EXPECT_FALSE(sender_.store->GetIndex(Key(gone)).ok()) << gone;
+  for (int64_t kept : {20, 50, 60}) EXPECT_TRUE(sender_.store->GetIndex(Key(kept)).ok()) << kept;
+}
+
+TEST(StepsToKeepTest, TheFloorsStepTheTwoNewestAboveAndTheNewest) {
+  EXPECT_EQ(StepsToKeep({}, 5), (std::set<int64_t>{}));
+  EXPECT_EQ(StepsToKeep({10, 20, 30, 40, 50}, 20), (std::set<int64_t>{20, 40, 50}));
+  // No held step at the floor: the newest below it.
+  EXPECT_EQ(StepsToKeep({10, 20, 30, 40, 50}, 25), (std::set<int64_t>{20, 40, 50}));
+  // Unknown floor (-1): the two newest.
+  EXPECT_EQ(StepsToKeep({10, 20, 30}, -1), (std::set<int64_t>{20, 30}));
+  // Nothing above the floor: the floor's step, which is the newest.
+  EXPECT_EQ(StepsToKeep({10, 20, 30}, 30), (std::set<int64_t>{30}));
+  EXPECT_EQ(StepsToKeep({10, 20, 30}, 90), (std::set<int64_t>{30}));
+  EXPECT_EQ(StepsToKeep({10}, 5), (std::set<int64_t>{10}));
 }
 
 // A copy the peer already holds costs one call: no bytes are sent again.
