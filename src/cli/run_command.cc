@@ -139,7 +139,8 @@ void RegisterRunCommand(CLI::App& app, Context& ctx) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   run->add_option("--max-quarantines", a->options.max_quarantines,
-                  "Give up at a crash loop once this many steps were quarantined")
+                  "Give up at a crash loop once this many steps were quarantined (counted "
+                  "afresh once training passes the newest quarantined step)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   run->add_option("CMD", a->options.command, "The command and its arguments, after --")->required();

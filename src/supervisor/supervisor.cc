@@ -271,7 +271,14 @@ class Supervisor {
   std::mt19937_64 rng_;
   FileLock run_lock_;
   int no_progress_ = 0;  // failed runs in a row without progress
+  // Quarantines since training last got past the newest quarantined step
+  // (NoteProgressPast): each crash loop of a long job has the whole budget.
   int quarantines_ = 0;
+  std::optional<int64_t> newest_quarantined_;
+
+  // A run saved `after`: past every quarantined step, the crash loops that
+  // quarantined them are over.
+  void NoteProgressPast(std::optional<int64_t> after);
 };
 
 Status Supervisor::LockDir() {
@@ -316,10 +323,19 @@ std::optional<int> Supervisor::Quarantine(std::optional<int64_t> newest) {
     next = "; the next run restores step " + StepString(NewestStep(o_.checkpoint_dir));
   }
   ++quarantines_;
+  newest_quarantined_ = std::max(newest_quarantined_.value_or(*step), *step);
   no_progress_ = 0;
   Log(log_, fmt::format("QUARANTINED step {}: {} ({} of at most {}){}", *step, what, quarantines_,
                         o_.max_quarantines, next));
   return std::nullopt;
+}
+
+void Supervisor::NoteProgressPast(std::optional<int64_t> after) {
+  if (quarantines_ == 0 || !after || !newest_quarantined_ || *after <= *newest_quarantined_) return;
+  Log(log_, fmt::format("step {} is past the quarantined step {}: that crash loop is over, "
+                        "--max-quarantines counts afresh",
+                        *after, *newest_quarantined_));
+  quarantines_ = 0;
 }
 
 std::optional<int> Supervisor::AfterFailure(bool progress, std::optional<int64_t> newest) {
@@ -373,6 +389,7 @@ int Supervisor::Run() {
                     !track ? ""
                            : fmt::format(" step={}->{} {}", StepString(before), StepString(after),
                                          progress ? "progress" : "no-progress")));
+    if (progress) NoteProgressPast(after);
     const int code = ExitCode(end.status);
     if (end.forwarded) {
       Log(log_, fmt::format("stopped by {}: exiting with the command's {}",

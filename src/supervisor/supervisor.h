@@ -85,7 +85,10 @@ struct SupervisorOptions {
   // This many failed runs in a row without progress are a crash loop: the
   // newest step is quarantined. Default 3.
   int crash_loop_runs = 3;
-  // A crash loop that would need more quarantines than this gives up.
+  // A crash loop that would need more quarantines than this gives up. The
+  // count starts again once a run saves a step past the newest quarantined
+  // one (a long job survives separate crash loops; a loop that keeps
+  // failing before it gets there, as a bad batch does, still gives up).
   int max_quarantines = 3;
   // Seed of the jitter; 0: random.
   uint64_t seed = 0;

@@ -271,6 +271,37 @@ TEST(SupervisorCrashLoopTest, GivesUpWhenQuarantinesRunOut) {
   EXPECT_EQ(ListSteps(dir).value(), std::vector<int64_t>{30});
 }
 
+// Two separate crash loops with --max-quarantines 1: step 40 is poisoned;
+// once it is quarantined, the run from step 30 saves 40 and 50 (past the
+// quarantined step) and is killed; step 50 then turns out poisoned too. The
+// second loop has its own budget, so the job finishes.
+TEST(SupervisorCrashLoopTest, ACrashLoopAfterTrainingPassedTheLastOneHasItsOwnBudget) {
+  ScratchDir d("loops");
+  const std::string dir = d.Sub("ckpt");
+  MakePoisonedSteps(dir, {40});
+  auto cmd = Script(d, "newest=$(ls " + dir + " | grep -E '^[0-9]+$' | sort -n | tail -n 1)\n" +
+                           "if [ \"$newest\" = 50 ] && [ ! -e " + d.Sub("second") + " ]; then\n" +
+                           "  touch " + d.Sub("second") + " " + dir + "/50/poison\nfi\n" +
+                           "if [ -e " + dir + "/$newest/poison ]; then\n" +
+                           "  export STRATA_CRASH_AT=save.after_snapshot\n" +
+                           "elif [ \"$newest\" = 30 ]; then\n" +
+                           "  export STRATA_CRASH_AT=save.before_retention:2\nfi\nexec \"$@\"\n");
+  auto trainer = TrainerArgs(dir, 60);
+  cmd.insert(cmd.end(), trainer.begin(), trainer.end());
+  Child c(RunArgs({"--checkpoint-dir", dir, "--backoff", "10ms,50ms", "--crash-loop-runs", "2",
+                   "--max-quarantines", "1"},
+                  cmd));
+  ASSERT_EQ(c.Wait(), 0) << c.Stderr();
+  const std::string log = c.Stderr();
+  EXPECT_NE(log.find("QUARANTINED step 40"), std::string::npos) << log;
+  EXPECT_NE(log.find("step 50 is past the quarantined step 40: that crash loop is over"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("QUARANTINED step 50"), std::string::npos) << log;
+  EXPECT_EQ(log.find("giving up"), std::string::npos) << log;
+  EXPECT_EQ(LastValue(c.Stdout(), "digest"), ReferenceDigest(60));
+}
+
 // Every run is SIGKILLed right after its second commit, so every run makes
 // progress: even --crash-loop-runs 1 never quarantines.
 TEST(SupervisorCrashLoopTest, RunsThatMakeProgressAreNeverQuarantined) {
