@@ -64,6 +64,7 @@ STEP_MS = 20
 STATE_MB = 4
 INTERVAL = 25        # a periodic checkpoint every INTERVAL steps
 BACKUP_EVERY = 100   # a backup every BACKUP_EVERY steps
+JOB_STEPS = None     # steps the job trains; None: the fault time at full speed + 600
 RAMDISK_MB = 160     # each node's RAM disk (a tmpfs of its own), for disk_full
 RAM_REFILL_S = 20    # how long after a node lost its RAM the copies it held count as gone
 BACKUP_URL = "s3://%s/job" % s3host.BUCKET
@@ -610,7 +611,7 @@ def run_seed(build, seed, nodes, seconds, kinds, keep, say):
     say(schedule.format(seed, faults))
     work = tempfile.mkdtemp(prefix="strata-chaos.%d." % seed, dir="/dev/shm")
     os.environ[RUN_TAG] = work  # inherited by everything the run starts
-    steps = int(seconds * 1000 / STEP_MS) + 600
+    steps = JOB_STEPS or int(seconds * 1000 / STEP_MS) + 600
     report = {"seed": seed, "nodes": nodes, "seconds": seconds, "steps": steps,
               "backup_every": BACKUP_EVERY,
               "overlapping": schedule.overlapping(faults), "faults": [], "violations": []}
@@ -780,7 +781,7 @@ def _poisoned_steps(job):
 
 
 def main():
-    global BACKUP_EVERY  # read by the runs (forked, when --jobs > 1)
+    global BACKUP_EVERY, JOB_STEPS  # read by the runs (forked, when --jobs > 1)
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("build")
     ap.add_argument("--seeds", default="3",
@@ -797,6 +798,10 @@ def main():
     ap.add_argument("--backup-every", type=int, default=BACKUP_EVERY,
                     help="steps between backups (a soak's store holds every backup: "
                          "raise it for long runs)")
+    ap.add_argument("--steps", type=int,
+                    help="steps the job trains (default: the fault time at full speed + 600; "
+                         "a soak's restarts slow it to a fraction of that, and the run is "
+                         "checked only once the job finished)")
     ap.add_argument("--figures", metavar="JSON",
                     help="print the figures of a --json file as markdown, run nothing")
     a = ap.parse_args()
@@ -805,6 +810,7 @@ def main():
             print_markdown(json.load(f))
         return
     BACKUP_EVERY = a.backup_every
+    JOB_STEPS = a.steps
     kinds = a.kinds.split(",")
     unknown = sorted(set(kinds) - set(schedule.KINDS))
     if unknown:
