@@ -658,6 +658,8 @@ def run_seed(build, seed, nodes, seconds, kinds, keep, say):
             report["seconds_total"] = round(time.time() - t0, 1)
             report["violations"] += check(job, refs, seen_backups)
             report["faults"] = summarize(job, applier)
+            # Here, not after: a run with a violation keeps its directory.
+            report["violations"] += lost_beyond_bound(report["faults"])
             report["s3_injected"] = s3.injected()
             report["quarantined"] = sum(len(q) for q in job.quarantined().values())
             crashed = job.crashed + [(n, p.returncode) for n, p in job.agents.items()
@@ -768,6 +770,13 @@ def summarize(job, applier):
     return out
 
 
+def lost_beyond_bound(faults):
+    """The violations of faults that lost more steps than their bound."""
+    return ["%s at t=%.1f s lost %d steps (bound %d)" %
+            (f["kind"], f["at"], f["lost_steps"], f["bound"])
+            for f in faults if "lost_steps" in f and f["lost_steps"] > f["bound"]]
+
+
 def _poisoned_steps(job):
     """The steps poisoned so far: listed in the poison file, or claimed."""
     out = set()
@@ -859,10 +868,6 @@ def _one_seed(args):
         say(traceback.format_exc())
         r = {"seed": seed, "faults": [], "violations": ["the run failed: %s: %s" %
                                                         (type(e).__name__, e)]}
-    for f in r["faults"]:
-        if "lost_steps" in f and f["lost_steps"] > f["bound"]:
-            r["violations"].append("%s at t=%.1f s lost %d steps (bound %d)" %
-                                   (f["kind"], f["at"], f["lost_steps"], f["bound"]))
     verdict = "ok" if not r["violations"] else "FAILED: " + r["violations"][0]
     print("seed %d: %s (%d faults, %.0f s)" % (seed, verdict, len(r["faults"]),
                                                 r.get("seconds_total", 0)), flush=True)
