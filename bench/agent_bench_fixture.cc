@@ -117,8 +117,6 @@ Status RawSend(const sockaddr_in& to, const RawEnds& ends, uint64_t bytes) {
 
 }  // namespace
 
-// Writes `state` (bytes long, split into 4 float32 tensors of 4 KiB rows) as
-// step 1 with a sync Checkpointer, so it is committed when Save returns.
 StatusOr<std::string> WriteCheckpoint(const std::string& dir, const std::byte* state,
                                       uint64_t bytes) {
   constexpr int kPercent[] = {40, 30, 20};  // the last tensor takes the rest
@@ -141,7 +139,6 @@ StatusOr<std::string> WriteCheckpoint(const std::string& dir, const std::byte* s
   return JoinPath(dir, StepDirName(1));
 }
 
-// One transfer between two threads; seconds from connect to ack.
 StatusOr<double> RawTransfer(const RawEnds& ends, uint64_t bytes) {
   sockaddr_in addr;
   STRATA_ASSIGN_OR_RETURN(UniqueFd listener, RawListen(&addr));
@@ -157,7 +154,6 @@ StatusOr<double> RawTransfer(const RawEnds& ends, uint64_t bytes) {
   return seconds;
 }
 
-// file -> file: pread+send into recv+pwrite of a new file on the tmpfs.
 StatusOr<double> RawToNewFile(int src_fd, const std::string& dst, uint64_t bytes) {
   UniqueFd out(::open(dst.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
   if (out.get() < 0) return ErrnoToStatus(errno, "create " + dst);
@@ -252,14 +248,12 @@ StatusOr<Phases> FetchStep(const Bench& b, Node& node, const wire::StepKey& key,
   return t;
 }
 
-// A replaced node: no copy, no spare files.
 Status EmptyNode(Node& node, const wire::StepKey& key) {
   if (node.store->Has(key)) STRATA_RETURN_IF_ERROR(node.store->Remove(key));
   node.store->DropSpare();
   return Status::Ok();
 }
 
-// Fetches `key` into the emptied node and checks what arrived.
 Status TimedFetch(const Bench& b, Node& node, const wire::StepKey& key, int streams,
                   PhaseSamples* into) {
   STRATA_RETURN_IF_ERROR(EmptyNode(node, key));

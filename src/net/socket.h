@@ -15,7 +15,8 @@
 // A socket may carry TLS (net/tls.h): after StartTls every send and receive
 // is encrypted, SendFile encrypts from a read-only mapping of the file (no
 // sendfile: the bytes are encrypted in user space) and RecvToFile decrypts
-// into a buffer before it writes (no splice). Deadlines hold through the handshake and every record.
+// into a buffer before it writes (no splice). Deadlines hold through the handshake and every
+// record.
 //
 // Thread-safety: a Socket is used by one thread at a time, except Shutdown(),
 // which another thread may call to wake a blocked call.

@@ -392,13 +392,11 @@ void Replication::RefreshWatermark(const Target& target, uint64_t epoch) {
   if (newest >= 0) Report({target.config.job_name, target.config.node_rank, newest}, target, epoch);
 }
 
-// Keeps, per node rank of the current job, every step at or above the
-// job-wide watermark (the newest step every node has replicated) and the
-// newest step held; plus anything a client's symlink points to and what the
-// hooks pin. Everything else goes, including steps of earlier job names.
-// Keeps, per rank, what StepsToKeep says (retention.h) with the newer of
-// the watermark and the step this start restored as the floor, and what is
-// pinned or read through a client's symlink.
+// Keeps, per node rank of the current job, what StepsToKeep keeps
+// (retention.h) with the job-wide watermark (the newest step every node has
+// replicated), or the step this start restored if newer, as the floor; plus
+// anything a client's symlink points to and what the hooks pin. Everything
+// else goes, including steps of earlier job names.
 void Replication::CollectGarbage(const Target& target) {
   const std::string& job = target.config.job_name;
   int64_t floor;

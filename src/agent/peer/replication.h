@@ -115,9 +115,9 @@ class Replication {
   void Enqueue(const wire::StepKey& key) EXCLUDES(mu_);
   // A new incarnation, or the RAM is gone: the queue, the watermark and the
   // progress start afresh (until the watermark is learned again, garbage
-  // collection keeps the restored step and the newest; retention.h). A
-  // send or report in flight finishes, but
-  // what it learns (a step replicated, a watermark) is dropped.
+  // collection keeps the restored step and the newest; retention.h). A send
+  // or report in flight finishes, but what it learns (a step replicated, a
+  // watermark) is dropped.
   void Forget() EXCLUDES(mu_);
   // A start of the job (after Forget) restored this node's `step`: the RAM
   // tier holds the ranks' state as of now, and its age counts from here

@@ -25,17 +25,13 @@ inline constexpr size_t kKeptAboveFloor = 2;
 //   * the newest held step at or below the floor (the restore point);
 //   * the kKeptAboveFloor newest steps above it (replicating, or held on
 //     every node: a restore from the nodes' own copies takes the newest
-//     step all of them hold, and ranks save the same steps);
-//   * the newest held step.
-// Everything else goes: older steps, and steps between the floor and the
-// newest ones. A replication that cannot finish (a full peer, a member of
-// a coded group away) keeps the floor where it is; keeping every later save
-// would fill each node's RAM disk until no node could receive anything and
-// the job could never replicate again.
+//     step all of them hold, and ranks save the same steps).
+// So the newest held step is always kept. Everything else goes: older steps, and steps between the
+// floor and the newest ones. A replication that cannot finish (a full peer, a member of a coded
+// group away) keeps the floor where it is; keeping every later save would fill each node's RAM disk
+// until no node could receive anything and the job could never replicate again.
 inline std::set<int64_t> StepsToKeep(const std::set<int64_t>& held, int64_t floor) {
   std::set<int64_t> keep;
-  if (held.empty()) return keep;
-  keep.insert(*held.rbegin());
   auto above = held.upper_bound(floor);
   if (above != held.begin()) keep.insert(*std::prev(above));
   size_t n = 0;

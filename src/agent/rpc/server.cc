@@ -252,9 +252,9 @@ void Session::ReadFrame(uint32_t max_payload, Then then) {
 
 void Session::Receive(char* p, size_t n, bool between_calls, Then then) {
   while (n > 0) {
-    StatusOr<net::IoStep> step = tls_ != nullptr
-                                     ? tls_->Read(p, n)
-                                     : net::TryRecvPlain(socket_.native_handle(), p, n, "receiving from " + peer_);
+    StatusOr<net::IoStep> step = tls_ != nullptr ? tls_->Read(p, n)
+                                                 : net::TryRecvPlain(socket_.native_handle(), p, n,
+                                                                     "receiving from " + peer_);
     const char* context = handshake_ ? "rejected connection: " : "receiving: ";
     if (!step.ok()) return Close(context + std::string(step.status().message()));
     if (step->kind == net::IoStep::kProgress) {
@@ -276,9 +276,9 @@ void Session::Send(size_t sent, Then then) {
   while (sent < out_.size()) {
     const char* p = out_.data() + sent;
     const size_t n = out_.size() - sent;
-    StatusOr<net::IoStep> step = tls_ != nullptr
-                                     ? tls_->Write(p, n)
-                                     : net::TrySendPlain(socket_.native_handle(), p, n, "sending to " + peer_);
+    StatusOr<net::IoStep> step =
+        tls_ != nullptr ? tls_->Write(p, n)
+                        : net::TrySendPlain(socket_.native_handle(), p, n, "sending to " + peer_);
     if (!step.ok()) return Close("sending: " + std::string(step.status().message()));
     if (step->kind == net::IoStep::kProgress) {
       sent += step->bytes;

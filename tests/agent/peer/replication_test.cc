@@ -5,7 +5,6 @@
 // receiving side served by a real Server on loopback; the coordinator is
 // played by the test through node 0's hooks; time moves by a ManualClock.
 #include "agent/peer/replication.h"
-#include "agent/peer/retention.h"
 
 #include <gtest/gtest.h>
 
@@ -16,6 +15,7 @@
 #include <mutex>
 #include <vector>
 
+#include "agent/peer/retention.h"
 #include "agent/rpc/server.h"
 #include "component_util.h"
 #include "format/naming.h"
@@ -401,6 +401,22 @@ TEST_F(ReplicationTest, AStuckWatermarkKeepsItsStepAndTheTwoNewest) {
   ASSERT_TRUE(testing::WaitUntil([&] { return !sender_.store->GetIndex(Key(40)).ok(); }));
   for (int64_t gone : {10, 30, 40}) EXPECT_FALSE(sender_.store->GetIndex(Key(gone)).ok()) << gone;
   for (int64_t kept : {20, 50, 60}) EXPECT_TRUE(sender_.store->GetIndex(Key(kept)).ok()) << kept;
+}
+
+// Before the watermark is known in a new start of the job (-1), the step
+// that start restored is the floor: every node holds it, so it stays while
+// newer saves replicate.
+TEST_F(ReplicationTest, TheRestoredStepIsKeptUntilTheWatermarkIsKnown) {
+  StartSender(receiver_address_);
+  for (int64_t step : {10, 20, 30, 40}) Ingest(step);
+  sender_.replication->Restored(10);
+  sender_.replication->Enqueue(Key(40));
+  sender_.replication->Start();
+  Reports(1);  // the reply's watermark is -1
+  ASSERT_TRUE(testing::WaitUntil([&] { return !sender_.store->GetIndex(Key(20)).ok(); }));
+  EXPECT_TRUE(sender_.store->GetIndex(Key(10)).ok());  // restored
+  EXPECT_TRUE(sender_.store->GetIndex(Key(30)).ok());
+  EXPECT_TRUE(sender_.store->GetIndex(Key(40)).ok());
 }
 
 TEST(StepsToKeepTest, TheFloorsStepTheTwoNewestAboveAndTheNewest) {
