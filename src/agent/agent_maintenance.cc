@@ -67,7 +67,9 @@ StatusOr<json> Agent::HandleQuarantine(const wire::QuarantineRequest& request) {
   req.job = job->config.job_name;
   req.node = job->config.node_rank;
   req.step = request.step;
-  return CallCoordinator(job->config, req.ToJson(), std::chrono::seconds(10));
+  StatusOr<json> reply = CallCoordinator(job->config, req.ToJson(), std::chrono::seconds(10));
+  if (reply.ok()) restore_->NoteQuarantined(req.job, req.step);
+  return reply;
 }
 
 // The first problem found, else the newest maintenance event.

@@ -147,6 +147,10 @@ void Agent::SaveState(const Incarnation& inc) {
             {"master", c.master.value_or("")},
             {"redundancy", inc.redundancy.ToString()}};
   if (inc.group) j["group"] = wire::GroupToJson(*inc.group);
+  // So that a restart of this agent and of the coordinator together does not
+  // forget them (Restore::Quarantined).
+  const std::set<int64_t> quarantined = restore_->Quarantined(c.job_name);
+  if (!quarantined.empty()) j["quarantined"] = quarantined;
   Status s =
       WriteFileAtomic(env_, JoinPath(store_->root(), std::string(kAgentStateFile)), j.dump());
   if (!s.ok()) Log()->warn("saving agent state: {}", s.message());
@@ -184,7 +188,12 @@ void Agent::LoadState() {
       if (!g.ok()) throw std::runtime_error(std::string(g.status().message()));
       inc.group = *g;
     }
+    std::vector<int64_t> quarantined;
+    if (j.contains("quarantined")) quarantined = GetInts<int64_t>(j.at("quarantined"));
     Log()->info("resuming job {} as node {} of {}", c.job_name, c.node_rank, c.nodes);
+    for (int64_t step : quarantined) {
+      if (step >= 0) restore_->NoteQuarantined(c.job_name, step);
+    }
     sync_->SetJob(SyncJob{inc.config, inc.round});
     MutexLock l(&mu_);
     inc_ = std::move(inc);

@@ -70,6 +70,24 @@ std::optional<std::vector<int>> ReadRanks(const json& v, FieldError* e) {
 
 json WriteRanks(const std::vector<int>& ranks) { return ranks; }
 
+// Quarantined steps: a list of steps, in any order, repeats allowed.
+std::optional<std::set<int64_t>> ReadSteps(const json& v, FieldError* e) {
+  e->want = "a list of steps";
+  if (!v.is_array() || v.size() > kMaxListEntries) return std::nullopt;
+  std::set<int64_t> out;
+  for (const json& n : v) {
+    FieldError ignored;
+    StatusOr<int64_t> step = ReadInt(n, 0, kInt64Max, &ignored);
+    if (!step.ok()) return std::nullopt;
+    out.insert(*step);
+  }
+  return out;
+}
+
+json WriteSteps(const std::set<int64_t>& steps) {
+  return json(std::vector<int64_t>(steps.begin(), steps.end()));
+}
+
 // "wait_ms": how long a call may park, at most a day.
 std::optional<std::chrono::milliseconds> ReadWait(const json& v, FieldError* e) {
   if (!IsNonNegativeInteger(v)) {
@@ -176,6 +194,8 @@ const Codec<RegisterRequest>& RegisterCodec() {
         .Text("domain", &R::domain, Presence::kOmitted, 64)
         .Nested<std::vector<HeldParity>>("parity", &R::parity, Presence::kOmitted,
                                          &HeldParityFromJson, &HeldParityToJson)
+        .Value<std::set<int64_t>>("quarantined", &R::quarantined, Presence::kOmitted, &ReadSteps,
+                                  &WriteSteps)
         .Check([](const Codec<R>& c, const R& r) { return NodeBelow(c, "node", r.node, r.nodes); })
         .Check([](const Codec<R>& c, const R& r) {
           return r.dp <= r.nodes ? Status::Ok() : c.Error("dp", IntWant(1, r.nodes));
@@ -523,7 +543,9 @@ const Codec<PlanReply>& PlanReplyCodec() {
         .Text("backup", &P::backup, Presence::kOmitted)
         .Text("error", &P::error, Presence::kOmitted)
         .Int("discard_above", &P::discard_above, kInt64Min, kInt64Max)
-        .Object("group", &P::group, GroupCodec());
+        .Object("group", &P::group, GroupCodec())
+        .Value<std::set<int64_t>>("quarantined", &P::quarantined, Presence::kOmitted, &ReadSteps,
+                                  &WriteSteps);
     return codec;
   }();
   return *kCodec;

@@ -19,6 +19,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,9 @@ struct RegisterRequest {
   ec::Redundancy redundancy = {};
   std::string domain = "";
   std::vector<HeldParity> parity = {};
+  // The steps of the job this node's agent knows were quarantined: a
+  // coordinator that restarted learns them back from the registrations.
+  std::set<int64_t> quarantined = {};
   static StatusOr<RegisterRequest> FromJson(const json& j);
   // Its fields, listed once (wire/codec.h): what parses and writes it.
   static const Codec<RegisterRequest>& Fields();
@@ -295,6 +299,9 @@ struct PlanReply {
   // With a coded redundancy, the asking node's group for this round (the
   // addresses include its members').
   std::optional<ec::Group> group;
+  // The job's quarantined steps: every node's agent keeps them for its next
+  // registration, so they outlive a restart of the coordinator.
+  std::set<int64_t> quarantined;
   static StatusOr<PlanReply> FromJson(const json& j);
   // Its fields, listed once (wire/codec.h): what parses and writes it.
   static const Codec<PlanReply>& Fields();

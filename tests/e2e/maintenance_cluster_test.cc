@@ -294,6 +294,30 @@ TEST(SupervisorWithAgentTest, CrashLoopQuarantinesTheRestoredStepThroughTheAgent
       << c.AgentLog(0);
 }
 
+// Found by the 30-minute chaos soak: the coordinator's agent restarted after
+// crash loops had quarantined steps, planned them again, and the job looped
+// on them anew. The node's agent keeps the quarantines in its state file and
+// registers with them: here the one agent is the coordinator too, and after
+// its kill -9 the job starts afresh instead of from the quarantined step it
+// still holds.
+TEST(SupervisorWithAgentTest, AQuarantineOutlivesARestartOfTheCoordinator) {
+  Cluster c(1, "run-agent-restart");
+  c.StartAll();
+  c.Train(40, 20);  // steps 20 and 40; the agent keeps 40
+  std::string cmd;
+  for (const auto& a : c.TrainerArgs(0, 45, 1000, TrainOptions{})) cmd += "'" + a + "' ";
+  const std::string path = c.dir(0) + "-failing.sh";
+  WriteFile(path, cmd + "\nexit 3\n");  // every run fails
+  Child run({BinaryPath("strata"), "run", "--agent", c.address(0), "--secret-file", c.secret_file(),
+             "--backoff", "10ms,20ms", "--crash-loop-runs", "2", "--max-quarantines", "1", "--",
+             "sh", path});
+  EXPECT_EQ(run.Wait(std::chrono::minutes(2)), 1) << run.Stderr();
+  ASSERT_NE(run.Stderr().find("QUARANTINED step 40"), std::string::npos) << run.Stderr();
+  c.KillAgent(0);
+  c.StartAgent(0);
+  ExpectAll(c.Train(40, 20), "fresh", 40);
+}
+
 // Chaos seed 93: a full RAM disk made every run fail before it wrote its
 // replicator.yaml; strata run counted those runs as a crash loop on the step
 // restored long before, quarantined it again and again, and gave up. A run

@@ -163,9 +163,10 @@ void CoordinationRequests() {
   reg.redundancy = *ec::Redundancy::Parse("rs(2,2)");
   reg.domain = "rack-1";
   reg.parity = {{100, Group(), 1, 0, {{0, 0xa}, {1, 0xb}}}};
+  reg.quarantined = {90, 80};
   ExpectGolden(
       reg,
-      R"j({"address":"10.0.0.2:7701","backup_interval_minutes":30,"backup_interval_steps":10,"domain":"rack-1","dp":2,"incarnation":"inc-7","inventory":[[2,100,"0000000000000abc"],[1,100,"0000000000000def"]],"job":"job-a","node":2,"nodes":4,"op":"register","parity":[{"digests":[[0,"000000000000000a"],[1,"000000000000000b"]],"group":{"code":"rs","m":2,"members":[0,1,2,3]},"row":0,"step":100,"stripe":1}],"redundancy":"rs(2,2)","workers_per_node":2})j");
+      R"j({"address":"10.0.0.2:7701","backup_interval_minutes":30,"backup_interval_steps":10,"domain":"rack-1","dp":2,"incarnation":"inc-7","inventory":[[2,100,"0000000000000abc"],[1,100,"0000000000000def"]],"job":"job-a","node":2,"nodes":4,"op":"register","parity":[{"digests":[[0,"000000000000000a"],[1,"000000000000000b"]],"group":{"code":"rs","m":2,"members":[0,1,2,3]},"row":0,"step":100,"stripe":1}],"quarantined":[80,90],"redundancy":"rs(2,2)","workers_per_node":2})j");
   RegisterRequest bare;
   bare.job = "job-a";
   bare.address = *net::ParseEndpoint("10.0.0.2:7701");
@@ -259,9 +260,10 @@ void CoordinationReplies() {
   plan.backup = "b-100";
   plan.discard_above = 100;
   plan.group = Group();
+  plan.quarantined = {120};
   ExpectGolden(
       plan,
-      R"j({"addresses":{"0":"10.0.0.1:7701","1":"10.0.0.2:7701"},"backup":"b-100","discard_above":100,"group":{"code":"rs","m":2,"members":[0,1,2,3]},"plan_version":2,"reason":"newest complete step","round":4,"sources":{"0":{"digest":"0000000000000abc","holders":[1,2],"source_rank":0},"1":{"digest":"0000000000000def","holders":[-1],"source_rank":1},"2":{"decode":{"group":{"code":"rs","m":2,"members":[0,1,2,3]},"stripes":[[0,[[0,0,0],[2,3,-2]]]]},"digest":"0000000000000123","holders":[3],"source_rank":2}},"step":100})j");
+      R"j({"addresses":{"0":"10.0.0.1:7701","1":"10.0.0.2:7701"},"backup":"b-100","discard_above":100,"group":{"code":"rs","m":2,"members":[0,1,2,3]},"plan_version":2,"quarantined":[120],"reason":"newest complete step","round":4,"sources":{"0":{"digest":"0000000000000abc","holders":[1,2],"source_rank":0},"1":{"digest":"0000000000000def","holders":[-1],"source_rank":1},"2":{"decode":{"group":{"code":"rs","m":2,"members":[0,1,2,3]},"stripes":[[0,[[0,0,0],[2,3,-2]]]]},"digest":"0000000000000123","holders":[3],"source_rank":2}},"step":100})j");
   PlanReply refused;
   refused.round = 4;
   refused.error = "node 3 holds nothing";

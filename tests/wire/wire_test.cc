@@ -166,6 +166,8 @@ TEST(WireCoordinationTest, MalformedFieldsAreNamed) {
             "register: \"inventory\" must be a list of [rank, step, \"digest\"]"},
            {with(reg, "inventory", json::array({json::array({0, 1, "xyz"})})),
             "register: \"inventory\" must be"},
+           {with(reg, "quarantined", json::array({40, -1})),
+            "register: \"quarantined\" must be a list of steps"},
            {json{{"op", "ready"}, {"job", "j"}, {"round", 1}, {"node", 0}, {"ok", "yes"}},
             "ready: \"ok\" must be true or false"},
            {json{{"op", "ready"}, {"job", "j"}, {"round", 1}, {"node", 0}, {"bad", {{1, 2}}}},

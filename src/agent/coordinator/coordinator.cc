@@ -226,6 +226,9 @@ StatusOr<json> Coordinator::Register(const wire::RegisterRequest& req) {
     Log()->info("job {}: round {} begins (node {} registered)", name, job.round, node);
   }
   NoteCadence(req.cadence, job);
+  // A coordinator that restarted learns the job's quarantines back from the
+  // nodes that remember them.
+  job.quarantined.insert(req.quarantined.begin(), req.quarantined.end());
   job.members[node] = Member{address, id, false, false, req.redundancy, req.domain};
   AddInventory(req.inventory, node, job.inventory, req.parity);
   if (static_cast<int>(job.members.size()) == job.nodes) {
@@ -294,6 +297,7 @@ json Coordinator::PlanJson(const Job& job, int node, const std::vector<int>& pee
   // A rollback: steps above it in the nodes' stores are from the abandoned
   // run and must go before anyone could restore them.
   plan.discard_above = job.rollback_step;
+  plan.quarantined = job.quarantined;
   return plan.ToJson();
 }
 

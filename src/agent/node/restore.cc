@@ -109,6 +109,17 @@ Restore::Summary Restore::summary() const {
   return summary_;
 }
 
+void Restore::NoteQuarantined(const std::string& job, int64_t step) {
+  MutexLock l(&mu_);
+  quarantined_[job].insert(step);
+}
+
+std::set<int64_t> Restore::Quarantined(const std::string& job) const {
+  MutexLock l(&mu_);
+  auto it = quarantined_.find(job);
+  return it == quarantined_.end() ? std::set<int64_t>{} : it->second;
+}
+
 void Restore::Enter(State state, int64_t round) {
   MutexLock l(&mu_);
   summary_.state = state;
@@ -131,6 +142,7 @@ StatusOr<Restore::Outcome> Restore::Run(const Request& request) {
   a.registration.redundancy = request.redundancy;
   a.registration.domain = options_.domain;
   if (options_.coded != nullptr) a.registration.parity = options_.coded->Inventory(c.job_name);
+  a.registration.quarantined = Quarantined(c.job_name);
   // Retries of this registration carry the same id: the coordinator keeps
   // the round for them (Coordinator::Register).
   a.registration.incarnation = IncarnationId();
@@ -236,6 +248,7 @@ Restore::State Restore::AwaitPlan(Attempt& a) {
   StatusOr<wire::PlanReply> plan = wire::PlanReply::FromJson(*reply);
   if (!plan.ok()) return Retry(a, plan.status());
   a.plan = std::move(*plan);
+  for (int64_t step : a.plan.quarantined) NoteQuarantined(c.job_name, step);
   for (const auto& [n, address] : a.plan.addresses) a.addresses[n] = address;
   Log()->info("job {} round {} plan {}: {}", c.job_name, a.round, a.plan.plan_version,
               a.plan.reason);

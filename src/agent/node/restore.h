@@ -35,6 +35,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -125,6 +126,13 @@ class Restore {
   };
   Summary summary() const EXCLUDES(mu_);
 
+  // The steps of `job` quarantined after a crash loop, as far as this agent
+  // knows: those its node asked for and those the plans listed. Every
+  // registration carries them, so a coordinator that restarted (and forgot
+  // its own list) never restores one again while any node remembers it.
+  void NoteQuarantined(const std::string& job, int64_t step) EXCLUDES(mu_);
+  std::set<int64_t> Quarantined(const std::string& job) const EXCLUDES(mu_);
+
   // This node's copies of `job` as a registration reports them: each proven
   // unchanged by its seal or read and verified again; a copy that fails is
   // dropped from the store here, before anyone plans on it.
@@ -166,6 +174,7 @@ class Restore {
 
   mutable Mutex mu_;
   Summary summary_ GUARDED_BY(mu_);
+  std::map<std::string, std::set<int64_t>> quarantined_ GUARDED_BY(mu_);  // by job
 };
 
 }  // namespace strata::agent

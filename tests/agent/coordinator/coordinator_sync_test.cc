@@ -2,7 +2,8 @@
 //
 // The coordinator's choice of the job's on-demand step, in process: the
 // collection after a notice, the step every rank can still reach, a silent
-// node, a new round withdrawing it, and quarantined steps.
+// node, a new round withdrawing it, and quarantined steps (kept across a
+// restart of the coordinator by the nodes' registrations).
 #include <gtest/gtest.h>
 
 #include "agent/coordinator/coordinator.h"
@@ -106,6 +107,45 @@ TEST_F(CoordinatorSyncTest, AQuarantinedStepIsNeverPlannedAgain) {
   plan = c_.Handle({{"op", "await_plan"}, {"job", "j"}, {"round", 3}, {"plan_version", 0}});
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   EXPECT_EQ((*plan)["step"], 20) << plan->dump();
+}
+
+// Found by the 30-minute chaos soak: the coordinator's agent was killed
+// after crash loops had quarantined steps, and the restarted coordinator
+// planned them again (the nodes looped on them and quarantined ever older
+// steps). The plan lists the quarantines for every node to keep, and a
+// registration that carries them teaches a new coordinator.
+TEST_F(CoordinatorSyncTest, AQuarantineOutlivesARestartOfTheCoordinator) {
+  json inv = json::array(
+      {json::array({0, 20, "00000000000000aa"}), json::array({0, 40, "00000000000000bb"})});
+  json inv1 = json::array(
+      {json::array({1, 20, "00000000000000cc"}), json::array({1, 40, "00000000000000dd"})});
+  Register(0, inv);
+  Register(1, inv1);
+  ASSERT_TRUE(c_.Handle({{"op", "quarantine_step"}, {"job", "j"}, {"node", 0}, {"step", 40}}).ok());
+  Register(0, inv);
+  Register(1, inv1);
+  auto plan = c_.Handle({{"op", "await_plan"}, {"job", "j"}, {"round", 3}, {"plan_version", 0}});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ((*plan)["quarantined"], json::array({40})) << plan->dump();
+
+  Coordinator restarted{std::chrono::milliseconds(50)};
+  auto reg = [&](int node, json inventory, json quarantined) {
+    json r = {{"op", "register"},
+              {"job", "j"},
+              {"nodes", 2},
+              {"node", node},
+              {"dp", 1},
+              {"address", "127.0.0.1:" + std::to_string(7000 + node)},
+              {"inventory", inventory}};
+    if (!quarantined.is_null()) r["quarantined"] = quarantined;
+    ASSERT_TRUE(restarted.Handle(r).ok());
+  };
+  reg(0, inv, nullptr);  // this node's agent restarted too: it forgot
+  reg(1, inv1, json::array({40}));
+  plan = restarted.Handle({{"op", "await_plan"}, {"job", "j"}, {"round", 1}, {"plan_version", 0}});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ((*plan)["step"], 20) << plan->dump();
+  EXPECT_EQ((*plan)["quarantined"], json::array({40})) << plan->dump();
 }
 
 // A replica that reached a registered node before the plan (a node leaving
