@@ -3,12 +3,11 @@
 // The agent's maintenance wiring: its OnDemandSync (ondemand_sync.h) and
 // Maintenance (maintenance.h) components, `strata health` and the
 // quarantine call of `strata run --agent`.
-#include <sys/statvfs.h>
-
 #include <algorithm>
 #include <thread>
 
 #include "agent/agent.h"
+#include "agent/rpc/step_stream.h"
 #include "agent/store/local_dir.h"
 #include "format/naming.h"
 #include "util/file_util.h"
@@ -80,11 +79,7 @@ wire::HealthReply Agent::HealthReport() const {
   std::string failed;
   auto f = ReadFileToString(env_, JoinPath(config_.local_dir, std::string(kFailedFile)), 4096);
   if (f.ok()) failed = *f;
-  struct statvfs st {};
-  double fill = 0;
-  if (::statvfs(config_.local_dir.c_str(), &st) == 0 && st.f_blocks > 0) {
-    fill = 1.0 - static_cast<double>(st.f_bavail) / static_cast<double>(st.f_blocks);
-  }
+  const double fill = FillOf(config_.local_dir).value_or(0.0);
   if (std::optional<int64_t> since = maintenance_->since()) {
     return unhealthy("A maintenance event is in progress since " + Rfc3339(*since));
   }

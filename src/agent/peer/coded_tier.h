@@ -78,10 +78,10 @@ class CodedTier {
   // The complete parity shards held for `job`, as a registration reports
   // them.
   std::vector<wire::HeldParity> Inventory(const std::string& job) const;
-  // Keeps the shards of `job` whose step StepsToKeep keeps given `floor`
-  // (retention.h), and those of its newest step with a complete shard; the
-  // rest go (all of another job's).
-  void CollectGarbage(const std::string& job, int64_t floor);
+  // Keeps the shards of `job` whose step StepsToKeep keeps given `floor` and
+  // `bounded` (retention.h), and those of its newest step with a complete
+  // shard; the rest go (all of another job's).
+  void CollectGarbage(const std::string& job, int64_t floor, bool bounded);
 
  private:
   struct Chunk;  // one chunk of a step being contributed

@@ -394,15 +394,26 @@ void Replication::RefreshWatermark(const Target& target, uint64_t epoch) {
 
 // Keeps, per node rank of the current job, what StepsToKeep keeps
 // (retention.h) with the job-wide watermark (the newest step every node has
-// replicated), or the step this start restored if newer, as the floor; plus
+// replicated), or the step this start restored if newer, as the floor,
+// bounded once the RAM disk is options_.bounded_collection_fill full; plus
 // anything a client's symlink points to and what the hooks pin. Everything
 // else goes, including steps of earlier job names.
 void Replication::CollectGarbage(const Target& target) {
   const std::string& job = target.config.job_name;
+  const double fill = FillOf(options_.local_dir).value_or(1.0);  // unknown: short
+  const bool bounded = fill >= options_.bounded_collection_fill;
   int64_t floor;
   {
     MutexLock l(&mu_);
     floor = std::max(watermark_, restored_step_);
+    if (bounded != bounded_) {
+      Log()->info("gc: the RAM disk {} is {:.0f}% full: collection keeps {} (floor: step {})",
+                  options_.local_dir, fill * 100,
+                  bounded ? "only the floor's step and the two newest above it"
+                          : "every step from the floor up",
+                  floor);
+      bounded_ = bounded;
+    }
   }
   const std::set<wire::StepKey> pinned = hooks_.pins();
   const std::vector<std::string> targets = local_.SymlinkTargets();
@@ -412,7 +423,7 @@ void Replication::CollectGarbage(const Target& target) {
     if (key.job == job) by_rank[key.rank].insert(key.step);
   }
   std::map<int, std::set<int64_t>> keep;
-  for (const auto& [rank, steps] : by_rank) keep[rank] = StepsToKeep(steps, floor);
+  for (const auto& [rank, steps] : by_rank) keep[rank] = StepsToKeep(steps, floor, bounded);
   for (const auto& [key, index] : held) {
     // Steps of an earlier job name cannot be restored by this job: they go.
     if (key.job == job && keep[key.rank].count(key.step)) continue;
@@ -426,7 +437,7 @@ void Replication::CollectGarbage(const Target& target) {
     Status s = store_->Remove(key);
     if (!s.ok()) Log()->warn("gc: {}", s.message());
   }
-  if (coded_ != nullptr) coded_->CollectGarbage(job, floor);
+  if (coded_ != nullptr) coded_->CollectGarbage(job, floor, bounded);
 }
 
 // A peer sends us a copy: say whether we already have it, then receive the

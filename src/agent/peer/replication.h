@@ -33,6 +33,7 @@
 
 #include "agent/config/config.h"
 #include "agent/peer/coded_tier.h"
+#include "agent/peer/retention.h"
 #include "agent/rpc/client.h"
 #include "agent/rpc/transfer.h"
 #include "agent/store/local_dir.h"
@@ -62,6 +63,9 @@ class Replication {
     net::Trust trust;       // the job's secret and TLS, for peers and the coordinator
     std::string local_dir;  // the client directory (its symlinks pin steps)
     int data_streams = 4;   // connections per large step
+    // Collection keeps every step from the floor up while the RAM disk is
+    // less full than this (retention.h); 0: always bounded.
+    double bounded_collection_fill = kBoundedCollectionFill;
   };
   struct Hooks {
     // The current incarnation; none before the first registration.
@@ -191,6 +195,7 @@ class Replication {
   // for a past incarnation.
   uint64_t epoch_ GUARDED_BY(mu_) = 0;
   int64_t watermark_ GUARDED_BY(mu_) = -1;
+  bool bounded_ GUARDED_BY(mu_) = false;  // the last collection was bounded (for its log line)
   int64_t newest_replicated_ GUARDED_BY(mu_) = -1;
   int64_t newest_ingested_ GUARDED_BY(mu_) = -1;
   // When the steps from the watermark's on were ingested (at most

@@ -83,6 +83,12 @@ Status CheckFreeSpace(const std::string& dir, uint64_t bytes, const std::string&
   return Status::Ok();
 }
 
+std::optional<double> FillOf(const std::string& dir) {
+  struct statvfs st {};
+  if (::statvfs(dir.c_str(), &st) != 0 || st.f_blocks == 0) return std::nullopt;
+  return 1.0 - static_cast<double>(st.f_bavail) / static_cast<double>(st.f_blocks);
+}
+
 net::Deadline DataDeadline() {
   return net::DeadlineAfter(std::chrono::duration_cast<std::chrono::milliseconds>(kDataTimeout));
 }

@@ -8,6 +8,7 @@
 #define STRATA_AGENT_RPC_STEP_STREAM_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ namespace strata::agent {
 // margin, before any of them is received: filling the RAM disk would make
 // the node's own saves fail. RESOURCE_EXHAUSTED naming `what`.
 Status CheckFreeSpace(const std::string& dir, uint64_t bytes, const std::string& what);
+// How full `dir`'s file system is, from 0 to 1 (space a non-root user cannot
+// take counts as used); none when statvfs fails.
+std::optional<double> FillOf(const std::string& dir);
 // The deadline of a transfer of step data begun now (30 minutes: a 100 GB
 // step over a slow link still fits).
 net::Deadline DataDeadline();

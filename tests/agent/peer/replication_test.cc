@@ -103,6 +103,7 @@ class ReplicationTest : public ::testing::Test {
     options.trust = trust_;
     options.local_dir = n.dir.Sub("client");
     options.data_streams = 4;
+    options.bounded_collection_fill = bounded_collection_fill_;
     fs::create_directories(options.local_dir);
     return std::make_unique<Replication>(options, n.store.get(), Env::Default(), &clock_,
                                          testing::IdleReplicationHooks(std::move(hooks)));
@@ -242,6 +243,9 @@ class ReplicationTest : public ::testing::Test {
   std::optional<Replication::Target> receiver_target_;  // node 1's job; guarded by mu_
   int64_t watermark_ = -1;                              // guarded by mu_ once the sender started
   std::function<void()> while_reporting_;               // runs in each report, before its answer
+  // Replication::Options::bounded_collection_fill of the nodes made from now
+  // on: always bounded, whatever the test machine's disk holds.
+  double bounded_collection_fill_ = 0;
   // Each put_step at node 1 makes node 0 Forget (set after StartSender: the
   // atomic orders sender_.replication before the server thread's read).
   std::atomic<bool> forget_on_put_{false};
@@ -417,6 +421,29 @@ TEST_F(ReplicationTest, TheRestoredStepIsKeptUntilTheWatermarkIsKnown) {
   EXPECT_TRUE(sender_.store->GetIndex(Key(10)).ok());  // restored
   EXPECT_TRUE(sender_.store->GetIndex(Key(30)).ok());
   EXPECT_TRUE(sender_.store->GetIndex(Key(40)).ok());
+}
+
+// While the RAM disk has room, a node whose watermark lags keeps every step
+// from it up: the coordinator may already back up, or the job restore, a
+// step between the node's floor and its newest.
+TEST_F(ReplicationTest, WithRoomEveryStepFromTheWatermarkUpIsKept) {
+  bounded_collection_fill_ = 2;  // never short
+  StartSender(receiver_address_);
+  watermark_ = 20;
+  for (int64_t step : {10, 20, 30, 40, 50, 60}) Ingest(step);
+  sender_.replication->Enqueue(Key(60));
+  sender_.replication->Start();
+  Reports(1);
+  ASSERT_TRUE(testing::WaitUntil([&] { return !sender_.store->GetIndex(Key(10)).ok(); }));
+  for (int64_t kept : {20, 30, 40, 50, 60})
+    EXPECT_TRUE(sender_.store->GetIndex(Key(kept)).ok()) << kept;
+}
+
+TEST(StepsToKeepTest, WithRoomTheFloorsStepAndEveryStepAboveIt) {
+  EXPECT_EQ(StepsToKeep({10, 20, 30, 40, 50}, 20, false), (std::set<int64_t>{20, 30, 40, 50}));
+  EXPECT_EQ(StepsToKeep({10, 20, 30, 40, 50}, 25, false), (std::set<int64_t>{20, 30, 40, 50}));
+  EXPECT_EQ(StepsToKeep({10, 20, 30}, -1, false), (std::set<int64_t>{10, 20, 30}));
+  EXPECT_EQ(StepsToKeep({10, 20, 30}, 90, false), (std::set<int64_t>{30}));
 }
 
 TEST(StepsToKeepTest, TheFloorsStepTheTwoNewestAboveAndTheNewest) {
