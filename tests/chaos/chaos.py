@@ -33,6 +33,7 @@ environment, scripts/python-env.sh).
            [--redundancy 'rs(2,2)']
 """
 import argparse
+import datetime
 import errno
 import json
 import multiprocessing
@@ -710,6 +711,41 @@ def check(job, refs, seen_backups):
     return v
 
 
+BACKUP_EVENT = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)Z info strata: job \S+: "
+                          r"(?:backup (\S+) of step \d+ (begins|committed)|round \d+ begins)")
+
+
+def backup_uploads(job):
+    """When each backup of the run began and ended, in wall-clock seconds
+    (None: not yet), from the coordinator's log lines. A backup ends when it
+    commits, or when the next backup or a new round begins: a coordinator
+    has one backup in flight and drops it when the job starts again."""
+    events = []
+    for n in range(job.nodes):
+        for line in _tail(job.log("agent", n)).decode(errors="replace").splitlines():
+            m = BACKUP_EVENT.match(line)
+            if m:
+                t = datetime.datetime.fromisoformat(m[1]).replace(
+                    tzinfo=datetime.timezone.utc).timestamp()
+                events.append((t, m[3] or "round", m[2]))
+    uploads, open_ = [], None  # open_: [began, end]
+    for t, kind, backup in sorted(events):
+        if open_ is not None and open_[1] is None and (kind != "committed" or backup == open_[2]):
+            open_[1] = t
+        if kind == "begins":
+            open_ = [t, None, backup]
+            uploads.append(open_)
+    return [(b, e) for b, e, _ in uploads]
+
+
+def steps_uploading(uploads, at):
+    """The steps the job could train, at full speed, from the start of the
+    backup still uploading at time `at` (the one that would have been the
+    fallback had it landed) to `at`; 0 if none was."""
+    gaps = [at - b for b, e in uploads if b <= at and (e is None or e > at)]
+    return int(max(gaps, default=0) * 1000 / STEP_MS + 0.5)
+
+
 def summarize(job, applier):
     """Work lost and recovery time per fault that restarted the job.
 
@@ -724,11 +760,14 @@ def summarize(job, applier):
     quarantined the newest step; plus the steps trained while a RAM disk
     was full (no save could land there) or a link was slow (the toy
     trainers do not slow down with it, replication does), each until two
-    save intervals after it healed, and, when the backup was needed, while
-    S3 failed (until two backup intervals after) and one backup interval
-    more (the backup under way when S3 failed is lost with it).
+    save intervals after it healed, and, when the backup was needed, the
+    steps trained since the backup then uploading began (the fallback is
+    the backup before it), and while S3 failed (until two backup intervals
+    after) and one backup interval more (the backup under way when S3
+    failed is lost with it).
     """
     final = job.starts()
+    uploads = backup_uploads(job)
     poisoned = _poisoned_steps(job)
     out = []
     for r in applier.records:
@@ -747,6 +786,8 @@ def summarize(job, applier):
                 # RAM keep only the newest, so the backup is the fallback.
                 needs_backup = r.get("away", 0) > 1 or r["kind"] == "crash_loop"
                 bound = (BACKUP_EVERY if needs_backup else INTERVAL) + INTERVAL
+                if needs_backup:
+                    bound += steps_uploading(uploads, r["applied"])
                 for since in ("full_since", "slow_since"):
                     if r.get(since, -1) >= 0:
                         bound += max(0, r["before"] - r[since])
