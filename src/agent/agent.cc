@@ -284,7 +284,10 @@ void Agent::IngestClientSteps() {
     job = inc_->config;
     tier = {inc_->redundancy, inc_->peers.size(), inc_->group ? inc_->group->k() : 0};
   }
-  for (const wire::StepKey& key : client_->Ingest(*job, tier)) replication_->Enqueue(key);
+  const std::vector<wire::StepKey> ingested = client_->Ingest(*job, tier);
+  for (const wire::StepKey& key : ingested) replication_->Enqueue(key);
+  // Not behind a send to a slow peer: the RAM disk would fill meanwhile.
+  if (!ingested.empty()) replication_->CollectNow();
 }
 
 }  // namespace strata::agent

@@ -398,7 +398,12 @@ void Replication::RefreshWatermark(const Target& target, uint64_t epoch) {
 // bounded once the RAM disk is options_.bounded_collection_fill full; plus
 // anything a client's symlink points to and what the hooks pin. Everything
 // else goes, including steps of earlier job names.
+void Replication::CollectNow() {
+  if (std::optional<Target> target = hooks_.target()) CollectGarbage(*target);
+}
+
 void Replication::CollectGarbage(const Target& target) {
+  MutexLock gc(&gc_mu_);
   const std::string& job = target.config.job_name;
   const double fill = FillOf(options_.local_dir).value_or(1.0);  // unknown: short
   const bool bounded = fill >= options_.bounded_collection_fill;

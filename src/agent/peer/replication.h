@@ -117,6 +117,11 @@ class Replication {
   // Sending side.
   // A step of this node was ingested (or found held at start): send it.
   void Enqueue(const wire::StepKey& key) EXCLUDES(mu_);
+  // Collects garbage on the caller's thread (the agent's, after it ingested
+  // steps), for the current incarnation: the sending thread collects only
+  // between sends, and a send to a slow or stalled peer may take minutes
+  // while the client saves on.
+  void CollectNow() EXCLUDES(mu_, gc_mu_);
   // A new incarnation, or the RAM is gone: the queue, the watermark and the
   // progress start afresh (until the watermark is learned again, garbage
   // collection keeps the restored step and the newest; retention.h). A send
@@ -175,7 +180,7 @@ class Replication {
   // Idle: re-reports the newest replicated step (the watermark moves as
   // the other nodes catch up).
   void RefreshWatermark(const Target& target, uint64_t epoch);
-  void CollectGarbage(const Target& target);
+  void CollectGarbage(const Target& target) EXCLUDES(mu_, gc_mu_);
 
   const Options options_;
   const LocalDir local_;  // options_.local_dir: its symlinks pin steps
@@ -190,6 +195,7 @@ class Replication {
 
   mutable Mutex mu_;
   CondVar cv_;
+  Mutex gc_mu_ ACQUIRED_BEFORE(mu_);  // one collection at a time (CollectNow)
   std::deque<wire::StepKey> queue_ GUARDED_BY(mu_);
   // Counts Forget() calls: a result of a call begun before the last one is
   // for a past incarnation.

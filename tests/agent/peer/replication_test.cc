@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "agent/peer/retention.h"
@@ -83,6 +84,7 @@ class ReplicationTest : public ::testing::Test {
         ++puts_;
         if (forget_on_put_) sender_.replication->Forget();
         if (refuse_) return UnavailableError("node 1 is restarting");
+        while (stall_) std::this_thread::sleep_for(std::chrono::milliseconds(5));
         STRATA_ASSIGN_OR_RETURN(auto req, wire::PutStepRequest::FromJson(request));
         return r.HandlePutStep(req, socket);
       }
@@ -246,6 +248,7 @@ class ReplicationTest : public ::testing::Test {
   // Replication::Options::bounded_collection_fill of the nodes made from now
   // on: always bounded, whatever the test machine's disk holds.
   double bounded_collection_fill_ = 0;
+  std::atomic<bool> stall_{false};  // node 1 holds each put_step until it is cleared
   // Each put_step at node 1 makes node 0 Forget (set after StartSender: the
   // atomic orders sender_.replication before the server thread's read).
   std::atomic<bool> forget_on_put_{false};
@@ -421,6 +424,27 @@ TEST_F(ReplicationTest, TheRestoredStepIsKeptUntilTheWatermarkIsKnown) {
   EXPECT_TRUE(sender_.store->GetIndex(Key(10)).ok());  // restored
   EXPECT_TRUE(sender_.store->GetIndex(Key(30)).ok());
   EXPECT_TRUE(sender_.store->GetIndex(Key(40)).ok());
+}
+
+// Found by the 30-minute chaos soak: a send to a peer on a slow link held the
+// sending thread for 33 s, which collected nothing meanwhile, and the
+// client's saves filled the RAM disk. The agent collects after each ingest.
+TEST_F(ReplicationTest, CollectionGoesOnWhileASendIsStalled) {
+  StartSender(receiver_address_);
+  stall_ = true;
+  Ingest(10);
+  sender_.replication->Enqueue(Key(10));
+  sender_.replication->Start();
+  ASSERT_TRUE(testing::WaitUntil([&] { return puts_ == 1; }));  // the send is stuck
+  for (int64_t step : {20, 30, 40, 50, 60}) {
+    Ingest(step);
+    sender_.replication->Enqueue(Key(step));
+    sender_.replication->CollectNow();
+  }
+  for (int64_t gone : {10, 20, 30, 40})
+    EXPECT_FALSE(sender_.store->GetIndex(Key(gone)).ok()) << gone;
+  for (int64_t kept : {50, 60}) EXPECT_TRUE(sender_.store->GetIndex(Key(kept)).ok()) << kept;
+  stall_ = false;
 }
 
 // While the RAM disk has room, a node whose watermark lags keeps every step
