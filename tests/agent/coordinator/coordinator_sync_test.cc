@@ -43,6 +43,12 @@ class CoordinatorSyncTest : public ::testing::Test {
     return r.value_or(json::object());
   }
 
+  // Node `node`'s copies of its own steps 20 and 40.
+  static json TwoSteps(int node) {
+    const std::string d = node == 0 ? "00000000000000a" : "00000000000000c";
+    return json::array({json::array({node, 20, d + "a"}), json::array({node, 40, d + "b"})});
+  }
+
   Coordinator c_{std::chrono::milliseconds(50)};
 };
 
@@ -91,10 +97,7 @@ TEST_F(CoordinatorSyncTest, ANewRoundWithdrawsTheStep) {
 }
 
 TEST_F(CoordinatorSyncTest, AQuarantinedStepIsNeverPlannedAgain) {
-  json inv = json::array(
-      {json::array({0, 20, "00000000000000aa"}), json::array({0, 40, "00000000000000bb"})});
-  json inv1 = json::array(
-      {json::array({1, 20, "00000000000000cc"}), json::array({1, 40, "00000000000000dd"})});
+  const json inv = TwoSteps(0), inv1 = TwoSteps(1);
   Register(0, inv);
   Register(1, inv1);
   auto plan = c_.Handle({{"op", "await_plan"}, {"job", "j"}, {"round", 2}, {"plan_version", 0}});
@@ -115,10 +118,7 @@ TEST_F(CoordinatorSyncTest, AQuarantinedStepIsNeverPlannedAgain) {
 // steps). The plan lists the quarantines for every node to keep, and a
 // registration that carries them teaches a new coordinator.
 TEST_F(CoordinatorSyncTest, AQuarantineOutlivesARestartOfTheCoordinator) {
-  json inv = json::array(
-      {json::array({0, 20, "00000000000000aa"}), json::array({0, 40, "00000000000000bb"})});
-  json inv1 = json::array(
-      {json::array({1, 20, "00000000000000cc"}), json::array({1, 40, "00000000000000dd"})});
+  const json inv = TwoSteps(0), inv1 = TwoSteps(1);
   Register(0, inv);
   Register(1, inv1);
   ASSERT_TRUE(c_.Handle({{"op", "quarantine_step"}, {"job", "j"}, {"node", 0}, {"step", 40}}).ok());

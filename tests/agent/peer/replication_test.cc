@@ -131,6 +131,17 @@ class ReplicationTest : public ::testing::Test {
     sender_.replication = Make(sender_, std::move(hooks));
   }
 
+  // Node 0 holds steps 10 to 60 and sends 60; the coordinator answers its
+  // report with the watermark 20.
+  void SendWithTheWatermarkAt20() {
+    StartSender(receiver_address_);
+    watermark_ = 20;
+    for (int64_t step : {10, 20, 30, 40, 50, 60}) Ingest(step);
+    sender_.replication->Enqueue(Key(60));
+    sender_.replication->Start();
+    Reports(1);
+  }
+
   // Node 0 ingests step `step` (files of `bytes` each).
   StepIndex Ingest(int64_t step, size_t bytes = 3000) {
     const std::string client = sender_.dir.Sub("in" + std::to_string(step));
@@ -399,12 +410,7 @@ TEST_F(ReplicationTest, CollectionKeepsTheWatermarkTheNewestAndPins) {
 // group with a member away) keeps the watermark's step and the two newest,
 // not every save since: the RAM disk stays bounded.
 TEST_F(ReplicationTest, AStuckWatermarkKeepsItsStepAndTheTwoNewest) {
-  StartSender(receiver_address_);
-  watermark_ = 20;
-  for (int64_t step : {10, 20, 30, 40, 50, 60}) Ingest(step);
-  sender_.replication->Enqueue(Key(60));
-  sender_.replication->Start();
-  Reports(1);
+  SendWithTheWatermarkAt20();
   ASSERT_TRUE(testing::WaitUntil([&] { return !sender_.store->GetIndex(Key(40)).ok(); }));
   for (int64_t gone : {10, 30, 40}) EXPECT_FALSE(sender_.store->GetIndex(Key(gone)).ok()) << gone;
   for (int64_t kept : {20, 50, 60}) EXPECT_TRUE(sender_.store->GetIndex(Key(kept)).ok()) << kept;
@@ -452,12 +458,7 @@ TEST_F(ReplicationTest, CollectionGoesOnWhileASendIsStalled) {
 // step between the node's floor and its newest.
 TEST_F(ReplicationTest, WithRoomEveryStepFromTheWatermarkUpIsKept) {
   bounded_collection_fill_ = 2;  // never short
-  StartSender(receiver_address_);
-  watermark_ = 20;
-  for (int64_t step : {10, 20, 30, 40, 50, 60}) Ingest(step);
-  sender_.replication->Enqueue(Key(60));
-  sender_.replication->Start();
-  Reports(1);
+  SendWithTheWatermarkAt20();
   ASSERT_TRUE(testing::WaitUntil([&] { return !sender_.store->GetIndex(Key(10)).ok(); }));
   for (int64_t kept : {20, 30, 40, 50, 60})
     EXPECT_TRUE(sender_.store->GetIndex(Key(kept)).ok()) << kept;
