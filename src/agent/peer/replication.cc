@@ -411,13 +411,14 @@ void Replication::CollectGarbage(const Target& target) {
   {
     MutexLock l(&mu_);
     floor = std::max(watermark_, restored_step_);
-    if (bounded != bounded_) {
-      Log()->info("gc: the RAM disk {} is {:.0f}% full: collection keeps {} (floor: step {})",
-                  options_.local_dir, fill * 100,
-                  bounded ? "only the floor's step and the two newest above it"
-                          : "every step from the floor up",
-                  floor);
-      bounded_ = bounded;
+    // Once per floor: with the watermark stuck, collection swings between
+    // the two every few saves.
+    if (bounded && floor != bounded_floor_) {
+      Log()->info(
+          "gc: the RAM disk {} is {:.0f}% full and the watermark is at step {}: collection "
+          "keeps that step and the two newest above it until the disk is below {:.0f}%",
+          options_.local_dir, fill * 100, floor, options_.bounded_collection_fill * 100);
+      bounded_floor_ = floor;
     }
   }
   const std::set<wire::StepKey> pinned = hooks_.pins();

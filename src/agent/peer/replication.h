@@ -24,6 +24,7 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -201,7 +202,8 @@ class Replication {
   // for a past incarnation.
   uint64_t epoch_ GUARDED_BY(mu_) = 0;
   int64_t watermark_ GUARDED_BY(mu_) = -1;
-  bool bounded_ GUARDED_BY(mu_) = false;  // the last collection was bounded (for its log line)
+  // The floor of the last bounded collection that was logged.
+  int64_t bounded_floor_ GUARDED_BY(mu_) = std::numeric_limits<int64_t>::min();
   int64_t newest_replicated_ GUARDED_BY(mu_) = -1;
   int64_t newest_ingested_ GUARDED_BY(mu_) = -1;
   // When the steps from the watermark's on were ingested (at most
