@@ -799,15 +799,17 @@ def summarize(job, applier):
                 entry["bound"] = bound
         out.append(entry)
     # A fault that came before the job recovered from an earlier one shares
-    # its restart (a crash loop then poisons the step that restart takes):
-    # the earlier fault's loss is bounded by the larger of their bounds.
+    # its restart (a crash loop then poisons the step that restart takes, or
+    # a partition comes while a crash loop falls back to a backup): both
+    # losses are bounded by the larger of their bounds.
     for i, r in enumerate(applier.records):
         if "bound" not in out[i]:
             continue
         until = r["applied"] + r.get("recovery_s", float("inf"))
         for j in range(i + 1, len(applier.records)):
             if applier.records[j]["applied"] < until and "bound" in out[j]:
-                out[i]["bound"] = max(out[i]["bound"], out[j]["bound"])
+                shared = max(out[i]["bound"], out[j]["bound"])
+                out[i]["bound"] = out[j]["bound"] = shared
     return out
 
 
