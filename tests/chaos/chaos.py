@@ -798,19 +798,24 @@ def summarize(job, applier):
                     bound += max(0, r["before"] - r["s3_since"]) + BACKUP_EVERY
                 entry["bound"] = bound
         out.append(entry)
-    # A fault that came before the job recovered from an earlier one shares
-    # its restart (a crash loop then poisons the step that restart takes, or
-    # a partition comes while a crash loop falls back to a backup): both
-    # losses are bounded by the larger of their bounds.
-    for i, r in enumerate(applier.records):
+    share_restart_bounds(applier.records, out)
+    return out
+
+
+def share_restart_bounds(records, out):
+    """A fault that came before the job recovered from an earlier one shares
+    its restart (a crash loop then poisons the step that restart takes, or a
+    partition comes while a crash loop falls back to a backup): both losses
+    are bounded by the larger of their bounds. `out[i]` is the entry of
+    `records[i]`."""
+    for i, r in enumerate(records):
         if "bound" not in out[i]:
             continue
         until = r["applied"] + r.get("recovery_s", float("inf"))
-        for j in range(i + 1, len(applier.records)):
-            if applier.records[j]["applied"] < until and "bound" in out[j]:
+        for j in range(i + 1, len(records)):
+            if records[j]["applied"] < until and "bound" in out[j]:
                 shared = max(out[i]["bound"], out[j]["bound"])
                 out[i]["bound"] = out[j]["bound"] = shared
-    return out
 
 
 def lost_beyond_bound(faults):

@@ -1,0 +1,58 @@
+"""The runner's bound on the steps a fault may lose: the backup then
+uploading, read from the coordinator's log, and the restart two faults
+share."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+import chaos  # noqa: E402
+
+
+class Job:
+    """The part of chaos.Job the bound reads: each node's agent log."""
+
+    def __init__(self, dir, logs):
+        self.dir = dir
+        self.nodes = len(logs)
+        for n, text in enumerate(logs):
+            with open(self.log("agent", n), "w") as f:
+                f.write(text)
+
+    def log(self, what, n):
+        return os.path.join(self.dir, "%s%d.log" % (what, n))
+
+
+def line(second, text):
+    return "2026-11-27T10:00:%06.3fZ info strata: job chaos: %s\n" % (second, text)
+
+
+def test_a_backup_uploads_from_its_begin_to_its_commit_or_the_next_begin_or_round(tmp_path):
+    job = Job(tmp_path, [
+        line(1, "backup b1 of step 100 begins (8 part(s))") +
+        line(3, "backup b1 of step 100 committed (33557968 bytes)") +
+        line(4, "backup b2 of step 200 begins (8 part(s))") +
+        line(5, "backup b3 of step 300 begins (8 part(s))") +  # b2 was abandoned
+        line(7, "round 4 begins (node 2 registered)") +          # so is b3
+        line(8, "backup b4 of step 400 begins (8 part(s))"),
+        # another node's agent: its part of b1, which ends nothing
+        "2026-11-27T10:00:02.000Z info strata: backup b1: uploaded part 1 (step 100)\n",
+    ])
+    uploads = chaos.backup_uploads(job)
+    base = uploads[0][0] - 1
+    assert [(b - base, e - base if e else None) for b, e in uploads] == [
+        (1, 3), (4, 5), (5, 7), (8, None)]
+    # 20 ms a step: 50 steps a second since the upload in flight began.
+    assert chaos.steps_uploading(uploads, base + 2) == 50
+    assert chaos.steps_uploading(uploads, base + 3.5) == 0   # none in flight
+    assert chaos.steps_uploading(uploads, base + 6) == 50
+    assert chaos.steps_uploading(uploads, base + 10) == 100  # b4 never committed
+
+
+def test_faults_that_share_a_restart_share_the_larger_bound():
+    records = [{"applied": 100.0, "recovery_s": 27.0},  # a crash loop
+               {"applied": 111.0, "recovery_s": 15.0},  # a partition within it
+               {"applied": 200.0, "recovery_s": 2.0},   # later, on its own
+               {"applied": 201.0}]                       # no restart of its own
+    out = [{"bound": 525}, {"bound": 50}, {"bound": 50}, {}]
+    chaos.share_restart_bounds(records, out)
+    assert [o.get("bound") for o in out] == [525, 525, 50, None]
