@@ -1,8 +1,6 @@
 // Copyright 2026 The Strata Authors.
 #include "agent/peer/replication.h"
 
-#include <sys/statvfs.h>
-
 #include <algorithm>
 
 #include "agent/metrics/agent_metrics.h"
@@ -191,11 +189,13 @@ void Replication::Main() {
       continue;
     }
     bool all = false;
+    sending_ = true;
     try {  // a peer's malformed reply must not end the thread
       all = SendEverywhere(*key, *target, epoch);
     } catch (const json::exception& e) {
       Log()->warn("replicating {}: malformed reply: {}", key->ToString(), e.what());
     }
+    sending_ = false;
     // A send may take minutes: collect for the incarnation served now.
     if (std::optional<Target> now = hooks_.target()) CollectGarbage(*now);
     if (all) {
@@ -392,16 +392,18 @@ void Replication::RefreshWatermark(const Target& target, uint64_t epoch) {
   if (newest >= 0) Report({target.config.job_name, target.config.node_rank, newest}, target, epoch);
 }
 
+// Between sends the sending thread collects by itself (Main).
+void Replication::CollectNow() {
+  if (!sending_) return;
+  if (std::optional<Target> target = hooks_.target()) CollectGarbage(*target);
+}
+
 // Keeps, per node rank of the current job, what StepsToKeep keeps
 // (retention.h) with the job-wide watermark (the newest step every node has
 // replicated), or the step this start restored if newer, as the floor,
 // bounded once the RAM disk is options_.bounded_collection_fill full; plus
 // anything a client's symlink points to and what the hooks pin. Everything
 // else goes, including steps of earlier job names.
-void Replication::CollectNow() {
-  if (std::optional<Target> target = hooks_.target()) CollectGarbage(*target);
-}
-
 void Replication::CollectGarbage(const Target& target) {
   MutexLock gc(&gc_mu_);
   const std::string& job = target.config.job_name;
@@ -415,7 +417,7 @@ void Replication::CollectGarbage(const Target& target) {
     // the two every few saves.
     if (bounded && floor != bounded_floor_) {
       Log()->info(
-          "gc: the RAM disk {} is {:.0f}% full and the watermark is at step {}: collection "
+          "gc: the RAM disk {} is {:.0f}% full and the restore point is step {}: collection "
           "keeps that step and the two newest above it until the disk is below {:.0f}%",
           options_.local_dir, fill * 100, floor, options_.bounded_collection_fill * 100);
       bounded_floor_ = floor;

@@ -119,9 +119,9 @@ class Replication {
   // A step of this node was ingested (or found held at start): send it.
   void Enqueue(const wire::StepKey& key) EXCLUDES(mu_);
   // Collects garbage on the caller's thread (the agent's, after it ingested
-  // steps), for the current incarnation: the sending thread collects only
-  // between sends, and a send to a slow or stalled peer may take minutes
-  // while the client saves on.
+  // steps), for the current incarnation, if a send holds the sending thread:
+  // that thread collects only between sends, and a send to a slow or
+  // stalled peer may take minutes while the client saves on.
   void CollectNow() EXCLUDES(mu_, gc_mu_);
   // A new incarnation, or the RAM is gone: the queue, the watermark and the
   // progress start afresh (until the watermark is learned again, garbage
@@ -192,6 +192,7 @@ class Replication {
   CodedTier* const coded_;
   TransferTable transfers_;  // multi-stream puts being received
   std::atomic<bool> stopped_{false};
+  std::atomic<bool> sending_{false};  // the sending thread is in a send (CollectNow)
   std::thread thread_;
 
   mutable Mutex mu_;
