@@ -221,6 +221,28 @@ TEST_F(RestoreTest, EachNodeRestoresItsOwnStep) {
   }
 }
 
+// A node learns the job's quarantines from the plan, whichever node asked
+// for them, and registers with them: a coordinator that restarted does not
+// plan a quarantined step again.
+TEST_F(RestoreTest, QuarantinesFromThePlanOutliveTheCoordinator) {
+  for (Node* n : {&node0_, &node1_}) {
+    Hold(*n, n->rank, 10);
+    Hold(*n, n->rank, 20);
+  }
+  auto [a, b] = RunBoth();
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(
+      coordinator_->Handle({{"op", "quarantine_step"}, {"job", kJob}, {"node", 0}, {"step", 20}})
+          .ok());
+  auto [c, d] = RunBoth();
+  ASSERT_TRUE(c.ok() && d.ok());
+  EXPECT_EQ(node1_.restore->Quarantined(kJob), (std::set<int64_t>{20}));
+  coordinator_ = std::make_unique<Coordinator>(std::chrono::milliseconds(100));
+  auto [e, f] = RunBoth();
+  ASSERT_TRUE(e.ok() && f.ok());
+  for (Node* n : {&node0_, &node1_}) EXPECT_EQ(n->restore->summary().step, 10);
+}
+
 // Node 0 came back without its RAM: its step comes from node 1's copy, over
 // the data plane, verified, and the markers point at it.
 TEST_F(RestoreTest, ANodeWithoutItsStepFetchesItFromAPeer) {
