@@ -728,7 +728,7 @@ def backup_uploads(job):
                 t = datetime.datetime.fromisoformat(m[1]).replace(
                     tzinfo=datetime.timezone.utc).timestamp()
                 events.append((t, m[3] or "round", m[2]))
-    uploads, open_ = [], None  # open_: [began, end]
+    uploads, open_ = [], None  # open_: [began, end, backup id] of the latest begun
     for t, kind, backup in sorted(events):
         if open_ is not None and open_[1] is None and (kind != "committed" or backup == open_[2]):
             open_[1] = t
