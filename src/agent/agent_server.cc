@@ -39,6 +39,10 @@ void Agent::HandleControl(const json& request, Server::Reply reply) {
       Log()->info("strata run restarts the training command ({}, exit code {})", r->reason,
                   r->exit_code);
       metric::SupervisorRestarts(r->reason).Add();
+      // The command's process is gone: a restore still under way for it
+      // must not join a round or report ready (Restore::ClientEnded).
+      restore_->ClientEnded("strata run restarts the training command: " + r->reason +
+                            ", exit code " + std::to_string(r->exit_code));
       return reply(json::object());
     }
     default:

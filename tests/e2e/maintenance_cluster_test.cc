@@ -318,6 +318,49 @@ TEST(SupervisorWithAgentTest, AQuarantineOutlivesARestartOfTheCoordinator) {
   ExpectAll(c.Train(40, 20), "fresh", 40);
 }
 
+// Found by the 30-minute chaos soak: a node's rank was killed while its
+// agent waited for the round's plan. The agent still reported the dead
+// start ready, the other nodes were told "go" and trained without it, and
+// the rank's next start opened a round they never joined. Here node 1's
+// first run dies once its agent has registered it, and node 0 starts during
+// the supervisor's backoff: node 1's agent drops the dead start, node 0
+// waits, and both restore step 40 from node 1's next start and finish bit
+// for bit.
+TEST(SupervisorWithAgentTest, ARankThatEndsWhileItsNodeRestoresIsNotCountedReady) {
+  Cluster c(2, "run-agent-ended");
+  c.StartAll();
+  ExpectAll(c.Train(40, 20), "fresh", 40);
+  std::string cmd;
+  for (const auto& a : c.TrainerArgs(1, 60, 20, TrainOptions{})) cmd += "'" + a + "' ";
+  const std::string once = c.dir(1) + "-first-run";
+  // Node 0 has not come: the first run's trainer waits for its restore (its
+  // yaml registered within the 2 s) until the kill.
+  const std::string script = "if [ ! -e '" + once + "' ]; then\n  touch '" + once + "'\n  " + cmd +
+                             " &\n  sleep 2\n  kill -9 $!\n  exit 3\nfi\nexec " + cmd + "\n";
+  const std::string path = c.dir(1) + "-dies-once.sh";
+  WriteFile(path, script);
+  Child run({BinaryPath("strata"), "run", "--agent", c.address(1), "--secret-file", c.secret_file(),
+             "--backoff", "4s,4s", "--", "sh", path});
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return c.AgentLog(1).find("strata run restarts the training command (failed, exit code 3)") !=
+               std::string::npos;
+      },
+      seconds(60)))
+      << run.Stderr();
+  auto node0 = c.StartTrainer(0, 60, 20, TrainOptions{});
+  TrainerRun zero = Cluster::Finish(*node0, seconds(90));
+  ASSERT_EQ(run.Wait(seconds(90)), 0) << run.Stderr();
+  TrainerRun one;
+  one.exit_code = 0;
+  one.out = run.Stdout();
+  one.restored = LastValue(one.out, "restored step");
+  one.digest = LastValue(one.out, "digest");
+  ExpectAll({zero, one}, "40", 60);
+  EXPECT_NE(c.AgentLog(1).find("the client of this incarnation ended"), std::string::npos)
+      << c.AgentLog(1);
+}
+
 // Chaos seed 93: a full RAM disk made every run fail before it wrote its
 // replicator.yaml; strata run counted those runs as a crash loop on the step
 // restored long before, quarantined it again and again, and gave up. A run

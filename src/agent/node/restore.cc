@@ -129,7 +129,11 @@ void Restore::Enter(State state, int64_t round) {
 StatusOr<Restore::Outcome> Restore::Run(const Request& request) {
   // Active from the inventory on: a maintenance event that wipes the RAM
   // waits for the restore instead of pulling the store from under it.
-  active_ = true;
+  {
+    MutexLock l(&mu_);
+    client_ended_.reset();  // a notice of an earlier client is not this one's
+    active_ = true;
+  }
   Attempt a(request, clock_);
   const ReplicatorConfig& c = request.config;
   a.registration.job = c.job_name;
@@ -158,6 +162,12 @@ StatusOr<Restore::Outcome> Restore::Run(const Request& request) {
       a.failure = CancelledError("a new replicator.yaml replaces this incarnation");
       break;
     }
+    std::optional<std::string> gone = a.yaml_taken ? ClientGone() : std::nullopt;
+    if (gone) {
+      a.failure = CancelledError("the client of this incarnation ended (" + *gone +
+                                 "): no restore for it");
+      break;
+    }
     switch (state) {
       case State::kRegister:
         state = Register(a);
@@ -176,7 +186,10 @@ StatusOr<Restore::Outcome> Restore::Run(const Request& request) {
         state = State::kFailed;
     }
   }
-  active_ = false;
+  {
+    MutexLock l(&mu_);
+    active_ = false;
+  }
   if (state != State::kDone) {
     Enter(a.failure.code() == StatusCode::kCancelled ? State::kCancelled : State::kFailed, a.round);
     return a.failure;
@@ -201,6 +214,16 @@ void Restore::BackOff(int failures) {
 // After this start's yaml was removed, a yaml in the directory is a new
 // one: the client started again.
 bool Restore::Superseded() const { return env_->Exists(options_.yaml_path); }
+
+void Restore::ClientEnded(std::string why) {
+  MutexLock l(&mu_);
+  if (active_) client_ended_ = std::move(why);
+}
+
+std::optional<std::string> Restore::ClientGone() const {
+  MutexLock l(&mu_);
+  return client_ended_;
+}
 
 Restore::State Restore::Register(Attempt& a) {
   auto registered = hooks_.call_coordinator(a.job(), a.registration.ToJson(), kCallTimeout);
@@ -315,7 +338,8 @@ Restore::State Restore::Ready(Attempt& a) {
   ready.ok = a.got.ok();
   ready.bad = a.bad;
   auto r = hooks_.call_coordinator(c, ready.ToJson(), kCallTimeout);
-  if (Superseded()) return State::kReady;  // Run cancels it: no markers for a moot restore
+  // Run cancels it: no markers for a moot restore.
+  if (Superseded() || ClientGone()) return State::kReady;
   if (!r.ok() && r.status().code() == StatusCode::kDeadlineExceeded) return State::kReady;
   if (!r.ok()) return Retry(a, r.status());
   StatusOr<wire::ReadyReply> answer = wire::ReadyReply::FromJson(*r);

@@ -15,9 +15,10 @@
 //     |                     +----------------- replan ------------+
 //     +------------ any other error, after a backoff -------------+
 //
-// Any state goes to kCancelled when the agent stops, or when a new
+// Any state goes to kCancelled when the agent stops, when a new
 // replicator.yaml appears after this one was taken (the client started
-// again: this restore is moot). The yaml is removed once the first
+// again: this restore is moot), or when the client's supervisor says the
+// client ended (ClientEnded: no new yaml yet, but nobody waits for this one). The yaml is removed once the first
 // registration is answered; clients look for the markers only after that.
 //
 // Restore reads and writes the store and the client directory through the
@@ -118,6 +119,21 @@ class Restore {
   // Between Run's start and its end: copies that arrive meanwhile belong
   // in the round's inventory (add_copies).
   bool active() const { return active_.load(); }
+
+  // The client the Run in progress serves has ended: `strata run --agent`
+  // says it restarts the training command. That Run is cancelled at its next
+  // state once its yaml is taken (before, the registration goes on: the
+  // yaml still on disk may already be the next start's), so it neither joins
+  // a new round nor reports ready for a process that is gone. Without this,
+  // a rank killed while its node waited for a plan is counted ready, the
+  // other nodes are told "go" and train without it, and its next start
+  // opens a round they never join. A notice with no Run in progress
+  // cancels nothing, not the next Run either. The supervisor reports before
+  // it starts the command again; a notice handled after the next Run began
+  // (the report timed out, 2 s) would cancel that Run: its client then waits
+  // out its restore timeout and starts again.
+  void ClientEnded(std::string why) EXCLUDES(mu_);
+
   struct Summary {
     State state = State::kIdle;
     int64_t round = 0;
@@ -150,6 +166,7 @@ class Restore {
   // Sleeps (on the clock) the backoff of the attempt's n-th failure.
   void BackOff(int failures);
   bool Superseded() const;
+  std::optional<std::string> ClientGone() const EXCLUDES(mu_);
   void Enter(State state, int64_t round) EXCLUDES(mu_);
 
   Status VerifyOwnCopy(const wire::StepKey& key, int node, std::vector<wire::FailedHolder>* bad);
@@ -175,6 +192,8 @@ class Restore {
   mutable Mutex mu_;
   Summary summary_ GUARDED_BY(mu_);
   std::map<std::string, std::set<int64_t>> quarantined_ GUARDED_BY(mu_);  // by job
+  // Why the Run in progress must end (ClientEnded); cleared as a Run begins.
+  std::optional<std::string> client_ended_ GUARDED_BY(mu_);
 };
 
 }  // namespace strata::agent

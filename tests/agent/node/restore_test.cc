@@ -277,6 +277,42 @@ TEST_F(RestoreTest, ANewYamlCancelsARestoreWaitingForAPlan) {
   EXPECT_FALSE(fs::exists(Marker(node0_, 0, 0)));
 }
 
+// The client's supervisor says the client ended while its node waited for a
+// plan (node 1 never came): the restore ends CANCELLED, naming why, and
+// writes no marker: the dead process is neither counted ready nor kept in
+// the round.
+TEST_F(RestoreTest, TheClientEndingCancelsARestoreWaitingForAPlan) {
+  StatusOr<Restore::Outcome> result = InternalError("not run");
+  std::thread t = StartAloneAwaitingPlan(&result);
+  node0_.restore->ClientEnded("exit code 137");
+  t.join();
+  EXPECT_EQ(result.status().code(), StatusCode::kCancelled) << result.status().ToString();
+  EXPECT_NE(result.status().message().find("exit code 137"), std::string::npos)
+      << result.status().ToString();
+  EXPECT_EQ(node0_.restore->summary().state, Restore::State::kCancelled);
+  EXPECT_FALSE(node0_.restore->active());
+  EXPECT_FALSE(fs::exists(Marker(node0_, 0, 0)));
+}
+
+// A notice that came while no restore ran (the client ended while training)
+// is no reason to cancel the next start's restore.
+TEST_F(RestoreTest, AClientThatEndedBetweenRestoresCancelsNoLaterOne) {
+  MakeRestore(node0_);
+  node0_.restore->ClientEnded("exit code 137");
+  auto [a, b] = RunBoth();
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  // And one that ended an earlier restore does not reach the next.
+  StatusOr<Restore::Outcome> result = InternalError("not run");
+  std::thread t = StartAloneAwaitingPlan(&result);
+  node0_.restore->ClientEnded("exit code 137");
+  t.join();
+  ASSERT_EQ(result.status().code(), StatusCode::kCancelled);
+  auto [c, d] = RunBoth();
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(d.ok()) << d.status().ToString();
+}
+
 // Stopping the agent ends a restore in any state.
 TEST_F(RestoreTest, StoppingCancelsARestore) {
   StatusOr<Restore::Outcome> result = InternalError("not run");
