@@ -266,6 +266,16 @@ StatusOr<json> CodedTier::HandleGetShard(const wire::GetShardRequest& request,
   return json{{"closed", true}};
 }
 
+std::set<int64_t> CodedTier::StepsCodedByOthers(const std::string& job,
+                                                const ec::Group& group) const {
+  const std::string id = group.Id();
+  std::set<int64_t> steps;
+  for (const auto& [key, h] : parity_->List()) {
+    if (key.job == job && key.group == id && !h.contributions.empty()) steps.insert(key.step);
+  }
+  return steps;
+}
+
 std::vector<wire::HeldParity> CodedTier::Inventory(const std::string& job) const {
   std::vector<wire::HeldParity> out;
   for (const auto& [key, h] : parity_->List()) {

@@ -28,6 +28,7 @@
 #define STRATA_AGENT_CODED_TIER_H_
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,12 @@ class CodedTier {
   Status Decode(const wire::StepKey& key, uint64_t digest, const wire::DecodeSource& source,
                 const std::map<int, std::string>& addresses, const std::string& client_id,
                 std::vector<wire::FailedHolder>* bad);
+
+  // The steps of `job` that other members of `group` have begun to code:
+  // those this node holds a shard of for the group, complete or still
+  // receiving (a member's chunks never go to its own rows, so every
+  // contribution here is another member's).
+  std::set<int64_t> StepsCodedByOthers(const std::string& job, const ec::Group& group) const;
 
   // The complete parity shards held for `job`, as a registration reports
   // them.

@@ -134,18 +134,52 @@ std::optional<std::string> Replication::Trouble(std::chrono::seconds after) cons
          " s: " + error_;
 }
 
+std::optional<int64_t> Replication::StepToJoin(const std::set<int64_t>& others,
+                                               int64_t newest_replicated, int64_t newest_queued) {
+  if (others.empty()) return std::nullopt;
+  const int64_t newest = *others.rbegin();
+  if (newest <= newest_replicated || newest == newest_queued) return std::nullopt;
+  return newest;
+}
+
+std::vector<wire::StepKey> Replication::Joinable(const Target& target) const {
+  if (!target.group || coded_ == nullptr) return {};
+  std::vector<wire::StepKey> out;
+  for (int64_t step : coded_->StepsCodedByOthers(target.config.job_name, *target.group)) {
+    const wire::StepKey key{target.config.job_name, target.config.node_rank, step};
+    if (store_->Has(key)) out.push_back(key);
+  }
+  return out;
+}
+
 std::optional<wire::StepKey> Replication::Next(const std::optional<wire::StepKey>& retry,
-                                               SteadyClock::time_point retry_at, int64_t priority) {
+                                               SteadyClock::time_point retry_at, int64_t priority,
+                                               const std::vector<wire::StepKey>& joinable) {
   if (queue_.empty()) {
     if (retry && clock_->Now() >= retry_at) return retry;
     return std::nullopt;
   }
   // Newest first: older queued steps are superseded ... except the job's
-  // on-demand step, which goes before everything.
+  // on-demand step, which goes before everything, and in a coded group a
+  // step the other members code.
   const wire::StepKey newest = queue_.back();
   wire::StepKey key = newest;
   for (const wire::StepKey& k : queue_) {
     if (priority != kNoSyncStep && k.step == priority) key = k;
+  }
+  // Not while a failed send waits out its backoff: the peer that failed
+  // it would be asked again at once.
+  const bool backing_off = retry && clock_->Now() < retry_at;
+  if (key == newest && !backing_off) {
+    std::set<int64_t> others;
+    for (const wire::StepKey& k : joinable) {
+      if (k.job == newest.job && k.rank == newest.rank) others.insert(k.step);
+    }
+    if (auto step = StepToJoin(others, newest_replicated_, newest.step)) {
+      key.step = *step;
+      Log()->debug("coding {}: the group's other members code it (newest held: step {})",
+                   key.ToString(), newest.step);
+    }
   }
   queue_.clear();
   if (!(key == newest)) queue_.push_back(newest);
@@ -175,12 +209,14 @@ void Replication::Main() {
     // The epoch, read before, ties this turn to the incarnation they describe.
     const int64_t priority = hooks_.priority_step();
     const std::optional<Target> target = hooks_.target();
+    const std::vector<wire::StepKey> joinable =
+        target ? Joinable(*target) : std::vector<wire::StepKey>{};
     std::optional<wire::StepKey> key;
     {
       MutexLock l(&mu_);
       if (epoch_ != epoch) continue;  // forgotten meanwhile: ask again
       if (!queue_.empty()) backoff = kMinRetry;
-      key = Next(retry, retry_at, priority);
+      key = Next(retry, retry_at, priority, joinable);
     }
     if (!target) continue;  // between incarnations nothing is sent or collected
     if (!key) {

@@ -142,6 +142,17 @@ class Replication {
   // behind, with an error, for longer than `after`.
   std::optional<std::string> Trouble(std::chrono::seconds after) const EXCLUDES(mu_);
 
+  // Which step a member of a coded group codes next. The group completes a
+  // step only when every member has coded that same step; coding its own
+  // newest, a member whose saves land a moment after the others', or that
+  // codes slower than it saves, picks a step the others skipped, and then
+  // none completes and the watermark stops. So a member joins what the
+  // others have begun: of `others` (steps other members code, held here),
+  // the newest above `newest_replicated`, unless it is `newest_queued`
+  // (coded next anyway). None: the member codes its newest and leads.
+  static std::optional<int64_t> StepToJoin(const std::set<int64_t>& others,
+                                           int64_t newest_replicated, int64_t newest_queued);
+
   // Receiving side: the long calls a peer makes, with the connection.
   StatusOr<json> HandlePutStep(const wire::PutStepRequest& request, net::Socket& socket);
   StatusOr<json> HandlePutFiles(const wire::PutFilesRequest& request, net::Socket& socket);
@@ -150,11 +161,15 @@ class Replication {
 
  private:
   void Main();
-  // The next step to send: the on-demand step, else the newest queued,
-  // else `retry` once `retry_at` has come.
+  // The next step to send: the on-demand step, else a step of `joinable`
+  // (StepToJoin), else the newest queued, else `retry` once `retry_at` has
+  // come.
   std::optional<wire::StepKey> Next(const std::optional<wire::StepKey>& retry,
-                                    SteadyClock::time_point retry_at, int64_t priority)
-      REQUIRES(mu_);
+                                    SteadyClock::time_point retry_at, int64_t priority,
+                                    const std::vector<wire::StepKey>& joinable) REQUIRES(mu_);
+  // This node's steps of the target's job, held here, that the other
+  // members of its coded group have begun to code (none without a group).
+  std::vector<wire::StepKey> Joinable(const Target& target) const;
   // Sends `key` to every peer; true when all of them hold it.
   // `epoch`: of the turn that chose `key`; results for a past one are dropped.
   bool SendEverywhere(const wire::StepKey& key, const Target& target, uint64_t epoch);

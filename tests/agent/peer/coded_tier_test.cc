@@ -15,6 +15,7 @@
 #include <fstream>
 #include <thread>
 
+#include "agent/peer/replication.h"
 #include "component_util.h"
 #include "test_util.h"
 #include "util/file_util.h"
@@ -85,11 +86,11 @@ class CodedTierTest : public ::testing::Test {
     n.server = std::move(*server);
   }
 
-  wire::StepKey Key(int rank) const { return {"job1", rank, 40}; }
+  wire::StepKey Key(int rank, int64_t step = 40) const { return {"job1", rank, step}; }
 
   // Node r's step: files of uneven sizes (so chunks cross files), its own bytes.
-  void Ingest(Node& n) {
-    const std::string client = n.dir.Sub("in");
+  void Ingest(Node& n, int64_t step = 40) {
+    const std::string client = n.dir.Sub("in" + std::to_string(step));
     fs::create_directories(client + "/sub");
     std::string a(300000 + 1000 * n.rank, '\0'), b(70001, '\0');
     for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<char>((i * 7 + n.rank) % 251);
@@ -97,7 +98,7 @@ class CodedTierTest : public ::testing::Test {
     testing::WriteFile(client + "/a.bin", a);
     testing::WriteFile(client + "/sub/b.bin", b);
     testing::WriteFile(client + "/empty.bin", "");
-    auto index = n.store->Ingest(client, Key(n.rank));
+    auto index = n.store->Ingest(client, Key(n.rank, step));
     ASSERT_TRUE(index.ok()) << index.status().ToString();
     digests_[n.rank] = index->digest;
   }
@@ -257,6 +258,70 @@ TEST_F(CodedTierTest, AChunkForAnotherNodesRowIsRefused) {
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.ToString();
   EXPECT_NE(s.message().find("is node 2's, not node 3's"), std::string::npos) << s.ToString();
   for (const std::string& a : done) EXPECT_NE(a, addresses_[2]);
+}
+
+// Found by the chaos soak: the members of an rs(6,2) group coded each its
+// own newest step; while coding ran behind the saves they picked different
+// steps, none was ever complete and the watermark stopped for minutes. A
+// member joins the step the others code: node 1 has begun step 20, node 0
+// holds 20 and 30 and codes 20 first (its shards reach the holders), then
+// 30.
+TEST_F(CodedTierTest, AMemberCodesTheStepTheOthersHaveBegun) {
+  Node& zero = *nodes_[0];
+  ASSERT_NO_FATAL_FAILURE(Ingest(*nodes_[1], 20));
+  std::vector<std::string> done;
+  ASSERT_TRUE(nodes_[1]->coded->Contribute(Key(1, 20), group_, addresses_, &done).ok());
+  EXPECT_EQ(zero.coded->StepsCodedByOthers("job1", group_), (std::set<int64_t>{20}));
+  ec::Group other = group_;
+  other.m = 1;
+  EXPECT_TRUE(zero.coded->StepsCodedByOthers("job1", other).empty());
+  EXPECT_TRUE(zero.coded->StepsCodedByOthers("job2", group_).empty());
+
+  ASSERT_NO_FATAL_FAILURE(Ingest(zero, 20));
+  ASSERT_NO_FATAL_FAILURE(Ingest(zero, 30));
+  Replication::Target target;
+  target.config.job_name = "job1";
+  target.config.node_rank = 0;
+  target.config.nodes = kNodes;
+  target.addresses = addresses_;
+  target.group = group_;
+  Replication::Hooks hooks;
+  hooks.target = [target] { return std::optional<Replication::Target>(target); };
+  hooks.call_coordinator = [](const ReplicatorConfig&, const json&,
+                              std::chrono::milliseconds) -> StatusOr<json> {
+    return wire::ReplicatedReply{}.ToJson();
+  };
+  Replication::Options options;
+  options.trust = testing::PskTrust(kSecret);
+  options.local_dir = zero.dir.Sub("local");
+  Replication replication(options, zero.store.get(), Env::Default(), SteadyClock::Real(),
+                          testing::IdleReplicationHooks(hooks), zero.coded.get());
+  replication.Enqueue(Key(0, 20));
+  replication.Enqueue(Key(0, 30));
+  replication.Start();
+  ASSERT_TRUE(testing::WaitUntil([&] { return replication.progress().newest_replicated == 30; }));
+  replication.Stop();
+  // Every holder of a row of node 0's stripes has node 0's chunk of step 20.
+  int holders = 0;
+  for (int r = 1; r < kNodes; ++r) {
+    for (const auto& [key, h] : nodes_[r]->parity->List()) {
+      if (key.step == 20 && h.Find(0) != nullptr) {
+        ++holders;
+        break;
+      }
+    }
+  }
+  EXPECT_EQ(holders, kNodes - 1);
+}
+
+// Which step a member joins: the newest the others code above what it
+// has replicated, unless that is its newest queued step anyway.
+TEST(StepToJoinTest, TheNewestStepTheOthersCodeAboveTheMembersOwn) {
+  EXPECT_EQ(Replication::StepToJoin({}, 10, 30), std::nullopt);
+  EXPECT_EQ(Replication::StepToJoin({5, 10}, 10, 30), std::nullopt) << "coded already";
+  EXPECT_EQ(Replication::StepToJoin({20, 30}, 10, 30), std::nullopt) << "the newest is next anyway";
+  EXPECT_EQ(Replication::StepToJoin({15, 20}, 10, 30), 20);
+  EXPECT_EQ(Replication::StepToJoin({20, 40}, 10, 30), 40) << "a held step newer than the queue's";
 }
 
 }  // namespace
