@@ -846,7 +846,7 @@ def main():
     ap.add_argument("--minutes", type=float, default=1.0, help="of faults, per seed")
     ap.add_argument("--nodes", type=int, default=4)
     ap.add_argument("--kinds", default=",".join(sorted(schedule.KINDS)))
-    ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--json", help="write the figures here (again after every seed)")
     ap.add_argument("--keep", action="store_true", help="keep every run's directory")
     ap.add_argument("--jobs", type=int, default=1, help="runs at once (each on a bed of its own)")
     ap.add_argument("--redundancy", default="copies",
@@ -886,15 +886,24 @@ def main():
     os.environ["STRATA_REDUNDANCY"] = a.redundancy  # every agent of every run
     netbed.sweep()
     args = [(a.build, seed, a.nodes, a.minutes * 60, kinds, a.keep, a.jobs > 1) for seed in seeds]
+    reports = []
+
+    def save():  # after every seed: a run stopped early keeps the seeds it finished
+        if a.json:
+            with open(a.json + ".tmp", "w") as f:
+                json.dump(reports, f, indent=1)
+            os.replace(a.json + ".tmp", a.json)
+
     if a.jobs > 1:  # a process per run: each bed claims a subnet and takes its names from it
         with multiprocessing.get_context("fork").Pool(a.jobs, maxtasksperchild=1) as pool:
-            reports = list(pool.imap(_one_seed, args))
+            for report in pool.imap(_one_seed, args):
+                reports.append(report)
+                save()
     else:
-        reports = [_one_seed(x) for x in args]
+        for x in args:
+            reports.append(_one_seed(x))
+            save()
     print_figures(reports)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(reports, f, indent=1)
     failed = [r for r in reports if r["violations"]]
     if failed:
         for r in failed:
