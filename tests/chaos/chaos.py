@@ -319,6 +319,10 @@ class Faults:
         self.full_cleared = -10**9  # the training step when the last full disk was freed
         self.slow_since = -1  # the training step when the slow links in force began
         self.slow_cleared = -10**9  # the training step when the last slow link healed
+        # (from, to) training steps during which a RAM disk was full or a link
+        # slow, each until two save intervals after it healed: the watermark
+        # could stand still, and with it the backups.
+        self.stalls = []
         self.s3_since = -1    # the training step when the S3 faults in force began
         self.s3_cleared = -10**9  # the training step when the last S3 fault healed
         self.replaced = 0
@@ -340,6 +344,11 @@ class Faults:
             slow_recent = record["before"] - self.slow_cleared < 2 * INTERVAL
             record["slow_since"] = (self.slow_since if self.slowed_any() or slow_recent
                                     else -1)
+            record["stalls"] = list(self.stalls)
+            if self.full:
+                record["stalls"].append((self.full_since, record["before"]))
+            if self.slowed_any():
+                record["stalls"].append((self.slow_since, record["before"]))
             # Backups resume with the next backup step after S3 heals.
             recent = record["before"] - self.s3_cleared < 2 * BACKUP_EVERY
             record["s3_since"] = self.s3_since if self.s3_modes or recent else -1
@@ -483,6 +492,7 @@ class Faults:
             self.bed.unslow(self.job.host(n))
         if not self.slowed_any():
             self.slow_cleared = self.job.training_step()
+            self.stalls.append((self.slow_since, self.slow_cleared + 2 * INTERVAL))
 
     def _s3_fault(self, kind, until):
         if not self.s3_modes:
@@ -527,6 +537,7 @@ class Faults:
             del self.full[n]
             if not self.full:
                 self.full_cleared = self.job.training_step()
+                self.stalls.append((self.full_since, self.full_cleared + 2 * INTERVAL))
             try:
                 os.unlink(os.path.join(self.job.dir(n), ".chaos-fill"))
             except OSError:
@@ -738,6 +749,32 @@ def backup_uploads(job):
     return [(b, e) for b, e, _ in uploads]
 
 
+COMMITTED = re.compile(r"info strata: job \S+: backup \S+ of step (\d+) committed")
+
+
+def committed_steps(job):
+    """The steps of the backups committed in the run (the coordinator's log)."""
+    out = set()
+    for n in range(job.nodes):
+        out |= {int(m[1]) for m in COMMITTED.finditer(
+            _tail(job.log("agent", n)).decode(errors="replace"))}
+    return out
+
+
+def stalled_within(stalls, before, reach):
+    """The steps of `stalls` ((from, to) training steps) that lie within
+    `reach` steps before `before`, the reach growing by what it finds: the
+    watermark, and with it the backups, could stand still through each, so
+    the fallback backup is older by as much."""
+    extra = 0
+    while True:
+        lo = before - reach - extra
+        found = sum(max(0, min(b, before) - max(a, lo)) for a, b in stalls)
+        if found <= extra:
+            return extra
+        extra = found
+
+
 def steps_uploading(uploads, at):
     """The steps the job could train, at full speed, from the start of the
     backup still uploading at time `at` (the one that would have been the
@@ -764,10 +801,14 @@ def summarize(job, applier):
     steps trained since the backup then uploading began (the fallback is
     the backup before it), and while S3 failed (until two backup intervals
     after) and one backup interval more (the backup under way when S3
-    failed is lost with it).
+    failed is lost with it). When the backup is needed, a full disk or a
+    slow link counts wherever it lies within the bound's reach, not only
+    in force (the watermark stood still, so no backup was taken), and a
+    crash loop that poisoned a backup's step falls back one backup further.
     """
     final = job.starts()
     uploads = backup_uploads(job)
+    backed_up = committed_steps(job)
     poisoned = _poisoned_steps(job)
     out = []
     for r in applier.records:
@@ -788,9 +829,16 @@ def summarize(job, applier):
                 bound = (BACKUP_EVERY if needs_backup else INTERVAL) + INTERVAL
                 if needs_backup:
                     bound += steps_uploading(uploads, r["applied"])
-                for since in ("full_since", "slow_since"):
-                    if r.get(since, -1) >= 0:
-                        bound += max(0, r["before"] - r[since])
+                    # A crash loop on a step restored from a backup quarantines
+                    # that backup's step: the fallback is the backup before it.
+                    if r["kind"] == "crash_loop" and any(
+                            r["before"] - bound <= p <= r["before"] for p in poisoned & backed_up):
+                        bound += BACKUP_EVERY
+                    bound += stalled_within(r.get("stalls", []), r["before"], bound)
+                else:
+                    for since in ("full_since", "slow_since"):
+                        if r.get(since, -1) >= 0:
+                            bound += max(0, r["before"] - r[since])
                 if needs_backup and r.get("s3_since", -1) >= 0:
                     # A backup takes its step some seconds before its last
                     # part lands: the one under way when S3 went bad is lost

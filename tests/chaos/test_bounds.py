@@ -56,3 +56,27 @@ def test_faults_that_share_a_restart_share_the_larger_bound():
     out = [{"bound": 525}, {"bound": 50}, {"bound": 50}, {}]
     chaos.share_restart_bounds(records, out)
     assert [o.get("bound") for o in out] == [525, 525, 50, None]
+
+
+def test_a_stall_within_reach_of_the_fallback_counts_where_it_lies():
+    # The first soak of seed 1: a full RAM disk from step 8,100 to 9,100
+    # (and two save intervals after) froze the watermark, so no backup of
+    # 8,500 was taken; a crash loop later poisoned step 9,025, the next
+    # backup, and the job fell back to the backup of step 8,000.
+    stalls = [(8100, 9150)]
+    assert chaos.stalled_within(stalls, 9916, 1025) == 1050  # all of it: the reach grows
+    assert chaos.stalled_within(stalls, 9916, 800) == 1050   # touched at its end: all of it
+    assert chaos.stalled_within(stalls, 9916, 700) == 0      # not touched
+    assert chaos.stalled_within(stalls, 11000, 1025) == 0    # out of reach
+    assert chaos.stalled_within([(9000, 12000)], 9916, 50) == 916  # in force: up to the fault
+    assert chaos.stalled_within([], 9916, 1025) == 0
+
+
+def test_committed_backup_steps_come_from_the_coordinators_log(tmp_path):
+    job = Job(tmp_path, [
+        line(1, "backup b1 of step 100 begins (8 part(s))") +
+        line(3, "backup b1 of step 100 committed (33557968 bytes)") +
+        line(4, "backup b2 of step 200 begins (8 part(s))"),
+        line(9, "backup b3 of step 300 committed (33557968 bytes)"),
+    ])
+    assert chaos.committed_steps(job) == {100, 300}
