@@ -335,6 +335,10 @@ class Faults:
                   "applied": time.time()}
         if fault.kind in RESTARTS:  # what the work lost and recovery are measured against
             record["before"] = job.training_step()
+            if record["before"] < 0 and self.recovering:
+                # The job is down, restarting from an earlier fault: this one
+                # shares that restart, and what was trained is that fault's.
+                record["before"] = max(x["before"] for x in self.recovering)
             record["starts"] = job.starts()
             # A save lands again with the first save step after the disk frees.
             full_recent = record["before"] - self.full_cleared < 2 * INTERVAL
