@@ -343,7 +343,8 @@ TEST(SupervisorWithAgentTest, ARankThatEndsWhileItsNodeRestoresIsNotCountedReady
              "--backoff", "4s,4s", "--", "sh", path});
   ASSERT_TRUE(WaitUntil(
       [&] {
-        return c.AgentLog(1).find("strata run restarts the training command (failed, exit code 3)") !=
+        return c.AgentLog(1).find(
+                   "strata run restarts the training command (failed, exit code 3)") !=
                std::string::npos;
       },
       seconds(60)))

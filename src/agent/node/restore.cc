@@ -164,8 +164,8 @@ StatusOr<Restore::Outcome> Restore::Run(const Request& request) {
     }
     std::optional<std::string> gone = a.yaml_taken ? ClientGone() : std::nullopt;
     if (gone) {
-      a.failure = CancelledError("the client of this incarnation ended (" + *gone +
-                                 "): no restore for it");
+      a.failure =
+          CancelledError("the client of this incarnation ended (" + *gone + "): no restore for it");
       break;
     }
     switch (state) {

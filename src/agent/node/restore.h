@@ -18,8 +18,9 @@
 // Any state goes to kCancelled when the agent stops, when a new
 // replicator.yaml appears after this one was taken (the client started
 // again: this restore is moot), or when the client's supervisor says the
-// client ended (ClientEnded: no new yaml yet, but nobody waits for this one). The yaml is removed once the first
-// registration is answered; clients look for the markers only after that.
+// client ended (ClientEnded: no new yaml yet, but nobody waits for this
+// one). The yaml is removed once the first registration is answered;
+// clients look for the markers only after that.
 //
 // Restore reads and writes the store and the client directory through the
 // Env they were opened with, reaches the coordinator through a
