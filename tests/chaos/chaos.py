@@ -727,7 +727,7 @@ def check(job, refs, seen_backups):
 
 
 BACKUP_EVENT = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)Z info strata: job \S+: "
-                          r"(?:backup (\S+) of step \d+ (begins|committed)|round \d+ begins)")
+                          r"(?:backup (\S+) of step (\d+) (begins|committed)|round \d+ begins)")
 
 
 def backup_uploads(job):
@@ -742,7 +742,7 @@ def backup_uploads(job):
             if m:
                 t = datetime.datetime.fromisoformat(m[1]).replace(
                     tzinfo=datetime.timezone.utc).timestamp()
-                events.append((t, m[3] or "round", m[2]))
+                events.append((t, m[4] or "round", m[2]))
     uploads, open_ = [], None  # open_: [began, end, backup id] of the latest begun
     for t, kind, backup in sorted(events):
         if open_ is not None and open_[1] is None and (kind != "committed" or backup == open_[2]):
@@ -753,15 +753,14 @@ def backup_uploads(job):
     return [(b, e) for b, e, _ in uploads]
 
 
-COMMITTED = re.compile(r"info strata: job \S+: backup \S+ of step (\d+) committed")
-
-
 def committed_steps(job):
     """The steps of the backups committed in the run (the coordinator's log)."""
     out = set()
     for n in range(job.nodes):
-        out |= {int(m[1]) for m in COMMITTED.finditer(
-            _tail(job.log("agent", n)).decode(errors="replace"))}
+        for line in _tail(job.log("agent", n)).decode(errors="replace").splitlines():
+            m = BACKUP_EVENT.match(line)
+            if m and m[4] == "committed":
+                out.add(int(m[3]))
     return out
 
 
