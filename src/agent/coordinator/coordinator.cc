@@ -211,8 +211,8 @@ StatusOr<json> Coordinator::Register(const wire::RegisterRequest& req) {
     next.round = job.round + 1;
     // Replication reports start over: the job may have restored an older
     // step than it had replicated (from a backup, or a rollback).
+    CarryBackupInFlight(name, job, nodes, dp);
     next.backup = std::move(job.backup);
-    next.backup.in_flight.reset();  // a backup of the previous round is never committed
     next.backup.starting = 0;
     next.backup.unheld_step = -1;  // the new round may hold older steps again
     // A decided on-demand step belongs to the round it was decided in: the
@@ -253,6 +253,7 @@ void Coordinator::Replan(const std::string& name, Job& job) {
   if (Status s = FormCodedGroups(name, job); !s.ok()) job.plan_error = s.message();
   CheckRollbackPlan(job);
   if (!job.plan_error.empty()) job.plan = RestorePlan{std::nullopt, {}, job.plan_error};
+  SettleBackupInFlight(name, job);
   auto b = job.plan->step ? job.plan_backups.find(*job.plan->step) : job.plan_backups.end();
   if (b != job.plan_backups.end()) job.plan->reason += " (backup " + b->second + " holds it too)";
   ++job.plan_version;

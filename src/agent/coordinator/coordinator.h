@@ -134,6 +134,9 @@ class Coordinator {
     std::map<int, int> sources;                         // node rank -> part
     std::map<int, std::pair<uint64_t, uint64_t>> done;  // part -> (bytes, digest)
     bool committing = false;                            // the commit object is being written
+    // Begun in an earlier round: the new round's first plan keeps it (it
+    // restores this step or a later one) or drops it (SettleBackupInFlight).
+    bool awaiting_plan = false;
   };
   struct BackupState {
     std::optional<int> interval_steps;  // cadence, from the nodes' reports
@@ -263,6 +266,12 @@ class Coordinator {
   void AddBackupCopies(const std::string& name, Job& job, Inventory* inv) REQUIRES(mu_);
   void CheckRollbackPlan(Job& job) REQUIRES(mu_);
   void RollbackRestored(const std::string& name, Job& job) REQUIRES(mu_);
+  // A new round of `job` (registering with `nodes` and `dp`) begins: the
+  // backup in flight goes on into it, awaiting the round's plan, or is dropped.
+  void CarryBackupInFlight(const std::string& name, Job& job, int nodes, int dp) REQUIRES(mu_);
+  // The round's plan is made: a backup carried into the round goes on if the
+  // plan restores its step or a later one, and is dropped otherwise.
+  void SettleBackupInFlight(const std::string& name, Job& job) REQUIRES(mu_);
   void NoteCadence(const wire::Cadence& cadence, Job& job) REQUIRES(mu_);
   void LearnNewestBackup(const std::string& name, BackupState& b) REQUIRES(mu_);
   // Begins a backup when `job` is due; drops mu_ for the store's I/O and
