@@ -43,13 +43,20 @@ inline net::Trust PskTrust(const std::string& secret) {
   return *trust;
 }
 
-// A real Server on a free loopback port, protected as `trust` says,
-// routing as the agent does (wire::IsLongCall) to `handlers`; control calls
-// are refused unless handlers.control is set. Its host:port goes to *address.
+// A real Server on a free loopback port (the port of *address where it is
+// set: a server restarted where the last one listened), protected as
+// `trust` says, routing as the agent does (wire::IsLongCall) to `handlers`;
+// control calls are refused unless handlers.control is set. Its host:port
+// goes to *address.
 inline StatusOr<std::unique_ptr<agent::Server>> ServeOnLoopback(const net::Trust& trust,
                                                                 agent::Server::Handlers handlers,
                                                                 std::string* address) {
-  STRATA_ASSIGN_OR_RETURN(net::Socket listener, net::Socket::Listen("127.0.0.1", 0, 64));
+  uint16_t at = 0;
+  if (!address->empty()) {
+    STRATA_ASSIGN_OR_RETURN(net::Endpoint was, net::ParseEndpoint(*address));
+    at = was.port;
+  }
+  STRATA_ASSIGN_OR_RETURN(net::Socket listener, net::Socket::Listen("127.0.0.1", at, 64));
   STRATA_ASSIGN_OR_RETURN(uint16_t port, listener.LocalPort());
   *address = "127.0.0.1:" + std::to_string(port);
   agent::Server::Options options;

@@ -61,6 +61,11 @@ std::string Address(const std::map<int, std::string>& addresses, int node) {
   return it == addresses.end() ? std::string() : it->second;
 }
 
+// A kept connection's first reply: no longer than a new connection's
+// handshake may take (RpcClient::Connect), so that a holder cut off is
+// found as soon as with a new one.
+constexpr auto kReusedConnectionTimeout = std::chrono::seconds(5);
+
 }  // namespace
 
 struct CodedTier::Chunk {
@@ -72,7 +77,11 @@ struct CodedTier::Chunk {
 };
 
 CodedTier::CodedTier(Options options, Store* store, ParityStore* parity, SteadyClock* clock)
-    : options_(std::move(options)), store_(store), parity_(parity), clock_(clock) {}
+    : options_(std::move(options)),
+      store_(store),
+      parity_(parity),
+      clock_(clock),
+      connections_(options_.trust, static_cast<size_t>(std::max(1, options_.data_streams))) {}
 
 // A chunk's receiver can check it only against the checksum its sender
 // computes: the sender reads and verifies its step before any chunk leaves.
@@ -161,8 +170,7 @@ Status CodedTier::Contribute(const wire::StepKey& key, const ec::Group& group,
 Status CodedTier::Send(const Chunk& chunk, const wire::StepKey& key, const StepIndex& index,
                        const ec::Group& group, int stripe, int row, const std::string& address) {
   STRATA_ASSIGN_OR_RETURN(Endpoint to, ParseEndpoint(address));
-  STRATA_ASSIGN_OR_RETURN(
-      RpcClient client, RpcClient::Connect(to, options_.trust, "node " + std::to_string(key.rank)));
+  const std::string who = "node " + std::to_string(key.rank);
   const SteadyClock::time_point began = clock_->Now();
   wire::PutShardRequest put;
   put.key = key;
@@ -174,13 +182,31 @@ Status CodedTier::Send(const Chunk& chunk, const wire::StepKey& key, const StepI
   put.chunk = chunk.index;
   put.length = chunk.length;
   put.xxh3 = chunk.xxh3;
-  STRATA_ASSIGN_OR_RETURN(json answer, client.Call(put.ToJson(), kCallTimeout));
-  STRATA_ASSIGN_OR_RETURN(wire::PutShardReady ready, wire::PutShardReady::FromJson(answer));
-  if (ready.have) return Status::Ok();
-  STRATA_RETURN_IF_ERROR(SendRanges(client.socket(), store_->StepPath(key), index, chunk.ranges));
-  STRATA_RETURN_IF_ERROR(AwaitCommitted(client.socket(), address));
-  metric::ReplicationSeconds(address).Observe(SecondsSince(*clock_, began));
-  metric::ReplicationBytes(address).Add(static_cast<double>(chunk.length));
+  const json request = put.ToJson();
+  // A kept connection the holder closed meanwhile (its idle timeout, a
+  // restart) or that a partition cut fails before the call is answered,
+  // within the time a new connection is given; the call is then made once
+  // more on a new one. Nothing past the call was sent, so it is safe.
+  StatusOr<json> answer = UnavailableError("no connection");
+  std::optional<RpcClient> client = connections_.TakeIdle(to, who);
+  if (client) {
+    answer = client->Call(request, kReusedConnectionTimeout);
+    if (!client->answered()) client.reset();
+  }
+  if (!client) {
+    STRATA_ASSIGN_OR_RETURN(client, RpcClient::Connect(to, options_.trust, who));
+    answer = client->Call(request, kCallTimeout);
+  }
+  STRATA_ASSIGN_OR_RETURN(json reply, std::move(answer));
+  STRATA_ASSIGN_OR_RETURN(wire::PutShardReady ready, wire::PutShardReady::FromJson(reply));
+  if (!ready.have) {
+    STRATA_RETURN_IF_ERROR(
+        SendRanges(client->socket(), store_->StepPath(key), index, chunk.ranges));
+    STRATA_RETURN_IF_ERROR(AwaitCommitted(client->socket(), address));
+    metric::ReplicationSeconds(address).Observe(SecondsSince(*clock_, began));
+    metric::ReplicationBytes(address).Add(static_cast<double>(chunk.length));
+  }
+  connections_.GiveBack(to, who, std::move(*client));  // in step: its last reply was read
   return Status::Ok();
 }
 

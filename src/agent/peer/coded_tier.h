@@ -105,6 +105,10 @@ class CodedTier {
   ParityStore* const parity_;
   SteadyClock* const clock_;
   mutable Mutex mu_;
+  // Connections to holders, kept between chunks: a save sends M chunks to
+  // each of its group's other members, and every connection costs a TCP
+  // and a TLS handshake and the job's authentication.
+  RpcPool connections_;
   // The last own step read and verified before its chunks went out: a
   // retry does not read it again.
   std::optional<std::pair<wire::StepKey, uint64_t>> verified_ GUARDED_BY(mu_);

@@ -41,24 +41,24 @@ StatusOr<json> RpcClient::Call(const json& request, std::chrono::milliseconds ti
 RpcPool::RpcPool(net::Trust trust, size_t max_idle)
     : trust_(std::move(trust)), max_idle_(max_idle) {}
 
-std::optional<RpcClient> RpcPool::TakeIdle(const std::string& to) {
+std::optional<RpcClient> RpcPool::TakeIdle(const std::string& key) {
   MutexLock l(&mu_);
-  auto it = idle_.find(to);
+  auto it = idle_.find(key);
   if (it == idle_.end() || it->second.empty()) return std::nullopt;
   RpcClient c = std::move(it->second.back());
   it->second.pop_back();
   return c;
 }
 
-void RpcPool::GiveBack(const std::string& to, RpcClient client) {
+void RpcPool::GiveBack(const std::string& key, RpcClient client) {
   MutexLock l(&mu_);
-  auto& idle = idle_[to];
+  auto& idle = idle_[key];
   if (idle.size() < max_idle_) idle.push_back(std::move(client));
 }
 
 StatusOr<json> RpcPool::Call(const Endpoint& to, const std::string& client_id, const json& request,
                              std::chrono::milliseconds timeout) {
-  const std::string key = to.ToString() + " " + client_id;
+  const std::string key = Key(to, client_id);
   if (std::optional<RpcClient> reused = TakeIdle(key)) {
     StatusOr<json> r = reused->Call(request, timeout);
     if (reused->answered()) {

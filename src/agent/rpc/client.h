@@ -81,9 +81,22 @@ class RpcPool {
                       std::chrono::milliseconds timeout);
   void Clear();  // closes the idle connections
 
+  // For a caller that sends more than a call on a connection (a transfer):
+  // an idle connection to `to` as `client_id`, if one is kept, and one
+  // given back in step (its last reply read) for the next caller.
+  std::optional<RpcClient> TakeIdle(const Endpoint& to, const std::string& client_id) {
+    return TakeIdle(Key(to, client_id));
+  }
+  void GiveBack(const Endpoint& to, const std::string& client_id, RpcClient client) {
+    GiveBack(Key(to, client_id), std::move(client));
+  }
+
  private:
-  std::optional<RpcClient> TakeIdle(const std::string& to);
-  void GiveBack(const std::string& to, RpcClient client);
+  static std::string Key(const Endpoint& to, const std::string& client_id) {
+    return to.ToString() + " " + client_id;
+  }
+  std::optional<RpcClient> TakeIdle(const std::string& key);
+  void GiveBack(const std::string& key, RpcClient client);
 
   const net::Trust trust_;
   const size_t max_idle_;

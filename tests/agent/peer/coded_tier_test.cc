@@ -67,6 +67,11 @@ class CodedTierTest : public ::testing::Test {
     n.coded = std::make_unique<CodedTier>(
         CodedTier::Options{testing::PskTrust(kSecret), n.dir.Sub("local"), 3}, n.store.get(),
         n.parity.get(), SteadyClock::Real());
+    ASSERT_NO_FATAL_FAILURE(Serve(n));
+  }
+
+  // Node n's server (where it listened before, if it did).
+  void Serve(Node& n) {
     Server::Handlers handlers;
     Node* node = &n;
     handlers.long_call = [node](const json& request, net::Socket& socket) -> StatusOr<json> {
@@ -312,6 +317,42 @@ TEST_F(CodedTierTest, AMemberCodesTheStepTheOthersHaveBegun) {
     }
   }
   EXPECT_EQ(holders, kNodes - 1);
+}
+
+// A save sends several chunks to each holder of its rows. The connection
+// of one chunk carries the next (a handshake each cost the eight-node chaos
+// run's coded tier its currency), and one the holder closed meanwhile (it
+// restarted) is replaced without failing the chunk.
+TEST_F(CodedTierTest, AConnectionToAHolderCarriesTheNextChunks) {
+  auto accepted = [&] {
+    uint64_t n = 0;
+    for (int r = 1; r < kNodes; ++r) n += nodes_[r]->server->stats().accepted;
+    return n;
+  };
+  for (int64_t step : {40, 50, 60}) ASSERT_NO_FATAL_FAILURE(Ingest(*nodes_[0], step));
+  // Node 0's 4 chunks go to 2 holders each: 8 sends to its 5 peers.
+  constexpr uint64_t kSends = 8, kHolders = 5;
+  auto contribute = [&](int64_t step) {
+    std::vector<std::string> done;
+    Status s = nodes_[0]->coded->Contribute(Key(0, step), group_, addresses_, &done);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(done.size(), kHolders) << "step " << step;
+  };
+  const uint64_t before = accepted();
+  contribute(40);
+  const uint64_t first = accepted() - before;
+  EXPECT_LE(first, kSends);
+  EXPECT_GE(first, kHolders);
+  // Every holder kept at least one connection: at most the sends beyond one
+  // per holder open new ones (as many as ran at once to the same holder).
+  contribute(50);
+  EXPECT_LE(accepted() - before - first, kSends - kHolders) << "a connection per chunk again";
+
+  Node& restarted = *nodes_[2];
+  restarted.server.reset();  // closes node 0's connections to it
+  ASSERT_NO_FATAL_FAILURE(Serve(restarted));
+  contribute(60);
+  EXPECT_GE(restarted.server->stats().accepted, 1u);
 }
 
 // Which step a member joins: the newest the others code above what it
