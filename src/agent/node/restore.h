@@ -45,6 +45,7 @@
 #include "agent/config/config.h"
 #include "agent/node/node_backup.h"
 #include "agent/peer/coded_tier.h"
+#include "agent/peer/retention.h"
 #include "agent/rpc/client.h"
 #include "agent/store/local_dir.h"
 #include "agent/store/store.h"
@@ -71,6 +72,10 @@ class Restore {
     // The coded peer tier (parity shards to register, decoding); null: a
     // node without one (a plan that decodes fails its fetch).
     CodedTier* coded = nullptr;
+    // A fetch or decode into a RAM disk at least this full (a fraction of
+    // its size) first removes the steps held above the plan's (MakeRoom);
+    // 0 makes room always.
+    double make_room_fill = kBoundedCollectionFill;
   };
   struct Hooks {
     CoordinatorCall call_coordinator;
@@ -179,7 +184,11 @@ class Restore {
   Status DecodeStep(Attempt& a, const wire::StepKey& key, const wire::Source& source);
   Status WriteMarkers(const Attempt& a) EXCLUDES(mu_);
   // A rollback: removes the job's steps above `step` from the store.
-  void DiscardAbove(const std::string& job, int64_t step);
+  // Removes `job`'s steps above `step` from the store and the parity
+  // store; returns the keys of the steps removed.
+  std::vector<std::string> RemoveAbove(const std::string& job, int64_t step);
+  void DiscardAbove(const std::string& job, int64_t step, std::string_view why);
+  void MakeRoom(const std::string& job, int64_t step);
 
   Env* const env_;
   SteadyClock* const clock_;

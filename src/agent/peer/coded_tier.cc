@@ -331,4 +331,18 @@ void CodedTier::CollectGarbage(const std::string& job, int64_t floor, bool bound
   }
 }
 
+int CodedTier::DiscardAbove(const std::string& job, int64_t step) {
+  int removed = 0;
+  for (const auto& [key, h] : parity_->List()) {
+    if (key.job != job || key.step <= step) continue;
+    Status s = parity_->Remove(key);
+    if (s.ok()) {
+      ++removed;
+    } else {
+      Log()->warn("removing parity {}: {}", key.ToString(), s.message());
+    }
+  }
+  return removed;
+}
+
 }  // namespace strata::agent

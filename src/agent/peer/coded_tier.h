@@ -89,6 +89,9 @@ class CodedTier {
   // `bounded` (retention.h), and those of its newest step with a complete
   // shard; the rest go (all of another job's).
   void CollectGarbage(const std::string& job, int64_t floor, bool bounded);
+  // Removes the shards of `job`'s steps above `step` (a history the job left
+  // when it restored `step`); returns how many went.
+  int DiscardAbove(const std::string& job, int64_t step);
 
  private:
   struct Chunk;  // one chunk of a step being contributed

@@ -101,8 +101,11 @@ class RestoreTest : public ::testing::Test {
 
   // Node `n`'s Restore; its calls go to coordinator_ unless `refuse` says
   // to refuse them (the n-th call, from 1).
-  void MakeRestore(Node& n, std::function<bool(int)> refuse = {}) {
+  void MakeRestore(Node& n, std::function<bool(int)> refuse = {},
+                   double make_room_fill = kBoundedCollectionFill,
+                   std::function<Status()> on_go = {}) {
     Restore::Options options;
+    options.make_room_fill = make_room_fill;
     options.trust = testing::PskTrust(kSecret);
     options.data_streams = 2;
     options.address = n.address;
@@ -118,6 +121,7 @@ class RestoreTest : public ::testing::Test {
     hooks.on_round = [&n, this](const ReplicatorConfig&, int64_t round) {
       rounds_[n.rank] = round;
     };
+    hooks.on_go = std::move(on_go);
     n.restore = std::make_unique<Restore>(Env::Default(), SteadyClock::Real(), n.store.get(),
                                           n.local.get(), nullptr, options, std::move(hooks));
   }
@@ -259,6 +263,55 @@ TEST_F(RestoreTest, ANodeWithoutItsStepFetchesItFromAPeer) {
   EXPECT_EQ(index->digest, held.digest);
   EXPECT_EQ(a->addresses.at(1), node1_.address.ToString());
   EXPECT_EQ(node1_.restore->summary().last, "step 30 from own store");
+}
+
+// Found by the eight-node soak (rs(6,2), seed 1000): a node whose RAM disk
+// had filled with its own later saves could not fetch the plan's step, and
+// each failure sent the plan to an older one. A fetch into a disk past the
+// fill (here any) first removes the steps held above the plan's: they are
+// gone before "go".
+TEST_F(RestoreTest, AFetchIntoAFullDiskFirstRemovesTheStepsHeldAboveThePlans) {
+  Hold(node1_, 0, 30);
+  Hold(node1_, 1, 30);
+  for (int64_t later : {40, 50}) Hold(node0_, 0, later);  // node 1 never replicated them
+  Hold(node0_, 1, 20);
+  std::atomic<bool> held_at_go{true};
+  MakeRestore(node0_, {}, /*make_room_fill=*/0.0, [&] {
+    held_at_go = node0_.store->Has({kJob, 0, 40}) || node0_.store->Has({kJob, 0, 50});
+    return Status::Ok();
+  });
+  auto [a, b] = RunBoth();
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(node0_.restore->summary().last, "step 30 of node 0 from node 1");
+  EXPECT_TRUE(node0_.store->Has({kJob, 0, 30}));
+  EXPECT_FALSE(held_at_go) << "the steps above the plan's stayed through the fetch";
+  EXPECT_TRUE(node0_.store->Has({kJob, 1, 20})) << "only steps above the plan's go";
+}
+
+// Found by the same soak: once every node goes on from the plan's step, the
+// steps above it are a history the job left. Kept, they passed for the
+// newest steps: collection kept them and dropped each new save before the
+// group coded it. On a disk with room they stay through the fetch (a later
+// round might restore them) and go at "go", on every node.
+TEST_F(RestoreTest, EveryNodeRemovesTheStepsAboveTheRestoredOneAtGo) {
+  Hold(node1_, 0, 30);
+  Hold(node1_, 1, 30);
+  Hold(node1_, 1, 50);  // node 1's own later save: no step above 30 is complete
+  Hold(node0_, 0, 40);
+  std::atomic<bool> held_at_go{false};
+  MakeRestore(node0_, {}, kBoundedCollectionFill, [&] {
+    held_at_go = node0_.store->Has({kJob, 0, 40});
+    return Status::Ok();
+  });
+  auto [a, b] = RunBoth();
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_TRUE(held_at_go) << "a disk with room lost a step above the plan's before go";
+  EXPECT_TRUE(node0_.store->Has({kJob, 0, 30}));
+  EXPECT_FALSE(node0_.store->Has({kJob, 0, 40}));
+  EXPECT_TRUE(node1_.store->Has({kJob, 1, 30}));
+  EXPECT_FALSE(node1_.store->Has({kJob, 1, 50}));
 }
 
 // The client started again while this node waited for a plan (node 1
