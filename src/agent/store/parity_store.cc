@@ -415,6 +415,26 @@ Status ParityStore::Verify(const ParityKey& key) const {
 
 Status ParityStore::Remove(const ParityKey& key) {
   Lock(key);  // not under a contribution being written
+  Status s = RemoveLocked(key);
+  Unlock(key);
+  return s;
+}
+
+Status ParityStore::RemoveIfIdle(const ParityKey& key) {
+  {
+    MutexLock l(&mu_);
+    if (busy_.count(key)) {
+      return UnavailableError("parity " + key.ToString() + " is being written");
+    }
+    busy_.insert(key);
+  }
+  Status s = RemoveLocked(key);
+  Unlock(key);
+  return s;
+}
+
+// REQUIRES: `key` locked (Lock), so no contribution is being written to it.
+Status ParityStore::RemoveLocked(const ParityKey& key) {
   {
     MutexLock l(&mu_);
     held_.erase(key);
@@ -424,7 +444,6 @@ Status ParityStore::Remove(const ParityKey& key) {
   env_->RemoveFile(SpareOf(path)).IgnoreError();  // while incomplete
   auto left = env_->ListDir(Dirname(path));
   if (left.ok() && left->empty()) env_->RemoveAll(Dirname(path)).IgnoreError();
-  Unlock(key);
   return s;
 }
 

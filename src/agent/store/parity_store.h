@@ -110,7 +110,12 @@ class ParityStore {
   std::string PathOf(const ParityKey& key) const;
   // Reads and checks the parity bytes against the header's XXH3-64.
   Status Verify(const ParityKey& key) const;
+  // Waits for a contribution being written to `key` to end.
   Status Remove(const ParityKey& key);
+  // For collection, which must not wait on a peer: UNAVAILABLE, the shard
+  // left as it is, while a contribution is being written to `key` (its
+  // sender may be slow, or gone and not yet timed out).
+  Status RemoveIfIdle(const ParityKey& key);
   uint64_t BytesHeld() const;  // parity bytes, without headers
 
  private:
@@ -124,6 +129,7 @@ class ParityStore {
   // Serializes contributions to one shard.
   void Lock(const ParityKey& key) EXCLUDES(mu_);
   void Unlock(const ParityKey& key) EXCLUDES(mu_);
+  Status RemoveLocked(const ParityKey& key) EXCLUDES(mu_);
 
   const std::string dir_;
   Env* const env_;

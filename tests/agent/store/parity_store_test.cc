@@ -13,7 +13,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <future>
 #include <random>
+#include <thread>
 
 #include "ec/codec.h"
 #include "fault_env.h"
@@ -206,6 +208,42 @@ TEST_F(ParityStoreTest, AContributionIsTakenOnce) {
   EXPECT_EQ(given, bytes.size());  // drained
   EXPECT_EQ(ParityBytes(**store, Where(3, 0).key()), before);
   EXPECT_EQ((*store)->Get(Where(3, 0).key())->contributions.size(), 1u);
+}
+
+// Collection must not wait on a peer: a shard a contribution is being
+// written to (its sender stalled) is left, at once, and removed once the
+// contribution ended. Remove, for everyone else, waits.
+TEST_F(ParityStoreTest, RemoveIfIdleLeavesAShardBeingWritten) {
+  auto store = ParityStore::Open(dir_.Sub("p"), Env::Default());
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE(Add(**store, 3, 0, 1).ok());
+  const ParityKey key = Where(3, 0).key();
+  const int p = 2, chunk = group_.layout().ChunkOf(p, 3);
+  const Bytes bytes = Chunk(p, chunk);
+  std::promise<void> go, reading;
+  std::shared_future<void> released = go.get_future().share();
+  std::future<void> in_reader = reading.get_future();
+  size_t given = 0;
+  auto stalled = [&](void* buf, size_t n) {
+    if (given == 0) reading.set_value();
+    released.wait();  // the sender's bytes have not come yet
+    std::memcpy(buf, bytes.data() + given, n);
+    given += n;
+    return Status::Ok();
+  };
+  std::thread writer([&] {
+    auto added = (*store)->Contribute(Where(3, 0), Of(p, chunk, bytes), stalled);
+    EXPECT_TRUE(added.ok()) << added.status().ToString();
+  });
+  in_reader.wait();                                 // the contribution holds the shard
+  const Status busy = (*store)->RemoveIfIdle(key);  // Remove would wait here for ever
+  EXPECT_EQ(busy.code(), StatusCode::kUnavailable) << busy.ToString();
+  EXPECT_TRUE((*store)->Get(key).ok()) << "a shard being written was removed";
+  go.set_value();
+  writer.join();
+  EXPECT_EQ((*store)->Get(key)->contributions.size(), 2u);
+  EXPECT_TRUE((*store)->RemoveIfIdle(key).ok());
+  EXPECT_FALSE((*store)->Get(key).ok());
 }
 
 // Bytes that do not match their checksum change nothing; a contributor that
