@@ -182,31 +182,21 @@ Status CodedTier::Send(const Chunk& chunk, const wire::StepKey& key, const StepI
   put.chunk = chunk.index;
   put.length = chunk.length;
   put.xxh3 = chunk.xxh3;
-  const json request = put.ToJson();
-  // A kept connection the holder closed meanwhile (its idle timeout, a
-  // restart) or that a partition cut fails before the call is answered,
-  // within the time a new connection is given; the call is then made once
-  // more on a new one. Nothing past the call was sent, so it is safe.
-  StatusOr<json> answer = UnavailableError("no connection");
-  std::optional<RpcClient> client = connections_.TakeIdle(to, who);
-  if (client) {
-    answer = client->Call(request, kReusedConnectionTimeout);
-    if (!client->answered()) client.reset();
-  }
-  if (!client) {
-    STRATA_ASSIGN_OR_RETURN(client, RpcClient::Connect(to, options_.trust, who));
-    answer = client->Call(request, kCallTimeout);
-  }
-  STRATA_ASSIGN_OR_RETURN(json reply, std::move(answer));
+  // A kept connection the holder closed or a partition cut fails within
+  // the time a new one is given, and the call goes on a new one.
+  STRATA_ASSIGN_OR_RETURN(
+      RpcPool::Opened opened,
+      connections_.Open(to, who, put.ToJson(), kCallTimeout, kReusedConnectionTimeout));
+  STRATA_ASSIGN_OR_RETURN(json reply, std::move(opened.reply));
   STRATA_ASSIGN_OR_RETURN(wire::PutShardReady ready, wire::PutShardReady::FromJson(reply));
   if (!ready.have) {
     STRATA_RETURN_IF_ERROR(
-        SendRanges(client->socket(), store_->StepPath(key), index, chunk.ranges));
-    STRATA_RETURN_IF_ERROR(AwaitCommitted(client->socket(), address));
+        SendRanges(opened.client.socket(), store_->StepPath(key), index, chunk.ranges));
+    STRATA_RETURN_IF_ERROR(AwaitCommitted(opened.client.socket(), address));
     metric::ReplicationSeconds(address).Observe(SecondsSince(*clock_, began));
     metric::ReplicationBytes(address).Add(static_cast<double>(chunk.length));
   }
-  connections_.GiveBack(to, who, std::move(*client));  // in step: its last reply was read
+  connections_.GiveBack(to, who, std::move(opened.client));  // in step: its last reply was read
   return Status::Ok();
 }
 

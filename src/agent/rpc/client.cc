@@ -58,20 +58,24 @@ void RpcPool::GiveBack(const std::string& key, RpcClient client) {
 
 StatusOr<json> RpcPool::Call(const Endpoint& to, const std::string& client_id, const json& request,
                              std::chrono::milliseconds timeout) {
-  const std::string key = Key(to, client_id);
-  if (std::optional<RpcClient> reused = TakeIdle(key)) {
-    StatusOr<json> r = reused->Call(request, timeout);
-    if (reused->answered()) {
-      GiveBack(key, std::move(*reused));
-      return r;
-    }
-    // The server may have closed it meanwhile (idle timeout, restart): a
-    // call is safe to make again, on a new connection.
+  STRATA_ASSIGN_OR_RETURN(Opened opened, Open(to, client_id, request, timeout, timeout));
+  if (opened.client.answered()) GiveBack(to, client_id, std::move(opened.client));
+  return std::move(opened.reply);
+}
+
+StatusOr<RpcPool::Opened> RpcPool::Open(const Endpoint& to, const std::string& client_id,
+                                        const json& request, std::chrono::milliseconds timeout,
+                                        std::chrono::milliseconds reused_timeout) {
+  if (std::optional<RpcClient> reused = TakeIdle(Key(to, client_id))) {
+    StatusOr<json> r = reused->Call(request, reused_timeout);
+    if (reused->answered()) return Opened{std::move(*reused), std::move(r)};
+    // The server may have closed it meanwhile (idle timeout, restart), or a
+    // partition cut it: a call that was not answered is safe to make again,
+    // on a new connection.
   }
   STRATA_ASSIGN_OR_RETURN(RpcClient fresh, RpcClient::Connect(to, trust_, client_id));
   StatusOr<json> r = fresh.Call(request, timeout);
-  if (fresh.answered()) GiveBack(key, std::move(fresh));
-  return r;
+  return Opened{std::move(fresh), std::move(r)};
 }
 
 void RpcPool::Clear() {

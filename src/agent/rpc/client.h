@@ -81,12 +81,18 @@ class RpcPool {
                       std::chrono::milliseconds timeout);
   void Clear();  // closes the idle connections
 
-  // For a caller that sends more than a call on a connection (a transfer):
-  // an idle connection to `to` as `client_id`, if one is kept, and one
-  // given back in step (its last reply read) for the next caller.
-  std::optional<RpcClient> TakeIdle(const Endpoint& to, const std::string& client_id) {
-    return TakeIdle(Key(to, client_id));
-  }
+  // A call whose connection the caller goes on using (a transfer follows
+  // it): made on a kept connection to `to` if one is idle (answered within
+  // `reused_timeout`), else, or when that one turns out closed, on a new
+  // one (within `timeout`). The connection comes with the reply; GiveBack
+  // it once in step (its last reply read), or drop it.
+  struct Opened {
+    RpcClient client;
+    StatusOr<json> reply;
+  };
+  StatusOr<Opened> Open(const Endpoint& to, const std::string& client_id, const json& request,
+                        std::chrono::milliseconds timeout,
+                        std::chrono::milliseconds reused_timeout);
   void GiveBack(const Endpoint& to, const std::string& client_id, RpcClient client) {
     GiveBack(Key(to, client_id), std::move(client));
   }
