@@ -316,30 +316,29 @@ void CodedTier::CollectGarbage(const std::string& job, int64_t floor, bool bound
   for (const auto& [key, h] : held) {
     if (key.job == job && (keep.count(key.step) || key.step == newest_complete)) continue;
     Log()->debug("gc: removing parity {}", key.ToString());
-    // Not waiting for a contribution being written: its sender may take up
-    // to the data deadline, and every collection on this node waits for
-    // this one (the RAM disk fills meanwhile). The next collection takes it.
-    Status s = parity_->RemoveIfIdle(key);
-    if (s.code() == StatusCode::kUnavailable) {
-      Log()->debug("gc: {}; left for the next collection", s.message());
-    } else if (!s.ok()) {
-      Log()->warn("gc: {}", s.message());
-    }
+    RemoveShard(key);
   }
 }
 
 int CodedTier::DiscardAbove(const std::string& job, int64_t step) {
   int removed = 0;
   for (const auto& [key, h] : parity_->List()) {
-    if (key.job != job || key.step <= step) continue;
-    Status s = parity_->RemoveIfIdle(key);  // one being written: collection takes it
-    if (s.ok()) {
-      ++removed;
-    } else if (s.code() != StatusCode::kUnavailable) {
-      Log()->warn("removing parity {}: {}", key.ToString(), s.message());
-    }
+    if (key.job == job && key.step > step) removed += RemoveShard(key);
   }
   return removed;
+}
+
+// Not waiting for a contribution being written: its sender may take up to
+// the data deadline, and every collection on this node waits for this one
+// (the RAM disk fills meanwhile). The next collection takes it.
+bool CodedTier::RemoveShard(const ParityKey& key) {
+  Status s = parity_->RemoveIfIdle(key);
+  if (s.code() == StatusCode::kUnavailable) {
+    Log()->debug("gc: {}; left for the next collection", s.message());
+  } else if (!s.ok()) {
+    Log()->warn("gc: removing parity {}: {}", key.ToString(), s.message());
+  }
+  return s.ok();
 }
 
 }  // namespace strata::agent

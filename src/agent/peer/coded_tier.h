@@ -96,6 +96,9 @@ class CodedTier {
  private:
   struct Chunk;  // one chunk of a step being contributed
   Status VerifyOnce(const wire::StepKey& key) EXCLUDES(mu_);
+  // Removes a shard unless a contribution is being written to it; whether
+  // it went.
+  bool RemoveShard(const ParityKey& key);
   Status Send(const Chunk& chunk, const wire::StepKey& key, const StepIndex& index,
               const ec::Group& group, int stripe, int row, const std::string& address);
   Status DecodeStripe(const wire::StepKey& key, const StepIndex& index, const ec::Group& group,

@@ -226,6 +226,11 @@ void ParityStore::Lock(const ParityKey& key) {
   busy_.insert(key);
 }
 
+bool ParityStore::TryLock(const ParityKey& key) {
+  MutexLock l(&mu_);
+  return busy_.insert(key).second;
+}
+
 void ParityStore::Unlock(const ParityKey& key) {
   MutexLock l(&mu_);
   busy_.erase(key);
@@ -421,13 +426,7 @@ Status ParityStore::Remove(const ParityKey& key) {
 }
 
 Status ParityStore::RemoveIfIdle(const ParityKey& key) {
-  {
-    MutexLock l(&mu_);
-    if (busy_.count(key)) {
-      return UnavailableError("parity " + key.ToString() + " is being written");
-    }
-    busy_.insert(key);
-  }
+  if (!TryLock(key)) return UnavailableError("parity " + key.ToString() + " is being written");
   Status s = RemoveLocked(key);
   Unlock(key);
   return s;

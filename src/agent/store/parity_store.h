@@ -128,6 +128,7 @@ class ParityStore {
                  int shard, const Reader& read);
   // Serializes contributions to one shard.
   void Lock(const ParityKey& key) EXCLUDES(mu_);
+  bool TryLock(const ParityKey& key) EXCLUDES(mu_);  // false: a contribution holds it
   void Unlock(const ParityKey& key) EXCLUDES(mu_);
   Status RemoveLocked(const ParityKey& key) EXCLUDES(mu_);
 
