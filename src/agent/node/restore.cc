@@ -525,7 +525,7 @@ Status Restore::WriteMarkers(const Attempt& a) {
 // saves and dropped each new one before its group coded it (the eight-node
 // soak, seed 1000: the job never replicated again and fell back, backup
 // after backup). So they go at "go", before the markers.
-std::vector<std::string> Restore::RemoveAbove(const std::string& job, int64_t step) {
+void Restore::DiscardAbove(const std::string& job, int64_t step, std::string_view why) {
   std::vector<std::string> removed;
   for (const auto& [key, index] : store_->List()) {
     if (key.job != job || key.step <= step) continue;
@@ -541,11 +541,6 @@ std::vector<std::string> Restore::RemoveAbove(const std::string& job, int64_t st
       removed.push_back(std::to_string(n) + " parity shard(s)");
     }
   }
-  return removed;
-}
-
-void Restore::DiscardAbove(const std::string& job, int64_t step, std::string_view why) {
-  const std::vector<std::string> removed = RemoveAbove(job, step);
   if (removed.empty()) return;
   Log()->info("{} {}: removed what this node held above it ({} ... {})", why, step, removed.front(),
               removed.back());

@@ -183,10 +183,8 @@ class Restore {
   // Rebuilds `key` from its coded group as the plan's `source` says.
   Status DecodeStep(Attempt& a, const wire::StepKey& key, const wire::Source& source);
   Status WriteMarkers(const Attempt& a) EXCLUDES(mu_);
-  // A rollback: removes the job's steps above `step` from the store.
   // Removes `job`'s steps above `step` from the store and the parity
-  // store; returns the keys of the steps removed.
-  std::vector<std::string> RemoveAbove(const std::string& job, int64_t step);
+  // store, and logs what went, after `why`.
   void DiscardAbove(const std::string& job, int64_t step, std::string_view why);
   void MakeRoom(const std::string& job, int64_t step);
 
