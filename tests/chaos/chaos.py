@@ -730,11 +730,10 @@ BACKUP_EVENT = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)Z info strata:
                           r"(?:backup (\S+) of step (\d+) (begins|committed)|round \d+ begins)")
 
 
-def backup_uploads(job):
-    """When each backup of the run began and ended, in wall-clock seconds
-    (None: not yet), from the coordinator's log lines. A backup ends when it
-    commits, or when the next backup or a new round begins: a coordinator
-    has one backup in flight and drops it when the job starts again."""
+def backup_events(job):
+    """The coordinator's backup and round lines of the run, each as
+    (wall-clock seconds, "begins" | "committed" | "round", backup id,
+    step), the id and step None for a round."""
     events = []
     for n in range(job.nodes):
         for line in _tail(job.log("agent", n)).decode(errors="replace").splitlines():
@@ -742,9 +741,19 @@ def backup_uploads(job):
             if m:
                 t = datetime.datetime.fromisoformat(m[1]).replace(
                     tzinfo=datetime.timezone.utc).timestamp()
-                events.append((t, m[4] or "round", m[2]))
+                events.append((t, m[4] or "round", m[2], int(m[3]) if m[3] else None))
+    return events
+
+
+def backup_uploads(events):
+    """When each backup of the run began and ended, in wall-clock seconds
+    (None: not yet), from backup_events. A backup ends when it commits, or
+    when the next backup or a new round begins. (The coordinator now
+    carries a backup into a round that restores its step or a later one;
+    ending it at the round counts less upload time than it may take, which
+    only makes the bound stricter.)"""
     uploads, open_ = [], None  # open_: [began, end, backup id] of the latest begun
-    for t, kind, backup in sorted(events):
+    for t, kind, backup, _ in sorted(events):
         if open_ is not None and open_[1] is None and (kind != "committed" or backup == open_[2]):
             open_[1] = t
         if kind == "begins":
@@ -753,15 +762,9 @@ def backup_uploads(job):
     return [(b, e) for b, e, _ in uploads]
 
 
-def committed_steps(job):
-    """The steps of the backups committed in the run (the coordinator's log)."""
-    out = set()
-    for n in range(job.nodes):
-        for line in _tail(job.log("agent", n)).decode(errors="replace").splitlines():
-            m = BACKUP_EVENT.match(line)
-            if m and m[4] == "committed":
-                out.add(int(m[3]))
-    return out
+def committed_steps(events):
+    """The steps of the backups committed in the run, from backup_events."""
+    return {step for _, kind, _, step in events if kind == "committed"}
 
 
 def stalled_within(stalls, before, reach):
@@ -810,8 +813,9 @@ def summarize(job, applier):
     crash loop that poisoned a backup's step falls back one backup further.
     """
     final = job.starts()
-    uploads = backup_uploads(job)
-    backed_up = committed_steps(job)
+    events = backup_events(job)
+    uploads = backup_uploads(events)
+    backed_up = committed_steps(events)
     poisoned = _poisoned_steps(job)
     out = []
     for r in applier.records:

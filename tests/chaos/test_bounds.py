@@ -37,7 +37,7 @@ def test_a_backup_uploads_from_its_begin_to_its_commit_or_the_next_begin_or_roun
         # another node's agent: its part of b1, which ends nothing
         "2026-11-27T10:00:02.000Z info strata: backup b1: uploaded part 1 (step 100)\n",
     ])
-    uploads = chaos.backup_uploads(job)
+    uploads = chaos.backup_uploads(chaos.backup_events(job))
     base = uploads[0][0] - 1
     assert [(b - base, e - base if e else None) for b, e in uploads] == [
         (1, 3), (4, 5), (5, 7), (8, None)]
@@ -79,4 +79,4 @@ def test_committed_backup_steps_come_from_the_coordinators_log(tmp_path):
         line(4, "backup b2 of step 200 begins (8 part(s))"),
         line(9, "backup b3 of step 300 committed (33557968 bytes)"),
     ])
-    assert chaos.committed_steps(job) == {100, 300}
+    assert chaos.committed_steps(chaos.backup_events(job)) == {100, 300}
