@@ -726,22 +726,31 @@ def check(job, refs, seen_backups):
     return v
 
 
-BACKUP_EVENT = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)Z info strata: job \S+: "
-                          r"(?:backup (\S+) of step (\d+) (begins|committed)|round \d+ begins)")
+BACKUP_EVENT = re.compile(r"^(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)Z "
+                          r"(?:info strata: job \S+: (?:backup (?P<id>\S+) of step (?P<step>\d+) "
+                          r"(?P<kind>begins|committed)|(?P<round>round) \d+ begins)"
+                          r"|error strata: job \S+: (?:.*; it stays incomplete$|cannot begin a backup: "
+                          r"|writing the commit of backup ))")
+
+# After a backup fails (a part, its begin or its commit), the coordinator
+# begins the next one no sooner than this (kRetryAfterFailure).
+BACKUP_RETRY_S = 30
 
 
 def backup_events(job):
     """The coordinator's backup and round lines of the run, each as
-    (wall-clock seconds, "begins" | "committed" | "round", backup id,
-    step), the id and step None for a round."""
+    (wall-clock seconds, "begins" | "committed" | "round" | "failed",
+    backup id, step), the id and step None for a round or a failure (after
+    which no backup begins for BACKUP_RETRY_S)."""
     events = []
     for n in range(job.nodes):
         for line in _tail(job.log("agent", n)).decode(errors="replace").splitlines():
             m = BACKUP_EVENT.match(line)
             if m:
-                t = datetime.datetime.fromisoformat(m[1]).replace(
+                t = datetime.datetime.fromisoformat(m["time"]).replace(
                     tzinfo=datetime.timezone.utc).timestamp()
-                events.append((t, m[4] or "round", m[2], int(m[3]) if m[3] else None))
+                kind = m["kind"] or m["round"] or "failed"
+                events.append((t, kind, m["id"], int(m["step"]) if m["step"] else None))
     return events
 
 
@@ -765,6 +774,21 @@ def backup_uploads(events):
 def committed_steps(events):
     """The steps of the backups committed in the run, from backup_events."""
     return {step for _, kind, _, step in events if kind == "committed"}
+
+
+def retry_pauses(events, applied, before):
+    """The backup retry pauses of the run (BACKUP_RETRY_S after each failure
+    in `events`, from backup_events) that began before wall-clock time
+    `applied`, as (from, to) training steps for stalled_within: counted at
+    full speed back from `before`, the step trained at `applied`, and cut
+    there. No backup began in them, so the fallback is older by as much."""
+    per_s = 1000 / STEP_MS
+    out = []
+    for t, kind, _, _ in events:
+        if kind == "failed" and t < applied:
+            out.append((int(before - (applied - t) * per_s),
+                        int(min(before, before - (applied - t - BACKUP_RETRY_S) * per_s))))
+    return out
 
 
 def stalled_within(stalls, before, reach):
@@ -809,8 +833,9 @@ def summarize(job, applier):
     after) and one backup interval more (the backup under way when S3
     failed is lost with it). When the backup is needed, a full disk or a
     slow link counts wherever it lies within the bound's reach, not only
-    in force (the watermark stood still, so no backup was taken), and a
-    crash loop that poisoned a backup's step falls back one backup further.
+    in force (the watermark stood still, so no backup was taken), and so
+    does the pause after each failed backup (retry_pauses); a crash loop
+    that poisoned a backup's step falls back one backup further.
     """
     final = job.starts()
     events = backup_events(job)
@@ -841,7 +866,8 @@ def summarize(job, applier):
                     if r["kind"] == "crash_loop" and any(
                             r["before"] - bound <= p <= r["before"] for p in poisoned & backed_up):
                         bound += BACKUP_EVERY
-                    bound += stalled_within(r.get("stalls", []), r["before"], bound)
+                    stalls = r.get("stalls", []) + retry_pauses(events, r["applied"], r["before"])
+                    bound += stalled_within(stalls, r["before"], bound)
                 else:
                     for since in ("full_since", "slow_since"):
                         if r.get(since, -1) >= 0:

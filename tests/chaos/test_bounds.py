@@ -80,3 +80,32 @@ def test_committed_backup_steps_come_from_the_coordinators_log(tmp_path):
         line(9, "backup b3 of step 300 committed (33557968 bytes)"),
     ])
     assert chaos.committed_steps(chaos.backup_events(job)) == {100, 300}
+
+
+def error_line(second, text):
+    return "2026-11-27T10:00:%06.3fZ error strata: job chaos: %s\n" % (second, text)
+
+
+def test_a_failed_backup_pauses_the_backups_for_the_retry_time(tmp_path):
+    # Seed 52 of rs(6,2): a part failed under s3_errors, so no backup began
+    # for 30 s; a crash loop then poisoned the step restored, and the job
+    # fell back to the backup before the pause.
+    job = Job(tmp_path, [
+        line(1, "backup b1 of step 100 begins (8 part(s))") +
+        error_line(2, "backup b1: node 7: uploading part 7: SlowDown; it stays incomplete") +
+        error_line(40, "cannot begin a backup: listing s3://b/chaos: 503") +
+        line(41, "backup b2 of step 500 begins (8 part(s))"),
+        # an agent's own error about a part is not the coordinator's
+        "2026-11-27T10:00:02.000Z error strata: backup b1: part 7 failed; it stays incomplete\n",
+    ])
+    events = chaos.backup_events(job)
+    assert [k for _, k, _, _ in sorted(events)] == ["begins", "failed", "failed", "begins"]
+    uploads = chaos.backup_uploads(events)
+    base = uploads[0][0] - 1
+    assert [(b - base, e - base if e else None) for b, e in uploads] == [(1, 2), (41, None)]
+    # Applied at second 12 with step 2,000 trained: 50 steps a second.
+    assert chaos.retry_pauses(events, base + 12, 2000) == [(1500, 2000)]
+    # Applied at second 60: the first pause ended 28 s before; the second
+    # is in force, so it counts up to the fault.
+    assert chaos.retry_pauses(events, base + 60, 5000) == [(2100, 3600), (4000, 5000)]
+    assert chaos.stalled_within(chaos.retry_pauses(events, base + 12, 2000), 2000, 225) == 500
