@@ -777,16 +777,19 @@ def committed_steps(events):
 
 
 def retry_pauses(events, applied, before):
-    """The backup retry pauses of the run (BACKUP_RETRY_S after each failure
-    in `events`, from backup_events) that began before wall-clock time
-    `applied`, as (from, to) training steps for stalled_within: counted at
-    full speed back from `before`, the step trained at `applied`, and cut
-    there. No backup began in them, so the fallback is older by as much."""
+    """The backups' failures in `events` (from backup_events) before
+    wall-clock time `applied`, as (from, to) training steps for
+    stalled_within: each from the begin of the backup that failed (the
+    fallback is the one before it) to BACKUP_RETRY_S after the failure (no
+    backup begins until then), counted at full speed back from `before`,
+    the step trained at `applied`, and cut there."""
     per_s = 1000 / STEP_MS
+    uploads = backup_uploads(events)
     out = []
     for t, kind, _, _ in events:
         if kind == "failed" and t < applied:
-            out.append((int(before - (applied - t) * per_s),
+            began = max((b for b, e in uploads if e == t), default=t)
+            out.append((int(before - (applied - began) * per_s),
                         int(min(before, before - (applied - t - BACKUP_RETRY_S) * per_s))))
     return out
 

@@ -103,9 +103,10 @@ def test_a_failed_backup_pauses_the_backups_for_the_retry_time(tmp_path):
     uploads = chaos.backup_uploads(events)
     base = uploads[0][0] - 1
     assert [(b - base, e - base if e else None) for b, e in uploads] == [(1, 2), (41, None)]
-    # Applied at second 12 with step 2,000 trained: 50 steps a second.
-    assert chaos.retry_pauses(events, base + 12, 2000) == [(1500, 2000)]
+    # Applied at second 12 with step 2,000 trained: 50 steps a second, from
+    # the begin of b1, which failed, through the pause in force.
+    assert chaos.retry_pauses(events, base + 12, 2000) == [(1450, 2000)]
     # Applied at second 60: the first pause ended 28 s before; the second
-    # is in force, so it counts up to the fault.
-    assert chaos.retry_pauses(events, base + 60, 5000) == [(2100, 3600), (4000, 5000)]
-    assert chaos.stalled_within(chaos.retry_pauses(events, base + 12, 2000), 2000, 225) == 500
+    # (no backup to begin with) is in force, so it counts up to the fault.
+    assert chaos.retry_pauses(events, base + 60, 5000) == [(2050, 3600), (4000, 5000)]
+    assert chaos.stalled_within(chaos.retry_pauses(events, base + 12, 2000), 2000, 225) == 550
