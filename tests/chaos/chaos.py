@@ -323,6 +323,7 @@ class Faults:
         # slow, each until two save intervals after it healed: the watermark
         # could stand still, and with it the backups.
         self.stalls = []
+        self.stall_ends = []  # the wall-clock time each of self.stalls healed
         self.s3_since = -1    # the training step when the S3 faults in force began
         self.s3_cleared = -10**9  # the training step when the last S3 fault healed
         self.replaced = 0
@@ -497,6 +498,7 @@ class Faults:
         if not self.slowed_any():
             self.slow_cleared = self.job.training_step()
             self.stalls.append((self.slow_since, self.slow_cleared + 2 * INTERVAL))
+            self.stall_ends.append(time.time())
 
     def _s3_fault(self, kind, until):
         if not self.s3_modes:
@@ -542,6 +544,7 @@ class Faults:
             if not self.full:
                 self.full_cleared = self.job.training_step()
                 self.stalls.append((self.full_since, self.full_cleared + 2 * INTERVAL))
+                self.stall_ends.append(time.time())
             try:
                 os.unlink(os.path.join(self.job.dir(n), ".chaos-fill"))
             except OSError:
@@ -559,6 +562,22 @@ class Faults:
                    for n in now):
                 r["recovery_s"] = round(time.time() - r["applied"], 2)
                 self.recovering.remove(r)
+                resumed = min(next((s or 0 for s in now[n][len(r["starts"].get(n, [])):]
+                                    if s not in poisoned)) for n in now)
+                self._stalls_resumed_from(resumed, r["applied"])
+
+    def _stalls_resumed_from(self, step, since):
+        """The job, restarted by a fault applied at `since`, resumed from
+        `step`: a full disk or slow link in force since then counts from
+        there, not from the step the status reported when it began (the
+        last one trained before the restart, which the job trains again)."""
+        if self.full and self.full_since > step:
+            self.full_since = step
+        if self.slowed_any() and self.slow_since > step:
+            self.slow_since = step
+        for i, (a, b) in enumerate(self.stalls):
+            if self.stall_ends[i] >= since and a > step:
+                self.stalls[i] = (step, b)
 
     def heal_due(self, everything=False):
         now = time.time()

@@ -110,3 +110,30 @@ def test_a_failed_backup_pauses_the_backups_for_the_retry_time(tmp_path):
     # (no backup to begin with) is in force, so it counts up to the fault.
     assert chaos.retry_pauses(events, base + 60, 5000) == [(2050, 3600), (4000, 5000)]
     assert chaos.stalled_within(chaos.retry_pauses(events, base + 12, 2000), 2000, 225) == 550
+
+
+def test_a_stall_in_force_through_a_restart_counts_from_the_step_resumed():
+    # The eighth soak run of seed 1000: a disk filled while the job
+    # restarted; the status still reported step 47,050, the job resumed from
+    # 47,000 and trained those 50 steps again with the disk full.
+    class Bed:
+        pass
+
+    class Job:
+        bed = Bed()
+
+    faults = chaos.Faults(Job(), print)
+    faults.full = {6: 1}
+    faults.full_since = 47050
+    faults.slowed = {3: 1}
+    faults.slow_since = 46990  # began before the step resumed: stays
+    faults.stalls = [(46000, 46500), (46900, 47100)]
+    faults.stall_ends = [100.0, 210.0]  # healed before the fault, and after
+    faults._stalls_resumed_from(47000, 200.0)
+    assert faults.full_since == 47000
+    assert faults.slow_since == 46990
+    assert faults.stalls == [(46000, 46500), (46900, 47100)]
+    faults.stalls = [(47020, 47100)]
+    faults.stall_ends = [210.0]
+    faults._stalls_resumed_from(47000, 200.0)
+    assert faults.stalls == [(47000, 47100)]
