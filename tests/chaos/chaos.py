@@ -330,6 +330,16 @@ class Faults:
         self.ram_lost = {}    # node -> when it last lost its RAM (or came back empty)
         self.recovering = []  # records of restarting faults the job has not recovered from
 
+    def step_now(self):
+        """The training step now, where a fault's effect begins or ends.
+        While the job restarts no trainer reports one: then the step trained
+        before the restart (the job resumes from that or an earlier one;
+        note_recoveries lowers a stall in force to where it resumed)."""
+        step = self.job.training_step()
+        if step < 0 and self.recovering:
+            step = max(x["before"] for x in self.recovering)
+        return max(step, 0)
+
     def apply(self, fault, t0):
         job = self.job
         record = {"kind": fault.kind, "nodes": list(fault.nodes), "at": fault.at,
@@ -406,7 +416,7 @@ class Faults:
         elif k == "slow_link":
             n = nodes[0]
             if not self.slowed_any():
-                self.slow_since = job.training_step()
+                self.slow_since = self.step_now()
             self.slowed[n] = self.slowed.get(n, 0) + 1
             self.bed.slow(job.host(n), "10mbit")
             self.heals.append((later, lambda: self._unslow(n), "link of node %d back to speed" % n))
@@ -415,7 +425,7 @@ class Faults:
         elif k == "disk_full":
             n = nodes[0]
             if not self.full:
-                self.full_since = job.training_step()
+                self.full_since = self.step_now()
             self.full[n] = self.full.get(n, 0) + 1
             self._fill(n)
             self.heals.append((later, lambda: self._unfill(n), "RAM disk of node %d freed" % n))
@@ -496,13 +506,13 @@ class Faults:
         if self.slowed[n] == 0 and self.job.host(n) in self.bed.hosts:
             self.bed.unslow(self.job.host(n))
         if not self.slowed_any():
-            self.slow_cleared = self.job.training_step()
+            self.slow_cleared = self.step_now()
             self.stalls.append((self.slow_since, self.slow_cleared + 2 * INTERVAL))
             self.stall_ends.append(time.time())
 
     def _s3_fault(self, kind, until):
         if not self.s3_modes:
-            self.s3_since = self.job.training_step()
+            self.s3_since = self.step_now()
         ident = object()
         self.s3_modes.append((ident, S3_MODES[kind]))
         self._s3_apply()
@@ -510,7 +520,7 @@ class Faults:
         def heal():
             self.s3_modes = [m for m in self.s3_modes if m[0] is not ident]
             if not self.s3_modes:
-                self.s3_cleared = self.job.training_step()
+                self.s3_cleared = self.step_now()
             self._s3_apply()
         self.heals.append((until, heal, "%s over" % kind))
 
@@ -542,7 +552,7 @@ class Faults:
         if self.full[n] == 0:
             del self.full[n]
             if not self.full:
-                self.full_cleared = self.job.training_step()
+                self.full_cleared = self.step_now()
                 self.stalls.append((self.full_since, self.full_cleared + 2 * INTERVAL))
                 self.stall_ends.append(time.time())
             try:

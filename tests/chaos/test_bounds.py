@@ -137,3 +137,23 @@ def test_a_stall_in_force_through_a_restart_counts_from_the_step_resumed():
     faults.stall_ends = [210.0]
     faults._stalls_resumed_from(47000, 200.0)
     assert faults.stalls == [(47000, 47100)]
+
+
+def test_a_fault_that_begins_while_the_job_restarts_begins_at_the_step_trained_before():
+    # The eighth soak run of seed 1000: a slow link began while every
+    # trainer was down, the status gave no step, and the stall counted from
+    # step -1: every later bound took in the whole run (57,753 steps).
+    class Job:
+        bed = None
+        step = -1
+
+        def training_step(self):
+            return self.step
+
+    job = Job()
+    faults = chaos.Faults(job, print)
+    assert faults.step_now() == 0  # not started yet
+    faults.recovering = [{"before": 36400}, {"before": 36470}]
+    assert faults.step_now() == 36470
+    job.step = 36500
+    assert faults.step_now() == 36500
