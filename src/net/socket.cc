@@ -278,7 +278,8 @@ int Socket::Family() const {
 Socket::Socket(Socket&& other) noexcept
     : fd_(std::exchange(other.fd_, -1)),
       peer_(std::move(other.peer_)),
-      tls_(std::move(other.tls_)) {}
+      tls_(std::move(other.tls_)),
+      stall_limit_(other.stall_limit_) {}
 
 Socket& Socket::operator=(Socket&& other) noexcept {
   if (this != &other) {
@@ -286,6 +287,7 @@ Socket& Socket::operator=(Socket&& other) noexcept {
     fd_ = std::exchange(other.fd_, -1);
     peer_ = std::move(other.peer_);
     tls_ = std::move(other.tls_);
+    stall_limit_ = other.stall_limit_;
   }
   return *this;
 }
@@ -610,12 +612,16 @@ Status Socket::CheckOpen(const char* op) const {
 }
 
 Status Socket::Await(short events, Deadline deadline, const Progress& progress) const {
-  int r = PollUntil(fd_, events, deadline);
+  const bool stall_first = stall_limit_.count() > 0 && Clock::now() + stall_limit_ < deadline;
+  int r = PollUntil(fd_, events, stall_first ? DeadlineAfter(stall_limit_) : deadline);
   if (r > 0) return Status::Ok();
   if (r < 0) return IoError(-r, progress);
   std::string m = "timed out " + std::string(progress.op) + " " + peer_;
   if (progress.total > 0) {
     m += " after " + Str(progress.done) + " of " + Str(progress.total) + " bytes";
+  }
+  if (stall_first) {
+    m += ": no byte moved for " + Str(static_cast<uint64_t>(stall_limit_.count())) + " ms";
   }
   return DeadlineExceededError(std::move(m));
 }

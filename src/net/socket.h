@@ -103,6 +103,15 @@ class Socket {
   // On error the range holds an unspecified prefix of the data.
   Status RecvToFile(int file_fd, uint64_t offset, uint64_t len, Deadline deadline);
 
+  // A limit on every wait inside a send or receive: a peer that moves no
+  // byte for `limit` fails the call with DEADLINE_EXCEEDED ("... no byte
+  // moved for N ms") however far off the call's deadline is. A transfer
+  // given a long deadline for its size thereby still ends soon after its
+  // peer goes silent (a host gone without a reset). Zero, the default,
+  // leaves only the deadline.
+  void set_stall_limit(std::chrono::milliseconds limit) { stall_limit_ = limit; }
+  std::chrono::milliseconds stall_limit() const { return stall_limit_; }
+
   // REQUIRES: a freshly connected (kClient) or accepted (kServer) socket.
   // Runs the TLS handshake within `deadline`; from then on every byte is
   // encrypted. `server_name` is the host a client dialled (its certificate
@@ -160,6 +169,24 @@ class Socket {
   int fd_ = -1;
   std::string peer_;
   std::unique_ptr<TlsStream> tls_;  // null: plaintext
+  std::chrono::milliseconds stall_limit_{0};
+};
+
+// Sets a socket's stall limit for the scope's life, then puts the one
+// before it back (a kept connection goes on to calls of its own).
+class StallLimitScope {
+ public:
+  StallLimitScope(Socket& socket, std::chrono::milliseconds limit)
+      : socket_(socket), before_(socket.stall_limit()) {
+    socket.set_stall_limit(limit);
+  }
+  ~StallLimitScope() { socket_.set_stall_limit(before_); }
+  StallLimitScope(const StallLimitScope&) = delete;
+  StallLimitScope& operator=(const StallLimitScope&) = delete;
+
+ private:
+  Socket& socket_;
+  const std::chrono::milliseconds before_;
 };
 
 namespace internal {

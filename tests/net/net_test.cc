@@ -143,6 +143,47 @@ TEST_F(NetTest, SilentPeerTimesOut) {
   EXPECT_LT(Seconds(start), 5);
 }
 
+TEST_F(NetTest, AStallLimitEndsAReceiveFromAPeerGoneSilentLongBeforeItsDeadline) {
+  server_.set_stall_limit(200ms);
+  SendRaw("12345678");  // half, then nothing
+  auto start = Clock::now();
+  char buf[16];
+  Status s = server_.RecvAll(buf, sizeof buf, Soon());
+  ASSERT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
+  EXPECT_NE(s.message().find("timed out receiving from " + server_.peer() +
+                             " after 8 of 16 bytes: no byte moved for 200 ms"),
+            std::string::npos)
+      << s.message();
+  EXPECT_GE(Seconds(start), 0.19);
+  EXPECT_LT(Seconds(start), 5);
+}
+
+TEST_F(NetTest, AStallLimitEndsASendToAPeerThatStoppedReading) {
+  client_.set_stall_limit(200ms);
+  const std::string chunk(64 << 20, 'x');  // more than the socket buffers hold
+  Status s = client_.SendAll(chunk.data(), chunk.size(), Soon());
+  ASSERT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
+  EXPECT_NE(s.message().find("no byte moved for 200 ms"), std::string::npos) << s.message();
+}
+
+TEST_F(NetTest, ATransferThatKeepsMovingRunsPastItsStallLimit) {
+  {
+    const StallLimitScope stall(server_, 300ms);
+    std::thread trickle([&] {
+      for (int i = 0; i < 10; ++i) {  // a byte every 100 ms: a second in all
+        std::this_thread::sleep_for(100ms);
+        SendRaw("x");
+      }
+    });
+    char buf[10];
+    Status s = server_.RecvAll(buf, sizeof buf, Soon());
+    trickle.join();
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(server_.stall_limit(), 300ms);
+  }
+  EXPECT_EQ(server_.stall_limit(), 0ms);  // the scope put the one before it back
+}
+
 TEST_F(NetTest, SendToAClosedPeerFailsWithoutSigpipe) {
   server_.Close();
   const std::string chunk(1 << 20, 'x');

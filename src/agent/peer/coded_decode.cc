@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <deque>
 #include <set>
 
 #include "agent/peer/coded_tier.h"
@@ -293,6 +294,8 @@ Status CodedTier::DecodeStripe(const wire::StepKey& key, const StepIndex& index,
   uint8_t* outs[] = {out.data()};
   const int lost_shard[] = {lost};
   Output output(dir, index);
+  std::deque<net::StallLimitScope> stalls;  // not movable: a deque keeps them in place
+  for (Reading& r : shards) stalls.emplace_back(r.client->socket(), kDataStallLimit);
   const net::Deadline deadline = DataDeadline();
   for (uint64_t at = 0; at < stripe_length; at += slab) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(slab, stripe_length - at));

@@ -227,6 +227,7 @@ StatusOr<json> CodedTier::HandlePutShard(const wire::PutShardRequest& request, n
   STRATA_RETURN_IF_ERROR(SendReply(socket, wire::PutShardReady{false}.ToJson()));
   wire::Contribution c{request.key.rank, request.chunk,  request.length,
                        request.xxh3,     request.digest, request.index};
+  const net::StallLimitScope stall(socket, kDataStallLimit);  // a silent sender holds the lock
   const net::Deadline deadline = DataDeadline();
   auto added = parity_->Contribute(
       where, c, [&](void* buf, size_t n) { return socket.RecvAll(buf, n, deadline); });

@@ -121,6 +121,7 @@ StatusOr<int> CreateReceiveFile(Store* store, const std::string& path, uint64_t 
 
 Status RecvStepFiles(net::Socket& socket, const std::string& dir, const StepIndex& index,
                      Store* store, StreamVerifier* verifier) {
+  const net::StallLimitScope stall(socket, kDataStallLimit);
   const net::Deadline deadline = DataDeadline();
   for (const auto& f : index.files) {
     STRATA_RETURN_IF_ERROR(ValidateRelativePath(f.path));  // never write outside `dir`
@@ -189,6 +190,7 @@ Status SendRanges(net::Socket& socket, const std::string& dir, const StepIndex& 
 
 Status RecvRanges(net::Socket& socket, const std::string& dir, const StepIndex& index,
                   const std::vector<wire::FileRange>& ranges) {
+  const net::StallLimitScope stall(socket, kDataStallLimit);
   const net::Deadline deadline = DataDeadline();
   return EachRange(
       dir, index, ranges, O_WRONLY,

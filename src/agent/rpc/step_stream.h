@@ -7,6 +7,7 @@
 #ifndef STRATA_AGENT_RPC_STEP_STREAM_H_
 #define STRATA_AGENT_RPC_STEP_STREAM_H_
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -31,6 +32,15 @@ std::optional<double> FillOf(const std::string& dir);
 // The deadline of a transfer of step data begun now (30 minutes: a 100 GB
 // step over a slow link still fits).
 net::Deadline DataDeadline();
+// A receiver of step data also gives up once its sender moves no byte for
+// this long (net::Socket::set_stall_limit): a sender gone without a reset,
+// or cut off, no longer holds what the receiver holds for it (a parity
+// shard's lock, a half-written copy, a thread) until the deadline. TCP's
+// backoff resends within about twice a cut's length after it began, so a
+// transfer across a cut of up to a minute that heals goes on. Senders keep
+// only the deadline: a receiver may rightly read nothing for longer (a
+// contribution queued behind others for its shard's lock).
+inline constexpr std::chrono::seconds kDataStallLimit{120};
 // Creates `path` (and its missing parent directories) at its final `size`
 // to receive into, from a spare file of `store` where it has one (see
 // Store::TakeSpare); the open descriptor, for writing.
