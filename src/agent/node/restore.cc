@@ -70,7 +70,11 @@ struct Restore::Attempt {
   std::string fetched;                   // where it came from, if not this node,
   wire::StepKey fetched_key;             // for this copy
   std::vector<wire::FailedHolder> bad;   // holders whose copy failed
-  Status failure;                        // for kFailed
+  // What this node held above the plan's step when it first reported ready
+  // for this plan: what "go" removes. A copy or shard that came after is a
+  // save of a node that went on first, the job's new history.
+  std::optional<HeldAbove> held_above;
+  Status failure;  // for kFailed
 };
 
 std::string_view Restore::StateName(State state) {
@@ -292,6 +296,7 @@ Restore::State Restore::GetData(Attempt& a) {
   const wire::PlanReply& plan = a.plan;
   a.got = Status::Ok();
   a.bad.clear();
+  a.held_above.reset();
   if (!plan.step) {  // a fresh start
     Status s = local_->WritePrerestore(std::nullopt);
     return s.ok() ? State::kReady : Retry(a, s);
@@ -337,6 +342,10 @@ Restore::State Restore::Ready(Attempt& a) {
   ready.plan_version = a.plan.plan_version;
   ready.ok = a.got.ok();
   ready.bad = a.bad;
+  // Listed before the first report of this plan: no node goes on, and so
+  // no new save comes, until every node reported. Not again when a report
+  // is sent again (its answer timed out): the others may have gone on.
+  if (a.plan.step && !a.held_above) a.held_above = ListAbove(c.job_name, *a.plan.step);
   auto r = hooks_.call_coordinator(c, ready.ToJson(), kCallTimeout);
   // Run cancels it: no markers for a moot restore.
   if (Superseded() || ClientGone()) return State::kReady;
@@ -348,7 +357,10 @@ Restore::State Restore::Ready(Attempt& a) {
   if (answer->sync && hooks_.on_sync) hooks_.on_sync(*answer->sync);
   Status s = hooks_.on_go ? hooks_.on_go() : Status::Ok();
   if (!s.ok()) return Retry(a, s);
-  if (a.plan.step) DiscardAbove(c.job_name, *a.plan.step, "the job goes on from step");
+  if (a.plan.step) {
+    DiscardAbove(c.job_name, *a.plan.step, "the job goes on from step",
+                 a.held_above ? &*a.held_above : nullptr);
+  }
   s = WriteMarkers(a);
   return s.ok() ? State::kDone : Retry(a, s);
 }
@@ -524,12 +536,25 @@ Status Restore::WriteMarkers(const Attempt& a) {
 // collection keeps the newest above the floor, so a node kept its stale
 // saves and dropped each new one before its group coded it (the eight-node
 // soak, seed 1000: the job never replicated again and fell back, backup
-// after backup). So they go at "go", before the markers.
-void Restore::DiscardAbove(const std::string& job, int64_t step, std::string_view why) {
-  std::vector<std::string> removed;
+// after backup). So they go at "go", before the markers: what the node
+// held when it reported ready, not a new save a node that handled its "go"
+// sooner already sent (that save would lack this node's copy or shard).
+Restore::HeldAbove Restore::ListAbove(const std::string& job, int64_t step) const {
+  HeldAbove held;
   for (const auto& [key, index] : store_->List()) {
-    if (key.job != job || key.step <= step) continue;
-    Status s = store_->Remove(key);
+    if (key.job == job && key.step > step) held.steps.emplace(key, index.digest);
+  }
+  if (options_.coded != nullptr) held.parity = options_.coded->ListAbove(job, step);
+  return held;
+}
+
+void Restore::DiscardAbove(const std::string& job, int64_t step, std::string_view why,
+                           const HeldAbove* only) {
+  const HeldAbove held = only != nullptr ? *only : ListAbove(job, step);
+  std::vector<std::string> removed;
+  for (const auto& [key, digest] : held.steps) {
+    Status s = store_->Remove(key, digest);
+    if (s.code() == StatusCode::kFailedPrecondition) continue;  // another copy since
     if (s.ok()) {
       removed.push_back(key.ToString());
     } else {
@@ -537,7 +562,7 @@ void Restore::DiscardAbove(const std::string& job, int64_t step, std::string_vie
     }
   }
   if (options_.coded != nullptr) {
-    if (int n = options_.coded->DiscardAbove(job, step); n > 0) {
+    if (int n = options_.coded->DiscardAbove(job, step, &held.parity); n > 0) {
       removed.push_back(std::to_string(n) + " parity shard(s)");
     }
   }

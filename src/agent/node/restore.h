@@ -183,9 +183,19 @@ class Restore {
   // Rebuilds `key` from its coded group as the plan's `source` says.
   Status DecodeStep(Attempt& a, const wire::StepKey& key, const wire::Source& source);
   Status WriteMarkers(const Attempt& a) EXCLUDES(mu_);
+  // What this node holds of `job` above `step`: each step copy with its
+  // digest, each parity shard with its header (its contributions).
+  struct HeldAbove {
+    std::map<wire::StepKey, uint64_t> steps;
+    std::map<ParityKey, ParityHeader> parity;
+  };
+  HeldAbove ListAbove(const std::string& job, int64_t step) const;
   // Removes `job`'s steps above `step` from the store and the parity
-  // store, and logs what went, after `why`.
-  void DiscardAbove(const std::string& job, int64_t step, std::string_view why);
+  // store, and logs what went, after `why`: what `only` lists (a copy
+  // while its digest is the one listed, a shard while it holds a
+  // contribution listed), else what ListAbove lists now.
+  void DiscardAbove(const std::string& job, int64_t step, std::string_view why,
+                    const HeldAbove* only = nullptr);
   void MakeRoom(const std::string& job, int64_t step);
 
   Env* const env_;

@@ -321,21 +321,33 @@ void CodedTier::CollectGarbage(const std::string& job, int64_t floor, bool bound
   }
 }
 
-int CodedTier::DiscardAbove(const std::string& job, int64_t step) {
+std::map<ParityKey, ParityHeader> CodedTier::ListAbove(const std::string& job, int64_t step) const {
+  std::map<ParityKey, ParityHeader> out;
+  for (auto& [key, h] : parity_->List()) {
+    if (key.job == job && key.step > step) out.emplace(key, std::move(h));
+  }
+  return out;
+}
+
+int CodedTier::DiscardAbove(const std::string& job, int64_t step,
+                            const std::map<ParityKey, ParityHeader>* only) {
   int removed = 0;
-  for (const auto& [key, h] : parity_->List()) {
-    if (key.job == job && key.step > step) removed += RemoveShard(key);
+  for (const auto& [key, listed] : only != nullptr ? *only : ListAbove(job, step)) {
+    removed += RemoveShard(key, only != nullptr ? &listed : nullptr);
   }
   return removed;
 }
 
 // Not waiting for a contribution being written: its sender may take up to
-// the data deadline, and every collection on this node waits for this one
-// (the RAM disk fills meanwhile). The next collection takes it.
-bool CodedTier::RemoveShard(const ParityKey& key) {
-  Status s = parity_->RemoveIfIdle(key);
+// the data deadline (two minutes once it is silent, kDataStallLimit), and
+// every collection on this node waits for this one (the RAM disk fills
+// meanwhile). The next collection takes it.
+bool CodedTier::RemoveShard(const ParityKey& key, const ParityHeader* listed) {
+  Status s = parity_->RemoveIfIdle(key, listed);
   if (s.code() == StatusCode::kUnavailable) {
     Log()->debug("gc: {}; left for the next collection", s.message());
+  } else if (s.code() == StatusCode::kFailedPrecondition) {
+    Log()->debug("gc: {}; kept", s.message());
   } else if (!s.ok()) {
     Log()->warn("gc: removing parity {}: {}", key.ToString(), s.message());
   }

@@ -89,16 +89,22 @@ class CodedTier {
   // `bounded` (retention.h), and those of its newest step with a complete
   // shard; the rest go (all of another job's).
   void CollectGarbage(const std::string& job, int64_t floor, bool bounded);
+  // The shards of `job`'s steps above `step`.
+  std::map<ParityKey, ParityHeader> ListAbove(const std::string& job, int64_t step) const;
   // Removes the shards of `job`'s steps above `step` (a history the job left
-  // when it restored `step`); returns how many went.
-  int DiscardAbove(const std::string& job, int64_t step);
+  // when it restored `step`); with `only` (from ListAbove), just those it
+  // lists, while they still hold a contribution they held then (one that
+  // started over since holds only the new history's). Returns how many went.
+  int DiscardAbove(const std::string& job, int64_t step,
+                   const std::map<ParityKey, ParityHeader>* only = nullptr);
 
  private:
   struct Chunk;  // one chunk of a step being contributed
   Status VerifyOnce(const wire::StepKey& key) EXCLUDES(mu_);
-  // Removes a shard unless a contribution is being written to it; whether
-  // it went.
-  bool RemoveShard(const ParityKey& key);
+  // Removes a shard unless a contribution is being written to it (or,
+  // given `listed`, it holds none of `listed`'s; ParityStore::RemoveIfIdle);
+  // whether it went.
+  bool RemoveShard(const ParityKey& key, const ParityHeader* listed = nullptr);
   Status Send(const Chunk& chunk, const wire::StepKey& key, const StepIndex& index,
               const ec::Group& group, int stripe, int row, const std::string& address);
   Status DecodeStripe(const wire::StepKey& key, const StepIndex& index, const ec::Group& group,

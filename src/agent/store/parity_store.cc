@@ -425,8 +425,25 @@ Status ParityStore::Remove(const ParityKey& key) {
   return s;
 }
 
-Status ParityStore::RemoveIfIdle(const ParityKey& key) {
+Status ParityStore::RemoveIfIdle(const ParityKey& key, const ParityHeader* listed) {
   if (!TryLock(key)) return UnavailableError("parity " + key.ToString() + " is being written");
+  if (listed != nullptr) {
+    bool holds_listed = false;
+    {
+      MutexLock l(&mu_);
+      if (auto it = held_.find(key); it != held_.end()) {
+        for (const wire::Contribution& c : listed->contributions) {
+          const wire::Contribution* now = it->second.Find(c.rank);
+          holds_listed |= now != nullptr && now->step_digest == c.step_digest;
+        }
+      }
+    }
+    if (!holds_listed) {
+      Unlock(key);
+      return FailedPreconditionError("parity " + key.ToString() +
+                                     " holds none of the contributions listed earlier");
+    }
+  }
   Status s = RemoveLocked(key);
   Unlock(key);
   return s;

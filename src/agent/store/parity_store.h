@@ -114,8 +114,12 @@ class ParityStore {
   Status Remove(const ParityKey& key);
   // For collection, which must not wait on a peer: UNAVAILABLE, the shard
   // left as it is, while a contribution is being written to `key` (its
-  // sender may be slow, or gone and not yet timed out).
-  Status RemoveIfIdle(const ParityKey& key);
+  // sender may be slow, or gone and not yet timed out). With `listed` (the
+  // shard as List gave it earlier), the shard goes only while it still holds
+  // one of `listed`'s contributions (rank and step digest): once it started
+  // over, it holds only newer ones and stays (FAILED_PRECONDITION, as when
+  // it is gone).
+  Status RemoveIfIdle(const ParityKey& key, const ParityHeader* listed = nullptr);
   uint64_t BytesHeld() const;  // parity bytes, without headers
 
  private:

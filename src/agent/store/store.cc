@@ -12,6 +12,7 @@
 #include "format/naming.h"
 #include "util/crash_point.h"
 #include "util/file_util.h"
+#include "util/hash.h"
 #include "util/logging.h"
 
 namespace strata::agent {
@@ -212,12 +213,19 @@ Status Store::Verify(const wire::StepKey& key) {
   return VerifyStepIndex(env_, StepPath(key), index, pool_);
 }
 
-Status Store::Remove(const wire::StepKey& key) {
+Status Store::Remove(const wire::StepKey& key, std::optional<uint64_t> digest) {
   std::optional<StepIndex> index;
   {
     MutexLock l(&mu_);
-    if (auto it = held_.find(key); it != held_.end()) index = std::move(it->second);
-    held_.erase(key);
+    auto it = held_.find(key);
+    if (digest && (it == held_.end() || it->second.digest != *digest)) {
+      return FailedPreconditionError("removing " + key.ToString() + ": the copy held is not " +
+                                     Hex64(*digest));
+    }
+    if (it != held_.end()) {
+      index = std::move(it->second);
+      held_.erase(it);
+    }
   }
   std::string path = StepPath(key);
   STRATA_RETURN_IF_ERROR(env_->RemoveFile(path + std::string(kSealSuffix)));

@@ -27,6 +27,7 @@
 #include <compare>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "agent/store/step_seal.h"
@@ -83,7 +84,9 @@ class Store {
   StatusOr<bool> CheckHeld(const wire::StepKey& key);
   // Removes a step (seal and index first, then the data, renamed out of the way); its
   // data files become spare files within the limit, the rest are deleted.
-  Status Remove(const wire::StepKey& key);
+  // With `digest`, only the copy of that digest: FAILED_PRECONDITION, the
+  // copy left, when the copy held is another (or none).
+  Status Remove(const wire::StepKey& key, std::optional<uint64_t> digest = std::nullopt);
   uint64_t BytesHeld() const;
 
   // A spare file to receive `size` bytes into, renamed to `path` (which must

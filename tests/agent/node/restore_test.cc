@@ -142,11 +142,15 @@ class RestoreTest : public ::testing::Test {
 
   // Ingests `rank`'s step `step` into `n`'s store (a copy of a peer's step
   // when rank != n.rank).
-  static StepIndex Hold(Node& n, int rank, int64_t step) {
-    const std::string in = n.dir.Sub("in-" + std::to_string(rank) + "-" + std::to_string(step));
+  // `history` tells apart two saves of one step (a job that went back
+  // and saved it again).
+  static StepIndex Hold(Node& n, int rank, int64_t step, const std::string& history = "") {
+    const std::string in =
+        n.dir.Sub("in-" + std::to_string(rank) + "-" + std::to_string(step) + history);
     fs::create_directories(in + "/sub");
     testing::WriteFile(in + "/state.bin", std::string(70000 + rank, static_cast<char>('a' + rank)));
-    testing::WriteFile(in + "/sub/opt.bin", std::to_string(step) + "/" + std::to_string(rank));
+    testing::WriteFile(in + "/sub/opt.bin",
+                       std::to_string(step) + "/" + std::to_string(rank) + history);
     auto index = n.store->Ingest(in, {kJob, rank, step});
     EXPECT_TRUE(index.ok()) << index.status().ToString();
     return index.ok() ? *index : StepIndex();
@@ -312,6 +316,34 @@ TEST_F(RestoreTest, EveryNodeRemovesTheStepsAboveTheRestoredOneAtGo) {
   EXPECT_FALSE(node0_.store->Has({kJob, 0, 40}));
   EXPECT_TRUE(node1_.store->Has({kJob, 1, 30}));
   EXPECT_FALSE(node1_.store->Has({kJob, 1, 50}));
+}
+
+// A node that handles its "go" late may already hold the first new save
+// of a node that went on sooner: a step above the plan's it did not hold
+// when it reported ready, or a new save of a step it held from the history
+// the job left. "go" removes what it held then, not these.
+TEST_F(RestoreTest, ALateGoKeepsTheNewSavesANodeThatWentOnSoonerSent) {
+  Hold(node1_, 0, 30);
+  Hold(node1_, 1, 30);
+  Hold(node1_, 1, 50);  // no step above 30 is complete
+  Hold(node0_, 0, 40);
+  const uint64_t old_save = Hold(node0_, 1, 50).digest;  // a copy of node 1's save
+  uint64_t new_save = 0;
+  MakeRestore(node0_, {}, kBoundedCollectionFill, [&] {
+    // Node 1 went on first; its next saves reached node 0 before node 0's "go".
+    Hold(node0_, 1, 45);
+    new_save = Hold(node0_, 1, 50, "-again").digest;
+    return Status::Ok();
+  });
+  auto [a, b] = RunBoth();
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ASSERT_NE(new_save, old_save);
+  EXPECT_FALSE(node0_.store->Has({kJob, 0, 40})) << "held at the report: it goes";
+  EXPECT_TRUE(node0_.store->Has({kJob, 1, 45})) << "a new save was removed";
+  auto again = node0_.store->GetIndex({kJob, 1, 50});
+  ASSERT_TRUE(again.ok()) << "a new save of a step held before was removed";
+  EXPECT_EQ(again->digest, new_save);
 }
 
 // The client started again while this node waited for a plan (node 1

@@ -246,6 +246,33 @@ TEST_F(ParityStoreTest, RemoveIfIdleLeavesAShardBeingWritten) {
   EXPECT_FALSE((*store)->Get(key).ok());
 }
 
+// Given the shard as it was listed, the shard goes while it still holds a
+// contribution listed (one added since does not save it: the rest is the
+// old history's), and stays once it started over with only newer ones.
+TEST_F(ParityStoreTest, RemoveIfIdleWithAListingLeavesAShardThatStartedOverSince) {
+  auto store = ParityStore::Open(dir_.Sub("p"), Env::Default());
+  ASSERT_TRUE(store.ok());
+  const int p = 1, chunk = group_.layout().ChunkOf(p, 0);
+  ASSERT_TRUE(Add(**store, 0, 0, p).ok());
+  const ParityKey key = Where(0, 0).key();
+  const ParityHeader listed = (*store)->List().at(key);
+  wire::Contribution again = Of(p, chunk, Chunk(p, chunk));
+  again.step_digest = 99;  // member 1 saved the step again, in the new history
+  size_t given;
+  ASSERT_TRUE((*store)->Contribute(Where(0, 0), again, ReaderOf(Chunk(p, chunk), &given)).ok());
+  const Status kept = (*store)->RemoveIfIdle(key, &listed);
+  EXPECT_EQ(kept.code(), StatusCode::kFailedPrecondition) << kept.ToString();
+  ASSERT_TRUE((*store)->Get(key).ok()) << "a shard of the new history was removed";
+  EXPECT_EQ((*store)->Get(key)->contributions[0].step_digest, 99u);
+
+  // A shard that still holds a listed contribution goes, also with one more.
+  const ParityHeader relisted = (*store)->List().at(key);
+  ASSERT_TRUE(Add(**store, 0, 0, 2).ok());
+  EXPECT_TRUE((*store)->RemoveIfIdle(key, &relisted).ok());
+  EXPECT_FALSE((*store)->Get(key).ok());
+  EXPECT_EQ((*store)->RemoveIfIdle(key, &relisted).code(), StatusCode::kFailedPrecondition);
+}
+
 // Bytes that do not match their checksum change nothing; a contributor that
 // does not feed the stripe is refused; a member's other step starts over.
 TEST_F(ParityStoreTest, BadContributionsChangeNothing) {
