@@ -135,10 +135,13 @@ std::optional<std::string> Replication::Trouble(std::chrono::seconds after) cons
 }
 
 std::optional<int64_t> Replication::StepToJoin(const std::set<int64_t>& others,
-                                               int64_t newest_replicated, int64_t newest_queued) {
+                                               int64_t newest_replicated, int64_t restored,
+                                               int64_t newest_queued) {
   if (others.empty()) return std::nullopt;
   const int64_t newest = *others.rbegin();
-  if (newest <= newest_replicated || newest == newest_queued) return std::nullopt;
+  if (newest <= std::max(newest_replicated, restored) || newest == newest_queued) {
+    return std::nullopt;
+  }
   return newest;
 }
 
@@ -175,7 +178,7 @@ std::optional<wire::StepKey> Replication::Next(const std::optional<wire::StepKey
     for (const wire::StepKey& k : joinable) {
       if (k.job == newest.job && k.rank == newest.rank) others.insert(k.step);
     }
-    if (auto step = StepToJoin(others, newest_replicated_, newest.step)) {
+    if (auto step = StepToJoin(others, newest_replicated_, restored_step_, newest.step)) {
       key.step = *step;
       Log()->debug("coding {}: the group's other members code it (newest held: step {})",
                    key.ToString(), newest.step);
@@ -234,7 +237,7 @@ void Replication::Main() {
     sending_ = false;
     // A send may take minutes: collect for the incarnation served now.
     if (std::optional<Target> now = hooks_.target()) CollectGarbage(*now);
-    if (all) {
+    if (all || !store_->Has(*key)) {  // done, or collected meanwhile: nothing to retry
       retry.reset();
     } else {  // try again later; a peer may be restarting
       retry = key;

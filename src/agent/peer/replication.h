@@ -148,10 +148,14 @@ class Replication {
   // codes slower than it saves, picks a step the others skipped, and then
   // none completes and the watermark stops. So a member joins what the
   // others have begun: of `others` (steps other members code, held here),
-  // the newest above `newest_replicated`, unless it is `newest_queued`
-  // (coded next anyway). None: the member codes its newest and leads.
+  // the newest above both `newest_replicated` and `restored` (the step this
+  // start restored, complete for the job; the steps below it are a past
+  // the job left, and shards the others began for them before the restart
+  // are no reason to code them again), unless it is `newest_queued` (coded
+  // next anyway). None: the member codes its newest and leads.
   static std::optional<int64_t> StepToJoin(const std::set<int64_t>& others,
-                                           int64_t newest_replicated, int64_t newest_queued);
+                                           int64_t newest_replicated, int64_t restored,
+                                           int64_t newest_queued);
 
   // Receiving side: the long calls a peer makes, with the connection.
   StatusOr<json> HandlePutStep(const wire::PutStepRequest& request, net::Socket& socket);

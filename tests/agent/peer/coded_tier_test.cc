@@ -356,13 +356,27 @@ TEST_F(CodedTierTest, AConnectionToAHolderCarriesTheNextChunks) {
 }
 
 // Which step a member joins: the newest the others code above what it
-// has replicated, unless that is its newest queued step anyway.
+// has replicated and above the step this start restored, unless that is
+// its newest queued step anyway.
 TEST(StepToJoinTest, TheNewestStepTheOthersCodeAboveTheMembersOwn) {
-  EXPECT_EQ(Replication::StepToJoin({}, 10, 30), std::nullopt);
-  EXPECT_EQ(Replication::StepToJoin({5, 10}, 10, 30), std::nullopt) << "coded already";
-  EXPECT_EQ(Replication::StepToJoin({20, 30}, 10, 30), std::nullopt) << "the newest is next anyway";
-  EXPECT_EQ(Replication::StepToJoin({15, 20}, 10, 30), 20);
-  EXPECT_EQ(Replication::StepToJoin({20, 40}, 10, 30), 40) << "a held step newer than the queue's";
+  EXPECT_EQ(Replication::StepToJoin({}, 10, -1, 30), std::nullopt);
+  EXPECT_EQ(Replication::StepToJoin({5, 10}, 10, -1, 30), std::nullopt) << "coded already";
+  EXPECT_EQ(Replication::StepToJoin({20, 30}, 10, -1, 30), std::nullopt)
+      << "the newest is next anyway";
+  EXPECT_EQ(Replication::StepToJoin({15, 20}, 10, -1, 30), 20);
+  EXPECT_EQ(Replication::StepToJoin({20, 40}, 10, -1, 30), 40)
+      << "a held step newer than the queue's";
+}
+
+// The eight-node soak (rs(6,2), seed 1000): a partition cut the coding of
+// step 36,125; the job restored 36,450, and with nothing replicated since
+// the start every member joined the shards begun for 36,125, held up by
+// a slow link and collection, and coded none of its new saves for 20 s,
+// until a replaced node found none of its steps decodable.
+TEST(StepToJoinTest, NotAStepBelowTheOneThisStartRestored) {
+  EXPECT_EQ(Replication::StepToJoin({36125}, -1, 36450, 36700), std::nullopt);
+  EXPECT_EQ(Replication::StepToJoin({36450}, -1, 36450, 36700), std::nullopt) << "complete";
+  EXPECT_EQ(Replication::StepToJoin({36125, 36675}, -1, 36450, 36700), 36675);
 }
 
 }  // namespace
