@@ -22,8 +22,8 @@ class Job:
         return os.path.join(self.dir, "%s%d.log" % (what, n))
 
 
-def line(second, text):
-    return "2026-11-27T10:00:%06.3fZ info strata: job chaos: %s\n" % (second, text)
+def line(second, text, level="info"):
+    return "2026-11-27T10:00:%06.3fZ %s strata: job chaos: %s\n" % (second, level, text)
 
 
 def test_a_backup_uploads_from_its_begin_to_its_commit_or_the_next_begin_or_round(tmp_path):
@@ -82,18 +82,14 @@ def test_committed_backup_steps_come_from_the_coordinators_log(tmp_path):
     assert chaos.committed_steps(chaos.backup_events(job)) == {100, 300}
 
 
-def error_line(second, text):
-    return "2026-11-27T10:00:%06.3fZ error strata: job chaos: %s\n" % (second, text)
-
-
 def test_a_failed_backup_pauses_the_backups_for_the_retry_time(tmp_path):
     # Seed 52 of rs(6,2): a part failed under s3_errors, so no backup began
     # for 30 s; a crash loop then poisoned the step restored, and the job
     # fell back to the backup before the pause.
     job = Job(tmp_path, [
         line(1, "backup b1 of step 100 begins (8 part(s))") +
-        error_line(2, "backup b1: node 7: uploading part 7: SlowDown; it stays incomplete") +
-        error_line(40, "cannot begin a backup: listing s3://b/chaos: 503") +
+        line(2, "backup b1: node 7: uploading part 7: SlowDown; it stays incomplete", "error") +
+        line(40, "cannot begin a backup: listing s3://b/chaos: 503", "error") +
         line(41, "backup b2 of step 500 begins (8 part(s))"),
         # an agent's own error about a part is not the coordinator's
         "2026-11-27T10:00:02.000Z error strata: backup b1: part 7 failed; it stays incomplete\n",
