@@ -323,33 +323,35 @@ class Faults:
         # slow, each until two save intervals after it healed: the watermark
         # could stand still, and with it the backups.
         self.stalls = []
-        self.stall_ends = []  # the wall-clock time each of self.stalls healed
         self.s3_since = -1    # the training step when the S3 faults in force began
         self.s3_cleared = -10**9  # the training step when the last S3 fault healed
         self.replaced = 0
         self.ram_lost = {}    # node -> when it last lost its RAM (or came back empty)
         self.recovering = []  # records of restarting faults the job has not recovered from
+        self.last_step = 0    # the newest training step a status reported
 
     def step_now(self):
         """The training step now, where a fault's effect begins or ends.
         While the job restarts no trainer reports one: then the step trained
         before the restart (the job resumes from that or an earlier one;
-        note_recoveries lowers a stall in force to where it resumed)."""
+        note_recoveries lowers a stall in force to where it resumed), or,
+        the restart not noticed yet, the last step a trainer reported."""
         step = self.job.training_step()
-        if step < 0 and self.recovering:
-            step = max(x["before"] for x in self.recovering)
-        return max(step, 0)
+        if step >= 0:
+            self.last_step = step
+            return step
+        if self.recovering:
+            return max(x["before"] for x in self.recovering)
+        return self.last_step
 
     def apply(self, fault, t0):
         job = self.job
         record = {"kind": fault.kind, "nodes": list(fault.nodes), "at": fault.at,
                   "applied": time.time()}
         if fault.kind in RESTARTS:  # what the work lost and recovery are measured against
-            record["before"] = job.training_step()
-            if record["before"] < 0 and self.recovering:
-                # The job is down, restarting from an earlier fault: this one
-                # shares that restart, and what was trained is that fault's.
-                record["before"] = max(x["before"] for x in self.recovering)
+            # The job may be down, restarting from an earlier fault: this one
+            # then shares that restart, and what was trained is that fault's.
+            record["before"] = self.step_now()
             record["starts"] = job.starts()
             # A save lands again with the first save step after the disk frees.
             full_recent = record["before"] - self.full_cleared < 2 * INTERVAL
@@ -508,7 +510,6 @@ class Faults:
         if not self.slowed_any():
             self.slow_cleared = self.step_now()
             self.stalls.append((self.slow_since, self.slow_cleared + 2 * INTERVAL))
-            self.stall_ends.append(time.time())
 
     def _s3_fault(self, kind, until):
         if not self.s3_modes:
@@ -554,7 +555,6 @@ class Faults:
             if not self.full:
                 self.full_cleared = self.step_now()
                 self.stalls.append((self.full_since, self.full_cleared + 2 * INTERVAL))
-                self.stall_ends.append(time.time())
             try:
                 os.unlink(os.path.join(self.job.dir(n), ".chaos-fill"))
             except OSError:
@@ -574,20 +574,18 @@ class Faults:
                 self.recovering.remove(r)
                 resumed = min(next((s or 0 for s in now[n][len(r["starts"].get(n, [])):]
                                     if s not in poisoned)) for n in now)
-                self._stalls_resumed_from(resumed, r["applied"])
+                self._stalls_resumed_from(resumed)
 
-    def _stalls_resumed_from(self, step, since):
-        """The job, restarted by a fault applied at `since`, resumed from
-        `step`: a full disk or slow link in force since then counts from
-        there, not from the step the status reported when it began (the
-        last one trained before the restart, which the job trains again)."""
+    def _stalls_resumed_from(self, step):
+        """The job resumed from `step` after a restart: a full disk or slow
+        link still in force counts from there, not from the step the status
+        reported when it began (the last one trained before the restart,
+        which the job trains again). One that healed before the job resumed
+        did not touch the steps trained again."""
         if self.full and self.full_since > step:
             self.full_since = step
         if self.slowed_any() and self.slow_since > step:
             self.slow_since = step
-        for i, (a, b) in enumerate(self.stalls):
-            if self.stall_ends[i] >= since and a > step:
-                self.stalls[i] = (step, b)
 
     def heal_due(self, everything=False):
         now = time.time()
@@ -761,16 +759,13 @@ BACKUP_EVENT = re.compile(r"^(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)Z "
                           r"|error strata: job \S+: (?:.*; it stays incomplete$|cannot begin a backup: "
                           r"|writing the commit of backup ))")
 
-# After a backup fails (a part, its begin or its commit), the coordinator
-# begins the next one no sooner than this (kRetryAfterFailure).
-BACKUP_RETRY_S = 30
 
 
 def backup_events(job):
     """The coordinator's backup and round lines of the run, each as
     (wall-clock seconds, "begins" | "committed" | "round" | "failed",
     backup id, step), the id and step None for a round or a failure (after
-    which no backup begins for BACKUP_RETRY_S)."""
+    which the coordinator begins no backup for 30 s, kRetryAfterFailure)."""
     events = []
     for n in range(job.nodes):
         for line in _tail(job.log("agent", n)).decode(errors="replace").splitlines():
@@ -806,32 +801,44 @@ def committed_steps(events):
 
 
 def retry_pauses(events, applied, before):
-    """The backups' failures in `events` (from backup_events) before
-    wall-clock time `applied`, as (from, to) training steps for
-    stalled_within: each from the begin of the backup that failed (the
-    fallback is the one before it) to BACKUP_RETRY_S after the failure (no
-    backup begins until then), counted at full speed back from `before`,
-    the step trained at `applied`, and cut there."""
-    per_s = 1000 / STEP_MS
-    uploads = backup_uploads(events)
+    """The gaps in the backups that failures left (from backup_events), as
+    (from, to) training steps for stalled_within: from the step of the
+    backup begun last before a failure (it failed, or the next one could not
+    begin: the fallback is that one or older) to the step of the first
+    backup begun after the failure, which the coordinator's 30 s retry
+    pause put off, or to `before` (the step trained at
+    wall-clock time `applied`, the fault's) if none began before it.
+    Steps, not seconds: a restart in between moves the training step but
+    not the backups'."""
     out = []
-    for t, kind, _, _ in events:
-        if kind == "failed" and t < applied:
-            began = max((b for b, e in uploads if e == t), default=t)
-            out.append((int(before - (applied - began) * per_s),
-                        int(min(before, before - (applied - t - BACKUP_RETRY_S) * per_s))))
+    events = sorted(e for e in events if e[0] < applied)
+    for i, (t, kind, _, _) in enumerate(events):
+        if kind != "failed":
+            continue
+        began = [step for _, k, _, step in events[:i] if k == "begins"]
+        after = [step for _, k, _, step in events[i + 1:] if k == "begins"]
+        a = began[-1] if began else 0
+        b = after[0] if after else before
+        if b > a:
+            out.append((a, b))
     return out
 
 
 def stalled_within(stalls, before, reach):
-    """The steps of `stalls` ((from, to) training steps) that lie within
-    `reach` steps before `before`, the reach growing by what it finds: the
-    watermark, and with it the backups, could stand still through each, so
-    the fallback backup is older by as much."""
+    """The steps of `stalls` ((from, to) training steps, which may overlap)
+    that lie within `reach` steps before `before`, the reach growing by what
+    it finds: the watermark, and with it the backups, could stand still
+    through each, so the fallback backup is older by as much."""
+    merged = []
+    for a, b in sorted(stalls):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
     extra = 0
     while True:
         lo = before - reach - extra
-        found = sum(max(0, min(b, before) - max(a, lo)) for a, b in stalls)
+        found = sum(max(0, min(b, before) - max(a, lo)) for a, b in merged)
         if found <= extra:
             return extra
         extra = found

@@ -99,13 +99,31 @@ def test_a_failed_backup_pauses_the_backups_for_the_retry_time(tmp_path):
     uploads = chaos.backup_uploads(events)
     base = uploads[0][0] - 1
     assert [(b - base, e - base if e else None) for b, e in uploads] == [(1, 2), (41, None)]
-    # Applied at second 12 with step 2,000 trained: 50 steps a second, from
-    # the begin of b1, which failed, through the pause in force.
-    assert chaos.retry_pauses(events, base + 12, 2000) == [(1450, 2000)]
-    # Applied at second 60: the first pause ended 28 s before; the second
-    # (no backup to begin with) is in force, so it counts up to the fault.
-    assert chaos.retry_pauses(events, base + 60, 5000) == [(2050, 3600), (4000, 5000)]
-    assert chaos.stalled_within(chaos.retry_pauses(events, base + 12, 2000), 2000, 225) == 550
+    # A fault at second 12, step 2,000 trained: no backup since step 100.
+    assert chaos.retry_pauses(events, base + 12, 2000) == [(100, 2000)]
+    # At second 60: the backups resumed with step 500 at second 41.
+    assert chaos.retry_pauses(events, base + 60, 5000) == [(100, 500), (100, 500)]
+    assert chaos.stalled_within(chaos.retry_pauses(events, base + 12, 2000), 2000, 225) == 1900
+
+
+def test_a_restart_between_a_failed_backup_and_the_next_leaves_no_gap(tmp_path):
+    # The job rolled back below the failed backup's step: the next backup,
+    # of an older step, is the fallback's successor, and nothing is missing.
+    job = Job(tmp_path, [
+        line(1, "backup b1 of step 100 begins (8 part(s))") +
+        line(2, "backup b1: node 7: uploading part 7: SlowDown; it stays incomplete", "error") +
+        line(5, "round 4 begins (node 2 registered)") +
+        line(40, "backup b2 of step 80 begins (8 part(s))"),
+    ])
+    events = chaos.backup_events(job)
+    base = min(t for t, _, _, _ in events) - 1
+    assert chaos.retry_pauses(events, base + 50, 600) == []
+
+
+def test_stalls_that_overlap_count_once():
+    assert chaos.stalled_within([(0, 100), (50, 150)], 150, 10) == \
+        chaos.stalled_within([(0, 150)], 150, 10)
+    assert chaos.stalled_within([(100, 140), (100, 140)], 150, 20) == 40
 
 
 def test_a_stall_in_force_through_a_restart_counts_from_the_step_resumed():
@@ -123,16 +141,11 @@ def test_a_stall_in_force_through_a_restart_counts_from_the_step_resumed():
     faults.full_since = 47050
     faults.slowed = {3: 1}
     faults.slow_since = 46990  # began before the step resumed: stays
-    faults.stalls = [(46000, 46500), (46900, 47100)]
-    faults.stall_ends = [100.0, 210.0]  # healed before the fault, and after
-    faults._stalls_resumed_from(47000, 200.0)
+    faults.stalls = [(47020, 47100)]  # healed before the job resumed: untouched
+    faults._stalls_resumed_from(47000)
     assert faults.full_since == 47000
     assert faults.slow_since == 46990
-    assert faults.stalls == [(46000, 46500), (46900, 47100)]
-    faults.stalls = [(47020, 47100)]
-    faults.stall_ends = [210.0]
-    faults._stalls_resumed_from(47000, 200.0)
-    assert faults.stalls == [(47000, 47100)]
+    assert faults.stalls == [(47020, 47100)]
 
 
 def test_a_fault_that_begins_while_the_job_restarts_begins_at_the_step_trained_before():
@@ -149,7 +162,11 @@ def test_a_fault_that_begins_while_the_job_restarts_begins_at_the_step_trained_b
     job = Job()
     faults = chaos.Faults(job, print)
     assert faults.step_now() == 0  # not started yet
+    job.step = 36480
+    assert faults.step_now() == 36480
+    job.step = -1  # down, the restart not yet noticed: the last step reported
+    assert faults.step_now() == 36480
     faults.recovering = [{"before": 36400}, {"before": 36470}]
     assert faults.step_now() == 36470
-    job.step = 36500
-    assert faults.step_now() == 36500
+    job.step = 36300  # resumed from an older step
+    assert faults.step_now() == 36300
