@@ -803,10 +803,10 @@ def committed_steps(events):
 def retry_pauses(events, applied, before):
     """The gaps in the backups that failures left (from backup_events), as
     (from, to) training steps for stalled_within: from the step of the
-    backup begun last before a failure (it failed, or the next one could not
-    begin: the fallback is that one or older) to the step of the first
-    backup begun after the failure, which the coordinator's 30 s retry
-    pause put off, or to `before` (the step trained at
+    backup committed last before a failure (the fallback: the backups begun
+    after it failed, or did not begin) to the step of the first backup
+    begun after the failure, which the coordinator's 30 s retry pause put
+    off, or to `before` (the step trained at
     wall-clock time `applied`, the fault's) if none began before it.
     Steps, not seconds: a restart in between moves the training step but
     not the backups'."""
@@ -815,9 +815,9 @@ def retry_pauses(events, applied, before):
     for i, (t, kind, _, _) in enumerate(events):
         if kind != "failed":
             continue
-        began = [step for _, k, _, step in events[:i] if k == "begins"]
+        committed = [step for _, k, _, step in events[:i] if k == "committed"]
         after = [step for _, k, _, step in events[i + 1:] if k == "begins"]
-        a = began[-1] if began else 0
+        a = committed[-1] if committed else 0
         b = after[0] if after else before
         if b > a:
             out.append((a, b))

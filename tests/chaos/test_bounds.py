@@ -85,8 +85,9 @@ def test_committed_backup_steps_come_from_the_coordinators_log(tmp_path):
 def test_a_failed_backup_pauses_the_backups_for_the_retry_time(tmp_path):
     # Seed 52 of rs(6,2): a part failed under s3_errors, so no backup began
     # for 30 s; a crash loop then poisoned the step restored, and the job
-    # fell back to the backup before the pause.
+    # fell back to the backup committed before the one that failed.
     job = Job(tmp_path, [
+        line(0.5, "backup b0 of step 40 committed (33557968 bytes)") +
         line(1, "backup b1 of step 100 begins (8 part(s))") +
         line(2, "backup b1: node 7: uploading part 7: SlowDown; it stays incomplete", "error") +
         line(40, "cannot begin a backup: listing s3://b/chaos: 503", "error") +
@@ -95,21 +96,23 @@ def test_a_failed_backup_pauses_the_backups_for_the_retry_time(tmp_path):
         "2026-11-27T10:00:02.000Z error strata: backup b1: part 7 failed; it stays incomplete\n",
     ])
     events = chaos.backup_events(job)
-    assert [k for _, k, _, _ in sorted(events)] == ["begins", "failed", "failed", "begins"]
+    assert [k for _, k, _, _ in sorted(events)] == [
+        "committed", "begins", "failed", "failed", "begins"]
     uploads = chaos.backup_uploads(events)
     base = uploads[0][0] - 1
     assert [(b - base, e - base if e else None) for b, e in uploads] == [(1, 2), (41, None)]
-    # A fault at second 12, step 2,000 trained: no backup since step 100.
-    assert chaos.retry_pauses(events, base + 12, 2000) == [(100, 2000)]
+    # A fault at second 12, step 2,000 trained: no backup since step 40.
+    assert chaos.retry_pauses(events, base + 12, 2000) == [(40, 2000)]
     # At second 60: the backups resumed with step 500 at second 41.
-    assert chaos.retry_pauses(events, base + 60, 5000) == [(100, 500), (100, 500)]
-    assert chaos.stalled_within(chaos.retry_pauses(events, base + 12, 2000), 2000, 225) == 1900
+    assert chaos.retry_pauses(events, base + 60, 5000) == [(40, 500), (40, 500)]
+    assert chaos.stalled_within(chaos.retry_pauses(events, base + 12, 2000), 2000, 225) == 1960
 
 
 def test_a_restart_between_a_failed_backup_and_the_next_leaves_no_gap(tmp_path):
     # The job rolled back below the failed backup's step: the next backup,
     # of an older step, is the fallback's successor, and nothing is missing.
     job = Job(tmp_path, [
+        line(0.5, "backup b0 of step 90 committed (33557968 bytes)") +
         line(1, "backup b1 of step 100 begins (8 part(s))") +
         line(2, "backup b1: node 7: uploading part 7: SlowDown; it stays incomplete", "error") +
         line(5, "round 4 begins (node 2 registered)") +
