@@ -236,6 +236,7 @@ Status Agent::Incarnate(const ReplicatorConfig& config) {
   STRATA_RETURN_IF_ERROR(restored.status());
   const int64_t restored_step = restore_->summary().step;
   replication_->Restored(restored_step);
+  inc.restored_step = restored_step;
   goodput_.StartDone(clock_->Now(), restored_step);
   inc.round = restored->round;
   inc.addresses = std::move(restored->addresses);

@@ -92,6 +92,7 @@ class Agent {
     std::vector<int> peers;                // copies go there (redundancy copies)
     ec::Redundancy redundancy;             // the peer tier
     std::optional<ec::Group> group;        // a coded tier's group for the round
+    int64_t restored_step = -1;            // what this start of the job restored
   };
 
   Agent(AgentConfig config, net::Trust trust, Env* env, SteadyClock* clock);

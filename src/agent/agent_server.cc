@@ -149,7 +149,9 @@ void Agent::SaveState(const Incarnation& inc) {
             {"addresses", addresses},
             {"dp", c.assume_data_parallelism.value_or(1)},
             {"master", c.master.value_or("")},
-            {"redundancy", inc.redundancy.ToString()}};
+            {"redundancy", inc.redundancy.ToString()},
+            // What replication must not go back below (Replication::Restored).
+            {"restored_step", inc.restored_step}};
   if (inc.group) j["group"] = wire::GroupToJson(*inc.group);
   // So that a restart of this agent and of the coordinator together does not
   // forget them (Restore::Quarantined).
@@ -192,9 +194,14 @@ void Agent::LoadState() {
       if (!g.ok()) throw std::runtime_error(std::string(g.status().message()));
       inc.group = *g;
     }
+    if (j.contains("restored_step")) inc.restored_step = GetInt<int64_t>(j.at("restored_step"));
     std::vector<int64_t> quarantined;
     if (j.contains("quarantined")) quarantined = GetInts<int64_t>(j.at("quarantined"));
-    Log()->info("resuming job {} as node {} of {}", c.job_name, c.node_rank, c.nodes);
+    Log()->info("resuming job {} as node {} of {} ({})", c.job_name, c.node_rank, c.nodes,
+                inc.restored_step >= 0
+                    ? "its start restored step " + std::to_string(inc.restored_step)
+                    : std::string("it started fresh"));
+    replication_->Restored(inc.restored_step);
     for (int64_t step : quarantined) {
       if (step >= 0) restore_->NoteQuarantined(c.job_name, step);
     }
