@@ -754,8 +754,9 @@ def check(job, refs, seen_backups):
 
 
 BACKUP_EVENT = re.compile(r"^(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)Z "
-                          r"(?:info strata: job \S+: (?:backup (?P<id>\S+) of step (?P<step>\d+) "
-                          r"(?P<kind>begins|committed)|(?P<round>round) \d+ begins)"
+                          r"(?:info strata: job \S+(?: round \d+)?: (?:backup (?P<id>\S+) of step "
+                          r"(?P<step>\d+) (?P<kind>begins|committed|goes on into round|abandoned)"
+                          r"|(?P<round>round) \d+ begins)"
                           r"|error strata: job \S+: (?:.*; it stays incomplete$|cannot begin a backup: "
                           r"|writing the commit of backup ))")
 
@@ -763,7 +764,8 @@ BACKUP_EVENT = re.compile(r"^(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)Z "
 
 def backup_events(job):
     """The coordinator's backup and round lines of the run, each as
-    (wall-clock seconds, "begins" | "committed" | "round" | "failed",
+    (wall-clock seconds, "begins" | "committed" | "carried" (into the round
+    that begins with it) | "abandoned" | "round" | "failed",
     backup id, step), the id and step None for a round or a failure (after
     which the coordinator begins no backup for 30 s, kRetryAfterFailure)."""
     events = []
@@ -773,22 +775,29 @@ def backup_events(job):
             if m:
                 t = datetime.datetime.fromisoformat(m["time"]).replace(
                     tzinfo=datetime.timezone.utc).timestamp()
-                kind = m["kind"] or m["round"] or "failed"
+                kind = {"goes on into round": "carried"}.get(m["kind"], m["kind"])
+                kind = kind or m["round"] or "failed"
                 events.append((t, kind, m["id"], int(m["step"]) if m["step"] else None))
     return events
 
 
 def backup_uploads(events):
     """When each backup of the run began and ended, in wall-clock seconds
-    (None: not yet), from backup_events. A backup ends when it commits, or
-    when the next backup or a new round begins. (The coordinator now
-    carries a backup into a round that restores its step or a later one;
-    ending it at the round counts less upload time than it may take, which
-    only makes the bound stricter.)"""
+    (None: not yet), from backup_events. A backup ends when it commits or is
+    abandoned, or when the next backup, a failure or a new round begins,
+    unless the coordinator carried it into that round (its line comes with
+    the round's)."""
+    events = sorted(events)
     uploads, open_ = [], None  # open_: [began, end, backup id] of the latest begun
-    for t, kind, backup, _ in sorted(events):
-        if open_ is not None and open_[1] is None and (kind != "committed" or backup == open_[2]):
-            open_[1] = t
+    for t, kind, backup, _ in events:
+        if open_ is not None and open_[1] is None:
+            mine = backup == open_[2]
+            carried = kind == "round" and any(
+                k == "carried" and b == open_[2]
+                for u, k, b, _ in events if abs(u - t) <= 1.0)
+            if (kind in ("begins", "failed") or (kind == "round" and not carried)
+                    or (kind in ("committed", "abandoned") and mine)):
+                open_[1] = t
         if kind == "begins":
             open_ = [t, None, backup]
             uploads.append(open_)

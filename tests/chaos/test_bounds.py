@@ -173,3 +173,25 @@ def test_a_fault_that_begins_while_the_job_restarts_begins_at_the_step_trained_b
     assert faults.step_now() == 36470
     job.step = 36300  # resumed from an older step
     assert faults.step_now() == 36300
+
+
+def test_a_backup_carried_into_a_round_uploads_on_until_it_commits_or_is_abandoned(tmp_path):
+    # rs(6,2) seed 62: the backup of step 1,200 went on into rounds 2 and 3,
+    # and round 3 abandoned it; the runner had ended it at round 2.
+    job = Job(tmp_path, [
+        line(1, "backup b1 of step 1200 begins (8 part(s))") +
+        line(2, "round 2 begins (node 5 registered)") +
+        line(2, "backup b1 of step 1200 goes on into round 2 if its plan restores step 1200 or "
+                "later") +
+        line(4, "round 3 begins (node 1 registered)") +
+        line(4, "backup b1 of step 1200 goes on into round 3 if its plan restores step 1200 or "
+                "later") +
+        "2026-11-27T10:00:17.000Z info strata: job chaos round 3: backup b1 of step 1200 "
+        "abandoned: the round restores step 1100\n" +
+        line(20, "backup b2 of step 1300 begins (8 part(s))") +
+        line(21, "round 4 begins (node 2 registered)"),  # not carried: ends b2
+    ])
+    uploads = chaos.backup_uploads(chaos.backup_events(job))
+    base = uploads[0][0] - 1
+    assert [(b - base, e - base if e else None) for b, e in uploads] == [(1, 17), (20, 21)]
+    assert chaos.steps_uploading(uploads, base + 4) == 150
