@@ -882,7 +882,7 @@ def summarize(job, applier):
     failed is lost with it). When the backup is needed, a full disk or a
     slow link counts wherever it lies within the bound's reach, not only
     in force (the watermark stood still, so no backup was taken), and so
-    does the pause after each failed backup (retry_pauses); a crash loop
+    does the gap each failed backup left (retry_pauses); a crash loop
     that poisoned a backup's step falls back one backup further.
     """
     final = job.starts()
