@@ -562,7 +562,7 @@ void Restore::DiscardAbove(const std::string& job, int64_t step, std::string_vie
     }
   }
   if (options_.coded != nullptr) {
-    if (int n = options_.coded->DiscardAbove(job, step, &held.parity); n > 0) {
+    if (int n = options_.coded->DiscardListed(held.parity); n > 0) {
       removed.push_back(std::to_string(n) + " parity shard(s)");
     }
   }

@@ -329,12 +329,9 @@ std::map<ParityKey, ParityHeader> CodedTier::ListAbove(const std::string& job, i
   return out;
 }
 
-int CodedTier::DiscardAbove(const std::string& job, int64_t step,
-                            const std::map<ParityKey, ParityHeader>* only) {
+int CodedTier::DiscardListed(const std::map<ParityKey, ParityHeader>& listed) {
   int removed = 0;
-  for (const auto& [key, listed] : only != nullptr ? *only : ListAbove(job, step)) {
-    removed += RemoveShard(key, only != nullptr ? &listed : nullptr);
-  }
+  for (const auto& [key, header] : listed) removed += RemoveShard(key, &header);
   return removed;
 }
 

@@ -91,12 +91,11 @@ class CodedTier {
   void CollectGarbage(const std::string& job, int64_t floor, bool bounded);
   // The shards of `job`'s steps above `step`.
   std::map<ParityKey, ParityHeader> ListAbove(const std::string& job, int64_t step) const;
-  // Removes the shards of `job`'s steps above `step` (a history the job left
-  // when it restored `step`); with `only` (from ListAbove), just those it
-  // lists, while they still hold a contribution they held then (one that
-  // started over since holds only the new history's). Returns how many went.
-  int DiscardAbove(const std::string& job, int64_t step,
-                   const std::map<ParityKey, ParityHeader>* only = nullptr);
+  // Removes the shards `listed` (from ListAbove: a history the job left
+  // when it restored a step), each while it still holds a contribution it
+  // held then (one that started over since holds only the new history's).
+  // Returns how many went.
+  int DiscardListed(const std::map<ParityKey, ParityHeader>& listed);
 
  private:
   struct Chunk;  // one chunk of a step being contributed
