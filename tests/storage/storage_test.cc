@@ -548,13 +548,21 @@ TEST_F(S3Test, ServerKilledAndRestartedMidUploadIsNotFound) {
   o.initial_backoff = std::chrono::milliseconds(200);
   o.max_backoff = std::chrono::milliseconds(2000);
   o.max_attempts = 10;
+  // Through a proxy that counts the bytes: the kill comes once the upload
+  // is under way (a fixed wait let a fast machine finish it before).
+  testing::FaultProxy proxy(moto.port());
+  ASSERT_TRUE(proxy.Start().ok());
+  o.endpoint = proxy.endpoint();
   auto store = MustOpen("s3://doomed/job", o);
   std::string in = dir_.Sub("in");
   testing::WriteFile(in, RandomBytes(64 * kMiB, 6));
   ASSERT_TRUE(store->Put("marker", "x").ok());
   Status put;
   std::thread uploader([&] { put = store->PutFile("big", in); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (proxy.bytes_up() < 8 * kMiB && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   moto.Kill();
   Status restarted = moto.Restart();
   uploader.join();
