@@ -18,8 +18,9 @@
 // into a buffer before it writes (no splice). Deadlines hold through the handshake and every
 // record.
 //
-// Thread-safety: a Socket is used by one thread at a time, except Shutdown(),
-// which another thread may call to wake a blocked call.
+// Thread-safety: a Socket is used by one thread at a time, except Shutdown()
+// and Abort(), which another thread may call to wake a blocked call (while
+// the owner neither moves nor closes the socket).
 #ifndef STRATA_NET_SOCKET_H_
 #define STRATA_NET_SOCKET_H_
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "net/auth.h"
+#include "net/cancellation.h"
 #include "net/frame.h"
 #include "net/handshake_budget.h"
 #include "net/socket.h"
@@ -204,6 +205,49 @@ TEST_F(NetTest, ShutdownFromAnotherThreadWakesABlockedReceive) {
   stopper.join();
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
   EXPECT_LT(Seconds(start), 5);
+}
+
+// A cancelled ticket's registered socket is aborted: a receive blocked on it
+// in another thread returns, and the far end's receive fails.
+TEST_F(NetTest, CancelEndsATransferRegisteredForAnEarlierTicket) {
+  Cancellation cancellation;
+  const Cancellation::Ticket ticket = cancellation.Take();
+  EXPECT_FALSE(ticket.cancelled());
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(100ms);
+    cancellation.Cancel();
+  });
+  char byte;
+  Status s;
+  {
+    const Cancellation::Registration registered(ticket, client_);
+    s = client_.RecvAll(&byte, 1, Soon());
+  }
+  canceller.join();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_TRUE(ticket.cancelled());
+  EXPECT_FALSE(cancellation.Take().cancelled());         // work begun after it goes on
+  EXPECT_FALSE(server_.RecvAll(&byte, 1, Soon()).ok());  // and the far end's fails
+}
+
+// A socket registered for a ticket cancelled before is aborted as it
+// registers; one of a later ticket, or of none, is left alone.
+TEST_F(NetTest, ASocketRegisteredAfterItsTicketWasCancelledIsAbortedAtOnce) {
+  Cancellation cancellation;
+  const Cancellation::Ticket past = cancellation.Take();
+  cancellation.Cancel();
+  {
+    const Cancellation::Registration none(Cancellation::Ticket(), server_);
+    const Cancellation::Registration current(cancellation.Take(), server_);
+    cancellation.Take();  // taking a ticket cancels nothing
+    SendRaw("x");
+    char byte = 0;
+    ASSERT_TRUE(server_.RecvAll(&byte, 1, Soon()).ok());
+    EXPECT_EQ(byte, 'x');
+  }
+  const Cancellation::Registration registered(past, client_);
+  const std::string chunk(1 << 20, 'x');
+  EXPECT_FALSE(client_.SendAll(chunk.data(), chunk.size(), Soon()).ok());
 }
 
 TEST_F(NetTest, ClosedSocketIsFailedPrecondition) {

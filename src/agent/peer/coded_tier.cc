@@ -102,7 +102,8 @@ Status CodedTier::VerifyOnce(const wire::StepKey& key) {
 
 Status CodedTier::Contribute(const wire::StepKey& key, const ec::Group& group,
                              const std::map<int, std::string>& addresses,
-                             std::vector<std::string>* done) {
+                             std::vector<std::string>* done,
+                             const net::Cancellation::Ticket& ticket) {
   const int me = group.Position(key.rank);
   if (me < 0) {
     return InvalidArgumentError("node " + std::to_string(key.rank) + " is not in group " +
@@ -144,10 +145,19 @@ Status CodedTier::Contribute(const wire::StepKey& key, const ec::Group& group,
   RunParallel(tasks.size(), streams, [&](size_t i, const auto&) {
     Task& t = tasks[i];
     const std::string address = Address(addresses, t.holder);
-    t.result = address.empty() ? UnavailableError("no address for node " + std::to_string(t.holder))
-                               : Send(*t.chunk, key, index, group, t.chunk->stripe, t.row, address);
+    if (ticket.cancelled()) {
+      t.result = CancelledError("cancelled");
+    } else if (address.empty()) {
+      t.result = UnavailableError("no address for node " + std::to_string(t.holder));
+    } else {
+      t.result = Send(*t.chunk, key, index, group, t.chunk->stripe, t.row, address, ticket);
+    }
     return Status::Ok();
   }).IgnoreError();
+  if (ticket.cancelled()) {  // what failed, failed for it
+    return CancelledError("coding " + key.ToString() + " for group " + group.ToString() +
+                          ": cancelled");
+  }
   std::map<int, bool> holder_ok;
   Status first;
   for (const Task& t : tasks) {
@@ -168,7 +178,8 @@ Status CodedTier::Contribute(const wire::StepKey& key, const ec::Group& group,
 }
 
 Status CodedTier::Send(const Chunk& chunk, const wire::StepKey& key, const StepIndex& index,
-                       const ec::Group& group, int stripe, int row, const std::string& address) {
+                       const ec::Group& group, int stripe, int row, const std::string& address,
+                       const net::Cancellation::Ticket& ticket) {
   STRATA_ASSIGN_OR_RETURN(Endpoint to, ParseEndpoint(address));
   const std::string who = "node " + std::to_string(key.rank);
   const SteadyClock::time_point began = clock_->Now();
@@ -186,16 +197,19 @@ Status CodedTier::Send(const Chunk& chunk, const wire::StepKey& key, const StepI
   // the time a new one is given, and the call goes on a new one.
   STRATA_ASSIGN_OR_RETURN(
       RpcPool::Opened opened,
-      connections_.Open(to, who, put.ToJson(), kCallTimeout, kReusedConnectionTimeout));
+      connections_.Open(to, who, put.ToJson(), kCallTimeout, kReusedConnectionTimeout, ticket));
   STRATA_ASSIGN_OR_RETURN(json reply, std::move(opened.reply));
   STRATA_ASSIGN_OR_RETURN(wire::PutShardReady ready, wire::PutShardReady::FromJson(reply));
   if (!ready.have) {
+    const net::Cancellation::Registration registered(ticket, opened.client.socket());
     STRATA_RETURN_IF_ERROR(
         SendRanges(opened.client.socket(), store_->StepPath(key), index, chunk.ranges));
     STRATA_RETURN_IF_ERROR(AwaitCommitted(opened.client.socket(), address));
     metric::ReplicationSeconds(address).Observe(SecondsSince(*clock_, began));
     metric::ReplicationBytes(address).Add(static_cast<double>(chunk.length));
   }
+  // Not given back when cancelled: the connection may be out of step.
+  if (ticket.cancelled()) return CancelledError("cancelled");
   connections_.GiveBack(to, who, std::move(opened.client));  // in step: its last reply was read
   return Status::Ok();
 }

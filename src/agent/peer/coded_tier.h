@@ -37,6 +37,7 @@
 #include "agent/store/parity_store.h"
 #include "agent/store/store.h"
 #include "ec/layout.h"
+#include "net/cancellation.h"
 #include "net/socket.h"
 #include "util/clock.h"
 #include "util/mutex.h"
@@ -59,8 +60,11 @@ class CodedTier {
   // parity row of its stripes, at `addresses` (node rank -> host:port).
   // OK when every holder has it; otherwise the first failure, naming the
   // holder. `done` (may be null) gets the addresses whose rows all hold it.
+  // Once `ticket` is cancelled the chunks in flight end at once and no more
+  // go: the answer is then Cancelled.
   Status Contribute(const wire::StepKey& key, const ec::Group& group,
-                    const std::map<int, std::string>& addresses, std::vector<std::string>* done);
+                    const std::map<int, std::string>& addresses, std::vector<std::string>* done,
+                    const net::Cancellation::Ticket& ticket = {});
 
   // put_shard: `my_rank` must hold the row asked for.
   StatusOr<json> HandlePutShard(const wire::PutShardRequest& request, net::Socket& socket,
@@ -105,7 +109,8 @@ class CodedTier {
   // whether it went.
   bool RemoveShard(const ParityKey& key, const ParityHeader* listed = nullptr);
   Status Send(const Chunk& chunk, const wire::StepKey& key, const StepIndex& index,
-              const ec::Group& group, int stripe, int row, const std::string& address);
+              const ec::Group& group, int stripe, int row, const std::string& address,
+              const net::Cancellation::Ticket& ticket);
   Status DecodeStripe(const wire::StepKey& key, const StepIndex& index, const ec::Group& group,
                       const wire::StripeSource& stripe, const std::map<int, std::string>& addresses,
                       const std::string& client_id, const std::string& dir,

@@ -75,6 +75,7 @@ void Replication::Enqueue(const wire::StepKey& key) {
 void Replication::Forget() {
   MutexLock l(&mu_);
   ++epoch_;
+  sends_.Cancel();
   queue_.clear();
   watermark_ = newest_replicated_ = newest_ingested_ = -1;
   ingested_at_.clear();
@@ -196,6 +197,7 @@ void Replication::Main() {
   uint64_t retry_epoch = 0;  // the epoch `retry` belongs to
   while (!stopped_) {
     uint64_t epoch;
+    Ticket ticket;
     {
       MutexLock l(&mu_);
       const auto until = std::chrono::steady_clock::now() + kIdleTick;
@@ -203,6 +205,7 @@ void Replication::Main() {
       }
       if (stopped_) return;
       epoch = epoch_;
+      ticket = sends_.Take();
     }
     if (epoch != retry_epoch) {  // forgotten: a past incarnation's step is not retried
       retry.reset();
@@ -230,7 +233,7 @@ void Replication::Main() {
     bool all = false;
     sending_ = true;
     try {  // a peer's malformed reply must not end the thread
-      all = SendEverywhere(*key, *target, epoch);
+      all = SendEverywhere(*key, *target, epoch, ticket);
     } catch (const json::exception& e) {
       Log()->warn("replicating {}: malformed reply: {}", key->ToString(), e.what());
     }
@@ -247,12 +250,18 @@ void Replication::Main() {
   }
 }
 
-bool Replication::SendEverywhere(const wire::StepKey& key, const Target& target, uint64_t epoch) {
+bool Replication::SendEverywhere(const wire::StepKey& key, const Target& target, uint64_t epoch,
+                                 const Ticket& ticket) {
   if (key.job != target.config.job_name) return true;  // a past incarnation's step
   const Status failed =
-      target.group ? SendCoded(key, target, epoch) : SendCopies(key, target, epoch);
+      target.group ? SendCoded(key, target, epoch, ticket) : SendCopies(key, target, epoch, ticket);
   if (!failed.ok()) {
     MutexLock l(&mu_);
+    if (epoch != epoch_) {  // ended by Forget(), or failed for a past incarnation
+      Log()->info("replicating {}: given up, its incarnation is past ({})", key.ToString(),
+                  failed.message());
+      return false;
+    }
     error_ = "replicating " + key.ToString() + " " + std::string(failed.message());
     return false;
   }
@@ -270,13 +279,16 @@ bool Replication::SendEverywhere(const wire::StepKey& key, const Target& target,
 }
 
 // A copy to every peer; the first failure ("to node P: ...").
-Status Replication::SendCopies(const wire::StepKey& key, const Target& target, uint64_t epoch) {
+Status Replication::SendCopies(const wire::StepKey& key, const Target& target, uint64_t epoch,
+                               const Ticket& ticket) {
   Status first;
   for (int peer : target.peers) {
+    if (ticket.cancelled()) return CancelledError("copies of " + key.ToString() + ": cancelled");
     auto addr = target.addresses.find(peer);
     Status s = addr == target.addresses.end()
                    ? UnavailableError("no address for node " + std::to_string(peer))
-                   : SendToPeer(key, addr->second);
+                   : SendToPeer(key, addr->second, ticket);
+    if (ticket.cancelled()) return CancelledError("copies of " + key.ToString() + ": cancelled");
     if (s.ok()) {
       Counted(addr->second, key.step, epoch);
       continue;
@@ -292,12 +304,13 @@ Status Replication::SendCopies(const wire::StepKey& key, const Target& target, u
 
 // The step's chunks to the parity holders of its stripes (CodedTier); the
 // first failure ("to group G: ...").
-Status Replication::SendCoded(const wire::StepKey& key, const Target& target, uint64_t epoch) {
+Status Replication::SendCoded(const wire::StepKey& key, const Target& target, uint64_t epoch,
+                              const Ticket& ticket) {
   if (coded_ == nullptr) return FailedPreconditionError("to a coded group: no coded tier here");
   std::vector<std::string> done;
-  Status s = coded_->Contribute(key, *target.group, target.addresses, &done);
+  Status s = coded_->Contribute(key, *target.group, target.addresses, &done, ticket);
   for (const std::string& address : done) Counted(address, key.step, epoch);
-  if (s.ok()) return s;
+  if (s.ok() || ticket.cancelled()) return s;
   Log()->warn("coding {} for group {}: {} (will retry)", key.ToString(), target.group->ToString(),
               s.message());
   return Status(s.code(), "to group " + target.group->ToString() + ": " + std::string(s.message()));
@@ -311,11 +324,21 @@ void Replication::Counted(const std::string& peer, int64_t step, uint64_t epoch)
   newest = std::max(newest, step);
 }
 
-Status Replication::SendToPeer(const wire::StepKey& key, const std::string& address) {
-  STRATA_ASSIGN_OR_RETURN(Endpoint to, ParseEndpoint(address));
-  STRATA_ASSIGN_OR_RETURN(StepIndex index, store_->GetIndex(key));
+StatusOr<RpcClient> Replication::ConnectFor(const Endpoint& to, const wire::StepKey& key,
+                                            const Ticket& ticket) {
+  if (ticket.cancelled()) return CancelledError("sending " + key.ToString() + ": cancelled");
   STRATA_ASSIGN_OR_RETURN(
       RpcClient client, RpcClient::Connect(to, options_.trust, "node " + std::to_string(key.rank)));
+  if (ticket.cancelled()) return CancelledError("sending " + key.ToString() + ": cancelled");
+  return client;
+}
+
+Status Replication::SendToPeer(const wire::StepKey& key, const std::string& address,
+                               const Ticket& ticket) {
+  STRATA_ASSIGN_OR_RETURN(Endpoint to, ParseEndpoint(address));
+  STRATA_ASSIGN_OR_RETURN(StepIndex index, store_->GetIndex(key));
+  STRATA_ASSIGN_OR_RETURN(RpcClient client, ConnectFor(to, key, ticket));
+  const net::Cancellation::Registration registered(ticket, client.socket());
   const auto groups = index.total_bytes >= kMultiStreamMinBytes
                           ? PartitionFiles(index, options_.data_streams)
                           : std::vector<std::vector<size_t>>(1);
@@ -341,13 +364,13 @@ Status Replication::SendToPeer(const wire::StepKey& key, const std::string& addr
                                   " range groups of " + key.ToString() + " without a transfer");
     }
     if (ready.need->size() > 1) {
-      STRATA_RETURN_IF_ERROR(SendRangeGroups(to, key, index, *ready.transfer, *ready.need));
+      STRATA_RETURN_IF_ERROR(SendRangeGroups(to, key, index, *ready.transfer, *ready.need, ticket));
     } else if (ready.need->size() == 1) {
       STRATA_RETURN_IF_ERROR(
           SendRanges(client.socket(), store_->StepPath(key), index, ready.need->front()));
     }
   } else if (ready.transfer) {  // a receiver that takes whole files
-    STRATA_RETURN_IF_ERROR(SendGroups(to, key, index, *ready.transfer, groups));
+    STRATA_RETURN_IF_ERROR(SendGroups(to, key, index, *ready.transfer, groups, ticket));
   } else {
     STRATA_RETURN_IF_ERROR(SendStepFiles(client.socket(), store_->StepPath(key), index));
   }
@@ -364,11 +387,11 @@ Status Replication::SendToPeer(const wire::StepKey& key, const std::string& addr
 
 // Sends each group of files on its own connection, in parallel.
 Status Replication::SendGroups(const Endpoint& to, const wire::StepKey& key, const StepIndex& index,
-                               uint64_t transfer, const std::vector<std::vector<size_t>>& groups) {
+                               uint64_t transfer, const std::vector<std::vector<size_t>>& groups,
+                               const Ticket& ticket) {
   return RunParallel(groups.size(), groups.size(), [&](size_t g, const auto&) {
-    STRATA_ASSIGN_OR_RETURN(
-        RpcClient client,
-        RpcClient::Connect(to, options_.trust, "node " + std::to_string(key.rank)));
+    STRATA_ASSIGN_OR_RETURN(RpcClient client, ConnectFor(to, key, ticket));
+    const net::Cancellation::Registration registered(ticket, client.socket());
     STRATA_RETURN_IF_ERROR(
         client.Call(wire::PutFilesRequest{transfer, groups[g], {}}.ToJson(), kCallTimeout)
             .status());
@@ -382,11 +405,11 @@ Status Replication::SendGroups(const Endpoint& to, const wire::StepKey& key, con
 // in parallel.
 Status Replication::SendRangeGroups(const Endpoint& to, const wire::StepKey& key,
                                     const StepIndex& index, uint64_t transfer,
-                                    const std::vector<std::vector<wire::FileRange>>& need) {
+                                    const std::vector<std::vector<wire::FileRange>>& need,
+                                    const Ticket& ticket) {
   return RunParallel(need.size(), need.size(), [&](size_t g, const auto&) {
-    STRATA_ASSIGN_OR_RETURN(
-        RpcClient client,
-        RpcClient::Connect(to, options_.trust, "node " + std::to_string(key.rank)));
+    STRATA_ASSIGN_OR_RETURN(RpcClient client, ConnectFor(to, key, ticket));
+    const net::Cancellation::Registration registered(ticket, client.socket());
     STRATA_RETURN_IF_ERROR(
         client.Call(wire::PutFilesRequest{transfer, {}, g}.ToJson(), kCallTimeout).status());
     STRATA_RETURN_IF_ERROR(SendRanges(client.socket(), store_->StepPath(key), index, need[g]));

@@ -16,7 +16,8 @@
 // on the server's long-call threads. Every public method may be called from
 // any thread, also with the caller's own lock held (the agent holds its lock
 // when it queues a step): Replication never calls a hook, does I/O or waits
-// on the network with mu_ held.
+// on the network with mu_ held (Forget aborts the connections of a send in
+// flight under it: non-blocking system calls).
 #ifndef STRATA_AGENT_REPLICATION_H_
 #define STRATA_AGENT_REPLICATION_H_
 
@@ -39,6 +40,7 @@
 #include "agent/rpc/transfer.h"
 #include "agent/store/local_dir.h"
 #include "agent/store/store.h"
+#include "net/cancellation.h"
 #include "net/endpoint.h"
 #include "net/socket.h"
 #include "strata/env.h"
@@ -126,7 +128,10 @@ class Replication {
   // A new incarnation, or the RAM is gone: the queue, the watermark and the
   // progress start afresh (until the watermark is learned again, garbage
   // collection keeps the restored step and the newest; retention.h). A send
-  // or report in flight finishes, but what it learns (a step replicated, a
+  // in flight ends at once (its connections are aborted: a past history's
+  // step behind a partition or a slow link would hold the sending thread,
+  // and the links, for minutes while the new incarnation's saves wait); a
+  // report in flight finishes. What either learns (a step replicated, a
   // watermark) is dropped.
   void Forget() EXCLUDES(mu_);
   // A start of the job (after Forget) restored this node's `step`: the RAM
@@ -175,18 +180,29 @@ class Replication {
   // members of its coded group have begun to code (none without a group).
   std::vector<wire::StepKey> Joinable(const Target& target) const;
   // Sends `key` to every peer; true when all of them hold it.
-  // `epoch`: of the turn that chose `key`; results for a past one are dropped.
-  bool SendEverywhere(const wire::StepKey& key, const Target& target, uint64_t epoch);
+  // `epoch`: of the turn that chose `key`; results for a past one are
+  // dropped. `ticket`: taken with it, cancelled by the next Forget().
+  using Ticket = net::Cancellation::Ticket;
+  bool SendEverywhere(const wire::StepKey& key, const Target& target, uint64_t epoch,
+                      const Ticket& ticket);
   // The copies of `key` to the target's peers, or its chunks to its group;
   // the first failure.
-  Status SendCopies(const wire::StepKey& key, const Target& target, uint64_t epoch);
-  Status SendCoded(const wire::StepKey& key, const Target& target, uint64_t epoch);
+  Status SendCopies(const wire::StepKey& key, const Target& target, uint64_t epoch,
+                    const Ticket& ticket);
+  Status SendCoded(const wire::StepKey& key, const Target& target, uint64_t epoch,
+                   const Ticket& ticket);
   void Counted(const std::string& peer, int64_t step, uint64_t epoch) EXCLUDES(mu_);
-  Status SendToPeer(const wire::StepKey& key, const std::string& address);
+  Status SendToPeer(const wire::StepKey& key, const std::string& address, const Ticket& ticket);
+  // An authenticated connection to `to` for `key`'s sender, unless `ticket`
+  // was cancelled (the connect itself ends within its timeout).
+  StatusOr<RpcClient> ConnectFor(const Endpoint& to, const wire::StepKey& key,
+                                 const Ticket& ticket);
   Status SendGroups(const Endpoint& to, const wire::StepKey& key, const StepIndex& index,
-                    uint64_t transfer, const std::vector<std::vector<size_t>>& groups);
+                    uint64_t transfer, const std::vector<std::vector<size_t>>& groups,
+                    const Ticket& ticket);
   Status SendRangeGroups(const Endpoint& to, const wire::StepKey& key, const StepIndex& index,
-                         uint64_t transfer, const std::vector<std::vector<wire::FileRange>>& need);
+                         uint64_t transfer, const std::vector<std::vector<wire::FileRange>>& need,
+                         const Ticket& ticket);
   // Receiving a put_step into `dir`: whole files, or by content (what this
   // node holds taken, the rest asked for; *taken_bytes says how much it took).
   Status ReceiveFiles(const wire::PutStepRequest& request, net::Socket& socket,
@@ -221,6 +237,9 @@ class Replication {
   // Counts Forget() calls: a result of a call begun before the last one is
   // for a past incarnation.
   uint64_t epoch_ GUARDED_BY(mu_) = 0;
+  // Ends the sends of a past epoch; its tickets are taken with the epoch,
+  // under mu_, and Forget() cancels them under mu_ as it counts the epoch.
+  net::Cancellation sends_;
   int64_t watermark_ GUARDED_BY(mu_) = -1;
   // The floor of the last bounded collection that was logged.
   int64_t bounded_floor_ GUARDED_BY(mu_) = std::numeric_limits<int64_t>::min();

@@ -65,16 +65,23 @@ StatusOr<json> RpcPool::Call(const Endpoint& to, const std::string& client_id, c
 
 StatusOr<RpcPool::Opened> RpcPool::Open(const Endpoint& to, const std::string& client_id,
                                         const json& request, std::chrono::milliseconds timeout,
-                                        std::chrono::milliseconds reused_timeout) {
+                                        std::chrono::milliseconds reused_timeout,
+                                        const net::Cancellation::Ticket& ticket) {
   if (std::optional<RpcClient> reused = TakeIdle(Key(to, client_id))) {
-    StatusOr<json> r = reused->Call(request, reused_timeout);
-    if (reused->answered()) return Opened{std::move(*reused), std::move(r)};
+    StatusOr<json> r = [&] {
+      const net::Cancellation::Registration registered(ticket, reused->socket());
+      return reused->Call(request, reused_timeout);
+    }();
+    if (reused->answered() || ticket.cancelled()) return Opened{std::move(*reused), std::move(r)};
     // The server may have closed it meanwhile (idle timeout, restart), or a
     // partition cut it: a call that was not answered is safe to make again,
     // on a new connection.
   }
   STRATA_ASSIGN_OR_RETURN(RpcClient fresh, RpcClient::Connect(to, trust_, client_id));
-  StatusOr<json> r = fresh.Call(request, timeout);
+  StatusOr<json> r = [&] {
+    const net::Cancellation::Registration registered(ticket, fresh.socket());
+    return fresh.Call(request, timeout);
+  }();
   return Opened{std::move(fresh), std::move(r)};
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "agent/config/config.h"
+#include "net/cancellation.h"
 #include "net/endpoint.h"
 #include "net/socket.h"
 #include "net/tls.h"
@@ -85,14 +86,16 @@ class RpcPool {
   // it): made on a kept connection to `to` if one is idle (answered within
   // `reused_timeout`), else, or when that one turns out closed, on a new
   // one (within `timeout`). The connection comes with the reply; GiveBack
-  // it once in step (its last reply read), or drop it.
+  // it once in step (its last reply read), or drop it. The call is
+  // registered for `ticket` (a cancelled one fails it, and leaves the
+  // connection out of step).
   struct Opened {
     RpcClient client;
     StatusOr<json> reply;
   };
   StatusOr<Opened> Open(const Endpoint& to, const std::string& client_id, const json& request,
-                        std::chrono::milliseconds timeout,
-                        std::chrono::milliseconds reused_timeout);
+                        std::chrono::milliseconds timeout, std::chrono::milliseconds reused_timeout,
+                        const net::Cancellation::Ticket& ticket = {});
   void GiveBack(const Endpoint& to, const std::string& client_id, RpcClient client) {
     GiveBack(Key(to, client_id), std::move(client));
   }

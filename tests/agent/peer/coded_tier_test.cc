@@ -11,8 +11,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <thread>
 
 #include "agent/peer/replication.h"
@@ -353,6 +355,52 @@ TEST_F(CodedTierTest, AConnectionToAHolderCarriesTheNextChunks) {
   ASSERT_NO_FATAL_FAILURE(Serve(restarted));
   contribute(60);
   EXPECT_GE(restarted.server->stats().accepted, 1u);
+}
+
+// Found by the 30-minute chaos soak: after a restart, the chunks of a step
+// the job had left went on to a holder for 27 s (a partition had just
+// healed, and TCP backed off), and the member coded none of its new saves
+// meanwhile. A cancelled ticket ends such a contribution at once, here one
+// stuck on a holder that took the call and then read nothing.
+TEST_F(CodedTierTest, ACancelledContributionEndsItsChunksInFlight) {
+  Node& holder = *nodes_[1];
+  holder.server.reset();
+  struct Gate {
+    std::atomic<int> stalled{0};
+    std::atomic<bool> release{false};
+  };
+  auto gate = std::make_shared<Gate>();  // the server's threads may outlive this body
+  struct Release {
+    std::shared_ptr<Gate> gate;
+    ~Release() { gate->release = true; }
+  } release{gate};
+  Server::Handlers handlers;
+  handlers.long_call = [gate](const json&, net::Socket& socket) -> StatusOr<json> {
+    STRATA_RETURN_IF_ERROR(SendReply(socket, wire::PutShardReady{false}.ToJson()));
+    ++gate->stalled;
+    while (!gate->release) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return UnavailableError("node 1 read nothing");
+  };
+  auto server = testing::ServeOnLoopback(kSecret, std::move(handlers), &holder.address);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  holder.server = std::move(*server);
+  addresses_[1] = holder.address;
+  ASSERT_NO_FATAL_FAILURE(Ingest(*nodes_[0]));
+
+  net::Cancellation cancellation;
+  const net::Cancellation::Ticket ticket = cancellation.Take();
+  auto contributed = std::async(std::launch::async, [&] {
+    return nodes_[0]->coded->Contribute(Key(0), group_, addresses_, nullptr, ticket);
+  });
+  ASSERT_TRUE(testing::WaitUntil([&] { return gate->stalled > 0; }));
+  cancellation.Cancel();
+  // Uncancelled, it would wait for node 1's commit until its data deadline.
+  const bool ended = contributed.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  gate->release = true;
+  ASSERT_TRUE(ended) << "the contribution went on after its ticket was cancelled";
+  const Status s = contributed.get();
+  EXPECT_EQ(s.code(), StatusCode::kCancelled) << s.ToString();
+  EXPECT_NE(s.message().find("coding job1/0/40"), std::string::npos) << s.message();
 }
 
 // Which step a member joins: the newest the others code above what it
