@@ -8,21 +8,22 @@ bool Cancellation::Ticket::cancelled() const {
 }
 
 Cancellation::Registration::Registration(const Ticket& ticket, Socket& socket)
-    : from_(ticket.from_), socket_(&socket) {
+    : from_(ticket.from_), socket_(&socket), generation_(ticket.generation_) {
   if (from_ == nullptr) return;
   MutexLock l(&from_->mu_);
-  if (ticket.generation_ == from_->generation_) {
+  if (generation_ == from_->generation_) {
     from_->sockets_.insert(socket_);
+    listed_ = true;
   } else {
     socket_->Abort();  // cancelled already
   }
 }
 
 Cancellation::Registration::~Registration() {
-  if (from_ == nullptr) return;
+  if (!listed_) return;
   MutexLock l(&from_->mu_);
-  auto it = from_->sockets_.find(socket_);  // gone if a Cancel() came since
-  if (it != from_->sockets_.end()) from_->sockets_.erase(it);
+  if (generation_ != from_->generation_) return;  // a Cancel() cleared the entry
+  from_->sockets_.erase(from_->sockets_.find(socket_));
 }
 
 Cancellation::Ticket Cancellation::Take() {

@@ -53,6 +53,8 @@ class Cancellation {
    private:
     Cancellation* const from_;
     Socket* const socket_;
+    const uint64_t generation_;
+    bool listed_ = false;  // in from_->sockets_ (until a Cancel() clears them)
   };
 
   Cancellation() = default;
@@ -68,7 +70,8 @@ class Cancellation {
 
   mutable Mutex mu_;
   uint64_t generation_ GUARDED_BY(mu_) = 0;
-  std::multiset<Socket*> sockets_ GUARDED_BY(mu_);  // registered for generation_
+  // Registered for generation_, one entry per Registration listed.
+  std::multiset<Socket*> sockets_ GUARDED_BY(mu_);
 };
 
 }  // namespace strata::net

@@ -50,7 +50,8 @@ void Replication::Start() {
 void Replication::Stop() {
   stopped_ = true;
   {
-    MutexLock l(&mu_);
+    MutexLock l(&mu_);  // a turn takes its ticket under mu_ once it saw stopped_ false
+    sends_.Cancel();    // the send in flight ends at once
     cv_.SignalAll();
   }
   if (thread_.joinable()) thread_.join();
@@ -75,7 +76,6 @@ void Replication::Enqueue(const wire::StepKey& key) {
 void Replication::Forget() {
   MutexLock l(&mu_);
   ++epoch_;
-  sends_.Cancel();
   queue_.clear();
   watermark_ = newest_replicated_ = newest_ingested_ = -1;
   ingested_at_.clear();
@@ -89,6 +89,13 @@ void Replication::Restored(int64_t step) {
   MutexLock l(&mu_);
   if (step >= 0 && newest_ingested_ < 0) restored_at_ = clock_->Now();
   restored_step_ = step;
+  // A send still in flight is a past incarnation's: none of this one's
+  // begins before it has a target, after this call.
+  if (in_flight_ && in_flight_->epoch != epoch_ && in_flight_->key.step != step) {
+    Log()->info("the job's start restored step {}: ending the send of {}, a step it left", step,
+                in_flight_->key.ToString());
+    sends_.Cancel();
+  }
 }
 
 void Replication::DropQueue() {
@@ -197,7 +204,6 @@ void Replication::Main() {
   uint64_t retry_epoch = 0;  // the epoch `retry` belongs to
   while (!stopped_) {
     uint64_t epoch;
-    Ticket ticket;
     {
       MutexLock l(&mu_);
       const auto until = std::chrono::steady_clock::now() + kIdleTick;
@@ -205,11 +211,11 @@ void Replication::Main() {
       }
       if (stopped_) return;
       epoch = epoch_;
-      ticket = sends_.Take();
     }
     if (epoch != retry_epoch) {  // forgotten: a past incarnation's step is not retried
       retry.reset();
       retry_epoch = epoch;
+      backoff = kMinRetry;
     }
     // The hooks take the agent's lock: asked once per turn, with none held.
     // The epoch, read before, ties this turn to the incarnation they describe.
@@ -218,11 +224,16 @@ void Replication::Main() {
     const std::vector<wire::StepKey> joinable =
         target ? Joinable(*target) : std::vector<wire::StepKey>{};
     std::optional<wire::StepKey> key;
+    Ticket ticket;
     {
       MutexLock l(&mu_);
       if (epoch_ != epoch) continue;  // forgotten meanwhile: ask again
       if (!queue_.empty()) backoff = kMinRetry;
       key = Next(retry, retry_at, priority, joinable);
+      if (key && target) {
+        in_flight_ = InFlight{*key, epoch};
+        ticket = sends_.Take();
+      }
     }
     if (!target) continue;  // between incarnations nothing is sent or collected
     if (!key) {
@@ -231,33 +242,39 @@ void Replication::Main() {
       continue;
     }
     bool all = false;
+    SteadyClock::time_point failed_at = clock_->Now();
     sending_ = true;
     try {  // a peer's malformed reply must not end the thread
-      all = SendEverywhere(*key, *target, epoch, ticket);
+      all = SendEverywhere(*key, *target, epoch, ticket, &failed_at);
     } catch (const json::exception& e) {
       Log()->warn("replicating {}: malformed reply: {}", key->ToString(), e.what());
     }
     sending_ = false;
+    {
+      MutexLock l(&mu_);
+      in_flight_.reset();
+    }
     // A send may take minutes: collect for the incarnation served now.
     if (std::optional<Target> now = hooks_.target()) CollectGarbage(*now);
     if (all || !store_->Has(*key)) {  // done, or collected meanwhile: nothing to retry
       retry.reset();
     } else {  // try again later; a peer may be restarting
       retry = key;
-      retry_at = clock_->Now() + backoff;
+      retry_at = failed_at + backoff;
       backoff = std::min(backoff * 2, kMaxRetry);
     }
   }
 }
 
 bool Replication::SendEverywhere(const wire::StepKey& key, const Target& target, uint64_t epoch,
-                                 const Ticket& ticket) {
+                                 const Ticket& ticket, SteadyClock::time_point* failed_at) {
   if (key.job != target.config.job_name) return true;  // a past incarnation's step
   const Status failed =
       target.group ? SendCoded(key, target, epoch, ticket) : SendCopies(key, target, epoch, ticket);
   if (!failed.ok()) {
     MutexLock l(&mu_);
-    if (epoch != epoch_) {  // ended by Forget(), or failed for a past incarnation
+    *failed_at = clock_->Now();  // as the failure shows in the progress
+    if (epoch != epoch_) {       // ended by Restored(), or failed for a past incarnation
       Log()->info("replicating {}: given up, its incarnation is past ({})", key.ToString(),
                   failed.message());
       return false;

@@ -16,8 +16,8 @@
 // on the server's long-call threads. Every public method may be called from
 // any thread, also with the caller's own lock held (the agent holds its lock
 // when it queues a step): Replication never calls a hook, does I/O or waits
-// on the network with mu_ held (Forget aborts the connections of a send in
-// flight under it: non-blocking system calls).
+// on the network with mu_ held (Restored and Stop abort the connections of
+// a send in flight under it: non-blocking system calls).
 #ifndef STRATA_AGENT_REPLICATION_H_
 #define STRATA_AGENT_REPLICATION_H_
 
@@ -115,7 +115,7 @@ class Replication {
   Replication& operator=(const Replication&) = delete;
 
   void Start();  // the sending thread
-  void Stop();   // ends it; a transfer in progress ends at its next timeout
+  void Stop();   // ends it; a send in flight ends at once (its connections are aborted)
 
   // Sending side.
   // A step of this node was ingested (or found held at start): send it.
@@ -128,15 +128,17 @@ class Replication {
   // A new incarnation, or the RAM is gone: the queue, the watermark and the
   // progress start afresh (until the watermark is learned again, garbage
   // collection keeps the restored step and the newest; retention.h). A send
-  // in flight ends at once (its connections are aborted: a past history's
-  // step behind a partition or a slow link would hold the sending thread,
-  // and the links, for minutes while the new incarnation's saves wait); a
-  // report in flight finishes. What either learns (a step replicated, a
+  // or report in flight goes on, but what it learns (a step replicated, a
   // watermark) is dropped.
   void Forget() EXCLUDES(mu_);
   // A start of the job (after Forget) restored this node's `step`: the RAM
   // tier holds the ranks' state as of now, and its age counts from here
-  // until the next step is ingested.
+  // until the next step is ingested. A send of another step still in
+  // flight ends at once (its connections are aborted): a step of the
+  // history the job left, or one below it, held up behind a partition or
+  // a slow link, would keep the sending thread, and the links, for as long
+  // as half a minute while the new incarnation's saves wait. A send of
+  // `step` itself goes on: its chunks complete the restored step's parity.
   void Restored(int64_t step) EXCLUDES(mu_);
   // Only the queue goes (what is held stays, as does the progress).
   void DropQueue() EXCLUDES(mu_);
@@ -181,10 +183,12 @@ class Replication {
   std::vector<wire::StepKey> Joinable(const Target& target) const;
   // Sends `key` to every peer; true when all of them hold it.
   // `epoch`: of the turn that chose `key`; results for a past one are
-  // dropped. `ticket`: taken with it, cancelled by the next Forget().
+  // dropped. `ticket`: taken with it, cancelled by Restored() or Stop().
+  // A failure sets *failed_at to when it was recorded (its retry counts
+  // from there).
   using Ticket = net::Cancellation::Ticket;
   bool SendEverywhere(const wire::StepKey& key, const Target& target, uint64_t epoch,
-                      const Ticket& ticket);
+                      const Ticket& ticket, SteadyClock::time_point* failed_at);
   // The copies of `key` to the target's peers, or its chunks to its group;
   // the first failure.
   Status SendCopies(const wire::StepKey& key, const Target& target, uint64_t epoch,
@@ -237,8 +241,15 @@ class Replication {
   // Counts Forget() calls: a result of a call begun before the last one is
   // for a past incarnation.
   uint64_t epoch_ GUARDED_BY(mu_) = 0;
-  // Ends the sends of a past epoch; its tickets are taken with the epoch,
-  // under mu_, and Forget() cancels them under mu_ as it counts the epoch.
+  // The send in flight (one at a time, on the sending thread) and the
+  // epoch of the turn that began it.
+  struct InFlight {
+    wire::StepKey key;
+    uint64_t epoch;
+  };
+  std::optional<InFlight> in_flight_ GUARDED_BY(mu_);
+  // Ends the send in flight (Restored, Stop); its ticket is taken with
+  // in_flight_, under mu_, and cancelled under mu_.
   net::Cancellation sends_;
   int64_t watermark_ GUARDED_BY(mu_) = -1;
   // The floor of the last bounded collection that was logged.

@@ -63,25 +63,36 @@ StatusOr<json> RpcPool::Call(const Endpoint& to, const std::string& client_id, c
   return std::move(opened.reply);
 }
 
+namespace {
+
+// `client`'s call, its socket registered for `ticket` meanwhile.
+StatusOr<json> CallFor(RpcClient& client, const json& request, std::chrono::milliseconds timeout,
+                       const net::Cancellation::Ticket& ticket) {
+  const net::Cancellation::Registration registered(ticket, client.socket());
+  return client.Call(request, timeout);
+}
+
+Status Cancelled(const Endpoint& to) {
+  return CancelledError("a call to " + to.ToString() + ": cancelled");
+}
+
+}  // namespace
+
 StatusOr<RpcPool::Opened> RpcPool::Open(const Endpoint& to, const std::string& client_id,
                                         const json& request, std::chrono::milliseconds timeout,
                                         std::chrono::milliseconds reused_timeout,
                                         const net::Cancellation::Ticket& ticket) {
+  if (ticket.cancelled()) return Cancelled(to);  // a kept connection stays kept
   if (std::optional<RpcClient> reused = TakeIdle(Key(to, client_id))) {
-    StatusOr<json> r = [&] {
-      const net::Cancellation::Registration registered(ticket, reused->socket());
-      return reused->Call(request, reused_timeout);
-    }();
+    StatusOr<json> r = CallFor(*reused, request, reused_timeout, ticket);
     if (reused->answered() || ticket.cancelled()) return Opened{std::move(*reused), std::move(r)};
     // The server may have closed it meanwhile (idle timeout, restart), or a
     // partition cut it: a call that was not answered is safe to make again,
     // on a new connection.
   }
   STRATA_ASSIGN_OR_RETURN(RpcClient fresh, RpcClient::Connect(to, trust_, client_id));
-  StatusOr<json> r = [&] {
-    const net::Cancellation::Registration registered(ticket, fresh.socket());
-    return fresh.Call(request, timeout);
-  }();
+  if (ticket.cancelled()) return Cancelled(to);
+  StatusOr<json> r = CallFor(fresh, request, timeout, ticket);
   return Opened{std::move(fresh), std::move(r)};
 }
 

@@ -87,8 +87,10 @@ class RpcPool {
   // `reused_timeout`), else, or when that one turns out closed, on a new
   // one (within `timeout`). The connection comes with the reply; GiveBack
   // it once in step (its last reply read), or drop it. The call is
-  // registered for `ticket` (a cancelled one fails it, and leaves the
-  // connection out of step).
+  // registered for `ticket`: once that is cancelled, nothing more begins
+  // (Cancelled) and a call under way fails; a connection that comes back
+  // after the cancel may have been aborted even with its reply read, so the
+  // caller drops it whatever the reply.
   struct Opened {
     RpcClient client;
     StatusOr<json> reply;

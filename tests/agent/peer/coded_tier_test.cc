@@ -370,10 +370,6 @@ TEST_F(CodedTierTest, ACancelledContributionEndsItsChunksInFlight) {
     std::atomic<bool> release{false};
   };
   auto gate = std::make_shared<Gate>();  // the server's threads may outlive this body
-  struct Release {
-    std::shared_ptr<Gate> gate;
-    ~Release() { gate->release = true; }
-  } release{gate};
   Server::Handlers handlers;
   handlers.long_call = [gate](const json&, net::Socket& socket) -> StatusOr<json> {
     STRATA_RETURN_IF_ERROR(SendReply(socket, wire::PutShardReady{false}.ToJson()));
@@ -392,6 +388,10 @@ TEST_F(CodedTierTest, ACancelledContributionEndsItsChunksInFlight) {
   auto contributed = std::async(std::launch::async, [&] {
     return nodes_[0]->coded->Contribute(Key(0), group_, addresses_, nullptr, ticket);
   });
+  struct Release {  // before the future waits for Contribute, whatever fails
+    std::shared_ptr<Gate> gate;
+    ~Release() { gate->release = true; }
+  } release{gate};
   ASSERT_TRUE(testing::WaitUntil([&] { return gate->stalled > 0; }));
   cancellation.Cancel();
   // Uncancelled, it would wait for node 1's commit until its data deadline.
