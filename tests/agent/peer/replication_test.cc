@@ -220,6 +220,17 @@ class ReplicationTest : public ::testing::Test {
     ASSERT_TRUE(testing::WaitUntil([&] { return !sender_.replication->progress().error.empty(); }));
   }
 
+  // Node 0 sends its step 10 to node 1, which holds the put_step up
+  // (stall_) before it answers: returns once the call has arrived.
+  void SendStalledStep10() {
+    StartSender(receiver_address_);
+    stall_ = true;
+    Ingest(10);
+    sender_.replication->Enqueue(Key(10));
+    sender_.replication->Start();
+    ASSERT_TRUE(testing::WaitUntil([&] { return puts_ == 1; }));
+  }
+
   // Waits until `step` was reported `times` times (idle refreshes re-report
   // the newest replicated step, so a count of reports says little).
   void AwaitReport(int64_t step, size_t times = 1) {
@@ -437,12 +448,7 @@ TEST_F(ReplicationTest, TheRestoredStepIsKeptUntilTheWatermarkIsKnown) {
 // sending thread for 33 s, which collected nothing meanwhile, and the
 // client's saves filled the RAM disk. The agent collects after each ingest.
 TEST_F(ReplicationTest, CollectionGoesOnWhileASendIsStalled) {
-  StartSender(receiver_address_);
-  stall_ = true;
-  Ingest(10);
-  sender_.replication->Enqueue(Key(10));
-  sender_.replication->Start();
-  ASSERT_TRUE(testing::WaitUntil([&] { return puts_ == 1; }));  // the send is stuck
+  ASSERT_NO_FATAL_FAILURE(SendStalledStep10());
   for (int64_t step : {20, 30, 40, 50, 60}) {
     Ingest(step);
     sender_.replication->Enqueue(Key(step));
@@ -460,12 +466,7 @@ TEST_F(ReplicationTest, CollectionGoesOnWhileASendIsStalled) {
 // at once; without that the sending thread would wait out the stalled
 // call's 30 s.
 TEST_F(ReplicationTest, ARestoreOfAnotherStepEndsASendInFlight) {
-  StartSender(receiver_address_);
-  stall_ = true;
-  Ingest(10);
-  sender_.replication->Enqueue(Key(10));
-  sender_.replication->Start();
-  ASSERT_TRUE(testing::WaitUntil([&] { return puts_ == 1; }));  // the send is stuck
+  ASSERT_NO_FATAL_FAILURE(SendStalledStep10());
   sender_.replication->Forget();
   sender_.replication->Restored(5);
   Ingest(20);
@@ -481,12 +482,7 @@ TEST_F(ReplicationTest, ARestoreOfAnotherStepEndsASendInFlight) {
 // completes that step's parity (a planned restart restores the on-demand
 // step while its chunks are still on their way).
 TEST_F(ReplicationTest, ASendOfTheRestoredStepGoesOn) {
-  StartSender(receiver_address_);
-  stall_ = true;
-  Ingest(10);
-  sender_.replication->Enqueue(Key(10));
-  sender_.replication->Start();
-  ASSERT_TRUE(testing::WaitUntil([&] { return puts_ == 1; }));
+  ASSERT_NO_FATAL_FAILURE(SendStalledStep10());
   sender_.replication->Forget();
   sender_.replication->Restored(10);
   stall_ = false;
