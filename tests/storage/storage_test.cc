@@ -723,7 +723,8 @@ TEST_F(S3Test, AwsCliSeesExactlyWhatWeWrote) {
 
   std::string out;
   std::string bin = MotoServer::FindTool("aws");
-  ASSERT_FALSE(bin.empty()) << "aws CLI not found in the project environment or on PATH (scripts/install-deps.sh)";
+  ASSERT_FALSE(bin.empty())
+      << "aws CLI not found in the project environment or on PATH (scripts/install-deps.sh)";
   int rc = testing::Run({bin, "s3", "ls", "--recursive", url + "/"}, &out, moto_->AwsEnv());
   ASSERT_EQ(rc, 0) << out;
   std::map<std::string, uint64_t> listed;
