@@ -299,8 +299,7 @@ bool Replication::SendEverywhere(const wire::StepKey& key, const Target& target,
 Status Replication::SendCopies(const wire::StepKey& key, const Target& target, uint64_t epoch,
                                const Ticket& ticket) {
   Status first;
-  for (int peer : target.peers) {
-    if (ticket.cancelled()) return CancelledError("copies of " + key.ToString() + ": cancelled");
+  for (int peer : target.peers) {  // once cancelled, SendToPeer begins nothing
     auto addr = target.addresses.find(peer);
     Status s = addr == target.addresses.end()
                    ? UnavailableError("no address for node " + std::to_string(peer))
