@@ -223,6 +223,10 @@ Status Agent::Incarnate(const ReplicatorConfig& config) {
   maintenance_->AwaitOnDemandReplicated(config.job_name);
   {
     MutexLock l(&mu_);
+    if (inc_) holding_ = ShardHolder{inc_->config.job_name, inc_->config.node_rank};
+    if (holding_ && (holding_->job != config.job_name || holding_->rank != config.node_rank)) {
+      holding_.reset();  // other parity rows from now on
+    }
     inc_.reset();  // stop replicating for the old incarnation
   }
   // The ranks restarted: an on-demand step was for their predecessors.
@@ -248,6 +252,7 @@ Status Agent::Incarnate(const ReplicatorConfig& config) {
   SaveState(inc);  // I/O outside mu_; a crash before the next line resumes from it
   MutexLock l(&mu_);
   inc_ = std::move(inc);
+  holding_.reset();
   return Status::Ok();
 }
 

@@ -190,6 +190,15 @@ class Agent {
 
   mutable Mutex mu_;
   std::optional<Incarnation> inc_ GUARDED_BY(mu_);
+  // Between two starts of a job in which this node keeps its rank: the
+  // parity rows it holds are the same, so chunks of the last start still
+  // on their way (the on-demand step's, often) are taken until the new
+  // start is served (put_shard, agent_server.cc).
+  struct ShardHolder {
+    std::string job;
+    int rank = 0;
+  };
+  std::optional<ShardHolder> holding_ GUARDED_BY(mu_);
   std::unique_ptr<NodeBackup> backup_;  // null without --backup
   std::unique_ptr<Replication> replication_;
   std::unique_ptr<Restore> restore_;

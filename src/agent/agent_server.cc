@@ -84,8 +84,9 @@ StatusOr<json> Agent::HandleLongCall(const json& request, net::Socket& socket) {
       {
         MutexLock l(&mu_);
         if (inc_ && inc_->config.job_name == r.key.job) me = inc_->config.node_rank;
+        if (!inc_ && holding_ && holding_->job == r.key.job) me = holding_->rank;
       }
-      if (!me) {  // between incarnations: the sender retries
+      if (!me) {  // not yet this job's, or a new rank: the sender retries
         return UnavailableError("this agent serves no incarnation of job " + r.key.job + " yet");
       }
       return coded_->HandlePutShard(r, socket, *me);

@@ -9,10 +9,19 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
+#include <vector>
 
+#include "agent/peer/coded_tier.h"
+#include "agent/store/parity_store.h"
+#include "agent/store/store.h"
 #include "cluster.h"
+#include "component_util.h"
+#include "strata/env.h"
+#include "util/file_util.h"
+#include "util/thread_pool.h"
 
 namespace strata::testing {
 namespace {
@@ -101,6 +110,68 @@ TEST(CodedClusterTest, ACorruptParityShardIsFoundAndAnotherUsed) {
   const std::string log = c.AgentLog(1);
   EXPECT_NE(log.find("from node 2: checksum mismatch"), std::string::npos) << log;
   EXPECT_NE(c.Status(1)["last_restore"].get<std::string>().find("decoded"), std::string::npos);
+}
+
+// Parity rows of node 0 that hold `step` (complete or not).
+int ParityRowsOf(const nlohmann::json& status, int64_t step) {
+  int rows = 0;
+  for (const auto& p : status.value("parity", nlohmann::json::array())) rows += p["step"] == step;
+  return rows;
+}
+
+// The chunks of a step still on their way when the job starts again (the
+// on-demand step's, typically: its coders race the restart). A holder
+// between the two starts, keeping its rank, takes them: its parity rows are
+// the same. It used to refuse them ("serves no incarnation of job ...
+// yet"), and the step the job then restored stayed without complete parity
+// until a save of the new start was coded.
+TEST(CodedClusterTest, AHolderBetweenTwoStartsTakesTheLastStartsChunks) {
+  Cluster c(4, "rs22-between");
+  c.SetAgentArgs({"--redundancy", "rs(2,2)"});
+  c.StartAll();
+  ExpectAll(c.Train(10, 5, NoCopies()), "fresh", 10);
+  // Node 0's rank starts the job again first: its agent leaves the first
+  // start and waits in the restore round for the other three.
+  std::vector<std::unique_ptr<Child>> trainers;
+  trainers.push_back(c.StartTrainer(0, 20, 5, NoCopies()));
+  ASSERT_TRUE(WaitUntil([&] { return c.Status(0).value("restore_state", "") == "awaiting plan"; },
+                        std::chrono::seconds(30)))
+      << c.Status(0).dump(2);
+
+  // Node 1's coder, late, with step 12 of the first start: every holder of
+  // a parity row of its stripes gets its chunk, node 0 among them (stripe
+  // 3's second row).
+  ScratchDir late("rs22-late-coder");
+  ThreadPool pool(1);
+  auto store = agent::Store::Open(late.Sub("local"), &pool);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto parity = agent::ParityStore::Open(JoinPath((*store)->root(), "parity"), Env::Default());
+  ASSERT_TRUE(parity.ok()) << parity.status().ToString();
+  agent::CodedTier coder({PskTrust(c.secret()), late.Sub("local"), 2}, store->get(), parity->get(),
+                         SteadyClock::Real());
+  const std::string client = late.Sub("client");
+  std::filesystem::create_directories(client);
+  WriteFile(client + "/state.bin", std::string(300000, 'x'));
+  const wire::StepKey key{"job1", 1, 12};
+  auto index = (*store)->Ingest(client, key);
+  ASSERT_TRUE(index.ok()) << index.status().ToString();
+  ec::Group group;
+  group.members = {0, 1, 2, 3};
+  group.kind = ec::Redundancy::Kind::kRs;
+  group.m = 2;
+  std::map<int, std::string> addresses;
+  for (int n = 0; n < c.nodes(); ++n) addresses[n] = c.address(n);
+  const Status sent = coder.Contribute(key, group, addresses, nullptr);
+  EXPECT_TRUE(sent.ok()) << sent.ToString();
+  EXPECT_EQ(ParityRowsOf(c.Status(0), 12), 1) << c.Status(0).dump(2);
+
+  // The job starts: it restores step 10, and step 12, above it, is a
+  // history the job left, gone at "go" with the rest of it.
+  for (int n = 1; n < c.nodes(); ++n) trainers.push_back(c.StartTrainer(n, 20, 5, NoCopies()));
+  std::vector<TrainerRun> runs;
+  for (auto& t : trainers) runs.push_back(Cluster::Finish(*t));
+  ExpectAll(runs, "10", 20);
+  EXPECT_EQ(ParityRowsOf(c.Status(0), 12), 0) << c.Status(0).dump(2);
 }
 
 // Three lost of an rs(6,2) group are one more than it survives: the newest
