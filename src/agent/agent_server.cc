@@ -256,6 +256,9 @@ wire::StatusReply Agent::StatusReport() const {
                                    inc_->round,
                                    inc_->redundancy.ToString(),
                                    inc_->group ? inc_->group->members : std::vector<int>()};
+    // The start's, also when an earlier agent process ran its restore
+    // (state.json): `strata run --agent` quarantines it on a crash loop.
+    r.restored_step = inc_->restored_step;
   }
   if (std::optional<int64_t> since = maintenance_->since()) r.maintenance_since = Rfc3339(*since);
   r.goodput = goodput_.Report(clock_->Now());

@@ -234,6 +234,20 @@ TEST(AgentClusterTest, RestartedAgentResumesWithoutANewYaml) {
   // must not go back to code older steps (Replication::StepToJoin).
   EXPECT_NE(c.AgentLog(1).find("resuming job job1 as node 1 of 2 (it started fresh)"),
             std::string::npos);
+
+  // The same after a start that restored a step.
+  std::thread again([&] { runs = c.Train(600, 10, "orbax", 2, /*step_ms=*/10); });
+  EXPECT_TRUE(WaitUntil([&] { return c.TryStatus(1).value("restored_step", int64_t{-1}) == 300; }))
+      << c.AgentLog(1);
+  c.KillAgent(1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  c.StartAgent(1);
+  again.join();
+  ExpectAll(runs, "300", 600);
+  EXPECT_NE(c.AgentLog(1).find("resuming job job1 as node 1 of 2 (its start restored step 300)"),
+            std::string::npos)
+      << c.AgentLog(1);
+  EXPECT_EQ(c.Status(1)["restored_step"], 300);
 }
 
 // An agent killed in the middle of a start, after it took (removed) its
