@@ -158,6 +158,9 @@ class Agent {
   void CollectMetrics(std::vector<metrics::Sample>* out) const;
   void HandleControl(const json& request, Server::Reply reply);
   StatusOr<json> HandleLongCall(const json& request, net::Socket& socket);
+  // The rank whose parity rows this agent holds for `job` (put_shard): its
+  // start's, or, between two starts, the last one's (holding_); none else.
+  std::optional<int> ParityRank(const std::string& job) const;
 
   const AgentConfig config_;
   const net::Trust trust_;  // every connection to and from other agents
@@ -192,8 +195,7 @@ class Agent {
   std::optional<Incarnation> inc_ GUARDED_BY(mu_);
   // Between two starts of a job in which this node keeps its rank: the
   // parity rows it holds are the same, so chunks of the last start still
-  // on their way (the on-demand step's, often) are taken until the new
-  // start is served (put_shard, agent_server.cc).
+  // on their way (the on-demand step's, often) are taken (ParityRank).
   struct ShardHolder {
     std::string job;
     int rank = 0;

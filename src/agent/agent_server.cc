@@ -80,12 +80,7 @@ StatusOr<json> Agent::HandleLongCall(const json& request, net::Socket& socket) {
     }
     case wire::Op::kPutShard: {
       STRATA_ASSIGN_OR_RETURN(auto r, wire::PutShardRequest::FromJson(request));
-      std::optional<int> me;
-      {
-        MutexLock l(&mu_);
-        if (inc_ && inc_->config.job_name == r.key.job) me = inc_->config.node_rank;
-        if (!inc_ && holding_ && holding_->job == r.key.job) me = holding_->rank;
-      }
+      const std::optional<int> me = ParityRank(r.key.job);
       if (!me) {  // not yet this job's, or a new rank: the sender retries
         return UnavailableError("this agent serves no incarnation of job " + r.key.job + " yet");
       }
@@ -98,6 +93,22 @@ StatusOr<json> Agent::HandleLongCall(const json& request, net::Socket& socket) {
     default:
       return InternalError(std::string(wire::OpName(op)) + " is not a long call");
   }
+}
+
+// Between two starts, the last start's rank (holding_) until this node
+// reports ready for the new one: it then lists what it holds above the
+// plan's step, to remove at "go" (Restore::Ready), and a chunk of a step the
+// job left, taken after that, would outlive the list. A chunk whose
+// transfer began before the list and ends after it can still.
+std::optional<int> Agent::ParityRank(const std::string& job) const {
+  const bool listed = restore_->summary().state == Restore::State::kReady;
+  MutexLock l(&mu_);
+  if (inc_) {
+    if (inc_->config.job_name != job) return std::nullopt;
+    return inc_->config.node_rank;
+  }
+  if (holding_ && holding_->job == job && !listed) return holding_->rank;
+  return std::nullopt;
 }
 
 Status Agent::StartServer() {
