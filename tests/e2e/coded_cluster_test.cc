@@ -112,7 +112,7 @@ TEST(CodedClusterTest, ACorruptParityShardIsFoundAndAnotherUsed) {
   EXPECT_NE(c.Status(1)["last_restore"].get<std::string>().find("decoded"), std::string::npos);
 }
 
-// Parity rows of node 0 that hold `step` (complete or not).
+// The parity rows a node's status lists for `step` (complete or not).
 int ParityRowsOf(const nlohmann::json& status, int64_t step) {
   int rows = 0;
   for (const auto& p : status.value("parity", nlohmann::json::array())) rows += p["step"] == step;
@@ -165,8 +165,8 @@ TEST(CodedClusterTest, AHolderBetweenTwoStartsTakesTheLastStartsChunks) {
   EXPECT_TRUE(sent.ok()) << sent.ToString();
   EXPECT_EQ(ParityRowsOf(c.Status(0), 12), 1) << c.Status(0).dump(2);
 
-  // The job starts: it restores step 10, and step 12, above it, is a
-  // history the job left, gone at "go" with the rest of it.
+  // The job starts: it restores step 10, and no node keeps step 12's
+  // parity, a history the job left (it goes at "go", or by collection).
   for (int n = 1; n < c.nodes(); ++n) trainers.push_back(c.StartTrainer(n, 20, 5, NoCopies()));
   std::vector<TrainerRun> runs;
   for (auto& t : trainers) runs.push_back(Cluster::Finish(*t));
