@@ -88,6 +88,7 @@ void Agent::OpenRestore() {
   // timeout, a crash after them must not run the start again for a client
   // already training.
   hooks.on_go = [this] { return client_->EndPendingStart(); };
+  hooks.before_listing = [this] { EndHolding(); };
   restore_ = std::make_unique<Restore>(env_, clock_, store_.get(), &local_, backup_.get(),
                                        std::move(options), std::move(hooks));
 }
@@ -182,6 +183,10 @@ void Agent::OnReplicatorYaml() {
     return;
   }
   if (!s.ok()) {
+    {
+      MutexLock l(&mu_);
+      holding_.reset();  // no later restore of this start lists what came
+    }
     Log()->error("job {} node {}: {}", parsed->job_name, parsed->node_rank, s.message());
     client_->EndPendingStart().IgnoreError();  // first: a failed start is never resumed
     client_->Fail(s);

@@ -158,9 +158,27 @@ class Agent {
   void CollectMetrics(std::vector<metrics::Sample>* out) const;
   void HandleControl(const json& request, Server::Reply reply);
   StatusOr<json> HandleLongCall(const json& request, net::Socket& socket);
-  // The rank whose parity rows this agent holds for `job` (put_shard): its
-  // start's, or, between two starts, the last one's (holding_); none else.
-  std::optional<int> ParityRank(const std::string& job) const;
+  // The rank whose parity rows this agent holds for `job`, for one
+  // put_shard: its start's, or, between two starts, the last one's
+  // (holding_); none else. A call taken for the last start is counted for
+  // the lease's life, so that EndHolding waits for it.
+  class ParityLease {
+   public:
+    ParityLease(Agent* agent, const std::string& job);
+    ~ParityLease();
+    ParityLease(const ParityLease&) = delete;
+    ParityLease& operator=(const ParityLease&) = delete;
+    std::optional<int> rank() const { return rank_; }
+
+   private:
+    Agent* const agent_;
+    std::optional<int> rank_;
+    bool counted_ = false;
+  };
+  // The new start is about to list what this node holds above its plan's
+  // step (Restore::Hooks::before_listing): no chunk of the last start is
+  // taken from now on, and those being taken land first (10 s at most).
+  void EndHolding();
 
   const AgentConfig config_;
   const net::Trust trust_;  // every connection to and from other agents
@@ -193,15 +211,20 @@ class Agent {
 
   mutable Mutex mu_;
   std::optional<Incarnation> inc_ GUARDED_BY(mu_);
-  // Between two starts of a job in which this node keeps its rank: the
-  // parity rows it holds are the same, so chunks of the last start still
-  // on their way (the on-demand step's, often) are taken (ParityRank).
+  // Between two starts of a job in which this node keeps its rank, the
+  // parity rows it holds are the same, and chunks of the last start still
+  // on their way (the on-demand step's, often) are taken (ParityLease).
+  // Set from the last start as a start begins; cleared for another job or
+  // rank, by EndHolding, by a start that failed, and once a start is
+  // served; kept across a start cancelled by a newer one.
   struct ShardHolder {
     std::string job;
     int rank = 0;
   };
   std::optional<ShardHolder> holding_ GUARDED_BY(mu_);
-  std::unique_ptr<NodeBackup> backup_;  // null without --backup
+  int holding_calls_ GUARDED_BY(mu_) = 0;  // put_shard calls taken through holding_
+  CondVar holding_drained_;                // holding_calls_ fell to 0
+  std::unique_ptr<NodeBackup> backup_;     // null without --backup
   std::unique_ptr<Replication> replication_;
   std::unique_ptr<Restore> restore_;
   std::unique_ptr<Server> server_;

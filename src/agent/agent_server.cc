@@ -80,11 +80,11 @@ StatusOr<json> Agent::HandleLongCall(const json& request, net::Socket& socket) {
     }
     case wire::Op::kPutShard: {
       STRATA_ASSIGN_OR_RETURN(auto r, wire::PutShardRequest::FromJson(request));
-      const std::optional<int> me = ParityRank(r.key.job);
-      if (!me) {  // not yet this job's, or a new rank: the sender retries
+      const ParityLease lease(this, r.key.job);
+      if (!lease.rank()) {  // not (yet) this job's, or a start under way: the sender retries
         return UnavailableError("this agent serves no incarnation of job " + r.key.job + " yet");
       }
-      return coded_->HandlePutShard(r, socket, *me);
+      return coded_->HandlePutShard(r, socket, *lease.rank());
     }
     case wire::Op::kGetShard: {
       STRATA_ASSIGN_OR_RETURN(auto r, wire::GetShardRequest::FromJson(request));
@@ -95,20 +95,36 @@ StatusOr<json> Agent::HandleLongCall(const json& request, net::Socket& socket) {
   }
 }
 
-// Between two starts, the last start's rank (holding_) until this node
-// reports ready for the new one: it then lists what it holds above the
-// plan's step, to remove at "go" (Restore::Ready), and a chunk of a step the
-// job left, taken after that, would outlive the list. A chunk whose
-// transfer began before the list and ends after it can still.
-std::optional<int> Agent::ParityRank(const std::string& job) const {
-  const bool listed = restore_->summary().state == Restore::State::kReady;
-  MutexLock l(&mu_);
-  if (inc_) {
-    if (inc_->config.job_name != job) return std::nullopt;
-    return inc_->config.node_rank;
+Agent::ParityLease::ParityLease(Agent* agent, const std::string& job) : agent_(agent) {
+  MutexLock l(&agent_->mu_);
+  if (agent_->inc_) {
+    if (agent_->inc_->config.job_name == job) rank_ = agent_->inc_->config.node_rank;
+  } else if (agent_->holding_ && agent_->holding_->job == job) {
+    rank_ = agent_->holding_->rank;
+    counted_ = true;
+    ++agent_->holding_calls_;
   }
-  if (holding_ && holding_->job == job && !listed) return holding_->rank;
-  return std::nullopt;
+}
+
+Agent::ParityLease::~ParityLease() {
+  if (!counted_) return;
+  MutexLock l(&agent_->mu_);
+  if (--agent_->holding_calls_ == 0) agent_->holding_drained_.SignalAll();
+}
+
+void Agent::EndHolding() {
+  constexpr auto kLimit = std::chrono::seconds(10);
+  MutexLock l(&mu_);
+  holding_.reset();
+  const auto until = std::chrono::steady_clock::now() + kLimit;
+  while (holding_calls_ > 0 && holding_drained_.WaitUntil(&mu_, until)) {
+  }
+  if (holding_calls_ > 0) {
+    Log()->warn(
+        "{} chunk(s) of the job's last start still arriving after {} s: listing what "
+        "this node holds above the new start's step without them",
+        holding_calls_, kLimit.count());
+  }
 }
 
 Status Agent::StartServer() {

@@ -345,7 +345,10 @@ Restore::State Restore::Ready(Attempt& a) {
   // Listed before the first report of this plan: no node goes on, and so
   // no new save comes, until every node reported. Not again when a report
   // is sent again (its answer timed out): the others may have gone on.
-  if (a.plan.step && !a.held_above) a.held_above = ListAbove(c.job_name, *a.plan.step);
+  if (!a.held_above) {
+    if (hooks_.before_listing) hooks_.before_listing();
+    if (a.plan.step) a.held_above = ListAbove(c.job_name, *a.plan.step);
+  }
   auto r = hooks_.call_coordinator(c, ready.ToJson(), kCallTimeout);
   // Run cancels it: no markers for a moot restore.
   if (Superseded() || ClientGone()) return State::kReady;

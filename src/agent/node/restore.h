@@ -89,6 +89,10 @@ class Restore {
     // "go" came: runs just before the markers are written; an error means
     // no markers yet (the restore registers again).
     std::function<Status()> on_go;
+    // Runs before this node's first ready report of a plan, before it lists
+    // what it holds above the plan's step (removed at "go"): what lands
+    // before it returns is on the list, what lands after is not.
+    std::function<void()> before_listing;
   };
 
   // All pointers must outlive the Restore; `backup` may be null (no

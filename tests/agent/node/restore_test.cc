@@ -122,6 +122,7 @@ class RestoreTest : public ::testing::Test {
       rounds_[n.rank] = round;
     };
     hooks.on_go = std::move(on_go);
+    if (n.rank == 0) hooks.before_listing = before_listing_;
     n.restore = std::make_unique<Restore>(Env::Default(), SteadyClock::Real(), n.store.get(),
                                           n.local.get(), nullptr, options, std::move(hooks));
   }
@@ -187,6 +188,7 @@ class RestoreTest : public ::testing::Test {
   std::unique_ptr<Coordinator> coordinator_ =
       std::make_unique<Coordinator>(std::chrono::milliseconds(100));
   std::atomic<bool> stopping_{false};
+  std::function<void()> before_listing_;          // node 0's, set before MakeRestore
   std::array<std::atomic<int64_t>, 2> rounds_{};  // by node rank; both nodes write
   Node node0_{0};
   Node node1_{1};
@@ -316,6 +318,27 @@ TEST_F(RestoreTest, EveryNodeRemovesTheStepsAboveTheRestoredOneAtGo) {
   EXPECT_FALSE(node0_.store->Has({kJob, 0, 40}));
   EXPECT_TRUE(node1_.store->Has({kJob, 1, 30}));
   EXPECT_FALSE(node1_.store->Has({kJob, 1, 50}));
+}
+
+// What lands while the hook before the listing runs is a history the job
+// left like the rest: the agent lets the last start's chunks in until then
+// (Agent::EndHolding), and the list made after it goes at "go".
+TEST_F(RestoreTest, WhatLandsBeforeTheListingHookReturnsGoesAtGo) {
+  Hold(node1_, 0, 30);
+  Hold(node1_, 1, 30);
+  Hold(node1_, 1, 50);  // no step above 30 is complete
+  int calls = 0;
+  before_listing_ = [&] {
+    ++calls;
+    Hold(node0_, 1, 45);  // a copy of the last start, landing late
+  };
+  MakeRestore(node0_);
+  auto [a, b] = RunBoth();
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(calls, 1);
+  EXPECT_FALSE(node0_.store->Has({kJob, 1, 45})) << "a step above the plan's outlived the list";
+  EXPECT_TRUE(node0_.store->Has({kJob, 0, 30}));
 }
 
 // A node that handles its "go" late may already hold the first new save
