@@ -244,7 +244,8 @@ StatusOr<json> CodedTier::HandlePutShard(const wire::PutShardRequest& request, n
   const net::StallLimitScope stall(socket, kDataStallLimit);  // a silent sender holds the lock
   const net::Deadline deadline = DataDeadline();
   auto added = parity_->Contribute(
-      where, c, [&](void* buf, size_t n) { return socket.RecvAll(buf, n, deadline); });
+      where, c, [&](void* buf, size_t n) { return socket.RecvAll(buf, n, deadline); },
+      [&socket] { socket.Abort(); });
   if (!added.ok()) {  // closes the connection
     return DataLossError("adding chunk " + std::to_string(request.chunk) + " of " +
                          request.key.ToString() + " from " + socket.peer() + " to parity " +

@@ -158,8 +158,9 @@ StatusOr<ParityHeader> DecodeParityHeader(std::string_view text, std::string_vie
   return h;
 }
 
-StatusOr<std::unique_ptr<ParityStore>> ParityStore::Open(const std::string& dir, Env* env) {
-  std::unique_ptr<ParityStore> p(new ParityStore(dir, env));
+StatusOr<std::unique_ptr<ParityStore>> ParityStore::Open(
+    const std::string& dir, Env* env, std::chrono::milliseconds contended_stall) {
+  std::unique_ptr<ParityStore> p(new ParityStore(dir, env, contended_stall));
   STRATA_RETURN_IF_ERROR(CreateDirs(env, dir));
   STRATA_RETURN_IF_ERROR(p->Load());
   return p;
@@ -220,15 +221,44 @@ std::string ParityStore::PathOf(const ParityKey& key) const {
   return JoinPath(JoinPath(JoinPath(dir_, key.job), std::to_string(key.step)), ShardName(key));
 }
 
-void ParityStore::Lock(const ParityKey& key) {
+void ParityStore::Lock(const ParityKey& key, std::string who, Abort abort) {
+  using std::chrono::steady_clock;
   MutexLock l(&mu_);
-  while (busy_.count(key)) unlocked_.Wait(&mu_);
-  busy_.insert(key);
+  for (auto it = busy_.find(key); it != busy_.end(); it = busy_.find(key)) {
+    Busy& holder = it->second;
+    const auto stale_at = holder.moved + contended_stall_;
+    if (holder.ended || !holder.abort) {
+      unlocked_.Wait(&mu_);
+    } else if (steady_clock::now() < stale_at) {
+      unlocked_.WaitUntil(&mu_, stale_at);  // or until the holder moved: looked at again
+    } else {
+      Log()->warn(
+          "parity {}: {} moved no byte for {} ms while another waits for the shard: "
+          "ending it",
+          key.ToString(), holder.who, contended_stall_.count());
+      holder.ended = true;
+      holder.abort();  // its read fails, and it unlocks
+    }
+  }
+  busy_.emplace(key, Busy{steady_clock::now(), std::move(who), std::move(abort)});
 }
 
 bool ParityStore::TryLock(const ParityKey& key) {
   MutexLock l(&mu_);
-  return busy_.insert(key).second;
+  return busy_.emplace(key, Busy{std::chrono::steady_clock::now(), "", {}}).second;
+}
+
+Status ParityStore::ReadNoting(const ParityKey& key, const Reader& read, void* buf, size_t n) {
+  constexpr size_t kPiece = 256 << 10;
+  for (size_t at = 0; at < n;) {
+    const size_t piece = std::min(kPiece, n - at);
+    STRATA_RETURN_IF_ERROR(read(static_cast<char*>(buf) + at, piece));
+    at += piece;
+    MutexLock l(&mu_);
+    if (auto it = busy_.find(key); it != busy_.end())
+      it->second.moved = std::chrono::steady_clock::now();
+  }
+  return Status::Ok();
 }
 
 void ParityStore::Unlock(const ParityKey& key) {
@@ -247,7 +277,7 @@ bool ParityStore::Has(const ParityKey& key, int rank, uint64_t digest) const {
 
 StatusOr<ParityStore::Added> ParityStore::Contribute(const ParityHeader& where,
                                                      const wire::Contribution& c,
-                                                     const Reader& read) {
+                                                     const Reader& read, Abort abort) {
   ParityHeader next;
   next.job = where.job;
   next.step = where.step;
@@ -263,7 +293,8 @@ StatusOr<ParityStore::Added> ParityStore::Contribute(const ParityHeader& where,
       std::find(contributors.begin(), contributors.end(), next.group.Position(c.rank)) -
       contributors.begin());
   const ParityKey key = next.key();
-  Lock(key);
+  Lock(key, "node " + std::to_string(c.rank) + "'s chunk " + std::to_string(c.chunk),
+       std::move(abort));
   std::optional<ParityHeader> old;
   {
     MutexLock l(&mu_);
@@ -274,7 +305,7 @@ StatusOr<ParityStore::Added> ParityStore::Contribute(const ParityHeader& where,
     std::vector<char> buf(std::min<uint64_t>(c.length, kSlab));
     for (uint64_t left = c.length; left > 0;) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(left, buf.size()));
-      STRATA_RETURN_IF_ERROR(read(buf.data(), n));
+      STRATA_RETURN_IF_ERROR(ReadNoting(key, read, buf.data(), n));
       left -= n;
     }
     return Status::Ok();
@@ -345,7 +376,7 @@ Status ParityStore::Rewrite(const ParityHeader* old, ParityHeader* next,
     const size_t from_chunk =
         at >= c.length ? 0 : static_cast<size_t>(std::min<uint64_t>(n, c.length - at));
     if (from_chunk > 0) {
-      Status s = read(chunk.data(), from_chunk);
+      Status s = ReadNoting(next->key(), read, chunk.data(), from_chunk);
       if (!s.ok()) return fail(s);
       chunk_hash.Update(chunk.data(), from_chunk);
       codec.Accumulate(next->row, shard, chunk.data(), parity.data(), from_chunk);

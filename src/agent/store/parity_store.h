@@ -32,6 +32,7 @@
 #ifndef STRATA_AGENT_PARITY_STORE_H_
 #define STRATA_AGENT_PARITY_STORE_H_
 
+#include <chrono>
 #include <compare>
 #include <cstdint>
 #include <functional>
@@ -83,10 +84,20 @@ class ParityStore {
   // Opens (creating) the shards under `dir` (.strata-agent/parity), reading
   // every header; a shard whose footer, header or size does not check is
   // removed and logged; temporaries are removed.
-  static StatusOr<std::unique_ptr<ParityStore>> Open(const std::string& dir, Env* env);
+  // `contended_stall`: see Contribute's `abort`.
+  static StatusOr<std::unique_ptr<ParityStore>> Open(
+      const std::string& dir, Env* env,
+      std::chrono::milliseconds contended_stall = kContendedStall);
+
+  // How long a contribution's sender may move no byte while another
+  // contribution to its shard, or a Remove, waits for the shard.
+  static constexpr std::chrono::milliseconds kContendedStall{10000};
 
   // Reads exactly `n` bytes of a contribution into `buf`.
   using Reader = std::function<Status(void* buf, size_t n)>;
+  // Ends a contribution's transfer: called from another thread, it makes
+  // the reader's current and later reads fail.
+  using Abort = std::function<void()>;
   // What Contribute did.
   enum class Added { kAdded, kAlreadyIn };
   // Adds `c` to shard (`where`.job, .step, .group, .stripe, .row), reading
@@ -98,8 +109,14 @@ class ParityStore {
   // DATA_LOSS when the bytes do not hash to c.xxh3 (nothing changes);
   // INVALID_ARGUMENT when the contributor does not feed the stripe or
   // `where` does not describe one of its rows.
+  //
+  // Contributions to one shard take turns. While another waits for the
+  // shard, one whose reader moved no byte for `contended_stall` is ended
+  // through `abort` (if given): a sender gone without a reset must not hold
+  // the shard for every other member until its own stall limit (two
+  // minutes, for a cut that heals) ends it.
   StatusOr<Added> Contribute(const ParityHeader& where, const wire::Contribution& c,
-                             const Reader& read);
+                             const Reader& read, Abort abort = {});
   // Whether the shard holds `rank`'s contribution for a step of `digest`.
   bool Has(const ParityKey& key, int rank, uint64_t digest) const;
 
@@ -110,7 +127,8 @@ class ParityStore {
   std::string PathOf(const ParityKey& key) const;
   // Reads and checks the parity bytes against the header's XXH3-64.
   Status Verify(const ParityKey& key) const;
-  // Waits for a contribution being written to `key` to end.
+  // Waits for a contribution being written to `key` to end (or ends it, as
+  // a contribution waiting would).
   Status Remove(const ParityKey& key);
   // For collection, which must not wait on a peer: UNAVAILABLE, the shard
   // left as it is, while a contribution is being written to `key` (its
@@ -123,25 +141,37 @@ class ParityStore {
   uint64_t BytesHeld() const;  // parity bytes, without headers
 
  private:
-  ParityStore(std::string dir, Env* env) : dir_(std::move(dir)), env_(env) {}
+  ParityStore(std::string dir, Env* env, std::chrono::milliseconds contended_stall)
+      : dir_(std::move(dir)), env_(env), contended_stall_(contended_stall) {}
   Status Load();
   Status LoadShard(const std::string& path);
   // Writes the new shard for `next` (whose contributions include `c`) from
   // the old one (`old`, if any) and the chunk `read` supplies.
   Status Rewrite(const ParityHeader* old, ParityHeader* next, const wire::Contribution& c,
                  int shard, const Reader& read);
-  // Serializes contributions to one shard.
-  void Lock(const ParityKey& key) EXCLUDES(mu_);
+  // `read` in pieces, each one noted as the shard's holder moving bytes.
+  Status ReadNoting(const ParityKey& key, const Reader& read, void* buf, size_t n) EXCLUDES(mu_);
+  // Serializes contributions to one shard; `who` and `abort` describe and
+  // end the holder (Contribute).
+  void Lock(const ParityKey& key, std::string who = "", Abort abort = {}) EXCLUDES(mu_);
   bool TryLock(const ParityKey& key) EXCLUDES(mu_);  // false: a contribution holds it
   void Unlock(const ParityKey& key) EXCLUDES(mu_);
   Status RemoveLocked(const ParityKey& key) EXCLUDES(mu_);
 
   const std::string dir_;
   Env* const env_;
+  const std::chrono::milliseconds contended_stall_;
   mutable Mutex mu_;
   CondVar unlocked_;
   std::map<ParityKey, ParityHeader> held_ GUARDED_BY(mu_);
-  std::set<ParityKey> busy_ GUARDED_BY(mu_);  // a contribution is being written
+  // A shard being written, and by whom.
+  struct Busy {
+    std::chrono::steady_clock::time_point moved;  // its holder's last bytes (or its start)
+    std::string who;                              // "node 3's chunk 2", for the log
+    Abort abort;                                  // empty: never ended by a waiter
+    bool ended = false;
+  };
+  std::map<ParityKey, Busy> busy_ GUARDED_BY(mu_);
 };
 
 // The header's JSON and back (the footer and file layout aside); decoding

@@ -11,9 +11,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <future>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -244,6 +248,83 @@ TEST_F(ParityStoreTest, RemoveIfIdleLeavesAShardBeingWritten) {
   EXPECT_EQ((*store)->Get(key)->contributions.size(), 2u);
   EXPECT_TRUE((*store)->RemoveIfIdle(key).ok());
   EXPECT_FALSE((*store)->Get(key).ok());
+}
+
+// A contribution whose sender went silent (gone without a reset) while
+// another member's waits for the same shard: it is ended through its abort
+// once it moved no byte for the contended-stall time, and the waiting one
+// goes in. Without that, every other member's chunk of the step waited
+// behind it for the sender's own stall limit, two minutes (the eight-node
+// chaos job, rs(6,2), seed 116: the group coded nothing new meanwhile).
+TEST_F(ParityStoreTest, ASilentContributionIsEndedOnceAnotherWaitsForItsShard) {
+  auto store = ParityStore::Open(dir_.Sub("p"), Env::Default(), std::chrono::milliseconds(200));
+  ASSERT_TRUE(store.ok());
+  const int silent = 2, chunk = group_.layout().ChunkOf(silent, 3);
+  const Bytes bytes = Chunk(silent, chunk);
+  std::promise<void> reading;
+  std::future<void> in_reader = reading.get_future();
+  std::mutex mu;
+  std::condition_variable cv;
+  bool aborted = false;
+  auto never = [&](void*, size_t) {
+    reading.set_value();
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait_for(l, std::chrono::seconds(30), [&] { return aborted; });  // else its stall limit
+    return UnavailableError("connection reset (test)");
+  };
+  auto abort = [&] {
+    std::lock_guard<std::mutex> l(mu);
+    aborted = true;
+    cv.notify_all();
+  };
+  StatusOr<ParityStore::Added> gone = InternalError("not run");
+  std::thread writer(
+      [&] { gone = (*store)->Contribute(Where(3, 0), Of(silent, chunk, bytes), never, abort); });
+  in_reader.wait();  // the silent contribution holds the shard
+  const auto added = Add(**store, 3, 0, 1);
+  writer.join();
+  ASSERT_TRUE(added.ok()) << added.status().ToString();
+  EXPECT_TRUE(aborted) << "the waiting contribution went in only once the silent one gave up";
+  EXPECT_FALSE(gone.ok());
+  const auto h = (*store)->Get(Where(3, 0).key());
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  ASSERT_EQ(h->contributions.size(), 1u);
+  EXPECT_EQ(h->contributions[0].rank, group_.members[1]);
+}
+
+// A slow sender that keeps moving bytes is not ended, however long its
+// whole chunk takes: each piece that arrives counts as progress.
+TEST_F(ParityStoreTest, ASlowContributionThatMovesIsNotEnded) {
+  auto store = ParityStore::Open(dir_.Sub("p"), Env::Default(), std::chrono::milliseconds(1000));
+  ASSERT_TRUE(store.ok());
+  const int slow = 2, chunk = group_.layout().ChunkOf(slow, 3);
+  steps_[slow] = Random(6 * 700000, 77);  // chunks of 700,000 bytes: three pieces
+  const Bytes bytes = Chunk(slow, chunk);
+  std::promise<void> reading;
+  std::future<void> in_reader = reading.get_future();
+  size_t given = 0;
+  int reads = 0;
+  auto trickle = [&](void* buf, size_t n) {
+    if (reads++ == 0) reading.set_value();
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    std::memcpy(buf, bytes.data() + given, n);
+    given += n;
+    return Status::Ok();
+  };
+  std::atomic<bool> aborted{false};
+  StatusOr<ParityStore::Added> first = InternalError("not run");
+  std::thread writer([&] {
+    first =
+        (*store)->Contribute(Where(3, 0), Of(slow, chunk, bytes), trickle, [&] { aborted = true; });
+  });
+  in_reader.wait();
+  const auto second = Add(**store, 3, 0, 1);  // waits its turn, about 1.2 s
+  writer.join();
+  EXPECT_FALSE(aborted);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_GE(reads, 3);
+  EXPECT_EQ((*store)->Get(Where(3, 0).key())->contributions.size(), 2u);
 }
 
 // Given the shard as it was listed, the shard goes while it still holds a
