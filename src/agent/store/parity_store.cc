@@ -255,8 +255,9 @@ Status ParityStore::ReadNoting(const ParityKey& key, const Reader& read, void* b
     STRATA_RETURN_IF_ERROR(read(static_cast<char*>(buf) + at, piece));
     at += piece;
     MutexLock l(&mu_);
-    if (auto it = busy_.find(key); it != busy_.end())
+    if (auto it = busy_.find(key); it != busy_.end()) {
       it->second.moved = std::chrono::steady_clock::now();
+    }
   }
   return Status::Ok();
 }

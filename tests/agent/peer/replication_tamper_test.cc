@@ -95,7 +95,7 @@ TEST_F(TamperTest, AByteChangedInFlightFailsTheCopyAndCommitsNothing) {
 TEST_F(TamperTest, AByteChangedInTheHandshakeFailsIt) {
   arm_ = [](testing::TamperProxy& p) { p.FlipUpstreamByte(100); };  // in the ClientHello
   ASSERT_NO_FATAL_FAILURE(SendThroughProxy());
-  const std::string error = AwaitFailure();
+  AwaitFailure();
   EXPECT_EQ(puts_, 0);
   EXPECT_FALSE(receiver_.store->GetIndex(Key(10)).ok());
   ExpectTheRetryDelivers();
