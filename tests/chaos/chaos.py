@@ -192,8 +192,12 @@ class Job:
             return {}
 
     def training_step(self):
+        """The step every rank that reports one has reached, or -1 (none
+        reports). A collective job's ranks move together; these trainers
+        share no collective and drift apart on a loaded host (seed 153: 900
+        against 962), and work lost counts from what the whole job trained."""
         steps = [self.status(n).get("training_step", -1) for n in range(self.nodes)]
-        return max(steps, default=-1)
+        return min((s for s in steps if s >= 0), default=-1)
 
     def starts(self):
         """Every node's trainer starts so far, per node: the restored step,

@@ -175,6 +175,25 @@ def test_a_fault_that_begins_while_the_job_restarts_begins_at_the_step_trained_b
     assert faults.step_now() == 36300
 
 
+def test_the_training_step_is_the_one_every_reporting_rank_reached():
+    # rs(6,2) seed 153: every node's newest save at a partition was step
+    # 775, yet the runner read 858, the fastest trainer's, and judged 83
+    # steps lost against a bound of 50. The toy trainers share no
+    # collective; the slowest was then far behind the fastest.
+    class Job:
+        nodes = 4
+        reports = [{"training_step": 780}, {}, {"training_step": 858},
+                   {"training_step": -1}]
+
+        def status(self, n):
+            return self.reports[n]
+
+    job = Job()
+    assert chaos.Job.training_step(job) == 780  # unreachable and idle nodes aside
+    job.reports = [{}, {"training_step": -1}, {}, {}]
+    assert chaos.Job.training_step(job) == -1
+
+
 def test_a_backup_carried_into_a_round_uploads_on_until_it_commits_or_is_abandoned(tmp_path):
     # rs(6,2) seed 62: the backup of step 1,200 went on into rounds 2 and 3,
     # and round 3 abandoned it; the runner had ended it at round 2.

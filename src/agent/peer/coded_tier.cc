@@ -319,7 +319,8 @@ std::vector<wire::HeldParity> CodedTier::Inventory(const std::string& job) const
   return out;
 }
 
-void CodedTier::CollectGarbage(const std::string& job, int64_t floor, bool bounded) {
+void CodedTier::CollectGarbage(const std::string& job, int64_t floor, bool bounded,
+                               int64_t previous_floor) {
   const auto held = parity_->List();
   int64_t newest_complete = -1;
   std::set<int64_t> steps;
@@ -328,7 +329,7 @@ void CodedTier::CollectGarbage(const std::string& job, int64_t floor, bool bound
     steps.insert(key.step);
     if (h.complete()) newest_complete = std::max(newest_complete, key.step);
   }
-  const std::set<int64_t> keep = StepsToKeep(steps, floor, bounded);
+  const std::set<int64_t> keep = StepsToKeep(steps, floor, bounded, previous_floor);
   for (const auto& [key, h] : held) {
     if (key.job == job && (keep.count(key.step) || key.step == newest_complete)) continue;
     Log()->debug("gc: removing parity {}", key.ToString());

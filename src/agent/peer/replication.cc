@@ -80,7 +80,7 @@ void Replication::Forget() {
   watermark_ = newest_replicated_ = newest_ingested_ = -1;
   ingested_at_.clear();
   restored_at_.reset();
-  restored_step_ = -1;
+  restored_step_ = floor_ = previous_floor_ = -1;
   peer_newest_.clear();
   behind_since_.reset();
 }
@@ -478,7 +478,8 @@ void Replication::CollectNow() {
 
 // Keeps, per node rank of the current job, what StepsToKeep keeps
 // (retention.h) with the job-wide watermark (the newest step every node has
-// replicated), or the step this start restored if newer, as the floor,
+// replicated), or the step this start restored if newer, as the floor, and
+// the floor the last collection of this start kept as the previous one,
 // bounded once the RAM disk is options_.bounded_collection_fill full; plus
 // anything a client's symlink points to and what the hooks pin. Everything
 // else goes, including steps of earlier job names.
@@ -487,17 +488,24 @@ void Replication::CollectGarbage(const Target& target) {
   const std::string& job = target.config.job_name;
   const double fill = FillOf(options_.local_dir).value_or(1.0);  // unknown: short
   const bool bounded = fill >= options_.bounded_collection_fill;
-  int64_t floor;
+  int64_t floor, previous_floor;
   {
     MutexLock l(&mu_);
     floor = std::max(watermark_, restored_step_);
+    if (floor > floor_) {
+      previous_floor_ = floor_;
+      floor_ = floor;
+    }
+    previous_floor = previous_floor_;
     // Once per floor: with the watermark stuck, collection swings between
     // the two every few saves.
     if (bounded && floor != bounded_floor_) {
       Log()->info(
           "gc: the RAM disk {} is {:.0f}% full and the restore point is step {}: collection "
-          "keeps that step and the two newest above it until the disk is below {:.0f}%",
-          options_.local_dir, fill * 100, floor, options_.bounded_collection_fill * 100);
+          "keeps that step, the last one ({}), and the two newest above it until the disk is "
+          "below {:.0f}%",
+          options_.local_dir, fill * 100, floor, previous_floor,
+          options_.bounded_collection_fill * 100);
       bounded_floor_ = floor;
     }
   }
@@ -509,7 +517,8 @@ void Replication::CollectGarbage(const Target& target) {
     if (key.job == job) by_rank[key.rank].insert(key.step);
   }
   std::map<int, std::set<int64_t>> keep;
-  for (const auto& [rank, steps] : by_rank) keep[rank] = StepsToKeep(steps, floor, bounded);
+  for (const auto& [rank, steps] : by_rank)
+    keep[rank] = StepsToKeep(steps, floor, bounded, previous_floor);
   for (const auto& [key, index] : held) {
     // Steps of an earlier job name cannot be restored by this job: they go.
     if (key.job == job && keep[key.rank].count(key.step)) continue;
@@ -523,7 +532,7 @@ void Replication::CollectGarbage(const Target& target) {
     Status s = store_->Remove(key);
     if (!s.ok()) Log()->warn("gc: {}", s.message());
   }
-  if (coded_ != nullptr) coded_->CollectGarbage(job, floor, bounded);
+  if (coded_ != nullptr) coded_->CollectGarbage(job, floor, bounded, previous_floor);
 }
 
 // A peer sends us a copy: say whether we already have it, then receive the

@@ -3,6 +3,9 @@
 // Replication, the node's part in the peer tier, as a component in one
 // process (replication_fixture.h): what reaches the peer, what is reported
 // and collected, retries, a new incarnation, dedup and multi-stream sends.
+#include <algorithm>
+#include <iterator>
+
 #include "replication_fixture.h"
 
 namespace strata::agent {
@@ -159,6 +162,35 @@ TEST_F(ReplicationTest, AStuckWatermarkKeepsItsStepAndTheTwoNewest) {
   for (int64_t kept : {20, 50, 60}) EXPECT_TRUE(sender_.store->GetIndex(Key(kept)).ok()) << kept;
 }
 
+// Found by copies seed 142 at eight nodes: nodes learn the watermark a
+// report apart, and one that moved to the new floor dropped the step a node
+// still at the old floor kept. A node keeps the floor of its last collection
+// as well, until the watermark moves on again.
+TEST_F(ReplicationTest, AMovedWatermarkKeepsTheLastFloorsStepToo) {
+  SendWithTheWatermarkAt20();
+  ASSERT_TRUE(testing::WaitUntil([&] { return !sender_.store->GetIndex(Key(40)).ok(); }));
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    watermark_ = 50;
+  }
+  for (int64_t step : {70, 80}) Ingest(step);
+  sender_.replication->Enqueue(Key(80));
+  Reports(2);
+  ASSERT_TRUE(testing::WaitUntil([&] { return !sender_.store->GetIndex(Key(60)).ok(); }));
+  for (int64_t kept : {20, 50, 70, 80})
+    EXPECT_TRUE(sender_.store->GetIndex(Key(kept)).ok()) << kept;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    watermark_ = 70;
+  }
+  Ingest(90);
+  sender_.replication->Enqueue(Key(90));
+  Reports(3);
+  ASSERT_TRUE(testing::WaitUntil([&] { return !sender_.store->GetIndex(Key(20)).ok(); }));
+  for (int64_t kept : {50, 70, 80, 90})
+    EXPECT_TRUE(sender_.store->GetIndex(Key(kept)).ok()) << kept;
+}
+
 // Before the watermark is known in a new start of the job (-1), the step
 // that start restored is the floor: every node holds it, so it stays while
 // newer saves replicate.
@@ -238,6 +270,23 @@ TEST(StepsToKeepTest, WithRoomTheFloorsStepAndEveryStepAboveIt) {
   EXPECT_EQ(StepsToKeep({10, 20, 30, 40, 50}, 25, false), (std::set<int64_t>{20, 30, 40, 50}));
   EXPECT_EQ(StepsToKeep({10, 20, 30}, -1, false), (std::set<int64_t>{10, 20, 30}));
   EXPECT_EQ(StepsToKeep({10, 20, 30}, 90, false), (std::set<int64_t>{30}));
+}
+
+TEST(StepsToKeepTest, ANodeAtTheNewFloorKeepsTheStepOfTheOldOne) {
+  // Copies seed 142 at eight nodes: node 1 learned the watermark 350 and
+  // dropped 375; node 0 learned 375 and dropped 350.
+  const std::set<int64_t> node1 = StepsToKeep({300, 350, 375, 400, 425}, 350, true, 300);
+  const std::set<int64_t> node0 = StepsToKeep({300, 350, 375}, 375, true, 350);
+  EXPECT_EQ(node1, (std::set<int64_t>{300, 350, 400, 425}));
+  EXPECT_EQ(node0, (std::set<int64_t>{350, 375}));
+  std::set<int64_t> common;
+  std::ranges::set_intersection(node0, node1, std::inserter(common, common.end()));
+  EXPECT_EQ(common, (std::set<int64_t>{350}));
+  // A previous floor between two held steps keeps the older one; one at
+  // or below nothing held keeps nothing more.
+  EXPECT_EQ(StepsToKeep({10, 20, 30, 40, 50}, 40, true, 25), (std::set<int64_t>{20, 40, 50}));
+  EXPECT_EQ(StepsToKeep({10, 20, 30, 40, 50}, 40, true, 5), (std::set<int64_t>{40, 50}));
+  EXPECT_EQ(StepsToKeep({10, 20, 30, 40, 50}, 30, false, 10), (std::set<int64_t>{10, 30, 40, 50}));
 }
 
 TEST(StepsToKeepTest, TheFloorsStepTheTwoNewestAboveAndTheNewest) {
