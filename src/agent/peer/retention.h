@@ -36,14 +36,16 @@ inline constexpr double kBoundedCollectionFill = 0.5;
 //     held on every node: a restore from the nodes' own copies takes the
 //     newest step all of them hold, and ranks save the same steps);
 //     otherwise every step above it.
-//   * the newest held step at or below `previous_floor`, the floor this
-//     node's last collection kept (-1: none). Nodes learn the watermark a
-//     report apart, and bounded collection drops the steps between a floor
-//     and the newest: a node that has moved to the new floor keeps the one
-//     a node still at the old floor keeps, so the job holds a step in
-//     common (copies seed 142 at eight nodes: node 1 at 350 dropped 375,
-//     node 0 at 375 dropped 350, and no step above the backup was on every
-//     node).
+//   * `bounded`: the newest held step at or below `previous_floor`, the
+//     floor this node's last collection kept (-1: none). Nodes learn the
+//     watermark a report apart, and bounded collection drops the steps
+//     between a floor and the newest: a node that has moved to the new
+//     floor keeps the one a node still at the old floor keeps, so the job
+//     holds a step in common (copies seed 142 at eight nodes: node 1 at 350
+//     dropped 375, node 0 at 375 dropped 350, and no step above the backup
+//     was on every node). Unbounded, a node keeps every step from its floor
+//     up, among them the newest step of a node behind it (at or above the
+//     new floor, which that node replicated).
 // So the newest held step is always kept; older steps go, and, bounded,
 // the steps between the floor and the newest ones. A replication that
 // cannot finish (a full peer, a member of a coded group away) keeps the
@@ -53,13 +55,13 @@ inline constexpr double kBoundedCollectionFill = 0.5;
 inline std::set<int64_t> StepsToKeep(const std::set<int64_t>& held, int64_t floor,
                                      bool bounded = true, int64_t previous_floor = -1) {
   std::set<int64_t> keep;
-  if (auto at = held.upper_bound(previous_floor); at != held.begin()) keep.insert(*std::prev(at));
   auto above = held.upper_bound(floor);
   if (above != held.begin()) keep.insert(*std::prev(above));
   if (!bounded) {
     keep.insert(above, held.end());
     return keep;
   }
+  if (auto at = held.upper_bound(previous_floor); at != held.begin()) keep.insert(*std::prev(at));
   size_t n = 0;
   for (auto it = held.rbegin(); it != held.rend() && *it > floor && n < kKeptAboveFloor; ++it, ++n)
     keep.insert(*it);

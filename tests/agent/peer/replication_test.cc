@@ -286,7 +286,8 @@ TEST(StepsToKeepTest, ANodeAtTheNewFloorKeepsTheStepOfTheOldOne) {
   // or below nothing held keeps nothing more.
   EXPECT_EQ(StepsToKeep({10, 20, 30, 40, 50}, 40, true, 25), (std::set<int64_t>{20, 40, 50}));
   EXPECT_EQ(StepsToKeep({10, 20, 30, 40, 50}, 40, true, 5), (std::set<int64_t>{40, 50}));
-  EXPECT_EQ(StepsToKeep({10, 20, 30, 40, 50}, 30, false, 10), (std::set<int64_t>{10, 30, 40, 50}));
+  // Unbounded, every step from the floor up is kept, and nothing below it.
+  EXPECT_EQ(StepsToKeep({10, 20, 30, 40, 50}, 30, false, 10), (std::set<int64_t>{30, 40, 50}));
 }
 
 TEST(StepsToKeepTest, TheFloorsStepTheTwoNewestAboveAndTheNewest) {
