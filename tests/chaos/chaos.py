@@ -195,9 +195,10 @@ class Job:
         """The step every rank that reports one has reached, or -1 (none
         reports). A collective job's ranks move together; these trainers
         share no collective and drift apart on a loaded host (seed 153: 900
-        against 962), and work lost counts from what the whole job trained."""
-        steps = [self.status(n).get("training_step", -1) for n in range(self.nodes)]
-        return min((s for s in steps if s >= 0), default=-1)
+        against 962), and work lost counts from what the whole job trained.
+        What each node reported is kept in `steps_read` (-1: none)."""
+        self.steps_read = [self.status(n).get("training_step", -1) for n in range(self.nodes)]
+        return min((s for s in self.steps_read if s >= 0), default=-1)
 
     def starts(self):
         """Every node's trainer starts so far, per node: the restored step,
@@ -356,6 +357,7 @@ class Faults:
             # The job may be down, restarting from an earlier fault: this one
             # then shares that restart, and what was trained is that fault's.
             record["before"] = self.step_now()
+            record["steps_read"] = list(getattr(job, "steps_read", []))
             record["starts"] = job.starts()
             # A save lands again with the first save step after the disk frees.
             full_recent = record["before"] - self.full_cleared < 2 * INTERVAL
@@ -906,6 +908,8 @@ def summarize(job, applier):
             firsts = [next((s or 0 for s in a if s not in poisoned), None) for a in after]
             firsts = [f for f in firsts if f is not None]
             if firsts and r["before"] >= 0:
+                entry["before"], entry["resumed"] = r["before"], min(firsts)
+                entry["steps_read"] = r.get("steps_read", [])
                 entry["lost_steps"] = max(0, r["before"] - min(firsts))
                 # A crash loop quarantines the newest step; the tiers in
                 # RAM keep only the newest, so the backup is the fallback.
