@@ -3,6 +3,7 @@ uploading, read from the coordinator's log, and the restart two faults
 share."""
 import os
 import sys
+import threading
 
 sys.path.insert(0, os.path.dirname(__file__))
 import chaos  # noqa: E402
@@ -39,13 +40,18 @@ def test_a_backup_uploads_from_its_begin_to_its_commit_or_the_next_begin_or_roun
     ])
     uploads = chaos.backup_uploads(chaos.backup_events(job))
     base = uploads[0][0] - 1
-    assert [(b - base, e - base if e else None) for b, e in uploads] == [
+    assert [(b - base, e - base if e else None) for b, e, _ in uploads] == [
         (1, 3), (4, 5), (5, 7), (8, None)]
     # 20 ms a step: 50 steps a second since the upload in flight began.
     assert chaos.steps_uploading(uploads, base + 2) == 50
     assert chaos.steps_uploading(uploads, base + 3.5) == 0   # none in flight
     assert chaos.steps_uploading(uploads, base + 6) == 50
     assert chaos.steps_uploading(uploads, base + 10) == 100  # b4 never committed
+    # The watermark began b4 (step 400) with training at 480 (one save
+    # interval is 25 steps): at second 9, 50 steps later, 530 was trained,
+    # and b4's step lies 130 behind, 105 beyond the base bound's interval.
+    assert chaos.steps_uploading(uploads, base + 9, 530) == 105
+    assert chaos.steps_uploading(uploads, base + 9, 440) == 50  # within an interval
 
 
 def test_faults_that_share_a_restart_share_the_larger_bound():
@@ -100,7 +106,7 @@ def test_a_failed_backup_pauses_the_backups_for_the_retry_time(tmp_path):
         "committed", "begins", "failed", "failed", "begins"]
     uploads = chaos.backup_uploads(events)
     base = uploads[0][0] - 1
-    assert [(b - base, e - base if e else None) for b, e in uploads] == [(1, 2), (41, None)]
+    assert [(b - base, e - base if e else None) for b, e, _ in uploads] == [(1, 2), (41, None)]
     # A fault at second 12, step 2,000 trained: no backup since step 40.
     assert chaos.retry_pauses(events, base + 12, 2000) == [(40, 2000)]
     # At second 60: the backups resumed with step 500 at second 41.
@@ -175,21 +181,24 @@ def test_a_fault_that_begins_while_the_job_restarts_begins_at_the_step_trained_b
     assert faults.step_now() == 36300
 
 
-def test_the_training_step_is_the_one_every_reporting_rank_reached():
-    # rs(6,2) seed 153: every node's newest save at a partition was step
-    # 775, yet the runner read 858, the fastest trainer's, and judged 83
-    # steps lost against a bound of 50. The toy trainers share no
-    # collective; the slowest was then far behind the fastest.
+def test_the_training_step_is_read_from_every_node_at_once():
+    # rs(6,2) seed 153: read one node after another, each `strata status`
+    # taking about 0.3 s, the steps read were 729, 759, ... 845: the job
+    # trained on while the runner read it.
     class Job:
         nodes = 4
-        reports = [{"training_step": 780}, {}, {"training_step": 858},
+        reports = [{"training_step": 780}, {}, {"training_step": 790},
                    {"training_step": -1}]
 
+        together = threading.Barrier(4, timeout=30)  # broken unless all four read at once
+
         def status(self, n):
+            self.together.wait()
             return self.reports[n]
 
     job = Job()
-    assert chaos.Job.training_step(job) == 780  # unreachable and idle nodes aside
+    assert chaos.Job.training_step(job) == 790
+    assert job.steps_read == [780, -1, 790, -1]
     job.reports = [{}, {"training_step": -1}, {}, {}]
     assert chaos.Job.training_step(job) == -1
 
@@ -212,5 +221,5 @@ def test_a_backup_carried_into_a_round_uploads_on_until_it_commits_or_is_abandon
     ])
     uploads = chaos.backup_uploads(chaos.backup_events(job))
     base = uploads[0][0] - 1
-    assert [(b - base, e - base if e else None) for b, e in uploads] == [(1, 17), (20, 21)]
+    assert [(b - base, e - base if e else None) for b, e, _ in uploads] == [(1, 17), (20, 21)]
     assert chaos.steps_uploading(uploads, base + 4) == 150
