@@ -198,7 +198,7 @@ class Job:
         loaded host, and read one after another the eighth node's step was
         116 steps past the first's (rs(6,2) seed 153). What each node
         reported is kept in `steps_read` (-1: none)."""
-        with concurrent.futures.ThreadPoolExecutor(self.nodes) as pool:
+        with concurrent.futures.ThreadPoolExecutor(max(1, self.nodes)) as pool:
             self.steps_read = list(pool.map(lambda n: self.status(n).get("training_step", -1),
                                             range(self.nodes)))
         return max(self.steps_read, default=-1)
@@ -211,6 +211,20 @@ class Job:
             text = _tail(self.log("run", n)).decode(errors="replace")
             out[n] = [int(m.group(1)) if m.group(1) else None
                       for m in re.finditer(r"restored step=(\d+)|fresh start", text)]
+        return out
+
+    def failed_on_poison(self):
+        """Per node, for each of starts()'s starts, whether that run ended
+        at once on a poisoned step (the toy trainer's `is poisoned` line)."""
+        out = {}
+        for n in range(self.nodes):
+            text = _tail(self.log("run", n)).decode(errors="replace")
+            out[n] = []
+            for m in re.finditer(r"restored step=\d+|fresh start|( is poisoned )", text):
+                if not m.group(1):
+                    out[n].append(False)
+                elif out[n]:
+                    out[n][-1] = True
         return out
 
     def restores(self):
@@ -797,7 +811,7 @@ def backup_uploads(events):
     unless the coordinator carried it into that round (its line comes with
     the round's)."""
     events = sorted(events)
-    uploads, open_ = [], None  # open_: [began, end, backup id] of the latest begun
+    uploads, open_ = [], None  # open_: [began, end, backup id, step] of the latest begun
     for t, kind, backup, step in events:
         if open_ is not None and open_[1] is None:
             mine = backup == open_[2]
@@ -870,7 +884,8 @@ def steps_uploading(uploads, at, before=-1):
     beyond a save interval: the base bound allows the watermark, which
     starts a backup, one save interval's lag, and on a loaded host it lags
     more (rs(6,2) seed 116: the backup of 1,600 began with training at
-    1,633)."""
+    1,633). That term leaves no slack: it is the loss when the fallback is
+    the backup one BACKUP_EVERY before the one in flight."""
     in_flight = [(at - b, step) for b, e, step in uploads if b <= at and (e is None or e > at)]
     if not in_flight:
         return 0
@@ -886,8 +901,8 @@ def summarize(job, applier):
 
     Work lost is the newest step trained before the fault minus the step the
     job resumed from: the first start of each node after the fault, skipping
-    a start of a poisoned step (that run failed at once; the job resumed
-    from the step after the quarantine). Its bound is what the tiers held:
+    a start that ended at once on the poison (the job resumed from the step
+    after the quarantine); a start of a step poisoned only later counts. Its bound is what the tiers held:
     the save interval plus the save in flight; the backup interval instead
     when more than one node was without its RAM (away, or back empty,
     replaced or wiped by maintenance --lose-ram within RAM_REFILL_S: a node
@@ -906,6 +921,7 @@ def summarize(job, applier):
     that poisoned a backup's step falls back one backup further.
     """
     final = job.starts()
+    failed = job.failed_on_poison()
     events = backup_events(job)
     uploads = backup_uploads(events)
     backed_up = committed_steps(events)
@@ -918,8 +934,12 @@ def summarize(job, applier):
         elif r["kind"] in RESTARTS:
             if "recovery_s" in r:
                 entry["recovery_s"] = r["recovery_s"]
-            after = [final[n][len(r["starts"].get(n, [])):] for n in range(job.nodes)]
-            firsts = [next((s or 0 for s in a if s not in poisoned), None) for a in after]
+            # A start that ended at once on the poison is skipped; one of a
+            # step poisoned only later counts (rs(6,2) seed 153: a partition
+            # resumed from 775, which a crash loop poisoned afterwards).
+            after = [list(zip(final[n], failed[n]))[len(r["starts"].get(n, [])):]
+                     for n in range(job.nodes)]
+            firsts = [next((s or 0 for s, bad in a if not bad), None) for a in after]
             firsts = [f for f in firsts if f is not None]
             if firsts and r["before"] >= 0:
                 entry["before"], entry["resumed"] = r["before"], min(firsts)

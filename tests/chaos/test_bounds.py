@@ -203,6 +203,41 @@ def test_the_training_step_is_read_from_every_node_at_once():
     assert chaos.Job.training_step(job) == -1
 
 
+def test_a_start_counts_unless_it_ended_on_the_poison(tmp_path):
+    # rs(6,2) seed 153: a partition's restart resumed from 775; a crash loop
+    # poisoned 775 afterwards, and its runs ended at once on it until the
+    # quarantine, after which the job resumed from 700.
+    job = Job(tmp_path, ["", ""])
+    for n, text in enumerate([
+            "fresh start\nrestored step=775\nrestored step=775\n"
+            "toy-trainer: step 775 is poisoned (/p): exiting 1\nrestored step=700\n",
+            "fresh start\nrestored step=775\n"]):
+        with open(job.log("run", n), "w") as f:
+            f.write(text)
+    assert chaos.Job.starts(job) == {0: [None, 775, 775, 700], 1: [None, 775]}
+    assert chaos.Job.failed_on_poison(job) == {0: [False, False, True, False],
+                                              1: [False, False]}
+    # The partition came after the fresh starts; the crash loop after the
+    # partition's restart. Each resumed from the first start after it that
+    # did not end on the poison.
+    job.poison = os.path.join(tmp_path, "poison")
+    with open(job.poison, "w") as f:
+        f.write("775\n")
+    job.starts = lambda: chaos.Job.starts(job)
+    job.failed_on_poison = lambda: chaos.Job.failed_on_poison(job)
+
+    class Applier:
+        records = [
+            {"kind": "partition", "nodes": [1], "at": 20, "applied": 1000.0, "before": 802,
+             "starts": {0: [None], 1: [None]}, "away": 0, "recovery_s": 30.0},
+            {"kind": "crash_loop", "nodes": [], "at": 53, "applied": 1033.0, "before": 802,
+             "starts": {0: [None, 775], 1: [None, 775]}, "away": 0, "recovery_s": 10.0}]
+
+    partition, crash_loop = chaos.summarize(job, Applier())
+    assert (partition["resumed"], partition["lost_steps"]) == (775, 27)
+    assert (crash_loop["resumed"], crash_loop["lost_steps"]) == (700, 102)
+
+
 def test_a_backup_carried_into_a_round_uploads_on_until_it_commits_or_is_abandoned(tmp_path):
     # rs(6,2) seed 62: the backup of step 1,200 went on into rounds 2 and 3,
     # and round 3 abandoned it; the runner had ended it at round 2.
