@@ -479,7 +479,7 @@ void Replication::CollectNow() {
 // Keeps, per node rank of the current job, what StepsToKeep keeps
 // (retention.h) with the job-wide watermark (the newest step every node has
 // replicated), or the step this start restored if newer, as the floor, and
-// the floor the last collection of this start kept as the previous one,
+// the floor before it in this start of the job as the previous one,
 // bounded once the RAM disk is options_.bounded_collection_fill full; plus
 // anything a client's symlink points to and what the hooks pin. Everything
 // else goes, including steps of earlier job names.
@@ -504,7 +504,8 @@ void Replication::CollectGarbage(const Target& target) {
           "gc: the RAM disk {} is {:.0f}% full and the restore point is step {}: collection "
           "keeps that step, the last one ({}), and the two newest above it until the disk is "
           "below {:.0f}%",
-          options_.local_dir, fill * 100, floor, previous_floor,
+          options_.local_dir, fill * 100, floor,
+          previous_floor < 0 ? std::string("none") : std::to_string(previous_floor),
           options_.bounded_collection_fill * 100);
       bounded_floor_ = floor;
     }

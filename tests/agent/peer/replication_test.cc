@@ -173,6 +173,9 @@ TEST_F(ReplicationTest, AMovedWatermarkKeepsTheLastFloorsStepToo) {
     std::lock_guard<std::mutex> l(mu_);
     watermark_ = 50;
   }
+  // An idle report takes the new watermark (on the real clock's tick); the
+  // steps come after it, or a collection at the old floor could drop 50.
+  ASSERT_TRUE(testing::WaitUntil([&] { return sender_.replication->progress().watermark == 50; }));
   for (int64_t step : {70, 80}) Ingest(step);
   sender_.replication->Enqueue(Key(80));
   Reports(2);
@@ -183,6 +186,7 @@ TEST_F(ReplicationTest, AMovedWatermarkKeepsTheLastFloorsStepToo) {
     std::lock_guard<std::mutex> l(mu_);
     watermark_ = 70;
   }
+  ASSERT_TRUE(testing::WaitUntil([&] { return sender_.replication->progress().watermark == 70; }));
   Ingest(90);
   sender_.replication->Enqueue(Key(90));
   Reports(3);
