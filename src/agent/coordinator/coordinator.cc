@@ -381,6 +381,7 @@ Coordinator::Answer Coordinator::Ready(const wire::ReadyRequest& req, Done& done
                                        " other node(s) to be ready");
         }
         RollbackRestored(name, *job);
+        CountRestoredAsReplicated(*job);
         // The ranks start training once told "go": a notice that came
         // during the restore is decided now and travels with it, so that
         // every agent publishes the step before its ranks can pass it.
@@ -393,6 +394,26 @@ Coordinator::Answer Coordinator::Ready(const wire::ReadyRequest& req, Done& done
       done);
   if (all_ready) Wake(name);  // this node was the last one
   return answer;
+}
+
+// Found by the eight-node chaos job (rs(6,2) seed 174): a restart restored
+// step 1,900 from the nodes' RAM, 100 steps after the last backup, yet the
+// backup of 1,900 never began: the new round's watermark waited for every
+// node to replicate a save of its own, and the backup went to 1,925. A crash
+// loop then poisoned 1,925, and the job fell back to the backup of 1,800.
+void Coordinator::CountRestoredAsReplicated(Job& job) {
+  if (!job.plan || !job.plan->step) return;
+  const int64_t step = *job.plan->step;
+  for (int node = 0; node < job.nodes; ++node) {
+    auto [it, added] = job.replicated.try_emplace(node, step);
+    if (!added) {
+      if (it->second >= step) continue;
+      auto c = job.replicated_count.find(it->second);
+      if (--c->second == 0) job.replicated_count.erase(c);
+      it->second = step;
+    }
+    ++job.replicated_count[step];
+  }
 }
 
 // A node's newest fully replicated step. The reply carries the job-wide

@@ -266,6 +266,11 @@ class Coordinator {
   void AddBackupCopies(const std::string& name, Job& job, Inventory* inv) REQUIRES(mu_);
   void CheckRollbackPlan(Job& job) REQUIRES(mu_);
   void RollbackRestored(const std::string& name, Job& job) REQUIRES(mu_);
+  // At "go" every node holds the plan's step: it counts as each node's
+  // newest replicated step (none is lowered), so the watermark is that step
+  // at once, and a backup due at it begins with the round's first report
+  // instead of a save later.
+  void CountRestoredAsReplicated(Job& job) REQUIRES(mu_);
   // A new round of `job` (registering with `nodes` and `dp`) begins: the
   // backup in flight goes on into it, awaiting the round's plan, or is dropped.
   void CarryBackupInFlight(const std::string& name, Job& job, int nodes, int dp) REQUIRES(mu_);

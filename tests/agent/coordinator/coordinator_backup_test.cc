@@ -224,7 +224,6 @@ TEST_F(CoordinatorBackupTest, EveryMMinutesCountsFromTheLastBackupsStart) {
   EXPECT_NE(reply["backup_task"]["id"], id);
 }
 
-
 // Found by the eight-node chaos run (rs(6,2) seed 29): the job restarted
 // 0.8 s into a backup, and the new round dropped it although it restored a
 // later step; two crash loops then fell back two backup intervals. A round
@@ -274,6 +273,39 @@ TEST_F(CoordinatorBackupTest, ARoundThatRestoresAnOlderStepDropsTheBackup) {
   Restart({2, 3});  // the round restores step 3
   EXPECT_EQ(Done(1, id, 1, 2)->value("abandoned", false), true);
   EXPECT_FALSE(store_->Get(backup::CommitKey(id)).ok()) << "a quarantined step has no backup";
+}
+
+// rs(6,2) seed 174 at eight nodes: a restart restored a step due for a
+// backup, and the backup waited for a save of the new round to replicate on
+// every node; a crash loop then poisoned that save, and the job fell back a
+// whole backup interval further. The restored step counts as replicated at
+// "go": the round's first report begins its backup.
+TEST_F(CoordinatorBackupTest, ARestoredStepDueForABackupIsBackedUpWithTheFirstReport) {
+  Replicated(0, 2);
+  json reply = Replicated(1, 2);
+  ASSERT_TRUE(reply.contains("backup_task")) << reply.dump();
+  const std::string first = reply["backup_task"]["id"];
+  ASSERT_TRUE(Done(0, first, 0, 2).ok());
+  ASSERT_EQ(Done(1, first, 1, 2)->value("committed", false), true);
+
+  Restart({4});  // round 2 restores step 4 from the nodes' RAM
+  auto ready = [&](int node) {
+    return Call({{"op", "ready"},
+                 {"job", "j"},
+                 {"round", 2},
+                 {"node", node},
+                 {"plan_version", 1},
+                 {"ok", true}});
+  };
+  ready(0).status().IgnoreError();  // node 1 is not ready yet: no "go" for node 0 without a wait
+  StatusOr<json> go = ready(1);
+  ASSERT_TRUE(go.ok()) << go.status().ToString();
+  ASSERT_EQ(go->value("go", false), true) << go->dump();
+
+  reply = Replicated(0, 5);  // node 0's first save of the round is on its peers
+  EXPECT_EQ(reply.value("watermark", -1), 4) << reply.dump();
+  ASSERT_TRUE(reply.contains("backup_task")) << reply.dump();
+  EXPECT_EQ(reply["backup_task"]["step"], 4);
 }
 
 }  // namespace
