@@ -238,6 +238,29 @@ def test_a_start_counts_unless_it_ended_on_the_poison(tmp_path):
     assert (crash_loop["resumed"], crash_loop["lost_steps"]) == (700, 102)
 
 
+def test_a_backup_in_flight_counts_from_when_the_fault_struck(tmp_path):
+    # rs(6,2) seed 181: the runner read every node's step (0.3 s and more),
+    # the backup of 600 began, and 50 ms later the crash loop killed the
+    # trainers; counted from before the reads, no backup was in flight.
+    job = Job(tmp_path, [line(23.349, "backup b1 of step 600 begins (8 part(s))"), ""])
+    for n in range(2):
+        with open(job.log("run", n), "w") as f:
+            f.write("fresh start\nrestored step=500\n")
+    job.poison = os.path.join(tmp_path, "poison")
+    job.starts = lambda: chaos.Job.starts(job)
+    job.failed_on_poison = lambda: chaos.Job.failed_on_poison(job)
+    base = chaos.backup_uploads(chaos.backup_events(job))[0][0] - 23.349
+
+    class Applier:
+        records = [{"kind": "crash_loop", "nodes": [], "at": 23, "applied": base + 23.0,
+                    "struck": base + 23.9, "before": 647, "starts": {0: [None], 1: [None]},
+                    "away": 0, "recovery_s": 4.0}]
+
+    entry, = chaos.summarize(job, Applier())
+    # The backup interval and a save in flight, plus 0.55 s at 50 steps a second.
+    assert (entry["lost_steps"], entry["bound"]) == (147, 153)
+
+
 def test_a_backup_carried_into_a_round_uploads_on_until_it_commits_or_is_abandoned(tmp_path):
     # rs(6,2) seed 62: the backup of step 1,200 went on into rounds 2 and 3,
     # and round 3 abandoned it; the runner had ended it at round 2.
