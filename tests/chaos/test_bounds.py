@@ -261,6 +261,27 @@ def test_a_backup_in_flight_counts_from_when_the_fault_struck(tmp_path):
     assert (entry["lost_steps"], entry["bound"]) == (147, 153)
 
 
+def test_a_crash_loop_whose_job_started_fresh_leaves_no_poison_armed(tmp_path):
+    # rs(6,2) seed 186: the job had nothing to restore after a crash loop;
+    # its "next" stayed armed and broke a partition's restore 13 s later.
+    job = Job(tmp_path, ["", ""])
+    job.poison = os.path.join(tmp_path, "poison")
+    with open(job.poison, "w") as f:
+        f.write("100\nnext\n")
+    for n in range(2):
+        with open(job.log("run", n), "w") as f:
+            f.write("fresh start\nrestored step=100\nfresh start\n")
+    job.starts = lambda: chaos.Job.starts(job)
+    job.bed = None
+    faults = chaos.Faults(job, print)
+    faults.recovering = [{"kind": "crash_loop", "applied": 0.0, "before": 96,
+                          "starts": {0: [None, 100], 1: [None, 100]}}]
+    faults.note_recoveries()
+    assert faults.recovering == []
+    with open(job.poison) as f:
+        assert f.read().split() == ["100"]
+
+
 def test_a_backup_carried_into_a_round_uploads_on_until_it_commits_or_is_abandoned(tmp_path):
     # rs(6,2) seed 62: the backup of step 1,200 went on into rounds 2 and 3,
     # and round 3 abandoned it; the runner had ended it at round 2.
