@@ -403,17 +403,18 @@ Coordinator::Answer Coordinator::Ready(const wire::ReadyRequest& req, Done& done
 // loop then poisoned 1,925, and the job fell back to the backup of 1,800.
 void Coordinator::CountRestoredAsReplicated(Job& job) {
   if (!job.plan || !job.plan->step) return;
-  const int64_t step = *job.plan->step;
-  for (int node = 0; node < job.nodes; ++node) {
-    auto [it, added] = job.replicated.try_emplace(node, step);
-    if (!added) {
-      if (it->second >= step) continue;
-      auto c = job.replicated_count.find(it->second);
-      if (--c->second == 0) job.replicated_count.erase(c);
-      it->second = step;
-    }
-    ++job.replicated_count[step];
+  for (int node = 0; node < job.nodes; ++node) RaiseReplicated(job, node, *job.plan->step);
+}
+
+void Coordinator::RaiseReplicated(Job& job, int node, int64_t step) {
+  auto [it, first] = job.replicated.try_emplace(node, step);
+  if (!first) {
+    if (step <= it->second) return;
+    auto c = job.replicated_count.find(it->second);
+    if (--c->second == 0) job.replicated_count.erase(c);
+    it->second = step;
   }
+  ++job.replicated_count[step];
 }
 
 // A node's newest fully replicated step. The reply carries the job-wide
@@ -435,16 +436,7 @@ StatusOr<json> Coordinator::Replicated(const wire::ReplicatedRequest& req) {
   const int node = req.node;
   STRATA_RETURN_IF_ERROR(CheckNode(name, *job, node));
   NoteCadence(req.cadence, *job);
-  const int64_t step = req.step;
-  auto [r, first] = job->replicated.try_emplace(node, step);
-  if (first) {
-    ++job->replicated_count[step];
-  } else if (step > r->second) {
-    auto c = job->replicated_count.find(r->second);
-    if (--c->second == 0) job->replicated_count.erase(c);
-    r->second = step;
-    ++job->replicated_count[step];
-  }
+  RaiseReplicated(*job, node, req.step);
   // The newest step every node replicated: -1 until each has reported.
   const int64_t watermark = static_cast<int>(job->replicated.size()) < job->nodes
                                 ? -1

@@ -271,6 +271,8 @@ class Coordinator {
   // at once, and a backup due at it begins with the round's first report
   // instead of a save later.
   void CountRestoredAsReplicated(Job& job) REQUIRES(mu_);
+  // `node`'s newest replicated step becomes `step` if newer (never lower).
+  void RaiseReplicated(Job& job, int node, int64_t step) REQUIRES(mu_);
   // A new round of `job` (registering with `nodes` and `dp`) begins: the
   // backup in flight goes on into it, awaiting the round's plan, or is dropped.
   void CarryBackupInFlight(const std::string& name, Job& job, int nodes, int dp) REQUIRES(mu_);

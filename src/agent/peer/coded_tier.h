@@ -90,8 +90,8 @@ class CodedTier {
   // them.
   std::vector<wire::HeldParity> Inventory(const std::string& job) const;
   // Keeps the shards of `job` whose step StepsToKeep keeps given `floor`,
-  // `bounded` and `previous_floor` (retention.h), and those of its newest step with a complete
-  // shard; the rest go (all of another job's).
+  // `bounded` and `previous_floor` (retention.h), and those of its newest
+  // step with a complete shard; the rest go (all of another job's).
   void CollectGarbage(const std::string& job, int64_t floor, bool bounded, int64_t previous_floor);
   // The shards of `job`'s steps above `step`.
   std::map<ParityKey, ParityHeader> ListAbove(const std::string& job, int64_t step) const;

@@ -252,8 +252,8 @@ class Replication {
   // in_flight_, under mu_, and cancelled under mu_.
   net::Cancellation sends_;
   int64_t watermark_ GUARDED_BY(mu_) = -1;
-  // The floor the last collection kept and the one before it
-  // (StepsToKeep's previous_floor), in this epoch.
+  // The floor of the last collection and the one before it (StepsToKeep's
+  // previous_floor), in this epoch.
   int64_t floor_ GUARDED_BY(mu_) = -1;
   int64_t previous_floor_ GUARDED_BY(mu_) = -1;
   // The floor of the last bounded collection that was logged.

@@ -38,22 +38,22 @@ inline constexpr double kBoundedCollectionFill = 0.5;
 //     otherwise every step above it.
 //   * `bounded`: the newest held step at or below `previous_floor`, the
 //     floor before the current one in this start of the job (-1: none),
-//     kept until the floor moves again. Nodes learn the
-//     watermark a report apart, and bounded collection drops the steps
-//     between a floor and the newest: a node that has moved to the new
-//     floor keeps the one a node still at the old floor keeps, so the job
-//     holds a step in common (copies seed 142 at eight nodes: node 1 at 350
-//     dropped 375, node 0 at 375 dropped 350, and no step above the backup
-//     was on every node). Unbounded, a node keeps every step from its floor
-//     up, among them the newest step of a node behind it (at or above the
-//     new floor, which that node replicated).
+//     kept until the floor moves again. Nodes learn the watermark a report
+//     apart, and bounded collection drops the steps between a floor and the
+//     newest: a node that has moved to the new floor keeps the one a node
+//     still at the old floor keeps, so the job holds a step in common
+//     (copies seed 142 at eight nodes: node 1 at 350 dropped 375, node 0 at
+//     375 dropped 350, and no step above the backup was on every node).
+//     Unbounded, a node keeps every step from its floor up, among them the
+//     newest step of a node behind it (at or above the new floor, which
+//     that node replicated).
 // So the newest held step is always kept; older steps go (but, bounded, the
 // last floor's step), and, bounded, the steps between the floor and the
-// newest ones. A replication that
-// cannot finish (a full peer, a member of a coded group away) keeps the
-// floor where it is; keeping every later save for ever would fill each
-// node's RAM disk until no node could receive anything and the job could
-// never replicate again. Hence the bound once the disk runs short.
+// newest ones. A replication that cannot finish (a full peer, a member of
+// a coded group away) keeps the floor where it is; keeping every later save
+// for ever would fill each node's RAM disk until no node could receive
+// anything and the job could never replicate again. Hence the bound once
+// the disk runs short.
 inline std::set<int64_t> StepsToKeep(const std::set<int64_t>& held, int64_t floor,
                                      bool bounded = true, int64_t previous_floor = -1) {
   std::set<int64_t> keep;
