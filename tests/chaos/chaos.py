@@ -206,26 +206,12 @@ class Job:
     def starts(self):
         """Every node's trainer starts so far, per node: the restored step,
         or None for a fresh start."""
-        out = {}
-        for n in range(self.nodes):
-            text = _tail(self.log("run", n)).decode(errors="replace")
-            out[n] = [int(m.group(1)) if m.group(1) else None
-                      for m in re.finditer(r"restored step=(\d+)|fresh start", text)]
-        return out
+        return {n: [s for s, _ in v] for n, v in _start_records(self).items()}
 
     def failed_on_poison(self):
         """Per node, for each of starts()'s starts, whether that run ended
         at once on a poisoned step (the toy trainer's `is poisoned` line)."""
-        out = {}
-        for n in range(self.nodes):
-            text = _tail(self.log("run", n)).decode(errors="replace")
-            out[n] = []
-            for m in re.finditer(r"restored step=\d+|fresh start|( is poisoned )", text):
-                if not m.group(1):
-                    out[n].append(False)
-                elif out[n]:
-                    out[n][-1] = True
-        return out
+        return {n: [bad for _, bad in v] for n, v in _start_records(self).items()}
 
     def restores(self):
         """Every node's restored steps so far, in order, per node."""
@@ -460,9 +446,7 @@ class Faults:
             self.heals.append((later, lambda: self._unfill(n), "RAM disk of node %d freed" % n))
         elif k == "crash_loop":  # the next step the job restores breaks it
             poisoned = _poisoned_steps(job)  # and those that broke it before still do
-            with open(job.poison + ".tmp", "w") as f:
-                f.write("".join("%d\n" % p for p in sorted(poisoned)) + "next\n")
-            os.replace(job.poison + ".tmp", job.poison)
+            _write_poison(job, [str(p) for p in sorted(poisoned)] + ["next"])
             try:
                 os.unlink(job.poison + ".step")  # the claim of the last "next"
             except FileNotFoundError:
@@ -926,8 +910,7 @@ def summarize(job, applier):
     does the gap each failed backup left (retry_pauses); a crash loop
     that poisoned a backup's step falls back one backup further.
     """
-    final = job.starts()
-    failed = job.failed_on_poison()
+    records = _start_records(job)  # one read of each run log
     events = backup_events(job)
     uploads = backup_uploads(events)
     backed_up = committed_steps(events)
@@ -943,8 +926,7 @@ def summarize(job, applier):
             # A start that ended at once on the poison is skipped; one of a
             # step poisoned only later counts (rs(6,2) seed 153: a partition
             # resumed from 775, which a crash loop poisoned afterwards).
-            after = [list(zip(final[n], failed[n]))[len(r["starts"].get(n, [])):]
-                     for n in range(job.nodes)]
+            after = [records[n][len(r["starts"].get(n, [])):] for n in range(job.nodes)]
             firsts = [next((s or 0 for s, bad in a if not bad), None) for a in after]
             firsts = [f for f in firsts if f is not None]
             if firsts and r["before"] >= 0:
@@ -1002,6 +984,21 @@ def lost_beyond_bound(faults):
             for f in faults if "lost_steps" in f and f["lost_steps"] > f["bound"]]
 
 
+def _start_records(job):
+    """Per node, each trainer start as (restored step or None for a fresh
+    start, whether that run ended at once on the poison), from its run log."""
+    out = {}
+    for n in range(job.nodes):
+        text = _tail(job.log("run", n)).decode(errors="replace")
+        out[n] = []
+        for m in re.finditer(r"restored step=(\d+)|fresh start|( is poisoned )", text):
+            if not m.group(2):
+                out[n].append([int(m.group(1)) if m.group(1) else None, False])
+            elif out[n]:
+                out[n][-1][1] = True
+    return out
+
+
 def _disarm_poison(job):
     """A crash loop whose job started fresh had no step to poison: its
     "next" must not fire at a later fault's restart (rs(6,2) seed 186: it
@@ -1016,8 +1013,13 @@ def _disarm_poison(job):
         return
     if "next" not in words:
         return
+    _write_poison(job, [w for w in words if w != "next"])
+
+
+def _write_poison(job, words):
+    """Replaces the poison file, a word a line, at once for the trainers."""
     with open(job.poison + ".tmp", "w") as f:
-        f.write("".join("%s\n" % w for w in words if w != "next"))
+        f.write("".join(w + "\n" for w in words))
     os.replace(job.poison + ".tmp", job.poison)
 
 
