@@ -91,7 +91,18 @@ def main() -> int:
     torch.set_num_threads(1)
     if world > 1:
         dist.init_process_group("gloo", rank=rank, world_size=world)
+    code = train(args, rank, world)
+    # Every normal return, the on-demand exit too, ends the process group:
+    # a gloo group left to interpreter teardown can abort the process
+    # ("terminate called without an active exception"), and the exit code
+    # the supervisor reads would be lost. Not on an exception: the other
+    # ranks may be inside a collective, and destroying would hang.
+    if world > 1:
+        dist.destroy_process_group()
+    return code
 
+
+def train(args: argparse.Namespace, rank: int, world: int) -> int:
     data = make_data(args.seed)
     sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle=True,
                                  seed=args.seed, drop_last=True)
@@ -106,49 +117,48 @@ def main() -> int:
                    exit_after_ondemand=args.exit_after_ondemand)
     if args.agent_job:
         options["agent_job"] = strata.AgentJob(args.agent_job, node_rank=rank, nodes=world)
-    ckpt = strata.torch.Checkpointer(args.dir, **options)
     state = {"model": model, "optimizer": optimizer, "scheduler": scheduler,
              "rng": strata.torch.RNGState(), "loader_rng": loader_rng,
              "loader": {"epoch": 0, "next_batch": 0}}
-    restored = ckpt.restore(state)
-    print("fresh start" if restored is None else f"restored step={restored}", flush=True)
-    first = 1 if restored is None else restored + 1
+    # Closed on every way out, so its threads end before the interpreter does.
+    with strata.torch.Checkpointer(args.dir, **options) as ckpt:
+        restored = ckpt.restore(state)
+        print("fresh start" if restored is None else f"restored step={restored}", flush=True)
+        first = 1 if restored is None else restored + 1
 
-    ddp = nn.parallel.DistributedDataParallel(model) if world > 1 else model
-    epoch, next_batch = state["loader"]["epoch"], state["loader"]["next_batch"]
-    step = first
-    while step <= args.steps:
-        sampler.set_epoch(epoch)
-        for x, y in itertools.islice(loader, next_batch, None):
-            if step > args.steps:
-                break
-            optimizer.zero_grad()
-            loss = nn.functional.mse_loss(ddp(x), y)
-            loss.backward()
-            optimizer.step()
-            scheduler.step()
-            next_batch += 1
-            if args.step_sleep > 0:
-                time.sleep(args.step_sleep)
-            print(f"step={step}", flush=True)
-            if ckpt.should_save(step):
-                state["loader"] = {"epoch": epoch, "next_batch": next_batch}
-                result = ckpt.save(step, state)
-                if result.on_demand:
-                    print(f"ondemand checkpoint step={step}", flush=True)
-                if result.should_exit:
-                    return strata.EXIT_AFTER_ON_DEMAND
-            if step == args.stop_at_step:
-                ckpt.wait()
-                print(f"stopped at step={step}", flush=True)
-                return 0
-            step += 1
-        epoch, next_batch = epoch + 1, 0
-    ckpt.wait()
-    print(f"final step={args.steps} digest={digest(model, optimizer)}", flush=True)
-    if world > 1:
-        dist.destroy_process_group()
-    return 0
+        ddp = nn.parallel.DistributedDataParallel(model) if world > 1 else model
+        epoch, next_batch = state["loader"]["epoch"], state["loader"]["next_batch"]
+        step = first
+        while step <= args.steps:
+            sampler.set_epoch(epoch)
+            for x, y in itertools.islice(loader, next_batch, None):
+                if step > args.steps:
+                    break
+                optimizer.zero_grad()
+                loss = nn.functional.mse_loss(ddp(x), y)
+                loss.backward()
+                optimizer.step()
+                scheduler.step()
+                next_batch += 1
+                if args.step_sleep > 0:
+                    time.sleep(args.step_sleep)
+                print(f"step={step}", flush=True)
+                if ckpt.should_save(step):
+                    state["loader"] = {"epoch": epoch, "next_batch": next_batch}
+                    result = ckpt.save(step, state)
+                    if result.on_demand:
+                        print(f"ondemand checkpoint step={step}", flush=True)
+                    if result.should_exit:
+                        return strata.EXIT_AFTER_ON_DEMAND
+                if step == args.stop_at_step:
+                    ckpt.wait()
+                    print(f"stopped at step={step}", flush=True)
+                    return 0
+                step += 1
+            epoch, next_batch = epoch + 1, 0
+        ckpt.wait()
+        print(f"final step={args.steps} digest={digest(model, optimizer)}", flush=True)
+        return 0
 
 
 if __name__ == "__main__":
