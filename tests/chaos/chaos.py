@@ -17,7 +17,7 @@ naming the first violation and the seed:
   * every restore restored a step every node restored (the job restores as
     a whole, never a step incomplete for it);
   * the work lost at each fault that restarted the job is within what the
-    tiers held (see summarize());
+    tiers held (bounds.py);
   * no object of a committed backup was modified or deleted;
   * no agent crashed (only the harness's kill -9 ends one) and none logged
     an abort;
@@ -34,7 +34,6 @@ environment, scripts/python-env.sh).
 """
 import argparse
 import concurrent.futures
-import datetime
 import errno
 import json
 import multiprocessing
@@ -51,21 +50,18 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bounds  # noqa: E402
 import netbed  # noqa: E402
 import s3host  # noqa: E402
+from bounds import (INTERVAL, RESTARTS, STEP_MS, lost_beyond_bound, poisoned_steps,  # noqa: E402
+                    read_log, start_records, summarize)
 import schedule  # noqa: E402
 
-# Faults after which the job restarts (and restores).
-RESTARTS = {"kill_trainer", "kill_supervisor", "lose_node", "replace_node", "maintenance",
-            "maintenance_lose_ram", "crash_loop", "partition"}
 S3_MODES = {"s3_unavailable": "down", "s3_errors": "errors 0.5", "s3_slow": "slow 2"}
 
 PORT = 7070
 MEAN_GAP = 10.0      # seconds between faults, on average
-STEP_MS = 20
 STATE_MB = 4
-INTERVAL = 25        # a periodic checkpoint every INTERVAL steps
-BACKUP_EVERY = 100   # a backup every BACKUP_EVERY steps
 JOB_STEPS = None     # steps the job trains; None: the fault time at full speed + 600
 RAMDISK_MB = 160     # each node's RAM disk (a tmpfs of its own), for disk_full
 RAM_REFILL_S = 20    # how long after a node lost its RAM the copies it held count as gone
@@ -150,14 +146,14 @@ class Job:
             "--step-ms", str(STEP_MS), "--seed", str(100 + n),
             "--replicator", "nemo" if n % 2 else "orbax", "--poison", self.poison,
             "--job", "chaos", "--node-rank", str(n), "--nodes", str(self.nodes),
-            "--peers-per-node", "1", "--backup-interval-steps", str(BACKUP_EVERY),
+            "--peers-per-node", "1", "--backup-interval-steps", str(bounds.BACKUP_EVERY),
             "--exit-after-ondemand"], log=self.log("run", n))
 
     def wait_listening(self, n, limit=30):
         """Waits for the agent started last on node n (its log is appended
         to: an earlier start's line does not count)."""
         log, start = self.log("agent", n), self.agent_log_from[n]
-        if not netbed.wait_for(lambda: b"listening on" in _tail(log, start), limit):
+        if not netbed.wait_for(lambda: b"listening on" in read_log(log, start), limit):
             raise Violation("the agent of node %d did not start" % n)
 
     def trainer_pids(self, n):
@@ -206,12 +202,12 @@ class Job:
     def starts(self):
         """Every node's trainer starts so far, per node: the restored step,
         or None for a fresh start."""
-        return {n: [s for s, _ in v] for n, v in _start_records(self).items()}
+        return {n: [s for s, _ in v] for n, v in start_records(self).items()}
 
     def failed_on_poison(self):
         """Per node, for each of starts()'s starts, whether that run ended
         at once on a poisoned step (the toy trainer's `is poisoned` line)."""
-        return {n: [bad for _, bad in v] for n, v in _start_records(self).items()}
+        return {n: [bad for _, bad in v] for n, v in start_records(self).items()}
 
     def restores(self):
         """Every node's restored steps so far, in order, per node."""
@@ -220,20 +216,11 @@ class Job:
     def quarantined(self):
         """The steps each supervisor quarantined."""
         return {n: [int(m) for m in re.findall(r"QUARANTINED step (\d+)",
-                                              _tail(self.log("run", n)).decode(errors="replace"))]
+                                              read_log(self.log("run", n)).decode(errors="replace"))]
                 for n in range(self.nodes)}
 
     def finished(self):
         return all(p.poll() is not None for p in self.supervisors.values())
-
-
-def _tail(path, start=0):
-    try:
-        with open(path, "rb") as f:
-            f.seek(start)
-            return f.read()
-    except OSError:
-        return b""
 
 
 def _kill(pid):
@@ -300,7 +287,7 @@ class Collective:
         job = self.job
         now = {pid: n for n in range(job.nodes) for pid in job.trainer_pids(n)}
         ended = [n for pid, n in self.seen.items() if pid not in now]
-        failed = [n for n in ended if b"final step=" not in _tail(job.log("run", n))]
+        failed = [n for n in ended if b"final step=" not in read_log(job.log("run", n))]
         if failed:
             for pid in self.seen:
                 if pid in now:
@@ -376,7 +363,7 @@ class Faults:
             if self.slowed_any():
                 record["stalls"].append((self.slow_since, record["before"]))
             # Backups resume with the next backup step after S3 heals.
-            recent = record["before"] - self.s3_cleared < 2 * BACKUP_EVERY
+            recent = record["before"] - self.s3_cleared < 2 * bounds.BACKUP_EVERY
             record["s3_since"] = self.s3_since if self.s3_modes or recent else -1
             self.recovering.append(record)
         k, nodes = fault.kind, list(fault.nodes)
@@ -445,7 +432,7 @@ class Faults:
             self._fill(n)
             self.heals.append((later, lambda: self._unfill(n), "RAM disk of node %d freed" % n))
         elif k == "crash_loop":  # the next step the job restores breaks it
-            poisoned = _poisoned_steps(job)  # and those that broke it before still do
+            poisoned = poisoned_steps(job)  # and those that broke it before still do
             _write_poison(job, [str(p) for p in sorted(poisoned)] + ["next"])
             try:
                 os.unlink(job.poison + ".step")  # the claim of the last "next"
@@ -577,7 +564,7 @@ class Faults:
         if not self.recovering:
             return
         now = self.job.starts()
-        poisoned = _poisoned_steps(self.job)
+        poisoned = poisoned_steps(self.job)
         for r in list(self.recovering):
             if all(any(s not in poisoned for s in now[n][len(r["starts"].get(n, [])):])
                    for n in now):
@@ -669,7 +656,7 @@ def run_seed(build, seed, nodes, seconds, kinds, keep, say):
     os.environ[RUN_TAG] = work  # inherited by everything the run starts
     steps = JOB_STEPS or int(seconds * 1000 / STEP_MS) + 600
     report = {"seed": seed, "nodes": nodes, "seconds": seconds, "steps": steps,
-              "backup_every": BACKUP_EVERY,
+              "backup_every": bounds.BACKUP_EVERY,
               "overlapping": schedule.overlapping(faults), "faults": [], "violations": []}
     job = None
     try:
@@ -744,7 +731,7 @@ def check(job, refs, seen_backups):
         if p.poll() is None:
             v.append("node %d: the job did not finish" % n)
             continue
-        text = _tail(job.log("run", n)).decode(errors="replace")
+        text = read_log(job.log("run", n)).decode(errors="replace")
         got = re.findall(r"final step=\d+ digest=(\w+)", text)
         if p.returncode != 0:
             v.append("node %d: strata run exited %d" % (n, p.returncode))
@@ -758,245 +745,12 @@ def check(job, refs, seen_backups):
             if s not in everyone:
                 v.append("node %d restored step %d, which not every node restored" % (n, s))
     for n in range(job.nodes):
-        text = _tail(job.log("agent", n)).decode(errors="replace")
+        text = read_log(job.log("agent", n)).decode(errors="replace")
         for sign in ABORT_SIGNS:
             if sign in text:
                 v.append("the agent log of node %d contains %r" % (n, sign))
     v += snapshot_backups(job.s3, seen_backups)
     return v
-
-
-BACKUP_EVENT = re.compile(r"^(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)Z "
-                          r"(?:info strata: job \S+(?: round \d+)?: (?:backup (?P<id>\S+) of step "
-                          r"(?P<step>\d+) (?P<kind>begins|committed|goes on into round|abandoned)"
-                          r"|(?P<round>round) \d+ begins)"
-                          r"|error strata: job \S+: (?:.*; it stays incomplete$|cannot begin a backup: "
-                          r"|writing the commit of backup ))")
-
-
-
-def backup_events(job):
-    """The coordinator's backup and round lines of the run, each as
-    (wall-clock seconds, "begins" | "committed" | "carried" (into the round
-    that begins with it) | "abandoned" | "round" | "failed",
-    backup id, step), the id and step None for a round or a failure (after
-    which the coordinator begins no backup for 30 s, kRetryAfterFailure)."""
-    events = []
-    for n in range(job.nodes):
-        for line in _tail(job.log("agent", n)).decode(errors="replace").splitlines():
-            m = BACKUP_EVENT.match(line)
-            if m:
-                t = datetime.datetime.fromisoformat(m["time"]).replace(
-                    tzinfo=datetime.timezone.utc).timestamp()
-                kind = {"goes on into round": "carried"}.get(m["kind"], m["kind"])
-                kind = kind or m["round"] or "failed"
-                events.append((t, kind, m["id"], int(m["step"]) if m["step"] else None))
-    return events
-
-
-def backup_uploads(events):
-    """When each backup of the run began and ended, in wall-clock seconds
-    (None: not yet), and its step, from backup_events. A backup ends when it commits or is
-    abandoned, or when the next backup, a failure or a new round begins,
-    unless the coordinator carried it into that round (its line comes with
-    the round's)."""
-    events = sorted(events)
-    uploads, open_ = [], None  # open_: [began, end, backup id, step] of the latest begun
-    for t, kind, backup, step in events:
-        if open_ is not None and open_[1] is None:
-            mine = backup == open_[2]
-            carried = kind == "round" and any(
-                k == "carried" and b == open_[2]
-                for u, k, b, _ in events if abs(u - t) <= 1.0)
-            if (kind in ("begins", "failed") or (kind == "round" and not carried)
-                    or (kind in ("committed", "abandoned") and mine)):
-                open_[1] = t
-        if kind == "begins":
-            open_ = [t, None, backup, step]
-            uploads.append(open_)
-    return [(b, e, step) for b, e, _, step in uploads]
-
-
-def committed_steps(events):
-    """The steps of the backups committed in the run, from backup_events."""
-    return {step for _, kind, _, step in events if kind == "committed"}
-
-
-def retry_pauses(events, applied, before):
-    """The gaps in the backups that failures left (from backup_events), as
-    (from, to) training steps for stalled_within: from the step of the
-    backup committed last before a failure (the fallback: the backups begun
-    after it failed, or did not begin) to the step of the first backup
-    begun after the failure, which the coordinator's 30 s retry pause put
-    off, or to `before` (the step trained at
-    wall-clock time `applied`, the fault's) if none began before it.
-    Steps, not seconds: a restart in between moves the training step but
-    not the backups'."""
-    out = []
-    events = sorted(e for e in events if e[0] < applied)
-    for i, (t, kind, _, _) in enumerate(events):
-        if kind != "failed":
-            continue
-        committed = [step for _, k, _, step in events[:i] if k == "committed"]
-        after = [step for _, k, _, step in events[i + 1:] if k == "begins"]
-        a = committed[-1] if committed else 0
-        b = after[0] if after else before
-        if b > a:
-            out.append((a, b))
-    return out
-
-
-def stalled_within(stalls, before, reach):
-    """The steps of `stalls` ((from, to) training steps, which may overlap)
-    that lie within `reach` steps before `before`, the reach growing by what
-    it finds: the watermark, and with it the backups, could stand still
-    through each, so the fallback backup is older by as much."""
-    merged = []
-    for a, b in sorted(stalls):
-        if merged and a <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], b)
-        else:
-            merged.append([a, b])
-    extra = 0
-    while True:
-        lo = before - reach - extra
-        found = sum(max(0, min(b, before) - max(a, lo)) for a, b in merged)
-        if found <= extra:
-            return extra
-        extra = found
-
-
-def steps_uploading(uploads, at, before=-1):
-    """The steps the job could train, at full speed, from the start of the
-    backup still uploading at time `at` (the one that would have been the
-    fallback had it landed) to `at`; 0 if none was. Given `before`, the
-    step trained at `at`, no fewer than that backup's step lies behind it
-    beyond a save interval: the base bound allows the watermark, which
-    starts a backup, one save interval's lag, and on a loaded host it lags
-    more (rs(6,2) seed 116: the backup of 1,600 began with training at
-    1,633). That term leaves no slack: it is the loss when the fallback is
-    the backup one BACKUP_EVERY before the one in flight."""
-    in_flight = [(at - b, step) for b, e, step in uploads if b <= at and (e is None or e > at)]
-    if not in_flight:
-        return 0
-    seconds, step = max(in_flight)
-    steps = int(seconds * 1000 / STEP_MS + 0.5)
-    if before >= 0 and step is not None:
-        steps = max(steps, before - step - INTERVAL)
-    return steps
-
-
-def summarize(job, applier):
-    """Work lost and recovery time per fault that restarted the job.
-
-    Work lost is the newest step trained before the fault minus the step the
-    job resumed from: the first start of each node after the fault, skipping
-    a start that ended at once on the poison (the job resumed from the step
-    after the quarantine); a start of a step poisoned only later counts. Its bound is what the tiers held:
-    the save interval plus the save in flight; the backup interval instead
-    when more than one node was without its RAM (away, or back empty,
-    replaced or wiped by maintenance --lose-ram within RAM_REFILL_S: a node
-    and its peer may both have lost their copies) or a crash loop
-    quarantined the newest step; plus the steps trained while a RAM disk
-    was full (no save could land there) or a link was slow (the toy
-    trainers do not slow down with it, replication does), each until two
-    save intervals after it healed, and, when the backup was needed, the
-    steps trained since the backup then uploading began (the fallback is
-    the backup before it), and while S3 failed (until two backup intervals
-    after) and one backup interval more (the backup under way when S3
-    failed is lost with it). When the backup is needed, a full disk or a
-    slow link counts wherever it lies within the bound's reach, not only
-    in force (the watermark stood still, so no backup was taken), and so
-    does the gap each failed backup left (retry_pauses); a crash loop
-    that poisoned a backup's step falls back one backup further.
-    """
-    records = _start_records(job)  # one read of each run log
-    events = backup_events(job)
-    uploads = backup_uploads(events)
-    backed_up = committed_steps(events)
-    poisoned = _poisoned_steps(job)
-    out = []
-    for r in applier.records:
-        entry = {"kind": r["kind"], "nodes": r["nodes"], "at": r["at"]}
-        if "skipped" in r:
-            entry["skipped"] = r["skipped"]
-        elif r["kind"] in RESTARTS:
-            if "recovery_s" in r:
-                entry["recovery_s"] = r["recovery_s"]
-            # A start that ended at once on the poison is skipped; one of a
-            # step poisoned only later counts (rs(6,2) seed 153: a partition
-            # resumed from 775, which a crash loop poisoned afterwards).
-            after = [records[n][len(r["starts"].get(n, [])):] for n in range(job.nodes)]
-            firsts = [next((s or 0 for s, bad in a if not bad), None) for a in after]
-            firsts = [f for f in firsts if f is not None]
-            if firsts and r["before"] >= 0:
-                entry["before"], entry["resumed"] = r["before"], min(firsts)
-                entry["steps_read"] = r.get("steps_read", [])
-                entry["lost_steps"] = max(0, r["before"] - min(firsts))
-                # A crash loop quarantines the newest step; the tiers in
-                # RAM keep only the newest, so the backup is the fallback.
-                needs_backup = r.get("away", 0) > 1 or r["kind"] == "crash_loop"
-                bound = (BACKUP_EVERY if needs_backup else INTERVAL) + INTERVAL
-                if needs_backup:
-                    bound += steps_uploading(uploads, r.get("struck", r["applied"]), r["before"])
-                    # A crash loop on a step restored from a backup quarantines
-                    # that backup's step: the fallback is the backup before it.
-                    if r["kind"] == "crash_loop" and any(
-                            r["before"] - bound <= p <= r["before"] for p in poisoned & backed_up):
-                        bound += BACKUP_EVERY
-                    stalls = r.get("stalls", []) + retry_pauses(events, r["applied"], r["before"])
-                    bound += stalled_within(stalls, r["before"], bound)
-                else:
-                    for since in ("full_since", "slow_since"):
-                        if r.get(since, -1) >= 0:
-                            bound += max(0, r["before"] - r[since])
-                if needs_backup and r.get("s3_since", -1) >= 0:
-                    # A backup takes its step some seconds before its last
-                    # part lands: the one under way when S3 went bad is lost
-                    # with it, so the S3 fault counts from a backup earlier.
-                    bound += max(0, r["before"] - r["s3_since"]) + BACKUP_EVERY
-                entry["bound"] = bound
-        out.append(entry)
-    share_restart_bounds(applier.records, out)
-    return out
-
-
-def share_restart_bounds(records, out):
-    """A fault that came before the job recovered from an earlier one shares
-    its restart (a crash loop then poisons the step that restart takes, or a
-    partition comes while a crash loop falls back to a backup): both losses
-    are bounded by the larger of their bounds. `out[i]` is the entry of
-    `records[i]`."""
-    for i, r in enumerate(records):
-        if "bound" not in out[i]:
-            continue
-        until = r["applied"] + r.get("recovery_s", float("inf"))
-        for j in range(i + 1, len(records)):
-            if records[j]["applied"] < until and "bound" in out[j]:
-                shared = max(out[i]["bound"], out[j]["bound"])
-                out[i]["bound"] = out[j]["bound"] = shared
-
-
-def lost_beyond_bound(faults):
-    """The violations of faults that lost more steps than their bound."""
-    return ["%s at t=%.1f s lost %d steps (bound %d)" %
-            (f["kind"], f["at"], f["lost_steps"], f["bound"])
-            for f in faults if "lost_steps" in f and f["lost_steps"] > f["bound"]]
-
-
-def _start_records(job):
-    """Per node, each trainer start as (restored step or None for a fresh
-    start, whether that run ended at once on the poison), from its run log."""
-    out = {}
-    for n in range(job.nodes):
-        text = _tail(job.log("run", n)).decode(errors="replace")
-        out[n] = []
-        for m in re.finditer(r"restored step=(\d+)|fresh start|( is poisoned )", text):
-            if not m.group(2):
-                out[n].append([int(m.group(1)) if m.group(1) else None, False])
-            elif out[n]:
-                out[n][-1][1] = True
-    return out
 
 
 def _disarm_poison(job):
@@ -1023,20 +777,8 @@ def _write_poison(job, words):
     os.replace(job.poison + ".tmp", job.poison)
 
 
-def _poisoned_steps(job):
-    """The steps poisoned so far: listed in the poison file, or claimed."""
-    out = set()
-    for path in (job.poison, job.poison + ".step"):
-        try:
-            with open(path) as f:
-                out |= {int(w) for w in f.read().split() if w.isdigit()}
-        except OSError:
-            pass
-    return out
-
-
 def main():
-    global BACKUP_EVERY, JOB_STEPS  # read by the runs (forked, when --jobs > 1)
+    global JOB_STEPS  # read by the runs (forked, when --jobs > 1)
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("build")
     ap.add_argument("--seeds", default="3",
@@ -1050,7 +792,7 @@ def main():
     ap.add_argument("--redundancy", default="copies",
                     help="the agents' --redundancy: copies, xor(N) or rs(K,M) (groups of at "
                          "most --nodes)")
-    ap.add_argument("--backup-every", type=int, default=BACKUP_EVERY,
+    ap.add_argument("--backup-every", type=int, default=bounds.BACKUP_EVERY,
                     help="steps between backups (a soak's store holds every backup: "
                          "raise it for long runs)")
     ap.add_argument("--steps", type=int,
@@ -1064,7 +806,7 @@ def main():
         with open(a.figures) as f:
             print_markdown(json.load(f))
         return
-    BACKUP_EVERY = a.backup_every
+    bounds.BACKUP_EVERY = a.backup_every
     JOB_STEPS = a.steps
     kinds = a.kinds.split(",")
     unknown = sorted(set(kinds) - set(schedule.KINDS))

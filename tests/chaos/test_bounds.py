@@ -6,6 +6,7 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(__file__))
+import bounds  # noqa: E402
 import chaos  # noqa: E402
 
 
@@ -38,20 +39,20 @@ def test_a_backup_uploads_from_its_begin_to_its_commit_or_the_next_begin_or_roun
         # another node's agent: its part of b1, which ends nothing
         "2026-11-27T10:00:02.000Z info strata: backup b1: uploaded part 1 (step 100)\n",
     ])
-    uploads = chaos.backup_uploads(chaos.backup_events(job))
+    uploads = bounds.backup_uploads(bounds.backup_events(job))
     base = uploads[0][0] - 1
     assert [(b - base, e - base if e else None) for b, e, _ in uploads] == [
         (1, 3), (4, 5), (5, 7), (8, None)]
     # 20 ms a step: 50 steps a second since the upload in flight began.
-    assert chaos.steps_uploading(uploads, base + 2) == 50
-    assert chaos.steps_uploading(uploads, base + 3.5) == 0   # none in flight
-    assert chaos.steps_uploading(uploads, base + 6) == 50
-    assert chaos.steps_uploading(uploads, base + 10) == 100  # b4 never committed
+    assert bounds.steps_uploading(uploads, base + 2) == 50
+    assert bounds.steps_uploading(uploads, base + 3.5) == 0   # none in flight
+    assert bounds.steps_uploading(uploads, base + 6) == 50
+    assert bounds.steps_uploading(uploads, base + 10) == 100  # b4 never committed
     # The watermark began b4 (step 400) with training at 480 (one save
     # interval is 25 steps): at second 9, 50 steps later, 530 was trained,
     # and b4's step lies 130 behind, 105 beyond the base bound's interval.
-    assert chaos.steps_uploading(uploads, base + 9, 530) == 105
-    assert chaos.steps_uploading(uploads, base + 9, 440) == 50  # within an interval
+    assert bounds.steps_uploading(uploads, base + 9, 530) == 105
+    assert bounds.steps_uploading(uploads, base + 9, 440) == 50  # within an interval
 
 
 def test_faults_that_share_a_restart_share_the_larger_bound():
@@ -60,7 +61,7 @@ def test_faults_that_share_a_restart_share_the_larger_bound():
                {"applied": 200.0, "recovery_s": 2.0},   # later, on its own
                {"applied": 201.0}]                       # no restart of its own
     out = [{"bound": 525}, {"bound": 50}, {"bound": 50}, {}]
-    chaos.share_restart_bounds(records, out)
+    bounds.share_restart_bounds(records, out)
     assert [o.get("bound") for o in out] == [525, 525, 50, None]
 
 
@@ -70,12 +71,12 @@ def test_a_stall_within_reach_of_the_fallback_counts_where_it_lies():
     # 8,500 was taken; a crash loop later poisoned step 9,025, the next
     # backup, and the job fell back to the backup of step 8,000.
     stalls = [(8100, 9150)]
-    assert chaos.stalled_within(stalls, 9916, 1025) == 1050  # all of it: the reach grows
-    assert chaos.stalled_within(stalls, 9916, 800) == 1050   # touched at its end: all of it
-    assert chaos.stalled_within(stalls, 9916, 700) == 0      # not touched
-    assert chaos.stalled_within(stalls, 11000, 1025) == 0    # out of reach
-    assert chaos.stalled_within([(9000, 12000)], 9916, 50) == 916  # in force: up to the fault
-    assert chaos.stalled_within([], 9916, 1025) == 0
+    assert bounds.stalled_within(stalls, 9916, 1025) == 1050  # all of it: the reach grows
+    assert bounds.stalled_within(stalls, 9916, 800) == 1050   # touched at its end: all of it
+    assert bounds.stalled_within(stalls, 9916, 700) == 0      # not touched
+    assert bounds.stalled_within(stalls, 11000, 1025) == 0    # out of reach
+    assert bounds.stalled_within([(9000, 12000)], 9916, 50) == 916  # in force: up to the fault
+    assert bounds.stalled_within([], 9916, 1025) == 0
 
 
 def test_committed_backup_steps_come_from_the_coordinators_log(tmp_path):
@@ -85,7 +86,7 @@ def test_committed_backup_steps_come_from_the_coordinators_log(tmp_path):
         line(4, "backup b2 of step 200 begins (8 part(s))"),
         line(9, "backup b3 of step 300 committed (33557968 bytes)"),
     ])
-    assert chaos.committed_steps(chaos.backup_events(job)) == {100, 300}
+    assert bounds.committed_steps(bounds.backup_events(job)) == {100, 300}
 
 
 def test_a_failed_backup_pauses_the_backups_for_the_retry_time(tmp_path):
@@ -101,17 +102,17 @@ def test_a_failed_backup_pauses_the_backups_for_the_retry_time(tmp_path):
         # an agent's own error about a part is not the coordinator's
         "2026-11-27T10:00:02.000Z error strata: backup b1: part 7 failed; it stays incomplete\n",
     ])
-    events = chaos.backup_events(job)
+    events = bounds.backup_events(job)
     assert [k for _, k, _, _ in sorted(events)] == [
         "committed", "begins", "failed", "failed", "begins"]
-    uploads = chaos.backup_uploads(events)
+    uploads = bounds.backup_uploads(events)
     base = uploads[0][0] - 1
     assert [(b - base, e - base if e else None) for b, e, _ in uploads] == [(1, 2), (41, None)]
     # A fault at second 12, step 2,000 trained: no backup since step 40.
-    assert chaos.retry_pauses(events, base + 12, 2000) == [(40, 2000)]
+    assert bounds.retry_pauses(events, base + 12, 2000) == [(40, 2000)]
     # At second 60: the backups resumed with step 500 at second 41.
-    assert chaos.retry_pauses(events, base + 60, 5000) == [(40, 500), (40, 500)]
-    assert chaos.stalled_within(chaos.retry_pauses(events, base + 12, 2000), 2000, 225) == 1960
+    assert bounds.retry_pauses(events, base + 60, 5000) == [(40, 500), (40, 500)]
+    assert bounds.stalled_within(bounds.retry_pauses(events, base + 12, 2000), 2000, 225) == 1960
 
 
 def test_a_restart_between_a_failed_backup_and_the_next_leaves_no_gap(tmp_path):
@@ -124,15 +125,15 @@ def test_a_restart_between_a_failed_backup_and_the_next_leaves_no_gap(tmp_path):
         line(5, "round 4 begins (node 2 registered)") +
         line(40, "backup b2 of step 80 begins (8 part(s))"),
     ])
-    events = chaos.backup_events(job)
+    events = bounds.backup_events(job)
     base = min(t for t, _, _, _ in events) - 1
-    assert chaos.retry_pauses(events, base + 50, 600) == []
+    assert bounds.retry_pauses(events, base + 50, 600) == []
 
 
 def test_stalls_that_overlap_count_once():
-    assert chaos.stalled_within([(0, 100), (50, 150)], 150, 10) == \
-        chaos.stalled_within([(0, 150)], 150, 10)
-    assert chaos.stalled_within([(100, 140), (100, 140)], 150, 20) == 40
+    assert bounds.stalled_within([(0, 100), (50, 150)], 150, 10) == \
+        bounds.stalled_within([(0, 150)], 150, 10)
+    assert bounds.stalled_within([(100, 140), (100, 140)], 150, 20) == 40
 
 
 def test_a_stall_in_force_through_a_restart_counts_from_the_step_resumed():
@@ -233,7 +234,7 @@ def test_a_start_counts_unless_it_ended_on_the_poison(tmp_path):
             {"kind": "crash_loop", "nodes": [], "at": 53, "applied": 1033.0, "before": 802,
              "starts": {0: [None, 775], 1: [None, 775]}, "away": 0, "recovery_s": 10.0}]
 
-    partition, crash_loop = chaos.summarize(job, Applier())
+    partition, crash_loop = bounds.summarize(job, Applier())
     assert (partition["resumed"], partition["lost_steps"]) == (775, 27)
     assert (crash_loop["resumed"], crash_loop["lost_steps"]) == (700, 102)
 
@@ -249,14 +250,14 @@ def test_a_backup_in_flight_counts_from_when_the_fault_struck(tmp_path):
     job.poison = os.path.join(tmp_path, "poison")
     job.starts = lambda: chaos.Job.starts(job)
     job.failed_on_poison = lambda: chaos.Job.failed_on_poison(job)
-    base = chaos.backup_uploads(chaos.backup_events(job))[0][0] - 23.349
+    base = bounds.backup_uploads(bounds.backup_events(job))[0][0] - 23.349
 
     class Applier:
         records = [{"kind": "crash_loop", "nodes": [], "at": 23, "applied": base + 23.0,
                     "struck": base + 23.9, "before": 647, "starts": {0: [None], 1: [None]},
                     "away": 0, "recovery_s": 4.0}]
 
-    entry, = chaos.summarize(job, Applier())
+    entry, = bounds.summarize(job, Applier())
     # The backup interval and a save in flight, plus 0.55 s at 50 steps a second.
     assert (entry["lost_steps"], entry["bound"]) == (147, 153)
 
@@ -298,7 +299,7 @@ def test_a_backup_carried_into_a_round_uploads_on_until_it_commits_or_is_abandon
         line(20, "backup b2 of step 1300 begins (8 part(s))") +
         line(21, "round 4 begins (node 2 registered)"),  # not carried: ends b2
     ])
-    uploads = chaos.backup_uploads(chaos.backup_events(job))
+    uploads = bounds.backup_uploads(bounds.backup_events(job))
     base = uploads[0][0] - 1
     assert [(b - base, e - base if e else None) for b, e, _ in uploads] == [(1, 17), (20, 21)]
-    assert chaos.steps_uploading(uploads, base + 4) == 150
+    assert bounds.steps_uploading(uploads, base + 4) == 150
