@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
 
 #include "agent/metrics/agent_metrics.h"
 #include "agent/peer/retention.h"
@@ -24,7 +25,12 @@ constexpr size_t kHashBlock = 4 << 20;
 // XXH3-64 of `ranges` of the files of `index` under `dir`, in order.
 StatusOr<uint64_t> HashRanges(const std::string& dir, const StepIndex& index,
                               const std::vector<wire::FileRange>& ranges) {
-  std::vector<char> buf(kHashBlock);
+  // Sized to the chunk and left unfilled: every contribution hashes its
+  // chunks, and a zeroed 4 MiB per chunk cost more than the hashing.
+  uint64_t total = 0;
+  for (const wire::FileRange& r : ranges) total += r.length;
+  const size_t block = static_cast<size_t>(std::min<uint64_t>(kHashBlock, total));
+  auto buf = std::make_unique_for_overwrite<char[]>(std::max<size_t>(block, 1));
   Xxh3Stream hash;
   for (const wire::FileRange& r : ranges) {
     const std::string path = JoinPath(dir, index.files[r.file].path);
@@ -32,14 +38,14 @@ StatusOr<uint64_t> HashRanges(const std::string& dir, const StepIndex& index,
     if (fd < 0) return ErrnoToStatus(errno, "open " + path);
     Status s;
     for (uint64_t done = 0; done < r.length && s.ok();) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), r.length - done));
-      ssize_t got = ::pread(fd, buf.data(), n, static_cast<off_t>(r.offset + done));
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(block, r.length - done));
+      ssize_t got = ::pread(fd, buf.get(), n, static_cast<off_t>(r.offset + done));
       if (got < 0 && errno == EINTR) continue;
       if (got <= 0) {
         s = got < 0 ? ErrnoToStatus(errno, "read " + path) : DataLossError(path + " is short");
         break;
       }
-      hash.Update(buf.data(), static_cast<size_t>(got));
+      hash.Update(buf.get(), static_cast<size_t>(got));
       done += static_cast<uint64_t>(got);
     }
     ::close(fd);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -303,10 +304,11 @@ StatusOr<ParityStore::Added> ParityStore::Contribute(const ParityHeader& where,
     if (it != held_.end()) old = it->second;
   }
   auto drain = [&] {
-    std::vector<char> buf(std::min<uint64_t>(c.length, kSlab));
+    const size_t size = static_cast<size_t>(std::min<uint64_t>(c.length, kSlab));
+    auto buf = std::make_unique_for_overwrite<char[]>(std::max<size_t>(size, 1));
     for (uint64_t left = c.length; left > 0;) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(left, buf.size()));
-      STRATA_RETURN_IF_ERROR(ReadNoting(key, read, buf.data(), n));
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(left, size));
+      STRATA_RETURN_IF_ERROR(ReadNoting(key, read, buf.get(), n));
       left -= n;
     }
     return Status::Ok();
@@ -361,29 +363,34 @@ Status ParityStore::Rewrite(const ParityHeader* old, ParityHeader* next,
     env_->RemoveFile(tmp).IgnoreError();
     return s;
   };
-  std::vector<uint8_t> parity(kSlab), chunk(kSlab);
+  // Slabs sized to the shard and left unfilled (each byte used is written
+  // first): a holder takes k contributions per stripe and save, and zeroed
+  // 4 MiB slabs for a chunk a fraction of that cost more than the coding.
+  const size_t slab = static_cast<size_t>(std::min<uint64_t>(kSlab, next->length));
+  auto parity = std::make_unique_for_overwrite<uint8_t[]>(std::max<size_t>(slab, 1));
+  auto chunk = std::make_unique_for_overwrite<uint8_t[]>(std::max<size_t>(slab, 1));
   Xxh3Stream old_hash, chunk_hash, new_hash;
-  for (uint64_t at = 0; at < next->length; at += kSlab) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(kSlab, next->length - at));
+  for (uint64_t at = 0; at < next->length; at += slab) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(slab, next->length - at));
     const size_t from_old = old == nullptr || at >= old->length
                                 ? 0
                                 : static_cast<size_t>(std::min<uint64_t>(n, old->length - at));
-    std::fill(parity.begin() + static_cast<ptrdiff_t>(from_old), parity.begin() + n, 0);
+    std::fill(parity.get() + from_old, parity.get() + n, 0);
     if (from_old > 0) {
-      Status s = in->PRead(at, from_old, parity.data());
+      Status s = in->PRead(at, from_old, parity.get());
       if (!s.ok()) return fail(s);
-      old_hash.Update(parity.data(), from_old);
+      old_hash.Update(parity.get(), from_old);
     }
     const size_t from_chunk =
         at >= c.length ? 0 : static_cast<size_t>(std::min<uint64_t>(n, c.length - at));
     if (from_chunk > 0) {
-      Status s = ReadNoting(next->key(), read, chunk.data(), from_chunk);
+      Status s = ReadNoting(next->key(), read, chunk.get(), from_chunk);
       if (!s.ok()) return fail(s);
-      chunk_hash.Update(chunk.data(), from_chunk);
-      codec.Accumulate(next->row, shard, chunk.data(), parity.data(), from_chunk);
+      chunk_hash.Update(chunk.get(), from_chunk);
+      codec.Accumulate(next->row, shard, chunk.get(), parity.get(), from_chunk);
     }
-    new_hash.Update(parity.data(), n);
-    Status s = out->PWrite(at, parity.data(), n);
+    new_hash.Update(parity.get(), n);
+    Status s = out->PWrite(at, parity.get(), n);
     if (!s.ok()) return fail(s);
   }
   if (chunk_hash.Digest() != c.xxh3) {
@@ -439,12 +446,13 @@ Status ParityStore::Verify(const ParityKey& key) const {
   STRATA_ASSIGN_OR_RETURN(ParityHeader h, Get(key));
   const std::string path = PathOf(key);
   STRATA_ASSIGN_OR_RETURN(auto file, env_->OpenReadable(path));
-  std::vector<char> buf(kSlab);
+  const size_t slab = static_cast<size_t>(std::min<uint64_t>(kSlab, h.length));
+  auto buf = std::make_unique_for_overwrite<char[]>(std::max<size_t>(slab, 1));
   Xxh3Stream hash;
-  for (uint64_t at = 0; at < h.length; at += kSlab) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(kSlab, h.length - at));
-    STRATA_RETURN_IF_ERROR(file->PRead(at, n, buf.data()));
-    hash.Update(buf.data(), n);
+  for (uint64_t at = 0; at < h.length; at += slab) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(slab, h.length - at));
+    STRATA_RETURN_IF_ERROR(file->PRead(at, n, buf.get()));
+    hash.Update(buf.get(), n);
   }
   if (hash.Digest() != h.xxh3) return DataLossError(path + ": parity checksum mismatch");
   return Status::Ok();
