@@ -8,6 +8,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <span>
 #include <utility>
 
 #include "agent/store/stream_verify.h"
@@ -69,7 +70,7 @@ struct Fd {
 // *write_failed (the incoming copy's error), one to read does not (the held
 // copy's).
 StatusOr<uint64_t> CopyHashed(const std::string& from, uint64_t from_offset, int to,
-                              uint64_t to_offset, uint64_t length, std::vector<char>& buf,
+                              uint64_t to_offset, uint64_t length, std::span<char> buf,
                               bool* write_failed) {
   Fd in(::open(from.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (in.fd < 0) return ErrnoToStatus(errno, "open " + from);
@@ -137,7 +138,14 @@ StatusOr<Taken> TakeHeldRanges(const Store& store, const std::string& job, const
     fds[t.to.file] = open.back()->fd;
   }
   const size_t workers = std::max<size_t>(1, std::min<size_t>(tasks.size(), threads));
-  std::vector<std::vector<char>> bufs(workers, std::vector<char>(kCopyBlock));
+  // A buffer per worker, as large as the largest range (at most a block)
+  // and left unfilled: every receive that takes ranges pays for these.
+  uint64_t largest = 1;
+  for (const Task& t : tasks) largest = std::max(largest, t.to.length);
+  const size_t block = static_cast<size_t>(std::min<uint64_t>(kCopyBlock, largest));
+  std::vector<std::unique_ptr<char[]>> bufs;
+  for (size_t w = 0; w < workers; ++w)
+    bufs.push_back(std::make_unique_for_overwrite<char[]>(block));
   std::atomic<size_t> next{0};
   Status s = RunParallel(workers, workers, [&](size_t w, const std::atomic<bool>&) -> Status {
     for (size_t i = next++; i < tasks.size(); i = next++) {
@@ -148,7 +156,7 @@ StatusOr<Taken> TakeHeldRanges(const Store& store, const std::string& job, const
       for (const HeldRange& from : *t.from) {
         bool write_failed = false;
         StatusOr<uint64_t> got = CopyHashed(from.path, from.offset, fds[t.to.file], t.to.offset,
-                                            t.to.length, bufs[w], &write_failed);
+                                            t.to.length, {bufs[w].get(), block}, &write_failed);
         if (write_failed) {
           return got.status().WithContext(JoinPath(dir, index.files[t.to.file].path));
         }
