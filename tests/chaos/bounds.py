@@ -159,7 +159,8 @@ def summarize(job, applier):
     job resumed from: the first start of each node after the fault, skipping
     a start that ended at once on the poison (the job resumed from the step
     after the quarantine); a start of a step poisoned only later counts. Its bound is what the tiers held:
-    the save interval plus the save in flight; the backup interval instead
+    the save interval plus the save in flight, behind the slowest rank
+    (rank_spread); the backup interval instead
     when more than one node was without its RAM (away, or back empty,
     replaced or wiped by maintenance --lose-ram within RAM_REFILL_S: a node
     and its peer may both have lost their copies) or a crash loop
@@ -203,6 +204,7 @@ def summarize(job, applier):
                 # RAM keep only the newest, so the backup is the fallback.
                 needs_backup = r.get("away", 0) > 1 or r["kind"] == "crash_loop"
                 bound = (BACKUP_EVERY if needs_backup else INTERVAL) + INTERVAL
+                bound += rank_spread(r["before"], r.get("steps_read", []))
                 if needs_backup:
                     bound += steps_uploading(uploads, r.get("struck", r["applied"]), r["before"])
                     # A crash loop on a step restored from a backup quarantines
@@ -225,6 +227,17 @@ def summarize(job, applier):
         out.append(entry)
     share_restart_bounds(applier.records, out)
     return out
+
+
+def rank_spread(before, steps_read):
+    """How far the slowest rank trained behind `before` (the newest step any
+    rank reported) when the fault struck: the toy trainers run side by side,
+    not in lockstep as ranks joined by a collective do, and a step every
+    rank holds is at most the slowest rank's newest save (rs(6,2) seed 161:
+    ranks 20 to 45 steps apart with two runs on the host). 0 when no rank
+    reported a step."""
+    reported = [s for s in steps_read if s >= 0]
+    return max(0, before - min(reported)) if reported else 0
 
 
 def share_restart_bounds(records, out):

@@ -239,6 +239,28 @@ def test_a_start_counts_unless_it_ended_on_the_poison(tmp_path):
     assert (crash_loop["resumed"], crash_loop["lost_steps"]) == (700, 102)
 
 
+def test_the_bound_counts_from_the_slowest_rank(tmp_path):
+    # rs(6,2) seed 161, two runs on the host: the ranks read 1,020 to 1,048
+    # when node 1 was lost; the slowest had saved 1,000, whose coding was
+    # still under way, and the job resumed from 975.
+    job = Job(tmp_path, ["", ""])
+    for n in range(2):
+        with open(job.log("run", n), "w") as f:
+            f.write("fresh start\nrestored step=975\n")
+    job.poison = os.path.join(tmp_path, "poison")
+
+    class Applier:
+        records = [{"kind": "lose_node", "nodes": [1], "at": 24.6, "applied": 1000.0,
+                    "before": 1048, "steps_read": [1048, 1020], "starts": {0: [None], 1: [None]},
+                    "away": 1}]
+
+    (lost,) = bounds.summarize(job, Applier())
+    assert (lost["lost_steps"], lost["bound"]) == (73, 2 * bounds.INTERVAL + 28)
+    assert bounds.rank_spread(1048, [-1, 1030, 1048]) == 18  # a rank not reporting: none
+    assert bounds.rank_spread(1048, [-1, -1]) == 0
+    assert bounds.rank_spread(1048, []) == 0
+
+
 def test_a_backup_in_flight_counts_from_when_the_fault_struck(tmp_path):
     # rs(6,2) seed 181: the runner read every node's step (0.3 s and more),
     # the backup of 600 began, and 50 ms later the crash loop killed the
