@@ -40,7 +40,6 @@ BACKUP_EVENT = re.compile(r"^(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)Z "
                           r"|writing the commit of backup ))")
 
 
-
 def backup_events(job):
     """The coordinator's backup and round lines of the run, each as
     (wall-clock seconds, "begins" | "committed" | "carried" (into the round
@@ -160,9 +159,9 @@ def summarize(job, applier):
     a start that ended at once on the poison (the job resumed from the step
     after the quarantine); a start of a step poisoned only later counts. Its bound is what the tiers held:
     the save interval plus the save in flight, behind the slowest rank
-    (rank_spread); the backup interval instead
+    (rank_spread) unless the job was restarting; the backup interval instead
     when more than one node was without its RAM (away, or back empty,
-    replaced or wiped by maintenance --lose-ram within RAM_REFILL_S: a node
+    replaced or wiped by maintenance --lose-ram within chaos.RAM_REFILL_S: a node
     and its peer may both have lost their copies) or a crash loop
     quarantined the newest step; plus the steps trained while a RAM disk
     was full (no save could land there) or a link was slow (the toy
@@ -204,7 +203,8 @@ def summarize(job, applier):
                 # RAM keep only the newest, so the backup is the fallback.
                 needs_backup = r.get("away", 0) > 1 or r["kind"] == "crash_loop"
                 bound = (BACKUP_EVERY if needs_backup else INTERVAL) + INTERVAL
-                bound += rank_spread(r["before"], r.get("steps_read", []))
+                if not needs_backup and not r.get("restarting"):
+                    bound += rank_spread(r["before"], r.get("steps_read", []))
                 if needs_backup:
                     bound += steps_uploading(uploads, r.get("struck", r["applied"]), r["before"])
                     # A crash loop on a step restored from a backup quarantines
@@ -233,9 +233,12 @@ def rank_spread(before, steps_read):
     """How far the slowest rank trained behind `before` (the newest step any
     rank reported) when the fault struck: the toy trainers run side by side,
     not in lockstep as ranks joined by a collective do, and a step every
-    rank holds is at most the slowest rank's newest save (rs(6,2) seed 161:
-    ranks 20 to 45 steps apart with two runs on the host). 0 when no rank
-    reported a step."""
+    rank holds in RAM is at most the slowest rank's newest save (rs(6,2)
+    seed 161: ranks 19 to 45 steps apart with two runs on the host, about
+    10 with one). 0 when no rank reported a step. summarize adds it to the
+    RAM tiers' bound only: the backup's already allows a watermark behind
+    (steps_uploading), and a fault read while the job restarts has ranks
+    restarted and ranks not, whose spread is not training's."""
     reported = [s for s in steps_read if s >= 0]
     return max(0, before - min(reported)) if reported else 0
 

@@ -365,6 +365,9 @@ class Faults:
             # Backups resume with the next backup step after S3 heals.
             recent = record["before"] - self.s3_cleared < 2 * bounds.BACKUP_EVERY
             record["s3_since"] = self.s3_since if self.s3_modes or recent else -1
+            # Ranks read mid-restart are some restarted, some not: their
+            # spread is not how far apart training ran (bounds.rank_spread).
+            record["restarting"] = bool(self.recovering)
             self.recovering.append(record)
         k, nodes = fault.kind, list(fault.nodes)
         if any(n in self.away for n in nodes) or (k == "kill_coordinator" and 0 in self.away):

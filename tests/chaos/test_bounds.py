@@ -256,6 +256,10 @@ def test_the_bound_counts_from_the_slowest_rank(tmp_path):
 
     (lost,) = bounds.summarize(job, Applier())
     assert (lost["lost_steps"], lost["bound"]) == (73, 2 * bounds.INTERVAL + 28)
+    # Read while the job restarted, the ranks' spread says nothing.
+    Applier.records[0]["restarting"] = True
+    (lost,) = bounds.summarize(job, Applier())
+    assert lost["bound"] == 2 * bounds.INTERVAL
     assert bounds.rank_spread(1048, [-1, 1030, 1048]) == 18  # a rank not reporting: none
     assert bounds.rank_spread(1048, [-1, -1]) == 0
     assert bounds.rank_spread(1048, []) == 0

@@ -139,7 +139,8 @@ StatusOr<Taken> TakeHeldRanges(const Store& store, const std::string& job, const
   }
   const size_t workers = std::max<size_t>(1, std::min<size_t>(tasks.size(), threads));
   // A buffer per worker, as large as the largest range (at most a block)
-  // and left unfilled: every receive that takes ranges pays for these.
+  // and left unfilled: every receive by content pays for these, also one
+  // that takes nothing.
   uint64_t largest = 1;
   for (const Task& t : tasks) largest = std::max(largest, t.to.length);
   const size_t block = static_cast<size_t>(std::min<uint64_t>(kCopyBlock, largest));
