@@ -35,8 +35,8 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config, Env* env, Stea
   std::unique_ptr<Agent> a(new Agent(std::move(config), std::move(trust), env, clock));
   STRATA_RETURN_IF_ERROR(env->CreateDir(a->config_.local_dir));
   STRATA_ASSIGN_OR_RETURN(a->store_, Store::Open(a->config_.local_dir, &a->pool_, env));
-  STRATA_ASSIGN_OR_RETURN(a->parity_,
-                          ParityStore::Open(JoinPath(a->store_->root(), "parity"), env));
+  STRATA_ASSIGN_OR_RETURN(a->parity_, ParityStore::Open(JoinPath(a->store_->root(), "parity"), env,
+                                                        ParityStore::kContendedStall, clock));
   a->coded_ = std::make_unique<CodedTier>(
       CodedTier::Options{a->trust_, a->config_.local_dir, a->config_.data_streams}, a->store_.get(),
       a->parity_.get(), clock);

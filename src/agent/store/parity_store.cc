@@ -159,9 +159,10 @@ StatusOr<ParityHeader> DecodeParityHeader(std::string_view text, std::string_vie
   return h;
 }
 
-StatusOr<std::unique_ptr<ParityStore>> ParityStore::Open(
-    const std::string& dir, Env* env, std::chrono::milliseconds contended_stall) {
-  std::unique_ptr<ParityStore> p(new ParityStore(dir, env, contended_stall));
+StatusOr<std::unique_ptr<ParityStore>> ParityStore::Open(const std::string& dir, Env* env,
+                                                         std::chrono::milliseconds contended_stall,
+                                                         SteadyClock* clock) {
+  std::unique_ptr<ParityStore> p(new ParityStore(dir, env, contended_stall, clock));
   STRATA_RETURN_IF_ERROR(CreateDirs(env, dir));
   STRATA_RETURN_IF_ERROR(p->Load());
   return p;
@@ -223,15 +224,19 @@ std::string ParityStore::PathOf(const ParityKey& key) const {
 }
 
 void ParityStore::Lock(const ParityKey& key, std::string who, Abort abort) {
-  using std::chrono::steady_clock;
+  // The wait is real time, the stall clock_'s: looked at again at least
+  // this often, so a clock a test moves ends the wait too.
+  constexpr auto kStallPoll = std::chrono::milliseconds(50);
   MutexLock l(&mu_);
   for (auto it = busy_.find(key); it != busy_.end(); it = busy_.find(key)) {
     Busy& holder = it->second;
     const auto stale_at = holder.moved + contended_stall_;
+    const auto now = clock_->Now();
     if (holder.ended || !holder.abort) {
       unlocked_.Wait(&mu_);
-    } else if (steady_clock::now() < stale_at) {
-      unlocked_.WaitUntil(&mu_, stale_at);  // or until the holder moved: looked at again
+    } else if (now < stale_at) {
+      // Or until the holder unlocks; a holder that moved is looked at again.
+      unlocked_.WaitFor(&mu_, std::min<SteadyClock::duration>(stale_at - now, kStallPoll));
     } else {
       Log()->warn(
           "parity {}: {} moved no byte for {} ms while another waits for the shard: "
@@ -241,12 +246,12 @@ void ParityStore::Lock(const ParityKey& key, std::string who, Abort abort) {
       holder.abort();  // its read fails, and it unlocks
     }
   }
-  busy_.emplace(key, Busy{steady_clock::now(), std::move(who), std::move(abort)});
+  busy_.emplace(key, Busy{clock_->Now(), std::move(who), std::move(abort)});
 }
 
 bool ParityStore::TryLock(const ParityKey& key) {
   MutexLock l(&mu_);
-  return busy_.emplace(key, Busy{std::chrono::steady_clock::now(), "", {}}).second;
+  return busy_.emplace(key, Busy{clock_->Now(), "", {}}).second;
 }
 
 Status ParityStore::ReadNoting(const ParityKey& key, const Reader& read, void* buf, size_t n) {
@@ -257,7 +262,7 @@ Status ParityStore::ReadNoting(const ParityKey& key, const Reader& read, void* b
     at += piece;
     MutexLock l(&mu_);
     if (auto it = busy_.find(key); it != busy_.end()) {
-      it->second.moved = std::chrono::steady_clock::now();
+      it->second.moved = clock_->Now();
     }
   }
   return Status::Ok();

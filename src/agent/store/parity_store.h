@@ -46,6 +46,7 @@
 #include "format/step_index.h"
 #include "strata/env.h"
 #include "strata/status.h"
+#include "util/clock.h"
 #include "util/mutex.h"
 #include "wire/vocabulary.h"
 
@@ -84,10 +85,10 @@ class ParityStore {
   // Opens (creating) the shards under `dir` (.strata-agent/parity), reading
   // every header; a shard whose footer, header or size does not check is
   // removed and logged; temporaries are removed.
-  // `contended_stall`: see Contribute's `abort`.
+  // `contended_stall`: see Contribute's `abort`, timed on `clock`.
   static StatusOr<std::unique_ptr<ParityStore>> Open(
-      const std::string& dir, Env* env,
-      std::chrono::milliseconds contended_stall = kContendedStall);
+      const std::string& dir, Env* env, std::chrono::milliseconds contended_stall = kContendedStall,
+      SteadyClock* clock = SteadyClock::Real());
 
   // How long a contribution's sender may move no byte while another
   // contribution to its shard, or a Remove, waits for the shard.
@@ -141,8 +142,9 @@ class ParityStore {
   uint64_t BytesHeld() const;  // parity bytes, without headers
 
  private:
-  ParityStore(std::string dir, Env* env, std::chrono::milliseconds contended_stall)
-      : dir_(std::move(dir)), env_(env), contended_stall_(contended_stall) {}
+  ParityStore(std::string dir, Env* env, std::chrono::milliseconds contended_stall,
+              SteadyClock* clock)
+      : dir_(std::move(dir)), env_(env), contended_stall_(contended_stall), clock_(clock) {}
   Status Load();
   Status LoadShard(const std::string& path);
   // Writes the new shard for `next` (whose contributions include `c`) from
@@ -161,14 +163,15 @@ class ParityStore {
   const std::string dir_;
   Env* const env_;
   const std::chrono::milliseconds contended_stall_;
+  SteadyClock* const clock_;
   mutable Mutex mu_;
   CondVar unlocked_;
   std::map<ParityKey, ParityHeader> held_ GUARDED_BY(mu_);
   // A shard being written, and by whom.
   struct Busy {
-    std::chrono::steady_clock::time_point moved;  // its holder's last bytes (or its start)
-    std::string who;                              // "node 3's chunk 2", for the log
-    Abort abort;                                  // empty: never ended by a waiter
+    SteadyClock::time_point moved;  // its holder's last bytes (or its start), on clock_
+    std::string who;                // "node 3's chunk 2", for the log
+    Abort abort;                    // empty: never ended by a waiter
     bool ended = false;
   };
   std::map<ParityKey, Busy> busy_ GUARDED_BY(mu_);

@@ -24,6 +24,7 @@
 #include "ec/codec.h"
 #include "fault_env.h"
 #include "test_util.h"
+#include "util/clock.h"
 #include "util/file_util.h"
 #include "util/hash.h"
 
@@ -256,8 +257,12 @@ TEST_F(ParityStoreTest, RemoveIfIdleLeavesAShardBeingWritten) {
 // goes in. Without that, every other member's chunk of the step waited
 // behind it for the sender's own stall limit, two minutes (the eight-node
 // chaos job, rs(6,2), seed 116: the group coded nothing new meanwhile).
+//
+// The stall is an hour on a clock the test moves: only the store's clock can
+// end the silent sender within the reader's 30 s.
 TEST_F(ParityStoreTest, ASilentContributionIsEndedOnceAnotherWaitsForItsShard) {
-  auto store = ParityStore::Open(dir_.Sub("p"), Env::Default(), std::chrono::milliseconds(200));
+  ManualClock clock;
+  auto store = ParityStore::Open(dir_.Sub("p"), Env::Default(), std::chrono::hours(1), &clock);
   ASSERT_TRUE(store.ok());
   const int silent = 2, chunk = group_.layout().ChunkOf(silent, 3);
   const Bytes bytes = Chunk(silent, chunk);
@@ -281,7 +286,16 @@ TEST_F(ParityStoreTest, ASilentContributionIsEndedOnceAnotherWaitsForItsShard) {
   std::thread writer(
       [&] { gone = (*store)->Contribute(Where(3, 0), Of(silent, chunk, bytes), never, abort); });
   in_reader.wait();  // the silent contribution holds the shard
+  std::atomic<bool> done{false};
+  std::thread time_passes([&] {
+    while (!done) {
+      clock.Advance(std::chrono::minutes(10));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
   const auto added = Add(**store, 3, 0, 1);
+  done = true;
+  time_passes.join();
   writer.join();
   ASSERT_TRUE(added.ok()) << added.status().ToString();
   EXPECT_TRUE(aborted) << "the waiting contribution went in only once the silent one gave up";
@@ -294,8 +308,11 @@ TEST_F(ParityStoreTest, ASilentContributionIsEndedOnceAnotherWaitsForItsShard) {
 
 // A slow sender that keeps moving bytes is not ended, however long its
 // whole chunk takes: each piece that arrives counts as progress.
+// Here each piece takes 40 minutes of an hour's stall on the store's clock,
+// two hours in all.
 TEST_F(ParityStoreTest, ASlowContributionThatMovesIsNotEnded) {
-  auto store = ParityStore::Open(dir_.Sub("p"), Env::Default(), std::chrono::milliseconds(1000));
+  ManualClock clock;
+  auto store = ParityStore::Open(dir_.Sub("p"), Env::Default(), std::chrono::hours(1), &clock);
   ASSERT_TRUE(store.ok());
   const int slow = 2, chunk = group_.layout().ChunkOf(slow, 3);
   steps_[slow] = Random(6 * 700000, 77);  // chunks of 700,000 bytes: three pieces
@@ -306,7 +323,8 @@ TEST_F(ParityStoreTest, ASlowContributionThatMovesIsNotEnded) {
   int reads = 0;
   auto trickle = [&](void* buf, size_t n) {
     if (reads++ == 0) reading.set_value();
-    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    clock.Advance(std::chrono::minutes(40));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the waiter looks
     std::memcpy(buf, bytes.data() + given, n);
     given += n;
     return Status::Ok();
@@ -318,7 +336,7 @@ TEST_F(ParityStoreTest, ASlowContributionThatMovesIsNotEnded) {
         (*store)->Contribute(Where(3, 0), Of(slow, chunk, bytes), trickle, [&] { aborted = true; });
   });
   in_reader.wait();
-  const auto second = Add(**store, 3, 0, 1);  // waits its turn, about 1.2 s
+  const auto second = Add(**store, 3, 0, 1);  // waits its turn
   writer.join();
   EXPECT_FALSE(aborted);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
