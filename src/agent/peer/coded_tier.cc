@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <memory>
 
 #include "agent/metrics/agent_metrics.h"
 #include "agent/peer/retention.h"
@@ -15,6 +14,7 @@
 #include "util/file_util.h"
 #include "util/hash.h"
 #include "util/logging.h"
+#include "util/scratch.h"
 #include "util/thread_pool.h"
 
 namespace strata::agent {
@@ -25,12 +25,9 @@ constexpr size_t kHashBlock = 4 << 20;
 // XXH3-64 of `ranges` of the files of `index` under `dir`, in order.
 StatusOr<uint64_t> HashRanges(const std::string& dir, const StepIndex& index,
                               const std::vector<wire::FileRange>& ranges) {
-  // Sized to the chunk and left unfilled: every contribution hashes its
-  // chunks, and a zeroed 4 MiB per chunk cost more than the hashing.
   uint64_t total = 0;
   for (const wire::FileRange& r : ranges) total += r.length;
-  const size_t block = static_cast<size_t>(std::min<uint64_t>(kHashBlock, total));
-  auto buf = std::make_unique_for_overwrite<char[]>(std::max<size_t>(block, 1));
+  Scratch buf(total, kHashBlock);  // every contribution hashes its chunks
   Xxh3Stream hash;
   for (const wire::FileRange& r : ranges) {
     const std::string path = JoinPath(dir, index.files[r.file].path);
@@ -38,7 +35,7 @@ StatusOr<uint64_t> HashRanges(const std::string& dir, const StepIndex& index,
     if (fd < 0) return ErrnoToStatus(errno, "open " + path);
     Status s;
     for (uint64_t done = 0; done < r.length && s.ok();) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(block, r.length - done));
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), r.length - done));
       ssize_t got = ::pread(fd, buf.get(), n, static_cast<off_t>(r.offset + done));
       if (got < 0 && errno == EINTR) continue;
       if (got <= 0) {

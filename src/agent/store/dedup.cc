@@ -18,6 +18,7 @@
 #include "util/hash.h"
 #include "util/logging.h"
 #include "util/mutex.h"
+#include "util/scratch.h"
 #include "util/thread_pool.h"
 
 namespace strata::agent {
@@ -138,15 +139,12 @@ StatusOr<Taken> TakeHeldRanges(const Store& store, const std::string& job, const
     fds[t.to.file] = open.back()->fd;
   }
   const size_t workers = std::max<size_t>(1, std::min<size_t>(tasks.size(), threads));
-  // A buffer per worker, as large as the largest range (at most a block)
-  // and left unfilled: every receive by content pays for these, also one
-  // that takes nothing.
-  uint64_t largest = 1;
+  // A buffer per worker, for the largest range: every receive by content
+  // pays for these, also one that takes nothing.
+  uint64_t largest = 0;
   for (const Task& t : tasks) largest = std::max(largest, t.to.length);
-  const size_t block = static_cast<size_t>(std::min<uint64_t>(kCopyBlock, largest));
-  std::vector<std::unique_ptr<char[]>> bufs;
-  for (size_t w = 0; w < workers; ++w)
-    bufs.push_back(std::make_unique_for_overwrite<char[]>(block));
+  std::vector<Scratch<>> bufs;
+  for (size_t w = 0; w < workers; ++w) bufs.emplace_back(largest, kCopyBlock);
   std::atomic<size_t> next{0};
   Status s = RunParallel(workers, workers, [&](size_t w, const std::atomic<bool>&) -> Status {
     for (size_t i = next++; i < tasks.size(); i = next++) {
@@ -156,8 +154,9 @@ StatusOr<Taken> TakeHeldRanges(const Store& store, const std::string& job, const
       // drop it).
       for (const HeldRange& from : *t.from) {
         bool write_failed = false;
-        StatusOr<uint64_t> got = CopyHashed(from.path, from.offset, fds[t.to.file], t.to.offset,
-                                            t.to.length, {bufs[w].get(), block}, &write_failed);
+        StatusOr<uint64_t> got =
+            CopyHashed(from.path, from.offset, fds[t.to.file], t.to.offset, t.to.length,
+                       {bufs[w].get(), bufs[w].size()}, &write_failed);
         if (write_failed) {
           return got.status().WithContext(JoinPath(dir, index.files[t.to.file].path));
         }

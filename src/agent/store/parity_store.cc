@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -17,6 +16,7 @@
 #include "util/hash.h"
 #include "util/json_int.h"
 #include "util/logging.h"
+#include "util/scratch.h"
 
 namespace strata::agent {
 
@@ -309,10 +309,9 @@ StatusOr<ParityStore::Added> ParityStore::Contribute(const ParityHeader& where,
     if (it != held_.end()) old = it->second;
   }
   auto drain = [&] {
-    const size_t size = static_cast<size_t>(std::min<uint64_t>(c.length, kSlab));
-    auto buf = std::make_unique_for_overwrite<char[]>(std::max<size_t>(size, 1));
+    Scratch buf(c.length, kSlab);
     for (uint64_t left = c.length; left > 0;) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(left, size));
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(left, buf.size()));
       STRATA_RETURN_IF_ERROR(ReadNoting(key, read, buf.get(), n));
       left -= n;
     }
@@ -368,12 +367,9 @@ Status ParityStore::Rewrite(const ParityHeader* old, ParityHeader* next,
     env_->RemoveFile(tmp).IgnoreError();
     return s;
   };
-  // Slabs sized to the shard and left unfilled (each byte used is written
-  // first): a holder takes k contributions per stripe and save, and zeroed
-  // 4 MiB slabs for a chunk a fraction of that cost more than the coding.
-  const size_t slab = static_cast<size_t>(std::min<uint64_t>(kSlab, next->length));
-  auto parity = std::make_unique_for_overwrite<uint8_t[]>(std::max<size_t>(slab, 1));
-  auto chunk = std::make_unique_for_overwrite<uint8_t[]>(std::max<size_t>(slab, 1));
+  // A holder takes k contributions per stripe and save.
+  Scratch<uint8_t> parity(next->length, kSlab), chunk(next->length, kSlab);
+  const size_t slab = parity.size();
   Xxh3Stream old_hash, chunk_hash, new_hash;
   for (uint64_t at = 0; at < next->length; at += slab) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(slab, next->length - at));
@@ -451,8 +447,8 @@ Status ParityStore::Verify(const ParityKey& key) const {
   STRATA_ASSIGN_OR_RETURN(ParityHeader h, Get(key));
   const std::string path = PathOf(key);
   STRATA_ASSIGN_OR_RETURN(auto file, env_->OpenReadable(path));
-  const size_t slab = static_cast<size_t>(std::min<uint64_t>(kSlab, h.length));
-  auto buf = std::make_unique_for_overwrite<char[]>(std::max<size_t>(slab, 1));
+  Scratch buf(h.length, kSlab);
+  const size_t slab = buf.size();
   Xxh3Stream hash;
   for (uint64_t at = 0; at < h.length; at += slab) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(slab, h.length - at));
