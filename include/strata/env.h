@@ -27,9 +27,17 @@ class WritableFile {
   virtual Status PWrite(uint64_t offset, const void* data, size_t n) = 0;
   // Sets the file's size to exactly `size` bytes.
   virtual Status Truncate(uint64_t size) = 0;
-  // Makes the written data durable (fdatasync).
+  // Makes the written data durable (fdatasync), including what was stored
+  // through a mapping (MapShared).
   virtual Status Sync() = 0;
   virtual Status Close() = 0;
+  // Maps the file's first `size` bytes (the file must be at least that long)
+  // shared and writable, so that stores to the memory are writes to the
+  // file. `at` is nullptr (anywhere) or a page-aligned address inside a
+  // range the caller reserved, which the mapping replaces (MAP_FIXED). The
+  // mapping outlives this object; the caller unmaps it (munmap). Default:
+  // UNIMPLEMENTED (the caller then writes with PWrite).
+  virtual StatusOr<std::byte*> MapShared(uint64_t size, void* at);
 };
 
 // A file opened for reading at explicit offsets. Thread-safe.
@@ -39,6 +47,12 @@ class ReadableFile {
   // Reads exactly `n` bytes at `offset`; a short file is DATA_LOSS.
   virtual Status PRead(uint64_t offset, size_t n, void* dst) const = 0;
   virtual StatusOr<uint64_t> Size() const = 0;
+  // Maps the file's first `size` bytes (the file must be at least that
+  // long) shared and read-only, at `at` (nullptr: anywhere; else a
+  // page-aligned address inside a range the caller reserved, replaced as by
+  // MAP_FIXED). The mapping outlives this object; the caller unmaps it.
+  // Default: UNIMPLEMENTED (the caller then reads with PRead).
+  virtual StatusOr<const std::byte*> MapShared(uint64_t size, void* at) const;
 };
 
 struct DirEntry {

@@ -3,6 +3,7 @@
 // The POSIX Env. Every failure names the path and the operation.
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -59,6 +60,14 @@ class PosixWritableFile final : public WritableFile {
     return Status::Ok();
   }
 
+  StatusOr<std::byte*> MapShared(uint64_t size, void* at) override {
+    const int flags = MAP_SHARED | (at != nullptr ? MAP_FIXED : 0);
+    void* p = ::mmap(at, size, PROT_READ | PROT_WRITE, flags, fd_, 0);
+    if (p == MAP_FAILED)
+      return PathError("map " + std::to_string(size) + " bytes of", path_, errno);
+    return static_cast<std::byte*>(p);
+  }
+
  private:
   std::string path_;
   int fd_;
@@ -94,6 +103,14 @@ class PosixReadableFile final : public ReadableFile {
     return static_cast<uint64_t>(st.st_size);
   }
 
+  StatusOr<const std::byte*> MapShared(uint64_t size, void* at) const override {
+    const int flags = MAP_SHARED | (at != nullptr ? MAP_FIXED : 0);
+    void* p = ::mmap(at, size, PROT_READ, flags, fd_, 0);
+    if (p == MAP_FAILED)
+      return PathError("map " + std::to_string(size) + " bytes of", path_, errno);
+    return static_cast<const std::byte*>(p);
+  }
+
  private:
   std::string path_;
   int fd_;
@@ -102,7 +119,8 @@ class PosixReadableFile final : public ReadableFile {
 class PosixEnv final : public Env {
  public:
   StatusOr<std::unique_ptr<WritableFile>> OpenWritable(const std::string& path) override {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    // Read and write: a shared writable mapping (MapShared) needs both.
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return PathError("open for writing", path, errno);
     return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd));
   }
@@ -202,6 +220,14 @@ class PosixEnv final : public Env {
 };
 
 }  // namespace
+
+StatusOr<std::byte*> WritableFile::MapShared(uint64_t, void*) {
+  return UnimplementedError("this Env's files cannot be mapped");
+}
+
+StatusOr<const std::byte*> ReadableFile::MapShared(uint64_t, void*) const {
+  return UnimplementedError("this Env's files cannot be mapped");
+}
 
 StatusOr<FileIdentity> Env::Identify(const std::string& path) {
   return UnimplementedError("this Env cannot identify " + path + " without reading it");

@@ -230,6 +230,12 @@ class FaultWritableFile : public WritableFile {
     return Status::Ok();
   }
   Status Close() override { return f_->Close(); }
+  // Stores through the mapping are writes: unsynced until Sync().
+  StatusOr<std::byte*> MapShared(uint64_t size, void* at) override {
+    STRATA_RETURN_IF_ERROR(env_->Check(Op::kWrite, "map " + path_));
+    env_->Wrote(path_);
+    return f_->MapShared(size, at);
+  }
 
  private:
   FaultInjectionEnv* env_;
