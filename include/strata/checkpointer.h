@@ -210,6 +210,13 @@ struct CheckpointerStatus {
   uint64_t staging_bytes = 0;        // the checkpointer's own staging memory (0 until an
                                      // async save that is not borrowed needs it)
   bool borrowed_in_flight = false;   // the save in flight reads the caller's buffers
+  // Saves written in place (CudaStager, strata.torch): the step files kept
+  // mapped (a free one prepared ahead and the committed ones retention
+  // will recycle), whether all are page-locked for device copies, and
+  // whether memory for the next save is being prepared in the background.
+  uint64_t mapped_bytes = 0;
+  bool mapped_pinned = false;
+  bool reserving = false;
 };
 
 class Checkpointer {
@@ -285,6 +292,12 @@ StatusOr<int64_t> RestoreStepInto(const std::string& dir, int64_t step,
 
 // As RestoreStepInto, into memory owned by the returned value.
 StatusOr<RestoredStep> RestoreStep(const std::string& dir, int64_t step, int threads = 0);
+
+// As RestoreStep, reading and verifying only the items named (in the
+// step's order); NOT_FOUND names one the step lacks. For a small item of a
+// big step (a state tree, DCP's metadata) without reading the rest.
+StatusOr<RestoredStep> RestoreStepItems(const std::string& dir, int64_t step,
+                                        std::span<const std::string> names, int threads = 0);
 
 // Version of the library, e.g. "0.1.0".
 const char* Version();

@@ -1,13 +1,20 @@
 // Copyright 2026 The Strata Authors.
 //
-// CudaStager: a C++ trainer's CUDA buffers saved and restored through a
-// Checkpointer with one copy each way, device <-> page-locked host memory
-// that the engine writes from and reads into (never a second host copy).
+// CudaStager: a trainer's state -- CUDA buffers and host buffers alike --
+// saved and restored through a Checkpointer with one copy each way. A save
+// copies each buffer straight into the step's own data files on the RAM
+// disk, mapped into the process and page-locked once (device->host copies
+// land in the pages the RAM tier keeps: the state is in host memory once,
+// and committing it checksums those pages in place, while later buffers
+// are still being copied). A restore reads and verifies into host memory
+// and copies each item to its buffer as soon as it verifies. strata.torch
+// and strata.dcp save and restore through it too.
 //
 //   auto ckpt = strata::Checkpointer::Open("/local", options);
 //   auto stager = strata::CudaStager::Open(ckpt->get());  // UNAVAILABLE: no CUDA
 //   ...
 //   (*stager)->RestoreInto(device_buffers);                // or start fresh
+//   (*stager)->Reserve(device_buffers_as_items);           // memory set up ahead
 //   for (step = first; step <= last; ++step) {
 //     Forward(); Backward();
 //     (*stager)->OrderAfterStaging(stream, device);        // before the update
@@ -17,11 +24,11 @@
 //   }
 //
 // The CUDA runtime is loaded at run time (dlopen of libcudart), so libstrata
-// neither links nor needs CUDA; without it Open() is UNAVAILABLE and nothing
-// else changes. A runtime a framework already loaded as a shared library is
-// preferred; a trainer that links cudart statically (nvcc's default) and the
-// stager's shared runtime share the device through the driver: device
-// pointers and streams are valid in both.
+// neither links nor needs CUDA; without it Open() is UNAVAILABLE (or, with
+// allow_host_only, a stager of host buffers) and nothing else changes. A runtime a framework
+// already loaded as a shared library is preferred; a trainer that links cudart statically (nvcc's
+// default) and the stager's shared runtime share the device through the driver: device pointers and
+// streams are valid in both.
 //
 // Copies run on a non-blocking stream of the stager's own per device, ordered
 // after the stream each item names (an event recorded there), so a copy sees
@@ -29,13 +36,19 @@
 // buffer is ordered before every kernel enqueued on its stream after
 // RestoreInto() returns.
 //
+// Host memory: a state of S bytes with k steps kept holds at most (k + 1) * S
+// (the steps, and at most one set of step files prepared for the next
+// save); see docs/python.md, "Host memory".
+//
 // Thread safety: one thread drives a stager and its Checkpointer (as for the
-// Checkpointer alone). The Checkpointer must outlive the stager.
+// Checkpointer alone); status() from any thread. The Checkpointer must
+// outlive the stager.
 #ifndef STRATA_CUDA_H_
 #define STRATA_CUDA_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -60,6 +73,11 @@ struct DeviceItem {
   // The cudaStream_t whose work the copy must follow (the stream that last
   // wrote `data`); nullptr: the device's legacy default stream.
   void* stream = nullptr;
+  // An overlapped save may still copy this buffer after Save() returns
+  // (the caller orders its next change after the copy: OrderAfterStaging).
+  // false: copied before Save() returns in either mode (a buffer the next
+  // forward pass changes, such as a norm's running statistics).
+  bool deferrable = true;
 };
 
 // A buffer to restore into: as MutableItem, plus where it lives.
@@ -97,13 +115,27 @@ struct CudaStagerOptions {
   // slower and synchronous, and a warning says so once. false: ordinary
   // memory from the start, without a warning.
   bool pin = true;
+  // Without a CUDA runtime or device, Open() is UNAVAILABLE (false) or
+  // returns a stager of host buffers (true; a device item is then
+  // INVALID_ARGUMENT): one path for trainers with and without a GPU.
+  bool allow_host_only = false;
+  // After a restore, prepare the memory for saving the restored state in
+  // the background (as Reserve() with the restored items), so the first
+  // save of the restarted job sets nothing up.
+  bool reserve_after_restore = true;
 };
 
 // What the stager holds, for status displays and metrics.
 struct CudaStagerStatus {
-  uint64_t staging_bytes = 0;  // host memory held (the largest state saved or restored)
-  bool staging_pinned = false;
+  // Host memory held for staging: the step files kept mapped (one prepared
+  // for the next save, and the committed ones retention will recycle), or
+  // without in-place saves, the staging block.
+  uint64_t staging_bytes = 0;
+  bool staging_pinned = false;    // all of it page-locked
   bool copies_in_flight = false;  // an overlapped save's copies not yet waited for
+  bool reserving = false;         // memory for the next save is being prepared
+  bool in_place = false;          // saves copy into the step's files (else into staging)
+  int devices = 0;                // CUDA devices seen (0: host buffers only)
 };
 
 class CudaStager {
@@ -118,20 +150,41 @@ class CudaStager {
   // staging memory, then frees that memory.
   virtual ~CudaStager() = default;
 
-  // Copies every item into the staging memory (one device->host copy per
-  // device item; host items by memcpy) and saves them as `step` through the
-  // checkpointer, which reads that memory without copying it again. Waits
-  // first for the previous save (the staging memory is reused). An error of
-  // the checkpointer (the previous save's failure, invalid items) is returned
-  // as Save() returns it; a CUDA error is INTERNAL naming the call and item.
-  // On-demand saves (a notice is pending) commit before returning in either
-  // mode, as with Checkpointer::Save.
+  // Copies every item into the step's files (one device->host copy per
+  // device item, on the lane of its device; host items by memcpy, before
+  // Save() returns in either mode) and saves them as `step` through the
+  // checkpointer, which checksums them in place -- in the background for an
+  // async checkpointer, starting on the first items while later ones are
+  // still copied -- and commits. The layout of the files is worked out once
+  // and reused while the items keep their names, dtypes, shapes and sizes.
+  // Waits first for the previous save. An error of the checkpointer (the
+  // previous save's failure, invalid items) is returned as Save() returns
+  // it; a CUDA error is INTERNAL naming the call and item. On-demand saves
+  // (a notice is pending) commit before returning in either mode, as with
+  // Checkpointer::Save. Where the checkpointer cannot save in place, the
+  // items are copied into page-locked staging memory the engine writes
+  // from.
+  //
+  // `gate`, if set, is called once on the thread that commits, after every
+  // item was copied and checksummed and before the step is committed: an
+  // error fails the save (nothing is committed; the next Save() or the
+  // checkpointer's Wait() returns it). For a caller that can tell only then
+  // whether a buffer changed under its copy.
   virtual StatusOr<SaveResult> Save(int64_t step, std::span<const DeviceItem> items,
-                                    DeviceSaveMode mode = DeviceSaveMode::kBlocking) = 0;
+                                    DeviceSaveMode mode = DeviceSaveMode::kBlocking,
+                                    std::function<Status()> gate = nullptr) = 0;
 
   // Returns once the copies of the last overlapped save are done (OK at once
   // when none are in flight).
   virtual Status WaitStaged() = 0;
+
+  // Prepares, in the background, the host memory a save of these items
+  // needs (their names, dtypes, shapes and sizes; the data is not read): the
+  // step files, mapped and page-locked. The next Save() of the same items
+  // then sets nothing up; one that comes before the memory is ready waits
+  // for it (it would set up the same). Returns at once: status() shows
+  // `reserving`; a failure is logged and that Save() sets up its own.
+  virtual Status Reserve(std::span<const DeviceItem> items) = 0;
 
   // Makes `stream` (a cudaStream_t of `device`; nullptr: its legacy default
   // stream) wait, on the device, for the last save's copies from that device:
@@ -156,8 +209,37 @@ class CudaStager {
   virtual StatusOr<int64_t> RestoreInto(std::span<const MutableDeviceItem> into,
                                         const RestoreOptions& options = {}) = 0;
 
+  // A restore whose destinations are known only once part of the step is
+  // read: a state tree saved as one item of the step (`key`) says where
+  // every other item goes. As soon as `key` is read and verified, `plan` is
+  // called (from a reading thread) with the step being read and that item;
+  // it returns the destination of each item that has one (by name; the
+  // others stay in host memory only). From then on every planned item is
+  // copied to its destination as soon as it is verified, and those verified
+  // before are copied at once. A mismatch between a destination and its
+  // item (size, a name the step lacks) is INVALID_ARGUMENT; an error `plan`
+  // returns fails the restore as it is (no older step is tried). When the
+  // step has no item `key`, `plan` is not called and nothing is copied.
+  // Returns the step read (every item in host memory, valid until the next
+  // restore or save through this stager), with every planned item also in
+  // its destination; on a fallback to an older step, `plan` is called again
+  // for it and its bytes overwrite what was copied.
+  using RestorePlan = std::function<StatusOr<std::vector<MutableDeviceItem>>(
+      const RestoredStep& reading, const RestoredItem& key)>;
+  virtual StatusOr<RestoredStep> RestorePlanned(const std::string& key, const RestorePlan& plan,
+                                                const RestoreOptions& options = {}) = 0;
+
   virtual CudaStagerStatus status() const = 0;
 };
+
+// CudaStager::RestorePlanned of `dir/<step>`, read without a Checkpointer
+// (no lock, no fallback), as RestoreStep: for steps another component
+// manages, such as the node agent's directory or another rank's. Device
+// destinations take the CUDA runtime (loaded once per process; without it,
+// a device destination is INVALID_ARGUMENT). `threads` 0 = one per CPU.
+StatusOr<RestoredStep> RestoreStepPlanned(const std::string& dir, int64_t step,
+                                          const std::string& key,
+                                          const CudaStager::RestorePlan& plan, int threads = 0);
 
 }  // namespace strata
 

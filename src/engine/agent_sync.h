@@ -52,6 +52,12 @@ class AgentSync {
     slot_.saves.fetch_add(1, std::memory_order_relaxed);
   }
 
+  // The host memory its saves stage in, for the agent's metrics.
+  void Staging(uint64_t bytes, bool pinned) noexcept {
+    slot_.staging.store(static_cast<int64_t>(bytes) | (pinned ? kStagingPinned : 0),
+                        std::memory_order_relaxed);
+  }
+
   std::optional<int64_t> PendingSyncStep() const;
   // When the job's notice arrived (Unix ms), 0 if unknown.
   int64_t NoticeUnixMs() const { return map_.header().notice_unix_ms.load(); }

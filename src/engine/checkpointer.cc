@@ -12,6 +12,7 @@
 
 #include "engine/agent_sync.h"
 #include "engine/preemption.h"
+#include "engine/slot_saver.h"
 #include "engine/staging.h"
 #include "engine/step_io.h"
 #include "format/manifest.h"
@@ -69,50 +70,7 @@ StatusOr<int> LockDirectory(const std::string& dir) {
   return fd;
 }
 
-// Reads `steps_dir/<info.step>` into one allocation: `allocate`'s memory if
-// it gives enough, aligned, else a mapping owned by `out`.
-Status ReadOwned(Env* env, ThreadPool* pool, const std::string& steps_dir, const StepInfo& info,
-                 const RestoreAllocator& allocate, RestoredStep* out,
-                 const RestoreOptions& options = {}) {
-  // Every item starts on a 64-byte boundary, so views of any dtype are aligned.
-  auto padded = [](uint64_t n) { return (n + 63) & ~uint64_t{63}; };
-  uint64_t total = 0;
-  for (const ItemInfo& ii : info.items) total += padded(ii.nbytes);
-  const std::string what = "step " + std::to_string(info.step) + " of " + steps_dir;
-  std::span<std::byte> lent;
-  if (allocate) {
-    STRATA_ASSIGN_OR_RETURN(lent, allocate(total));
-    if (lent.size() < total || reinterpret_cast<uintptr_t>(lent.data()) % 64 != 0) {
-      if (!lent.empty()) {
-        Log()->warn(
-            "restoring {}: the memory offered ({} bytes) is too small or not 64-byte "
-            "aligned for {} bytes; allocating instead",
-            what, lent.size(), total);
-      }
-      lent = {};
-    }
-  }
-  if (!lent.empty()) {
-    out->storage = std::unique_ptr<std::byte[], RestoredMemoryDeleter>(
-        lent.data(), RestoredMemoryDeleter{lent.size(), false});
-  } else {
-    STRATA_ASSIGN_OR_RETURN(out->storage, AllocateRestoreMemory(total, what));
-  }
-  out->items.clear();
-  std::vector<std::byte*> dst;
-  std::byte* cursor = out->storage.get();
-  for (const ItemInfo& ii : info.items) {
-    out->items.push_back({ii.name, ii.dtype, ii.shape, std::span<std::byte>(cursor, ii.nbytes)});
-    dst.push_back(cursor);
-    cursor += padded(ii.nbytes);
-  }
-  out->step = info.step;
-  std::function<void(size_t)> verified;
-  if (options.item_verified) verified = [&](size_t i) { options.item_verified(*out, i); };
-  return ReadStepData(env, pool, JoinPath(steps_dir, StepDirName(info.step)), info, dst, verified);
-}
-
-class CheckpointerImpl final : public Checkpointer {
+class CheckpointerImpl final : public Checkpointer, public SlotSaver {
  public:
   CheckpointerImpl(std::string dir, CheckpointerOptions options, int lock_fd)
       : dir_(std::move(dir)),
@@ -120,6 +78,7 @@ class CheckpointerImpl final : public Checkpointer {
         env_(options_.env != nullptr ? options_.env : Env::Default()),
         lock_fd_(lock_fd),
         pool_((options_.io_threads > 0 ? options_.io_threads : ThreadPool::DefaultThreads()) - 1),
+        slots_(env_, &pool_, dir_, {options_.max_to_keep, options_.recycle_space}),
         served_notices_(PreemptionNotices()),
         last_save_time_(Clock::now()) {}
 
@@ -149,12 +108,34 @@ class CheckpointerImpl final : public Checkpointer {
   CheckpointerStatus status() const override;
   const std::string& dir() const override { return dir_; }
 
+  // SlotSaver (engine/slot_saver.h).
+  StepInfo Layout(std::span<const Item> items) const override {
+    return PlanStepLayout(items, options_.chunk_size, pool_.parallelism());
+  }
+  void SetRegistrar(MemoryRegistrar* registrar) override;
+  void ReserveSlot(const StepInfo& layout) override;
+  StatusOr<std::unique_ptr<StepSlot>> AcquireSlot(int64_t step, const StepInfo& layout) override;
+  void ReleaseSlot(std::unique_ptr<StepSlot> slot) override { slots_.GiveBack(std::move(slot)); }
+  StatusOr<SaveResult> SaveSlot(int64_t step, std::unique_ptr<StepSlot> slot,
+                                std::function<Status(size_t)> item_ready,
+                                std::function<Status()> gate) override;
+  StatusOr<RestoredStep> RestoreMapped(const RestoreAllocator& begin_attempt,
+                                       const RestoreOptions& options) override;
+  SlotSaverStatus slot_status() const override;
+
  private:
+  // A save: its items (in staging memory, the caller's buffers when
+  // borrowed), or a slot whose files hold them already.
   struct Job {
-    int64_t step;
+    int64_t step = 0;
     std::vector<Item> items;        // data points into staging_, or the caller's (borrowed)
     std::function<Status()> ready;  // borrowed: called before the items are read
+    std::unique_ptr<StepSlot> slot;
+    std::function<Status(size_t)> item_ready;  // with a slot: before item i is read
+    std::function<Status()> gate;              // with a slot: before the commit
+    bool on_demand = false;                    // the process may exit once it commits
   };
+  enum class Copy { kSnapshot, kBorrowed, kInPlace };
 
   // A notice is to be served at `step`: the job's sync step is reached (with
   // an agent) or any notice is pending (without).
@@ -163,8 +144,20 @@ class CheckpointerImpl final : public Checkpointer {
     return PreemptionNotices() != served_notices_.load(std::memory_order_relaxed);
   }
   Status RemoveLeftovers();
+  // Save()'s policy for a job: waits for the previous save, then commits
+  // now (on-demand, sync) or hands the job to the saver thread.
+  StatusOr<SaveResult> Submit(Job job, Copy copy);
   Status Snapshot(int64_t step, std::span<const Item> items, Job* job);
+  // Runs `job` to its commit (then retention) on the calling thread.
+  Status RunJob(Job& job);
   Status Commit(int64_t step, std::span<const Item> items);
+  Status CommitInPlace(Job& job);
+  // Waits until no save and no reservation is in flight.
+  void AwaitQuiet();
+  // The saver thread's: prepares the pending reservation.
+  void Reserve(MutexLock& l) REQUIRES(mu_);
+  // Tells the agent (its sync map) the host memory saves stage in.
+  void ReportStaging();
   StatusOr<std::string> RetireForRecycling(int64_t new_step);
   Status DropStep(int64_t step);
   Status ApplyRetention();
@@ -206,6 +199,7 @@ class CheckpointerImpl final : public Checkpointer {
     std::unique_ptr<ThreadPool> own_;
   };
   StagingBuffer staging_;  // used by the caller while no job is in flight, by the saver otherwise
+  SlotPool slots_;
 
   // Notices already answered by an on-demand save; starts at the count seen
   // at Open, so a notice delivered before Open is not this one's to serve.
@@ -225,6 +219,8 @@ class CheckpointerImpl final : public Checkpointer {
   std::optional<int64_t> last_committed_ GUARDED_BY(mu_);
   Clock::time_point last_save_time_ GUARDED_BY(mu_);
   bool timer_reset_ GUARDED_BY(mu_) = false;
+  std::optional<StepInfo> reserve_ GUARDED_BY(mu_);  // a slot to prepare on the saver thread
+  bool reserving_ GUARDED_BY(mu_) = false;
   std::thread saver_;
   std::thread timer_;
   std::unique_ptr<AgentSync> sync_;  // null without a node agent
@@ -272,6 +268,26 @@ StatusOr<SaveResult> CheckpointerImpl::Save(int64_t step, std::span<const Item> 
                                             const SaveOptions& options) {
   if (step < 0) return InvalidArgumentError("step " + std::to_string(step) + " is negative");
   STRATA_RETURN_IF_ERROR(ValidateItems(items).WithContext("saving step " + std::to_string(step)));
+  Job job;
+  job.step = step;
+  job.items.assign(items.begin(), items.end());
+  job.ready = options.ready;
+  return Submit(std::move(job), options.borrowed ? Copy::kBorrowed : Copy::kSnapshot);
+}
+
+StatusOr<SaveResult> CheckpointerImpl::SaveSlot(int64_t step, std::unique_ptr<StepSlot> slot,
+                                                std::function<Status(size_t)> item_ready,
+                                                std::function<Status()> gate) {
+  Job job;
+  job.step = step;
+  job.slot = std::move(slot);
+  job.item_ready = std::move(item_ready);
+  job.gate = std::move(gate);
+  return Submit(std::move(job), Copy::kInPlace);
+}
+
+StatusOr<SaveResult> CheckpointerImpl::Submit(Job job, Copy copy) {
+  const int64_t step = job.step;
   const Clock::time_point start = Clock::now();
   // However Save() returns, the time it blocked the caller is a stall.
   struct StallReport {
@@ -293,12 +309,15 @@ StatusOr<SaveResult> CheckpointerImpl::Save(int64_t step, std::span<const Item> 
   const uint64_t sync_generation = sync_ ? sync_->SyncDue(step) : 0;
   Status previous = Wait();
   if (!previous.ok()) {
-    if (!result.on_demand) return previous;
+    if (!result.on_demand) {
+      slots_.GiveBack(std::move(job.slot));
+      return previous;
+    }
     Log()->warn("{}; writing the on-demand step {} anyway", previous.message(), step);
   }
   if (result.on_demand || !options_.async) {
-    Status s = options.ready ? options.ready() : Status::Ok();
-    if (s.ok()) s = Commit(step, items);
+    job.on_demand = result.on_demand;
+    Status s = RunJob(job);
     RecordResult(step, s, SecondsSince(start));
     if (!s.ok()) return s;
     result.committed = true;
@@ -309,20 +328,19 @@ StatusOr<SaveResult> CheckpointerImpl::Save(int64_t step, std::span<const Item> 
       LogOnDemand(step, start);
     }
   } else {
-    Job job;
-    job.step = step;
-    if (options.borrowed) {
-      // The writer reads the caller's buffers, once `ready` says they are.
-      job.items.assign(items.begin(), items.end());
-      job.ready = options.ready;
-    } else {
-      if (options.ready) {
-        Status s = options.ready().WithContext("saving step " + std::to_string(step));
+    // Borrowed and in-place jobs are read where they are, once `ready` /
+    // `item_ready` says their bytes are there.
+    if (copy == Copy::kSnapshot) {
+      if (job.ready) {
+        Status s = job.ready().WithContext("saving step " + std::to_string(step));
         if (!s.ok()) {
           RecordResult(step, s, SecondsSince(start));
           return s;
         }
+        job.ready = nullptr;
       }
+      std::vector<Item> items = std::move(job.items);
+      job.items.clear();
       STRATA_RETURN_IF_ERROR(Snapshot(step, items, &job));
     }
     {
@@ -330,7 +348,7 @@ StatusOr<SaveResult> CheckpointerImpl::Save(int64_t step, std::span<const Item> 
       job_ = std::move(job);
       busy_ = true;
       in_flight_step_ = step;
-      borrowed_in_flight_ = options.borrowed;
+      borrowed_in_flight_ = copy != Copy::kSnapshot;
       staging_bytes_ = staging_.capacity();
     }
     cv_.SignalAll();
@@ -365,6 +383,49 @@ Status CheckpointerImpl::Snapshot(int64_t step, std::span<const Item> items, Job
                     [&](size_t i) { CopyNonTemporal(pieces[i].dst, pieces[i].src, pieces[i].n); });
   CrashPoint("save.after_snapshot");
   return Status::Ok();
+}
+
+Status CheckpointerImpl::RunJob(Job& job) {
+  Status s =
+      job.ready ? job.ready().WithContext("saving step " + std::to_string(job.step)) : Status::Ok();
+  if (!s.ok()) {
+    slots_.GiveBack(std::move(job.slot));
+    return s;
+  }
+  return job.slot ? CommitInPlace(job) : Commit(job.step, job.items);
+}
+
+// Commits the slot's step, keeps the slot for recycling, applies retention
+// and, when the next save could take no slot without making files (the
+// first saves of a job, or a directory another owns), prepares a spare
+// slot on this thread, so that save does not.
+Status CheckpointerImpl::CommitInPlace(Job& job) {
+  auto info = CommitSlot(env_, &pool_, job.slot.get(), dir_, job.step, job.item_ready, job.gate);
+  if (!info.ok()) {
+    slots_.GiveBack(std::move(job.slot));
+    return info.status();
+  }
+  StepInfo layout = job.slot->layout();
+  slots_.Committed(job.step, std::move(job.slot));
+  CrashPoint("save.before_retention");
+  STRATA_RETURN_IF_ERROR(
+      ApplyRetention().WithContext("after saving step " + std::to_string(job.step)));
+  STRATA_ASSIGN_OR_RETURN(auto steps, ListSteps(dir_, env_));
+  if (!job.on_demand && slots_.NeedsSpare(steps.size())) {  // no spare for a process that exits
+    {
+      MutexLock l(&mu_);
+      if (!reserve_) reserve_ = std::move(layout);
+    }
+    cv_.SignalAll();
+  }
+  ReportStaging();
+  return Status::Ok();
+}
+
+void CheckpointerImpl::ReportStaging() {
+  if (!sync_) return;
+  const SlotStatus s = slots_.status();
+  sync_->Staging(s.mapped_bytes, s.pinned);
 }
 
 // Writes and commits `step`, then applies retention. Runs on the saver
@@ -412,11 +473,16 @@ Status CheckpointerImpl::DropStep(int64_t step) {
   return env_->RemoveAll(tmp);
 }
 
+// A retired step whose files a slot maps becomes the free slot instead of
+// being removed (at most one).
 Status CheckpointerImpl::ApplyRetention() {
   if (options_.max_to_keep <= 0) return Status::Ok();
   STRATA_ASSIGN_OR_RETURN(auto steps, ListSteps(dir_, env_));
   size_t keep = static_cast<size_t>(options_.max_to_keep);
-  for (size_t i = 0; i + keep < steps.size(); ++i) STRATA_RETURN_IF_ERROR(DropStep(steps[i]));
+  for (size_t i = 0; i + keep < steps.size(); ++i) {
+    STRATA_ASSIGN_OR_RETURN(bool taken, slots_.TakeRetired(steps[i]));
+    if (!taken) STRATA_RETURN_IF_ERROR(DropStep(steps[i]));
+  }
   return Status::Ok();
 }
 
@@ -473,22 +539,70 @@ void CheckpointerImpl::AwaitIdle() {
 void CheckpointerImpl::SaverMain() {
   MutexLock l(&mu_);
   for (;;) {
-    while (!stop_ && !job_.has_value()) cv_.Wait(&mu_);
-    if (!job_) return;
+    while (!stop_ && !job_.has_value() && !reserve_) cv_.Wait(&mu_);
+    if (!job_) {
+      if (stop_) return;
+      Reserve(l);
+      continue;
+    }
     Job job = std::move(*job_);
     job_.reset();
     l.Unlock();
     Clock::time_point start = Clock::now();
-    Status s = job.ready ? job.ready().WithContext("saving step " + std::to_string(job.step))
-                         : Status::Ok();
-    if (s.ok()) s = Commit(job.step, job.items);
-    RecordResult(job.step, s, SecondsSince(start));
+    const int64_t step = job.step;
+    Status s = RunJob(job);
+    RecordResult(step, s, SecondsSince(start));
     l.Lock();
     if (!s.ok()) unreported_error_ = s;
     busy_ = false;
     borrowed_in_flight_ = false;
     cv_.SignalAll();
   }
+}
+
+void CheckpointerImpl::Reserve(MutexLock& l) {
+  StepInfo layout = std::move(*reserve_);
+  reserve_.reset();
+  reserving_ = true;
+  l.Unlock();
+  Status s = slots_.Prepare(layout);
+  if (!s.ok()) Log()->warn("reserving memory for the next save in {}: {}", dir_, s.message());
+  ReportStaging();
+  l.Lock();
+  reserving_ = false;
+  cv_.SignalAll();
+}
+
+void CheckpointerImpl::AwaitQuiet() {
+  MutexLock l(&mu_);
+  while (busy_ || reserving_ || reserve_) cv_.Wait(&mu_);
+}
+
+void CheckpointerImpl::SetRegistrar(MemoryRegistrar* registrar) {
+  AwaitQuiet();
+  slots_.SetRegistrar(registrar);
+}
+
+void CheckpointerImpl::ReserveSlot(const StepInfo& layout) {
+  {
+    MutexLock l(&mu_);
+    reserve_ = layout;
+  }
+  cv_.SignalAll();
+}
+
+StatusOr<std::unique_ptr<StepSlot>> CheckpointerImpl::AcquireSlot(int64_t step,
+                                                                  const StepInfo& layout) {
+  AwaitQuiet();
+  return slots_.Acquire(step, layout);
+}
+
+SlotSaverStatus CheckpointerImpl::slot_status() const {
+  SlotSaverStatus s;
+  static_cast<SlotStatus&>(s) = slots_.status();
+  MutexLock l(&mu_);
+  s.reserving = reserving_ || reserve_.has_value();
+  return s;
 }
 
 void CheckpointerImpl::TimerMain() {
@@ -571,8 +685,7 @@ StatusOr<int64_t> CheckpointerImpl::RestoreInto(std::span<const MutableItem> int
   return RestoreNewest(options, [&](const std::string& steps_dir, const StepInfo& info) -> Status {
     std::vector<std::byte*> dst;
     STRATA_RETURN_IF_ERROR(MatchBuffers(info, into, &dst));
-    return ReadStepData(env_, pool.get(), JoinPath(steps_dir, StepDirName(info.step)), info,
-                        dst);
+    return ReadStepData(env_, pool.get(), JoinPath(steps_dir, StepDirName(info.step)), info, dst);
   });
 }
 
@@ -589,6 +702,31 @@ StatusOr<RestoredStep> CheckpointerImpl::RestoreToMemory(const RestoreAllocator&
   return out;
 }
 
+StatusOr<RestoredStep> CheckpointerImpl::RestoreMapped(const RestoreAllocator& begin_attempt,
+                                                       const RestoreOptions& options) {
+  STRATA_RETURN_IF_ERROR(Wait());
+  RestoredStep out;
+  RestorePool pool(this);
+  auto step = RestoreNewest(options, [&](const std::string& steps_dir, const StepInfo& info) {
+    if (begin_attempt) STRATA_RETURN_IF_ERROR(begin_attempt(0).status());
+    if (options_.agent_job || steps_dir != dir_) {
+      return ReadOwned(env_, pool.get(), steps_dir, info, begin_attempt, &out, options);
+    }
+    const std::optional<HeldRegion> held = slots_.Held(info.step, info);
+    auto mapped = VerifyMapped(env_, pool.get(), JoinPath(steps_dir, StepDirName(info.step)), info,
+                               held ? &*held : nullptr, options);
+    if (mapped.status().code() == StatusCode::kUnimplemented) {
+      return ReadOwned(env_, pool.get(), steps_dir, info, begin_attempt, &out, options);
+    }
+    if (!mapped.ok()) return mapped.status();
+    out = std::move(*mapped);
+    return Status::Ok();
+  });
+  if (!step.ok()) return step.status();
+  out.step = *step;
+  return out;
+}
+
 CheckpointerStatus CheckpointerImpl::status() const {
   MutexLock l(&mu_);
   CheckpointerStatus s;
@@ -598,6 +736,10 @@ CheckpointerStatus CheckpointerImpl::status() const {
   s.notices = PreemptionNotices();
   s.staging_bytes = staging_bytes_;
   s.borrowed_in_flight = borrowed_in_flight_;
+  s.reserving = reserving_ || reserve_.has_value();
+  const SlotStatus slots = slots_.status();
+  s.mapped_bytes = slots.mapped_bytes;
+  s.mapped_pinned = slots.pinned;
   if (sync_) {
     s.agent_sync = sync_->path();
     s.sync_step = sync_->PendingSyncStep();
@@ -606,6 +748,8 @@ CheckpointerStatus CheckpointerImpl::status() const {
 }
 
 }  // namespace
+
+SlotSaver* SlotSaverOf(Checkpointer* ckpt) { return dynamic_cast<CheckpointerImpl*>(ckpt); }
 
 const RestoredItem* RestoredStep::Find(std::string_view name) const {
   for (const auto& it : items) {
@@ -624,26 +768,6 @@ StatusOr<std::unique_ptr<Checkpointer>> Checkpointer::Open(const std::string& di
   auto impl = std::make_unique<CheckpointerImpl>(dir, std::move(options), fd);
   STRATA_RETURN_IF_ERROR(impl->Init());
   return std::unique_ptr<Checkpointer>(std::move(impl));
-}
-
-StatusOr<int64_t> RestoreStepInto(const std::string& dir, int64_t step,
-                                  std::span<const MutableItem> into, int threads) {
-  STRATA_ASSIGN_OR_RETURN(StepInfo info, ReadStepInfo(dir, step));
-  std::vector<std::byte*> dst;
-  STRATA_RETURN_IF_ERROR(MatchBuffers(info, into, &dst));
-  ThreadPool pool((threads > 0 ? threads : ThreadPool::DefaultThreads(1 << 10)) - 1);
-  STRATA_RETURN_IF_ERROR(
-      ReadStepData(Env::Default(), &pool, JoinPath(dir, StepDirName(step)), info, dst));
-  return step;
-}
-
-StatusOr<RestoredStep> RestoreStep(const std::string& dir, int64_t step, int threads) {
-  STRATA_ASSIGN_OR_RETURN(StepInfo info, ReadStepInfo(dir, step));
-  ThreadPool pool((threads > 0 ? threads : ThreadPool::DefaultThreads(1 << 10)) - 1);
-  RestoredStep out;
-  STRATA_RETURN_IF_ERROR(ReadOwned(Env::Default(), &pool, dir, info, RestoreAllocator(), &out));
-  out.step = step;
-  return out;
 }
 
 const char* Version() { return STRATA_VERSION; }

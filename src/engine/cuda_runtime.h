@@ -26,8 +26,9 @@ using Event = void*;   // cudaEvent_t
 
 inline constexpr int kMemcpyHostToDevice = 1;
 inline constexpr int kMemcpyDeviceToHost = 2;
-inline constexpr unsigned kHostAllocPortable = 0x01;  // pinned for every device
-inline constexpr unsigned kStreamNonBlocking = 0x01;  // no implicit sync with stream 0
+inline constexpr unsigned kHostAllocPortable = 0x01;     // pinned for every device
+inline constexpr unsigned kHostRegisterPortable = 0x01;  // registered for every device
+inline constexpr unsigned kStreamNonBlocking = 0x01;     // no implicit sync with stream 0
 inline constexpr unsigned kEventDisableTiming = 0x02;
 
 // X(name, parameter list): every entry point, resolved by Load().
@@ -37,6 +38,8 @@ inline constexpr unsigned kEventDisableTiming = 0x02;
   X(cudaSetDevice, (int device))                                                         \
   X(cudaHostAlloc, (void** ptr, size_t size, unsigned flags))                            \
   X(cudaFreeHost, (void* ptr))                                                           \
+  X(cudaHostRegister, (void* ptr, size_t size, unsigned flags))                          \
+  X(cudaHostUnregister, (void* ptr))                                                     \
   X(cudaMalloc, (void** ptr, size_t size))                                               \
   X(cudaFree, (void* ptr))                                                               \
   X(cudaMemcpy, (void* dst, const void* src, size_t size, int kind))                     \

@@ -1,132 +1,368 @@
 // Copyright 2026 The Strata Authors.
 //
-// CudaStager (include/strata/cuda.h). One block of host memory, page-locked
-// with cudaHostAlloc (portable: every device copies into it at full speed),
-// holds the state laid out as the engine lays out a restored step (items at
-// 64-byte aligned offsets). A save copies each device buffer into it once and
-// hands it to the Checkpointer borrowed; a restore lends it to the engine as
-// the memory to read into and copies each item out as soon as it verifies.
+// CudaStager (include/strata/cuda.h). A save asks the Checkpointer for the
+// step's files mapped into memory (a StepSlot, engine/slot_saver.h), copies
+// every item into them -- device items on their device's lane
+// (engine/device_lanes.h), host items by memcpy -- and hands the slot back
+// to be checksummed in place and committed; the checksums of an item wait
+// for the lane mark recorded after its copy, so they start while later
+// items are still copied. The stager page-locks the slots' memory with
+// cudaHostRegister (it is the Checkpointer's MemoryRegistrar).
 //
-// Per device, a lane: a non-blocking stream of our own, an event recorded on
-// the caller's stream to order our copies after its work, and an event
-// recorded after our copies for the host (WaitStaged, the engine's `ready`)
-// and the caller's streams (OrderAfterStaging, the end of a restore) to wait
-// on.
+// A restore lends the engine memory to read and verify into -- a
+// page-locked block when the stager holds one, else the engine's own -- and
+// copies each item out as soon as it is verified, while the rest is read.
+// Without a slot saver (another Checkpointer implementation), saves go
+// through that page-locked block, borrowed by the engine.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
-#include <map>
-#include <set>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 
 #include "engine/cuda_runtime.h"
+#include "engine/device_lanes.h"
+#include "engine/planned_restore.h"
+#include "engine/slot_saver.h"
 #include "engine/staging.h"
 #include "engine/step_io.h"
 #include "strata/cuda.h"
+#include "util/copy.h"
 #include "util/logging.h"
 #include "util/mutex.h"
+#include "util/thread_pool.h"
 
 namespace strata {
 namespace {
 
 constexpr size_t kAlign = 64;
 size_t Padded(size_t n) { return (n + kAlign - 1) & ~(kAlign - 1); }
+// Bytes of device copies between two lane marks: the checksums of a save
+// start this far behind its copies.
+constexpr size_t kMarkBytes = 256 << 20;
+// Host items at least this large are copied in pieces on several threads.
+constexpr size_t kHostPiece = 8 << 20;
 
-struct Lane {
-  cuda::Stream stream = nullptr;
-  cuda::Event caller = nullptr;  // recorded on a caller's stream, waited on by ours
-  cuda::Event done = nullptr;    // recorded on ours after the copies
-  bool pending = false;          // `done` recorded and not yet waited for by the host
-};
+std::string ItemWhat(int64_t step, const std::string& name) {
+  return "step " + std::to_string(step) + " item \"" + name + "\"";
+}
 
-class CudaStagerImpl final : public CudaStager {
+class CudaStagerImpl final : public CudaStager, public MemoryRegistrar {
  public:
   CudaStagerImpl(Checkpointer* ckpt, std::unique_ptr<cuda::Runtime> rt, int devices,
                  const CudaStagerOptions& options)
-      : ckpt_(ckpt), rt_(std::move(rt)), devices_(devices), options_(options) {}
+      : ckpt_(ckpt),
+        rt_(std::move(rt)),
+        lanes_(rt_ ? std::make_unique<DeviceLanes>(*rt_) : nullptr),
+        restore_(lanes_.get(), devices),
+        devices_(devices),
+        options_(options),
+        saver_(SlotSaverOf(ckpt)) {
+    if (saver_ != nullptr && rt_ != nullptr && options_.pin) saver_->SetRegistrar(this);
+  }
 
   ~CudaStagerImpl() override {
     WaitStaged().IgnoreError();  // a failed copy fails its save; nothing to add here
-    ckpt_->AwaitIdle();          // the save in flight reads the staging memory
-    cuda::DeviceGuard guard(*rt_);
-    for (auto& [device, lane] : lanes_) {
-      rt_->cudaSetDevice(device);
-      rt_->cudaStreamDestroy(lane.stream);
-      rt_->cudaEventDestroy(lane.caller);
-      rt_->cudaEventDestroy(lane.done);
-    }
+    ckpt_->AwaitIdle();          // the save in flight reads what was copied
+    if (saver_ != nullptr && rt_ != nullptr && options_.pin) saver_->SetRegistrar(nullptr);
+    lanes_.reset();
     FreePinned();
   }
 
-  StatusOr<SaveResult> Save(int64_t step, std::span<const DeviceItem> items,
-                            DeviceSaveMode mode) override;
+  StatusOr<SaveResult> Save(int64_t step, std::span<const DeviceItem> items, DeviceSaveMode mode,
+                            std::function<Status()> gate) override;
   Status WaitStaged() override;
+  Status Reserve(std::span<const DeviceItem> items) override;
   Status OrderAfterStaging(void* stream, int device) override;
   StatusOr<int64_t> RestoreInto(std::span<const MutableDeviceItem> into,
                                 const RestoreOptions& options) override;
-  CudaStagerStatus status() const override { return {capacity(), pinned_ != nullptr, in_flight_}; }
+  StatusOr<RestoredStep> RestorePlanned(const std::string& key, const RestorePlan& plan,
+                                        const RestoreOptions& options) override;
+  CudaStagerStatus status() const override;
+
+  // MemoryRegistrar: page-locks the step files' memory for every device.
+  Status Register(void* p, size_t n) override {
+    Status s = rt_->Check(rt_->cudaHostRegister(p, n, cuda::kHostRegisterPortable),
+                          "cudaHostRegister", std::to_string(n) + " bytes of step files");
+    if (!s.ok()) rt_->cudaGetLastError();  // handled here: the trainer's next check must not see it
+    return s;
+  }
+  void Unregister(void* p) override {
+    if (rt_->cudaHostUnregister(p) != 0) rt_->cudaGetLastError();
+  }
 
  private:
-  // The state of one restore attempt, shared with the engine's reading
-  // threads through RestoreOptions::item_verified.
-  struct Attempt {
-    Mutex mu;
-    bool checked GUARDED_BY(mu) = false;  // this attempt's step was matched to the buffers
-    // A mismatch, a failed copy or a failed allocation, from any attempt:
-    // the restore returns it (a mismatch is not corruption, so an older step
-    // is not restored in its place, as with Checkpointer::RestoreInto).
-    Status error GUARDED_BY(mu);
-    std::vector<bool> copied GUARDED_BY(mu);
-    std::set<std::pair<int, void*>> ordered GUARDED_BY(mu);  // (device, caller stream)
-  };
+  // With `need_data` false (a reservation), the addresses are not checked.
+  Status Check(std::span<const DeviceItem> items, int64_t step, std::vector<Item>* meta,
+               bool need_data = true) const;
+  Status CheckDevice(int device, const std::string& name) const {
+    return restore_.CheckDevice(device, name);
+  }
+  StatusOr<RestoredStep> RestoreWith(const PlannedRestore::Planner& planner, bool lend_block,
+                                     const RestoreOptions& options);
+  // The layout of `meta` in a step's files, worked out again only when the
+  // items' names, dtypes, shapes or sizes changed.
+  const StepInfo& LayoutFor(const std::vector<Item>& meta);
+  StatusOr<SaveResult> SaveInPlace(int64_t step, std::span<const DeviceItem> items,
+                                   const std::vector<Item>& meta, DeviceSaveMode mode,
+                                   std::function<Status()> gate);
+  // Copies every item to `dst[i]`: host items at once, device items
+  // enqueued on their lanes, those that are not deferrable first, with a
+  // mark every kMarkBytes (mark_of_[i]: the mark to wait for). Then waits
+  // for the copies `mode` says Save() returns after: all (blocking), or
+  // those that are not deferrable.
+  Status CopyIn(int64_t step, std::span<const DeviceItem> items, const std::vector<std::byte*>& dst,
+                DeviceSaveMode mode);
+  void CopyHost(std::byte* dst, const void* src, size_t n);
+  StatusOr<SaveResult> SaveThroughStaging(int64_t step, std::span<const DeviceItem> items,
+                                          std::vector<Item> meta, DeviceSaveMode mode,
+                                          std::function<Status()> gate);
+  void ReserveRestored(const std::vector<MutableItem>& buffers);
 
   size_t capacity() const { return pinned_ != nullptr ? pinned_size_ : pageable_.capacity(); }
   std::byte* base() const { return pinned_ != nullptr ? pinned_ : pageable_.data(); }
-  Status Reserve(size_t size);
+  Status ReserveStaging(size_t size);
   void FreePinned();
-  Status CheckDevice(int device, const std::string& name) const;
-  StatusOr<Lane*> LaneFor(int device);
-  // Enqueues on `device`'s lane the wait for the caller's `stream` once per
-  // (device, stream) in `ordered`. The device must be current.
-  Status OrderAfterCaller(int device, void* stream, Lane* lane,
-                          std::set<std::pair<int, void*>>* ordered, const std::string& what);
-  // Records `done` on every lane in `devices` (each becomes pending).
-  Status RecordDone(const std::set<int>& devices);
-  // Waits on the host for every lane's stream: nothing of ours reads or
-  // writes the staging memory afterwards.
-  Status SyncLanes();
-  // Enqueues the device->host copy of `from` into `to` on its device's lane,
-  // after the caller's stream (once per (device, stream) in `ordered`).
-  Status CopyIn(int64_t step, const DeviceItem& from, std::byte* to,
-                std::set<std::pair<int, void*>>* ordered);
-  // The host->device counterpart for a restore of `step`.
-  Status CopyOut(int64_t step, const RestoredItem& from, const MutableDeviceItem& to, Attempt* a)
-      REQUIRES(a->mu);
+  ThreadPool* HostPool();
 
   Checkpointer* const ckpt_;
-  const std::unique_ptr<cuda::Runtime> rt_;
+  const std::unique_ptr<cuda::Runtime> rt_;  // null: host buffers only
+  std::unique_ptr<DeviceLanes> lanes_;       // null without a runtime
+  PlannedRestore restore_;
   const int devices_;
   const CudaStagerOptions options_;
-  std::map<int, Lane> lanes_;  // by device; also reached under Attempt::mu during a restore
+  SlotSaver* const saver_;  // null: the checkpointer cannot save in place
+  std::unique_ptr<ThreadPool> host_pool_;
+  std::vector<Item> layout_meta_;  // what layout_ was made for (data not compared)
+  StepInfo layout_;
+  std::vector<int> mark_of_;  // per item of the save in flight: its lane mark
   std::byte* pinned_ = nullptr;
   size_t pinned_size_ = 0;
   StagingBuffer pageable_;  // when pinning is off or failed
   bool warned_unpinned_ = false;
-  bool in_flight_ = false;  // an overlapped save's copies not yet waited for
+  // For status(), which may be read from any thread.
+  std::atomic<bool> in_flight_{false};  // an overlapped save's copies not yet waited for
+  std::atomic<uint64_t> block_bytes_{0};
+  std::atomic<bool> block_pinned_{false};
 };
 
-Status CudaStagerImpl::Reserve(size_t size) {
+// Everything the checkpointer would refuse is refused before any copy.
+Status CudaStagerImpl::Check(std::span<const DeviceItem> items, int64_t step,
+                             std::vector<Item>* meta, bool need_data) const {
+  if (step < 0) return InvalidArgumentError("step " + std::to_string(step) + " is negative");
+  meta->reserve(items.size());
+  for (const DeviceItem& it : items) {
+    STRATA_RETURN_IF_ERROR(CheckDevice(it.device, it.name));
+    if (need_data && it.size > 0 && it.data == nullptr) {
+      return InvalidArgumentError("item \"" + it.name + "\": null data for " +
+                                  std::to_string(it.size) + " bytes");
+    }
+    meta->push_back(Item{it.name, it.dtype, it.shape, it.data, it.size});
+  }
+  return ValidateItems(*meta, need_data).WithContext("step " + std::to_string(step));
+}
+
+const StepInfo& CudaStagerImpl::LayoutFor(const std::vector<Item>& meta) {
+  auto same = [](const Item& a, const Item& b) {
+    return a.size == b.size && a.dtype == b.dtype && a.shape == b.shape && a.name == b.name;
+  };
+  if (meta.size() != layout_meta_.size() ||
+      !std::equal(meta.begin(), meta.end(), layout_meta_.begin(), same)) {
+    layout_ = saver_->Layout(meta);
+    layout_meta_ = meta;
+  }
+  return layout_;
+}
+
+ThreadPool* CudaStagerImpl::HostPool() {
+  if (!host_pool_) host_pool_ = std::make_unique<ThreadPool>(ThreadPool::DefaultThreads() - 1);
+  return host_pool_.get();
+}
+
+void CudaStagerImpl::CopyHost(std::byte* dst, const void* src, size_t n) {
+  const auto* from = static_cast<const std::byte*>(src);
+  if (n < 2 * kHostPiece) {
+    std::memcpy(dst, from, n);
+    return;
+  }
+  const size_t pieces = (n + kHostPiece - 1) / kHostPiece;
+  HostPool()->ParallelFor(pieces, [&](size_t i) {
+    const size_t off = i * kHostPiece;
+    CopyNonTemporal(dst + off, from + off, std::min(kHostPiece, n - off));
+  });
+}
+
+Status CudaStagerImpl::CopyIn(int64_t step, std::span<const DeviceItem> items,
+                              const std::vector<std::byte*>& dst, DeviceSaveMode mode) {
+  mark_of_.assign(items.size(), -1);
+  in_flight_ = false;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (items[i].device < 0 && items[i].size > 0) CopyHost(dst[i], items[i].data, items[i].size);
+  }
+  if (!lanes_) return Status::Ok();
+  lanes_->Begin();
+  std::vector<size_t> unmarked;  // device items copied since the last mark
+  size_t since_mark = 0;
+  int urgent = -1;  // the mark after the copies Save() must wait for
+  auto mark = [&]() -> Status {
+    STRATA_ASSIGN_OR_RETURN(int m, lanes_->Mark());
+    for (size_t i : unmarked) mark_of_[i] = m;
+    unmarked.clear();
+    since_mark = 0;
+    return Status::Ok();
+  };
+  cuda::DeviceGuard guard(*rt_);
+  const bool overlap = mode == DeviceSaveMode::kOverlapped;
+  for (bool deferred : {false, true}) {
+    for (size_t i = 0; i < items.size(); ++i) {
+      const DeviceItem& it = items[i];
+      if (it.device < 0 || (overlap && it.deferrable) != deferred) continue;
+      STRATA_RETURN_IF_ERROR(lanes_->Copy(it.device, it.stream, dst[i], it.data, it.size,
+                                          cuda::kMemcpyDeviceToHost, ItemWhat(step, it.name)));
+      unmarked.push_back(i);
+      since_mark += it.size;
+      if (since_mark >= kMarkBytes) STRATA_RETURN_IF_ERROR(mark());
+    }
+    if (!unmarked.empty()) STRATA_RETURN_IF_ERROR(mark());
+    if (!deferred && !mark_of_.empty()) {
+      urgent = *std::max_element(mark_of_.begin(), mark_of_.end());
+    }
+  }
+  STRATA_RETURN_IF_ERROR(lanes_->Finish());
+  in_flight_ = lanes_->pending();
+  if (!overlap) return WaitStaged();
+  return lanes_->WaitMark(urgent);
+}
+
+StatusOr<SaveResult> CudaStagerImpl::Save(int64_t step, std::span<const DeviceItem> items,
+                                          DeviceSaveMode mode, std::function<Status()> gate) {
+  STRATA_RETURN_IF_ERROR(WaitStaged());
+  std::vector<Item> meta;
+  STRATA_RETURN_IF_ERROR(Check(items, step, &meta));
+  if (saver_ == nullptr) {
+    return SaveThroughStaging(step, items, std::move(meta), mode, std::move(gate));
+  }
+  return SaveInPlace(step, items, meta, mode, std::move(gate));
+}
+
+StatusOr<SaveResult> CudaStagerImpl::SaveInPlace(int64_t step, std::span<const DeviceItem> items,
+                                                 const std::vector<Item>& meta, DeviceSaveMode mode,
+                                                 std::function<Status()> gate) {
+  const StepInfo& layout = LayoutFor(meta);
+  // Waits for the previous save: its checksums may still wait on our marks.
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<StepSlot> slot, saver_->AcquireSlot(step, layout));
+  std::vector<std::byte*> dst(items.size());
+  for (size_t i = 0; i < items.size(); ++i) dst[i] = slot->data(i);
+  Status copied = CopyIn(step, items, dst, mode);
+  if (!copied.ok()) {
+    if (lanes_) lanes_->Sync().IgnoreError();  // nothing may still write the slot
+    in_flight_ = false;
+    saver_->ReleaseSlot(std::move(slot));
+    return copied;
+  }
+  std::function<Status(size_t)> item_ready;
+  if (in_flight_) {
+    item_ready = [lanes = lanes_.get(), marks = &mark_of_](size_t i) {
+      return lanes->WaitMark((*marks)[i]);
+    };
+  }
+  auto saved = saver_->SaveSlot(step, std::move(slot), std::move(item_ready), std::move(gate));
+  if (!saved.ok() && lanes_) {  // refused: the slot went back, nothing may still write it
+    lanes_->Sync().IgnoreError();
+    in_flight_ = false;
+  }
+  return saved;
+}
+
+StatusOr<SaveResult> CudaStagerImpl::SaveThroughStaging(int64_t step,
+                                                        std::span<const DeviceItem> items,
+                                                        std::vector<Item> meta, DeviceSaveMode mode,
+                                                        std::function<Status()> gate) {
+  ckpt_->AwaitIdle();  // the previous save may still read the staging memory
+  size_t total = 0;
+  for (const Item& it : meta) {
+    if (it.size > SIZE_MAX - kAlign || __builtin_add_overflow(total, Padded(it.size), &total)) {
+      return InvalidArgumentError("item \"" + it.name + "\": the state's size overflows");
+    }
+  }
+  STRATA_RETURN_IF_ERROR(ReserveStaging(total));
+  std::vector<std::byte*> dst;
+  size_t offset = 0;
+  for (Item& it : meta) {
+    dst.push_back(base() + offset);
+    it.data = dst.back();  // the checkpointer reads the staged copy
+    offset += Padded(it.size);
+  }
+  Status copied = CopyIn(step, items, dst, mode);
+  if (!copied.ok()) {
+    if (lanes_) lanes_->Sync().IgnoreError();
+    in_flight_ = false;
+    return copied;
+  }
+  SaveOptions options;
+  options.borrowed = true;
+  // Runs on the engine's writer before it reads a byte; the marks are not
+  // re-recorded before this save has finished (Save waits for it).
+  const int last = mark_of_.empty() ? -1 : *std::max_element(mark_of_.begin(), mark_of_.end());
+  options.ready = [lanes = lanes_.get(), last, gate = std::move(gate)]() {
+    for (int m = 0; lanes != nullptr && m <= last; ++m) STRATA_RETURN_IF_ERROR(lanes->WaitMark(m));
+    return gate ? gate() : Status::Ok();
+  };
+  return ckpt_->Save(step, meta, options);
+}
+
+Status CudaStagerImpl::WaitStaged() {
+  if (!in_flight_) return Status::Ok();
+  in_flight_ = false;
+  return lanes_->WaitDone();
+}
+
+Status CudaStagerImpl::Reserve(std::span<const DeviceItem> items) {
+  if (saver_ == nullptr) return Status::Ok();  // staging is set up by the first save
+  std::vector<Item> meta;
+  STRATA_RETURN_IF_ERROR(Check(items, 0, &meta, /*need_data=*/false));
+  saver_->ReserveSlot(LayoutFor(meta));
+  return Status::Ok();
+}
+
+Status CudaStagerImpl::OrderAfterStaging(void* stream, int device) {
+  if (!in_flight_) return Status::Ok();
+  return lanes_->OrderAfter(stream, device);
+}
+
+CudaStagerStatus CudaStagerImpl::status() const {
+  CudaStagerStatus s;
+  s.in_place = saver_ != nullptr;
+  s.devices = devices_;
+  s.copies_in_flight = in_flight_;
+  if (saver_ != nullptr) {
+    const SlotSaverStatus slots = saver_->slot_status();
+    s.staging_bytes = slots.mapped_bytes;
+    s.staging_pinned = slots.pinned;
+    s.reserving = slots.reserving;
+  }
+  if (const uint64_t block = block_bytes_.load(); block > 0) {  // the copy path's block
+    s.staging_pinned = (s.staging_bytes == 0 || s.staging_pinned) && block_pinned_.load();
+    s.staging_bytes += block;
+  }
+  return s;
+}
+
+Status CudaStagerImpl::ReserveStaging(size_t size) {
   if (size <= capacity()) return Status::Ok();
   size = std::max<size_t>(Padded(size), 1 << 16);
   FreePinned();
-  if (options_.pin) {
+  if (options_.pin && rt_) {
     void* p = nullptr;
     Status s = rt_->Check(rt_->cudaHostAlloc(&p, size, cuda::kHostAllocPortable), "cudaHostAlloc",
                           std::to_string(size) + " bytes of staging memory");
     if (s.ok()) {
       pinned_ = static_cast<std::byte*>(p);
       pinned_size_ = size;
+      block_bytes_ = size;
+      block_pinned_ = true;
       return Status::Ok();
     }
     rt_->cudaGetLastError();  // handled here: the trainer's next check must not see it
@@ -138,209 +374,31 @@ Status CudaStagerImpl::Reserve(size_t size) {
           size, s.message());
     }
   }
-  return pageable_.Reserve(size);
+  STRATA_RETURN_IF_ERROR(pageable_.Reserve(size));
+  block_bytes_ = pageable_.capacity();
+  return Status::Ok();
 }
 
 void CudaStagerImpl::FreePinned() {
   if (pinned_ != nullptr) rt_->cudaFreeHost(pinned_);
   pinned_ = nullptr;
   pinned_size_ = 0;
+  block_bytes_ = pageable_.capacity();
+  block_pinned_ = false;
 }
 
-Status CudaStagerImpl::CheckDevice(int device, const std::string& name) const {
-  if (device >= -1 && device < devices_) return Status::Ok();
-  return InvalidArgumentError("item \"" + name + "\": CUDA device " + std::to_string(device) +
-                              " does not exist (" + std::to_string(devices_) + " visible)");
-}
-
-StatusOr<Lane*> CudaStagerImpl::LaneFor(int device) {
-  auto it = lanes_.find(device);
-  if (it != lanes_.end()) return &it->second;
-  const std::string what = "device " + std::to_string(device);
-  Lane lane;
-  Status s = rt_->Check(rt_->cudaSetDevice(device), "cudaSetDevice", what);
-  if (s.ok()) {
-    s = rt_->Check(rt_->cudaStreamCreateWithFlags(&lane.stream, cuda::kStreamNonBlocking),
-                   "cudaStreamCreateWithFlags", what);
-  }
-  if (s.ok()) {
-    s = rt_->Check(rt_->cudaEventCreateWithFlags(&lane.caller, cuda::kEventDisableTiming),
-                   "cudaEventCreateWithFlags", what);
-  }
-  if (s.ok()) {
-    s = rt_->Check(rt_->cudaEventCreateWithFlags(&lane.done, cuda::kEventDisableTiming),
-                   "cudaEventCreateWithFlags", what);
-  }
-  if (!s.ok()) {  // what was created goes with the lane that could not be made
-    if (lane.done != nullptr) rt_->cudaEventDestroy(lane.done);
-    if (lane.caller != nullptr) rt_->cudaEventDestroy(lane.caller);
-    if (lane.stream != nullptr) rt_->cudaStreamDestroy(lane.stream);
-    return s;
-  }
-  return &lanes_.emplace(device, lane).first->second;
-}
-
-Status CudaStagerImpl::OrderAfterCaller(int device, void* stream, Lane* lane,
-                                        std::set<std::pair<int, void*>>* ordered,
-                                        const std::string& what) {
-  if (!ordered->emplace(device, stream).second) return Status::Ok();
-  STRATA_RETURN_IF_ERROR(
-      rt_->Check(rt_->cudaEventRecord(lane->caller, stream), "cudaEventRecord", what));
-  return rt_->Check(rt_->cudaStreamWaitEvent(lane->stream, lane->caller, 0), "cudaStreamWaitEvent",
-                    what);
-}
-
-Status CudaStagerImpl::RecordDone(const std::set<int>& devices) {
-  for (int device : devices) {
-    Lane& lane = lanes_.at(device);
-    const std::string what = "device " + std::to_string(device);
-    STRATA_RETURN_IF_ERROR(rt_->Check(rt_->cudaSetDevice(device), "cudaSetDevice", what));
-    STRATA_RETURN_IF_ERROR(
-        rt_->Check(rt_->cudaEventRecord(lane.done, lane.stream), "cudaEventRecord", what));
-    lane.pending = true;
-  }
-  return Status::Ok();
-}
-
-Status CudaStagerImpl::SyncLanes() {
-  Status first;
-  for (auto& [device, lane] : lanes_) {
-    Status s = rt_->Check(rt_->cudaStreamSynchronize(lane.stream), "cudaStreamSynchronize",
-                          "device " + std::to_string(device));
-    if (first.ok()) first = s;
-    lane.pending = false;
-  }
-  in_flight_ = false;
-  return first;
-}
-
-Status CudaStagerImpl::CopyIn(int64_t step, const DeviceItem& from, std::byte* to,
-                              std::set<std::pair<int, void*>>* ordered) {
-  const std::string what = "step " + std::to_string(step) + " item \"" + from.name + "\"";
-  STRATA_ASSIGN_OR_RETURN(Lane * lane, LaneFor(from.device));
-  STRATA_RETURN_IF_ERROR(rt_->Check(rt_->cudaSetDevice(from.device), "cudaSetDevice", what));
-  STRATA_RETURN_IF_ERROR(OrderAfterCaller(from.device, from.stream, lane, ordered, what));
-  return rt_->Check(
-      rt_->cudaMemcpyAsync(to, from.data, from.size, cuda::kMemcpyDeviceToHost, lane->stream),
-      "cudaMemcpyAsync", what);
-}
-
-StatusOr<SaveResult> CudaStagerImpl::Save(int64_t step, std::span<const DeviceItem> items,
-                                          DeviceSaveMode mode) {
-  STRATA_RETURN_IF_ERROR(WaitStaged());
-  ckpt_->AwaitIdle();  // the previous save may still read the staging memory
-  // Everything the checkpointer would refuse is refused before any copy.
-  if (step < 0) return InvalidArgumentError("step " + std::to_string(step) + " is negative");
-  std::vector<Item> staged;
-  staged.reserve(items.size());
-  size_t total = 0;
-  for (const DeviceItem& it : items) {
-    STRATA_RETURN_IF_ERROR(CheckDevice(it.device, it.name));
-    if (it.size > 0 && it.data == nullptr) {
-      return InvalidArgumentError("item \"" + it.name + "\": null data for " +
-                                  std::to_string(it.size) + " bytes");
-    }
-    if (it.size > SIZE_MAX - kAlign || __builtin_add_overflow(total, Padded(it.size), &total)) {
-      return InvalidArgumentError("item \"" + it.name + "\": the state's size overflows");
-    }
-    staged.push_back(Item{it.name, it.dtype, it.shape, it.data, it.size});
-  }
-  STRATA_RETURN_IF_ERROR(ValidateItems(staged).WithContext("step " + std::to_string(step)));
-  STRATA_RETURN_IF_ERROR(Reserve(total));
-  std::set<int> used;
-  Status enqueued;
-  {
-    cuda::DeviceGuard guard(*rt_);
-    std::set<std::pair<int, void*>> ordered;
-    size_t offset = 0;
-    for (size_t i = 0; i < items.size() && enqueued.ok(); ++i) {
-      const DeviceItem& it = items[i];
-      std::byte* dst = base() + offset;
-      offset += Padded(it.size);
-      staged[i].data = dst;  // the checkpointer reads the staged copy
-      if (it.size == 0) continue;
-      if (it.device < 0) {
-        std::memcpy(dst, it.data, it.size);
-        continue;
-      }
-      enqueued = CopyIn(step, it, dst, &ordered);
-      used.insert(it.device);
-    }
-    if (enqueued.ok()) enqueued = RecordDone(used);
-  }
-  if (!enqueued.ok()) {
-    SyncLanes().IgnoreError();  // nothing may still write the staging memory
-    return enqueued;
-  }
-  in_flight_ = !used.empty();
-  SaveOptions options;
-  options.borrowed = true;
-  if (mode == DeviceSaveMode::kBlocking) {
-    STRATA_RETURN_IF_ERROR(WaitStaged());
-  } else if (in_flight_) {
-    // Runs on the engine's writer before it reads a byte. The events are
-    // not re-recorded before this save has finished (Save waits for it).
-    std::vector<std::pair<int, cuda::Event>> events;
-    for (int device : used) events.emplace_back(device, lanes_.at(device).done);
-    options.ready = [rt = rt_.get(), events, step]() -> Status {
-      for (const auto& [device, event] : events) {
-        // The writer thread works on the event's device (no context of
-        // device 0 is made for it).
-        const std::string what =
-            "step " + std::to_string(step) + " staging copies on device " + std::to_string(device);
-        STRATA_RETURN_IF_ERROR(rt->Check(rt->cudaSetDevice(device), "cudaSetDevice", what));
-        STRATA_RETURN_IF_ERROR(
-            rt->Check(rt->cudaEventSynchronize(event), "cudaEventSynchronize", what));
-      }
-      return Status::Ok();
-    };
-  }
-  return ckpt_->Save(step, staged, options);
-}
-
-Status CudaStagerImpl::WaitStaged() {
-  if (!in_flight_) return Status::Ok();
-  Status first;
-  for (auto& [device, lane] : lanes_) {
-    if (!lane.pending) continue;
-    Status s = rt_->Check(rt_->cudaEventSynchronize(lane.done), "cudaEventSynchronize",
-                          "staging copies on device " + std::to_string(device));
-    if (first.ok()) first = s;
-    lane.pending = false;
-  }
-  in_flight_ = false;
-  return first;
-}
-
-Status CudaStagerImpl::OrderAfterStaging(void* stream, int device) {
-  auto it = lanes_.find(device);
-  if (!in_flight_ || it == lanes_.end() || !it->second.pending) return Status::Ok();
-  cuda::DeviceGuard guard(*rt_);
-  const std::string what = "device " + std::to_string(device);
-  STRATA_RETURN_IF_ERROR(rt_->Check(rt_->cudaSetDevice(device), "cudaSetDevice", what));
-  return rt_->Check(rt_->cudaStreamWaitEvent(stream, it->second.done, 0), "cudaStreamWaitEvent",
-                    what);
-}
-
-Status CudaStagerImpl::CopyOut(int64_t step, const RestoredItem& from, const MutableDeviceItem& to,
-                               Attempt* a) {
-  if (from.data.empty()) return Status::Ok();
-  if (to.device < 0) {
-    std::memcpy(to.data, from.data.data(), from.data.size());
-    return Status::Ok();
-  }
-  const std::string what = "restoring step " + std::to_string(step) + " item \"" + to.name + "\"";
-  STRATA_ASSIGN_OR_RETURN(Lane * lane, LaneFor(to.device));
-  STRATA_RETURN_IF_ERROR(rt_->Check(rt_->cudaSetDevice(to.device), "cudaSetDevice", what));
-  STRATA_RETURN_IF_ERROR(OrderAfterCaller(to.device, to.stream, lane, &a->ordered, what));
-  return rt_->Check(rt_->cudaMemcpyAsync(to.data, from.data.data(), from.data.size(),
-                                         cuda::kMemcpyHostToDevice, lane->stream),
-                    "cudaMemcpyAsync", what);
+// The items just restored, as the next Save() will lay them out: their
+// memory prepared in the background.
+void CudaStagerImpl::ReserveRestored(const std::vector<MutableItem>& buffers) {
+  if (saver_ == nullptr || !options_.reserve_after_restore) return;
+  std::vector<Item> meta;
+  for (const MutableItem& m : buffers)
+    meta.push_back(Item{m.name, m.dtype, m.shape, m.data, m.size});
+  saver_->ReserveSlot(LayoutFor(meta));
 }
 
 StatusOr<int64_t> CudaStagerImpl::RestoreInto(std::span<const MutableDeviceItem> into,
                                               const RestoreOptions& options) {
-  STRATA_RETURN_IF_ERROR(WaitStaged());
   std::vector<MutableItem> buffers;
   std::unordered_map<std::string, size_t> by_name;
   for (size_t i = 0; i < into.size(); ++i) {
@@ -353,96 +411,102 @@ StatusOr<int64_t> CudaStagerImpl::RestoreInto(std::span<const MutableDeviceItem>
   }
   // Pairs the step being read with the buffers (once per attempt, before any
   // copy), as Checkpointer::RestoreInto does.
-  auto match = [&](const RestoredStep& reading) {
+  PlannedRestore::Planner match =
+      [&](const RestoredStep& reading,
+          const std::vector<bool>&) -> StatusOr<std::optional<std::vector<MutableDeviceItem>>> {
     StepInfo info;
     info.step = reading.step;
     for (const RestoredItem& r : reading.items) {
       info.items.push_back(ItemInfo{r.name, r.dtype, r.shape, r.data.size(), 0, 0, {}});
     }
     std::vector<std::byte*> dst;
-    return MatchBuffers(info, buffers, &dst);
+    STRATA_RETURN_IF_ERROR(MatchBuffers(info, buffers, &dst));
+    std::vector<MutableDeviceItem> dest;
+    for (const RestoredItem& r : reading.items) dest.push_back(into[by_name.at(r.name)]);
+    return std::optional(std::move(dest));
   };
-  Attempt a;
-  cuda::DeviceGuard guard(*rt_);
-  RestoreAllocator allocate = [&](size_t size) -> StatusOr<std::span<std::byte>> {
-    // An older step is about to be read over the memory the last attempt's
-    // copies read from.
-    Status ready = SyncLanes();
-    if (ready.ok()) ready = Reserve(size);
-    MutexLock l(&a.mu);
-    if (!ready.ok()) {
-      // The engine would take this for a corrupt step and try older ones:
-      // kept, so the restore fails with it rather than "nothing verifies".
-      if (a.error.ok()) a.error = ready;
-      return ready;
-    }
-    a.checked = false;
-    a.copied.assign(into.size(), false);
-    a.ordered.clear();
-    return std::span<std::byte>(base(), size);
-  };
-  RestoreOptions opts = options;
-  opts.item_verified = [&](const RestoredStep& reading, size_t index) {
-    {
-      MutexLock l(&a.mu);
-      if (!a.checked) {
-        if (a.error.ok()) a.error = match(reading);
-        a.checked = true;
-      }
-      if (a.error.ok()) {  // matched: every item has a buffer
-        const RestoredItem& item = reading.items[index];
-        const size_t target = by_name.at(item.name);
-        if (!a.copied[target]) {
-          a.error = CopyOut(reading.step, item, into[target], &a);
-          a.copied[target] = a.error.ok();
-        }
-      }
-    }
-    if (options.item_verified) options.item_verified(reading, index);
-  };
-  auto restored = ckpt_->RestoreToMemory(allocate, opts);
-  MutexLock l(&a.mu);
-  Status done = a.error.ok() ? restored.status() : a.error;
-  if (done.ok() && !a.checked) done = match(*restored);  // a step with no items
-  for (size_t i = 0; done.ok() && i < restored->items.size(); ++i) {
-    const size_t target = by_name.at(restored->items[i].name);
-    if (!a.copied[target]) done = CopyOut(restored->step, restored->items[i], into[target], &a);
-  }
-  // Later work on each buffer's stream follows the copies, and the host
-  // returns with them done (the staging memory is free again).
-  std::set<int> used;
-  for (const auto& [device, stream] : a.ordered) used.insert(device);
-  if (done.ok()) done = RecordDone(used);
-  for (const auto& [device, stream] : a.ordered) {
-    if (!done.ok()) break;
-    const std::string what = "restoring step " + std::to_string(restored->step) + " onto device " +
-                             std::to_string(device);
-    done = rt_->Check(rt_->cudaSetDevice(device), "cudaSetDevice", what);
-    if (done.ok()) {
-      done = rt_->Check(rt_->cudaStreamWaitEvent(stream, lanes_.at(device).done, 0),
-                        "cudaStreamWaitEvent", what);
-    }
-  }
-  Status synced = SyncLanes();
-  if (!done.ok()) return done;
-  STRATA_RETURN_IF_ERROR(synced);
-  return restored->step;
+  STRATA_ASSIGN_OR_RETURN(RestoredStep restored, RestoreWith(match, /*lend_block=*/true, options));
+  ReserveRestored(buffers);
+  return restored.step;
+}
+
+StatusOr<RestoredStep> CudaStagerImpl::RestorePlanned(const std::string& key,
+                                                      const RestorePlan& plan,
+                                                      const RestoreOptions& options) {
+  return RestoreWith(PlannedRestore::FromPlan(restore_, key, plan), /*lend_block=*/false, options);
+}
+
+// Waits for what a save may still do, then restores through the engine
+// (into the stager's block when lent and large enough).
+StatusOr<RestoredStep> CudaStagerImpl::RestoreWith(const PlannedRestore::Planner& planner,
+                                                   bool lend_block, const RestoreOptions& options) {
+  STRATA_RETURN_IF_ERROR(WaitStaged());
+  ckpt_->AwaitIdle();  // a save in flight may still wait on the lanes' marks
+  std::optional<cuda::DeviceGuard> guard;
+  if (rt_) guard.emplace(*rt_);
+  std::span<std::byte> block;
+  if (lend_block && capacity() > 0) block = std::span<std::byte>(base(), capacity());
+  // With a slot saver, steps of the directory are verified where their
+  // files are (a slot's page-locked memory, or a mapping): no read into
+  // other memory.
+  return restore_.Run(
+      [this](const RestoreAllocator& allocate, const RestoreOptions& o) {
+        return saver_ != nullptr ? saver_->RestoreMapped(allocate, o)
+                                 : ckpt_->RestoreToMemory(allocate, o);
+      },
+      planner, block, options);
 }
 
 }  // namespace
 
+StatusOr<RestoredStep> RestoreStepPlanned(const std::string& dir, int64_t step,
+                                          const std::string& key,
+                                          const CudaStager::RestorePlan& plan, int threads) {
+  // The process's runtime, loaded once (it stays loaded: see cuda_runtime.h).
+  static const cuda::Runtime* const rt = [] {
+    auto loaded = cuda::Runtime::Load();
+    int devices = 0;
+    if (!loaded.ok() || (*loaded)->cudaGetDeviceCount(&devices) != 0 || devices <= 0) {
+      return static_cast<cuda::Runtime*>(nullptr);
+    }
+    return loaded->release();
+  }();
+  int devices = 0;
+  if (rt != nullptr) rt->cudaGetDeviceCount(&devices);
+  std::unique_ptr<DeviceLanes> lanes = rt ? std::make_unique<DeviceLanes>(*rt) : nullptr;
+  PlannedRestore restore(lanes.get(), devices);
+  std::optional<cuda::DeviceGuard> guard;
+  if (rt) guard.emplace(*rt);
+  return restore.Run(
+      [&](const RestoreAllocator& allocate, const RestoreOptions& o) {
+        return ReadStepToMemory(dir, step, allocate, o, threads);
+      },
+      PlannedRestore::FromPlan(restore, key, plan), {}, RestoreOptions());
+}
+
 StatusOr<std::unique_ptr<CudaStager>> CudaStager::Open(Checkpointer* ckpt,
                                                        const CudaStagerOptions& options) {
   if (ckpt == nullptr) return InvalidArgumentError("CudaStager::Open: no checkpointer");
-  STRATA_ASSIGN_OR_RETURN(auto rt, cuda::Runtime::Load(options.runtime_library));
+  auto rt = cuda::Runtime::Load(options.runtime_library);
   int devices = 0;
-  const int err = rt->cudaGetDeviceCount(&devices);
-  if (err != 0 || devices <= 0) {
-    const Status why = rt->Check(err, "cudaGetDeviceCount", rt->path());
-    return UnavailableError("no CUDA device: " +
-                            (err != 0 ? why.message() : rt->path() + " sees none"));
+  Status why;
+  if (rt.ok()) {
+    const int err = (*rt)->cudaGetDeviceCount(&devices);
+    if (err != 0 || devices <= 0) {
+      why = UnavailableError("no CUDA device: " +
+                             (err != 0
+                                  ? (*rt)->Check(err, "cudaGetDeviceCount", (*rt)->path()).message()
+                                  : (*rt)->path() + " sees none"));
+      devices = 0;
+    }
+  } else {
+    why = rt.status();
   }
-  return std::unique_ptr<CudaStager>(new CudaStagerImpl(ckpt, std::move(rt), devices, options));
+  if (!why.ok()) {
+    if (!options.allow_host_only) return why;
+    return std::unique_ptr<CudaStager>(new CudaStagerImpl(ckpt, nullptr, 0, options));
+  }
+  return std::unique_ptr<CudaStager>(new CudaStagerImpl(ckpt, std::move(*rt), devices, options));
 }
 
 }  // namespace strata

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "strata/catalog.h"
+#include "strata/checkpointer.h"
 #include "strata/env.h"
 #include "strata/status.h"
 #include "strata/types.h"
@@ -40,9 +41,31 @@ struct ChunkRef {
 // Every chunk of every item of `info`, in manifest order.
 std::vector<ChunkRef> ChunkRefs(const StepInfo& info);
 
-// Checks names (unique, valid), dtypes and that size == product(shape) *
-// DTypeSize(dtype). Errors name the item.
-Status ValidateItems(std::span<const Item> items);
+// Checks names (unique, valid), dtypes, that size == product(shape) *
+// DTypeSize(dtype) and, with `need_data`, that data is set. Errors name the
+// item.
+Status ValidateItems(std::span<const Item> items, bool need_data = true);
+
+// Where `items` go in a step's data files: assigned to at most `max_files`
+// files balancing bytes (largest item first to the emptiest file), packed
+// back to back in item order within each file. `step`, `created_unix_ms`
+// and the chunk checksums are left for the writer.
+StepInfo PlanStepLayout(std::span<const Item> items, uint64_t chunk_size, int max_files);
+
+// Commits a slot whose items' bytes are in place (StepSlot) as dir/<step>:
+// checksums every chunk where it lies, on `pool`, in item order (calling
+// `item_ready(i)`, if set, before reading item i: it may block until the
+// item's bytes have landed, and is called once per chunk, from several
+// threads), syncs the data files, writes the manifest and commits with the
+// protocol of WriteStep (an existing dir/<step> is replaced). On success
+// slot->dir() is dir/<step>; on failure the slot stays in its temporary
+// directory (committed steps untouched). `gate`, if set, is called after
+// the checksums and before anything is published: its error fails the
+// commit. Returns the manifest written.
+class StepSlot;
+StatusOr<StepInfo> CommitSlot(Env* env, ThreadPool* pool, StepSlot* slot, const std::string& dir,
+                              int64_t step, const std::function<Status(size_t)>& item_ready,
+                              const std::function<Status()>& gate);
 
 // Writes `req.items` as dir/<step>/ with the commit protocol: data files and
 // manifest under a temporary name, fsync, rename, fsync dir. Replaces an
@@ -66,6 +89,38 @@ Status ReadStepData(Env* env, ThreadPool* pool, const std::string& step_dir, con
 // item without a buffer, a buffer without an item, a different dtype/shape).
 Status MatchBuffers(const StepInfo& info, std::span<const MutableItem> into,
                     std::vector<std::byte*>* dst);
+
+// Reads `steps_dir/<info.step>` (every item of `info`, verified) into one
+// allocation, each item at a 64-byte aligned offset: `allocate`'s memory if
+// it gives enough, aligned, else a mapping `out` owns. Calls
+// options.item_verified as items verify.
+Status ReadOwned(Env* env, ThreadPool* pool, const std::string& steps_dir, const StepInfo& info,
+                 const RestoreAllocator& allocate, RestoredStep* out,
+                 const RestoreOptions& options = {});
+
+// Verifies `step_dir` (a committed step, manifest `info`) where its bytes
+// are, without reading them into other memory: in `held` (the region a
+// StepSlot keeps the step's files mapped in, with the offset of each file
+// in it), or else in a read-only mapping of its data files made here. Each
+// chunk is checksummed in place on `pool`, smallest items first; an item is
+// reported to options.item_verified as soon as its chunks verify. The
+// returned step's items point into that memory: a mapping its storage
+// unmaps, or the slot's region, which it does not own. UNIMPLEMENTED where
+// the Env cannot map files (read them instead). The first corruption is
+// DATA_LOSS naming the step, item, chunk and file.
+struct HeldRegion {
+  std::span<std::byte> region;
+  std::vector<size_t> file_offset;
+};
+StatusOr<RestoredStep> VerifyMapped(Env* env, ThreadPool* pool, const std::string& step_dir,
+                                    const StepInfo& info, const HeldRegion* held,
+                                    const RestoreOptions& options);
+
+// RestoreStep (strata/checkpointer.h) into the memory `allocate` lends (as
+// for RestoreToMemory), calling options.item_verified as items verify.
+StatusOr<RestoredStep> ReadStepToMemory(const std::string& dir, int64_t step,
+                                        const RestoreAllocator& allocate,
+                                        const RestoreOptions& options, int threads);
 
 // Verifies every chunk of `step_dir` without keeping the data; appends one
 // problem per corrupt chunk or unreadable file to `report`.

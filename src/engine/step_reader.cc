@@ -1,6 +1,10 @@
 // Copyright 2026 The Strata Authors.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <memory>
 #include <mutex>
 
@@ -90,6 +94,95 @@ Status ReadStepData(Env* env, ThreadPool* pool, const std::string& step_dir, con
     }
   });
   return first_error;
+}
+
+namespace {
+
+size_t RoundToPage(uint64_t n) {
+  static const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  return (n + page - 1) & ~(page - 1);
+}
+
+// Maps every data file of `info` read-only into one region, at
+// page-aligned offsets (`held->file_offset`), and faults its pages in on
+// `pool`. The region is unmapped on failure.
+Status MapDataFiles(Env* env, ThreadPool* pool, const std::string& step_dir, const StepInfo& info,
+                    HeldRegion* out) {
+  std::vector<std::unique_ptr<ReadableFile>> files;
+  STRATA_RETURN_IF_ERROR(OpenDataFiles(env, step_dir, info, &files));
+  size_t total = 0;
+  for (const FileInfo& f : info.files) {
+    out->file_offset.push_back(total);
+    total += RoundToPage(f.size);
+  }
+  if (total == 0) return Status::Ok();
+  void* base =
+      ::mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) return ErrnoToStatus(errno, "reserving address space for " + step_dir);
+  out->region = std::span<std::byte>(static_cast<std::byte*>(base), total);
+  for (size_t f = 0; f < files.size(); ++f) {
+    if (info.files[f].size == 0) continue;
+    auto mapped = files[f]->MapShared(info.files[f].size, out->region.data() + out->file_offset[f]);
+    if (!mapped.ok()) {
+      ::munmap(base, total);
+      return mapped.status();
+    }
+  }
+  constexpr size_t kPiece = 64 << 20;
+  pool->ParallelFor((total + kPiece - 1) / kPiece, [&](size_t i) {
+    ::madvise(out->region.data() + i * kPiece, std::min(kPiece, total - i * kPiece),
+              22 /* MADV_POPULATE_READ, Linux 5.14; advisory */);
+  });
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<RestoredStep> VerifyMapped(Env* env, ThreadPool* pool, const std::string& step_dir,
+                                    const StepInfo& info, const HeldRegion* held,
+                                    const RestoreOptions& options) {
+  HeldRegion mapped;
+  RestoredStep out;
+  out.step = info.step;
+  if (held == nullptr) {
+    STRATA_RETURN_IF_ERROR(MapDataFiles(env, pool, step_dir, info, &mapped));
+    out.storage = std::unique_ptr<std::byte[], RestoredMemoryDeleter>(
+        mapped.region.data(), RestoredMemoryDeleter{mapped.region.size(), true});
+    held = &mapped;
+  } else {
+    out.storage = std::unique_ptr<std::byte[], RestoredMemoryDeleter>(
+        held->region.data(), RestoredMemoryDeleter{held->region.size(), false});
+  }
+  for (const ItemInfo& ii : info.items) {
+    std::byte* p = held->region.data() + held->file_offset[ii.file] + ii.offset;
+    out.items.push_back({ii.name, ii.dtype, ii.shape, std::span<std::byte>(p, ii.nbytes)});
+  }
+  std::vector<ChunkRef> tasks = ChunkRefs(info);
+  std::stable_sort(tasks.begin(), tasks.end(), [&](const ChunkRef& a, const ChunkRef& b) {
+    return info.items[a.item].nbytes < info.items[b.item].nbytes;
+  });
+  auto left = std::make_unique<std::atomic<uint64_t>[]>(info.items.size());
+  for (size_t i = 0; i < info.items.size(); ++i) left[i] = 0;
+  for (const ChunkRef& t : tasks) ++left[t.item];
+  for (size_t i = 0; i < info.items.size(); ++i) {
+    if (left[i] == 0 && options.item_verified) options.item_verified(out, i);
+  }
+  std::mutex mu;
+  Status first_error;
+  pool->ParallelFor(tasks.size(), [&](size_t i) {
+    const ChunkRef& t = tasks[i];
+    const std::byte* chunk = out.items[t.item].data.data() + t.chunk * info.chunk_size;
+    if (Xxh3(chunk, ChunkLen(info, t)) != info.items[t.item].chunk_xxh3[t.chunk]) {
+      std::lock_guard<std::mutex> l(mu);
+      if (first_error.ok()) {
+        first_error = DataLossError(ChunkError(step_dir, info, t, "checksum mismatch"));
+      }
+      return;
+    }
+    if (left[t.item].fetch_sub(1) == 1 && options.item_verified) options.item_verified(out, t.item);
+  });
+  STRATA_RETURN_IF_ERROR(first_error);
+  return out;
 }
 
 void VerifyStepData(Env* env, ThreadPool* pool, const std::string& step_dir, const StepInfo& info,

@@ -124,6 +124,7 @@ StatusOr<int> SyncMap::Claim(int64_t pid) const {
     s.served.store(0);
     s.save_stall_us.store(0);
     s.saves.store(0);
+    s.staging.store(0);
     s.pid.store(pid);
     return i;
   }

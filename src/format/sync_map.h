@@ -52,8 +52,12 @@ struct SyncSlot {
   // agent's goodput). Zero from a library older than these fields.
   std::atomic<int64_t> save_stall_us{0};
   std::atomic<int64_t> saves{0};
-  std::atomic<int64_t> reserved[1];
+  // Host memory its saves stage in (the step files it keeps mapped), with
+  // kStagingPinned set when all of it is page-locked. Zero from a library
+  // older than this field.
+  std::atomic<int64_t> staging{0};
 };
+inline constexpr int64_t kStagingPinned = int64_t{1} << 62;
 
 struct SyncHeader {
   uint64_t magic = 0;

@@ -1,0 +1,174 @@
+// Copyright 2026 The Strata Authors.
+#include "engine/device_lanes.h"
+
+namespace strata {
+namespace {
+
+std::string DeviceName(int device) { return "device " + std::to_string(device); }
+
+}  // namespace
+
+DeviceLanes::~DeviceLanes() {
+  cuda::DeviceGuard guard(rt_);
+  for (auto& [device, lane] : lanes_) {
+    rt_.cudaSetDevice(device);
+    rt_.cudaStreamSynchronize(lane.stream);
+    rt_.cudaStreamDestroy(lane.stream);
+    rt_.cudaEventDestroy(lane.caller);
+    rt_.cudaEventDestroy(lane.done);
+    for (cuda::Event e : lane.marks) rt_.cudaEventDestroy(e);
+  }
+}
+
+StatusOr<cuda::Event> DeviceLanes::NewEvent(int device) {
+  cuda::Event e = nullptr;
+  STRATA_RETURN_IF_ERROR(rt_.Check(rt_.cudaEventCreateWithFlags(&e, cuda::kEventDisableTiming),
+                                   "cudaEventCreateWithFlags", DeviceName(device)));
+  return e;
+}
+
+StatusOr<DeviceLanes::Lane*> DeviceLanes::LaneFor(int device) {
+  auto it = lanes_.find(device);
+  if (it != lanes_.end()) return &it->second;
+  STRATA_RETURN_IF_ERROR(rt_.Check(rt_.cudaSetDevice(device), "cudaSetDevice", DeviceName(device)));
+  Lane lane;
+  Status s = rt_.Check(rt_.cudaStreamCreateWithFlags(&lane.stream, cuda::kStreamNonBlocking),
+                       "cudaStreamCreateWithFlags", DeviceName(device));
+  if (s.ok()) {
+    auto e = NewEvent(device);
+    s = e.status();
+    if (s.ok()) lane.caller = *e;
+  }
+  if (s.ok()) {
+    auto e = NewEvent(device);
+    s = e.status();
+    if (s.ok()) lane.done = *e;
+  }
+  if (!s.ok()) {  // what was created goes with the lane that could not be made
+    if (lane.done != nullptr) rt_.cudaEventDestroy(lane.done);
+    if (lane.caller != nullptr) rt_.cudaEventDestroy(lane.caller);
+    if (lane.stream != nullptr) rt_.cudaStreamDestroy(lane.stream);
+    return s;
+  }
+  return &lanes_.emplace(device, lane).first->second;
+}
+
+void DeviceLanes::Begin() {
+  ordered_.clear();
+  marks_.clear();
+  for (auto& [device, lane] : lanes_) {
+    lane.marks_used = 0;
+    lane.dirty = lane.used = false;
+  }
+}
+
+Status DeviceLanes::Copy(int device, void* caller, void* dst, const void* src, size_t n, int kind,
+                         const std::string& what) {
+  STRATA_ASSIGN_OR_RETURN(Lane * lane, LaneFor(device));
+  STRATA_RETURN_IF_ERROR(rt_.Check(rt_.cudaSetDevice(device), "cudaSetDevice", what));
+  if (ordered_.emplace(device, caller).second) {
+    STRATA_RETURN_IF_ERROR(
+        rt_.Check(rt_.cudaEventRecord(lane->caller, caller), "cudaEventRecord", what));
+    STRATA_RETURN_IF_ERROR(rt_.Check(rt_.cudaStreamWaitEvent(lane->stream, lane->caller, 0),
+                                     "cudaStreamWaitEvent", what));
+  }
+  lane->dirty = lane->used = true;
+  if (n == 0) return Status::Ok();
+  return rt_.Check(rt_.cudaMemcpyAsync(dst, src, n, kind, lane->stream), "cudaMemcpyAsync", what);
+}
+
+StatusOr<int> DeviceLanes::Mark() {
+  std::vector<std::pair<int, cuda::Event>> mark;
+  for (auto& [device, lane] : lanes_) {
+    if (!lane.dirty) continue;
+    if (lane.marks_used == lane.marks.size()) {
+      STRATA_ASSIGN_OR_RETURN(cuda::Event e, NewEvent(device));
+      lane.marks.push_back(e);
+    }
+    cuda::Event e = lane.marks[lane.marks_used++];
+    STRATA_RETURN_IF_ERROR(
+        rt_.Check(rt_.cudaSetDevice(device), "cudaSetDevice", DeviceName(device)));
+    STRATA_RETURN_IF_ERROR(
+        rt_.Check(rt_.cudaEventRecord(e, lane.stream), "cudaEventRecord", DeviceName(device)));
+    lane.dirty = false;
+    mark.emplace_back(device, e);
+  }
+  if (mark.empty()) return -1;
+  marks_.push_back(std::move(mark));
+  return static_cast<int>(marks_.size()) - 1;
+}
+
+Status DeviceLanes::WaitMark(int m) const {
+  if (m < 0) return Status::Ok();
+  for (const auto& [device, event] : marks_[static_cast<size_t>(m)]) {
+    // The calling thread works on the event's device (no context of device
+    // 0 is made for it).
+    STRATA_RETURN_IF_ERROR(
+        rt_.Check(rt_.cudaSetDevice(device), "cudaSetDevice", DeviceName(device)));
+    STRATA_RETURN_IF_ERROR(rt_.Check(rt_.cudaEventSynchronize(event), "cudaEventSynchronize",
+                                     "copies on " + DeviceName(device)));
+  }
+  return Status::Ok();
+}
+
+Status DeviceLanes::Finish() {
+  for (auto& [device, lane] : lanes_) {
+    if (!lane.used) continue;
+    STRATA_RETURN_IF_ERROR(
+        rt_.Check(rt_.cudaSetDevice(device), "cudaSetDevice", DeviceName(device)));
+    STRATA_RETURN_IF_ERROR(rt_.Check(rt_.cudaEventRecord(lane.done, lane.stream), "cudaEventRecord",
+                                     DeviceName(device)));
+    lane.pending = pending_ = true;
+  }
+  return Status::Ok();
+}
+
+Status DeviceLanes::WaitDone() {
+  if (!pending_) return Status::Ok();
+  cuda::DeviceGuard guard(rt_);
+  Status first;
+  for (auto& [device, lane] : lanes_) {
+    if (!lane.pending) continue;
+    Status s = rt_.Check(rt_.cudaSetDevice(device), "cudaSetDevice", DeviceName(device));
+    if (s.ok()) {
+      s = rt_.Check(rt_.cudaEventSynchronize(lane.done), "cudaEventSynchronize",
+                    "copies on " + DeviceName(device));
+    }
+    if (first.ok()) first = s;
+    lane.pending = false;
+  }
+  pending_ = false;
+  return first;
+}
+
+Status DeviceLanes::OrderAfter(void* stream, int device) {
+  auto it = lanes_.find(device);
+  if (!pending_ || it == lanes_.end() || !it->second.pending) return Status::Ok();
+  cuda::DeviceGuard guard(rt_);
+  STRATA_RETURN_IF_ERROR(rt_.Check(rt_.cudaSetDevice(device), "cudaSetDevice", DeviceName(device)));
+  return rt_.Check(rt_.cudaStreamWaitEvent(stream, it->second.done, 0), "cudaStreamWaitEvent",
+                   DeviceName(device));
+}
+
+Status DeviceLanes::OrderCallers() {
+  for (const auto& [device, stream] : ordered_) STRATA_RETURN_IF_ERROR(OrderAfter(stream, device));
+  return Status::Ok();
+}
+
+Status DeviceLanes::Sync() {
+  cuda::DeviceGuard guard(rt_);
+  Status first;
+  for (auto& [device, lane] : lanes_) {
+    Status s = rt_.Check(rt_.cudaSetDevice(device), "cudaSetDevice", DeviceName(device));
+    if (s.ok()) {
+      s = rt_.Check(rt_.cudaStreamSynchronize(lane.stream), "cudaStreamSynchronize",
+                    DeviceName(device));
+    }
+    if (first.ok()) first = s;
+    lane.pending = false;
+  }
+  pending_ = false;
+  return first;
+}
+
+}  // namespace strata

@@ -1,0 +1,73 @@
+// Copyright 2026 The Strata Authors.
+//
+// PlannedRestore: a restore that copies each item of the step being read to
+// its destination -- a CUDA buffer (host->device on the device's lane,
+// engine/device_lanes.h) or host memory -- as soon as the item is verified,
+// while the rest of the step is still read. Where each item goes is known
+// once a planner says so: at once (CudaStager::RestoreInto matches the step
+// to the caller's buffers) or once a key item is in (a state tree stored in
+// the step: CudaStager::RestorePlanned, strata.torch, strata.dcp).
+//
+// One restore at a time per object; the reader's threads call in
+// concurrently (serialized inside).
+#ifndef STRATA_ENGINE_PLANNED_RESTORE_H_
+#define STRATA_ENGINE_PLANNED_RESTORE_H_
+
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/device_lanes.h"
+#include "strata/checkpointer.h"
+#include "strata/cuda.h"
+#include "strata/status.h"
+
+namespace strata {
+
+class PlannedRestore {
+ public:
+  // Says where each item of the step being read goes, once it can:
+  // nullopt while it cannot yet (`verified` says which items are in
+  // memory); else one destination per item of the step (data null: none).
+  using Planner = std::function<StatusOr<std::optional<std::vector<MutableDeviceItem>>>(
+      const RestoredStep& reading, const std::vector<bool>& verified)>;
+  // Reads a step (the Checkpointer's choice, or one directory's step) into
+  // the memory `allocate` lends, reporting items as they verify.
+  using Reader = std::function<StatusOr<RestoredStep>(const RestoreAllocator& allocate,
+                                                      const RestoreOptions& options)>;
+
+  // `lanes` null: host destinations only. `devices`: the CUDA devices seen.
+  PlannedRestore(DeviceLanes* lanes, int devices) : lanes_(lanes), devices_(devices) {}
+
+  // Reads through `read` into the engine's memory, or `block` when it is
+  // large enough; copies each planned item as soon as it is verified and
+  // planned; then orders each destination's stream after its copies and
+  // waits for them all. Returns the step read.
+  StatusOr<RestoredStep> Run(const Reader& read, const Planner& planner, std::span<std::byte> block,
+                             const RestoreOptions& options);
+
+  // INVALID_ARGUMENT unless `device` is -1 (host) or a device seen.
+  Status CheckDevice(int device, const std::string& name) const;
+
+  // A planner for RestorePlanned: when the step has item `key` and it is
+  // verified, `plan` says where items go (by name; each checked against
+  // its item's size); a step without `key` plans nothing.
+  static Planner FromPlan(const PlannedRestore& restore, const std::string& key,
+                          const CudaStager::RestorePlan& plan);
+
+ private:
+  struct Attempt;
+  // Plans `reading` if it can (copying, once planned, every item verified
+  // before), else copies item `index` if it is planned (npos: every one).
+  void Advance(const Planner& planner, const RestoredStep& reading, Attempt& a, size_t index);
+  Status CopyOut(int64_t step, const RestoredItem& from, const MutableDeviceItem& to);
+
+  DeviceLanes* const lanes_;
+  const int devices_;
+};
+
+}  // namespace strata
+
+#endif  // STRATA_ENGINE_PLANNED_RESTORE_H_
