@@ -330,6 +330,12 @@ void Agent::CollectMetrics(std::vector<metrics::Sample>* out) const {
   add("strata_ram_spare_bytes",
       "Bytes of spare files the store keeps to receive the next step into (allocated, not free)",
       static_cast<double>(store_->SpareBytes()), agent);
+  const auto [pinned, pageable] = sync_->StagingBytes();
+  const char* staging_help =
+      "Host memory the node's training processes stage saves in (the step files they keep "
+      "mapped: device copies land there), page-locked or not";
+  add("strata_staging_bytes", staging_help, static_cast<double>(pinned), with("pinned", "true"));
+  add("strata_staging_bytes", staging_help, static_cast<double>(pageable), with("pinned", "false"));
   add("strata_replication_queued_steps", "Own steps waiting to be sent to the peers",
       static_cast<double>(p.queued), agent);
   add("strata_training_step", "The newest step a rank on this node checked",

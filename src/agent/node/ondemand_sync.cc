@@ -111,6 +111,16 @@ std::vector<wire::StatusReply::Rank> OnDemandSync::RankStatus() const {
   return out;
 }
 
+std::pair<uint64_t, uint64_t> OnDemandSync::StagingBytes() const {
+  std::pair<uint64_t, uint64_t> out{0, 0};
+  for (auto [slot, pid] : LiveRanks()) {
+    const int64_t v = map_.slot(slot).staging.load();
+    const auto bytes = static_cast<uint64_t>(v & ~kStagingPinned);
+    ((v & kStagingPinned) != 0 ? out.first : out.second) += bytes;
+  }
+  return out;
+}
+
 // Watches the ranks: their step (and rate, for the coordinator's choice of
 // the sync step) and their notices. Also withdraws a published step once
 // every rank that was there when it was published has served it or exited.

@@ -97,6 +97,8 @@ class OnDemandSync {
   std::vector<std::pair<int, int64_t>> LiveRanks() const;
   // The same as `strata status` shows them.
   std::vector<wire::StatusReply::Rank> RankStatus() const;
+  // Host memory the ranks here stage their saves in: {page-locked, not}.
+  std::pair<uint64_t, uint64_t> StagingBytes() const;
   // The newest step a rank here checked (-1 if none).
   int64_t node_step() const { return node_step_.load(); }
 
