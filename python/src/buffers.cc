@@ -204,12 +204,17 @@ PyRestored ToPython(RestoredStep&& restored, py::object memory_owner) {
   }
   PyRestored out;
   out.step = owner->step;
+  out.lent = !memory_owner && owner->storage && !owner->storage.get_deleter().owned;
   for (const RestoredItem& it : owner->items) {
     std::vector<py::ssize_t> shape(it.shape.begin(), it.shape.end());
     if (it.dtype == DType::kBytes) shape = {static_cast<py::ssize_t>(it.data.size())};
     std::vector<py::ssize_t> strides(shape.size());
-    py::ssize_t stride = it.dtype == DType::kBytes ? 1 : static_cast<py::ssize_t>(DTypeSize(it.dtype));
-    for (size_t d = shape.size(); d-- > 0;) { strides[d] = stride; stride *= shape[d]; }
+    py::ssize_t stride =
+        it.dtype == DType::kBytes ? 1 : static_cast<py::ssize_t>(DTypeSize(it.dtype));
+    for (size_t d = shape.size(); d-- > 0;) {
+      strides[d] = stride;
+      stride *= shape[d];
+    }
     py::array array(py::dtype(NumpyTypeOf(it.dtype)), shape, strides, it.data.data(), base);
     out.items[py::str(it.name)] = std::move(array);
     out.dtypes[py::str(it.name)] = py::str(std::string(DTypeName(it.dtype)));

@@ -47,6 +47,9 @@ struct PyRestored {
   int64_t step = 0;
   pybind11::dict items;
   pybind11::dict dtypes;
+  // The arrays are views of memory the step does not own (a slot's step
+  // files, reused by a later save): copy what is kept.
+  bool lent = false;
 };
 // With `owner` (the caller's memory the step was read into), the arrays
 // keep `owner` alive instead of the step's own mapping.

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "binding.h"
 #include "buffers.h"
 #include "strata/checkpointer.h"
 #include "strata/replicator.h"
@@ -43,18 +44,6 @@ struct Errors {
   PyObject* unavailable = nullptr;
 };
 Errors g_errors;
-
-// A non-OK status on its way to Python.
-struct StatusException {
-  Status status;
-};
-
-[[noreturn]] void Raise(const Status& s) { throw StatusException{s}; }
-void RaisePending();
-void ThrowIfError(const Status& s) {
-  RaisePending();
-  if (!s.ok()) Raise(s);
-}
 
 PyObject* ErrorClassFor(StatusCode code) {
   switch (code) {
@@ -121,26 +110,6 @@ void DefineErrors(py::module_& m) {
   });
 }
 
-// Runs `f` with the GIL released; `f` must not touch Python objects.
-template <typename F>
-auto WithoutGil(F&& f) {
-  py::gil_scoped_release release;
-  return f();
-}
-
-// A Python exception set while the GIL was released and retaken (by an
-// interrupt check) wins over the status it caused.
-void RaisePending() {
-  if (PyErr_Occurred() != nullptr) throw py::error_already_set();
-}
-
-template <typename T>
-T ValueOrRaise(StatusOr<T>&& v) {
-  RaisePending();
-  if (!v.ok()) Raise(v.status());
-  return std::move(*v);
-}
-
 // Polled by the agent handshake while it waits (GIL released): runs Python's
 // signal handlers, so Ctrl-C ends a wait for an agent that never answers.
 Status CheckInterrupts() {
@@ -158,116 +127,6 @@ Duration ToDuration(double seconds, const char* what) {
                                std::to_string(seconds)));
   }
   return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(seconds));
-}
-
-// The Python object behind strata.Checkpointer. Save, Wait, Restore* and
-// Close run one at a time (op_mu_, taken with the GIL released), as the C++
-// contract asks; a Close waits for the call in flight instead of freeing
-// the checkpointer under it. ShouldSave, status and RequestOnDemand take
-// only ptr_mu_, held for a pointer check, so they never wait for a save.
-class PyCheckpointer {
- public:
-  explicit PyCheckpointer(std::unique_ptr<Checkpointer> c)
-      : ckpt_(std::move(c)), dir_(ckpt_->dir()) {}
-  ~PyCheckpointer() { Close(); }
-
-  // Runs fn(checkpointer) with the GIL released, after any call in flight.
-  template <typename F>
-  auto Run(F&& fn) {
-    py::gil_scoped_release release;
-    std::lock_guard<std::mutex> op(op_mu_);
-    Checkpointer* c = nullptr;
-    {
-      std::lock_guard<std::mutex> l(ptr_mu_);
-      c = ckpt_.get();
-    }
-    using R = decltype(fn(*c));
-    if (c == nullptr) return R(Closed());
-    return fn(*c);
-  }
-  // Runs a quick, thread-safe call with the GIL held.
-  template <typename F>
-  auto Quick(F&& fn) {
-    std::lock_guard<std::mutex> l(ptr_mu_);
-    if (!ckpt_) Raise(Closed());
-    return fn(*ckpt_);
-  }
-  // Waits for the call and the save in flight (a failed save is logged) and
-  // unlocks the directory. Idempotent.
-  void Close() {
-    {
-      py::gil_scoped_release release;
-      std::lock_guard<std::mutex> op(op_mu_);
-      std::unique_ptr<Checkpointer> c;
-      {
-        std::lock_guard<std::mutex> l(ptr_mu_);
-        c = std::move(ckpt_);
-      }
-      c.reset();
-    }
-    lent_.clear();  // no save is in flight any more
-  }
-  const std::string& dir() const { return dir_; }
-
-  // What a borrowed save reads after save() returned: its buffers and its
-  // `ready` callable, held (GIL held) until no save is in flight.
-  struct Lent {
-    HeldBuffers held;
-    py::object ready;
-  };
-  void Lend(Lent lent) { lent_.push_back(std::move(lent)); }
-  // Drops what finished saves borrowed. Called with the GIL held after each
-  // operation; keeps everything while any save is in flight (at most the
-  // previous save's and the current one's).
-  void ReleaseLent() {
-    if (lent_.empty()) return;
-    bool in_flight = false;
-    {
-      std::lock_guard<std::mutex> l(ptr_mu_);
-      in_flight = ckpt_ && ckpt_->status().in_flight_step.has_value();
-    }
-    if (!in_flight) lent_.clear();
-  }
-
- private:
-  Status Closed() const {
-    return FailedPreconditionError("the checkpointer for " + dir_ + " is closed");
-  }
-
-  std::mutex op_mu_;
-  std::mutex ptr_mu_;
-  std::unique_ptr<Checkpointer> ckpt_;  // GUARDED_BY(ptr_mu_) for reads and writes
-  const std::string dir_;
-  std::vector<Lent> lent_;  // touched only with the GIL held
-};
-
-bool PythonIsExiting() {
-#if PY_VERSION_HEX >= 0x030D0000
-  return Py_IsFinalizing() != 0;
-#else
-  return _Py_IsFinalizing() != 0;
-#endif
-}
-
-// `ready` as SaveOptions::ready: calls the Python callable with the GIL
-// taken, on whichever thread the engine calls it from. The callable is kept
-// alive by PyCheckpointer::Lent, so this holds a plain pointer. A Python
-// exception becomes FAILED_PRECONDITION with its message; while the
-// interpreter exits nothing is called and the save fails.
-std::function<Status()> ReadyGate(PyObject* callable) {
-  return [callable]() -> Status {
-    if (PythonIsExiting()) {
-      return CancelledError("the interpreter is exiting before the buffers were confirmed ready");
-    }
-    py::gil_scoped_acquire gil;
-    try {
-      py::handle fn(callable);
-      fn();
-      return Status::Ok();
-    } catch (py::error_already_set& e) {
-      return FailedPreconditionError(std::string("the buffers are not ready: ") + e.what());
-    }
-  };
 }
 
 std::unique_ptr<PyCheckpointer> OpenCheckpointer(
@@ -510,6 +369,8 @@ void DefineResults(py::module_& m) {
       .def_readonly("step", &PyRestored::step)
       .def_readonly("items", &PyRestored::items, "name -> numpy.ndarray")
       .def_readonly("dtypes", &PyRestored::dtypes, "name -> Strata dtype name")
+      .def_readonly("lent", &PyRestored::lent,
+                    "The arrays view memory a later save reuses: copy what is kept.")
       .def("__repr__", [](const PyRestored& r) {
         return "Restored(step=" + std::to_string(r.step) + ", " + std::to_string(py::len(r.items)) +
                " items)";
@@ -529,6 +390,12 @@ void DefineResults(py::module_& m) {
                     "Bytes of the checkpointer's own staging memory.")
       .def_readonly("borrowed_in_flight", &CheckpointerStatus::borrowed_in_flight,
                     "The save in flight reads the caller's buffers (save(borrowed=True)).")
+      .def_readonly("mapped_bytes", &CheckpointerStatus::mapped_bytes,
+                    "Step files kept mapped for saves written in place (strata.torch).")
+      .def_readonly("mapped_pinned", &CheckpointerStatus::mapped_pinned,
+                    "All of them page-locked for device copies.")
+      .def_readonly("reserving", &CheckpointerStatus::reserving,
+                    "Memory for the next save is being prepared in the background.")
       .def("__repr__", [](const CheckpointerStatus& s) {
         return "CheckpointerStatus(in_flight_step=" + OptionalRepr(s.in_flight_step) +
                ", last_committed_step=" + OptionalRepr(s.last_committed_step) +
@@ -537,7 +404,9 @@ void DefineResults(py::module_& m) {
 }
 
 void DefineCheckpointer(py::module_& m) {
-  py::class_<PyCheckpointer>(m, "Checkpointer")
+  py::class_<PyCheckpointer> checkpointer(m, "Checkpointer");
+  DefineStager(m, checkpointer);
+  checkpointer
       .def(py::init(&OpenCheckpointer), py::arg("directory"), py::kw_only(),
            py::arg("save_interval_steps") = 0, py::arg("save_interval_seconds") = 0.0,
            py::arg("max_to_keep") = 2, py::arg("recycle_space") = true,

@@ -22,6 +22,7 @@ loader positions. docs/python.md is the guide.
 from strata._strata import (  # noqa: F401  (the public API)
     EXIT_AFTER_ON_DEMAND,
     AgentJob,
+    Batch,
     Checkpointer,
     CheckpointerStatus,
     DataLossError,
@@ -35,6 +36,8 @@ from strata._strata import (  # noqa: F401  (the public API)
     UnavailableError,
     agent_handshake,
     restore_step,
+    restore_step_items,
+    restore_step_planned,
     version,
 )
 
@@ -43,6 +46,7 @@ __version__ = version()
 __all__ = [
     "EXIT_AFTER_ON_DEMAND",
     "AgentJob",
+    "Batch",
     "Checkpointer",
     "CheckpointerStatus",
     "DataLossError",
@@ -56,5 +60,7 @@ __all__ = [
     "UnavailableError",
     "agent_handshake",
     "restore_step",
+    "restore_step_items",
+    "restore_step_planned",
     "version",
 ]

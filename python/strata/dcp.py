@@ -205,11 +205,25 @@ class _Copy(NamedTuple):
     step: int
 
     def read(self) -> strata.Restored:
+        return self._with_dir(lambda d: strata.restore_step(d, self.step))
+
+    def read_items(self, names: List[str]) -> strata.Restored:
+        """Only these items (verified), not the rest of the step."""
+        return self._with_dir(lambda d: strata.restore_step_items(d, self.step, names))
+
+    def read_planned(self, destinations: List[Tuple[str, int, int, int, int]]) -> strata.Restored:
+        """The whole step, each item of `destinations` ((item, address, bytes,
+        CUDA device or -1, stream)) copied there by the stager as soon as it
+        verifies; the rest stays in the host memory returned."""
+        return self._with_dir(lambda d: strata.restore_step_planned(
+            d, self.step, METADATA_ITEM, lambda step, key: destinations))
+
+    def _with_dir(self, read):
         if self.tier != _BACKUP:
-            return strata.restore_step(self.steps_dir, self.step)
+            return read(self.steps_dir)
         with tempfile.TemporaryDirectory(prefix="strata-dcp-") as tmp:
             os.symlink(self.steps_dir, os.path.join(tmp, str(self.step)))
-            return strata.restore_step(tmp, self.step)
+            return read(tmp)
 
 
 def _committed_steps(steps_dir: str) -> List[int]:
@@ -596,15 +610,17 @@ class StrataStorageReader(StorageReader):
                 f"nothing to restore for {self._directory()}: no step is complete for every "
                 "rank" + (f" and no backup of job {self._job} in {self._backup}"
                           if self._backup else ""))
-        restored = anchor.read()
-        info = pickle.loads(restored.items[METADATA_ITEM].tobytes()) \
-            if METADATA_ITEM in restored.items else {}
+        try:
+            restored = anchor.read_items([METADATA_ITEM])
+            info = pickle.loads(restored.items[METADATA_ITEM].tobytes())
+        except strata.NotFoundError:
+            info = {}
         if info.get("format") != _FORMAT:
             raise strata.InvalidArgumentError(
                 f"step {anchor.step} in {anchor.steps_dir} was not saved by StrataStorageWriter "
                 f"(no {METADATA_ITEM} item of format {_FORMAT})")
         self._info = info
-        self._restored = {info["rank"]: restored}
+        self._restored = {}
         self._copies = {info["rank"]: anchor}
         return info["metadata"]
 
@@ -641,32 +657,77 @@ class StrataStorageReader(StorageReader):
         return [dataclasses.replace(p, storage_data=r) for p, r in zip(plans, routes)]
 
     def read_data(self, plan: LoadPlan, planner: Any) -> Future:
+        """Reads each saved rank's step this rank needs once: the items that
+        fill a whole destination tensor of the same dtype are copied into it
+        by the stager as soon as they verify (host->device for GPU tensors,
+        while the rest is still read); the others -- parts of an item
+        (resharding), bytes, another dtype -- are loaded from host memory."""
         route: _Route = plan.storage_data
+        targets: Dict[int, Any] = {}  # id(read_item) -> its destination, resolved once
+        direct = self._direct(plan, route, planner, targets)
         error = None
         try:
             for saved in sorted(set(route.reads.values()) | {s for _, _, s, _ in route.sends}):
                 if saved not in self._restored:
-                    self._restored[saved] = self._copies[saved].read()
+                    self._restored[saved] = self._copies[saved].read_planned(
+                        [d for d, _ in direct.get(saved, [])])
         except Exception as e:  # reported after the exchange, so that no peer waits forever
             error = e
         received = self._exchange(route, error)
         self.sources = {q: self._tier(q) for q in route.reads.values()}
         self.sources.update({q: f"rank {p}" for _, p, q, _ in route.receives})
+        copied = {id(r) for pairs in direct.values() for _, items in pairs for r in items}
         for read_item in plan.items:
+            target = targets.get(id(read_item))
+            if id(read_item) in copied:
+                planner.commit_tensor(read_item, target)
+                continue
             item = self._locations[read_item.storage_index][0]
             data = received[item] if item in received else \
                 self._restored[route.reads[item]].items[item]
-            self._load(read_item, data, planner)
+            self._load(read_item, data, planner, target)
         self._restored, self._anchor = {}, _UNCHOSEN  # free the steps read
         future: Future = Future()
         future.set_result(None)
         return future
 
+    def _direct(self, plan: LoadPlan, route: _Route, planner: Any, targets: Dict[int, Any]):
+        """Saved rank -> [(destination, [read items it fills])] for the items
+        the stager can copy straight into their destination: read from a
+        copy on this node, whole, into a contiguous CPU or CUDA tensor of the
+        item's dtype and size. Resolves every tensor read item's destination
+        (into `targets`)."""
+        streams: Dict[int, int] = {}
+        by_item: Dict[Tuple[int, str], Tuple[Tuple, List[Any]]] = {}
+        for read_item in plan.items:
+            if read_item.type == LoadItemType.BYTE_IO:
+                continue
+            target = planner.resolve_tensor(read_item).detach()
+            targets[id(read_item)] = target
+            item = self._locations[read_item.storage_index][0]
+            saved = route.reads.get(item)
+            index = read_item.storage_index
+            dtype, sizes = self._chunks[(index.fqn, tuple(index.offset))]
+            whole = (tuple(read_item.lengths) == tuple(sizes) and not any(read_item.storage_offsets)
+                     and tuple(target.size()) == tuple(sizes) and target.dtype == dtype)
+            if saved is None or not whole or not target.is_contiguous() or \
+                    not (target.is_cuda or target.is_cpu) or (saved, item) in by_item:
+                continue
+            device = target.get_device() if target.is_cuda else -1
+            if device >= 0 and device not in streams:
+                streams[device] = torch.cuda.current_stream(device).cuda_stream
+            destination = (item, target.data_ptr(), target.nbytes, device, streams.get(device, 0))
+            by_item[(saved, item)] = (destination, [read_item])
+        direct: Dict[int, List[Tuple[Tuple, List[Any]]]] = {}
+        for (saved, _), pair in by_item.items():
+            direct.setdefault(saved, []).append(pair)
+        return direct
+
     def _tier(self, saved_rank: int) -> str:
         anchor = self._info["rank"]
         return _ANCHOR if saved_rank == anchor else self._copies[saved_rank].tier
 
-    def _load(self, read_item: Any, data: numpy.ndarray, planner: Any) -> None:
+    def _load(self, read_item: Any, data: numpy.ndarray, planner: Any, target: Any) -> None:
         if read_item.type == LoadItemType.BYTE_IO:
             planner.load_bytes(read_item, io.BytesIO(data.tobytes()))
             return
@@ -674,7 +735,6 @@ class StrataStorageReader(StorageReader):
         dtype, sizes = self._chunks[(index.fqn, tuple(index.offset))]
         source = _narrow(_from_item(data, dtype, sizes), read_item.storage_offsets,
                          read_item.lengths)
-        target = planner.resolve_tensor(read_item).detach()
         if target.size() != source.size():
             raise strata.InvalidArgumentError(
                 f"step {self._info['step']}: '{index.fqn}' at {list(read_item.dest_offsets)}: "

@@ -1,0 +1,145 @@
+"""stage_state_dict(): a snapshot of a state dict's tensors in a reusable
+host arena, for callers that read the snapshot themselves (DCP's
+AsyncStager). strata.torch's own saves do not use it: they copy straight
+into the step's files through the stager (python/src/stager.cc)."""
+
+import threading
+import warnings
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+
+from strata._tree import _bits, _is_dtensor, _map_containers
+
+_ALIGN = 64  # every tensor starts on a 64-byte boundary of the arena
+_warned_unpinned = False
+
+
+class _Arena:
+    """Host memory that tensors are copied into: one uint8 tensor, grown
+    (never shrunk) when a state needs more. Page-locked (pinned) when CUDA
+    is available, so device->host copies run at full speed; when pinning
+    fails it is ordinary memory and a RuntimeWarning says so once per
+    process."""
+
+    def __init__(self) -> None:
+        self.buffer: Optional[torch.Tensor] = None
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self.buffer is None else self.buffer.numel()
+
+    def ensure(self, nbytes: int) -> None:
+        if nbytes <= self.nbytes:
+            return
+        nbytes = (max(nbytes, 1) + (1 << 16) - 1) & ~((1 << 16) - 1)
+        self.buffer = None  # free the old one first
+        if torch.cuda.is_available():
+            try:
+                self.buffer = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+            except RuntimeError as e:
+                global _warned_unpinned
+                if not _warned_unpinned:
+                    _warned_unpinned = True
+                    warnings.warn(f"strata.torch: cannot pin {nbytes} bytes of host memory "
+                                  f"({e}); staging in pageable memory, device copies will be "
+                                  "slower and synchronous", RuntimeWarning, stacklevel=4)
+        if self.buffer is None:
+            self.buffer = torch.empty(nbytes, dtype=torch.uint8)
+
+    def release(self) -> None:
+        self.buffer = None
+
+
+class _StagedTensor:
+    __slots__ = ("source", "dtype", "shape", "offset")
+
+    def __init__(self, source: torch.Tensor, dtype: torch.dtype, shape: Tuple[int, ...]) -> None:
+        self.source, self.dtype, self.shape, self.offset = source, dtype, shape, 0
+
+
+class _StagedDTensor:
+    __slots__ = ("dtensor", "local")
+
+    def __init__(self, dtensor: Any, local: Any) -> None:
+        self.dtensor, self.local = dtensor, local
+
+
+def _copy(arena: _Arena, staged: List[_StagedTensor]) -> None:
+    """Copies every tensor into the arena: CPU ones at once, CUDA ones with a
+    non_blocking copy on the device's current stream, then waits for them."""
+    total = 0
+    for s in staged:
+        s.offset = total
+        total += (s.source.numel() * s.source.element_size() + _ALIGN - 1) & ~(_ALIGN - 1)
+    arena.ensure(total)
+    devices = set()
+    for s in staged:
+        n = s.source.numel() * s.source.element_size()
+        if n:
+            dst = arena.buffer[s.offset:s.offset + n].view(s.source.dtype).view(s.source.shape)
+            dst.copy_(s.source, non_blocking=s.source.is_cuda)
+            if s.source.is_cuda:
+                devices.add(s.source.device)
+    for device in devices:
+        torch.cuda.current_stream(device).synchronize()
+
+
+_stage_lock = threading.Lock()
+_arena = _Arena()
+
+
+def stage_state_dict(state_dict: Any) -> Any:
+    """Snapshots the tensors of a (flat or nested) state_dict into a reusable
+    host arena, page-locked when CUDA is available: one device->host copy per
+    GPU tensor; CPU tensors are copied too.
+
+    Returns the same structure (dicts, lists, tuples) with every tensor
+    replaced by a CPU tensor of its dtype and shape over the arena (a
+    DTensor by a DTensor over its staged local shard, same mesh and
+    placements; other values are returned as they are). When it returns,
+    every copy is complete: the caller may change the originals at once.
+
+    The returned tensors stay valid until the next stage_state_dict() call
+    or release_staged(), which reuse or free the arena: finish reading them
+    (e.g. writing them out) first, and do not keep them. One arena per
+    process, shared by all callers of this function; thread-safe, callers
+    take turns."""
+    with _stage_lock:
+        staged: List[_StagedTensor] = []
+
+        def collect(value: Any) -> Any:
+            if _is_dtensor(value):
+                return _StagedDTensor(value, collect(value.to_local()))
+            if isinstance(value, torch.Tensor):
+                t = value.detach().resolve_conj().resolve_neg()
+                if t.layout != torch.strided or t.is_quantized:
+                    raise TypeError("stage_state_dict: only dense tensors are supported")
+                staged.append(_StagedTensor(_bits(t), t.dtype, tuple(t.shape)))
+                return staged[-1]
+            return _map_containers(value, collect)
+
+        plan = collect(state_dict)
+        _copy(_arena, staged)
+        buffer = _arena.buffer
+
+        def build(node: Any) -> Any:
+            if isinstance(node, _StagedTensor):
+                n = node.source.numel() * node.source.element_size()
+                if n == 0:
+                    return torch.empty(node.shape, dtype=node.dtype)
+                raw = buffer[node.offset:node.offset + n]
+                return raw.view(node.source.dtype).view(node.source.shape).view(node.dtype)
+            if isinstance(node, _StagedDTensor):
+                d = node.dtensor
+                return type(d).from_local(build(node.local), d.device_mesh, d.placements,
+                                          shape=d.shape, stride=d.stride(), run_check=False)
+            return _map_containers(node, build)
+
+        return build(plan)
+
+
+def release_staged() -> None:
+    """Frees stage_state_dict()'s arena; the tensors it returned become invalid."""
+    with _stage_lock:
+        _arena.release()
