@@ -584,6 +584,7 @@ class StrataStorageReader(StorageReader):
         self._info: Dict[str, Any] = {}
         self._copies: Dict[int, _Copy] = {}
         self.sources: Dict[int, str] = {}
+        self.direct = 0  # read items the last load had the stager copy as they verified
 
     @property
     def step(self) -> Optional[int]:
@@ -677,6 +678,7 @@ class StrataStorageReader(StorageReader):
         self.sources = {q: self._tier(q) for q in route.reads.values()}
         self.sources.update({q: f"rank {p}" for _, p, q, _ in route.receives})
         copied = {id(r) for pairs in direct.values() for _, items in pairs for r in items}
+        self.direct = len(copied)
         for read_item in plan.items:
             target = targets.get(id(read_item))
             if id(read_item) in copied:
