@@ -18,6 +18,7 @@
 
 #include "model.h"
 #include "strata/checkpointer.h"
+#include "strata/cuda.h"
 
 namespace {
 
@@ -32,6 +33,7 @@ struct Flags {
   int max_to_keep = 2;
   bool exit_after_ondemand = false;
   bool sync = false;
+  bool stager = false;     // save through CudaStager: straight into the step's files
   std::string replicator;  // "", "orbax" or "nemo": talk to the node agent
   std::string poison;      // a file naming steps that make the trainer fail
   strata::AgentJob job;
@@ -92,10 +94,22 @@ bool Poisoned(const std::string& path, int64_t step) {
 }
 
 // Returns true when the trainer should exit now (after an on-demand save).
-bool MaybeSave(strata::Checkpointer& ckpt, const toy::Model& model, int64_t step) {
+// With a stager the state is copied straight into the step's files (the
+// path strata.torch and C++ trainers with GPUs take; here host buffers).
+bool MaybeSave(strata::Checkpointer& ckpt, strata::CudaStager* stager, const toy::Model& model,
+               int64_t step) {
   if (!ckpt.ShouldSave(step)) return false;
   auto items = model.Items();
-  auto result = ckpt.Save(step, items);
+  strata::StatusOr<strata::SaveResult> result = strata::SaveResult{};
+  if (stager != nullptr) {
+    std::vector<strata::DeviceItem> host;
+    for (const strata::Item& it : items) {
+      host.push_back({it.name, it.dtype, it.shape, it.data, it.size, -1, nullptr});
+    }
+    result = stager->Save(step, host);
+  } else {
+    result = ckpt.Save(step, items);
+  }
   if (!result.ok()) {
     std::fprintf(stderr, "toy-trainer: save failed, training continues: %s\n",
                  result.status().ToString().c_str());
@@ -118,6 +132,17 @@ int Run(const Flags& f) {
     std::fprintf(stderr, "toy-trainer: %s\n", ckpt.status().ToString().c_str());
     return 1;
   }
+  std::unique_ptr<strata::CudaStager> stager;
+  if (f.stager) {
+    strata::CudaStagerOptions so;
+    so.allow_host_only = true;
+    auto opened = strata::CudaStager::Open(ckpt->get(), so);
+    if (!opened.ok()) {
+      std::fprintf(stderr, "toy-trainer: %s\n", opened.status().ToString().c_str());
+      return 1;
+    }
+    stager = std::move(*opened);
+  }
   toy::Model model(f.seed, f.state_mb);
   int64_t first = RestoreOrStartFresh(**ckpt, model);
   if (first < 0) return 1;
@@ -129,7 +154,9 @@ int Run(const Flags& f) {
   for (int64_t step = first; step <= f.steps; ++step) {
     model.Train(step);
     if (f.step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(f.step_ms));
-    if (MaybeSave(**ckpt, model, step)) return strata::kExitAfterOnDemand;  // not finished
+    if (MaybeSave(**ckpt, stager.get(), model, step)) {
+      return strata::kExitAfterOnDemand;  // not finished
+    }
   }
   strata::Status s = (*ckpt)->Wait();
   if (!s.ok()) std::fprintf(stderr, "toy-trainer: last save failed: %s\n", s.ToString().c_str());
@@ -163,6 +190,8 @@ int main(int argc, char** argv) {
   app.add_flag("--exit-after-ondemand", f.exit_after_ondemand,
                "Exit 75 (restart me) after the on-demand checkpoint that follows a notice");
   app.add_flag("--sync", f.sync, "Save synchronously (default: async)");
+  app.add_flag("--stager", f.stager,
+               "Save through CudaStager (host buffers): straight into the step's files");
   app.add_option("--replicator", f.replicator,
                  "Restore through the node agent, speaking the protocol like this client")
       ->check(CLI::IsMember({"orbax", "nemo"}));
