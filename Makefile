@@ -31,7 +31,7 @@ LOCKS_DIR ?= build-locks
 # (Wire), the thread pool, the checkpointer's background saves, the
 # transport; and the object stores' parallel part uploads, ranged downloads
 # and rate limiter.
-TSAN_FILTER ?= ServerTest*:Tls*:Certificate*:Tamper*:Coordinator*:CodedTier*:ParityStore*:NodeBackup*:Replication*:OnDemandSync*:Restore*:MaintenanceEvent*:Store*:Wire*:ThreadPool*:RunParallel*:Mutex*:Checkpointer*:Hash*:Copy*:Net*:Frame*:Auth*:SyncMap*:AgentSync*:StreamVerify*:StrataStep*
+TSAN_FILTER ?= InPlace*:ServerTest*:Tls*:Certificate*:Tamper*:Coordinator*:CodedTier*:ParityStore*:NodeBackup*:Replication*:OnDemandSync*:Restore*:MaintenanceEvent*:Store*:Wire*:ThreadPool*:RunParallel*:Mutex*:Checkpointer*:Hash*:Copy*:Net*:Frame*:Auth*:SyncMap*:AgentSync*:StreamVerify*:StrataStep*
 TSAN_STORAGE_FILTER ?= FileStore*:S3Pieces*:Backends/BackendTest.*
 
 .PHONY: all deps distclean build test test-asan test-tsan check-locks lock-violations demo chaos bench fuzz format clean

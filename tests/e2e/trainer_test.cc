@@ -31,6 +31,7 @@ struct TrainerFlags {
   int step_ms = 0;
   int max_to_keep = 2;
   bool exit_after_ondemand = false;
+  bool stager = false;  // saves copied straight into the step's files (CudaStager)
 };
 
 std::vector<std::string> TrainerArgs(const std::string& dir, const TrainerFlags& f) {
@@ -48,6 +49,7 @@ std::vector<std::string> TrainerArgs(const std::string& dir, const TrainerFlags&
                                 "--max-to-keep",
                                 std::to_string(f.max_to_keep)};
   if (f.exit_after_ondemand) a.push_back("--exit-after-ondemand");
+  if (f.stager) a.push_back("--stager");
   return a;
 }
 
@@ -143,6 +145,51 @@ TEST(TrainerCrashTest, KillNineInEveryPhaseAndAtRandomMoments) {
   }
   EXPECT_EQ(killed, 32);
   // Finish a little past the newest step and compare with an uninterrupted run.
+  f.steps = std::max<int64_t>(NewestStep(d.path()), 0) + 20;
+  Child last(TrainerArgs(d.path(), f));
+  ASSERT_EQ(last.Wait(), 0) << last.Stderr();
+  EXPECT_EQ(LastValue(last.Stdout(), "digest"), ReferenceDigest(f.steps, f.state_mb));
+}
+
+// Saves copied straight into the step's files (CudaStager, as strata.torch
+// and GPU trainers save): killed in every phase between the copy and the
+// commit, and at random moments, every committed step still verifies, the
+// newest is restored, and the run ends as an uninterrupted one does.
+TEST(TrainerCrashTest, InPlaceSavesSurviveKillNineInEveryPhase) {
+  TrainerFlags f;
+  f.steps = 1000000;  // never reached: every run below is killed
+  f.save_interval_steps = 2;
+  f.step_ms = 1;
+  f.stager = true;
+  ScratchDir d("crash-in-place");
+  const std::vector<std::pair<std::string, int>> phases = {
+      {"save.before_checksum", 2},  {"save.after_retire", 2},     {"save.after_data", 2},
+      {"save.after_manifest", 2},   {"commit.before_rename", 2},  {"commit.after_rename", 2},
+      {"save.before_retention", 2}, {"retention.after_rename", 1}};
+  for (const auto& [phase, keep] : phases) {
+    int64_t newest = NewestStep(d.path());
+    TrainerFlags pf = f;
+    pf.max_to_keep = keep;
+    Child c(TrainerArgs(d.path(), pf), {"STRATA_CRASH_AT=" + phase + ":3"});
+    EXPECT_EQ(c.Wait(std::chrono::seconds(120)), 128 + SIGKILL)
+        << phase << " was never reached: " << c.Stderr();
+    ExpectRestoresNewest(c, newest);
+    ExpectEveryStepVerifies(d.path(), "after a crash at " + phase);
+  }
+  const unsigned seed = std::random_device{}();
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> delay_ms(20, 250);
+  for (int i = 0; i < 8; ++i) {
+    int64_t newest = NewestStep(d.path());
+    Child c(TrainerArgs(d.path(), f));
+    ASSERT_TRUE(c.WaitForOutput(newest < 0 ? "fresh start" : "restored step=")) << c.Stderr();
+    ExpectRestoresNewest(c, newest);
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
+    c.Signal(SIGKILL);
+    EXPECT_EQ(c.Wait(), 128 + SIGKILL);
+    ExpectEveryStepVerifies(d.path(), "after random kill " + std::to_string(i) + " (seed " +
+                                          std::to_string(seed) + ")");
+  }
   f.steps = std::max<int64_t>(NewestStep(d.path()), 0) + 20;
   Child last(TrainerArgs(d.path(), f));
   ASSERT_EQ(last.Wait(), 0) << last.Stderr();

@@ -1,0 +1,331 @@
+// Copyright 2026 The Strata Authors.
+//
+// Saves copied straight into the step's files (engine/step_slot.h,
+// engine/slot_pool.h) through CudaStager with host buffers, as strata.torch
+// saves on any machine: the bytes committed are the ones saved, the files
+// are set up once and recycled, a reservation makes the first save set
+// nothing up, the host memory held stays within (k + 1) state sizes, and a
+// step another process removed is never written through an old mapping.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "fault_env.h"
+#include "format/naming.h"
+#include "strata/catalog.h"
+#include "strata/checkpointer.h"
+#include "strata/cuda.h"
+#include "test_util.h"
+#include "util/file_util.h"
+
+namespace strata {
+namespace {
+
+using testing::FaultInjectionEnv;
+using testing::Op;
+using testing::RandomData;
+using testing::ScratchDir;
+
+constexpr size_t kBigItem = (3 << 20) + 123;
+constexpr uint64_t kTestPage = 4096;
+uint64_t TestPageRound(uint64_t n) { return (n + kTestPage - 1) / kTestPage * kTestPage; }
+constexpr size_t kSmallItem = 4000;
+
+// A state of three host buffers whose bytes depend on a version.
+struct HostState {
+  std::vector<uint8_t> big, small;
+  std::vector<int64_t> step = {0};
+  explicit HostState(int v) : big(RandomData(kBigItem, v)), small(RandomData(kSmallItem, 100 + v)) {
+    step[0] = v;
+  }
+  std::vector<DeviceItem> Items() const {
+    return {{"big", DType::kUInt8, {static_cast<int64_t>(kBigItem)}, big.data(), kBigItem},
+            {"small", DType::kUInt8, {static_cast<int64_t>(kSmallItem)}, small.data(), kSmallItem},
+            {"step", DType::kInt64, {}, step.data(), 8}};
+  }
+  uint64_t bytes() const { return kBigItem + kSmallItem + 8; }
+};
+
+class InPlaceTest : public ::testing::Test {
+ protected:
+  void Open(int max_to_keep, Env* env = nullptr) {
+    stager_.reset();
+    ckpt_.reset();
+    CheckpointerOptions o;
+    o.preemption_signals = {};
+    o.max_to_keep = max_to_keep;
+    o.chunk_size = 64 << 10;
+    o.io_threads = 2;
+    o.env = env;
+    auto ckpt = Checkpointer::Open(dir_.path(), o);
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
+    ckpt_ = std::move(*ckpt);
+    CudaStagerOptions so;
+    so.allow_host_only = true;
+    so.runtime_library = dir_.Sub("no-cuda-here.so");  // host buffers only, everywhere
+    auto stager = CudaStager::Open(ckpt_.get(), so);
+    ASSERT_TRUE(stager.ok()) << stager.status().ToString();
+    stager_ = std::move(*stager);
+  }
+  void TearDown() override {
+    stager_.reset();
+    ckpt_.reset();
+  }
+  void Save(int64_t step, const HostState& s) {
+    auto items = s.Items();
+    auto r = stager_->Save(step, items, DeviceSaveMode::kBlocking);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_TRUE(ckpt_->Wait().ok());
+  }
+  void ExpectStep(int64_t step, const HostState& s) {
+    auto r = RestoreStep(dir_.path(), step);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    auto bytes = [&](const char* name) {
+      auto d = r->Find(name)->data;
+      return std::vector<uint8_t>(reinterpret_cast<uint8_t*>(d.data()),
+                                  reinterpret_cast<uint8_t*>(d.data()) + d.size());
+    };
+    EXPECT_EQ(bytes("big"), s.big) << "step " << step;
+    EXPECT_EQ(bytes("small"), s.small) << "step " << step;
+    EXPECT_EQ(*reinterpret_cast<int64_t*>(r->Find("step")->data.data()), s.step[0]);
+  }
+  // The inodes of a directory's data files, by name.
+  std::map<std::string, ino_t> Inodes(const std::string& dir) {
+    std::map<std::string, ino_t> out;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      if (!ParseDataFileName(e.path().filename().string())) continue;
+      struct stat st;
+      EXPECT_EQ(::stat(e.path().c_str(), &st), 0);
+      out[e.path().filename().string()] = st.st_ino;
+    }
+    return out;
+  }
+  std::vector<std::string> TempDirs() {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(dir_.path())) {
+      if (IsTempName(e.path().filename().string())) out.push_back(e.path().string());
+    }
+    return out;
+  }
+  void AwaitReservation() {
+    for (int i = 0; i < 2000 && stager_->status().reserving; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ASSERT_FALSE(stager_->status().reserving);
+  }
+
+  ScratchDir dir_{"in-place"};
+  std::unique_ptr<Checkpointer> ckpt_;
+  std::unique_ptr<CudaStager> stager_;
+};
+
+TEST_F(InPlaceTest, SavesLandInTheStepFilesAndRecycleThem) {
+  Open(2);
+  EXPECT_TRUE(stager_->status().in_place);
+  EXPECT_EQ(stager_->status().devices, 0);
+  for (int v = 1; v <= 2; ++v) Save(v, HostState(v));
+  const auto first = Inodes(dir_.path() + "/1");
+  const uint64_t held = stager_->status().staging_bytes;
+  EXPECT_GE(held, 2 * HostState(1).bytes());
+  for (int v = 3; v <= 6; ++v) {
+    Save(v, HostState(v));
+    ExpectStep(v, HostState(v));
+    EXPECT_EQ(ListSteps(dir_.path()).value(), (std::vector<int64_t>{v - 1, v}));
+    EXPECT_EQ(stager_->status().staging_bytes, held) << "step " << v;
+  }
+  EXPECT_EQ(Inodes(dir_.path() + "/5"), first);  // step 1's files, recycled twice
+  ExpectStep(5, HostState(5));
+  EXPECT_TRUE(TempDirs().empty());
+}
+
+TEST_F(InPlaceTest, AReservationIsTheFirstSavesFiles) {
+  Open(2);
+  const HostState s(1);
+  EXPECT_EQ(stager_->status().staging_bytes, 0u);
+  ASSERT_TRUE(stager_->Reserve(s.Items()).ok());
+  AwaitReservation();
+  EXPECT_GE(stager_->status().staging_bytes, s.bytes());
+  auto temps = TempDirs();
+  ASSERT_EQ(temps.size(), 1u);
+  const auto reserved = Inodes(temps[0]);
+  Save(1, s);
+  EXPECT_EQ(Inodes(dir_.path() + "/1"), reserved);  // the save made no files of its own
+  ExpectStep(1, s);
+  // The second save could not recycle a step yet: a spare was prepared
+  // after the first commit, in the background.
+  AwaitReservation();
+  temps = TempDirs();
+  ASSERT_EQ(temps.size(), 1u);
+  const auto spare = Inodes(temps[0]);
+  Save(2, HostState(2));
+  EXPECT_EQ(Inodes(dir_.path() + "/2"), spare);
+}
+
+TEST_F(InPlaceTest, HostMemoryStaysWithinOneStateMoreThanTheStepsKept) {
+  for (int keep : {1, 2, 3}) {
+    Open(keep);
+    const uint64_t state = TestPageRound(HostState(1).bytes());
+    for (int v = 1; v <= 6; ++v) {
+      Save(v, HostState(v));
+      AwaitReservation();
+      EXPECT_LE(stager_->status().staging_bytes, (keep + 1) * (state + (64 << 10)))
+          << "max_to_keep " << keep << " step " << v;
+    }
+    ExpectStep(6, HostState(6));
+    stager_.reset();
+    ckpt_.reset();
+    std::filesystem::remove_all(dir_.path());
+    std::filesystem::create_directories(dir_.path());
+  }
+}
+
+TEST_F(InPlaceTest, ADirectoryTheAgentOwnsKeepsOnlyTheSpareMapped) {
+  Open(0);  // max_to_keep 0: the directory is another's
+  const uint64_t one = HostState(1).bytes();
+  for (int v = 1; v <= 3; ++v) {
+    Save(v, HostState(v));
+    AwaitReservation();
+    EXPECT_LE(stager_->status().staging_bytes, one + (1 << 20));
+  }
+  EXPECT_EQ(ListSteps(dir_.path()).value(), (std::vector<int64_t>{1, 2, 3}));
+  for (int v = 1; v <= 3; ++v) ExpectStep(v, HostState(v));
+}
+
+TEST_F(InPlaceTest, TheLayoutFollowsAnItemThatChanges) {
+  Open(2);
+  Save(1, HostState(1));
+  Save(2, HostState(2));
+  HostState bigger(3);
+  bigger.small = RandomData(2 * kSmallItem, 77);
+  auto items = bigger.Items();
+  items[1].shape = {static_cast<int64_t>(2 * kSmallItem)};
+  items[1].size = 2 * kSmallItem;
+  ASSERT_TRUE(stager_->Save(3, items).ok());
+  ASSERT_TRUE(ckpt_->Wait().ok());
+  auto r = RestoreStep(dir_.path(), 3);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->Find("small")->data.size(), 2 * kSmallItem);
+  EXPECT_EQ(std::memcmp(r->Find("small")->data.data(), bigger.small.data(), 2 * kSmallItem), 0);
+  Save(4, HostState(4));  // the layout of the first saves again
+  ExpectStep(4, HostState(4));
+  EXPECT_EQ(ListSteps(dir_.path()).value(), (std::vector<int64_t>{3, 4}));
+  ASSERT_EQ(RestoreStep(dir_.path(), 3)->Find("small")->data.size(), 2 * kSmallItem);
+}
+
+TEST_F(InPlaceTest, AStepRemovedByAnotherProcessIsNeverWrittenThroughItsOldMapping) {
+  Open(2);
+  Save(1, HostState(1));
+  Save(2, HostState(2));
+  const auto gone = Inodes(dir_.path() + "/1");
+  std::filesystem::rename(dir_.path() + "/1", dir_.path() + "/elsewhere");
+  std::filesystem::create_directory(dir_.path() + "/1");  // an empty look-alike
+  std::filesystem::copy(dir_.path() + "/2/" + std::string(kManifestFileName),
+                        dir_.path() + "/1/" + std::string(kManifestFileName));
+  Save(3, HostState(3));
+  ExpectStep(3, HostState(3));
+  ExpectStep(2, HostState(2));
+  EXPECT_NE(Inodes(dir_.path() + "/3"), gone);
+  // The files moved away still hold step 1, untouched.
+  std::filesystem::remove_all(dir_.path() + "/1");
+  std::filesystem::rename(dir_.path() + "/elsewhere", dir_.path() + "/1");
+  ExpectStep(1, HostState(1));
+}
+
+TEST_F(InPlaceTest, AFailingGateCommitsNothingAndIsReported) {
+  Open(2);
+  Save(1, HostState(1));
+  const HostState s(2);
+  auto items = s.Items();
+  auto r = stager_->Save(2, items, DeviceSaveMode::kBlocking,
+                         [] { return FailedPreconditionError("a buffer changed under its copy"); });
+  ASSERT_TRUE(r.ok()) << r.status().ToString();  // async: the failure comes with the commit
+  Status waited = ckpt_->Wait();
+  EXPECT_EQ(waited.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(waited.message().find("changed under its copy"), std::string::npos)
+      << waited.ToString();
+  EXPECT_EQ(ListSteps(dir_.path()).value(), (std::vector<int64_t>{1}));
+  Save(3, HostState(3));  // the files of the failed save are reused
+  ExpectStep(3, HostState(3));
+  ExpectStep(1, HostState(1));
+}
+
+TEST_F(InPlaceTest, AnOnDemandSaveIsCommittedWhenSaveReturns) {
+  Open(2);
+  Save(1, HostState(1));
+  ckpt_->RequestOnDemand();
+  const HostState s(2);
+  auto items = s.Items();
+  auto r = stager_->Save(2, items);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->on_demand);
+  EXPECT_TRUE(r->committed);
+  ExpectStep(2, s);
+}
+
+TEST_F(InPlaceTest, FilesThatCannotBeMappedFailTheSaveNamingTheDirectory) {
+  FaultInjectionEnv env;
+  Open(2, &env);
+  env.FailAt(Op::kWrite, 1, ENOSPC, /*sticky=*/true);  // mapping the files writes them
+  const HostState s(1);
+  auto items = s.Items();
+  auto r = stager_->Save(1, items);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(dir_.path()), std::string::npos) << r.status().ToString();
+  EXPECT_TRUE(TempDirs().empty());  // what it made is gone
+  env.FailAt(Op::kWrite, 1000000, 0);
+  Save(2, HostState(2));
+  ExpectStep(2, HostState(2));
+  stager_.reset();  // before the Env they use
+  ckpt_.reset();
+}
+
+TEST_F(InPlaceTest, APlannedRestoreCopiesWhatThePlanNamesAndKeepsTheRest) {
+  Open(2);
+  HostState s(1);
+  Save(1, s);
+  std::vector<uint8_t> big(kBigItem), small(kSmallItem);
+  int planned = 0;
+  auto restored =
+      stager_->RestorePlanned("step", [&](const RestoredStep& reading, const RestoredItem& key) {
+        ++planned;
+        EXPECT_EQ(reading.step, 1);
+        EXPECT_EQ(*reinterpret_cast<const int64_t*>(key.data.data()), 1);
+        return StatusOr<std::vector<MutableDeviceItem>>(
+            std::vector<MutableDeviceItem>{{"big",
+                                            DType::kUInt8,
+                                            {static_cast<int64_t>(kBigItem)},
+                                            big.data(),
+                                            kBigItem,
+                                            -1,
+                                            nullptr}});
+      });
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_EQ(planned, 1);
+  EXPECT_EQ(big, s.big);
+  EXPECT_EQ(small, std::vector<uint8_t>(kSmallItem, 0));  // not planned: left in host memory
+  const RestoredItem* kept = restored->Find("small");
+  ASSERT_NE(kept, nullptr);
+  EXPECT_EQ(std::memcmp(kept->data.data(), s.small.data(), kSmallItem), 0);
+  // A destination of the wrong size is refused, naming the item.
+  auto wrong = stager_->RestorePlanned("step", [&](const RestoredStep&, const RestoredItem&) {
+    return StatusOr<std::vector<MutableDeviceItem>>(std::vector<MutableDeviceItem>{
+        {"small", DType::kUInt8, {1}, small.data(), 1, -1, nullptr}});
+  });
+  EXPECT_EQ(wrong.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(wrong.status().message().find("\"small\""), std::string::npos)
+      << wrong.status().ToString();
+  // No key item: nothing is planned or copied.
+  planned = 0;
+  auto none = stager_->RestorePlanned("absent", [&](const RestoredStep&, const RestoredItem&) {
+    ++planned;
+    return StatusOr<std::vector<MutableDeviceItem>>(std::vector<MutableDeviceItem>{});
+  });
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(planned, 0);
+}
+
+}  // namespace
+}  // namespace strata
