@@ -10,7 +10,9 @@
 #   cuda_bench.log bench/cuda_bench --size-mib ${STRATA_GPU_BENCH_MIB:-4096}
 #   pytest.log     python/tests/test_torch_staging.py test_torch.py test_api.py
 #                  test_torch_dtensor.py (CUDA tests run, none skipped for lack of CUDA)
-#   bench.log      bench/gpu_bench.py --size-mib ${STRATA_GPU_BENCH_MIB:-4096}
+#   bench.log      bench/gpu_bench.py --size-mib ${STRATA_GPU_BENCH_MIB:-6144}: both states
+#                  (big Linear layers; a ~1,000-tensor bf16 transformer), first and
+#                  warm saves, overlapped, committed, restore, DCP
 #   bench.json     the same figures as JSON
 #   summary.txt    the exit status of each part and the `ratio` lines
 #
@@ -25,7 +27,8 @@
 # and headers; name `.gpu-carry` in the run's carry. When cmake fails there,
 # the extension alone (module.cc, buffers.cc) is compiled against that
 # archive for the machine's Python, and so are the C++ CUDA test and bench.
-# Env:   OUT, STRATA_GPU_BENCH_MIB (default 4096), STRATA_GPU_BENCH_REPS (5),
+# Env:   OUT, STRATA_GPU_BENCH_MIB (default 4096 for cuda_bench, 6144 for gpu_bench),
+#        STRATA_GPU_BENCH_REPS (5), STRATA_GPU_BENCH_STATES (linear,transformer),
 #        STRATA_GPU_BENCH_SKIP (gpu_bench.py --skip: torch,dcp),
 #        STRATA_GPU_PREBUILT=1 (skip the cmake attempt: use .gpu-carry at once),
 #        STRATA_GPU_ONLY=cuda-tests (stop after the C++ CUDA tests),
@@ -84,7 +87,7 @@ elif [ -f .gpu-carry/libstrata.a ]; then
   (
     set -x
     "$CXX" -std=c++20 -O2 -shared -fPIC -fvisibility=hidden -Wall -Wextra -Iinclude \
-      $("$PY" -m pybind11 --includes) python/src/module.cc python/src/buffers.cc \
+      $("$PY" -m pybind11 --includes) python/src/module.cc python/src/buffers.cc python/src/stager.cc \
       .gpu-carry/libstrata.a $LIBS -Wl,-rpath,"$PWD/.gpu-carry" -lpthread \
       -o "$BUILD/python/strata/_strata$EXT"
   ) >> "$OUT/build.log" 2>&1
@@ -132,7 +135,8 @@ timeout 150 "$PY" -m pytest -q -rs -p no:cacheprovider $TESTS > "$OUT/pytest.log
 summary "pytest rc=$? ($(tail -1 "$OUT/pytest.log"))"
 grep -n "SKIPPED.*CUDA" "$OUT/pytest.log" && summary "WARNING: CUDA tests were skipped"
 
-PYTHONUNBUFFERED=1 timeout 380 "$PY" bench/gpu_bench.py --size-mib "${STRATA_GPU_BENCH_MIB:-4096}" \
+PYTHONUNBUFFERED=1 timeout 420 "$PY" bench/gpu_bench.py --size-mib "${STRATA_GPU_BENCH_MIB:-6144}" \
+  --states "${STRATA_GPU_BENCH_STATES:-linear,transformer}" \
   --reps "${STRATA_GPU_BENCH_REPS:-5}" ${STRATA_GPU_BENCH_SKIP:+--skip "$STRATA_GPU_BENCH_SKIP"} \
   --json "$OUT/bench.json" > "$OUT/bench.log" 2>&1
 summary "bench rc=$?"
