@@ -117,18 +117,15 @@ _STRIDED = torch.strided
 # Tensor types encoded as tensors without asking whether they are DTensors.
 _TENSORS = {torch.Tensor, torch.nn.Parameter}
 
-# What the tree and the item record for each dtype: (tree name, item dtype,
-# whether a tensor of it can be a lazy conjugate or negative view).
-_DTYPE_INFO: Dict[torch.dtype, Tuple[str, str, bool]] = {}
-_QUANTIZED = {torch.qint8, torch.quint8, torch.qint32, torch.quint4x2, torch.quint2x4}
+# What the tree and the item record for each dtype: (tree name, item dtype).
+_DTYPE_INFO: Dict[torch.dtype, Tuple[str, str]] = {}
 
 
-def _dtype_info(dtype: torch.dtype) -> Tuple[str, str, bool]:
+def _dtype_info(dtype: torch.dtype) -> Tuple[str, str]:
     info = _DTYPE_INFO.get(dtype)
     if info is None:
         name = str(dtype).removeprefix("torch.")
-        info = _DTYPE_INFO[dtype] = (name, name if name in _STRATA_DTYPES else "bytes",
-                                     dtype.is_complex)
+        info = _DTYPE_INFO[dtype] = (name, name if name in _STRATA_DTYPES else "bytes")
     return info
 
 
@@ -191,11 +188,11 @@ class _Encoder:
         own memory (only its address is taken) unless it is a lazy view, not
         contiguous or on another accelerator than CUDA: then a copy."""
         dtype = t.dtype
-        if t.layout is not _STRIDED or dtype in _QUANTIZED:
+        if t.layout is not _STRIDED or t.is_quantized:
             raise TypeError(f"cannot save {path}: only dense tensors are supported")
         source = t
-        tree_dtype, item_dtype, lazy = _dtype_info(dtype)
-        if lazy and (t.is_conj() or t.is_neg()):
+        tree_dtype, item_dtype = _dtype_info(dtype)
+        if t.is_conj() or t.is_neg():  # lazy views: a float tensor can carry the neg bit
             with torch.no_grad():
                 t = t.resolve_conj().resolve_neg()
         name = self._item_name(path)
