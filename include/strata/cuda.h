@@ -232,6 +232,15 @@ class CudaStager {
   virtual CudaStagerStatus status() const = 0;
 };
 
+// Copies each item's bytes to `dst[i]` (host memory; page-locked for full
+// speed): host items by memcpy, device items on a stream per device ordered
+// after the stream each names. Returns when every copy is done. For a
+// snapshot of a state the caller reads itself (DCP's stager,
+// strata.torch.stage_state_dict); `deferrable` is ignored. Device items
+// take the CUDA runtime (loaded once per process). Thread-safe (callers
+// take turns).
+Status CopyToHost(std::span<const DeviceItem> items, std::span<std::byte* const> dst);
+
 // CudaStager::RestorePlanned of `dir/<step>`, read without a Checkpointer
 // (no lock, no fallback), as RestoreStep: for steps another component
 // manages, such as the node agent's directory or another rank's. Device

@@ -240,6 +240,30 @@ PyRestored RestoreStepItemsPy(const std::string& dir, int64_t step,
       ValueOrRaise(WithoutGil([&] { return RestoreStepItems(dir, step, names, threads); })));
 }
 
+// strata.copy_to_host: each source's bytes to its destination (host
+// memory), device sources on a stream per device after the stream given
+// for it; returns when all are done. DCP's stager (strata._arena).
+void CopyToHostPy(const std::vector<uintptr_t>& sources, const std::vector<size_t>& sizes,
+                  const std::vector<int>& devices, const std::vector<uintptr_t>& destinations,
+                  const py::object& streams) {
+  const size_t n = sources.size();
+  if (sizes.size() != n || devices.size() != n || destinations.size() != n) {
+    throw py::value_error("copy_to_host: sources, sizes, devices and destinations differ in length");
+  }
+  const auto by_device = Streams(streams);
+  std::vector<DeviceItem> items(n);
+  std::vector<std::byte*> dst(n);
+  for (size_t i = 0; i < n; ++i) {
+    items[i].name = "#" + std::to_string(i);
+    items[i].data = reinterpret_cast<const void*>(sources[i]);
+    items[i].size = sizes[i];
+    items[i].device = devices[i];
+    items[i].stream = devices[i] >= 0 ? StreamOf(by_device, devices[i]) : nullptr;
+    dst[i] = reinterpret_cast<std::byte*>(destinations[i]);
+  }
+  ThrowIfError(WithoutGil([&] { return CopyToHost(items, dst); }));
+}
+
 py::dict StagerStatus(PyCheckpointer& self) {
   py::dict d;
   auto s = self.StagerStatus();
@@ -281,6 +305,10 @@ void DefineStager(py::module_& m, py::class_<PyCheckpointer>& checkpointer) {
         py::arg("key"), py::arg("plan"), py::kw_only(), py::arg("threads") = 0,
         "Restores directory/<step> without a Checkpointer, copying each item plan(step, key) "
         "names to its destination as soon as it verifies.");
+  m.def("copy_to_host", &CopyToHostPy, py::arg("sources"), py::arg("sizes"), py::arg("devices"),
+        py::arg("destinations"), py::kw_only(), py::arg("streams") = py::none(),
+        "Copies each source's bytes to host memory at its destination (device sources on a "
+        "stream per device after the stream given for it); returns when all are done.");
   m.def("restore_step_items", &RestoreStepItemsPy, py::arg("directory"), py::arg("step"),
         py::arg("names"), py::kw_only(), py::arg("threads") = 0,
         "Reads and verifies only the named items of directory/<step>.");

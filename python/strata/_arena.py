@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
+import strata
 from strata._tree import _bits, _is_dtensor, _map_containers
 
 _ALIGN = 64  # every tensor starts on a 64-byte boundary of the arena
@@ -66,23 +67,20 @@ class _StagedDTensor:
 
 
 def _copy(arena: _Arena, staged: List[_StagedTensor]) -> None:
-    """Copies every tensor into the arena: CPU ones at once, CUDA ones with a
-    non_blocking copy on the device's current stream, then waits for them."""
+    """Copies every tensor into the arena in one call to libstrata
+    (strata.copy_to_host): CPU ones by memcpy, CUDA ones on a stream of
+    Strata's own per device after the device's current stream; returns when
+    all are done."""
     total = 0
     for s in staged:
         s.offset = total
-        total += (s.source.numel() * s.source.element_size() + _ALIGN - 1) & ~(_ALIGN - 1)
+        total += (s.source.nbytes + _ALIGN - 1) & ~(_ALIGN - 1)
     arena.ensure(total)
-    devices = set()
-    for s in staged:
-        n = s.source.numel() * s.source.element_size()
-        if n:
-            dst = arena.buffer[s.offset:s.offset + n].view(s.source.dtype).view(s.source.shape)
-            dst.copy_(s.source, non_blocking=s.source.is_cuda)
-            if s.source.is_cuda:
-                devices.add(s.source.device)
-    for device in devices:
-        torch.cuda.current_stream(device).synchronize()
+    base = arena.buffer.data_ptr()
+    devices = [s.source.get_device() if s.source.is_cuda else -1 for s in staged]
+    streams = {d: torch.cuda.current_stream(d).cuda_stream for d in set(devices) if d >= 0}
+    strata.copy_to_host([s.source.data_ptr() for s in staged], [s.source.nbytes for s in staged],
+                        devices, [base + s.offset for s in staged], streams=streams)
 
 
 _stage_lock = threading.Lock()
@@ -115,7 +113,12 @@ def stage_state_dict(state_dict: Any) -> Any:
                 t = value.detach().resolve_conj().resolve_neg()
                 if t.layout != torch.strided or t.is_quantized:
                     raise TypeError("stage_state_dict: only dense tensors are supported")
-                staged.append(_StagedTensor(_bits(t), t.dtype, tuple(t.shape)))
+                bits = _bits(t)
+                if not bits.is_contiguous():
+                    bits = bits.contiguous()  # on its device; the copy reads one block
+                if not (bits.is_cuda or bits.is_cpu):
+                    bits = bits.cpu()
+                staged.append(_StagedTensor(bits, t.dtype, tuple(t.shape)))
                 return staged[-1]
             return _map_containers(value, collect)
 

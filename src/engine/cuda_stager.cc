@@ -459,20 +459,66 @@ StatusOr<RestoredStep> CudaStagerImpl::RestoreWith(const PlannedRestore::Planner
 
 }  // namespace
 
-StatusOr<RestoredStep> RestoreStepPlanned(const std::string& dir, int64_t step,
-                                          const std::string& key,
-                                          const CudaStager::RestorePlan& plan, int threads) {
-  // The process's runtime, loaded once (it stays loaded: see cuda_runtime.h).
+namespace {
+
+// The process's runtime, loaded once (it stays loaded: see cuda_runtime.h);
+// null without one that sees a device.
+const cuda::Runtime* ProcessRuntime(int* devices) {
   static const cuda::Runtime* const rt = [] {
     auto loaded = cuda::Runtime::Load();
-    int devices = 0;
-    if (!loaded.ok() || (*loaded)->cudaGetDeviceCount(&devices) != 0 || devices <= 0) {
+    int n = 0;
+    if (!loaded.ok() || (*loaded)->cudaGetDeviceCount(&n) != 0 || n <= 0) {
       return static_cast<cuda::Runtime*>(nullptr);
     }
     return loaded->release();
   }();
+  *devices = 0;
+  if (rt != nullptr) rt->cudaGetDeviceCount(devices);
+  return rt;
+}
+
+}  // namespace
+
+Status CopyToHost(std::span<const DeviceItem> items, std::span<std::byte* const> dst) {
+  static Mutex mu;
+  static DeviceLanes* lanes = nullptr;  // the process's, made on first use, never freed
+  MutexLock l(&mu);
   int devices = 0;
-  if (rt != nullptr) rt->cudaGetDeviceCount(&devices);
+  const cuda::Runtime* rt = nullptr;
+  for (const DeviceItem& it : items) {
+    if (it.device >= 0 && rt == nullptr) rt = ProcessRuntime(&devices);
+    if (it.device >= devices) {
+      return InvalidArgumentError("item \"" + it.name + "\" is on CUDA device " +
+                                  std::to_string(it.device) + ", but " +
+                                  std::to_string(devices) + " are visible");
+    }
+  }
+  if (rt != nullptr && lanes == nullptr) lanes = new DeviceLanes(*rt);
+  if (lanes != nullptr) lanes->Begin();
+  std::optional<cuda::DeviceGuard> guard;
+  if (rt != nullptr) guard.emplace(*rt);
+  Status s;
+  for (size_t i = 0; i < items.size() && s.ok(); ++i) {
+    const DeviceItem& it = items[i];
+    if (it.size == 0) continue;
+    if (it.device < 0) {
+      std::memcpy(dst[i], it.data, it.size);
+    } else {
+      s = lanes->Copy(it.device, it.stream, dst[i], it.data, it.size, cuda::kMemcpyDeviceToHost,
+                      "staging item \"" + it.name + "\"");
+    }
+  }
+  if (lanes == nullptr) return s;
+  if (s.ok()) s = lanes->Finish();
+  Status synced = lanes->Sync();
+  return s.ok() ? synced : s;
+}
+
+StatusOr<RestoredStep> RestoreStepPlanned(const std::string& dir, int64_t step,
+                                          const std::string& key,
+                                          const CudaStager::RestorePlan& plan, int threads) {
+  int devices = 0;
+  const cuda::Runtime* rt = ProcessRuntime(&devices);
   std::unique_ptr<DeviceLanes> lanes = rt ? std::make_unique<DeviceLanes>(*rt) : nullptr;
   PlannedRestore restore(lanes.get(), devices);
   std::optional<cuda::DeviceGuard> guard;
