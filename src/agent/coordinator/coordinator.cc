@@ -250,9 +250,12 @@ void Coordinator::Replan(const std::string& name, Job& job) {
     for (int64_t q : job.quarantined) steps.erase(q);
   }
   job.plan = PlanRestore(inventory, job.nodes, job.dp, job.excluded);
-  if (Status s = FormCodedGroups(name, job); !s.ok()) job.plan_error = s.message();
+  if (!job.plan->error.empty()) job.plan_error = "job " + name + ": " + job.plan->error;
+  if (Status s = FormCodedGroups(name, job); !s.ok() && job.plan_error.empty())
+    job.plan_error = s.message();
   CheckRollbackPlan(job);
-  if (!job.plan_error.empty()) job.plan = RestorePlan{std::nullopt, {}, job.plan_error};
+  if (!job.plan_error.empty())
+    job.plan = RestorePlan{std::nullopt, {}, job.plan_error, job.plan_error};
   SettleBackupInFlight(name, job);
   auto b = job.plan->step ? job.plan_backups.find(*job.plan->step) : job.plan_backups.end();
   if (b != job.plan_backups.end()) job.plan->reason += " (backup " + b->second + " holds it too)";

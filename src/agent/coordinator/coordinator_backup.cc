@@ -50,6 +50,15 @@ StatusOr<Listing> ListStore(storage::ObjectStore& store) {
   return out;
 }
 
+// Whether a backup of a job of `c.nodes` nodes serves a job of `nodes`
+// with data parallelism `dp`: the same nodes, or replicas as wide (its
+// parts are one replica's columns, and a column's part serves each rank of
+// that column: more replicas than saved, or fewer).
+bool Fits(const backup::Commit& c, int nodes, int dp) {
+  auto width = [](int n, int d) { return d > 1 && n % d == 0 ? n / d : n; };
+  return c.nodes == nodes || width(c.nodes, c.data_parallelism) == width(nodes, dp);
+}
+
 }  // namespace
 
 void Coordinator::EnableBackups(storage::ObjectStore* store,
@@ -142,12 +151,13 @@ void Coordinator::AddBackupCopies(const std::string& name, Job& job, Inventory* 
   if (restore_backup_ && !job.backup.rollback_done) {
     auto id = backup::ParseBackupId(*restore_backup_);
     auto c = id.ok() ? commits_.find(*id) : commits_.end();
-    if (c == commits_.end() || c->second.nodes != job.nodes) {
+    if (c == commits_.end() || !Fits(c->second, job.nodes, job.dp)) {
       job.plan_error =
           "--restore-backup " + *restore_backup_ + ": " +
-          (c == commits_.end() ? "not a complete backup in " + backup_store_->url()
-                               : "made by a job of " + std::to_string(c->second.nodes) +
-                                     " nodes, not " + std::to_string(job.nodes));
+          (c == commits_.end()
+               ? "not a complete backup in " + backup_store_->url()
+               : "made by a job of " + std::to_string(c->second.nodes) + " nodes, not " +
+                     std::to_string(job.nodes) + " or as many per replica");
       return;
     }
     only = *id;
@@ -161,7 +171,7 @@ void Coordinator::AddBackupCopies(const std::string& name, Job& job, Inventory* 
   }
   for (const auto& [id, commit] : commits_) {  // oldest first: newer ids win
     if (only ? id != *only
-             : (commit.job != name || commit.nodes != job.nodes || superseded_.count(id)))
+             : (commit.job != name || !Fits(commit, job.nodes, job.dp) || superseded_.count(id)))
       continue;
     if (job.plan_backups.count(commit.step)) {
       for (auto& [rank, by_step] : inv->copies) {

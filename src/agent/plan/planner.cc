@@ -2,6 +2,7 @@
 #include "agent/plan/planner.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <tuple>
 
@@ -162,6 +163,38 @@ std::optional<wire::Source> FindDecode(const Inventory& inv, int rank, int64_t s
   return std::nullopt;
 }
 
+std::string HexDigest(uint64_t digest) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(digest));
+  return buf;
+}
+
+// A rank with no copy of its own at `step` takes its column's content: why
+// it cannot when the column's ranks hold different digests; nullopt when
+// they agree (or it has copies of its own).
+std::optional<std::string> ColumnConflict(const Inventory& inv, int rank, int nodes, int dp,
+                                          int64_t step, const Excluded& excluded) {
+  if (dp <= 1 || !UsableCopies(inv, rank, step, excluded).empty()) return std::nullopt;
+  std::map<uint64_t, std::vector<int>> ranks_by_digest;
+  for (int src : SubstituteRanks(rank, nodes, dp)) {
+    std::vector<Copy> copies = UsableCopies(inv, src, step, excluded);
+    if (!copies.empty()) ranks_by_digest[copies.front().digest].push_back(src);
+  }
+  if (ranks_by_digest.size() <= 1) return std::nullopt;
+  std::string held;
+  for (const auto& [digest, ranks] : ranks_by_digest) {
+    std::vector<int> sorted = ranks;
+    std::sort(sorted.begin(), sorted.end());
+    for (int r : sorted) {
+      held += (held.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) + " digest " +
+              HexDigest(digest);
+    }
+  }
+  return "step " + std::to_string(step) + ": column " + std::to_string(rank % (nodes / dp)) +
+         " holds conflicting content (" + held + "), so rank " + std::to_string(rank) +
+         ", which has no copy of its own, cannot be given it";
+}
+
 // The fastest source for node `rank`: among its own rank's copies and (with
 // data parallelism) the interchangeable ranks', the one whose best copy is
 // in the fastest tier; its own rank on a tie. A node without a copy in the
@@ -220,14 +253,23 @@ RestorePlan PlanRestore(const Inventory& inventory, int nodes, int data_parallel
   for (int64_t step : CandidateSteps(inventory)) {
     std::map<int, wire::Source> sources;
     int missing = -1;
-    std::string why;
+    std::string why, conflict;
     for (int rank = 0; rank < nodes && missing < 0; ++rank) {
       why.clear();
+      if (auto c = ColumnConflict(inventory, rank, nodes, dp, step, excluded)) {
+        if (conflict.empty()) conflict = *c;
+        continue;
+      }
       auto src = FindSource(inventory, rank, nodes, dp, step, excluded, &why);
       if (src)
         sources[rank] = *src;
       else
         missing = rank;
+    }
+    if (missing < 0 && !conflict.empty()) {  // complete but for the column's content
+      plan.error = conflict;
+      plan.reason += conflict;
+      return plan;
     }
     if (missing < 0) {
       plan.step = step;

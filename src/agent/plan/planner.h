@@ -53,6 +53,9 @@ struct RestorePlan {
   std::optional<int64_t> step;          // nullopt: nothing to restore (fresh start)
   std::map<int, wire::Source> sources;  // by node rank; empty when !step
   std::string reason;                   // why this step (for the log)
+  // Non-empty: the job cannot be restored as it registered (then !step);
+  // names the step, the column and the ranks that disagree.
+  std::string error;
 };
 
 // The newest step for which every node in [0, nodes) can get a copy of its
@@ -66,6 +69,13 @@ struct RestorePlan {
 // rank's data before a substitute's.
 // Copies of one (rank, step) that disagree on the digest are all distrusted,
 // as are a group's parity shards that disagree on a member's digest.
+// A rank with no copy of its own at a step (a replica added since the job
+// saved it, or one that lost every copy) takes its column's content: the
+// column is rank mod (nodes / D), whatever D the job saved with. When two
+// ranks of that column hold different digests there, the content is not
+// the column's to give: the plan is an error naming the step, the column
+// and the ranks, not an older step (the job restarted at its saved size
+// restores that step).
 // `excluded` lists (holder, source rank, step) copies known to be bad (they
 // failed verification during a previous attempt); (holder, kParityRank,
 // step) excludes a holder's parity shards of that step.

@@ -124,6 +124,51 @@ TEST(PlanRestoreTest, DataParallelSubstitution) {
   EXPECT_FALSE(PlanRestore(inv, 4, 1).step.has_value()) << "without substitution node 0 lacks data";
 }
 
+// Saved by 2 replicas of 2 nodes (ranks 0..3), restored by 4 (ranks 0..7):
+// the new ranks take their column's content; fewer replicas keep working.
+TEST(PlanRestoreTest, MoreReplicasThanSavedTakeTheirColumnsContent) {
+  Inventory inv;
+  for (int r = 0; r < 4; ++r) {
+    inv.Add(r, 30, r, 500 + r % 2);            // columns 0 and 1 agree
+    inv.Add(r, 30, (r + 2) % 4, 500 + r % 2);  // and each copy is on a peer
+  }
+  RestorePlan plan = PlanRestore(inv, 8, 4);
+  ASSERT_EQ(plan.step, 30) << plan.reason;
+  EXPECT_TRUE(plan.error.empty());
+  for (int r = 4; r < 8; ++r) {
+    EXPECT_EQ(plan.sources[r].source_rank % 2, r % 2) << r;
+    EXPECT_EQ(plan.sources[r].digest, 500u + r % 2) << r;
+  }
+  EXPECT_EQ(plan.sources[0].source_rank, 0);  // the old ranks keep their own
+  plan = PlanRestore(inv, 2, 1);              // fewer replicas than saved
+  ASSERT_EQ(plan.step, 30);
+  EXPECT_EQ(plan.sources[1].source_rank, 1);
+}
+
+TEST(PlanRestoreTest, AConflictingColumnIsAnErrorNamingStepColumnAndRanks) {
+  Inventory inv;  // saved by 2 replicas of 1 node whose steps differ
+  inv.Add(0, 30, 0, 0xaa);
+  inv.Add(1, 30, 1, 0xbb);
+  inv.Add(0, 20, 0, 0xcc);  // an older step the column agrees on
+  inv.Add(1, 20, 1, 0xcc);
+  RestorePlan plan = PlanRestore(inv, 4, 4);
+  EXPECT_FALSE(plan.step.has_value()) << "not an older step: " << plan.reason;
+  EXPECT_EQ(plan.error,
+            "step 30: column 0 holds conflicting content (rank 0 digest 00000000000000aa, "
+            "rank 1 digest 00000000000000bb), so rank 2, which has no copy of its own, cannot "
+            "be given it");
+  // The saved replicas alone restore it: each has its own copy.
+  plan = PlanRestore(inv, 2, 2);
+  EXPECT_EQ(plan.step, 30);
+  EXPECT_TRUE(plan.error.empty());
+  // Without rank 1's copy the column holds one content, which every rank takes.
+  inv.copies[1].erase(30);
+  plan = PlanRestore(inv, 4, 4);
+  ASSERT_EQ(plan.step, 30);
+  EXPECT_TRUE(plan.error.empty());
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(plan.sources[r].source_rank, 0) << r;
+}
+
 // A committed backup's parts are copies held by kBackupHolder.
 TEST(PlanRestoreTest, BackupIsUsedOnlyWhenNoInClusterCopyServes) {
   Inventory inv;
