@@ -201,6 +201,10 @@ Status Agent::Incarnate(const ReplicatorConfig& config) {
   IngestClientSteps();
   goodput_.StartBegan(clock_->Now());
   STRATA_RETURN_IF_ERROR(local_.Clean(kReplicatorYaml));
+  // Before the yaml goes: clients read replicator.errors as soon as it has.
+  for (const std::string& warning : client_->yaml_warnings()) {
+    local_.ReportToClient(warning, /*fatal=*/false);
+  }
   Incarnation inc;
   inc.config = config;
   if (config.peer_ranks) {

@@ -123,13 +123,16 @@ StatusOr<ReplicatorConfig> ClientFiles::TakeYaml() {
   if (!text.ok() && text.status().code() == StatusCode::kResourceExhausted) {
     parsed = InvalidArgumentError("replicator.yaml: larger than 1 MiB");
   }
+  yaml_warnings_.clear();
   if (!parsed.ok()) {
     Log()->error("rejecting {}: {}", path, parsed.status().message());
+    local_->ClearReports();  // an earlier start's: the client reads them as this one's
     local_->ReportToClient(parsed.status().message(), /*fatal=*/true);
     env_->RemoveFile(path).IgnoreError();
     return parsed.status();
   }
   for (const auto& k : parsed->unknown_keys) {
+    yaml_warnings_.push_back(std::string(kReplicatorYaml) + ": ignoring unknown key \"" + k + "\"");
     Log()->warn("{}: ignoring unknown key \"{}\"", path, k);
   }
   if (!options_.pending_start.empty()) {  // before Restore removes the yaml
@@ -138,8 +141,11 @@ StatusOr<ReplicatorConfig> ClientFiles::TakeYaml() {
   }
   for (const auto& note : parsed->notes) Log()->info("{}: {}", path, note);
   if (options_.node_rank && *options_.node_rank != parsed->node_rank) {
-    Log()->warn("{}: node-rank {} differs from this agent's --node-rank {} ({} says {})", path,
-                parsed->node_rank, *options_.node_rank, kJaxInitInfoFile, *options_.node_rank);
+    const std::string why = fmt::format(
+        "{}: node-rank {} differs from this agent's --node-rank {} ({} says {})", kReplicatorYaml,
+        parsed->node_rank, *options_.node_rank, kJaxInitInfoFile, *options_.node_rank);
+    yaml_warnings_.push_back(why);
+    Log()->warn("{}", why);
   }
   return parsed;
 }

@@ -68,6 +68,10 @@ class ClientFiles {
   // A refused one is removed and the reason written for the client; a
   // valid one is kept as the pending start.
   StatusOr<ReplicatorConfig> TakeYaml();
+  // What the last yaml taken asks that the agent does not do as asked (an
+  // unknown key, a node-rank other than --node-rank): for replicator.errors,
+  // once the directory is clean and before the yaml goes.
+  const std::vector<std::string>& yaml_warnings() const { return yaml_warnings_; }
   // The pending start is answered (its markers are about to be written) or
   // over (it failed, or a new yaml replaced it): it is not resumed. An
   // error (the file could not be removed) means it still could be.
@@ -111,6 +115,7 @@ class ClientFiles {
   std::string polled_yaml_;             // without inotify: the yaml as the last rescan saw it
   std::string taken_yaml_;              // and as it was when reported complete
   uint64_t largest_step_bytes_ = 0;
+  std::vector<std::string> yaml_warnings_;
 };
 
 }  // namespace strata::agent

@@ -232,6 +232,13 @@ std::optional<std::string> Restore::ClientGone() const {
 
 Restore::State Restore::Register(Attempt& a) {
   auto registered = hooks_.call_coordinator(a.job(), a.registration.ToJson(), kCallTimeout);
+  const StatusCode code = registered.status().code();
+  if (code == StatusCode::kFailedPrecondition || code == StatusCode::kInvalidArgument) {
+    // No retry mends it (no coordinator configured, a registration the
+    // coordinator refuses): the client hears it now, before the yaml goes.
+    a.failure = registered.status();
+    return State::kFailed;
+  }
   if (!registered.ok()) {
     a.register_log.Failed(registered.status());
     BackOff(++a.failures);

@@ -117,6 +117,15 @@ void LocalDir::ReportToClient(const std::string& message, bool fatal) const {
   if (!s.ok()) Log()->error("cannot report \"{}\" to the client: {}", message, s.message());
 }
 
+void LocalDir::ClearReports() const {
+  for (std::string_view name : {kErrorsFile, kFailedFile}) {
+    Status s = env_->RemoveFile(JoinPath(path_, std::string(name)));
+    if (!s.ok() && s.code() != StatusCode::kNotFound) {
+      Log()->warn("removing {}/{}: {}", path_, name, s.message());
+    }
+  }
+}
+
 std::vector<std::string> LocalDir::SymlinkTargets() const {
   std::vector<std::string> targets;
   auto entries = env_->ListDir(path_);

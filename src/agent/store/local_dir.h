@@ -59,6 +59,8 @@ class LocalDir {
   // replicator.failed. Never throws the message away silently: failures to
   // write are logged.
   void ReportToClient(const std::string& message, bool fatal) const;
+  // Removes replicator.errors and replicator.failed (an earlier start's).
+  void ClearReports() const;
 
   // Paths (relative to the directory) that symlinks in it point to — data a
   // client still uses (e.g. Orbax's renamed marker "<step>").

@@ -107,6 +107,28 @@ TEST_F(ClientFilesTest, ABadYamlIsRefusedToTheClientAndRemoved) {
   EXPECT_NE(failed.find("node-rank"), std::string::npos) << failed;
 }
 
+// The client reads the error files as soon as its yaml is gone: an earlier
+// start's lines go before a refused yaml's reason is written, and what a
+// taken yaml asks that the agent does not do is named for replicator.errors.
+TEST_F(ClientFilesTest, TheErrorFilesSpeakOfThisStartOnly) {
+  ASSERT_TRUE(client_->Watch().ok());
+  testing::WriteFile(File(kErrorsFile), "an earlier start's line\n");
+  testing::WriteFile(File(kFailedFile), "an earlier start's failure\n");
+  testing::WriteFile(File(kReplicatorYaml), "job-name: job1\nframework: orbax\nnodes: 2\n");
+  EXPECT_EQ(client_->TakeYaml().status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(testing::ReadFile(File(kErrorsFile)).find("earlier"), std::string::npos);
+  EXPECT_EQ(testing::ReadFile(File(kFailedFile)).find("earlier"), std::string::npos);
+
+  testing::WriteFile(File(kReplicatorYaml),
+                     "job-name: job1\nframework: orbax\nnode-rank: 0\nnodes: 2\ncolour: blue\n");
+  ASSERT_TRUE(client_->TakeYaml().ok());
+  EXPECT_EQ(client_->yaml_warnings(),
+            (std::vector<std::string>{
+                "replicator.yaml: ignoring unknown key \"colour\"",
+                "replicator.yaml: node-rank 0 differs from this agent's --node-rank 3 "
+                "(jax-init-info.txt says 3)"}));
+}
+
 // A taken yaml is kept as the pending start until the start ends. An agent
 // restarted while one is pending puts the yaml back (the client polls for
 // markers and never writes it again), unless the client wrote a new one.

@@ -448,6 +448,33 @@ TEST_F(RestoreTest, RefusedCallsAreRetriedUntilTheRestoreCompletes) {
   EXPECT_EQ(node1_.restore->summary().step, 7);
 }
 
+// A registration no retry mends (no coordinator to call; one the
+// coordinator refuses as malformed) ends the restore at once, its yaml
+// still in place: the agent tells the client before the yaml goes.
+TEST_F(RestoreTest, ARegistrationNoRetryMendsFailsBeforeTheYamlGoes) {
+  for (StatusCode code : {StatusCode::kFailedPrecondition, StatusCode::kInvalidArgument}) {
+    WriteYaml(node0_);
+    Restore::Options options;
+    options.trust = testing::PskTrust(kSecret);
+    options.address = node0_.address;
+    options.yaml_path = node0_.yaml();
+    Restore::Hooks hooks;
+    int calls = 0;
+    hooks.call_coordinator = [&](const ReplicatorConfig&, const json&,
+                                 std::chrono::milliseconds) -> StatusOr<json> {
+      ++calls;
+      return Status(code, "no coordinator: pass --coordinator or set master in replicator.yaml");
+    };
+    hooks.stopping = [] { return false; };
+    Restore restore(Env::Default(), SteadyClock::Real(), node0_.store.get(), node0_.local.get(),
+                    nullptr, options, std::move(hooks));
+    StatusOr<Restore::Outcome> r = restore.Run(Request(node0_));
+    EXPECT_EQ(r.status().code(), code) << r.status().ToString();
+    EXPECT_EQ(calls, 1) << "not retried";
+    EXPECT_TRUE(fs::exists(node0_.yaml())) << "the agent removes it once the client was told";
+  }
+}
+
 // --restore-backup names a backup that does not exist: the coordinator
 // cannot plan, and the restore fails with its reason (the agent tells the
 // client), instead of retrying forever.
