@@ -196,7 +196,8 @@ class Node {
       return json{{"ok", true}, {"watermark", -1}};
     };
     h.cadence = [](const ReplicatorConfig&) { return wire::Cadence(); };
-    h.on_reply = [](const ReplicatorConfig&, const wire::ReplicatedReply&) {};
+    h.on_reply = [](const ReplicatorConfig&, const wire::ReplicatedRequest&,
+                    const wire::ReplicatedReply&) {};
     h.pins = [] { return std::set<wire::StepKey>(); };
     h.on_replica = [](const wire::StepKey&, uint64_t) {};
     return h;

@@ -249,6 +249,7 @@ Status Agent::Incarnate(const ReplicatorConfig& config) {
   STRATA_RETURN_IF_ERROR(restored.status());
   const int64_t restored_step = restore_->summary().step;
   replication_->Restored(restored_step);
+  requests_.Restored(config.job_name, config.node_rank, restored_step);
   inc.restored_step = restored_step;
   goodput_.StartDone(clock_->Now(), restored_step);
   inc.round = restored->round;
@@ -299,8 +300,18 @@ void Agent::IngestClientSteps() {
     job = inc_->config;
     tier = {inc_->redundancy, inc_->peers.size(), inc_->group ? inc_->group->k() : 0};
   }
-  const std::vector<wire::StepKey> ingested = client_->Ingest(*job, tier);
-  for (const wire::StepKey& key : ingested) replication_->Enqueue(key);
+  std::set<int64_t> requested;  // steps the client asked to back up
+  const std::vector<wire::StepKey> ingested = client_->Ingest(*job, tier, &requested);
+  for (int64_t step : requested) {
+    Log()->info("job {}: the client asks for a backup of step {}", job->job_name, step);
+    if (std::optional<int64_t> displaced = requests_.Add({job->job_name, job->node_rank, step})) {
+      local_.ReportToClient("the requested backup of step " + std::to_string(*displaced) +
+                                " is not made: " + std::to_string(wire::kMaxRequestedBackups) +
+                                " newer requests are pending",
+                            /*fatal=*/false);
+    }
+  }
+  for (const wire::StepKey& key : ingested) replication_->Enqueue(key, requested.count(key.step));
   // Not behind a send to a slow peer: the RAM disk would fill meanwhile.
   if (!ingested.empty()) replication_->CollectNow();
 }

@@ -36,6 +36,7 @@
 #include "agent/config/config.h"
 #include "agent/coordinator/coordinator.h"
 #include "agent/metrics/metrics_server.h"
+#include "agent/node/backup_requests.h"
 #include "agent/node/client_files.h"
 #include "agent/node/goodput.h"
 #include "agent/node/maintenance.h"
@@ -225,6 +226,7 @@ class Agent {
   int holding_calls_ GUARDED_BY(mu_) = 0;  // put_shard calls taken through holding_
   CondVar holding_drained_;                // holding_calls_ fell to 0
   std::unique_ptr<NodeBackup> backup_;     // null without --backup
+  BackupRequests requests_;                // steps the client asked to back up
   std::unique_ptr<Replication> replication_;
   std::unique_ptr<Restore> restore_;
   std::unique_ptr<Server> server_;

@@ -22,10 +22,25 @@ void Agent::OpenReplication() {
   hooks.priority_step = [this] { return sync_->step(); };
   hooks.call_coordinator = CoordinatorCaller();
   hooks.cadence = [this](const ReplicatorConfig& c) { return Cadence(c); };
-  hooks.on_reply = [this](const ReplicatorConfig& c, const wire::ReplicatedReply& reply) {
+  hooks.fill_report = [this](const ReplicatorConfig& c, wire::ReplicatedRequest* report) {
+    const int64_t newest = replication_->progress().newest_ingested;
+    requests_.FillReport(
+        c.job_name,
+        [&](int64_t step) {
+          return store_->Has({c.job_name, c.node_rank, step});
+        },
+        newest, report);
+  };
+  hooks.on_reply = [this](const ReplicatorConfig& c, const wire::ReplicatedRequest& sent,
+                          const wire::ReplicatedReply& reply) {
+    requests_.OnReply(sent, reply);
     OnReplicatedReply(c, reply);
   };
-  hooks.pins = [this] { return backup_ ? backup_->Pins() : std::set<wire::StepKey>(); };
+  hooks.pins = [this] {
+    std::set<wire::StepKey> pins = requests_.Pins();
+    if (backup_) pins.merge(backup_->Pins());
+    return pins;
+  };
   hooks.on_replica = [this](const wire::StepKey& key, uint64_t digest) {
     if (restore_ && restore_->active()) ReportNewCopy(key, digest);
   };

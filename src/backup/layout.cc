@@ -337,6 +337,7 @@ std::string EncodeCommit(const Commit& commit) {
               {"committed", FormatUtcTime(commit.committed)},
               {"sources", std::move(sources)},
               {"parts", std::move(parts)}};
+  if (commit.requested) doc["requested"] = true;
   return doc.dump(2) + "\n";
 }
 
@@ -406,6 +407,10 @@ StatusOr<Commit> DecodeCommit(std::string_view text, std::string_view source) {
     c.committed = *committed;
     if (auto why = DecodeParts(doc, &c)) return bad(*why);
     if (auto why = DecodeSources(doc, &c)) return bad(*why);
+    if (doc.contains("requested")) {
+      if (!doc["requested"].is_boolean()) return bad("requested is not a boolean");
+      c.requested = doc["requested"].get<bool>();
+    }
     return c;
   } catch (const json::exception& e) {
     return bad(std::string("malformed commit object: ") + e.what());

@@ -107,6 +107,10 @@ struct Commit {
   std::map<int, int> sources;            // node rank -> part; one entry per node
   std::map<int, uint64_t> part_bytes;    // part -> bytes
   std::map<int, uint64_t> part_digests;  // part -> content digest
+  // A client asked for this step's backup (a _BACKUP_REQUESTED file),
+  // out of the cadence: `strata prune` never deletes it. Written only when
+  // true ("requested": true); absent in older commits.
+  bool requested = false;
   uint64_t TotalBytes() const;
 };
 std::string EncodeCommit(const Commit& commit);

@@ -105,6 +105,10 @@ std::vector<PruneDecision> DecidePrune(const std::vector<BackupSummary>& backups
     for (auto& r : reasons) r = "complete; no retention class given";
   }
   if (!complete.empty() && any_class) AddReason(&reasons.back(), "newest");
+  for (size_t i = 0; i < complete.size(); ++i) {
+    if (any_class && complete[i]->commit && complete[i]->commit->requested)
+      AddReason(&reasons[i], "requested");
+  }
 
   std::vector<PruneDecision> out;
   size_t next_complete = 0;

@@ -15,6 +15,7 @@
 //     oldest in the bucket, or the newest with prefer_recent. kAlways keeps
 //     one backup in every bucket of the class.
 //   * The newest complete backup is always kept.
+//   * A backup a client requested (Commit::requested) is always kept.
 //   * Every other complete backup is deleted.
 // Incomplete backups are kept ("incomplete"), unless delete_incomplete_after
 // is set and the backup began more than that long before `now`.
@@ -60,8 +61,9 @@ Status ValidateRetentionPolicy(const RetentionPolicy& policy);
 struct PruneDecision {
   std::string id;
   bool keep = false;
-  // Kept: the classes and buckets that keep it, then "newest", e.g.
-  // "daily 2026-11-21, weekly 2026-W47, newest"; or "incomplete".
+  // Kept: the classes and buckets that keep it, then "newest" and
+  // "requested", e.g. "daily 2026-11-21, weekly 2026-W47, newest"; or
+  // "incomplete".
   // Deleted: "not kept by any class" or "incomplete, older than 7d".
   std::string reason;
 };

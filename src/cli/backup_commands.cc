@@ -69,6 +69,7 @@ json SummaryJson(const backup::BackupSummary& b) {
     j["nodes"] = b.commit->nodes;
     j["created"] = backup::FormatUtcTime(b.commit->created);
     j["committed"] = backup::FormatUtcTime(b.commit->committed);
+    j["requested"] = b.commit->requested;
   }
   return j;
 }
@@ -86,6 +87,7 @@ void BackupsLs(Context& ctx, const BackupArgs& args) {
                          "STATE");
   for (const auto& b : backups) {
     std::string state = b.complete ? "complete" : "incomplete";
+    if (b.commit && b.commit->requested) state += ", requested";
     if (!b.problem.empty()) state += " (" + b.problem + ")";
     ctx.out << fmt::format("{:<20}  {:>10}  {:>10}  {:>7}  {}\n", b.id_text, StepText(b),
                            HumanBytes(b.bytes), b.objects, state);

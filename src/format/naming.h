@@ -53,6 +53,10 @@ inline constexpr std::string_view kErrorsFile = "replicator.errors";
 // "host:port"; Orbax and MaxText read it before they write replicator.yaml.
 inline constexpr std::string_view kJaxInitInfoFile = "jax-init-info.txt";
 inline constexpr std::string_view kFailedFile = "replicator.failed";
+// An empty file in a step directory by which a client asks the replicator
+// for a backup of that step out of the cadence (Orbax 0.12.10:
+// ReplicatorCheckpointManager.save(..., backup=True)).
+inline constexpr std::string_view kBackupRequestedFile = "_BACKUP_REQUESTED";
 
 // Largest accepted item name, in bytes.
 inline constexpr size_t kMaxItemNameBytes = 1024;

@@ -269,7 +269,11 @@ const Codec<ReplicatedRequest>& ReplicatedCodec() {
           if (!r.nodes) return Status::Ok();
           if (!r.dp) return c.Missing("dp");
           return *r.dp <= *r.nodes ? Status::Ok() : c.Error("dp", IntWant(1, *r.nodes));
-        });
+        })
+        .Value<std::set<int64_t>>("requested", &R::requested, Presence::kOmitted, &ReadSteps,
+                                  &WriteSteps)
+        .Value<std::set<int64_t>>("requested_missing", &R::requested_missing, Presence::kOmitted,
+                                  &ReadSteps, &WriteSteps);
     WithCadence(*codec, &R::cadence);
     return codec;
   }();
@@ -400,7 +404,9 @@ const Codec<ReplicatedReply>& ReplicatedReplyCodec() {
     codec->Int("watermark", &R::watermark, kInt64Min, kInt64Max, Presence::kDefaulted)
         .Object("newest_backup", &R::newest_backup, BackupCodec())
         .Text("backup_error", &R::backup_error, Presence::kOmitted)
-        .Object("backup_task", &R::backup_task, TaskCodec());
+        .Object("backup_task", &R::backup_task, TaskCodec())
+        .Value<std::set<int64_t>>("requested", &R::requested, Presence::kOmitted, &ReadSteps,
+                                  &WriteSteps);
     return codec;
   }();
   return *kCodec;

@@ -113,6 +113,11 @@ struct ReadyRequest {
   json ToJson() const;
 };
 
+// The most requested backups (a client's _BACKUP_REQUESTED) a job has
+// pending at once: each keeps a step in every node's RAM until it is
+// uploaded. A newer request past it displaces the oldest.
+inline constexpr size_t kMaxRequestedBackups = 4;
+
 // replicated: a node's newest step on all its peers. `nodes` and `dp` let a
 // restarted coordinator learn the job.
 struct ReplicatedRequest {
@@ -122,6 +127,11 @@ struct ReplicatedRequest {
   std::optional<int> nodes;
   std::optional<int> dp;
   Cadence cadence;
+  // Steps requested for a backup (a client's _BACKUP_REQUESTED here, or
+  // the coordinator's list) whose copy this node holds; and those of the
+  // coordinator's list this node went past without holding.
+  std::set<int64_t> requested;
+  std::set<int64_t> requested_missing;
   static StatusOr<ReplicatedRequest> FromJson(const json& j);
   // Its fields, listed once (wire/codec.h): what parses and writes it.
   static const Codec<ReplicatedRequest>& Fields();
@@ -275,6 +285,9 @@ struct ReplicatedReply {
   std::optional<Backup> newest_backup;
   std::string backup_error;  // the job's last backup failure
   std::optional<Task> backup_task;
+  // The job's steps requested for a backup and not yet backed up: a node
+  // keeps its copy of each, and says whether it holds one.
+  std::set<int64_t> requested;
   static StatusOr<ReplicatedReply> FromJson(const json& j);
   // Its fields, listed once (wire/codec.h): what parses and writes it.
   static const Codec<ReplicatedReply>& Fields();

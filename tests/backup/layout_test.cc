@@ -2,6 +2,8 @@
 //
 // Backup ids, object keys, the part and commit JSON, and ListBackups over an
 // in-memory store (which can fail on demand).
+#include "backup/layout.h"
+
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -9,7 +11,6 @@
 #include <mutex>
 #include <set>
 
-#include "backup/layout.h"
 #include "test_util.h"
 
 namespace strata::backup {
@@ -225,6 +226,21 @@ TEST(BackupCommitTest, RoundTrips) {
   EXPECT_EQ(back->part_bytes, c.part_bytes);
   EXPECT_EQ(back->part_digests, c.part_digests);
   EXPECT_EQ(back->TotalBytes(), 3000u);
+  EXPECT_FALSE(back->requested);
+  EXPECT_FALSE(doc.contains("requested")) << "older readers see the same document";
+}
+
+TEST(BackupCommitTest, ARequestedBackupSaysSo) {
+  Commit c = SampleCommit("2026-11-21_04-30");
+  c.requested = true;
+  std::string text = EncodeCommit(c);
+  EXPECT_EQ(json::parse(text)["requested"], true);
+  auto back = DecodeCommit(text, "mem://test/x");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(back->requested);
+  json doc = json::parse(text);
+  doc["requested"] = "yes";
+  EXPECT_EQ(DecodeCommit(doc.dump(), "x").status().code(), StatusCode::kDataLoss);
 }
 
 // Each mutation of a valid commit document must be rejected as DATA_LOSS

@@ -31,8 +31,10 @@ class BackupCliTest : public ::testing::Test {
 
   // A backup of `step` over two nodes: part metadata and one data object per
   // part, and the commit object when `complete`.
-  void MakeBackup(const std::string& id, int64_t step, bool complete = true) {
+  void MakeBackup(const std::string& id, int64_t step, bool complete = true,
+                  bool requested = false) {
     backup::Commit commit;
+    commit.requested = requested;
     commit.id = id;
     commit.job = "llama";
     commit.step = step;
@@ -162,6 +164,33 @@ TEST_F(BackupCliTest, DryRunPrintsDecisionsAndDeletesNothing) {
   EXPECT_EQ(Printed(r.out, "delete").size(), 3u);
   EXPECT_NE(r.out.find("dry run: would keep 4, delete 3 backups"), std::string::npos) << r.out;
   EXPECT_EQ(Objects(), before);
+}
+
+// A backup a client requested (_BACKUP_REQUESTED) shows so, and no
+// retention class deletes it.
+TEST_F(BackupCliTest, RequestedBackupsAreShownAndNeverPruned) {
+  MakeBackup("2026-11-19_00-00", 100);
+  MakeBackup("2026-11-19_06-00", 150, /*complete=*/true, /*requested=*/true);
+  MakeBackup("2026-11-19_12-00", 200);
+  MakeBackup("2026-11-20_00-00", 300);
+  auto r = Cli({"backups", "ls", url_});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("2026-11-19_06-00             150"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("complete, requested\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("requested", r.out.find("2026-11-19_12-00")), std::string::npos) << r.out;
+  r = Cli({"backups", "ls", url_, "--json"});
+  json j = json::parse(r.out);
+  EXPECT_EQ(j[1]["requested"], true);
+  EXPECT_EQ(j[2]["requested"], false);
+
+  r = Cli({"prune", url_, "--daily", "1", "--delete"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("keep   2026-11-19_06-00     step 150        (requested)\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(Printed(r.out, "delete"),
+            (std::set<std::string>{"2026-11-19_00-00", "2026-11-19_12-00"}));
+  EXPECT_TRUE(Objects().count("2026-11-19_06-00/strata.backup"));
 }
 
 TEST_F(BackupCliTest, DeleteRemovesExactlyWhatTheDryRunListed) {

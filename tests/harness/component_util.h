@@ -31,7 +31,8 @@ inline agent::Replication::Hooks IdleReplicationHooks(agent::Replication::Hooks 
     hooks.cadence = [](const ReplicatorConfig&) { return wire::Cadence(); };
   }
   if (!hooks.on_reply) {
-    hooks.on_reply = [](const ReplicatorConfig&, const wire::ReplicatedReply&) {};
+    hooks.on_reply = [](const ReplicatorConfig&, const wire::ReplicatedRequest&,
+                        const wire::ReplicatedReply&) {};
   }
   return hooks;
 }

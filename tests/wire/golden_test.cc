@@ -187,12 +187,16 @@ void CoordinationRequests() {
       ready,
       R"j({"bad":[[2,1,100],[3,-2,100]],"job":"job-a","node":1,"ok":true,"op":"ready","plan_version":2,"round":4,"wait_ms":900})j");
 
-  ReplicatedRequest replicated{"job-a", 1, 100, 4, 2, {10, 30, 2}};
+  ReplicatedRequest replicated{"job-a", 1, 100, 4, 2, {10, 30, 2}, {}, {}};
   ExpectGolden(
       replicated,
       R"j({"backup_interval_minutes":30,"backup_interval_steps":10,"dp":2,"job":"job-a","node":1,"nodes":4,"op":"replicated","step":100,"workers_per_node":2})j");
-  ExpectGolden(ReplicatedRequest{"job-a", 1, -1, std::nullopt, std::nullopt, {}},
+  ExpectGolden(ReplicatedRequest{"job-a", 1, -1, std::nullopt, std::nullopt, {}, {}, {}},
                R"j({"job":"job-a","node":1,"op":"replicated","step":-1})j");
+  ReplicatedRequest requested{"job-a", 1, 100, 4, 2, {}, {40, 50}, {30}};
+  ExpectGolden(
+      requested,
+      R"j({"dp":2,"job":"job-a","node":1,"nodes":4,"op":"replicated","requested":[40,50],"requested_missing":[30],"step":100})j");
 
   BackupDoneRequest done{"job-a", 1, "b-100", 1, 100, true, "", 4096, 0xfeed};
   ExpectGolden(
@@ -242,9 +246,10 @@ void CoordinationReplies() {
   replicated.newest_backup = ReplicatedReply::Backup{"b-90", 90, 1700000000, 1700000100};
   replicated.backup_error = "denied";
   replicated.backup_task = ReplicatedReply::Task{"b-100", 100, 2};
+  replicated.requested = {0, 120};
   ExpectGolden(
       replicated,
-      R"j({"backup_error":"denied","backup_task":{"id":"b-100","part":2,"step":100},"newest_backup":{"committed":1700000100,"created":1700000000,"id":"b-90","step":90},"watermark":100})j");
+      R"j({"backup_error":"denied","backup_task":{"id":"b-100","part":2,"step":100},"newest_backup":{"committed":1700000100,"created":1700000000,"id":"b-90","step":90},"requested":[0,120],"watermark":100})j");
   ExpectGolden(ReplicatedReply{}, R"j({"watermark":-1})j");
 
   PlanReply plan;

@@ -439,6 +439,7 @@ StatusOr<json> Coordinator::Replicated(const wire::ReplicatedRequest& req) {
   const int node = req.node;
   STRATA_RETURN_IF_ERROR(CheckNode(name, *job, node));
   NoteCadence(req.cadence, *job);
+  NoteRequests(name, req, *job);
   RaiseReplicated(*job, node, req.step);
   // The newest step every node replicated: -1 until each has reported.
   const int64_t watermark = static_cast<int>(job->replicated.size()) < job->nodes

@@ -134,6 +134,7 @@ class Coordinator {
     std::map<int, int> sources;                         // node rank -> part
     std::map<int, std::pair<uint64_t, uint64_t>> done;  // part -> (bytes, digest)
     bool committing = false;                            // the commit object is being written
+    bool requested = false;  // a client asked for it (BackupState::requested)
     // Begun in an earlier round: the new round's first plan keeps it (it
     // restores this step or a later one) or drops it (SettleBackupInFlight).
     bool awaiting_plan = false;
@@ -142,7 +143,7 @@ class Coordinator {
     std::optional<int> interval_steps;  // cadence, from the nodes' reports
     std::optional<int> interval_minutes;
     int workers_per_node = 1;
-    int64_t last_step = 0;        // step of the newest committed backup
+    int64_t last_step = -1;       // step of the newest committed backup (-1: none)
     std::time_t last_time = 0;    // when it began (or the job was learned)
     std::time_t retry_after = 0;  // after a failed backup
     // A backup's step an uploader no longer held (its store collected it
@@ -151,6 +152,12 @@ class Coordinator {
     int64_t unheld_step = -1;
     int64_t starting = 0;  // nonzero: the round whose backup is choosing an id
     std::optional<BackupInFlight> in_flight;
+    // Steps a client asked to back up (_BACKUP_REQUESTED), not yet backed
+    // up, with the nodes that reported holding their copy: once every node
+    // does, its backup begins before any the cadence asks for (at most
+    // wire::kMaxRequestedBackups; carried into new rounds up to their
+    // plan's step).
+    std::map<int64_t, std::set<int>> requested;
     std::optional<backup::Commit> newest;  // newest committed backup of the job
     std::string last_error;
     bool learned = false;  // newest / last_* were read from the catalog
@@ -284,6 +291,17 @@ class Coordinator {
   // Begins a backup when `job` is due; drops mu_ for the store's I/O and
   // takes it again (jobs_ entries are never erased, so `job` stays valid).
   void MaybeBeginBackup(const std::string& name, Job& job, int64_t watermark) REQUIRES(mu_);
+  // Begins a backup of `step` under a new id (drops mu_ for the store's I/O).
+  void BeginBackup(const std::string& name, Job& job, int64_t step, bool requested) REQUIRES(mu_);
+  // The steps a node's report says are requested (held there, or gone by
+  // there without its copy).
+  void NoteRequests(const std::string& name, const wire::ReplicatedRequest& req, Job& job)
+      REQUIRES(mu_);
+  // Gives up the request for `step`, saying why.
+  static void DropRequest(const std::string& name, BackupState& b, int64_t step,
+                          const std::string& why);
+  // A committed backup a client requested of `step` exists.
+  bool RequestedBackupCommitted(const std::string& name, int64_t step) EXCLUDES(catalog_mu_);
   wire::ReplicatedReply BackupReply(const Job& job, int node) REQUIRES(mu_);
   Status WriteCommit(const backup::Commit& commit) EXCLUDES(mu_, catalog_mu_);
 

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "agent/coordinator/coordinator.h"
+#include "agent/metrics/agent_metrics.h"
 #include "util/crash_point.h"
 #include "util/hash.h"
 #include "util/logging.h"
@@ -221,6 +222,16 @@ void Coordinator::CarryBackupInFlight(const std::string& name, Job& job, int nod
 // later one: below it, its step belongs to a history the job has left (and
 // a quarantined step is not worth a backup).
 void Coordinator::SettleBackupInFlight(const std::string& name, Job& job) {
+  // Requests above the round's step belong to a history the job left.
+  const std::optional<int64_t> plan_step = job.plan->step;
+  for (auto it = job.backup.requested.begin(); it != job.backup.requested.end();) {
+    const int64_t step = (it++)->first;
+    if (!plan_step || step > *plan_step) {
+      DropRequest(name, job.backup, step,
+                  "the job restarted from " +
+                      (plan_step ? "step " + std::to_string(*plan_step) : std::string("nothing")));
+    }
+  }
   std::optional<BackupInFlight>& f = job.backup.in_flight;
   if (!f || !f->awaiting_plan) return;
   f->awaiting_plan = false;
@@ -302,19 +313,23 @@ void Coordinator::NoteCadence(const wire::Cadence& cadence, Job& job) {
 }
 
 // Once per job, after the catalog was read: the newest committed backup in
-// the store sets where the cadence counts from (so a restarted job or
-// coordinator does not back up again at once). REQUIRES: mu_ held.
+// the store that the cadence made (not one a client requested) sets where
+// the cadence counts from (so a restarted job or coordinator does not back
+// up again at once). REQUIRES: mu_ held.
 void Coordinator::LearnNewestBackup(const std::string& name, BackupState& b) {
   if (b.learned) return;
   MutexLock c(&catalog_mu_);
   if (!catalog_loaded_) return;
   b.learned = true;
+  const backup::Commit* scheduled = nullptr;  // the newest the cadence made
   for (const auto& [id, commit] : commits_) {
-    if (commit.job == name) b.newest = commit;  // ids ascend in time
+    if (commit.job != name) continue;
+    b.newest = commit;  // ids ascend in time
+    if (!commit.requested) scheduled = &commit;
   }
-  if (b.newest && b.newest->step >= b.last_step) {
-    b.last_step = b.newest->step;
-    b.last_time = b.newest->created;
+  if (scheduled && scheduled->step >= b.last_step) {
+    b.last_step = scheduled->step;
+    b.last_time = scheduled->created;
   }
 }
 
@@ -327,18 +342,35 @@ void Coordinator::MaybeBeginBackup(const std::string& name, Job& job, int64_t wa
     Log()->error("job {}: {}", name, b.last_error);
     b.in_flight.reset();
   }
-  if (!b.learned || b.in_flight || b.starting || watermark < 1 || now_() < b.retry_after ||
-      watermark <= b.unheld_step)
-    return;
+  if (!b.learned || b.in_flight || b.starting || now_() < b.retry_after) return;
+  // A requested step every node holds goes first, whatever the cadence says.
+  for (const auto& [step, holders] : b.requested) {
+    if (static_cast<int>(holders.size()) >= job.nodes) return BeginBackup(name, job, step, true);
+  }
+  if (watermark < 0 || watermark <= b.unheld_step) return;
   bool due = false;
+  int64_t skipped = 0;  // points of the cadence passed since the last backup without one
   // Every K steps: when the watermark enters a later multiple of K than the
   // last backup's step (steps K, 2K, ... are backed up when every node
   // replicated them; a step in between when the watermark skipped one).
-  if (b.interval_steps) due = watermark / *b.interval_steps > b.last_step / *b.interval_steps;
+  if (b.interval_steps) {
+    const int64_t k = *b.interval_steps;
+    due = watermark / k > b.last_step / k;
+    skipped = watermark / k - std::max<int64_t>(b.last_step, 0) / k - 1;
+  }
   if (b.interval_minutes) {
-    due = watermark > b.last_step && now_() - b.last_time >= std::time_t{60} * *b.interval_minutes;
+    const std::time_t every = std::time_t{60} * *b.interval_minutes;
+    due = watermark > b.last_step && now_() - b.last_time >= every;
+    skipped = (now_() - b.last_time) / every - 1;
   }
   if (!due) return;
+  if (skipped > 0 && b.last_step >= 0)
+    metric::SkippedSteps("backup").Add(static_cast<double>(skipped));
+  BeginBackup(name, job, watermark, false);
+}
+
+void Coordinator::BeginBackup(const std::string& name, Job& job, int64_t step, bool requested) {
+  BackupState& b = job.backup;
   // A coordinator that just restarted may pick an id its predecessor is
   // still uploading under (objects land only when complete). That is safe:
   // each node uploads one part at a time, so its new part overwrites its old
@@ -377,15 +409,62 @@ void Coordinator::MaybeBeginBackup(const std::string& name, Job& job, int64_t wa
   }
   BackupInFlight f;
   f.id = id->ToString();
-  f.step = watermark;
+  f.step = step;
   f.began = began;
+  f.requested = requested;
   // Part p is node p's checkpoint. With data parallelism D only the first
   // replica's nodes upload; node r restores from part r mod (nodes / D).
   const int width = (job.dp > 1 && job.nodes % job.dp == 0) ? job.nodes / job.dp : job.nodes;
   for (int p = 0; p < width; ++p) f.uploaders[p] = p;
   for (int r = 0; r < job.nodes; ++r) f.sources[r] = r % width;
-  Log()->info("job {}: backup {} of step {} begins ({} part(s))", name, f.id, f.step, width);
+  Log()->info("job {}: backup {} of step {} begins ({} part(s){})", name, f.id, f.step, width,
+              requested ? ", requested by the client" : "");
   b.in_flight = std::move(f);
+}
+
+bool Coordinator::RequestedBackupCommitted(const std::string& name, int64_t step) {
+  MutexLock c(&catalog_mu_);
+  return std::any_of(commits_.begin(), commits_.end(), [&](const auto& entry) {
+    const backup::Commit& commit = entry.second;
+    return commit.job == name && commit.step == step && commit.requested;
+  });
+}
+
+void Coordinator::DropRequest(const std::string& name, BackupState& b, int64_t step,
+                              const std::string& why) {
+  if (!b.requested.erase(step)) return;
+  b.last_error = "the requested backup of step " + std::to_string(step) + " is not made: " + why;
+  Log()->error("job {}: {}", name, b.last_error);
+  metric::BackupRequests("dropped").Add();
+}
+
+// Requests come with the reports: any node's request is the step's; a node
+// that holds its copy counts toward it, a node that went past the step
+// without one ends it.
+void Coordinator::NoteRequests(const std::string& name, const wire::ReplicatedRequest& req,
+                               Job& job) {
+  if (backup_store_ == nullptr) return;  // nothing to back up to: nodes drop their requests
+  BackupState& b = job.backup;
+  const bool in_flight_requested = b.in_flight && b.in_flight->requested;
+  for (int64_t step : req.requested) {
+    if (!b.requested.count(step)) {
+      if (in_flight_requested && b.in_flight->step == step) continue;
+      if (RequestedBackupCommitted(name, step)) continue;      // reported again after a restart
+      if (b.requested.size() >= wire::kMaxRequestedBackups) {  // the oldest not uploading
+        auto oldest = b.requested.begin();
+        if (in_flight_requested && oldest->first == b.in_flight->step) ++oldest;
+        DropRequest(name, b, oldest->first,
+                    std::to_string(wire::kMaxRequestedBackups) +
+                        " newer requests are pending (each keeps a step in every node's RAM)");
+      }
+      Log()->info("job {}: node {} asks for a backup of step {}", name, req.node, step);
+    }
+    b.requested[step].insert(req.node);
+  }
+  for (int64_t step : req.requested_missing) {
+    DropRequest(name, b, step,
+                "node " + std::to_string(req.node) + " went past it without its copy");
+  }
 }
 
 wire::ReplicatedReply Coordinator::BackupReply(const Job& job, int node) {
@@ -401,6 +480,8 @@ wire::ReplicatedReply Coordinator::BackupReply(const Job& job, int node) {
     MutexLock c(&catalog_mu_);
     reply.backup_error = catalog_error_;
   }
+  for (const auto& [step, holders] : b.requested) reply.requested.insert(step);
+  if (b.in_flight && b.in_flight->requested) reply.requested.insert(b.in_flight->step);
   if (b.in_flight && !b.in_flight->committing) {
     for (const auto& [part, uploader] : b.in_flight->uploaders) {
       if (uploader == node && !b.in_flight->done.count(part)) {
@@ -434,6 +515,12 @@ StatusOr<json> Coordinator::BackupDone(const wire::BackupDoneRequest& req) {
                                 std::to_string(req.step) + ", which is not its task");
   }
   if (f.committing) return json{{"committed", false}, {"committing", true}};
+  if (!req.ok && req.step_gone && f.requested) {
+    const int64_t step = f.step;
+    b.in_flight.reset();
+    DropRequest(name, b, step, "node " + std::to_string(node) + " no longer holds it");
+    return json{{"abandoned", true}};
+  }
   if (!req.ok && req.step_gone) {
     // The step rolled off the node between the report that made it the
     // watermark and the task: no store failed, so no wait.
@@ -466,6 +553,7 @@ StatusOr<json> Coordinator::BackupDone(const wire::BackupDoneRequest& req) {
   commit.data_parallelism = job->dp;
   commit.created = f.began;
   commit.sources = f.sources;
+  commit.requested = f.requested;
   for (const auto& [p, done] : f.done) {
     commit.part_bytes[p] = done.first;
     commit.part_digests[p] = done.second;
@@ -485,10 +573,15 @@ StatusOr<json> Coordinator::BackupDone(const wire::BackupDoneRequest& req) {
   }
   b.last_error.clear();
   if (!b.newest || commit.step >= b.newest->step) b.newest = commit;
-  b.last_step = std::max(b.last_step, commit.step);
-  b.last_time = commit.created;
-  Log()->info("job {}: backup {} of step {} committed ({} bytes)", name, id, commit.step,
-              commit.TotalBytes());
+  if (commit.requested) {  // out of the cadence: it counts from its own backups
+    b.requested.erase(commit.step);
+    metric::BackupRequests("committed").Add();
+  } else {
+    b.last_step = std::max(b.last_step, commit.step);
+    b.last_time = commit.created;
+  }
+  Log()->info("job {}: backup {} of step {} committed ({} bytes{})", name, id, commit.step,
+              commit.TotalBytes(), commit.requested ? ", requested by the client" : "");
   return json{{"committed", true}};
 }
 

@@ -51,6 +51,20 @@ metrics::Counter& ReplicationFailures(const std::string& peer) {
                         {{"peer", peer}});
 }
 
+metrics::Counter& SkippedSteps(std::string_view tier) {
+  return R().GetCounter("strata_skipped_steps_total",
+                        "Steps a slower tier let go because saves came faster than it took "
+                        "them (peer: own steps a newer one replaced before they were sent; "
+                        "backup: points of the cadence passed while a backup uploaded)",
+                        {{"tier", std::string(tier)}});
+}
+
+metrics::Counter& BackupRequests(std::string_view outcome) {
+  return R().GetCounter("strata_backup_requests_total",
+                        "Backups a client requested (_BACKUP_REQUESTED), by outcome",
+                        {{"outcome", std::string(outcome)}});
+}
+
 metrics::Histogram& BackupSeconds() {
   static auto& h = R().GetHistogram(
       "strata_backup_seconds", "Upload of this node's part of a backup", metrics::kDurationBuckets);

@@ -22,6 +22,15 @@ metrics::Histogram& ReplicationSeconds(const std::string& peer);
 metrics::Counter& ReplicationBytes(const std::string& peer);
 metrics::Counter& ReplicationDedupBytes(const std::string& peer);
 metrics::Counter& ReplicationFailures(const std::string& peer);
+// Steps a slower tier let go because saves came faster than it took them,
+// by tier: "peer" (own steps never sent, a newer one went instead),
+// "backup" (coordinator: points of the cadence passed while a backup was
+// still uploading, which got none of their own).
+metrics::Counter& SkippedSteps(std::string_view tier);
+// Coordinator: backups a client requested (_BACKUP_REQUESTED), by outcome:
+// "committed" or "dropped" (the step could not be had, or newer requests
+// displaced it).
+metrics::Counter& BackupRequests(std::string_view outcome);
 // This node's part of a backup uploaded, and its bytes.
 metrics::Histogram& BackupSeconds();
 metrics::Counter& BackupBytes();

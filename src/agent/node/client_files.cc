@@ -195,13 +195,39 @@ void LogRamNeeded(uint64_t bytes, const ClientFiles::PeerTier& tier) {
 
 }  // namespace
 
-std::vector<wire::StepKey> ClientFiles::Ingest(const ReplicatorConfig& job, const PeerTier& tier) {
+bool ClientFiles::TakeBackupRequest(const std::string& dir, bool* alone) {
+  auto entries = env_->ListDir(dir);
+  if (!entries.ok()) return false;
+  bool found = false;
+  for (const auto& e : *entries) found |= e.name == kBackupRequestedFile;
+  *alone = found && entries->size() == 1;
+  if (!found) return false;
+  Status s = env_->RemoveAll(JoinPath(dir, std::string(kBackupRequestedFile)));
+  if (!s.ok()) Log()->warn("taking the backup request out of {}: {}", dir, s.message());
+  return s.ok();
+}
+
+std::vector<wire::StepKey> ClientFiles::Ingest(const ReplicatorConfig& job, const PeerTier& tier,
+                                               std::set<int64_t>* requested) {
   if (job.framework == Framework::kPytorch) GatherPytorchSaves(job);
   std::vector<wire::StepKey> ingested;
   for (int64_t step : local_->CommittedSteps()) {
     const wire::StepKey key{job.job_name, job.node_rank, step};
+    const std::string dir = JoinPath(local_->path(), std::to_string(step));
+    bool alone = false;
+    const bool asked = TakeBackupRequest(dir, &alone);
+    if (asked && requested != nullptr) requested->insert(step);
+    if (alone) {  // a request for a step taken in before: no step to take
+      env_->RemoveAll(dir).IgnoreError();
+      if (!store_->Has(key)) {
+        local_->ReportToClient("a backup of step " + std::to_string(step) +
+                                   " was requested, but this node does not hold that step",
+                               /*fatal=*/false);
+      }
+      continue;
+    }
     const SteadyClock::time_point began = clock_->Now();
-    auto index = store_->Ingest(JoinPath(local_->path(), std::to_string(step)), key);
+    auto index = store_->Ingest(dir, key);
     if (!index.ok()) {
       Log()->error("{}", index.status().message());
       local_->ReportToClient(std::string(index.status().message()), /*fatal=*/false);

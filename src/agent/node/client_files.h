@@ -26,6 +26,7 @@
 
 #include <chrono>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -91,11 +92,21 @@ class ClientFiles {
   };
   // Ingests `job`'s committed steps (PyTorch .save files gathered first);
   // returns the keys ingested. An ingest that fails is reported to the
-  // client (not fatal) and skipped.
-  std::vector<wire::StepKey> Ingest(const ReplicatorConfig& job, const PeerTier& tier);
+  // client (not fatal) and skipped. A step directory holding
+  // kBackupRequestedFile asks for a backup of that step: the file is taken
+  // out before the step is (it is a message, not checkpoint content: with
+  // it, one replica's step would differ from the others'), and the step goes
+  // into *requested (may be null). So does a held step whose directory the
+  // client made again to hold that file alone (it asked after the agent had
+  // taken the step); the directory goes.
+  std::vector<wire::StepKey> Ingest(const ReplicatorConfig& job, const PeerTier& tier,
+                                    std::set<int64_t>* requested = nullptr);
 
  private:
   bool PolledYamlSettled();
+  // Takes kBackupRequestedFile out of the step directory `dir`: whether it
+  // was there; *alone says whether the directory held nothing else.
+  bool TakeBackupRequest(const std::string& dir, bool* alone);
   void ResumePendingStart();
   void GatherPytorchSaves(const ReplicatorConfig& job);
   // Since `path` was last modified (wall clock); nullopt when it cannot say.

@@ -57,8 +57,9 @@ void Replication::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Replication::Enqueue(const wire::StepKey& key) {
+void Replication::Enqueue(const wire::StepKey& key, bool backup_requested) {
   MutexLock l(&mu_);
+  if (backup_requested) requested_.insert(key.step);
   newest_ingested_ = std::max(newest_ingested_, key.step);
   ingested_at_[key.step] = clock_->Now();
   // Kept from the watermark's step on (its age is the peer tier's lag, which
@@ -70,13 +71,36 @@ void Replication::Enqueue(const wire::StepKey& key) {
   }
   if (!behind_since_) behind_since_ = clock_->Now();
   queue_.push_back(key);
+  // Bounded while a send holds the thread: the oldest plain steps go.
+  size_t plain = 0;
+  for (const wire::StepKey& k : queue_) plain += requested_.count(k.step) == 0;
+  if (plain > kMaxQueued) SkipQueued(queue_.back());
   cv_.SignalAll();
+}
+
+void Replication::SkipQueued(const wire::StepKey& keep) {
+  std::deque<wire::StepKey> kept;
+  std::set<wire::StepKey> skipped;
+  for (const wire::StepKey& k : queue_) {
+    const bool stays = k == keep || requested_.count(k.step) > 0;
+    if (!stays) {
+      skipped.insert(k);
+    } else if (std::find(kept.begin(), kept.end(), k) == kept.end()) {
+      kept.push_back(k);
+    }
+  }
+  queue_ = std::move(kept);
+  if (skipped.empty()) return;
+  metric::SkippedSteps("peer").Add(static_cast<double>(skipped.size()));
+  Log()->debug("replication: {} step(s) skipped ({} ... {}): a newer one goes first",
+               skipped.size(), skipped.begin()->ToString(), skipped.rbegin()->ToString());
 }
 
 void Replication::Forget() {
   MutexLock l(&mu_);
   ++epoch_;
   queue_.clear();
+  requested_.clear();
   watermark_ = newest_replicated_ = newest_ingested_ = -1;
   ingested_at_.clear();
   restored_at_.reset();
@@ -192,8 +216,19 @@ std::optional<wire::StepKey> Replication::Next(const std::optional<wire::StepKey
                    key.ToString(), newest.step);
     }
   }
-  queue_.clear();
-  if (!(key == newest)) queue_.push_back(newest);
+  // Newest first: what stays queued is the newest (when another step goes
+  // before it) and the requested steps; the rest are skipped. A requested
+  // step whose send failed stays too, though newer steps came.
+  std::erase(queue_, key);
+  SkipQueued(newest);
+  if (retry && !(*retry == key) &&
+      std::find(queue_.begin(), queue_.end(), *retry) == queue_.end()) {
+    if (requested_.count(retry->step)) {
+      queue_.push_front(*retry);
+    } else {
+      metric::SkippedSteps("peer").Add();  // a failed send the newer one replaces
+    }
+  }
   return key;
 }
 
@@ -257,7 +292,12 @@ void Replication::Main() {
     // A send may take minutes: collect for the incarnation served now.
     if (std::optional<Target> now = hooks_.target()) CollectGarbage(*now);
     if (all || !store_->Has(*key)) {  // done, or collected meanwhile: nothing to retry
+      // Collected before every peer had it (a requested step too, once its
+      // backup is committed): it counts as skipped.
+      if (!all) metric::SkippedSteps("peer").Add();
       retry.reset();
+      MutexLock l(&mu_);
+      requested_.erase(key->step);
     } else {  // try again later; a peer may be restarting
       retry = key;
       retry_at = failed_at + backoff;
@@ -442,6 +482,7 @@ void Replication::Report(const wire::StepKey& key, const Target& target, uint64_
   req.nodes = c.nodes;
   req.dp = c.assume_data_parallelism.value_or(1);
   req.cadence = hooks_.cadence(c);
+  if (hooks_.fill_report) hooks_.fill_report(c, &req);
   auto r = hooks_.call_coordinator(c, req.ToJson(), kReportTimeout);
   if (!r.ok()) {
     Log()->warn("reporting step {} replicated: {}", key.step, r.status().message());
@@ -453,7 +494,7 @@ void Replication::Report(const wire::StepKey& key, const Target& target, uint64_
                 reply.status().message());
     return;
   }
-  hooks_.on_reply(c, *reply);
+  hooks_.on_reply(c, req, *reply);
   MutexLock l(&mu_);
   // A watermark learned for a past incarnation could let garbage collection
   // drop a step the new one restores from.

@@ -78,9 +78,14 @@ class Replication {
     CoordinatorCall call_coordinator;
     // The backup cadence a report carries.
     std::function<wire::Cadence(const ReplicatorConfig&)> cadence;
-    // The coordinator's answer to a report, before the watermark it
-    // carries is applied (a backup task there pins its step first).
-    std::function<void(const ReplicatorConfig&, const wire::ReplicatedReply&)> on_reply;
+    // Adds to a report what other components tell the coordinator with it
+    // (the steps requested for a backup); may be unset.
+    std::function<void(const ReplicatorConfig&, wire::ReplicatedRequest*)> fill_report;
+    // The coordinator's answer to a report (`sent`), before the watermark
+    // it carries is applied (a backup task there pins its step first).
+    std::function<void(const ReplicatorConfig&, const wire::ReplicatedRequest& sent,
+                       const wire::ReplicatedReply&)>
+        on_reply;
     // Steps garbage collection must keep besides the watermark's (backups).
     std::function<std::set<wire::StepKey>()> pins;
     // A peer's copy was adopted into the store.
@@ -119,7 +124,16 @@ class Replication {
 
   // Sending side.
   // A step of this node was ingested (or found held at start): send it.
-  void Enqueue(const wire::StepKey& key) EXCLUDES(mu_);
+  // Steps queued behind a newer one are skipped (counted in
+  // strata_skipped_steps_total{tier="peer"}): the newest goes first, and
+  // saves that come faster than the peers take them leave only the newest,
+  // the job's on-demand step and the `backup_requested` ones (a client's
+  // _BACKUP_REQUESTED), which no newer step replaces (they go after it). A
+  // step collected before every peer had it (a requested one once its
+  // backup is committed) counts as skipped too. The queue holds at most
+  // kMaxQueued steps besides the requested ones.
+  void Enqueue(const wire::StepKey& key, bool backup_requested = false) EXCLUDES(mu_);
+  static constexpr size_t kMaxQueued = 16;
   // Collects garbage on the caller's thread (the agent's, after it ingested
   // steps), for the current incarnation, if a send holds the sending thread:
   // that thread collects only between sends, and a send to a slow or
@@ -238,6 +252,10 @@ class Replication {
   CondVar cv_;
   Mutex gc_mu_ ACQUIRED_BEFORE(mu_);  // one collection at a time (CollectNow)
   std::deque<wire::StepKey> queue_ GUARDED_BY(mu_);
+  // Queued steps a client asked to back up: never skipped (Enqueue).
+  std::set<int64_t> requested_ GUARDED_BY(mu_);
+  // Drops queue_'s entries but `keep` and the requested ones, counting them.
+  void SkipQueued(const wire::StepKey& keep) REQUIRES(mu_);
   // Counts Forget() calls: a result of a call begun before the last one is
   // for a past incarnation.
   uint64_t epoch_ GUARDED_BY(mu_) = 0;

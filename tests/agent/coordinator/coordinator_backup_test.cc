@@ -310,3 +310,77 @@ TEST_F(CoordinatorBackupTest, ARestoredStepDueForABackupIsBackedUpWithTheFirstRe
 
 }  // namespace
 }  // namespace strata::agent
+
+namespace strata::agent {
+namespace {
+
+// A "replicated" report with a cadence of every 100 steps, naming the
+// requested steps the node holds (`requested`) and those it went past
+// without its copy (`missing`).
+json ReportWithRequests(Coordinator& c, int node, int64_t step, std::vector<int64_t> requested,
+                        std::vector<int64_t> missing = {}) {
+  json req = {{"op", "replicated"},
+              {"job", "j"},
+              {"node", node},
+              {"step", step},
+              {"nodes", 2},
+              {"dp", 1},
+              {"backup_interval_steps", 100}};
+  if (!requested.empty()) req["requested"] = requested;
+  if (!missing.empty()) req["requested_missing"] = missing;
+  auto r = c.Handle(req);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.value_or(json::object());
+}
+
+// One node's request is the step's: every node is told, and once each holds
+// its copy the backup begins, out of the cadence; it says it was requested
+// and leaves the cadence's count where it was.
+TEST_F(CoordinatorBackupTest, ARequestedStepIsBackedUpOnceEveryNodeHoldsIt) {
+  json reply = ReportWithRequests(coordinator_, 1, 3, {3});
+  EXPECT_EQ(reply["requested"], json::array({3}));
+  EXPECT_FALSE(reply.contains("backup_task")) << "node 0 has not said it holds step 3";
+  reply = ReportWithRequests(coordinator_, 0, 3, {3});
+  ASSERT_TRUE(reply.contains("backup_task")) << reply.dump();
+  EXPECT_EQ(reply["backup_task"]["step"], 3);
+  EXPECT_EQ(reply["requested"], json::array({3})) << "listed until it is committed";
+  const std::string id = reply["backup_task"]["id"];
+  ASSERT_TRUE(Done(0, id, 0, 3).ok());
+  ASSERT_TRUE(Done(1, id, 1, 3).ok());
+  auto commit = backup::ReadCommit(*store_, id);
+  ASSERT_TRUE(commit.ok()) << commit.status().ToString();
+  EXPECT_TRUE(commit->requested);
+  EXPECT_FALSE(ReportWithRequests(coordinator_, 1, 3, {}).contains("requested"));
+  // Reported again (a node that did not hear the answer): not backed up again.
+  EXPECT_FALSE(ReportWithRequests(coordinator_, 1, 3, {3}).contains("requested"));
+  // The cadence counts as if the requested backup had not been: step 100.
+  ReportWithRequests(coordinator_, 0, 100, {});
+  reply = ReportWithRequests(coordinator_, 1, 100, {});
+  ASSERT_TRUE(reply.contains("backup_task")) << reply.dump();
+  EXPECT_EQ(reply["backup_task"]["step"], 100);
+}
+
+TEST_F(CoordinatorBackupTest, ARequestANodeWentPastWithoutItsCopyIsGivenUp) {
+  ReportWithRequests(coordinator_, 1, 3, {3});
+  json reply = ReportWithRequests(coordinator_, 0, 4, {}, {3});
+  EXPECT_FALSE(reply.contains("requested")) << reply.dump();
+  EXPECT_FALSE(reply.contains("backup_task")) << reply.dump();
+  EXPECT_NE(reply.value("backup_error", "")
+                .find("the requested backup of step 3 is not made: "
+                      "node 0 went past it without its copy"),
+            std::string::npos)
+      << reply.dump();
+}
+
+// Step 0 is a step: a cadence in minutes backs it up like any other.
+TEST_F(CoordinatorBackupTest, StepZeroIsBackedUpLikeAnyStep) {
+  const std::time_t start = now_;
+  Replicated(0, 0, /*minutes=*/1);
+  now_ = start + 60;
+  json reply = Replicated(1, 0, 1);
+  ASSERT_TRUE(reply.contains("backup_task")) << reply.dump();
+  EXPECT_EQ(reply["backup_task"]["step"], 0);
+}
+
+}  // namespace
+}  // namespace strata::agent

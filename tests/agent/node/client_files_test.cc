@@ -209,6 +209,35 @@ TEST_F(ClientFilesTest, CommittedStepsAreIngestedOnce) {
   EXPECT_FALSE(store_->Has({"job1", 3, 6}));
 }
 
+// _BACKUP_REQUESTED in a step directory asks for a backup of the step: it
+// is taken out before the step, and the step is named as requested. A
+// request made after the step was taken comes as a directory holding that
+// file alone.
+TEST_F(ClientFilesTest, ABackupRequestIsTakenOutOfTheStep) {
+  fs::create_directories(File("7"));
+  testing::WriteFile(File("7/state.bin"), std::string(4096, 'x'));
+  testing::WriteFile(File("7/_BACKUP_REQUESTED"), "");
+  fs::create_directories(File("8"));
+  testing::WriteFile(File("8/state.bin"), std::string(4096, 'y'));
+  const ReplicatorConfig job = Job(Framework::kOrbax, 1);
+  std::set<int64_t> requested;
+  std::vector<wire::StepKey> got = client_->Ingest(job, {ec::Redundancy{}, 1, 0}, &requested);
+  EXPECT_EQ(got.size(), 2u);
+  EXPECT_EQ(requested, std::set<int64_t>{7});
+  auto index = store_->GetIndex({"job1", 3, 7});
+  ASSERT_TRUE(index.ok()) << index.status().ToString();
+  ASSERT_EQ(index->files.size(), 1u) << "the request is not checkpoint content";
+  EXPECT_EQ(index->files[0].path, "state.bin");
+
+  fs::create_directories(File("8"));  // asked after the step was taken
+  testing::WriteFile(File("8/_BACKUP_REQUESTED"), "");
+  requested.clear();
+  EXPECT_TRUE(client_->Ingest(job, {ec::Redundancy{}, 1, 0}, &requested).empty());
+  EXPECT_EQ(requested, std::set<int64_t>{8});
+  EXPECT_FALSE(fs::exists(File("8")));
+  EXPECT_TRUE(store_->Verify({"job1", 3, 8}).ok()) << "the held step is untouched";
+}
+
 // PyTorch workers write their .save files in place: a step is gathered only
 // once every worker's file is there and none changed for a second.
 TEST_F(ClientFilesTest, PytorchSavesBecomeAStepOnceAllAreSettled) {

@@ -97,6 +97,39 @@ TEST_F(ReplicationTest, TheOnDemandStepGoesFirstAndSupersededStepsAreSkipped) {
   EXPECT_FALSE(receiver_.store->GetIndex(Key(10)).ok());
 }
 
+double SkippedPeerSteps() {
+  return metrics::Default()
+      .GetCounter("strata_skipped_steps_total", "", {{"tier", "peer"}})
+      .value();
+}
+
+// Saves that come while a send holds the thread: only the newest and the
+// steps requested for a backup are sent, the others are counted as skipped,
+// and the queue stays bounded however many come.
+TEST_F(ReplicationTest, SavesFasterThanThePeerLeaveTheNewestAndTheRequested) {
+  const double skipped_before = SkippedPeerSteps();
+  StartSender(receiver_address_, kNoSyncStep, /*pins=*/{Key(12)});  // as the agent pins requests
+  stall_ = true;
+  Ingest(10);
+  sender_.replication->Enqueue(Key(10));
+  sender_.replication->Start();
+  ASSERT_TRUE(testing::WaitUntil([&] { return puts_ == 1; }));
+  const int64_t last = 10 + static_cast<int64_t>(Replication::kMaxQueued) * 2 + 5;
+  for (int64_t step = 11; step <= last; ++step) {
+    Ingest(step);
+    sender_.replication->Enqueue(Key(step), /*backup_requested=*/step == 12);
+    EXPECT_LE(sender_.replication->progress().queued, Replication::kMaxQueued + 1) << step;
+  }
+  stall_ = false;
+  AwaitReport(last);
+  AwaitReport(12);
+  for (int64_t step = 10; step <= last; ++step) {
+    const bool sent = step == 10 || step == 12 || step == last;
+    EXPECT_EQ(receiver_.store->GetIndex(Key(step)).ok(), sent) << step;
+  }
+  EXPECT_EQ(SkippedPeerSteps() - skipped_before, static_cast<double>(last - 10 + 1 - 3));
+}
+
 // A peer that refuses: the error names it; the node turns unhealthy only
 // once a minute has passed on the clock; each retry comes when the clock
 // says so (500 ms, then 1 s) and, the peer back, clears the trouble.
