@@ -11,6 +11,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -171,7 +172,12 @@ class Agents:
         self.secret = root / "secret"
         self.secret.write_text("python-tests-secret\n")
         self.procs = [None] * nodes
-        self.args = list(args)  # more arguments for every agent; "{node}" is its rank
+        # More arguments for every agent; "{node}" is its rank, "{metrics}" a
+        # port of its own (for --metrics 127.0.0.1:{metrics}).
+        self.args = list(args)
+        self.metrics_ports = (free_ports(nodes) if any("{metrics}" in a for a in self.args)
+                              else [])
+        self.coordinator = True  # False: no --coordinator (only node 0 coordinates then)
         self.env = dict(os.environ, **(env or {}))
 
     def dir(self, node: int) -> Path:
@@ -183,14 +189,19 @@ class Agents:
     def log(self, node: int) -> str:
         return (self.root / f"agent{node}.log").read_text(errors="replace")
 
+    def _arg(self, arg: str, node: int) -> str:
+        arg = arg.replace("{node}", str(node))
+        return arg.replace("{metrics}", str(self.metrics_ports[node])) if self.metrics_ports else arg
+
     def start(self, node: int) -> None:
         self.dir(node).mkdir(parents=True, exist_ok=True)
+        coordinator = ["--coordinator", self.address(0)] if self.coordinator else []
         with open(self.root / f"agent{node}.log", "a") as log:
             self.procs[node] = subprocess.Popen(
                 [STRATA_BIN, "agent", "--local-dir", str(self.dir(node)),
-                 "--listen", self.address(node), "--coordinator", self.address(0),
+                 "--listen", self.address(node), *coordinator,
                  "--secret-file", str(self.secret), "--grace-seconds", "20",
-                 *[a.replace("{node}", str(node)) for a in self.args]],
+                 *[self._arg(a, node) for a in self.args]],
                 stdout=log, stderr=log, env=self.env)
         _children.append(self.procs[node])
         deadline = time.monotonic() + 10
@@ -198,6 +209,16 @@ class Agents:
             assert self.procs[node].poll() is None, self.log(node)
             assert time.monotonic() < deadline, self.log(node)
             time.sleep(0.02)
+
+    def metric(self, node: int, series: str) -> float:
+        """The value of `series` (a name with its labels, as the text format
+        writes it) on the node's --metrics endpoint; 0 when absent."""
+        url = f"http://127.0.0.1:{self.metrics_ports[node]}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith(series + " "):
+                    return float(line.split()[-1])
+        return 0.0
 
     def status(self, node: int) -> dict:
         """`strata status --json` of the node's agent."""
@@ -226,13 +247,14 @@ class Agents:
 
 @pytest.fixture
 def agents(scratch):
-    """agents(n) starts n agents under the scratch directory."""
+    """agents(n) starts n agents under the scratch directory; with
+    `running`, only the first `running` of them (a.start(node) starts another)."""
     started = []
 
-    def start(nodes: int, args=(), env=None) -> Agents:
+    def start(nodes: int, args=(), env=None, running=None) -> Agents:
         a = Agents(scratch, nodes, args, env)
         started.append(a)  # stopped at teardown even if a later node fails to start
-        for node in range(nodes):
+        for node in range(nodes if running is None else running):
             a.start(node)
         return a
 

@@ -7,8 +7,10 @@ real client's code does (read from their sources; the code here is ours):
   ``initialize_multi_tier_checkpointing`` (``use_mtc_process_ids=True``):
   waits for ``jax-init-info.txt``, writes ``replicator.yaml.tmp`` and renames
   it, waits for the yaml to go, takes the newest ``*.restore`` marker by a
-  strict pattern and renames it to ``<step>``; saves as a CheckpointManager
-  does (a temporary directory renamed to ``<step>``). The real package
+  strict pattern and renames it to ``<step>`` (a step-0 marker too, when it
+  is a symlink: a regular file with step 0 means a fresh start); saves as a
+  CheckpointManager does (a temporary directory renamed to ``<step>``),
+  with ``_BACKUP_REQUESTED`` in it when asked for a backup (0.12.10). The real package
   (``orbax-checkpoint`` with ``jax`` on CPU, ``ReplicatorCheckpointManager``)
   runs the same protocol against real agents in ``test_orbax.py``; this
   re-creation stays for what that test cannot do quickly (polling every
@@ -46,6 +48,7 @@ ERRORS_FILE = "replicator.errors"
 FAILED_FILE = "replicator.failed"
 PRERESTORE_FILE = "replicator.prerestore"
 JAX_INIT_INFO_FILE = "jax-init-info.txt"
+BACKUP_REQUESTED_FILE = "_BACKUP_REQUESTED"
 
 
 def step_bytes(job: str, node: int, step: int, size: int = 1 << 20) -> bytes:
@@ -93,12 +96,18 @@ class _Client:
         self._note(REPLICATOR_FILE)
         rename(tmp, self.dir / REPLICATOR_FILE)
 
-    def _save_orbax_style(self, step: int, data: bytes) -> None:
-        """A CheckpointManager save: a temporary directory, renamed to <step>."""
+    def _save_orbax_style(self, step: int, data: bytes, backup: bool = False) -> None:
+        """A CheckpointManager save: a temporary directory, renamed to <step>.
+        With `backup` (Orbax 0.12.10's save(..., backup=True)), an empty
+        _BACKUP_REQUESTED file in the step's directory asks the replicator
+        for a backup of the step; it is written before the directory is
+        committed, since the replicator may take the step the moment it is."""
         tmp = self.dir / self._note(f"{step}.orbax-checkpoint-tmp-{time.time_ns()}")
         (tmp / "state").mkdir(parents=True)
         (tmp / "state" / "data").write_bytes(data)
         (tmp / "commit_success.txt").write_text("Checkpoint commit was successful.")
+        if backup:
+            (tmp / BACKUP_REQUESTED_FILE).write_bytes(b"")
         os.rename(tmp, self.dir / self._note(str(step)))
 
 
@@ -221,8 +230,8 @@ class OrbaxClient(_Client):
             time.sleep(self.poll)
         raise TimeoutError(f"{timeout} seconds have passed but no .restore file was found.")
 
-    def save(self, step: int, data: bytes) -> None:
-        self._save_orbax_style(step, data)
+    def save(self, step: int, data: bytes, backup: bool = False) -> None:
+        self._save_orbax_style(step, data, backup)
 
     def read(self, step: int) -> bytes:
         return (self.dir / str(step) / "state" / "data").read_bytes()
