@@ -250,6 +250,10 @@ class Coordinator {
   void RunFired() EXCLUDES(mu_);
   void TimerMain() EXCLUDES(mu_);
   void Replan(const std::string& name, Job& job) REQUIRES(mu_);
+  // Every node is ready for the round's plan: the rollback is recorded, the
+  // restored step counts as replicated and a pending on-demand step is
+  // decided, once, before the first "go" is answered.
+  void Restored(const std::string& name, Job& job) REQUIRES(mu_);
   // The registered job `name`; with `round`, ABORTED unless it is the
   // job's current round.
   StatusOr<Job*> FindJob(const std::string& name, std::optional<int64_t> round = std::nullopt)
