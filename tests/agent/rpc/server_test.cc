@@ -137,24 +137,33 @@ TEST_F(ServerTest, ParkedCallsHoldNoThread) {
     ASSERT_TRUE(r.ok()) << r.status().ToString();
   }
   const int threads_before = ProcessStatus("Threads").value_or(-1);
+  // Every connection first, then every call, then every wait: a wait parks
+  // for its 60 s from its arrival, and under TSan on a loaded machine 400
+  // TLS handshakes took longer than that, so waits parked early ran out
+  // before the last one parked.
   std::vector<RpcClient> clients;
+  for (int n = 0; n < kNodes; ++n) clients.push_back(Connect("node " + std::to_string(n)));
+  std::vector<json> generations;
   for (int n = 0; n < kNodes; ++n) {
-    clients.push_back(Connect("node " + std::to_string(n)));
     json first = {{"op", "sync"}, {"job", "j"}, {"node", n}, {"generation", 0}};
-    auto now = clients.back().Call(first, 10s);  // a stale generation answers at once
+    auto now = clients[n].Call(first, 30s);  // a stale generation answers at once
     ASSERT_TRUE(now.ok()) << now.status().ToString();
+    generations.push_back((*now)["generation"]);
+  }
+  for (int n = 0; n < kNodes; ++n) {
     json wait = {{"op", "sync"},
                  {"job", "j"},
                  {"node", n},
-                 {"generation", (*now)["generation"]},
+                 {"generation", generations[n]},
                  {"wait_ms", 60000}};
     ASSERT_TRUE(
-        net::SendFrame(clients.back().socket(), kFrameCall, wait.dump(), net::DeadlineAfter(10s))
-            .ok());
+        net::SendFrame(clients[n].socket(), kFrameCall, wait.dump(), net::DeadlineAfter(10s)).ok());
   }
-  for (int i = 0; i < 500 && coordinator_.waiting() < kNodes; ++i)
-    std::this_thread::sleep_for(10ms);
-  EXPECT_EQ(coordinator_.waiting(), static_cast<size_t>(kNodes));
+  // The last waits park once the server has read them; the test once
+  // allowed 5 s, too little under TSan on a loaded machine.
+  EXPECT_TRUE(testing::WaitUntil(
+      [&] { return coordinator_.waiting() == static_cast<size_t>(kNodes); }, 55s))
+      << coordinator_.waiting() << " of " << kNodes << " calls parked";
   EXPECT_LE(ProcessStatus("Threads").value_or(-1), threads_before + 2);
   EXPECT_EQ(server_->stats().open, kNodes);
 
