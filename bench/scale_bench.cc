@@ -1,23 +1,32 @@
 // Copyright 2026 The Strata Authors.
 //
 // The control plane at scale: the real Coordinator behind the real agent
-// Server, in a child process of its own, on 127.0.0.1, driven over real
-// loopback sockets by N simulated agents that speak the agent's protocol
-// (HMAC handshake, framed JSON calls) — all of them on one event-loop
-// thread of this process, each from a loopback address of its own
-// (127.x.y.z), as N nodes would come from N hosts. Like the agent
-// (RpcPool), a simulated agent keeps one connection to the coordinator for
-// its registration, plan and ready calls, opens a new one (retrying with
-// jittered backoff) when it cannot make a call, and sends the agent's
-// fields with the agent's waits (the coordinator's default for the plan
-// and the barrier, 10 s for the sync long-poll); its sync long-poll and its
+// Server, in a child process of its own (scale_bench_coordinator.cc), on
+// 127.0.0.1, driven over real loopback sockets by N simulated agents that
+// speak the agent's protocol (HMAC handshake, framed JSON calls) — all of
+// them on one event-loop thread of this process, each from a loopback
+// address of its own (127.x.y.z), as N nodes would come from N hosts. Like
+// the agent (RpcPool), a simulated agent keeps one connection to the
+// coordinator for its registration, plan and ready calls, opens a new one
+// when it cannot make a call, retrying with the agent's backoff (jittered,
+// 0.2 s doubling to 5 s: Restore::BackOff), and sends the agent's fields
+// with the agent's waits (the coordinator's default for the plan and the
+// barrier, 10 s for the sync long-poll); its sync long-poll and its
 // replication reports keep one connection each.
 //
-// For each N (--nodes, default 100,1000,10000) one line:
+// Each round begins with every agent connecting anew, all at once (as
+// after a restart of every agent): that part is timed on its own, since
+// its cost is the TCP and authentication handshakes of N connections at
+// once and the server's handshake budget turning most of the first ones
+// away, not the coordinator's round. For each N (--nodes, default
+// 100,1000,10000) one line:
 //
-//   scale nodes=N fresh_round_s=… restart_round_s=… node_loss_round_s=…
-//         sync_decision_ms=… reports_per_s=… coordinator_rss_mib=…
+//   scale nodes=N connect_s=… fresh_round_s=… restart_round_s=…
+//         node_loss_round_s=… sync_decision_ms=… reports_per_s=…
+//         coordinator_rss_mib=…
 //
+//   connect_s          every node opening its connection at once -> the
+//                      last one authenticated (before the fresh round)
 //   fresh_round_s      first registration sent -> the last node told "go";
 //                      nothing held anywhere
 //   restart_round_s    the same, every node restarted (new incarnation) and
@@ -31,14 +40,31 @@
 //                      reporting back to back for --report-seconds
 //   coordinator_rss_mib the coordinator process's peak resident memory
 //
-// and a line `scale-detail nodes=N calls=… handshakes=… bytes_out=…
-// bytes_in=…` per round kind: what one round costs on the wire. Every plan
-// is checked (step, holder) and a wrong one fails the run. Targets at
-// N = 10,000 on 2 cores: every round <= 10 s, the sync decision <= 1 s,
-// the coordinator <= 1 GiB (docs/agent-design.md, "Scale").
+// Per round kind, a line `scale-detail nodes=N round=…`: where the round's
+// time went, as successive phases that add up to it,
+//
+//   registration_s     first registration sent -> the coordinator answered
+//                      the last one (it made the plan in that call)
+//   planning_s         -> the last node received its plan
+//   restore_reports_s  -> the coordinator received the last "ready"
+//   go_s               -> the last node heard "go"
+//
+// plan_ms (the coordinator's time in the call that completed the
+// registrations: the plan and waking every waiting node), the CPU seconds
+// the coordinator process (coordinator_cpu_s) and the simulated fleet
+// (fleet_cpu_s) spent (on 2 cores the two share them: a round takes at
+// least the larger and, with the machine to themselves, at most about
+// their sum), and what it cost on the wire (calls, handshakes, retries,
+// bytes); and a line `scale-connect nodes=N round=…` with its connect
+// phase: connect_s, the CPU of both sides, handshakes and retries. The
+// coordinator's marks come through a page both processes share (both read
+// CLOCK_MONOTONIC). Every plan is checked (step, holder) and a wrong one
+// fails the run. Targets at N = 10,000 on 2 cores: every round <= 3 s, the
+// sync decision <= 0.5 s, the coordinator <= 1 GiB (docs/agent-design.md,
+// "Scale"; docs/performance.md).
+#include "scale_bench.h"
+
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <asio.hpp>
@@ -47,13 +73,11 @@
 #include <functional>
 #include <memory>
 #include <random>
-#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "agent/coordinator/coordinator.h"
 #include "agent/rpc/client.h"
-#include "agent/rpc/server.h"
 #include "net/auth.h"
 #include "net/frame.h"
 #include "util/hash.h"
@@ -68,92 +92,17 @@ namespace {
 
 using agent::json;
 using asio::ip::tcp;
-using Clock = std::chrono::steady_clock;
 using ErrorCode = asio::error_code;
+using scale_bench::Clock;
+using scale_bench::CoordinatorMarks;
+using scale_bench::CoordinatorProcess;
+using scale_bench::FromNanos;
+using scale_bench::kSecret;
+using scale_bench::OwnCpuSeconds;
+using scale_bench::Seconds;
 
-constexpr char kSecret[] = "scale-bench-secret";
 constexpr char kJob[] = "scale";
 constexpr int64_t kStep = 100;
-
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-// ---------------------------------------------------------------------------
-// The coordinator process.
-
-// Serves a Coordinator on 127.0.0.1 until its stdin closes; writes the port
-// to `port_fd` first.
-[[noreturn]] void CoordinatorMain(int port_fd) {
-  RaiseFileLimit();
-  Log()->set_level(spdlog::level::warn);
-  auto listener = net::Socket::Listen("127.0.0.1", 0, SOMAXCONN);
-  if (!listener.ok()) {
-    std::fprintf(stderr, "coordinator: %s\n", std::string(listener.status().message()).c_str());
-    _exit(1);
-  }
-  const uint16_t port = *listener->LocalPort();
-  auto coordinator = std::make_unique<agent::Coordinator>();
-  agent::Server::Options options;
-  // The simulated nodes speak the handshake in plaintext: this bench measures
-  // the coordinator at scale; what TLS costs a connection is agent_bench's.
-  options.trust = net::Trust{kSecret, nullptr};
-  options.workers = 2;
-  agent::Server::Handlers handlers;
-  handlers.is_long = [](const std::string&) { return false; };
-  handlers.control = [c = coordinator.get()](const json& request, const std::string&,
-                                             agent::Server::Reply reply) {
-    c->HandleAsync(request, std::move(reply));
-  };
-  handlers.long_call = [](const json&, net::Socket&) -> StatusOr<json> {
-    return NotFoundError("no long calls here");
-  };
-  auto server = agent::Server::Start(std::move(*listener), options, handlers);
-  if (!server.ok()) _exit(1);
-  if (::write(port_fd, &port, sizeof port) != sizeof port) _exit(1);
-  ::close(port_fd);
-  char c;
-  while (::read(0, &c, 1) > 0) {
-  }
-  coordinator->Shutdown();
-  (*server)->Stop();
-  _exit(0);
-}
-
-struct CoordinatorProcess {
-  pid_t pid = -1;
-  int stdin_fd = -1;
-  uint16_t port = 0;
-
-  static CoordinatorProcess Start() {
-    int ports[2], in[2];
-    if (::pipe(ports) != 0 || ::pipe(in) != 0) std::abort();
-    CoordinatorProcess p;
-    p.pid = ::fork();
-    if (p.pid == 0) {
-      ::dup2(in[0], 0);
-      ::close(in[1]);
-      ::close(ports[0]);
-      CoordinatorMain(ports[1]);
-    }
-    ::close(in[0]);
-    ::close(ports[1]);
-    p.stdin_fd = in[1];
-    if (::read(ports[0], &p.port, sizeof p.port) != sizeof p.port) {
-      std::fprintf(stderr, "scale_bench: the coordinator process did not start\n");
-      std::exit(1);
-    }
-    ::close(ports[0]);
-    return p;
-  }
-  // Peak resident memory of the process, in MiB.
-  double PeakRssMib() const {
-    return static_cast<double>(ProcessStatus("VmHWM", pid).value_or(-1024)) / 1024.0;
-  }
-  void Stop() {
-    ::close(stdin_fd);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-  }
-};
 
 // ---------------------------------------------------------------------------
 // Simulated agents.
@@ -162,41 +111,48 @@ struct Wire {  // what a round costs on the wire, seen from the clients
   uint64_t calls = 0, handshakes = 0, bytes_out = 0, bytes_in = 0, retries = 0;
 };
 
+// Where a round's time went (see the top of the file); seconds.
+struct Phases {
+  double connect = 0, connect_coordinator_cpu = 0, connect_fleet_cpu = 0;
+  double registration = 0, planning = 0, restore_reports = 0, go = 0;
+  double plan_ms = 0, coordinator_cpu = 0, fleet_cpu = 0;
+};
+
+// A call's request, encoded once: its retries send the same bytes.
+using Request = std::shared_ptr<const std::string>;
+Request Encode(const json& request) {
+  return std::make_shared<const std::string>(net::EncodeFrame(agent::kFrameCall, request.dump()));
+}
+
 using Done = std::function<void(StatusOr<json>)>;
 
 // One authenticated connection from `source` to the coordinator: Open, then
-// calls one at a time.
+// calls one at a time. What is pending (the open, or a call) is held here,
+// and each step continues with a member function: a step copies no
+// callback.
 class Conn : public std::enable_shared_from_this<Conn> {
  public:
+  using Opened = std::function<void(Status)>;
   Conn(asio::io_context& io, tcp::endpoint to, asio::ip::address source, Wire* wire)
       : socket_(io), to_(to), source_(source), wire_(wire) {}
 
-  void Open(std::function<void(Status)> done) {
+  void Open(Opened opened) {
+    opened_ = std::move(opened);
     ErrorCode ec;
     socket_.open(tcp::v4(), ec);
     if (!ec) socket_.bind(tcp::endpoint(source_, 0), ec);
-    if (ec) return done(UnavailableError("socket: " + ec.message()));
-    socket_.async_connect(to_, [self = shared_from_this(), done](ErrorCode e) {
-      if (e) return done(UnavailableError("connect: " + e.message()));
+    if (ec) return Fail(UnavailableError("socket: " + ec.message()));
+    socket_.async_connect(to_, [self = shared_from_this()](ErrorCode e) {
+      if (e) return self->Fail(UnavailableError("connect: " + e.message()));
       self->socket_.set_option(tcp::no_delay(true), e);
-      self->Handshake(done);
+      self->Hello();
     });
   }
 
-  void Call(const json& request, Done done) {
+  void Call(const Request& request, Done done) {
     ++wire_->calls;
-    Send(
-        net::EncodeFrame(agent::kFrameCall, request.dump()),
-        [self = shared_from_this(), done] {
-          self->Recv(agent::kMaxControlBytes, [self, done](StatusOr<net::Frame> f) {
-            if (!f.ok()) return done(f.status());
-            json reply = json::parse(f->payload, nullptr, false);
-            if (reply.is_discarded()) return done(DataLossError("unparsable reply"));
-            if (!reply.value("ok", false)) return done(wire::StatusFromJson(reply, "coordinator"));
-            done(std::move(reply));
-          });
-        },
-        [done](Status s) { done(s); });
+    done_ = std::move(done);
+    Send(request, &Conn::AwaitReply);
   }
 
   void Close() {
@@ -205,71 +161,90 @@ class Conn : public std::enable_shared_from_this<Conn> {
   }
 
  private:
-  void Handshake(std::function<void(Status)> done) {
+  using Step = void (Conn::*)();
+
+  void Hello() {
     ++wire_->handshakes;
     handshake_.emplace(kSecret, "bench", "coordinator");
     auto hello = handshake_->Hello();
-    if (!hello.ok()) return done(hello.status());
-    auto self = shared_from_this();
-    Send(
-        net::EncodeFrame(net::kFrameHello, *hello),
-        [self, done] {
-          self->Recv(net::kMaxAuthPayload, [self, done](StatusOr<net::Frame> challenge) {
-            if (!challenge.ok()) return done(challenge.status());
-            std::string refusal;
-            auto proof = self->handshake_->OnChallenge(*challenge, &refusal);
-            if (!proof.ok()) return done(proof.status());
-            self->Send(
-                net::EncodeFrame(net::kFrameProof, *proof),
-                [self, done] {
-                  self->Recv(net::kMaxAuthPayload, [self, done](StatusOr<net::Frame> ok) {
-                    done(ok.ok() ? self->handshake_->OnOk(*ok) : ok.status());
-                  });
-                },
-                done);
-          });
-        },
-        done);
+    if (!hello.ok()) return Fail(hello.status());
+    Send(std::make_shared<const std::string>(net::EncodeFrame(net::kFrameHello, *hello)),
+         &Conn::AwaitChallenge);
+  }
+  void AwaitChallenge() { Recv(net::kMaxAuthPayload, &Conn::OnChallenge); }
+  void OnChallenge() {
+    std::string refusal;
+    auto proof = handshake_->OnChallenge(in_, &refusal);
+    if (!proof.ok()) return Fail(proof.status());
+    Send(std::make_shared<const std::string>(net::EncodeFrame(net::kFrameProof, *proof)),
+         &Conn::AwaitOk);
+  }
+  void AwaitOk() { Recv(net::kMaxAuthPayload, &Conn::OnOk); }
+  void OnOk() {
+    Status s = handshake_->OnOk(in_);
+    handshake_.reset();
+    Opened opened = std::exchange(opened_, nullptr);
+    opened(s);
   }
 
-  void Send(std::string bytes, std::function<void()> then, std::function<void(Status)> fail) {
-    wire_->bytes_out += bytes.size();
+  void AwaitReply() { Recv(agent::kMaxControlBytes, &Conn::OnReply); }
+  void OnReply() {
+    Done done = std::exchange(done_, nullptr);
+    json reply = json::parse(in_.payload, nullptr, false);
+    if (reply.is_discarded()) return done(DataLossError("unparsable reply"));
+    if (!reply.value("ok", false)) return done(wire::StatusFromJson(reply, "coordinator"));
+    done(std::move(reply));
+  }
+
+  // Ends what is pending with `s`; nothing when nothing is (a closed
+  // connection's operations end too).
+  void Fail(Status s) {
+    if (opened_) return std::exchange(opened_, nullptr)(s);
+    if (done_) return std::exchange(done_, nullptr)(s);
+  }
+
+  void Send(Request bytes, Step then) {
+    wire_->bytes_out += bytes->size();
     out_ = std::move(bytes);
-    asio::async_write(socket_, asio::buffer(out_),
-                      [self = shared_from_this(), then, fail](ErrorCode ec, size_t) {
-                        if (ec) return fail(UnavailableError("send: " + ec.message()));
-                        then();
+    asio::async_write(socket_, asio::buffer(*out_),
+                      [self = shared_from_this(), then](ErrorCode ec, size_t) {
+                        if (ec) return self->Fail(UnavailableError("send: " + ec.message()));
+                        ((*self).*then)();
                       });
   }
 
-  void Recv(uint32_t max, std::function<void(StatusOr<net::Frame>)> then) {
+  // Receives a frame into in_, then `then`.
+  void Recv(uint32_t max, Step then) {
     asio::async_read(
         socket_, asio::buffer(header_),
         [self = shared_from_this(), max, then](ErrorCode ec, size_t) {
-          if (ec) return then(UnavailableError("receive: " + ec.message()));
-          net::Frame f;
+          if (ec) return self->Fail(UnavailableError("receive: " + ec.message()));
           uint32_t length = 0;
-          Status s = net::ParseFrameHeader(self->header_, max, "coordinator", &f, &length);
-          if (!s.ok()) return then(s);
+          self->in_ = net::Frame();
+          Status s = net::ParseFrameHeader(self->header_, max, kPeer, &self->in_, &length);
+          if (!s.ok()) return self->Fail(s);
           self->wire_->bytes_in += net::kFrameHeaderSize + length;
-          self->in_ = std::move(f);
+          if (length == 0) return ((*self).*then)();
           self->in_.payload.resize(length);
           asio::async_read(self->socket_, asio::buffer(self->in_.payload),
                            [self, then](ErrorCode e, size_t) {
-                             if (e) return then(UnavailableError("receive: " + e.message()));
-                             then(std::move(self->in_));
+                             if (e) return self->Fail(UnavailableError("receive: " + e.message()));
+                             ((*self).*then)();
                            });
         });
   }
 
+  static inline const std::string kPeer = "coordinator";
   tcp::socket socket_;
   const tcp::endpoint to_;
   const asio::ip::address source_;
   Wire* const wire_;
   std::optional<net::ClientHandshake> handshake_;
+  Opened opened_;  // the open in progress
+  Done done_;      // the call in progress
   char header_[net::kFrameHeaderSize];
   net::Frame in_;
-  std::string out_;
+  Request out_;
 };
 
 class Fleet {
@@ -286,21 +261,24 @@ class Fleet {
   // there is none), retried with jittered backoff on a new connection while
   // the call cannot be made or the connection is dropped (the agent's
   // behaviour); a reply, ok or not, ends it.
-  void Call(int node, json request, Done done, int attempt = 0) {
-    auto& link = links_[node];
-    if (!link) {
-      return OpenWithRetry(node, [this, node, request, done, attempt](std::shared_ptr<Conn> c) {
-        links_[node] = c;
-        Call(node, request, done, attempt);
+  void Call(int node, Request request, Done done, int attempt = 0) {
+    if (!links_[node]) {
+      auto conn = std::make_shared<Conn>(io_, to_, Source(node), &wire_);
+      return conn->Open([this, conn, node, request = std::move(request), done = std::move(done),
+                         attempt](Status s) mutable {
+        if (!s.ok()) return Retry(node, std::move(request), std::move(done), attempt);
+        links_[node] = std::move(conn);
+        Call(node, std::move(request), std::move(done), attempt);
       });
     }
-    auto conn = link;
-    conn->Call(request, [this, conn, node, request, done, attempt](StatusOr<json> r) {
+    auto conn = links_[node];
+    conn->Call(request, [this, conn, node, request, done = std::move(done),
+                         attempt](StatusOr<json> r) mutable {
       if (!r.ok() && r.status().code() == StatusCode::kUnavailable &&
           r.status().message().find("shutting down") == std::string::npos) {
         conn->Close();
         if (links_[node] == conn) links_[node].reset();
-        return Retry(node, request, done, attempt);
+        return Retry(node, std::move(request), std::move(done), attempt);
       }
       done(std::move(r));
     });
@@ -308,45 +286,97 @@ class Fleet {
 
   // A round: every node registers (with `inventory(node)`), waits for the
   // plan, checks it with `check(node, plan)` and reports ready until "go".
+  // The coordinator's marks and its CPU come from `coordinator`.
   double Round(const std::string& incarnation, const std::function<json(int)>& inventory,
-               const std::function<std::string(int, const json&)>& check, Wire* wire) {
+               const std::function<std::string(int, const json&)>& check,
+               const CoordinatorProcess& coordinator, Wire* connect_wire, Wire* wire,
+               Phases* phases) {
     for (auto& link : links_) {  // restarted agents connect anew
       if (link) link->Close();
       link.reset();
     }
+    io_.restart();
+    io_.poll();
+    // The registrations as the agents have them ready when they start.
+    std::vector<Request> registrations(nodes_);
+    for (int n = 0; n < nodes_; ++n) {
+      registrations[n] = Encode({{"op", wire::OpName(wire::Op::kRegister)},
+                                 {"job", kJob},
+                                 {"nodes", nodes_},
+                                 {"node", n},
+                                 {"dp", 1},
+                                 {"address", "127.0.0.1:" + std::to_string(9000 + n % 50000)},
+                                 {"inventory", inventory(n)},
+                                 {"incarnation", incarnation + std::to_string(n)}});
+    }
     wire_ = Wire();
-    int done = 0;
+    double coordinator_cpu = coordinator.CpuSeconds(), fleet_cpu = OwnCpuSeconds();
+    phases->connect = ConnectAll();
+    phases->connect_coordinator_cpu = coordinator.CpuSeconds() - coordinator_cpu;
+    phases->connect_fleet_cpu = OwnCpuSeconds() - fleet_cpu;
+    *connect_wire = wire_;
+
+    wire_ = Wire();
+    last_plan_ = last_go_ = Clock::time_point();
+    coordinator.marks->Reset();
+    check_ = &check;
+    gone_ = 0;
+    coordinator_cpu = coordinator.CpuSeconds();
+    fleet_cpu = OwnCpuSeconds();
     const auto start = Clock::now();
     for (int n = 0; n < nodes_; ++n) {
-      json reg = {{"op", wire::OpName(wire::Op::kRegister)},
-                  {"job", kJob},
-                  {"nodes", nodes_},
-                  {"node", n},
-                  {"dp", 1},
-                  {"address", "127.0.0.1:" + std::to_string(9000 + n % 50000)},
-                  {"inventory", inventory(n)},
-                  {"incarnation", incarnation + std::to_string(n)}};
-      Call(n, reg, [this, n, check, &done](StatusOr<json> r) {
+      Call(n, std::move(registrations[n]), [this, n](StatusOr<json> r) {
         if (!r.ok()) Fail("register of node " + std::to_string(n), r.status());
         auto reply = wire::RegisterReply::FromJson(*r);
         if (!reply.ok()) Fail("register of node " + std::to_string(n), reply.status());
-        AwaitPlan(n, reply->round, 0, check, [&done] { ++done; });
+        AwaitPlan(n, reply->round, 0);
       });
     }
     io_.restart();
-    while (done < nodes_ && io_.run_one() > 0) {
+    while (gone_ < nodes_ && io_.run_one() > 0) {
     }
     const double seconds = Seconds(Clock::now() - start);
     *wire = wire_;
+    // The phases end at: the coordinator's last registration, the last plan
+    // received, the coordinator's last "ready", the last "go" received.
+    const CoordinatorMarks& marks = *coordinator.marks;
+    const auto registered = FromNanos(marks.last_register_done.load());
+    const auto reported = std::max(last_plan_, FromNanos(marks.last_ready.load()));
+    phases->registration = Seconds(registered - start);
+    phases->planning = Seconds(last_plan_ - registered);
+    phases->restore_reports = Seconds(reported - last_plan_);
+    phases->go = Seconds(last_go_ - reported);
+    phases->plan_ms = static_cast<double>(marks.longest_register.load()) / 1e6;
+    phases->coordinator_cpu = coordinator.CpuSeconds() - coordinator_cpu;
+    phases->fleet_cpu = OwnCpuSeconds() - fleet_cpu;
     for (auto& link : links_) {  // the descriptors are needed for what follows
       if (link) link->Close();
       link.reset();
     }
     io_.restart();
     io_.poll();
-    std::fprintf(stderr, "scale_bench: nodes=%d round %s: %.2f s\n", nodes_, incarnation.c_str(),
-                 seconds);
+    std::fprintf(stderr, "scale_bench: nodes=%d round %s: connect %.2f s, round %.2f s\n", nodes_,
+                 incarnation.c_str(), phases->connect, seconds);
     return seconds;
+  }
+
+  // Every node opens its connection to the coordinator at once (a TCP
+  // connection and the handshake, retried with the agent's backoff while
+  // the server's handshake budget turns it away). Seconds until all are
+  // open.
+  double ConnectAll() {
+    int open = 0;
+    const auto start = Clock::now();
+    for (int n = 0; n < nodes_; ++n) {
+      OpenWithRetry(n, [this, n, &open](std::shared_ptr<Conn> c) {
+        links_[n] = std::move(c);
+        ++open;
+      });
+    }
+    io_.restart();
+    while (open < nodes_ && io_.run_one() > 0) {
+    }
+    return Seconds(Clock::now() - start);
   }
 
   // Every node keeps a sync long-poll; node 0 gives notice. Milliseconds
@@ -370,7 +400,7 @@ class Fleet {
                   {"generation", polls[n].generation},
                   {"collect", polls[n].collect},
                   {"wait_ms", 10000}};
-      polls[n].conn->Call(req, [&, n](StatusOr<json> r) {
+      polls[n].conn->Call(Encode(req), [&, n](StatusOr<json> r) {
         if (!r.ok()) Fail("sync of node " + std::to_string(n), r.status());
         Poll& p = polls[n];
         const bool first = p.generation == 0 && !notice_sent;
@@ -400,11 +430,11 @@ class Fleet {
     notice_at = Clock::now();
     notice_sent = true;
     Call(0,
-         {{"op", wire::OpName(wire::Op::kNotice)},
-          {"job", kJob},
-          {"node", 0},
-          {"origin", "scale_bench"},
-          {"step", 600}},
+         Encode({{"op", wire::OpName(wire::Op::kNotice)},
+                 {"job", kJob},
+                 {"node", 0},
+                 {"origin", "scale_bench"},
+                 {"step", 600}}),
          [](StatusOr<json> r) {
            if (!r.ok()) Fail("notice", r.status());
          });
@@ -434,7 +464,7 @@ class Fleet {
                   {"step", ++step[n]},
                   {"nodes", nodes_},
                   {"dp", 1}};
-      conns[n]->Call(req, [&, n](StatusOr<json> r) {
+      conns[n]->Call(Encode(req), [&, n](StatusOr<json> r) {
         if (over) return;
         if (!r.ok()) Fail("replicated of node " + std::to_string(n), r.status());
         if (measuring) ++answered;
@@ -473,55 +503,58 @@ class Fleet {
     std::exit(1);
   }
 
-  void Retry(int node, json request, Done done, int attempt) {
+  // The agent's wait before its next try after `failures` failed ones
+  // (Restore::BackOff): jittered, 0.2 s doubling to 5 s.
+  std::chrono::milliseconds Backoff(int failures) {
+    const int64_t ceiling = std::min<int64_t>(200LL << std::min(failures - 1, 5), 5000);
+    return std::chrono::milliseconds(std::uniform_int_distribution<int64_t>(0, ceiling)(rng_));
+  }
+
+  void Retry(int node, Request request, Done done, int attempt) {
     ++wire_.retries;
-    auto timer = std::make_shared<asio::steady_timer>(io_);
-    std::uniform_int_distribution<int> jitter(0, 50 << std::min(attempt, 4));
-    timer->expires_after(std::chrono::milliseconds(20 + jitter(rng_)));
-    timer->async_wait([this, timer, node, request, done, attempt](ErrorCode) {
-      Call(node, request, done, attempt + 1);
+    auto timer = std::make_shared<asio::steady_timer>(io_, Backoff(attempt + 1));
+    timer->async_wait([this, timer, node, request = std::move(request), done = std::move(done),
+                       attempt](ErrorCode) mutable {
+      Call(node, std::move(request), std::move(done), attempt + 1);
     });
   }
 
-  // Opens a connection for `node`, retrying with jittered backoff.
+  // Opens a connection for `node`, retrying with the agent's backoff.
   void OpenWithRetry(int node, std::function<void(std::shared_ptr<Conn>)> done, int attempt = 0) {
     auto conn = std::make_shared<Conn>(io_, to_, Source(node), &wire_);
-    conn->Open([this, conn, node, done, attempt](Status s) {
+    conn->Open([this, conn, node, done = std::move(done), attempt](Status s) mutable {
       if (s.ok()) return done(conn);
       ++wire_.retries;
-      auto timer = std::make_shared<asio::steady_timer>(io_);
-      std::uniform_int_distribution<int> jitter(0, 50 << std::min(attempt, 4));
-      timer->expires_after(std::chrono::milliseconds(20 + jitter(rng_)));
-      timer->async_wait([this, timer, node, done, attempt](ErrorCode) {
-        OpenWithRetry(node, done, attempt + 1);
+      auto timer = std::make_shared<asio::steady_timer>(io_, Backoff(attempt + 1));
+      timer->async_wait([this, timer, node, done = std::move(done), attempt](ErrorCode) mutable {
+        OpenWithRetry(node, std::move(done), attempt + 1);
       });
     });
   }
 
-  void AwaitPlan(int n, int64_t round, int64_t version,
-                 const std::function<std::string(int, const json&)>& check,
-                 std::function<void()> finished) {
+  // Waits for node n's plan of `round` newer than `version`, checks it
+  // (check_) and reports ready; again after a replan, until "go".
+  void AwaitPlan(int n, int64_t round, int64_t version) {
     json req = {{"op", wire::OpName(wire::Op::kAwaitPlan)},
                 {"job", kJob},
                 {"round", round},
                 {"node", n},
                 {"plan_version", version},
                 {"peers", json::array({(n + 1) % nodes_})}};
-    Call(n, req, [this, n, round, version, check, finished](StatusOr<json> r) {
+    Call(n, Encode(req), [this, n, round, version](StatusOr<json> r) {
       if (!r.ok() && r.status().code() == StatusCode::kDeadlineExceeded) {
-        return AwaitPlan(n, round, version, check, finished);
+        return AwaitPlan(n, round, version);
       }
       if (!r.ok()) Fail("await_plan of node " + std::to_string(n), r.status());
-      if (std::string wrong = check(n, *r); !wrong.empty()) {
+      last_plan_ = Clock::now();
+      if (std::string wrong = (*check_)(n, *r); !wrong.empty()) {
         Fail("the plan for node " + std::to_string(n), InternalError(wrong));
       }
-      Ready(n, round, (*r)["plan_version"].get<int64_t>(), check, finished);
+      Ready(n, round, (*r)["plan_version"].get<int64_t>());
     });
   }
 
-  void Ready(int n, int64_t round, int64_t version,
-             const std::function<std::string(int, const json&)>& check,
-             std::function<void()> finished) {
+  void Ready(int n, int64_t round, int64_t version) {
     json req = {{"op", wire::OpName(wire::Op::kReady)},
                 {"job", kJob},
                 {"round", round},
@@ -529,15 +562,16 @@ class Fleet {
                 {"plan_version", version},
                 {"ok", true},
                 {"bad", json::array()}};
-    Call(n, req, [this, n, round, version, check, finished](StatusOr<json> r) {
+    Call(n, Encode(req), [this, n, round, version](StatusOr<json> r) {
       if (!r.ok() && r.status().code() == StatusCode::kDeadlineExceeded) {
-        return Ready(n, round, version, check, finished);
+        return Ready(n, round, version);
       }
       if (!r.ok()) Fail("ready of node " + std::to_string(n), r.status());
       auto answer = wire::ReadyReply::FromJson(*r);
       if (!answer.ok()) Fail("ready of node " + std::to_string(n), answer.status());
-      if (answer->go) return finished();
-      AwaitPlan(n, round, version, check, finished);  // replan
+      if (!answer->go) return AwaitPlan(n, round, version);  // replan
+      last_go_ = Clock::now();
+      ++gone_;
     });
   }
 
@@ -545,6 +579,11 @@ class Fleet {
   const tcp::endpoint to_;
   asio::io_context io_{1};
   Wire wire_;
+  // The round in progress: how plans are checked, the nodes told "go", and
+  // the latest plan and "go" received.
+  const std::function<std::string(int, const json&)>* check_ = nullptr;
+  int gone_ = 0;
+  Clock::time_point last_plan_, last_go_;
   std::mt19937 rng_{42};
   std::vector<std::shared_ptr<Conn>> links_ = std::vector<std::shared_ptr<Conn>>(nodes_);
 };
@@ -558,25 +597,33 @@ json Holdings(int n, int nodes) {
       {json::array({n, kStep, Digest(n)}), json::array({left, kStep, Digest(left)})});
 }
 
-void PrintDetail(int nodes, const char* round, const Wire& w) {
+void PrintDetail(int nodes, const char* round, const Wire& c, const Wire& w, const Phases& p) {
+  auto u = [](uint64_t v) { return static_cast<unsigned long long>(v); };
   std::printf(
-      "scale-detail nodes=%d round=%s calls=%llu handshakes=%llu retries=%llu bytes_out=%llu "
-      "bytes_in=%llu\n",
-      nodes, round, static_cast<unsigned long long>(w.calls),
-      static_cast<unsigned long long>(w.handshakes), static_cast<unsigned long long>(w.retries),
-      static_cast<unsigned long long>(w.bytes_out), static_cast<unsigned long long>(w.bytes_in));
+      "scale-detail nodes=%d round=%s registration_s=%.2f planning_s=%.2f restore_reports_s=%.2f "
+      "go_s=%.2f plan_ms=%.1f coordinator_cpu_s=%.2f fleet_cpu_s=%.2f calls=%llu handshakes=%llu "
+      "retries=%llu bytes_out=%llu bytes_in=%llu\n",
+      nodes, round, p.registration, p.planning, p.restore_reports, p.go, p.plan_ms,
+      p.coordinator_cpu, p.fleet_cpu, u(w.calls), u(w.handshakes), u(w.retries), u(w.bytes_out),
+      u(w.bytes_in));
+  std::printf(
+      "scale-connect nodes=%d round=%s connect_s=%.2f coordinator_cpu_s=%.2f fleet_cpu_s=%.2f "
+      "handshakes=%llu retries=%llu\n",
+      nodes, round, p.connect, p.connect_coordinator_cpu, p.connect_fleet_cpu, u(c.handshakes),
+      u(c.retries));
 }
 
 void RunScale(int nodes, double report_seconds) {
   CoordinatorProcess coordinator = CoordinatorProcess::Start();
   Fleet fleet(nodes, coordinator.port);
-  Wire fresh, restart, loss;
+  Wire fresh, restart, loss, fresh_c, restart_c, loss_c;
+  Phases fresh_p, restart_p, loss_p;
   const double fresh_s = fleet.Round(
       "fresh-", [](int) { return json::array(); },
       [](int, const json& plan) {
         return plan["step"].is_null() ? "" : "a fresh start must restore nothing: " + plan.dump();
       },
-      &fresh);
+      coordinator, &fresh_c, &fresh, &fresh_p);
   auto restored = [nodes](int lost) {
     return [nodes, lost](int n, const json& plan) -> std::string {
       if (plan["step"] != kStep) return "step " + plan["step"].dump() + ", not 100";
@@ -591,22 +638,23 @@ void RunScale(int nodes, double report_seconds) {
     };
   };
   const double restart_s = fleet.Round(
-      "restart-", [nodes](int n) { return Holdings(n, nodes); }, restored(-1), &restart);
+      "restart-", [nodes](int n) { return Holdings(n, nodes); }, restored(-1), coordinator,
+      &restart_c, &restart, &restart_p);
   const int lost = nodes / 2;
   const double loss_s = fleet.Round(
       "loss-", [nodes, lost](int n) { return n == lost ? json::array() : Holdings(n, nodes); },
-      restored(lost), &loss);
+      restored(lost), coordinator, &loss_c, &loss, &loss_p);
   const double sync_ms = fleet.SyncDecision();
   const double reports = fleet.Reports(report_seconds);
   const double rss = coordinator.PeakRssMib();
   coordinator.Stop();
   std::printf(
-      "scale nodes=%d fresh_round_s=%.2f restart_round_s=%.2f node_loss_round_s=%.2f "
-      "sync_decision_ms=%.0f reports_per_s=%.0f coordinator_rss_mib=%.0f\n",
-      nodes, fresh_s, restart_s, loss_s, sync_ms, reports, rss);
-  PrintDetail(nodes, "fresh", fresh);
-  PrintDetail(nodes, "restart", restart);
-  PrintDetail(nodes, "node_loss", loss);
+      "scale nodes=%d connect_s=%.2f fresh_round_s=%.2f restart_round_s=%.2f "
+      "node_loss_round_s=%.2f sync_decision_ms=%.0f reports_per_s=%.0f coordinator_rss_mib=%.0f\n",
+      nodes, fresh_p.connect, fresh_s, restart_s, loss_s, sync_ms, reports, rss);
+  PrintDetail(nodes, "fresh", fresh_c, fresh, fresh_p);
+  PrintDetail(nodes, "restart", restart_c, restart, restart_p);
+  PrintDetail(nodes, "node_loss", loss_c, loss, loss_p);
   std::fflush(stdout);
 }
 
