@@ -56,7 +56,8 @@
 // least the larger and, with the machine to themselves, at most about
 // their sum), and what it cost on the wire (calls, handshakes, retries,
 // bytes); and a line `scale-connect nodes=N round=…` with its connect
-// phase: connect_s, the CPU of both sides, handshakes and retries. The
+// phase: connect_s, the CPU of both sides, handshakes and retries; and a
+// line `scale-sync nodes=N` with the sync decision's CPU and calls. The
 // coordinator's marks come through a page both processes share (both read
 // CLOCK_MONOTONIC). Every plan is checked (step, holder) and a wrong one
 // fails the run. Targets at N = 10,000 on 2 cores: every round <= 3 s, the
@@ -380,8 +381,10 @@ class Fleet {
   }
 
   // Every node keeps a sync long-poll; node 0 gives notice. Milliseconds
-  // until every node heard the decision.
-  double SyncDecision() {
+  // until every node heard the decision; *cpu: the CPU seconds the
+  // coordinator and the fleet spent meanwhile, *calls the calls made.
+  double SyncDecision(const CoordinatorProcess& coordinator, std::pair<double, double>* cpu,
+                      uint64_t* calls) {
     struct Poll {
       std::shared_ptr<Conn> conn;
       uint64_t generation = 0, collect = 0;
@@ -427,6 +430,8 @@ class Fleet {
     while (parked_rounds < nodes_ && io_.run_one() > 0) {
     }
     io_.poll();
+    wire_ = Wire();
+    const double coordinator_cpu = coordinator.CpuSeconds(), fleet_cpu = OwnCpuSeconds();
     notice_at = Clock::now();
     notice_sent = true;
     Call(0,
@@ -441,6 +446,8 @@ class Fleet {
     while (decided < nodes_ && io_.run_one() > 0) {
     }
     const double ms = Seconds(Clock::now() - notice_at) * 1000;
+    *cpu = {coordinator.CpuSeconds() - coordinator_cpu, OwnCpuSeconds() - fleet_cpu};
+    *calls = wire_.calls;
     for (auto& p : polls) p.conn->Close();
     io_.restart();
     io_.poll();
@@ -644,7 +651,9 @@ void RunScale(int nodes, double report_seconds) {
   const double loss_s = fleet.Round(
       "loss-", [nodes, lost](int n) { return n == lost ? json::array() : Holdings(n, nodes); },
       restored(lost), coordinator, &loss_c, &loss, &loss_p);
-  const double sync_ms = fleet.SyncDecision();
+  std::pair<double, double> sync_cpu;
+  uint64_t sync_calls = 0;
+  const double sync_ms = fleet.SyncDecision(coordinator, &sync_cpu, &sync_calls);
   const double reports = fleet.Reports(report_seconds);
   const double rss = coordinator.PeakRssMib();
   coordinator.Stop();
@@ -655,6 +664,10 @@ void RunScale(int nodes, double report_seconds) {
   PrintDetail(nodes, "fresh", fresh_c, fresh, fresh_p);
   PrintDetail(nodes, "restart", restart_c, restart, restart_p);
   PrintDetail(nodes, "node_loss", loss_c, loss, loss_p);
+  std::printf(
+      "scale-sync nodes=%d sync_decision_ms=%.0f coordinator_cpu_s=%.2f fleet_cpu_s=%.2f "
+      "calls=%llu\n",
+      nodes, sync_ms, sync_cpu.first, sync_cpu.second, static_cast<unsigned long long>(sync_calls));
   std::fflush(stdout);
 }
 
