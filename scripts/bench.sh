@@ -12,7 +12,8 @@
 # GPU it says so and measures nothing; STRATA_CUDA_BENCH_SIZE_MIB, default
 # 4096, sets its state), and
 # repeats their `ratio <name> <value> target <t>` and `scale nodes=…` lines
-# as a summary at the end.
+# as a summary at the end, then compares every figure with the last
+# committed results (scripts/bench-compare, bench/results.txt).
 #
 # Usage: scripts/bench.sh [BUILD_DIR [flags and benchmark names]]
 # Flags (--size-mib, --reps, --tmpfs) go to every binary; each benchmark
@@ -176,4 +177,13 @@ done
 echo
 echo "== Summary"
 grep -E '^(ratio|scale) ' "$out" || true
+
+# Each figure against the last committed results (bench/results.txt): the
+# ones worse by more than their run-to-run spread are listed, and fail the
+# run (STRATA_BENCH_COMPARE=0 skips the comparison).
+if [ "${STRATA_BENCH_COMPARE:-1}" != 0 ]; then
+  echo
+  "$(dirname "$0")/bench-compare" "$out" ||
+    status=$((status == 0 ? 1 : status))
+fi
 exit "$status"
