@@ -34,15 +34,23 @@ LOCKS_DIR ?= build-locks
 TSAN_FILTER ?= InPlace*:ServerTest*:Tls*:Certificate*:Tamper*:Coordinator*:CodedTier*:ParityStore*:NodeBackup*:Replication*:OnDemandSync*:Restore*:MaintenanceEvent*:Store*:Wire*:ThreadPool*:RunParallel*:Mutex*:Checkpointer*:Hash*:Copy*:Net*:Frame*:Auth*:SyncMap*:AgentSync*:StreamVerify*:StrataStep*
 TSAN_STORAGE_FILTER ?= FileStore*:S3Pieces*:Backends/BackendTest.*
 
-.PHONY: all deps distclean build test test-asan test-tsan check-locks lock-violations demo chaos bench fuzz format clean
+.PHONY: all deps deps-system distclean build test build-asan test-asan test-tsan check-locks lock-violations demo chaos bench fuzz format clean
 
 all: build
 
 deps:
 	@bash scripts/install-deps.sh
 
+# Debian's packages only, not the Python environment: for the builds that
+# compile without it (CI makes the environment beside the ASan build).
+deps-system:
+	@STRATA_PYTHON_ENV=later bash scripts/install-deps.sh
+
+# Every configure names the environment (VENV), as the targets' PATH does.
+VENV_FLAG := -DSTRATA_VENV=$(VENV)
+
 $(BUILD_DIR)/build.ninja: | deps
-	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(LAUNCHER) $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(VENV_FLAG) $(LAUNCHER) $(CMAKE_FLAGS) >/dev/null
 
 build: deps $(BUILD_DIR)/build.ninja
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
@@ -52,12 +60,16 @@ test: build
 
 # The whole test suite under AddressSanitizer + UndefinedBehaviorSanitizer,
 # at -O1 (what ASan's authors advise: the suite runs much faster than at
-# -O0, and every check still fires) with line tables only.
-test-asan: deps
-	@cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=ON \
-	  '-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1' -DSTRATA_BENCH=OFF -DSTRATA_PYTHON=OFF $(LAUNCHER) \
-	  $(CMAKE_FLAGS) >/dev/null
+# -O0, and every check still fires) with line tables only. build-asan
+# compiles without the Python environment; the tests need it (moto, the
+# layer check).
+build-asan: deps-system
+	@cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+	  -DSTRATA_SANITIZE=ON '-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1' -DSTRATA_BENCH=OFF -DSTRATA_PYTHON=OFF \
+	  $(VENV_FLAG) $(LAUNCHER) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(ASAN_DIR) -j $(JOBS)
+
+test-asan: deps build-asan
 	@cd $(ASAN_DIR) && ctest --output-on-failure -j $(JOBS)
 
 # The concurrent parts under ThreadSanitizer, built by clang with the lock
@@ -67,7 +79,7 @@ test-asan: deps
 test-tsan: deps
 	@CXX=clang++ cmake -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTRATA_TSAN=ON \
 	  '-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1' -DSTRATA_THREAD_SAFETY=ON -DSTRATA_WERROR=ON \
-	  -DSTRATA_BENCH=OFF -DSTRATA_PYTHON=OFF $(LAUNCHER) $(CMAKE_FLAGS) >/dev/null
+	  -DSTRATA_BENCH=OFF -DSTRATA_PYTHON=OFF $(VENV_FLAG) $(LAUNCHER) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(TSAN_DIR) -j $(JOBS) --target unit_tests storage_tests strata
 	@$(MAKE) --no-print-directory lock-violations
 	@$(TSAN_DIR)/tests/unit_tests --gtest_filter='$(TSAN_FILTER)'
@@ -78,7 +90,7 @@ test-tsan: deps
 check-locks: deps
 	@CXX=clang++ cmake -S . -B $(LOCKS_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
 	  -DSTRATA_THREAD_SAFETY=ON -DSTRATA_WERROR=ON -DSTRATA_BENCH=OFF -DSTRATA_PYTHON=OFF \
-	  $(LAUNCHER) $(CMAKE_FLAGS) >/dev/null
+	  $(VENV_FLAG) $(LAUNCHER) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(LOCKS_DIR) -j $(JOBS) --target strata
 	@$(MAKE) --no-print-directory lock-violations
 

@@ -34,4 +34,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-bash scripts/python-env.sh
+# STRATA_PYTHON_ENV=later: Debian's packages only; the caller makes the
+# Python environment itself (CI does, beside its first compile).
+if [ "${STRATA_PYTHON_ENV:-}" != later ]; then
+  bash scripts/python-env.sh
+fi
