@@ -180,7 +180,15 @@ TEST(AgentMetricsTest, ValuesMoveAsTheJobSavesReplicatesAndRestores) {
   // 20 ms a step: runs long enough for the ledger's 50 ms samples to see.
   auto runs = c.Train(20, 5, "orbax", 2, 20);
   ASSERT_EQ(runs[1].exit_code, 0) << runs[1].err;
+  // The trainer's last steps are replicated, and the job's watermark
+  // reported back, after it exits: scraped until the peer tier shows.
   auto saved = Parse(Get(port[1], "/metrics"));
+  for (int i = 0; i < 300 && (Sum(saved, "strata_durability_lag_seconds", "tier=\"peer\"") < 0 ||
+                              Sum(saved, "strata_replication_peer_lag_seconds") < 0);
+       ++i) {
+    std::this_thread::sleep_for(100ms);
+    saved = Parse(Get(port[1], "/metrics"));
+  }
   EXPECT_GT(Sum(saved, "strata_local_commit_bytes_total"), 4 * 2e6);  // 4 steps of 2 MiB
   EXPECT_GE(Sum(saved, "strata_local_commit_seconds_count"), 4);
   EXPECT_GT(Sum(saved, "strata_replication_bytes_total", "peer=\"" + c.address(0) + "\""), 0);
