@@ -6,6 +6,7 @@ tensors by the stager as they verify, and stage_state_dict(). The CUDA tests
 are skipped without a CUDA device; scripts/gpu-check.sh runs them on a GPU
 machine."""
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -305,6 +306,25 @@ def test_every_dtype_view_and_non_contiguous_tensor_round_trips(scratch):
     assert (target["arr"] == np.arange(5)).all()
 
 
+@contextlib.contextmanager
+def planner_calls():
+    """The (step, items planned) of each call of the restore's planner while
+    the block runs."""
+    plans = []
+    real = strata.torch._Planner.__call__
+
+    def spy(self, step, key):
+        out = real(self, step, key)
+        plans.append((step, len(out)))
+        return out
+
+    strata.torch._Planner.__call__ = spy
+    try:
+        yield plans
+    finally:
+        strata.torch._Planner.__call__ = real
+
+
 def test_restoring_through_the_arena_copies_items_as_they_verify(scratch):
     model, opt = make(width=256)
     train(model, opt, 2)
@@ -313,19 +333,8 @@ def test_restoring_through_the_arena_copies_items_as_they_verify(scratch):
         ckpt.save(2, {"model": model, "optimizer": opt})
         m2, o2 = make(seed=4, width=256)
         train(m2, o2, 1)
-        plans = []
-        real = strata.torch._Planner.__call__
-
-        def spy(self, step, key):
-            out = real(self, step, key)
-            plans.append((step, len(out)))
-            return out
-
-        strata.torch._Planner.__call__ = spy
-        try:
+        with planner_calls() as plans:
             assert ckpt.restore({"model": m2, "optimizer": o2}) == 2
-        finally:
-            strata.torch._Planner.__call__ = real
         assert_state(m2, o2, expected)
         # Planned once, as soon as the tree was read; the stager then copied
         # every parameter, moment and step counter into its live tensor.
@@ -354,21 +363,9 @@ def test_a_corrupt_item_after_pipelined_copies_falls_back_cleanly(scratch):
         raise AssertionError("exp_avg_sq's bytes are in no file of step 2")
     m2, o2 = make(seed=6, width=256)
     train(m2, o2, 1)
-    plans = []
-    real = strata.torch._Planner.__call__
-
-    def spy(self, step, key):
-        out = real(self, step, key)
-        plans.append((step, len(out)))
-        return out
-
-    strata.torch._Planner.__call__ = spy
-    try:
-        with strata.torch.Checkpointer(str(scratch)) as ckpt:
-            assert ckpt.restore({"model": m2, "optimizer": o2}) == 1
-            assert ckpt._pipelined == 4 * 4
-    finally:
-        strata.torch._Planner.__call__ = real
+    with planner_calls() as plans, strata.torch.Checkpointer(str(scratch)) as ckpt:
+        assert ckpt.restore({"model": m2, "optimizer": o2}) == 1
+        assert ckpt._pipelined == 4 * 4
     # Step 2 was planned and some of it copied before its corrupt item; step
     # 1's bytes overwrote them.
     assert plans == [(2, 16), (1, 16)], plans

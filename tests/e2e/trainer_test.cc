@@ -97,6 +97,23 @@ void ExpectRestoresNewest(const Child& c, int64_t newest) {
   }
 }
 
+// Runs the trainer once per (crash point, max_to_keep), killed at the
+// point's third pass: each must be reached, and afterwards the newest step
+// is restored and every committed step verifies.
+void CrashInEveryPhase(const std::string& dir, const TrainerFlags& f,
+                       const std::vector<std::pair<std::string, int>>& phases) {
+  for (const auto& [phase, keep] : phases) {
+    int64_t newest = NewestStep(dir);
+    TrainerFlags pf = f;
+    pf.max_to_keep = keep;
+    Child c(TrainerArgs(dir, pf), {"STRATA_CRASH_AT=" + phase + ":3"});
+    EXPECT_EQ(c.Wait(std::chrono::seconds(120)), 128 + SIGKILL)
+        << phase << " was never reached: " << c.Stderr();
+    ExpectRestoresNewest(c, newest);
+    ExpectEveryStepVerifies(dir, "after a crash at " + phase);
+  }
+}
+
 TEST(TrainerCrashTest, KillNineInEveryPhaseAndAtRandomMoments) {
   TrainerFlags f;
   f.steps = 1000000;  // never reached: every run below is killed
@@ -111,16 +128,7 @@ TEST(TrainerCrashTest, KillNineInEveryPhaseAndAtRandomMoments) {
       {"save.mid_data", 2},         {"save.after_data", 2},     {"save.after_manifest", 2},
       {"commit.before_rename", 2},  {"commit.after_rename", 2}, {"save.before_retention", 2},
       {"retention.after_rename", 1}};
-  for (const auto& [phase, keep] : phases) {
-    int64_t newest = NewestStep(d.path());
-    TrainerFlags pf = f;
-    pf.max_to_keep = keep;
-    Child c(TrainerArgs(d.path(), pf), {"STRATA_CRASH_AT=" + phase + ":3"});
-    EXPECT_EQ(c.Wait(std::chrono::seconds(120)), 128 + SIGKILL)
-        << phase << " was never reached: " << c.Stderr();
-    ExpectRestoresNewest(c, newest);
-    ExpectEveryStepVerifies(d.path(), "after a crash at " + phase);
-  }
+  CrashInEveryPhase(d.path(), f, phases);
   // SIGKILL from outside at random moments: mostly while training and
   // saving (after the trainer has said where it restored from), every fourth
   // time during start-up and restore.
@@ -166,16 +174,7 @@ TEST(TrainerCrashTest, InPlaceSavesSurviveKillNineInEveryPhase) {
       {"save.before_checksum", 2},  {"save.after_retire", 2},     {"save.after_data", 2},
       {"save.after_manifest", 2},   {"commit.before_rename", 2},  {"commit.after_rename", 2},
       {"save.before_retention", 2}, {"retention.after_rename", 1}};
-  for (const auto& [phase, keep] : phases) {
-    int64_t newest = NewestStep(d.path());
-    TrainerFlags pf = f;
-    pf.max_to_keep = keep;
-    Child c(TrainerArgs(d.path(), pf), {"STRATA_CRASH_AT=" + phase + ":3"});
-    EXPECT_EQ(c.Wait(std::chrono::seconds(120)), 128 + SIGKILL)
-        << phase << " was never reached: " << c.Stderr();
-    ExpectRestoresNewest(c, newest);
-    ExpectEveryStepVerifies(d.path(), "after a crash at " + phase);
-  }
+  CrashInEveryPhase(d.path(), f, phases);
   const unsigned seed = std::random_device{}();
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> delay_ms(20, 250);
