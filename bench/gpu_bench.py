@@ -332,7 +332,7 @@ def dcp_rows(r, scratch, model, opt, reps, device, lim_d2h, lim_h2d):
     """DCP without a process group (one process, as DCP allows when
     torch.distributed is not initialized), through Strata and alone."""
     import torch.distributed.checkpoint as dcp
-    from strata.dcp import StrataSavePlanner, StrataStorageReader, StrataStorageWriter
+    from strata.dcp import StrataStorageReader, StrataStorageWriter
     print("[dcp]")
     warnings.filterwarnings("ignore")
     directory = os.path.join(scratch, "strata-dcp")
@@ -346,8 +346,7 @@ def dcp_rows(r, scratch, model, opt, reps, device, lim_d2h, lim_h2d):
 
     def save():
         futures.append(dcp.async_save({"model": model.state_dict(), "optimizer": opt.state_dict()},
-                                      storage_writer=writer, planner=StrataSavePlanner(),
-                                      checkpoint_id=next(steps)))
+                                      storage_writer=writer, checkpoint_id=next(steps)))
 
     try:
         save()

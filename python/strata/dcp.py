@@ -2,15 +2,15 @@
 through Strata's tiers.
 
     import torch.distributed.checkpoint as dcp
-    from strata.dcp import StrataSavePlanner, StrataStorageReader, StrataStorageWriter
+    from strata.dcp import StrataStorageReader, StrataStorageWriter
 
     job = strata.AgentJob("llama", node_rank=rank, nodes=world)
     reader = StrataStorageReader(directory, agent_job=job)
     if reader.step is not None:                     # None: start fresh
         dcp.load(state, storage_reader=reader)
     writer = StrataStorageWriter(directory, agent_job=job)
-    dcp.async_save(state, storage_writer=writer, planner=StrataSavePlanner(),
-                   checkpoint_id=step, process_group=checkpoint_group)
+    dcp.async_save(state, storage_writer=writer, checkpoint_id=step,
+                   process_group=checkpoint_group)    # DCP's own planner
 
 docs/python.md ("PyTorch Distributed Checkpoint") is the guide. The design:
 
@@ -20,22 +20,23 @@ docs/python.md ("PyTorch Distributed Checkpoint") is the guide. The design:
   MetadataIndex: `fqn` for bytes and 0-d tensors, `fqn@o0,o1,...` for the
   tensor chunk at those offsets (a hash when that is no valid item name).
 * DCP's global `Metadata` is in every rank's step, as the item
-  `__strata_dcp__` (with the rank and world size), written in the same
-  atomic commit as the rank's data. Why every rank's and not only the
-  coordinator's: a node's step is then self-sufficient, so the step the
-  agent restores for a node (from its RAM, a peer or the backup) is all
-  that node needs, and no rank waits for rank 0's data to learn the
-  layout. A step is complete for the job exactly when every rank's commit
-  is: the agent's "newest step complete on every node" is a consistent
-  DCP checkpoint, and `finish` has nothing left to write. The price: the
-  coordinator sends the Metadata to every rank with its plan, O(ranks x
-  metadata) bytes per save. StrataSavePlanner hands it over.
+  `__strata_dcp__` (JSON, with the rank and world size: dcp_metadata.py;
+  nothing is unpickled on a restore), written in the same atomic commit as
+  the rank's data. Why every rank's and not only the coordinator's: a
+  node's step is then self-sufficient, so the step the agent restores for a
+  node (from its RAM, a peer or the backup) is all that node needs, and no
+  rank waits for rank 0's data to learn the layout. A step is complete for
+  the job exactly when every rank's commit is: the agent's "newest step
+  complete on every node" is a consistent DCP checkpoint, and `finish` has
+  nothing left to write. The price: the coordinator sends the Metadata to
+  every rank with its plan, O(ranks x metadata) bytes per save.
 * Replicated items (plain tensors and bytes every rank has, DDP/HSDP
-  replicas): DCP's planner writes each once, on one rank. StrataSavePlanner
-  keeps DCP's deduplicated Metadata but lets every rank write its own copy
-  of every item it has, so a rank's step holds everything that rank loads
-  at the same world size and layout. Metadata.storage_data maps each index
-  to (item, ranks holding it).
+  replicas): DCP's planner (any planner that plans as DefaultSavePlanner
+  does) keeps each on one rank only. The writer keeps each rank's whole
+  local plan and writes its own copy of every item it has, so a rank's step
+  holds everything that rank loads at the same world size and layout; it
+  builds the Metadata from the planner's deduplicated plans as DCP does,
+  and Metadata.storage_data maps each index to (item, ranks holding it).
 * Loading picks the step: the agent's (the handshake, once per process and
   directory), else the newest step every rank has in its own directory.
   Items of other ranks (another world size or layout: DCP resharding) are
@@ -51,16 +52,17 @@ import hashlib
 import io
 import json
 import os
-import pickle
 import re
 import tempfile
 import threading
+import warnings
+from collections import ChainMap
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy
 import torch
 import torch.distributed as dist
-from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
+from torch.distributed.checkpoint.default_planner import create_default_global_save_plan
 from torch.distributed.checkpoint.filesystem import CURRENT_DCP_VERSION
 from torch.distributed.checkpoint.metadata import Metadata, MetadataIndex
 from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, SavePlan
@@ -71,13 +73,13 @@ from torch.futures import Future
 
 import strata
 import strata.torch
+from strata import dcp_metadata
 
-__all__ = ["METADATA_ITEM", "StrataSavePlanner", "StrataStorageReader", "StrataStorageWriter"]
+__all__ = ["METADATA_ITEM", "StrataStorageReader", "StrataStorageWriter"]
 
-# The item of every rank's step that holds DCP's Metadata (pickled, as
-# DCP's own .metadata file is) with the rank and world size that saved it.
+# The item of every rank's step that holds DCP's Metadata with the rank and
+# world size that saved it: JSON (strata/dcp_metadata.py), never a pickle.
 METADATA_ITEM = "__strata_dcp__"
-_FORMAT = 1
 
 # Tiers a copy of a rank's step can be read from, nearest first.
 _ANCHOR, _DIR, _STORE, _BACKUP = "anchor", "dir", "store", "backup"
@@ -195,6 +197,22 @@ def _handshake(directory: str, job: strata.AgentJob) -> Optional[Tuple[str, int]
         return _handshakes[key]
 
 
+def _check_bytes_item(raw: bytes, what: str) -> None:
+    """Refuses a bytes item (DCP's torch.save of a non-tensor value) unless
+    torch's weights_only unpickler accepts it: that one builds only plain
+    values, containers and tensors and calls nothing else the bytes name.
+    DCP's planner then loads it (torch.load, weights_only=False), which the
+    check has shown calls only those same constructors."""
+    try:
+        torch.load(io.BytesIO(raw), weights_only=True)
+    except Exception as e:  # pickle.UnpicklingError, or what the bytes made it raise
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise strata.DataLossError(
+            f"{what}: the bytes item is refused: torch's weights_only unpickler does not "
+            f"accept it ({first}); StrataStorageReader(allow_pickle=True) loads it from a "
+            "trusted checkpoint") from None
+
+
 # ---- where copies of a rank's step are ------------------------------------------
 
 class _Copy(NamedTuple):
@@ -224,6 +242,38 @@ class _Copy(NamedTuple):
         with tempfile.TemporaryDirectory(prefix="strata-dcp-") as tmp:
             os.symlink(self.steps_dir, os.path.join(tmp, str(self.step)))
             return read(tmp)
+
+
+def _read_info(copy: _Copy) -> Dict[str, Any]:
+    """The copy's decoded metadata item (dcp_metadata.decode). Raises
+    DataLossError for a step whose item does not verify or is refused (a
+    pickle, anything but strata.dcp's JSON: nothing of it runs), and
+    InvalidArgumentError for a step StrataStorageWriter did not save."""
+    where = f"step {copy.step} in {copy.steps_dir}"
+    try:
+        restored = copy.read_items([METADATA_ITEM])
+    except strata.NotFoundError:
+        raise strata.InvalidArgumentError(
+            f"{where} was not saved by StrataStorageWriter (it has no {METADATA_ITEM} item)") \
+            from None
+    info = dcp_metadata.decode(restored.items[METADATA_ITEM].tobytes(), where)
+    if info["step"] != copy.step:
+        raise strata.DataLossError(f"{where}: its DCP metadata item is step {info['step']}'s")
+    return info
+
+
+def _readable(copies: List[_Copy], checked: Dict[_Copy, Dict[str, Any]]) -> List[int]:
+    """The steps of `copies` whose metadata item decodes (kept in
+    `checked`); a refused one is skipped with a RuntimeWarning saying why,
+    as a corrupt step is."""
+    steps = []
+    for c in copies:
+        try:
+            checked[c] = _read_info(c)
+            steps.append(c.step)
+        except strata.DataLossError as e:
+            warnings.warn(f"{e}; an older step is used", RuntimeWarning, stacklevel=3)
+    return steps
 
 
 def _committed_steps(steps_dir: str) -> List[int]:
@@ -310,31 +360,45 @@ def _group_rank(group: Optional[dist.ProcessGroup]) -> Tuple[int, int]:
 
 # ---- saving -------------------------------------------------------------------------
 
-class StrataSavePlanner(DefaultSavePlanner):
-    """DCP's default save planner, but every rank writes its own copy of
-    every item it has, replicated ones included (DCP's would write each
-    once), and every rank's plan carries the global Metadata (planner_data)
-    for StrataStorageWriter to store in the rank's step. The Metadata is
-    DCP's own: replicated items are recorded once, and loading plans as
-    with DCP's planner. Takes DefaultSavePlanner's arguments; plan caching
-    is not supported."""
+class _Held(NamedTuple):
+    """What a rank's local plan carries to the coordinator: every index of
+    its state dict, replicated ones included (the planner may then keep
+    some of them on another rank only)."""
+    indices: Tuple[MetadataIndex, ...]
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        if kwargs.get("enable_plan_caching"):
-            raise strata.InvalidArgumentError(
-                "StrataSavePlanner: enable_plan_caching is not supported (every rank's plan "
-                "carries the Metadata)")
-        super().__init__(*args, **kwargs)
 
-    def create_global_plan(self, all_plans: List[SavePlan]) -> Tuple[List[SavePlan], Metadata]:
-        _, metadata = super().create_global_plan(all_plans)  # deduplicated: the Metadata
-        return [dataclasses.replace(p, planner_data=metadata) for p in all_plans], metadata
+def _global_metadata(plans: List[SavePlan]) -> Metadata:
+    """The Metadata DCP's DefaultSavePlanner builds from the deduplicated
+    plans: every tensor's chunks and every bytes item once, and the ranks'
+    flattening maps merged."""
+    _, metadata = create_default_global_save_plan(plans, rewrite_index_hints=False)
+    mappings = [p.planner_data for p in plans]
+    if mappings and all(isinstance(m, dict) for m in mappings):
+        metadata.planner_data = dict(ChainMap(*mappings))
+    metadata.version = CURRENT_DCP_VERSION
+    return metadata
+
+
+def _check_planner(planner: Any, metadata: Metadata) -> None:
+    """Refuses a planner whose Metadata (on the coordinator, where it has
+    one) is not the one the writer built, and plan caching."""
+    if getattr(planner, "_enable_plan_caching", False):
+        raise strata.InvalidArgumentError(
+            "StrataStorageWriter: enable_plan_caching is not supported (each rank writes its "
+            "whole local plan)")
+    theirs = getattr(planner, "metadata", None)
+    if isinstance(theirs, Metadata) and \
+            theirs.state_dict_metadata != metadata.state_dict_metadata:
+        raise strata.InvalidArgumentError(
+            "StrataStorageWriter: the planner's Metadata is not the one DCP's default planner "
+            "builds from its plans; use DefaultSavePlanner (or none)")
 
 
 class StrataStorageWriter(StorageWriter, AsyncStager):
     """A DCP StorageWriter (and AsyncStager) that saves each rank's items as
-    a Strata step of its directory. Use with planner=StrataSavePlanner() and
-    checkpoint_id=<step>.
+    a Strata step of its directory. Use with DCP's default planner (or any
+    that plans as DefaultSavePlanner does) and checkpoint_id=<step>, an int
+    or a path ending in the step ("step-N": TorchTitan's folders).
 
     `directory`: this rank's checkpoint directory, e.g. a RAM disk; "{rank}"
     in it is replaced by the rank. With `agent_job` (a strata.AgentJob for
@@ -365,6 +429,7 @@ class StrataStorageWriter(StorageWriter, AsyncStager):
         self._saving: Optional[int] = None  # the step of the save under way
         self._writing: Optional[int] = None  # the step write_data is writing, in DCP's thread
         self._rank: Optional[int] = None     # from set_up_storage_writer, else the default group
+        self._local_items: List[Any] = []    # the rank's whole local plan, for write_data
         self.last_result: Optional[strata.SaveResult] = None
 
     @property
@@ -396,20 +461,30 @@ class StrataStorageWriter(StorageWriter, AsyncStager):
             self._rank = kwargs["rank"]
 
     def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
-        return plan
+        """Keeps the rank's whole local plan (the rank writes every item of
+        it, whatever the planner deduplicates) and tells the coordinator
+        which indices the rank holds."""
+        if not plan.usable:
+            raise strata.InvalidArgumentError(
+                "StrataStorageWriter: the planner's plan caching is not supported (each "
+                "rank writes its whole local plan)")
+        self._local_items = list(plan.items)
+        return dataclasses.replace(plan, storage_data=_Held(tuple(i.index for i in plan.items)))
 
     def prepare_global_plan(self, plans: List[SavePlan]) -> List[SavePlan]:
-        """Names every item and records which ranks hold it in the Metadata
-        that StrataSavePlanner put in the plans."""
-        metadata = plans[0].planner_data if plans else None
-        if not isinstance(metadata, Metadata):
+        """Builds the Metadata from the planner's deduplicated plans, as
+        DCP's default planner does, names every item and records in it
+        which ranks hold each (every rank that has it), and hands it to
+        every rank with its plan."""
+        if not all(isinstance(p.storage_data, _Held) for p in plans):
             raise strata.InvalidArgumentError(
-                "StrataStorageWriter needs planner=strata.dcp.StrataSavePlanner() (it puts "
-                "the Metadata and each rank's replicated items in the rank's step)")
+                "StrataStorageWriter: the planner replaced the writer's storage_data in the "
+                "plans (use DCP's DefaultSavePlanner, or a planner that keeps it)")
+        metadata = _global_metadata(plans)
         holders: Dict[MetadataIndex, List[int]] = {}
         for rank, plan in enumerate(plans):
-            for item in plan.items:
-                holders.setdefault(item.index, []).append(rank)
+            for index in plan.storage_data.indices:
+                holders.setdefault(index, []).append(rank)
         names: Dict[str, MetadataIndex] = {}
         locations = {}
         for index, ranks in holders.items():
@@ -419,20 +494,26 @@ class StrataStorageWriter(StorageWriter, AsyncStager):
             names[name] = index
             locations[index] = (name, tuple(ranks))
         metadata.storage_data = locations
-        metadata.version = CURRENT_DCP_VERSION
-        return [dataclasses.replace(p, storage_data=len(plans)) for p in plans]
+        return [dataclasses.replace(p, storage_data=(metadata, len(plans))) for p in plans]
 
     def write_data(self, plan: SavePlan, planner: Any) -> Future:
-        metadata, world = plan.planner_data, plan.storage_data
-        items, results = {}, []
-        for item in plan.items:
+        """Commits the rank's step: every item of its local plan (replicated
+        ones included) and the Metadata. WriteResults are for the items the
+        planner gave this rank."""
+        metadata, world = plan.storage_data
+        _check_planner(planner, metadata)
+        items, sizes = {}, {}
+        for item in self._local_items:
             name = metadata.storage_data[item.index][0]
             items[name] = _to_item(planner.resolve_data(item))
-            results.append(WriteResult(index=item.index, size_in_bytes=_nbytes(items[name]),
-                                       storage_data=name))
-        info = {"format": _FORMAT, "step": self._saving, "rank": self._own_rank(),
-                "world_size": world, "metadata": metadata}
-        items[METADATA_ITEM] = (pickle.dumps(info), "bytes")
+            sizes[item.index] = _nbytes(items[name])
+        results = [WriteResult(index=item.index, size_in_bytes=sizes[item.index],
+                               storage_data=metadata.storage_data[item.index][0])
+                   for item in plan.items]
+        self._local_items = []
+        items[METADATA_ITEM] = (dcp_metadata.encode(
+            metadata, step=self._saving, rank=self._own_rank(), world_size=world,
+            locations=metadata.storage_data), "bytes")
         self._writing = self._saving
         try:
             self.last_result = self._checkpointer().save(self._saving, items)
@@ -568,12 +649,20 @@ class StrataStorageReader(StorageReader):
     items over `process_group` (the group given to dcp.load; it needs a CPU
     backend, gloo). Choosing the step without an agent is collective: every
     rank asks for `step` or calls dcp.load. One reader serves one load.
+
+    Nothing a step holds runs code on the load: the Metadata is JSON, and
+    each bytes item (DCP's torch.save of a non-tensor value) must pass
+    torch's weights_only unpickler before DCP's planner loads it, else the
+    load fails with DataLossError naming it. `allow_pickle=True` skips that
+    check, for a trusted checkpoint whose state holds other objects.
     """
 
     def __init__(self, directory: str, *, agent_job: Optional[strata.AgentJob] = None,
                  job: Optional[str] = None, backup: Optional[str] = None,
-                 process_group: Optional[dist.ProcessGroup] = None) -> None:
+                 process_group: Optional[dist.ProcessGroup] = None,
+                 allow_pickle: bool = False) -> None:
         self._template = os.fspath(directory)
+        self._allow_pickle = allow_pickle
         self._agent_job = agent_job
         self._job = job if job is not None else (agent_job.job if agent_job else None)
         self._backup = _backup_root(backup)
@@ -582,6 +671,7 @@ class StrataStorageReader(StorageReader):
         self._anchor: Any = _UNCHOSEN     # None: nothing to restore
         self._restored: Dict[int, strata.Restored] = {}
         self._info: Dict[str, Any] = {}
+        self._checked: Dict[_Copy, Dict[str, Any]] = {}  # copies whose metadata decoded
         self._copies: Dict[int, _Copy] = {}
         self.sources: Dict[int, str] = {}
         self.direct = 0  # read items the last load had the stager copy as they verified
@@ -598,7 +688,7 @@ class StrataStorageReader(StorageReader):
                 f"job {self._agent_job.job}: the agent chooses the step to restore; "
                 f"checkpoint_id {checkpoint_id!r} cannot be asked for")
         self._asked = None if checkpoint_id is None else _parse_step(checkpoint_id)
-        self._anchor, self._restored, self._copies = _UNCHOSEN, {}, {}
+        self._anchor, self._restored, self._copies, self._checked = _UNCHOSEN, {}, {}, {}
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: Any) -> bool:
@@ -611,15 +701,7 @@ class StrataStorageReader(StorageReader):
                 f"nothing to restore for {self._directory()}: no step is complete for every "
                 "rank" + (f" and no backup of job {self._job} in {self._backup}"
                           if self._backup else ""))
-        try:
-            restored = anchor.read_items([METADATA_ITEM])
-            info = pickle.loads(restored.items[METADATA_ITEM].tobytes())
-        except strata.NotFoundError:
-            info = {}
-        if info.get("format") != _FORMAT:
-            raise strata.InvalidArgumentError(
-                f"step {anchor.step} in {anchor.steps_dir} was not saved by StrataStorageWriter "
-                f"(no {METADATA_ITEM} item of format {_FORMAT})")
+        info = self._checked.get(anchor) or _read_info(anchor)
         self._info = info
         self._restored = {}
         self._copies = {info["rank"]: anchor}
@@ -731,7 +813,10 @@ class StrataStorageReader(StorageReader):
 
     def _load(self, read_item: Any, data: numpy.ndarray, planner: Any, target: Any) -> None:
         if read_item.type == LoadItemType.BYTE_IO:
-            planner.load_bytes(read_item, io.BytesIO(data.tobytes()))
+            raw = data.tobytes()
+            if not self._allow_pickle:
+                _check_bytes_item(raw, f"step {self._info['step']}: '{read_item.storage_index.fqn}'")
+            planner.load_bytes(read_item, io.BytesIO(raw))
             return
         index = read_item.storage_index
         dtype, sizes = self._chunks[(index.fqn, tuple(index.offset))]
@@ -794,7 +879,17 @@ class StrataStorageReader(StorageReader):
         os.makedirs(self._directory(), exist_ok=True)
         point = _handshake(self._directory(), self._agent_job)
         if point is not None:
-            return _Copy(_ANCHOR, point[0], point[1])
+            anchor = _Copy(_ANCHOR, point[0], point[1])
+            if self._every_rank(bool(_readable([anchor], self._checked))):
+                return anchor
+            # Some rank's copy of the agents' step is refused: the newest
+            # older step every rank can read in its directory, else a backup.
+            older = [_Copy(_ANCHOR, point[0], s) for s in _committed_steps(point[0])
+                     if s < point[1]]
+            step = self._agree(_readable(older, self._checked))
+            if step is not None:
+                return _Copy(_ANCHOR, point[0], step)
+            return self._backup_anchor(lambda c: c["step"] < point[1])
         # The agents plan with the job's backups of its node count; any other
         # backup (another node count, the `job` the reader was given) is ours.
         same_job = self._job == self._agent_job.job
@@ -803,7 +898,8 @@ class StrataStorageReader(StorageReader):
     def _choose_locally(self) -> Optional[_Copy]:
         own = self._directory()
         steps = _committed_steps(own)
-        step = self._asked if self._asked is not None else self._agree(steps)
+        step = self._asked if self._asked is not None else \
+            self._agree(_readable([_Copy(_DIR, own, s) for s in steps], self._checked))
         if step is None:
             return self._backup_anchor(lambda c: True)
         if step in steps:
@@ -812,6 +908,15 @@ class StrataStorageReader(StorageReader):
         if copies:
             return copies[min(copies)]
         return self._backup_anchor(lambda c: c["step"] == step)
+
+    def _every_rank(self, ok: bool) -> bool:
+        """Whether `ok` holds on every rank of the group (collective)."""
+        rank, world = _group_rank(self._group)
+        if world == 1:
+            return ok
+        every = [ok] * world
+        dist.all_gather_object(every, ok, group=self._group)
+        return all(every)
 
     def _agree(self, steps: List[int]) -> Optional[int]:
         """The newest step in the own directory of every rank that has any."""

@@ -24,7 +24,7 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 from torch.distributed.checkpoint.stateful import Stateful
 
 import strata
-from strata.dcp import StrataSavePlanner, StrataStorageReader, StrataStorageWriter
+from strata.dcp import StrataStorageReader, StrataStorageWriter
 
 WIDTH = 7  # 7 rows over 4 ranks: local shards of 2, 2, 2, 1 (over 2 ranks: 4, 3)
 
@@ -133,8 +133,9 @@ def main() -> int:
             reference = full_state(app)
             if args.rank == 0:
                 torch.save(reference, Path(args.ref) / f"{s}.pt")
+            # DCP's default planner, and checkpoint_id as TorchTitan passes it.
             pending = dcp.async_save({"app": app}, storage_writer=writer,
-                                     planner=StrataSavePlanner(), checkpoint_id=s,
+                                     checkpoint_id=os.path.join(args.dir, f"step-{s}"),
                                      process_group=checkpoint_group)
             result["saved"].append(s)
         pending.result()

@@ -19,9 +19,11 @@ Every load is compared, tensor by tensor and bit for bit, with the full
 state (every DTensor gathered) the saving job had at that step. Also:
 local directories without an agent (a two-rank save loaded at one rank,
 then at two after rank 1 lost its newest step), and in-process checks of
-dtypes, item names, staging and refused saves.
+dtypes, item names, staging, refused saves, and tampered steps (a pickle
+as the metadata item or as a bytes item is refused and never runs).
 """
 
+import json
 import os
 import pickle
 import re
@@ -37,11 +39,13 @@ import pytest
 import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
+from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
 
 import strata
 import strata.dcp
+from strata import dcp_metadata
 from conftest import Agents, _children, free_port, result_of, wait_or_kill
-from strata.dcp import METADATA_ITEM, StrataSavePlanner, StrataStorageReader, StrataStorageWriter
+from strata.dcp import METADATA_ITEM, StrataStorageReader, StrataStorageWriter
 
 if not (torch.distributed.is_available() and torch.distributed.is_gloo_available()):
     pytest.skip(f"torch {torch.__version__} is built without torch.distributed or gloo",
@@ -50,7 +54,7 @@ if not (torch.distributed.is_available() and torch.distributed.is_gloo_available
 NODES = 4
 JOB = "dcp-job"
 WORKER = Path(__file__).with_name("dcp_worker.py")
-RUN_TIMEOUT = 120  # seconds for every rank of a run; init_process_group waits at most 60 s
+RUN_TIMEOUT = 400  # seconds for every rank of a run; init_process_group waits at most 60 s
 ENV = {"OMP_NUM_THREADS": "1"}
 
 
@@ -150,7 +154,7 @@ def test_four_fsdp2_ranks_save_each_its_own_self_sufficient_step(cluster):
     for rank, r in enumerate(cluster.first_run):
         assert r["restored"] is None and r["saved"] == [2, 4], r
         step = strata.restore_step(str(cluster.held(rank, rank)), 4)
-        info = pickle.loads(step.items[METADATA_ITEM].tobytes())
+        info = dcp_metadata.decode(step.items[METADATA_ITEM].tobytes(), "step 4")
         assert (info["rank"], info["world_size"], info["step"]) == (rank, NODES, 4), info
         # Its shards, and its own copy of every replicated item (DCP writes
         # each once): the optimizer's step counters and param_groups.
@@ -232,7 +236,7 @@ def test_every_dtype_round_trips_bit_for_bit_and_bytes_too(scratch):
     saved["not/an item name"] = torch.arange(3)  # stored under a hash
     saved["extra"] = {"epoch": 3, "name": "x"}
     writer = StrataStorageWriter(str(scratch / "d"))
-    dcp.save(saved, storage_writer=writer, planner=StrataSavePlanner(), checkpoint_id=7,
+    dcp.save(saved, storage_writer=writer, checkpoint_id=7,
              no_dist=True)
     writer.close()
     target = {k: torch.zeros_like(v) for k, v in saved.items() if torch.is_tensor(v)}
@@ -258,7 +262,7 @@ def test_a_load_into_other_dtypes_or_parts_goes_through_host_memory(scratch):
     saved = {"w": torch.arange(12, dtype=torch.float32).reshape(3, 4),
              "b": torch.arange(4, dtype=torch.int64)}
     writer = StrataStorageWriter(str(scratch / "d"))
-    dcp.save(saved, storage_writer=writer, planner=StrataSavePlanner(), checkpoint_id=1,
+    dcp.save(saved, storage_writer=writer, checkpoint_id=1,
              no_dist=True)
     writer.close()
     target = {"w": torch.zeros(3, 4, dtype=torch.float64), "b": torch.zeros(4, dtype=torch.int64)}
@@ -286,13 +290,111 @@ def test_stage_snapshots_cpu_tensors(scratch):
     writer.close()
 
 
-def test_a_save_without_the_planner_or_the_step_is_refused(scratch):
+def test_a_save_without_the_step_or_with_plan_caching_is_refused(scratch):
     writer = StrataStorageWriter(str(scratch / "d"))
-    with pytest.raises(CheckpointException, match=r"planner=strata\.dcp\.StrataSavePlanner"):
-        dcp.save({"w": torch.ones(2)}, storage_writer=writer, checkpoint_id=1, no_dist=True)
     with pytest.raises(CheckpointException, match=r"pass checkpoint_id=<step>"):
-        dcp.save({"w": torch.ones(2)}, storage_writer=writer, planner=StrataSavePlanner(),
-                 no_dist=True)
+        dcp.save({"w": torch.ones(2)}, storage_writer=writer, no_dist=True)
+    with pytest.raises(CheckpointException, match=r"enable_plan_caching is not supported"):
+        dcp.save({"w": torch.ones(2)}, storage_writer=writer, checkpoint_id=1, no_dist=True,
+                 planner=DefaultSavePlanner(enable_plan_caching=True))
     assert not (scratch / "d").exists() or not os.listdir(scratch / "d")
     writer.close()
     assert StrataStorageReader(str(scratch / "d")).step is None
+
+
+class _Payload:
+    """Unpickling it creates `path` (what a malicious pickle would do)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_a_pickled_metadata_item_is_refused_and_nothing_of_it_runs(scratch):
+    d = str(scratch / "d")
+    writer = StrataStorageWriter(d)
+    dcp.save({"w": torch.arange(6.0).reshape(2, 3)}, storage_writer=writer,
+             checkpoint_id=1, no_dist=True)
+    writer.close()
+    # Step 2: step 1's items, its metadata item replaced by a pickle that
+    # creates a file when it is unpickled, committed (checksums and all) as
+    # a peer or a backup holding tampered bytes would hand it over.
+    ran = scratch / "payload-ran"
+    payload = pickle.dumps(_Payload(ran))
+    one = strata.restore_step(d, 1)
+    items = {n: a for n, a in one.items.items() if n != METADATA_ITEM}
+    items[METADATA_ITEM] = (payload, "bytes")
+    with strata.Checkpointer(d, max_to_keep=0, preemption_signals=[], async_save=False) as c:
+        c.save(2, items)
+
+    reader = StrataStorageReader(d)
+    with pytest.warns(RuntimeWarning, match=r"step 2 in .*: the DCP metadata item is refused: "
+                                            r"it is a pickle .* does not unpickle"):
+        assert reader.step == 1  # refused as a corrupt step is: the older one is loaded
+    target = {"w": torch.zeros(2, 3)}
+    dcp.load(target, storage_reader=reader, no_dist=True)
+    assert torch.equal(target["w"], torch.arange(6.0).reshape(2, 3))
+    # Asked for by name, it fails to load, saying why.
+    reader = StrataStorageReader(d)
+    reader.reset(checkpoint_id=2)
+    with pytest.raises(CheckpointException, match=r"step 2 in .* is a pickle"):
+        dcp.load(target, storage_reader=reader, checkpoint_id=2, no_dist=True)
+    assert not ran.exists()
+    pickle.loads(payload)  # the payload is live: unpickled, it runs
+    assert ran.exists()
+
+
+def test_the_metadata_item_is_json_and_anything_else_is_refused(scratch):
+    d = str(scratch / "d")
+    writer = StrataStorageWriter(d)
+    dcp.save({"w": torch.ones(3, dtype=torch.bfloat16), "n": 7}, storage_writer=writer,
+             checkpoint_id=1, no_dist=True)
+    writer.close()
+    blob = strata.restore_step(d, 1).items[METADATA_ITEM].tobytes()
+    doc = json.loads(blob)
+    assert (doc["format"], doc["version"], doc["step"]) == ("strata-dcp", 2, 1), doc
+    md = dcp_metadata.decode(blob, "step 1")["metadata"]
+    assert md.state_dict_metadata["w"].properties.dtype == torch.bfloat16
+    assert md.state_dict_metadata["w"].size == torch.Size([3])
+    assert md.planner_data == {"w": ("w",), "n": ("n",)}
+    for bad, why in [(b"not json", "is not JSON"),
+                     (json.dumps(dict(doc, version=1)).encode(), "version 1"),
+                     (blob.replace(b'"bfloat16"', b'"os.system"'), "dtype 'os.system'"),
+                     (blob.replace(b'"size":[3]', b'"size":["3"]'), "is str, not int")]:
+        with pytest.raises(strata.DataLossError, match=why):
+            dcp_metadata.decode(bad, "step 1")
+
+
+def test_a_pickle_in_a_bytes_item_is_refused_and_nothing_of_it_runs(scratch):
+    d = str(scratch / "d")
+    writer = StrataStorageWriter(d)
+    dcp.save({"w": torch.arange(3.0), "extra": {"epoch": 3, "betas": (0.9, 0.95)}},
+             storage_writer=writer, checkpoint_id=1, no_dist=True)
+    writer.close()
+    # Step 2: step 1 with its bytes item "extra.epoch" replaced by a pickle
+    # that creates a file when it is unpickled (the metadata names step 2).
+    ran = scratch / "payload-ran"
+    one = strata.restore_step(d, 1)
+    items = dict(one.items)
+    assert "extra.epoch" in items, sorted(items)
+    items["extra.epoch"] = (pickle.dumps(_Payload(ran)), "bytes")
+    doc = json.loads(items[METADATA_ITEM].tobytes())
+    items[METADATA_ITEM] = (json.dumps(dict(doc, step=2)).encode(), "bytes")
+    with strata.Checkpointer(d, max_to_keep=0, preemption_signals=[], async_save=False) as c:
+        c.save(2, items)
+
+    target = {"w": torch.zeros(3), "extra": {"epoch": 0, "betas": (0.0, 0.0)}}
+    reader = StrataStorageReader(d)
+    assert reader.step == 2
+    with pytest.raises(CheckpointException, match=r"step 2: 'extra.epoch': the bytes item is "
+                                                  r"refused: torch's weights_only unpickler"):
+        dcp.load(target, storage_reader=reader, no_dist=True)
+    assert not ran.exists()
+    # Step 1's plain values pass the check and load.
+    reader = StrataStorageReader(d)
+    reader.reset(checkpoint_id=1)
+    dcp.load(target, storage_reader=reader, checkpoint_id=1, no_dist=True)
+    assert target["extra"] == {"epoch": 3, "betas": (0.9, 0.95)}
+    assert torch.equal(target["w"], torch.arange(3.0))
