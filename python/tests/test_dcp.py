@@ -43,6 +43,7 @@ from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
 
 import strata
 import strata.dcp
+import strata.export
 from strata import dcp_metadata
 from conftest import Agents, _children, free_port, result_of, wait_or_kill
 from strata.dcp import METADATA_ITEM, StrataStorageReader, StrataStorageWriter
@@ -212,6 +213,20 @@ def test_local_directories_without_an_agent(scratch):
     dirs = ("--dir", scratch / "rank{rank}")
     saved = run_ranks(scratch, 2, "save", *dirs, "--save", "2,4")
     assert [r["saved"] for r in saved] == [[2, 4]] * 2, saved
+    # strata.export gathers both ranks' step 4 into one DCP filesystem
+    # checkpoint, each tensor whole: the saving job's full state, bit for bit.
+    out = str(scratch / "export")
+    assert strata.export.export_dcp(str(scratch / "rank{rank}"), out, 4) == 4
+    md = dcp.FileSystemReader(out).read_metadata().state_dict_metadata
+    got = {k: torch.empty(tuple(m.size), dtype=m.properties.dtype)
+           for k, m in md.items() if hasattr(m, "size")}
+    dcp.load(got, storage_reader=dcp.FileSystemReader(out), no_dist=True)
+    want = torch.load(scratch / "ref" / "4.pt", weights_only=True)
+    tensors = {k: v for k, v in want.items() if torch.is_tensor(v)}
+    assert len(tensors) == len(got) > 0, (sorted(tensors), sorted(got))
+    for k, v in tensors.items():
+        name = "app." + k if k.startswith("model.") else "app.optim.state." + k[len("optim."):]
+        assert torch.equal(got[name], v), k
     # One rank loads both ranks' step 4: its own, and rank 1's directory.
     one = run_ranks(scratch, 1, "load-one", *dirs)
     assert_loaded(one, 4)
