@@ -65,13 +65,6 @@ std::string UrlPath(const std::string& url) {
   return p == std::string::npos ? "" : url.substr(p);
 }
 
-// Whether a 403 may be a signature the server canonicalised differently:
-// SignatureDoesNotMatch, or a HEAD's 403 (which has no body to say why).
-bool MaybeSignatureMismatch(const S3Request& req, const S3Response& r, const S3ErrorBody& e) {
-  return r.status == 403 &&
-         (e.code == "SignatureDoesNotMatch" || (req.method == "HEAD" && r.body.empty()));
-}
-
 // "host:port" without the scheme's default port, as libcurl and botocore
 // send (and sign) the Host header.
 std::string HostHeader(const std::string& url) {
@@ -268,8 +261,7 @@ std::string S3Client::Url(const S3Request& req) const {
   return url;
 }
 
-std::vector<std::string> S3Client::SignedHeaders(const S3Request& req, uint64_t done,
-                                                 SigV4Dialect dialect) const {
+std::vector<std::string> S3Client::SignedHeaders(const S3Request& req, uint64_t done) const {
   // Signed (ToSign): Host and every x-amz-*, Content-Type and Content-MD5
   // header; not Range. "Expect:" removes libcurl's "Expect: 100-continue":
   // the body follows the headers at once.
@@ -281,7 +273,7 @@ std::vector<std::string> S3Client::SignedHeaders(const S3Request& req, uint64_t 
   if (req.method == "PUT" || req.method == "POST") {
     hdrs.push_back("Content-Type: application/octet-stream");
   }
-  const SigV4Request to_sign = ToSign(req, dialect, hdrs);
+  const SigV4Request to_sign = ToSign(req, hdrs);
   hdrs.push_back("Host: " + host_);
   hdrs.push_back("Authorization: " + SigV4Authorization(credentials_, to_sign));
   hdrs.push_back("Expect:");
@@ -296,12 +288,11 @@ std::string S3Client::EncodedPath(const S3Request& req) const {
   return base_path_ + "/" + UriEncode(req.object_key, /*keep_slash=*/true);
 }
 
-SigV4Request S3Client::ToSign(const S3Request& req, SigV4Dialect d,
-                              const std::vector<std::string>& headers) const {
+SigV4Request S3Client::ToSign(const S3Request& req, const std::vector<std::string>& headers) const {
   SigV4Request r;
   r.method = req.method;
-  r.canonical_uri = CanonicalUri(EncodedPath(req), d);
-  r.canonical_query = CanonicalQuery(req.query, d);
+  r.canonical_uri = EncodedPath(req);  // as sent (Url)
+  r.canonical_query = CanonicalQuery(req.query);
   r.payload_hash = kUnsignedPayload;
   r.headers["host"] = host_;
   for (const auto& h : headers) {
@@ -315,13 +306,6 @@ SigV4Request S3Client::ToSign(const S3Request& req, SigV4Dialect d,
     }
   }
   return r;
-}
-
-bool S3Client::DialectsDiffer(const S3Request& req) const {
-  const std::string path = EncodedPath(req);
-  return CanonicalUri(path, SigV4Dialect::kAws) != CanonicalUri(path, SigV4Dialect::kDecodedUrl) ||
-         CanonicalQuery(req.query, SigV4Dialect::kAws) !=
-             CanonicalQuery(req.query, SigV4Dialect::kDecodedUrl);
 }
 
 std::unique_ptr<S3Client::Handle> S3Client::AcquireHandle() {
@@ -344,7 +328,7 @@ void S3Client::ReleaseHandle(std::unique_ptr<Handle> h) {
   pool_.push_back(std::move(h));
 }
 
-S3Client::Attempt S3Client::Once(const S3Request& req, uint64_t done, SigV4Dialect dialect) {
+S3Client::Attempt S3Client::Once(const S3Request& req, uint64_t done) {
   Attempt a;
   std::unique_ptr<Handle> h = AcquireHandle();
   if (h->curl == nullptr) {
@@ -381,7 +365,7 @@ S3Client::Attempt S3Client::Once(const S3Request& req, uint64_t done, SigV4Diale
   const bool upload = req.method == "PUT" || req.method == "POST";
   static const S3Body kEmpty;
   curl_slist* headers = nullptr;
-  for (const auto& line : SignedHeaders(req, done, dialect)) {
+  for (const auto& line : SignedHeaders(req, done)) {
     headers = curl_slist_append(headers, line.c_str());
   }
   if (upload) {
@@ -403,6 +387,7 @@ S3Client::Attempt S3Client::Once(const S3Request& req, uint64_t done, SigV4Diale
   }
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
 
+  ++requests_;
   a.curl = curl_easy_perform(c);
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a.response.status);
   if (a.curl != CURLE_OK) {
@@ -415,39 +400,12 @@ S3Client::Attempt S3Client::Once(const S3Request& req, uint64_t done, SigV4Diale
   return a;
 }
 
-S3Client::Attempt S3Client::SignedOnce(const S3Request& req, uint64_t done) {
-  const SigV4Dialect used = dialect_.load();
-  Attempt a = Once(req, done, used);
-  if (!a.local.ok() || a.curl != CURLE_OK ||
-      !MaybeSignatureMismatch(req, a.response, ParseS3Error(a.response.body)) ||
-      !DialectsDiffer(req)) {
-    return a;
-  }
-  const SigV4Dialect other =
-      used == SigV4Dialect::kAws ? SigV4Dialect::kDecodedUrl : SigV4Dialect::kAws;
-  Attempt b = Once(req, done, other);
-  if (!b.local.ok() || b.curl != CURLE_OK) return b;  // its own failure, for Call to judge
-  switch (SignatureVerdict(b.response.status)) {
-    case Verdict::kRefused:
-      return a;  // refused in both forms: the first refusal says why
-    case Verdict::kUnknown:
-      return b;  // no verdict (5xx, 429): retried as usual, in the current dialect
-    case Verdict::kAccepted:
-      break;
-  }
-  if (dialect_.exchange(other) != other) {
-    Log()->debug("{}: {} checks signatures over {} canonical form, not {}; signing that way",
-                 config_.url, host_, SigV4DialectName(other), SigV4DialectName(used));
-  }
-  return b;
-}
-
 StatusOr<S3Response> S3Client::Call(const S3Request& req) {
   const StoreOptions& o = config_.options;
   const std::string endpoint = host_url_.substr(0, host_url_.find('/', host_url_.find("//") + 2));
   uint64_t done = 0;  // bytes of a ranged sink GET already in the file
   for (int attempt = 1;; ++attempt) {
-    Attempt a = SignedOnce(req, done);
+    Attempt a = Once(req, done);
     if (!a.local.ok()) return a.local;
     std::string reason;
     Status final_status;

@@ -105,31 +105,22 @@ class S3Client {
 
   // Retries so far (all requests), for tests and `strata status`.
   uint64_t retries() const { return retries_.load(); }
-  // How requests are signed now: AWS's canonical form until the server
-  // refuses it and accepts the decoded URL's (see sigv4.h).
-  SigV4Dialect dialect() const { return dialect_.load(); }
+  // Requests sent so far, every try of every call counted, for tests.
+  uint64_t requests() const { return requests_.load(); }
 
  private:
   struct Attempt;
   struct Handle;
   // One try; `done` bytes of a ranged sink GET are already in the file.
-  Attempt Once(const S3Request& req, uint64_t done, SigV4Dialect dialect);
-  // Once() in the current dialect; if the server refuses the signature and
-  // the other dialect canonicalises `req` differently, once more in that
-  // one, which becomes the current dialect if the server accepts it.
-  Attempt SignedOnce(const S3Request& req, uint64_t done);
+  Attempt Once(const S3Request& req, uint64_t done);
   std::string Url(const S3Request& req) const;
-  // Every header of one try of `req` ("Name: value"), signed in `dialect`;
-  // `done` bytes of a ranged GET are already in its file.
-  std::vector<std::string> SignedHeaders(const S3Request& req, uint64_t done,
-                                         SigV4Dialect dialect) const;
+  // Every header of one try of `req` ("Name: value"), signed; `done` bytes
+  // of a ranged GET are already in its file.
+  std::vector<std::string> SignedHeaders(const S3Request& req, uint64_t done) const;
   // The request's path as sent: "/bucket/key" or "/key", RFC 3986-encoded.
   std::string EncodedPath(const S3Request& req) const;
   // What SigV4 signs for `req` sent with `headers` ("Name: value").
-  SigV4Request ToSign(const S3Request& req, SigV4Dialect d,
-                      const std::vector<std::string>& headers) const;
-  // Whether the two dialects give `req` different canonical requests.
-  bool DialectsDiffer(const S3Request& req) const;
+  SigV4Request ToSign(const S3Request& req, const std::vector<std::string>& headers) const;
   std::unique_ptr<Handle> AcquireHandle();
   void ReleaseHandle(std::unique_ptr<Handle> h);
 
@@ -138,9 +129,9 @@ class S3Client {
   const std::string host_;       // host[:port]: the Host header
   const std::string base_path_;  // "/bucket" (path style) or ""
   const SigV4Credentials credentials_;
-  std::atomic<SigV4Dialect> dialect_{SigV4Dialect::kAws};
   std::unique_ptr<RateLimiter> upload_limiter_;  // null: unlimited
   std::atomic<uint64_t> retries_{0};
+  std::atomic<uint64_t> requests_{0};
   Mutex pool_mu_;
   std::vector<std::unique_ptr<Handle>> pool_ GUARDED_BY(pool_mu_);
 };

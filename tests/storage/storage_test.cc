@@ -625,8 +625,8 @@ TEST_F(S3Test, EveryStoreRequestIsSignedForPrefixesAndKeysNeedingEncoding) {
 
 // The query parameters the store does not send today, through the same
 // client: start-after, versionId (whole and ranged), AbortMultipartUpload,
-// ListMultipartUploads with a prefix; and a wrong secret is still refused
-// in both canonical forms.
+// ListMultipartUploads with a prefix; and a refused signature is an error
+// after one request, never signed another way and sent again.
 TEST_F(S3Test, OtherQueryParametersAreSignedToo) {
   const std::string bucket = TestBucket(moto_);
   S3Config c;
@@ -704,7 +704,11 @@ TEST_F(S3Test, OtherQueryParametersAreSignedToo) {
   list.op = S3Op{c.url, bucket, "ListObjectsV2", "", ""};
   auto r = refused.Call(list);
   EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied) << r.status().ToString();
-  EXPECT_EQ(refused.dialect(), SigV4Dialect::kAws);
+  EXPECT_EQ(refused.requests(), 1u);
+  S3Request head = req("HEAD", key, {});  // a 403 with no body to say why
+  head.op = S3Op{c.url, bucket, "HeadObject", key, ""};
+  EXPECT_FALSE(refused.Call(head).ok());
+  EXPECT_EQ(refused.requests(), 2u);
 }
 
 TEST_F(S3Test, AwsCliSeesExactlyWhatWeWrote) {
