@@ -81,8 +81,19 @@ class Env {
   static Env* Default();
 
   // Opens `path` for writing, creating it if needed. An existing file keeps
-  // its contents (and its allocated space) until overwritten or truncated.
+  // its contents (and its allocated space) until overwritten or truncated:
+  // how a file of a retired step is reused, in a directory the writer alone
+  // may change. A symbolic link at `path` is never followed (POSIX Env:
+  // O_NOFOLLOW, ELOOP).
   virtual StatusOr<std::unique_ptr<WritableFile>> OpenWritable(const std::string& path) = 0;
+  // Creates the new file `path` and opens it for writing: ALREADY_EXISTS if
+  // anything is at `path`, a symbolic link included, which is never
+  // followed (POSIX Env: O_CREAT|O_EXCL|O_NOFOLLOW). For temporary files,
+  // whose names another user of a shared directory could plant first. The
+  // default is OpenWritable, for Envs that cannot tell.
+  virtual StatusOr<std::unique_ptr<WritableFile>> CreateWritable(const std::string& path) {
+    return OpenWritable(path);
+  }
   virtual StatusOr<std::unique_ptr<ReadableFile>> OpenReadable(const std::string& path) = 0;
 
   virtual Status CreateDir(const std::string& path) = 0;  // one level; OK if it exists
@@ -109,6 +120,9 @@ class EnvWrapper : public Env {
 
   StatusOr<std::unique_ptr<WritableFile>> OpenWritable(const std::string& p) override {
     return target_->OpenWritable(p);
+  }
+  StatusOr<std::unique_ptr<WritableFile>> CreateWritable(const std::string& p) override {
+    return target_->CreateWritable(p);
   }
   StatusOr<std::unique_ptr<ReadableFile>> OpenReadable(const std::string& p) override {
     return target_->OpenReadable(p);

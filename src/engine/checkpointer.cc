@@ -50,7 +50,8 @@ Status ValidateOptions(const CheckpointerOptions& o) {
 // Takes an exclusive flock on dir/.strata-lock; returns the descriptor.
 StatusOr<int> LockDirectory(const std::string& dir) {
   std::string path = JoinPath(dir, std::string(kLockFileName));
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // A link planted at the name is not followed (the lock file is truncated).
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoToStatus(errno, "open lock file " + path);
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     int err = errno;

@@ -100,7 +100,7 @@ class FileLock {
  public:
   static StatusOr<FileLock> Take(const std::string& path, const std::string& what) {
     FileLock l;
-    l.fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    l.fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (l.fd_ < 0) return ErrnoToStatus(errno, "open lock file " + path);
     if (::flock(l.fd_, LOCK_EX | LOCK_NB) != 0) {
       int err = errno;

@@ -2,10 +2,12 @@
 #include "util/file_util.h"
 
 #include <fcntl.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 
 #include "util/crash_point.h"
 
@@ -43,18 +45,44 @@ Status CommitDir(Env* env, const std::string& tmp_dir, const std::string& final_
 }
 
 Status WriteFileSynced(Env* env, const std::string& path, std::string_view data) {
-  STRATA_ASSIGN_OR_RETURN(auto file, env->OpenWritable(path));
+  STRATA_ASSIGN_OR_RETURN(auto file, env->CreateWritable(path));
   STRATA_RETURN_IF_ERROR(file->Truncate(0));
   STRATA_RETURN_IF_ERROR(file->PWrite(0, data.data(), data.size()));
   STRATA_RETURN_IF_ERROR(file->Sync());
   return file->Close();
 }
 
+namespace {
+
+// 64 bits from the kernel's generator (never blocks once it is seeded, at
+// boot); the sequence number alone if it cannot say.
+uint64_t RandomBits() {
+  uint64_t bits = 0;
+  if (::getrandom(&bits, sizeof bits, 0) != sizeof bits) bits = 0;
+  return bits;
+}
+
+}  // namespace
+
 std::string TempPathFor(const std::string& path) {
   static std::atomic<uint64_t> seq{0};
   std::string base = path.substr(path.rfind('/') + 1);  // whole path if no '/'
+  char random[17];
+  std::snprintf(random, sizeof random, "%016llx", static_cast<unsigned long long>(RandomBits()));
   return JoinPath(Dirname(path), ".strata-tmp-" + base + "-" + std::to_string(::getpid()) + "-" +
-                                     std::to_string(seq.fetch_add(1)));
+                                     std::to_string(seq.fetch_add(1)) + "-" + random);
+}
+
+StatusOr<int> CreateExclusive(const std::string& path, unsigned mode, bool read_write) {
+  const int flags = (read_write ? O_RDWR : O_WRONLY) | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  const int fd = ::open(path.c_str(), flags, static_cast<mode_t>(mode));
+  if (fd >= 0) return fd;
+  if (errno == EEXIST) {
+    return AlreadyExistsError("create " + path +
+                              ": something is already there (a file, directory or link at a "
+                              "name Strata was about to create is never written through)");
+  }
+  return ErrnoToStatus(errno, "create " + path);
 }
 
 Status CommitFile(Env* env, const std::string& tmp_file, const std::string& final_file) {

@@ -29,16 +29,28 @@ Status CreateDirs(Env* env, const std::string& dir);
 // REQUIRES: every file inside tmp_dir has been synced; final_dir does not exist.
 Status CommitDir(Env* env, const std::string& tmp_dir, const std::string& final_dir);
 
-// Writes `data` to a new file `path` and fsyncs it (no rename: for files
-// inside a directory that is itself committed with CommitDir).
+// Writes `data` to a new file `path` (Env::CreateWritable: ALREADY_EXISTS
+// if anything is there) and fsyncs it (no rename: for files inside a
+// directory that is itself committed with CommitDir, and the temp files of
+// WriteFileAtomic).
 Status WriteFileSynced(Env* env, const std::string& path, std::string_view data);
 
 // Publishes the synced file `tmp_file` as `final_file` (same directory):
 // rename, fsync the directory. Removes `tmp_file` if the rename fails.
 Status CommitFile(Env* env, const std::string& tmp_file, const std::string& final_file);
 
-// A temp name for `path` in its directory, unique in this process.
+// A temp name for `path` in its directory: unique in this process and not
+// guessable by another (64 random bits), so no one can plant a file or link
+// at it beforehand.
 std::string TempPathFor(const std::string& path);
+
+// The one way Strata creates a file it is about to write: O_CREAT|O_EXCL|
+// O_NOFOLLOW, so that a file, a directory or a symbolic link already at
+// `path` (planted by another user of a shared directory) is refused and
+// never written through. Returns the descriptor (O_WRONLY, or O_RDWR with
+// `read_write`; close-on-exec), created with `mode` (less the umask).
+// ALREADY_EXISTS names `path` when anything is there.
+StatusOr<int> CreateExclusive(const std::string& path, unsigned mode, bool read_write = false);
 
 // Replaces `path` atomically with `data` (temp file, fsync, rename, fsync dir).
 Status WriteFileAtomic(Env* env, const std::string& path, std::string_view data);

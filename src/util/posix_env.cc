@@ -11,6 +11,7 @@
 #include <string>
 
 #include "strata/env.h"
+#include "util/file_util.h"
 
 namespace strata {
 namespace {
@@ -120,8 +121,13 @@ class PosixEnv final : public Env {
  public:
   StatusOr<std::unique_ptr<WritableFile>> OpenWritable(const std::string& path) override {
     // Read and write: a shared writable mapping (MapShared) needs both.
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) return PathError("open for writing", path, errno);
+    return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd));
+  }
+
+  StatusOr<std::unique_ptr<WritableFile>> CreateWritable(const std::string& path) override {
+    STRATA_ASSIGN_OR_RETURN(int fd, CreateExclusive(path, 0644));
     return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd));
   }
 

@@ -1,9 +1,18 @@
 // Copyright 2026 The Strata Authors.
 #include "util/process.h"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
 
 namespace strata {
@@ -32,6 +41,112 @@ std::optional<int64_t> ProcessStatus(std::string_view field, pid_t pid) {
     }
   }
   return std::nullopt;
+}
+
+bool ProcessCredentials::RunsAs(uid_t uid) const {
+  return std::all_of(std::begin(uids), std::end(uids), [uid](uid_t u) { return u == uid; });
+}
+
+bool ProcessCredentials::InGroup(gid_t gid) const {
+  return std::find(std::begin(gids), std::end(gids), gid) != std::end(gids) ||
+         std::find(groups.begin(), groups.end(), gid) != groups.end();
+}
+
+namespace {
+
+// The "Uid:", "Gid:" and "Groups:" lines of /proc/<pid>/status.
+StatusOr<ProcessCredentials> ReadCredentials(int64_t pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/status";
+  std::ifstream in(path);
+  if (!in) return NotFoundError("no process " + std::to_string(pid) + " (" + path + ")");
+  ProcessCredentials c;
+  bool uids = false, gids = false;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line.substr(line.find(':') + 1));
+    if (line.starts_with("Uid:")) {
+      uids = static_cast<bool>(fields >> c.uids[0] >> c.uids[1] >> c.uids[2] >> c.uids[3]);
+    } else if (line.starts_with("Gid:")) {
+      gids = static_cast<bool>(fields >> c.gids[0] >> c.gids[1] >> c.gids[2] >> c.gids[3]);
+    } else if (line.starts_with("Groups:")) {
+      for (gid_t g; fields >> g;) c.groups.push_back(g);
+    }
+  }
+  if (!uids || !gids) return DataLossError(path + " does not say who the process runs as");
+  return c;
+}
+
+int PidfdOpen(int64_t pid) {
+  return static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0));
+}
+
+int PidfdSendSignal(int fd, int sig) {
+  return static_cast<int>(::syscall(SYS_pidfd_send_signal, fd, sig, nullptr, 0));
+}
+
+// Whether /proc/<pid>/stat says the process has exited (Z or X).
+bool Exited(int64_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%lld/stat", static_cast<long long>(pid));
+  std::ifstream in(path);
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t paren = stat.rfind(')');  // the name may contain spaces and ')'
+  if (paren == std::string::npos || paren + 2 >= stat.size()) return false;
+  return stat[paren + 2] == 'Z' || stat[paren + 2] == 'X';
+}
+
+}  // namespace
+
+StatusOr<PinnedProcess> PinnedProcess::Open(int64_t pid) {
+  if (pid <= 0 || pid == ::getpid()) {
+    return FailedPreconditionError("pid " + std::to_string(pid) + " is not another process");
+  }
+  const int fd = PidfdOpen(pid);
+  if (fd < 0) {
+    if (errno == ESRCH) return NotFoundError("no process " + std::to_string(pid));
+    return ErrnoToStatus(errno, "pidfd_open " + std::to_string(pid));
+  }
+  PinnedProcess p(pid, fd);
+  STRATA_ASSIGN_OR_RETURN(p.credentials_, ReadCredentials(pid));
+  // The pid may have changed hands between pidfd_open and the read: what
+  // was read is the pinned process's only if it still lives now.
+  if (!p.Alive()) return NotFoundError("process " + std::to_string(pid) + " exited");
+  return p;
+}
+
+PinnedProcess::PinnedProcess(PinnedProcess&& o) noexcept
+    : pid_(o.pid_), fd_(o.fd_), credentials_(std::move(o.credentials_)) {
+  o.fd_ = -1;
+}
+
+PinnedProcess& PinnedProcess::operator=(PinnedProcess&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    pid_ = o.pid_;
+    fd_ = o.fd_;
+    credentials_ = std::move(o.credentials_);
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+PinnedProcess::~PinnedProcess() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool PinnedProcess::Alive() const {
+  // Signal 0 through the pidfd: ESRCH once the process has been reaped.
+  // While it succeeds the pid is still the pinned process's, so /proc
+  // speaks of it.
+  // EPERM: it lives, as a user this process may not signal.
+  return fd_ >= 0 && (PidfdSendSignal(fd_, 0) == 0 || errno == EPERM) && !Exited(pid_);
+}
+
+Status PinnedProcess::Signal(int sig) const {
+  if (PidfdSendSignal(fd_, sig) == 0) return Status::Ok();
+  if (errno == ESRCH) return NotFoundError("process " + std::to_string(pid_) + " exited");
+  return ErrnoToStatus(errno,
+                       "signal " + std::to_string(sig) + " to process " + std::to_string(pid_));
 }
 
 }  // namespace strata

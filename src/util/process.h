@@ -1,7 +1,9 @@
 // Copyright 2026 The Strata Authors.
 //
 // What a process may use and does use: the descriptor limit and the
-// counters Linux keeps in /proc/<pid>/status.
+// counters Linux keeps in /proc/<pid>/status; who another process is, held
+// by a pidfd so that a signal reaches that process and never the next one
+// to get its pid.
 #ifndef STRATA_UTIL_PROCESS_H_
 #define STRATA_UTIL_PROCESS_H_
 
@@ -9,7 +11,11 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
+
+#include "strata/status.h"
 
 namespace strata {
 
@@ -22,6 +28,49 @@ int64_t RaiseFileLimit();
 // e.g. "VmHWM" (peak resident memory, KiB) or "Threads"; nullopt when the
 // process or the field does not exist.
 std::optional<int64_t> ProcessStatus(std::string_view field, pid_t pid = 0);
+
+// Who a process runs as: its user and group ids (real, effective, saved,
+// file system) and supplementary groups, from /proc/<pid>/status.
+struct ProcessCredentials {
+  uid_t uids[4] = {0, 0, 0, 0};
+  gid_t gids[4] = {0, 0, 0, 0};
+  std::vector<gid_t> groups;
+
+  // Whether every user id is `uid`.
+  bool RunsAs(uid_t uid) const;
+  // Whether `gid` is one of its group ids or supplementary groups.
+  bool InGroup(gid_t gid) const;
+};
+
+// A process held by a pidfd (pidfd_open, Linux 5.3): the credentials read
+// while holding it belong to it, and Signal reaches it or, once it has
+// exited, nothing (never a process that got its pid since). Movable; closes
+// the pidfd on destruction.
+class PinnedProcess {
+ public:
+  // NOT_FOUND when no process has that pid; FAILED_PRECONDITION for pid 0,
+  // negative pids (process groups) and this process itself.
+  static StatusOr<PinnedProcess> Open(int64_t pid);
+
+  PinnedProcess(PinnedProcess&& o) noexcept;
+  PinnedProcess& operator=(PinnedProcess&& o) noexcept;
+  PinnedProcess(const PinnedProcess&) = delete;
+  PinnedProcess& operator=(const PinnedProcess&) = delete;
+  ~PinnedProcess();
+
+  int64_t pid() const { return pid_; }
+  const ProcessCredentials& credentials() const { return credentials_; }
+  // True while the process exists and has not exited (a zombie has).
+  bool Alive() const;
+  // Sends `sig` to this process; NOT_FOUND if it is gone.
+  Status Signal(int sig) const;
+
+ private:
+  PinnedProcess(int64_t pid, int fd) : pid_(pid), fd_(fd) {}
+  int64_t pid_ = 0;
+  int fd_ = -1;
+  ProcessCredentials credentials_;
+};
 
 }  // namespace strata
 

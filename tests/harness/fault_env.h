@@ -73,6 +73,10 @@ class FaultInjectionEnv : public EnvWrapper {
   }
 
   StatusOr<std::unique_ptr<WritableFile>> OpenWritable(const std::string& p) override;
+  // The same faults as OpenWritable (Op::kOpenWritable), for a new file.
+  StatusOr<std::unique_ptr<WritableFile>> CreateWritable(const std::string& p) override {
+    return Open(p, /*create=*/true);
+  }
   Status Rename(const std::string& a, const std::string& b) override {
     STRATA_RETURN_IF_ERROR(Check(Op::kRename, "rename " + a));
     std::lock_guard<std::mutex> l(mu_);
@@ -137,7 +141,8 @@ class FaultInjectionEnv : public EnvWrapper {
     for (const auto& [path, e] : entries_) {
       if (e.created) {
         target()->RemoveAll(path).IgnoreError();
-      } else if (e.old_contents) {
+      } else if (e.old_contents) {  // files are only ever created new: replace it
+        target()->RemoveAll(path).IgnoreError();
         WriteFileSynced(target(), path, *e.old_contents).IgnoreError();
       }
     }
@@ -163,6 +168,7 @@ class FaultInjectionEnv : public EnvWrapper {
   }
 
  private:
+  StatusOr<std::unique_ptr<WritableFile>> Open(const std::string& p, bool create);
   static constexpr uint64_t kMaxRemembered = 64 << 20;
   struct Rule {
     int n;
@@ -245,9 +251,14 @@ class FaultWritableFile : public WritableFile {
 
 inline StatusOr<std::unique_ptr<WritableFile>> FaultInjectionEnv::OpenWritable(
     const std::string& p) {
+  return Open(p, /*create=*/false);
+}
+
+inline StatusOr<std::unique_ptr<WritableFile>> FaultInjectionEnv::Open(const std::string& p,
+                                                                       bool create) {
   STRATA_RETURN_IF_ERROR(Check(Op::kOpenWritable, "open " + p));
   const bool existed = target()->Exists(p);
-  STRATA_ASSIGN_OR_RETURN(auto f, target()->OpenWritable(p));
+  STRATA_ASSIGN_OR_RETURN(auto f, create ? target()->CreateWritable(p) : target()->OpenWritable(p));
   {
     std::lock_guard<std::mutex> l(mu_);
     if (!existed) entries_[p].created = true;

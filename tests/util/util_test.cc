@@ -2,9 +2,12 @@
 //
 // util/: the dispatched XXH3 and the non-temporal copy must be exact
 // drop-in replacements for libxxhash and memcpy; the commit protocol leaves
-// the old file or the new one, never a temp file.
+// the old file or the new one, never a temp file; files are created only
+// new and never through a planted link; a pinned process is the one signalled.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -17,6 +20,7 @@
 #include "util/copy.h"
 #include "util/file_util.h"
 #include "util/hash.h"
+#include "util/process.h"
 
 namespace strata {
 namespace {
@@ -105,6 +109,59 @@ TEST(FileUtilTest, CommitFileAtPublishesAndCleansUp) {
       << s.ToString();
   EXPECT_FALSE(Env::Default()->Exists(d.Sub("tmp2")));
   ::close(dir);
+}
+
+// A name Strata is about to create may be planted by another user of the
+// directory: a link there is refused, and its target never written.
+TEST(FileUtilTest, CreatingAFileNeverWritesThroughAPlantedLink) {
+  testing::ScratchDir d("exclusive");
+  const std::string victim = d.Sub("victim"), planted = d.Sub("planted");
+  testing::WriteFile(victim, "precious");
+  ASSERT_EQ(::symlink(victim.c_str(), planted.c_str()), 0);
+  StatusOr<int> fd = CreateExclusive(planted, 0644);
+  EXPECT_EQ(fd.status().code(), StatusCode::kAlreadyExists) << fd.status().ToString();
+  EXPECT_NE(fd.status().message().find(planted), std::string::npos);
+  auto file = Env::Default()->CreateWritable(planted);
+  EXPECT_EQ(file.status().code(), StatusCode::kAlreadyExists) << file.status().ToString();
+  // Reopening a file to reuse it (a retired step's) never follows a link.
+  EXPECT_FALSE(Env::Default()->OpenWritable(planted).ok());
+  ASSERT_EQ(::symlink((d.path() + "/no-such-file").c_str(), d.Sub("dangling").c_str()), 0);
+  EXPECT_EQ(CreateExclusive(d.Sub("dangling"), 0644).status().code(), StatusCode::kAlreadyExists);
+  EXPECT_FALSE(Env::Default()->OpenWritable(d.Sub("dangling")).ok());
+  EXPECT_FALSE(Env::Default()->Exists(d.path() + "/no-such-file"));
+  EXPECT_EQ(testing::ReadFile(victim), "precious");
+  // A temp file is new: an existing one is not opened either.
+  EXPECT_EQ(Env::Default()->CreateWritable(victim).status().code(), StatusCode::kAlreadyExists);
+}
+
+// Temp names carry 64 random bits after the pid and the sequence number:
+// another user cannot tell the next one in advance.
+TEST(FileUtilTest, TempNamesAreNotPredictable) {
+  const std::string a = TempPathFor("/d/state.json"), b = TempPathFor("/d/state.json");
+  const std::string prefix = "/d/.strata-tmp-state.json-" + std::to_string(::getpid()) + "-";
+  ASSERT_EQ(a.rfind(prefix, 0), 0u) << a;
+  const std::string random_a = a.substr(a.rfind('-') + 1), random_b = b.substr(b.rfind('-') + 1);
+  EXPECT_EQ(random_a.size(), 16u) << a;
+  EXPECT_NE(random_a, random_b);
+}
+
+// A pinned process says who it runs as; once it has exited (and been
+// reaped, its pid free for another) it can no longer be signalled.
+TEST(ProcessTest, APinnedProcessIsSignalledAndNoOtherAfterIt) {
+  testing::Child child({"/bin/sh", "-c", "echo ready; exec sleep 60"});
+  ASSERT_TRUE(child.WaitForOutput("ready"));
+  StatusOr<PinnedProcess> p = PinnedProcess::Open(child.pid());
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_TRUE(p->credentials().RunsAs(::getuid()));
+  EXPECT_TRUE(p->credentials().InGroup(::getgid()));
+  EXPECT_TRUE(p->Alive());
+  ASSERT_TRUE(p->Signal(SIGKILL).ok());
+  EXPECT_EQ(child.Wait(), 128 + SIGKILL);
+  EXPECT_FALSE(p->Alive());
+  EXPECT_EQ(p->Signal(SIGTERM).code(), StatusCode::kNotFound);
+  EXPECT_EQ(PinnedProcess::Open(::getpid()).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(PinnedProcess::Open(0).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(PinnedProcess::Open(-1).status().code(), StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

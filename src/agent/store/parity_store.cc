@@ -356,12 +356,14 @@ Status ParityStore::Rewrite(const ParityHeader* old, ParityHeader* next,
   STRATA_RETURN_IF_ERROR(CreateDirs(env_, Dirname(path)));
   const std::string tmp = TempPathFor(path);
   const std::string spare = SpareOf(path);
-  if (env_->Exists(spare)) env_->Rename(spare, tmp).IgnoreError();  // its pages, overwritten
+  // A spare's pages are overwritten; without one the temp file is new.
+  const bool reused = env_->Exists(spare) && env_->Rename(spare, tmp).ok();
   std::unique_ptr<ReadableFile> in;
   if (old != nullptr) {
     STRATA_ASSIGN_OR_RETURN(in, env_->OpenReadable(path));
   }
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> out, env_->OpenWritable(tmp));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> out,
+                          reused ? env_->OpenWritable(tmp) : env_->CreateWritable(tmp));
   auto fail = [&](const Status& s) {
     out->Close().IgnoreError();
     env_->RemoveFile(tmp).IgnoreError();
