@@ -4,6 +4,7 @@
 // (NodeBackup, node_backup.h) and wires it to the coordinator, the job and
 // the on-demand step; a rollback's bookkeeping; restores from a backup.
 #include "agent/agent.h"
+#include "agent/agent_state.h"
 #include "agent/node/node_backup.h"
 #include "format/naming.h"
 #include "util/file_util.h"
@@ -30,7 +31,8 @@ Status Agent::OpenBackup() {
   const std::string done_file = JoinPath(store_->root(), std::string(kRollbackDoneFile));
   std::optional<std::string> rollback = config_.restore_backup;
   auto done = ReadFileToString(env_, done_file, 4096);
-  if (rollback && done.ok() && *done == *rollback) {
+  const std::optional<std::string> done_id = done.ok() ? DecodeRollbackRecord(*done) : std::nullopt;
+  if (rollback && done_id == *rollback) {
     Log()->warn("--restore-backup {}: already restored once; ignored", *rollback);
     rollback.reset();
   }

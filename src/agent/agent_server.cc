@@ -7,11 +7,11 @@
 #include <functional>
 
 #include "agent/agent.h"
+#include "agent/agent_state.h"
 #include "agent/metrics/agent_metrics.h"
 #include "format/naming.h"
 #include "util/file_util.h"
 #include "util/hash.h"
-#include "util/json_int.h"
 #include "util/logging.h"
 #include "util/time_format.h"
 #include "wire/coded.h"
@@ -162,31 +162,19 @@ void Agent::ReportNewCopy(const wire::StepKey& key, uint64_t digest) {
 }
 
 // The incarnation survives an agent restart, so a restarted agent keeps
-// ingesting and replicating without a new replicator.yaml.
+// ingesting and replicating without a new replicator.yaml (agent_state.h).
 void Agent::SaveState(const Incarnation& inc) {
-  const ReplicatorConfig& c = inc.config;
-  json addresses = json::object();
-  for (const auto& [n, a] : inc.addresses) addresses[std::to_string(n)] = a;
-  json j = {{"job", c.job_name},
-            {"framework", FrameworkName(c.framework)},
-            {"node", c.node_rank},
-            {"nodes", c.nodes},
-            {"workers", c.workers_per_node},
-            {"round", inc.round},
-            {"peers", inc.peers},
-            {"addresses", addresses},
-            {"dp", c.assume_data_parallelism.value_or(1)},
-            {"master", c.master.value_or("")},
-            {"redundancy", inc.redundancy.ToString()},
-            // What replication must not go back below (Replication::Restored).
-            {"restored_step", inc.restored_step}};
-  if (inc.group) j["group"] = wire::GroupToJson(*inc.group);
-  // So that a restart of this agent and of the coordinator together does not
-  // forget them (Restore::Quarantined).
-  const std::set<int64_t> quarantined = restore_->Quarantined(c.job_name);
-  if (!quarantined.empty()) j["quarantined"] = quarantined;
-  Status s =
-      WriteFileAtomic(env_, JoinPath(store_->root(), std::string(kAgentStateFile)), j.dump());
+  SavedState state;
+  state.config = inc.config;
+  state.round = inc.round;
+  state.addresses = inc.addresses;
+  state.peers = inc.peers;
+  state.redundancy = inc.redundancy;
+  state.group = inc.group;
+  state.restored_step = inc.restored_step;
+  state.quarantined = restore_->Quarantined(inc.config.job_name);
+  Status s = WriteFileAtomic(env_, JoinPath(store_->root(), std::string(kAgentStateFile)),
+                             EncodeAgentState(state));
   if (!s.ok()) Log()->warn("saving agent state: {}", s.message());
 }
 
@@ -194,51 +182,29 @@ void Agent::LoadState() {
   std::string path = JoinPath(store_->root(), std::string(kAgentStateFile));
   auto text = ReadFileToString(env_, path, 1 << 20);
   if (!text.ok()) return;
-  json j = json::parse(*text, nullptr, false);
-  try {
-    Incarnation inc;
-    ReplicatorConfig& c = inc.config;
-    c.job_name = j.at("job").get<std::string>();
-    std::string fw = j.at("framework").get<std::string>();
-    c.framework = fw == "pytorch"               ? Framework::kPytorch
-                  : fw == "pytorch.distributed" ? Framework::kPytorchDistributed
-                                                : Framework::kOrbax;
-    c.node_rank = GetInt<int>(j.at("node"));
-    c.nodes = GetInt<int>(j.at("nodes"));
-    c.workers_per_node = GetInt<int>(j.at("workers"));
-    c.assume_data_parallelism = GetInt<int>(j.at("dp"));
-    if (!j.at("master").get<std::string>().empty()) c.master = j.at("master").get<std::string>();
-    inc.round = GetInt<int64_t>(j.at("round"));
-    inc.peers = GetInts<int>(j.at("peers"));
-    for (const auto& [n, a] : j.at("addresses").items()) inc.addresses[std::stoi(n)] = a;
-    if (!ValidateJobName(c.job_name).ok()) return;
-    if (j.contains("redundancy")) {  // a state file of this release
-      StatusOr<ec::Redundancy> r = ec::Redundancy::Parse(j.at("redundancy").get<std::string>());
-      if (!r.ok()) throw std::runtime_error(std::string(r.status().message()));
-      inc.redundancy = *r;
-    }
-    if (j.contains("group")) {
-      StatusOr<ec::Group> g = wire::GroupFromJson(j.at("group"), path);
-      if (!g.ok()) throw std::runtime_error(std::string(g.status().message()));
-      inc.group = *g;
-    }
-    if (j.contains("restored_step")) inc.restored_step = GetInt<int64_t>(j.at("restored_step"));
-    std::vector<int64_t> quarantined;
-    if (j.contains("quarantined")) quarantined = GetInts<int64_t>(j.at("quarantined"));
-    Log()->info("resuming job {} as node {} of {} ({})", c.job_name, c.node_rank, c.nodes,
-                inc.restored_step >= 0
-                    ? "its start restored step " + std::to_string(inc.restored_step)
-                    : std::string("it started fresh"));
-    replication_->Restored(inc.restored_step);
-    for (int64_t step : quarantined) {
-      if (step >= 0) restore_->NoteQuarantined(c.job_name, step);
-    }
-    sync_->SetJob(SyncJob{inc.config, inc.round});
-    MutexLock l(&mu_);
-    inc_ = std::move(inc);
-  } catch (const std::exception& e) {
-    Log()->warn("ignoring {}: {}", path, e.what());
+  StatusOr<SavedState> state = DecodeAgentState(*text, path);
+  if (!state.ok()) {
+    Log()->warn("ignoring {}", state.status().message());
+    return;
   }
+  Incarnation inc;
+  inc.config = state->config;
+  inc.round = state->round;
+  inc.addresses = state->addresses;
+  inc.peers = state->peers;
+  inc.redundancy = state->redundancy;
+  inc.group = state->group;
+  inc.restored_step = state->restored_step;
+  const ReplicatorConfig& c = inc.config;
+  Log()->info("resuming job {} as node {} of {} ({})", c.job_name, c.node_rank, c.nodes,
+              inc.restored_step >= 0
+                  ? "its start restored step " + std::to_string(inc.restored_step)
+                  : std::string("it started fresh"));
+  replication_->Restored(inc.restored_step);
+  for (int64_t step : state->quarantined) restore_->NoteQuarantined(c.job_name, step);
+  sync_->SetJob(SyncJob{inc.config, inc.round});
+  MutexLock l(&mu_);
+  inc_ = std::move(inc);
 }
 
 wire::StatusReply Agent::StatusReport() const {

@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "test_util.h"
+
 namespace strata {
 namespace {
 
@@ -50,6 +52,7 @@ TEST(NamingTest, ParseStepDirNameRejectsNonCanonical) {
   for (std::string_view name :
        {"", "007", "00", "-1", "+1", "1a", " 1", "1 ", "1.0", "0x10", "9223372036854775808",
         "99999999999999999999", "strata.manifest", ".strata-tmp-5-1-0"}) {
+    testing::SaveFuzzSeed("names", name);
     EXPECT_EQ(ParseStepDirName(name), std::nullopt) << "\"" << name << "\"";
   }
   EXPECT_EQ(ParseStepDirName(std::string_view("1\0", 2)), std::nullopt);
@@ -70,6 +73,7 @@ TEST(NamingTest, ParseDataFileNameRejects) {
        {"", "data-.bin", "data-0000.bin", "data-000000.bin", "data-0000a.bin", "data--0001.bin",
         "data-+0001.bin", "data- 0001.bin", "Data-00000.bin", "data-00000.BIN",
         "data-00000.bin.tmp", "xdata-00000.bin", "data-00000xbin", "../data-00000.bin"}) {
+    testing::SaveFuzzSeed("names", name);
     EXPECT_EQ(ParseDataFileName(name), std::nullopt) << "\"" << name << "\"";
   }
 }

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -56,6 +57,21 @@ std::string Response(int code, std::string_view reason, std::string_view type,
 
 }  // namespace
 
+HttpRequestLine ParseRequestLine(std::string_view head) {
+  std::string_view line = head.substr(0, head.find("\r\n"));
+  HttpRequestLine r;
+  r.method = line.substr(0, line.find(' '));
+  std::string_view rest = line.substr(std::min(line.size(), r.method.size() + 1));
+  r.path = rest.substr(0, rest.find(' '));
+  r.path = r.path.substr(0, r.path.find('?'));
+  return r;
+}
+
+int AnswerStatus(const HttpRequestLine& line) {
+  if (line.method != "GET" && line.method != "HEAD") return 405;
+  return line.path == "/metrics" || line.path == "/" ? 200 : 404;
+}
+
 Status MetricsServer::Start(const std::string& host, uint16_t port) {
   STRATA_ASSIGN_OR_RETURN(listener_, net::Socket::Listen(host, port, 16));
   STRATA_ASSIGN_OR_RETURN(port_, listener_.LocalPort());
@@ -90,22 +106,22 @@ void MetricsServer::Answer(net::Socket& client) {
     Log()->debug("metrics: {}", s.message());
     return;
   }
-  std::string_view line(head.data(), head.find("\r\n"));
-  std::string_view method = line.substr(0, line.find(' '));
-  std::string_view rest = line.substr(std::min(line.size(), method.size() + 1));
-  std::string_view path = rest.substr(0, rest.find(' '));
-  path = path.substr(0, path.find('?'));
+  const HttpRequestLine line = ParseRequestLine(head);
   std::string out;
-  if (method != "GET" && method != "HEAD") {
-    out = Response(405, "Method Not Allowed", "text/plain", "only GET\n");
-  } else if (path == "/metrics") {
-    out = Response(200, "OK", "text/plain; version=0.0.4; charset=utf-8", registry_->Render());
-  } else if (path == "/") {
-    out = Response(200, "OK", "text/plain", "strata agent: metrics at /metrics\n");
-  } else {
-    out = Response(404, "Not Found", "text/plain", "no such page; metrics at /metrics\n");
+  switch (AnswerStatus(line)) {
+    case 405:
+      out = Response(405, "Method Not Allowed", "text/plain", "only GET\n");
+      break;
+    case 404:
+      out = Response(404, "Not Found", "text/plain", "no such page; metrics at /metrics\n");
+      break;
+    default:
+      out =
+          line.path == "/metrics"
+              ? Response(200, "OK", "text/plain; version=0.0.4; charset=utf-8", registry_->Render())
+              : Response(200, "OK", "text/plain", "strata agent: metrics at /metrics\n");
   }
-  if (method == "HEAD") out.resize(out.find("\r\n\r\n") + 4);
+  if (line.method == "HEAD") out.resize(out.find("\r\n\r\n") + 4);
   Status s = client.SendAll(out.data(), out.size(), net::DeadlineAfter(kRequestTimeout));
   if (!s.ok()) Log()->debug("metrics: answering {}: {}", client.peer(), s.ToString());
 }

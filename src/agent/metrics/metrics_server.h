@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "net/socket.h"
@@ -19,6 +20,18 @@
 #include "util/metrics.h"
 
 namespace strata {
+
+// What the server reads of a request: the first line's method and path (its
+// query dropped), from the request head as received (anything a client
+// sends; never longer than 16 KiB).
+struct HttpRequestLine {
+  std::string_view method;
+  std::string_view path;
+};
+HttpRequestLine ParseRequestLine(std::string_view head);
+// The status the server answers with: 200 for GET or HEAD of /metrics or /,
+// 404 for another path, 405 for another method.
+int AnswerStatus(const HttpRequestLine& line);
 
 class MetricsServer {
  public:

@@ -49,7 +49,9 @@ std::string Http(uint16_t port, const std::string& request) {
 }
 
 std::string Get(uint16_t port, const std::string& path) {
-  return Http(port, "GET " + path + " HTTP/1.1\r\nHost: test\r\n\r\n");
+  const std::string request = "GET " + path + " HTTP/1.1\r\nHost: test\r\n\r\n";
+  SaveFuzzSeed("metrics", request);
+  return Http(port, request);
 }
 
 // "name{labels} value" lines of a scrape -> value, keyed by "name{labels}".
