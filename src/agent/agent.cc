@@ -33,7 +33,7 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config, Env* env, Stea
         "the network path can read and change checkpoint data in flight");
   }
   std::unique_ptr<Agent> a(new Agent(std::move(config), std::move(trust), env, clock));
-  STRATA_RETURN_IF_ERROR(env->CreateDir(a->config_.local_dir));
+  STRATA_ASSIGN_OR_RETURN(a->job_group_, SecureLocalDir(a->config_.local_dir));
   STRATA_ASSIGN_OR_RETURN(a->store_, Store::Open(a->config_.local_dir, &a->pool_, env));
   STRATA_ASSIGN_OR_RETURN(a->parity_, ParityStore::Open(JoinPath(a->store_->root(), "parity"), env,
                                                         ParityStore::kContendedStall, clock));

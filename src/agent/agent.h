@@ -190,7 +190,8 @@ class Agent {
   std::unique_ptr<Store> store_;
   std::unique_ptr<ParityStore> parity_;  // the coded tier's shards
   std::unique_ptr<CodedTier> coded_;
-  RamDisk ram_disk_;  // what backs config_.local_dir; set at start
+  RamDisk ram_disk_;     // what backs config_.local_dir; set at start
+  gid_t job_group_ = 0;  // config_.local_dir's group: the ranks'; set at start
   Coordinator coordinator_{std::chrono::seconds(2), clock_};
   // Calls to the coordinator keep their connections (one per thread that
   // calls at a time): N nodes cost it N connections, not N handshakes per call.

@@ -30,8 +30,8 @@ Status Agent::OpenOnDemandSync() {
   hooks.coordinator = [this](const ReplicatorConfig& job) { return CoordinatorEndpoint(job); };
   hooks.stopping = [this] { return Stopping(); };
   STRATA_ASSIGN_OR_RETURN(
-      sync_, OnDemandSync::Open(JoinPath(store_->root(), std::string(kSyncMapName)), trust_, clock_,
-                                std::move(hooks)));
+      sync_, OnDemandSync::Open(JoinPath(store_->root(), std::string(kSyncMapName)), job_group_,
+                                trust_, clock_, std::move(hooks)));
   return Status::Ok();
 }
 

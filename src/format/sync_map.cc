@@ -69,22 +69,69 @@ SyncMap::~SyncMap() {
   if (base_ != nullptr) ::munmap(base_, kSyncMapBytes);
 }
 
-StatusOr<SyncMap> SyncMap::Open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+namespace {
+
+// Opens the map at `path` without following a final symbolic link.
+StatusOr<int> OpenMapFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return ErrnoToStatus(errno, "open sync map " + path);
-  auto p = MapFile(path, fd);
-  ::close(fd);
-  if (!p.ok()) return p.status();
-  SyncMap map(path, *p);
+  return fd;
+}
+
+// Makes the agent's map file `fd` mode 0660 with group `group`, through
+// the descriptor (never by path: the name may be changed under us).
+Status Restrict(int fd, gid_t group, const std::string& path) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return ErrnoToStatus(errno, "stat " + path);
+  if (st.st_gid != group && ::fchown(fd, static_cast<uid_t>(-1), group) != 0) {
+    return ErrnoToStatus(errno, "give the sync map " + path + " to group " + std::to_string(group) +
+                                    " (the local directory's)");
+  }
+  if ((st.st_mode & 07777) != 0660 && ::fchmod(fd, 0660) != 0) {
+    return ErrnoToStatus(errno, "chmod 0660 " + path);
+  }
+  return Status::Ok();
+}
+
+// Whether the map file `fd` is this process's own, a regular file.
+bool Owned(int fd) {
+  struct stat st;
+  return ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid();
+}
+
+StatusOr<SyncMap> Validated(SyncMap map) {
   const SyncHeader& h = map.header();
   if (h.magic != kMagic || h.version != kVersion || h.slots != kSyncSlots) {
-    return DataLossError(path + " is not a version " + std::to_string(kVersion) + " sync map");
+    return DataLossError(map.path() + " is not a version " + std::to_string(kVersion) +
+                         " sync map");
   }
   return map;
 }
 
-StatusOr<SyncMap> SyncMap::OpenOrCreate(const std::string& path) {
-  auto existing = Open(path);
+}  // namespace
+
+StatusOr<SyncMap> SyncMap::Open(const std::string& path) {
+  STRATA_ASSIGN_OR_RETURN(int fd, OpenMapFile(path));
+  auto p = MapFile(path, fd);
+  ::close(fd);
+  if (!p.ok()) return p.status();
+  return Validated(SyncMap(path, *p));
+}
+
+// The agent's existing map, if it is the agent's own and valid; it is made
+// 0660 with the job's group (a map of an older release was 0666).
+StatusOr<SyncMap> SyncMap::OpenOwned(const std::string& path, gid_t group) {
+  STRATA_ASSIGN_OR_RETURN(int fd, OpenMapFile(path));
+  Status s = Owned(fd) ? Restrict(fd, group, path)
+                       : PermissionDeniedError(path + " belongs to another user");
+  StatusOr<void*> p = s.ok() ? MapFile(path, fd) : StatusOr<void*>(s);
+  ::close(fd);
+  if (!p.ok()) return p.status();
+  return Validated(SyncMap(path, *p));
+}
+
+StatusOr<SyncMap> SyncMap::OpenOrCreate(const std::string& path, gid_t group) {
+  auto existing = OpenOwned(path, group);
   if (existing.ok()) return existing;
   // A fresh map, published by the commit protocol: a reader never sees a
   // map without its header.
@@ -97,16 +144,20 @@ StatusOr<SyncMap> SyncMap::OpenOrCreate(const std::string& path) {
   for (int i = 0; i < kSyncSlots; ++i) new (&slots[i]) SyncSlot();
   Env* env = Env::Default();
   const std::string tmp = TempPathFor(path);
-  Status s = WriteFileSynced(env, tmp, std::string_view(bytes.data(), bytes.size()));
-  // The ranks claim slots by writing: readable and writable by every user
-  // the trainer may run as.
-  if (s.ok() && ::chmod(tmp.c_str(), 0666) != 0) s = ErrnoToStatus(errno, "chmod " + tmp);
+  STRATA_ASSIGN_OR_RETURN(int fd, CreateExclusive(tmp, 0600));
+  // The ranks claim slots by writing: the job's group may, no one else.
+  Status s = Restrict(fd, group, tmp);
+  if (s.ok() && ::pwrite(fd, bytes.data(), bytes.size(), 0) != static_cast<ssize_t>(bytes.size())) {
+    s = ErrnoToStatus(errno, "write " + tmp);
+  }
+  if (s.ok() && ::fsync(fd) != 0) s = ErrnoToStatus(errno, "fsync " + tmp);
+  if (::close(fd) != 0 && s.ok()) s = ErrnoToStatus(errno, "close " + tmp);
   if (!s.ok()) {
     env->RemoveFile(tmp).IgnoreError();
     return s;
   }
   STRATA_RETURN_IF_ERROR(CommitFile(env, tmp, path));
-  return Open(path);
+  return OpenOwned(path, group);
 }
 
 StatusOr<int> SyncMap::Claim(int64_t pid) const {

@@ -25,6 +25,8 @@
 #ifndef STRATA_FORMAT_SYNC_MAP_H_
 #define STRATA_FORMAT_SYNC_MAP_H_
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -78,11 +80,15 @@ static_assert(kSyncMapBytes == 4096);
 // destruction (the file stays).
 class SyncMap {
  public:
-  // The agent's: opens `path` if it holds a valid map (so processes that
-  // mapped it before an agent restart keep talking to the new agent), else
-  // creates it (temp file, then rename).
-  static StatusOr<SyncMap> OpenOrCreate(const std::string& path);
-  // A process's: opens an existing, valid map. NOT_FOUND if there is none.
+  // The agent's: opens `path` if it holds a valid map this process owns (so
+  // processes that mapped it before an agent restart keep talking to the
+  // new agent), else creates it (temp file, then rename). Either way the
+  // map is mode 0660 with group `group`, the job's (set through the
+  // descriptor): the job's ranks may write it, no other user may. A map
+  // another user owns is replaced, never used.
+  static StatusOr<SyncMap> OpenOrCreate(const std::string& path, gid_t group);
+  // A process's: opens an existing, valid map (a symbolic link at `path` is
+  // not followed). NOT_FOUND if there is none.
   static StatusOr<SyncMap> Open(const std::string& path);
 
   SyncMap() = default;
@@ -111,6 +117,7 @@ class SyncMap {
 
  private:
   SyncMap(std::string path, void* base) : path_(std::move(path)), base_(base) {}
+  static StatusOr<SyncMap> OpenOwned(const std::string& path, gid_t group);
   std::string path_;
   void* base_ = nullptr;
 };

@@ -28,7 +28,7 @@ struct Fixture {
   Fixture() {
     std::string agent_dir = JoinPath(dir.path(), std::string(kAgentDirName));
     EXPECT_TRUE(CreateDirs(Env::Default(), agent_dir).ok());
-    auto m = SyncMap::OpenOrCreate(JoinPath(agent_dir, std::string(kSyncMapName)));
+    auto m = SyncMap::OpenOrCreate(JoinPath(agent_dir, std::string(kSyncMapName)), ::getegid());
     EXPECT_TRUE(m.ok()) << m.status().ToString();
     map = std::move(*m);
   }
@@ -58,7 +58,7 @@ struct Fixture {
 TEST(SyncMapTest, ReopeningKeepsTheMapAndRejectsAForeignFile) {
   Fixture f;
   f.map.Publish(12, 99);
-  auto again = SyncMap::OpenOrCreate(f.map.path());
+  auto again = SyncMap::OpenOrCreate(f.map.path(), ::getegid());
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->header().sync_step.load(), 12);  // the same file, not a new one
   ScratchDir d("sync-foreign");

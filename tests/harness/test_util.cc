@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <pwd.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -288,6 +289,34 @@ void SaveFuzzSeed(const std::string& target, std::string_view bytes) {
   char name[32];
   std::snprintf(name, sizeof(name), "%016zx", std::hash<std::string_view>()(bytes));
   WriteFile(sub + "/" + name, std::string(bytes));
+}
+
+std::vector<std::string> LocalUser::Command(const std::vector<std::string>& argv) const {
+  std::vector<std::string> out = {"/usr/bin/setpriv", "--reuid=" + std::to_string(uid),
+                                  "--regid=" + std::to_string(gid), "--clear-groups", "--"};
+  out.insert(out.end(), argv.begin(), argv.end());
+  return out;
+}
+
+std::optional<LocalUser> UnprivilegedUser(std::string* why) {
+  static constexpr const char* kName = "strata-test-user";
+  if (::geteuid() != 0) {
+    *why = "needs root (to create the local user " + std::string(kName) + " and act as it)";
+    return std::nullopt;
+  }
+  struct passwd* pw = ::getpwnam(kName);
+  if (pw == nullptr) {
+    std::string out;
+    const int rc = Run({"/usr/sbin/useradd", "--system", "--user-group", "--no-create-home",
+                        "--shell", "/usr/sbin/nologin", kName},
+                       &out);
+    pw = ::getpwnam(kName);
+    if (pw == nullptr) {
+      *why = "useradd " + std::string(kName) + " failed (" + std::to_string(rc) + "): " + out;
+      return std::nullopt;
+    }
+  }
+  return LocalUser{pw->pw_uid, pw->pw_gid, kName};
 }
 
 }  // namespace strata::testing

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -101,6 +102,19 @@ inline constexpr std::chrono::milliseconds kWait{10000};
 
 // Polls `done` every 20 ms until it holds or `timeout` passes.
 bool WaitUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout = kWait);
+
+// An unprivileged local user of the machine for the tests of what other
+// users may not make Strata do: "strata-test-user", created (useradd, with
+// a group of its own) on first use. nullopt, with *why, when the tests do
+// not run as root (they cannot create it, nor act as it).
+struct LocalUser {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::string name;
+  // `argv` run as this user (setpriv: its uid, its group only).
+  std::vector<std::string> Command(const std::vector<std::string>& argv) const;
+};
+std::optional<LocalUser> UnprivilegedUser(std::string* why);
 
 // A free loopback port, below the ephemeral range (see test_util.cc).
 uint16_t FreePort();

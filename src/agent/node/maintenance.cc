@@ -137,17 +137,18 @@ StatusOr<wire::MaintenanceEvent> Maintenance::Handle(const wire::MaintenanceRequ
 void Maintenance::StopRanks(const std::vector<std::pair<int, int64_t>>& ranks,
                             SteadyClock::time_point deadline, wire::MaintenanceEvent& event) {
   const auto start = clock_->Now();
-  for (auto [i, pid] : ranks) ::kill(static_cast<pid_t>(pid), SIGTERM);
+  OnDemandSync* sync = parts_.sync;
+  for (auto [i, pid] : ranks) sync->SignalRank(i, pid, SIGTERM);
   // A rank may release its slot well before its process is gone (a
   // framework's teardown): wait for the process.
   PollUntil(deadline, [&] {
     return std::none_of(ranks.begin(), ranks.end(),
-                        [](const auto& r) { return ProcessAlive(r.second); });
+                        [sync](const auto& r) { return sync->RankAlive(r.first, r.second); });
   });
   event.ranks_exited_seconds = SecondsSince(*clock_, start);
   int killed = 0;
   for (auto [i, pid] : ranks) {
-    if (ProcessAlive(pid) && ::kill(static_cast<pid_t>(pid), SIGKILL) == 0) ++killed;
+    if (sync->RankAlive(i, pid) && sync->SignalRank(i, pid, SIGKILL)) ++killed;
   }
   event.ranks_killed = killed;
 }

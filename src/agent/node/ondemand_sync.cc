@@ -8,7 +8,6 @@
 #include "agent/metrics/agent_metrics.h"
 #include "agent/rpc/client.h"
 #include "util/logging.h"
-#include "util/process.h"
 
 namespace strata::agent {
 namespace {
@@ -24,19 +23,24 @@ constexpr auto kKeepForLateRanks = std::chrono::minutes(1);
 
 }  // namespace
 
-StatusOr<std::unique_ptr<OnDemandSync>> OnDemandSync::Open(const std::string& path,
+StatusOr<std::unique_ptr<OnDemandSync>> OnDemandSync::Open(const std::string& path, gid_t group,
                                                            net::Trust trust, SteadyClock* clock,
                                                            Hooks hooks) {
-  STRATA_ASSIGN_OR_RETURN(SyncMap map, SyncMap::OpenOrCreate(path));
+  STRATA_ASSIGN_OR_RETURN(SyncMap map, SyncMap::OpenOrCreate(path, group));
   // A step published by a previous agent process was for ranks that have
   // restarted since, or will see it again from the coordinator.
   map.Publish(kNoSyncStep, 0);
   return std::unique_ptr<OnDemandSync>(
-      new OnDemandSync(std::move(map), std::move(trust), clock, std::move(hooks)));
+      new OnDemandSync(std::move(map), group, std::move(trust), clock, std::move(hooks)));
 }
 
-OnDemandSync::OnDemandSync(SyncMap map, net::Trust trust, SteadyClock* clock, Hooks hooks)
-    : map_(std::move(map)), trust_(std::move(trust)), clock_(clock), hooks_(std::move(hooks)) {}
+OnDemandSync::OnDemandSync(SyncMap map, gid_t group, net::Trust trust, SteadyClock* clock,
+                           Hooks hooks)
+    : map_(std::move(map)),
+      group_(group),
+      trust_(std::move(trust)),
+      clock_(clock),
+      hooks_(std::move(hooks)) {}
 
 OnDemandSync::~OnDemandSync() { Stop(); }
 
@@ -92,13 +96,70 @@ bool OnDemandSync::NoticeHeard() const {
   return notice_unsent_.empty() || !job_;  // no job: no one to tell
 }
 
+std::shared_ptr<const PinnedProcess> OnDemandSync::Rank(int slot, int64_t pid) const {
+  if (auto it = registered_.find(slot); it != registered_.end()) {
+    if (it->second.pid == pid) return it->second.process->Alive() ? it->second.process : nullptr;
+    registered_.erase(it);  // the slot changed hands
+  }
+  if (auto it = refused_.find(slot); it != refused_.end() && it->second == pid) return nullptr;
+  StatusOr<PinnedProcess> p = PinnedProcess::Open(pid);
+  if (!p.ok() && p.status().code() == StatusCode::kNotFound) return nullptr;  // gone already
+  std::string why;
+  if (!p.ok()) {
+    why = std::string(p.status().message());
+  } else if (pid == 1) {
+    why = "it is the init process";
+  } else if (!p->credentials().InGroup(group_)) {
+    why = "it runs as uid " + std::to_string(p->credentials().uids[0]) + ", gid " +
+          std::to_string(p->credentials().gids[0]) + ", outside the job's group " +
+          std::to_string(group_) + " (the group of " + map_.path() + ")";
+  }
+  if (!why.empty()) {
+    refused_[slot] = pid;
+    Log()->warn(
+        "slot {} of {} names pid {}, which is not a rank of this job: {}; it is never "
+        "signalled or waited for",
+        slot, map_.path(), pid, why);
+    return nullptr;
+  }
+  refused_.erase(slot);
+  auto process = std::make_shared<const PinnedProcess>(std::move(*p));
+  registered_[slot] = Registered{pid, process};
+  return process;
+}
+
 std::vector<std::pair<int, int64_t>> OnDemandSync::LiveRanks() const {
   std::vector<std::pair<int, int64_t>> out;
+  MutexLock l(&ranks_mu_);
   for (int i = 0; i < kSyncSlots; ++i) {
-    int64_t pid = map_.slot(i).pid.load();
-    if (pid != 0 && ProcessAlive(pid)) out.emplace_back(i, pid);
+    const int64_t pid = map_.slot(i).pid.load();
+    if (pid <= 0) {  // free, or being claimed
+      // A rank may free its slot before its process is gone (a framework's
+      // teardown): it stays registered, for a maintenance event's wait.
+      auto it = registered_.find(i);
+      if (it != registered_.end() && !it->second.process->Alive()) registered_.erase(it);
+      continue;
+    }
+    if (Rank(i, pid) != nullptr) out.emplace_back(i, pid);
   }
   return out;
+}
+
+bool OnDemandSync::SignalRank(int slot, int64_t pid, int sig) const {
+  MutexLock l(&ranks_mu_);
+  auto it = registered_.find(slot);
+  if (it == registered_.end() || it->second.pid != pid) return false;
+  Status s = it->second.process->Signal(sig);
+  if (!s.ok() && s.code() != StatusCode::kNotFound) {
+    Log()->warn("signal {} to rank pid {}: {}", sig, pid, s.message());
+  }
+  return s.ok();
+}
+
+bool OnDemandSync::RankAlive(int slot, int64_t pid) const {
+  MutexLock l(&ranks_mu_);
+  auto it = registered_.find(slot);
+  return it != registered_.end() && it->second.pid == pid && it->second.process->Alive();
 }
 
 std::vector<wire::StatusReply::Rank> OnDemandSync::RankStatus() const {

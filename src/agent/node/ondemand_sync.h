@@ -13,6 +13,15 @@
 //   * remembers this node's on-demand step (replicated first, held for by a
 //     drain or a maintenance event) until the job restarts or the RAM goes.
 //
+// Which pids are ranks. The map is writable by the job's group (0660), and a
+// pid in it is only a claim: the first time a pid appears in a slot it is
+// pinned with a pidfd (util/process.h) and registered only if that process
+// is in the job's group (its real, effective, saved, file-system or a
+// supplementary group is `group`) and is neither pid 1 nor the agent. Only
+// registered processes count as ranks: they alone are signalled (through
+// the pidfd, so never a process that got the pid later), counted, waited
+// for and heard. A refused pid is logged once.
+//
 // Threads and locks: the notice and sync threads; every public method may be
 // called from any thread, also with the caller's lock held (the agent's
 // comes first); OnDemandSync calls its hooks with no lock of its own held.
@@ -22,6 +31,8 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -35,6 +46,7 @@
 #include "net/socket.h"
 #include "util/clock.h"
 #include "util/mutex.h"
+#include "util/process.h"
 #include "wire/control.h"
 #include "wire/coordination.h"
 
@@ -55,10 +67,12 @@ class OnDemandSync {
     std::function<bool()> stopping;
   };
 
-  // Opens (or creates) the sync map at `path`; a step a previous agent
-  // process published there is withdrawn. Start() starts the threads.
-  static StatusOr<std::unique_ptr<OnDemandSync>> Open(const std::string& path, net::Trust trust,
-                                                      SteadyClock* clock, Hooks hooks);
+  // Opens (or creates) the sync map at `path`, writable by the job's
+  // `group` (the local directory's); a step a previous agent process
+  // published there is withdrawn. Start() starts the threads.
+  static StatusOr<std::unique_ptr<OnDemandSync>> Open(const std::string& path, gid_t group,
+                                                      net::Trust trust, SteadyClock* clock,
+                                                      Hooks hooks);
   ~OnDemandSync();  // Stop()
   OnDemandSync(const OnDemandSync&) = delete;
   OnDemandSync& operator=(const OnDemandSync&) = delete;
@@ -93,8 +107,14 @@ class OnDemandSync {
   // already taken in is ignored.
   void Apply(const wire::SyncDecision& decision) EXCLUDES(mu_);
 
-  // The ranks registered in the sync map whose process is alive: (slot, pid).
-  std::vector<std::pair<int, int64_t>> LiveRanks() const;
+  // The ranks registered in the sync map whose process is alive and proven
+  // the job's (see above): (slot, pid).
+  std::vector<std::pair<int, int64_t>> LiveRanks() const EXCLUDES(ranks_mu_);
+  // Sends `sig` to the rank LiveRanks returned as (slot, pid), through its
+  // pidfd; false if it is gone (or was never a rank).
+  bool SignalRank(int slot, int64_t pid, int sig) const EXCLUDES(ranks_mu_);
+  // Whether that rank's process still runs.
+  bool RankAlive(int slot, int64_t pid) const EXCLUDES(ranks_mu_);
   // The same as `strata status` shows them.
   std::vector<wire::StatusReply::Rank> RankStatus() const;
   // Host memory the ranks here stage their saves in: {page-locked, not}.
@@ -103,7 +123,15 @@ class OnDemandSync {
   int64_t node_step() const { return node_step_.load(); }
 
  private:
-  OnDemandSync(SyncMap map, net::Trust trust, SteadyClock* clock, Hooks hooks);
+  // A process proven to be a rank of the job, pinned by a pidfd.
+  struct Registered {
+    int64_t pid = 0;
+    std::shared_ptr<const PinnedProcess> process;
+  };
+  OnDemandSync(SyncMap map, gid_t group, net::Trust trust, SteadyClock* clock, Hooks hooks);
+  // The registered process of `slot` if it holds `pid` and lives; else
+  // pins and checks `pid` (logging a refusal once). Null if not a rank.
+  std::shared_ptr<const PinnedProcess> Rank(int slot, int64_t pid) const REQUIRES(ranks_mu_);
   bool Stopping() const { return stopped_.load() || hooks_.stopping(); }
   void NoticeMain();
   void SyncMain();
@@ -112,6 +140,7 @@ class OnDemandSync {
   bool RanksDone() const REQUIRES(mu_);
 
   SyncMap map_;
+  const gid_t group_;  // the job's: its ranks are in it
   const net::Trust trust_;
   SteadyClock* const clock_;
   const Hooks hooks_;
@@ -120,6 +149,10 @@ class OnDemandSync {
   std::thread sync_thread_;
   std::atomic<int64_t> node_step_{-1};  // newest step a rank here checked
   std::atomic<double> node_rate_{0};    // its steps per second
+
+  mutable Mutex ranks_mu_;                                              // taken alone
+  mutable std::map<int, Registered> registered_ GUARDED_BY(ranks_mu_);  // by slot
+  mutable std::map<int, int64_t> refused_ GUARDED_BY(ranks_mu_);        // slot -> pid
 
   Mutex socket_mu_;                                       // taken alone
   net::Socket* socket_ GUARDED_BY(socket_mu_) = nullptr;  // the sync call's

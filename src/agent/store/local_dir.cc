@@ -2,10 +2,14 @@
 #include "agent/store/local_dir.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
 #include <climits>
+#include <cstdlib>
 
 #include "agent/store/store.h"
 #include "format/naming.h"
@@ -39,22 +43,125 @@ bool IsProtocolLeftover(const DirEntry& e) {
 // A stale marker of the same name is replaced.
 Status CreateMarker(Env* env, const std::string& path, const std::string& target) {
   for (int attempt = 0;; ++attempt) {
+    Status s;
     if (target.empty()) {
-      int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-      if (fd >= 0) return ::close(fd) == 0 ? Status::Ok() : ErrnoToStatus(errno, "close " + path);
+      StatusOr<int> fd = CreateExclusive(path, 0644);
+      if (fd.ok()) return ::close(*fd) == 0 ? Status::Ok() : ErrnoToStatus(errno, "close " + path);
+      s = fd.status();
     } else if (::symlink(target.c_str(), path.c_str()) == 0) {
       return Status::Ok();
+    } else {
+      s = ErrnoToStatus(errno, "symlink " + path + " -> " + target);
     }
-    int err = errno;
-    if (err != EEXIST || attempt > 0) {
-      return ErrnoToStatus(err,
-                           target.empty() ? "create " + path : "symlink " + path + " -> " + target);
-    }
+    if (s.code() != StatusCode::kAlreadyExists || attempt > 0) return s;
     STRATA_RETURN_IF_ERROR(env->RemoveFile(path));
   }
 }
 
+std::string Uid(uid_t uid) { return "uid " + std::to_string(uid); }
+
+// lstat(2) of `path`, creating it as a directory of `mode` when missing.
+Status LstatOrCreate(const std::string& path, mode_t mode, struct stat* st) {
+  if (::lstat(path.c_str(), st) == 0) return Status::Ok();
+  if (errno != ENOENT) return ErrnoToStatus(errno, "stat " + path);
+  if (::mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
+    return ErrnoToStatus(errno, "create the directory " + path);
+  }
+  if (::lstat(path.c_str(), st) != 0) return ErrnoToStatus(errno, "stat " + path);
+  return Status::Ok();
+}
+
+// `path` (described by `st`) is a real directory of this process's user.
+Status OwnDirectory(const std::string& path, const struct stat& st, const std::string& what,
+                    const std::string& fix) {
+  const uid_t me = ::geteuid();
+  std::string problem;
+  if (S_ISLNK(st.st_mode)) {
+    problem = "is a symbolic link";
+  } else if (!S_ISDIR(st.st_mode)) {
+    problem = "is not a directory";
+  } else if (st.st_uid != me) {
+    problem = "belongs to " + Uid(st.st_uid) + ", not to this agent's user (" + Uid(me) + ")";
+  }
+  if (problem.empty()) return Status::Ok();
+  return FailedPreconditionError(what + " " + path + " " + problem +
+                                 ": another local user could steer what the agent writes and "
+                                 "deletes there. " +
+                                 fix);
+}
+
+// Every directory above `path` is root's or this user's and not writable by
+// others, or sticky (as /tmp and /dev/shm): no one else can rename `path`
+// away and put something of theirs in its place.
+Status CheckAncestors(const std::string& path) {
+  char* real = ::realpath(path.c_str(), nullptr);
+  if (real == nullptr) return ErrnoToStatus(errno, "resolve " + path);
+  std::string dir = Dirname(real);
+  std::free(real);
+  const uid_t me = ::geteuid();
+  for (;; dir = Dirname(dir)) {
+    struct stat st;
+    if (::stat(dir.c_str(), &st) != 0) return ErrnoToStatus(errno, "stat " + dir);
+    const bool others_write = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+    if ((st.st_uid != 0 && st.st_uid != me) || (others_write && !(st.st_mode & S_ISVTX))) {
+      return FailedPreconditionError(
+          "the local directory " + path + " lies in " + dir + ", which " +
+          (st.st_uid != 0 && st.st_uid != me ? "belongs to " + Uid(st.st_uid)
+                                             : std::string("its group or others may write")) +
+          ": another local user could replace the local directory. Put it in a directory "
+          "only root (or the agent's user) may change, e.g. /dev/shm/strata or a tmpfs of its "
+          "own");
+    }
+    if (dir == "/") return Status::Ok();
+  }
+}
+
+// The agent's own directory in the local directory: this user's, mode 0750,
+// group `group` (the ranks open the sync map in it and read restored steps).
+Status SecureAgentDir(const std::string& local, gid_t group) {
+  const std::string dir = JoinPath(local, std::string(kAgentDirName));
+  struct stat st;
+  STRATA_RETURN_IF_ERROR(LstatOrCreate(dir, 0750, &st));
+  STRATA_RETURN_IF_ERROR(
+      OwnDirectory(dir, st, "the agent's directory",
+                   "Remove it (rm -rf " + dir + ") and let the agent create it again."));
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return ErrnoToStatus(errno, "open " + dir);
+  Status s;
+  if (::fstat(fd, &st) != 0) s = ErrnoToStatus(errno, "stat " + dir);
+  if (s.ok() && st.st_gid != group && ::fchown(fd, static_cast<uid_t>(-1), group) != 0) {
+    s = ErrnoToStatus(errno,
+                      "give " + dir + " to the local directory's group " + std::to_string(group));
+  }
+  if (s.ok() && (st.st_mode & 07777) != 0750 && ::fchmod(fd, 0750) != 0) {
+    s = ErrnoToStatus(errno, "chmod 0750 " + dir);
+  }
+  ::close(fd);
+  return s;
+}
+
 }  // namespace
+
+StatusOr<gid_t> SecureLocalDir(const std::string& path) {
+  struct stat st;
+  STRATA_RETURN_IF_ERROR(LstatOrCreate(path, 0750, &st));
+  const std::string fix =
+      "Give it to the agent's user and let only the job's group write it, e.g. `install -d -o " +
+      std::to_string(::geteuid()) + " -g JOB_GROUP -m 2770 " + path +
+      "` on a fresh path (or remove it and let the agent create it)";
+  STRATA_RETURN_IF_ERROR(OwnDirectory(path, st, "the local directory", fix + "."));
+  if (st.st_mode & S_IWOTH) {
+    return FailedPreconditionError("the local directory " + path +
+                                   " is writable by every user (mode " +
+                                   fmt::format("{:04o}", st.st_mode & 07777) +
+                                   "): another local user could plant files and links the agent "
+                                   "would act on. " +
+                                   fix + ", or chmod o-w " + path + ".");
+  }
+  STRATA_RETURN_IF_ERROR(CheckAncestors(path));
+  STRATA_RETURN_IF_ERROR(SecureAgentDir(path, st.st_gid));
+  return st.st_gid;
+}
 
 LocalDir::LocalDir(Env* env, std::string path) : env_(env), path_(std::move(path)) {}
 

@@ -7,6 +7,8 @@
 #ifndef STRATA_AGENT_LOCAL_DIR_H_
 #define STRATA_AGENT_LOCAL_DIR_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -20,6 +22,20 @@ namespace strata::agent {
 
 // The protocol's file names (kReplicatorYaml, MarkerName, ...) are in
 // format/naming.h, shared with the client side in libstrata.
+
+// Makes sure the local directory `path` is safe for this process (the
+// agent, often root) to write, rename and delete in, before anything is
+// written there, and returns the job's group (the directory's group: the
+// training processes', who write their steps into it and open the sync map).
+// Refused, with how to fix it: a `path` that is a symbolic link or not a
+// directory, that another user owns or others may write, or that has an
+// ancestor another user owns or may write without the sticky bit (each of
+// these lets another local user swap what the agent writes through); an
+// agent directory (.strata-agent) that is a link, another user's, or
+// writable by its group or others. A missing `path` (its parent must exist)
+// or agent directory is created. The agent directory is then made mode
+// 0750 with the job's group, through its descriptor.
+StatusOr<gid_t> SecureLocalDir(const std::string& path);
 
 // The client's local directory, its files read and written through `env`.
 // Not thread-safe by itself: the agent's run loop owns the directory, and

@@ -7,6 +7,7 @@
 #include "agent/node/maintenance.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <thread>
@@ -43,9 +44,9 @@ class MaintenanceEventTest : public ::testing::Test {
     };
     sh.coordinator = [](const ReplicatorConfig&) { return std::optional<Endpoint>(); };
     sh.stopping = [] { return false; };
-    auto sync =
-        OnDemandSync::Open(dir_.Sub("sync.map"), testing::PskTrust("secret-0123456789abcdef"),
-                           SteadyClock::Real(), std::move(sh));
+    auto sync = OnDemandSync::Open(dir_.Sub("sync.map"), ::getegid(),
+                                   testing::PskTrust("secret-0123456789abcdef"),
+                                   SteadyClock::Real(), std::move(sh));
     ASSERT_TRUE(sync.ok()) << sync.status().ToString();
     sync_ = std::move(*sync);
     auto ranks = SyncMap::Open(dir_.Sub("sync.map"));  // as the ranks map it
@@ -189,6 +190,29 @@ TEST_F(MaintenanceEventTest, ADrainLastsWhileRanksRemain) {
   rank->Wait(5s);
   EXPECT_TRUE(testing::WaitUntil([&] { return maintenance_->DrainOver(second); }));
   EXPECT_TRUE(maintenance_->DrainOver(SteadyClock::Real()->Now()));  // the deadline passed
+}
+
+// The sync map names processes by pid, and anyone who can write it can name
+// any pid. Only the job's own ranks (its group) are signalled: another
+// user's process, pid 1 and the agent itself are never, nor counted.
+TEST_F(MaintenanceEventTest, ALocalUsersPidInTheSyncMapIsNeverSignalled) {
+  std::string why;
+  auto user = testing::UnprivilegedUser(&why);
+  if (!user) GTEST_SKIP() << why;
+  testing::Child other(user->Command({"/bin/sh", "-c", "echo ready; exec sleep 600"}));
+  ASSERT_TRUE(other.WaitForOutput("ready"));
+  ASSERT_TRUE(rank_map_.Claim(other.pid()).ok());
+  ASSERT_TRUE(rank_map_.Claim(1).ok());
+  ASSERT_TRUE(rank_map_.Claim(::getpid()).ok());
+  auto rank = Rank(false);
+  EXPECT_EQ(sync_->LiveRanks().size(), 1u);
+  auto event = maintenance_->Handle(Request(10s, false));
+  ASSERT_TRUE(event.ok()) << event.status().ToString();
+  EXPECT_EQ(event->ranks, 1);
+  EXPECT_EQ(event->ranks_killed, 0);
+  EXPECT_EQ(rank->Wait(5s), 128 + SIGTERM);
+  EXPECT_TRUE(ProcessAlive(other.pid()));
+  EXPECT_FALSE(other.Exited());
 }
 
 }  // namespace

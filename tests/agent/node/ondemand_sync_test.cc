@@ -36,14 +36,19 @@ class OnDemandSyncTest : public ::testing::Test {
     hooks.coordinator = [](const ReplicatorConfig&) { return std::optional<Endpoint>(); };
     hooks.stopping = [] { return false; };
     auto sync =
-        OnDemandSync::Open(dir_.Sub("sync.map"), testing::PskTrust("secret-0123456789abcdef"),
-                           &clock_, std::move(hooks));
+        OnDemandSync::Open(dir_.Sub("sync.map"), ::getegid(),
+                           testing::PskTrust("secret-0123456789abcdef"), &clock_, std::move(hooks));
     ASSERT_TRUE(sync.ok()) << sync.status().ToString();
     sync_ = std::move(*sync);
     auto rank_map = SyncMap::Open(dir_.Sub("sync.map"));  // the rank's own mapping
     ASSERT_TRUE(rank_map.ok()) << rank_map.status().ToString();
     rank_map_ = std::move(*rank_map);
-    auto slot = rank_map_.Claim(::getpid());
+    // The rank: a process of the job's group (never the agent's own pid,
+    // which the agent never counts as a rank); the test writes its slot.
+    rank_ = std::make_unique<testing::Child>(
+        std::vector<std::string>{"/bin/sh", "-c", "echo ready; exec sleep 600"});
+    ASSERT_TRUE(rank_->WaitForOutput("ready"));
+    auto slot = rank_map_.Claim(rank_->pid());
     ASSERT_TRUE(slot.ok()) << slot.status().ToString();
     slot_ = *slot;
     job_.config.job_name = "job1";
@@ -69,6 +74,7 @@ class OnDemandSyncTest : public ::testing::Test {
   ManualClock clock_;
   std::unique_ptr<OnDemandSync> sync_;
   SyncMap rank_map_;
+  std::unique_ptr<testing::Child> rank_;
   int slot_ = -1;
   OnDemandSync::Job job_;
   std::mutex mu_;
@@ -99,7 +105,7 @@ TEST_F(OnDemandSyncTest, ARanksNoticeIsToldAndRetriedUntilHeard) {
   EXPECT_EQ(n.value("op", ""), "notice");
   EXPECT_EQ(n.value("node", -1), 2);
   EXPECT_EQ(n.value("step", int64_t{-1}), 41);
-  EXPECT_EQ(n.value("origin", ""), "SIGTERM to rank pid " + std::to_string(::getpid()));
+  EXPECT_EQ(n.value("origin", ""), "SIGTERM to rank pid " + std::to_string(rank_->pid()));
   std::this_thread::sleep_for(300ms);
   EXPECT_EQ(Notices().size(), 1u);  // the clock has not moved
   clock_.Advance(1s);

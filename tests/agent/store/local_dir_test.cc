@@ -2,10 +2,13 @@
 //
 // LocalDir, the protocol's files in the client's directory: what cleanup
 // removes and keeps, which step directories count as committed, the markers
-// a client matches, and what a power cut leaves of replicator.prerestore.
+// a client matches, and what a power cut leaves of replicator.prerestore;
+// which local directories the agent refuses to act in.
 #include "agent/store/local_dir.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <set>
@@ -92,6 +95,94 @@ TEST(LocalDirTest, APowerCutLeavesTheOldOrTheNewPrerestoreNeverAPart) {
       EXPECT_TRUE(*text == before || *text == after) << *text;
     }
   }
+}
+
+struct stat Stat(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(::lstat(path.c_str(), &st), 0) << path;
+  return st;
+}
+
+// A fresh path is made the agent's, and so is its agent directory: 0750,
+// with the local directory's group (the job's).
+TEST(SecureLocalDirTest, AFreshDirectoryIsMadeTheAgents) {
+  testing::ScratchDir d("secure-fresh");
+  const std::string local = d.Sub("local");
+  StatusOr<gid_t> group = SecureLocalDir(local);
+  ASSERT_TRUE(group.ok()) << group.status().ToString();
+  EXPECT_EQ(*group, Stat(local).st_gid);
+  const std::string agent = local + "/" + std::string(kAgentDirName);
+  EXPECT_EQ(Stat(agent).st_uid, ::geteuid());
+  EXPECT_EQ(Stat(agent).st_mode & 07777, 0750u);
+  ASSERT_EQ(::chmod(agent.c_str(), 0755), 0);  // made by an older release
+  ASSERT_TRUE(SecureLocalDir(local).ok());
+  EXPECT_EQ(Stat(agent).st_mode & 07777, 0750u);
+}
+
+// A link planted as the local directory (or as its agent directory) would
+// steer every write of the agent: refused, and nothing is written where it
+// points.
+TEST(SecureLocalDirTest, APlantedLinkIsRefusedAndNothingIsWrittenThrough) {
+  testing::ScratchDir d("secure-link");
+  const std::string target = d.Sub("elsewhere"), local = d.Sub("local");
+  fs::create_directories(target);
+  ASSERT_EQ(::symlink(target.c_str(), local.c_str()), 0);
+  StatusOr<gid_t> s = SecureLocalDir(local);
+  EXPECT_EQ(s.status().code(), StatusCode::kFailedPrecondition) << s.status().ToString();
+  EXPECT_NE(s.status().message().find(local + " is a symbolic link"), std::string::npos)
+      << s.status().ToString();
+  EXPECT_TRUE(Entries(target).empty());
+
+  const std::string real = d.Sub("real");
+  fs::create_directories(real);
+  ASSERT_EQ(::symlink(target.c_str(), (real + "/" + std::string(kAgentDirName)).c_str()), 0);
+  s = SecureLocalDir(real);
+  EXPECT_EQ(s.status().code(), StatusCode::kFailedPrecondition) << s.status().ToString();
+  EXPECT_NE(s.status().message().find("rm -rf"), std::string::npos) << s.status().ToString();
+  EXPECT_TRUE(Entries(target).empty());
+}
+
+TEST(SecureLocalDirTest, ADirectoryEveryoneMayWriteIsRefused) {
+  testing::ScratchDir d("secure-mode");
+  const std::string local = d.Sub("local");
+  fs::create_directories(local);
+  ASSERT_EQ(::chmod(local.c_str(), 0777), 0);
+  StatusOr<gid_t> s = SecureLocalDir(local);
+  EXPECT_EQ(s.status().code(), StatusCode::kFailedPrecondition) << s.status().ToString();
+  EXPECT_NE(s.status().message().find("writable by every user (mode 0777)"), std::string::npos)
+      << s.status().ToString();
+  EXPECT_NE(s.status().message().find("chmod o-w " + local), std::string::npos);
+  EXPECT_TRUE(Entries(local).empty());
+  ASSERT_EQ(::chmod(local.c_str(), 02770), 0);  // the job's group may write, no one else
+  EXPECT_TRUE(SecureLocalDir(local).ok());
+
+  // Its parent: others could rename it away and put theirs in its place.
+  const std::string parent = d.Sub("open"), inner = parent + "/local";
+  fs::create_directories(inner);
+  ASSERT_EQ(::chmod(parent.c_str(), 0777), 0);
+  s = SecureLocalDir(inner);
+  EXPECT_EQ(s.status().code(), StatusCode::kFailedPrecondition) << s.status().ToString();
+  EXPECT_NE(s.status().message().find("lies in " + parent), std::string::npos)
+      << s.status().ToString();
+  ASSERT_EQ(::chmod(parent.c_str(), 01777), 0);  // sticky, as /tmp and /dev/shm
+  EXPECT_TRUE(SecureLocalDir(inner).ok());
+}
+
+TEST(SecureLocalDirTest, AnotherUsersDirectoryIsRefused) {
+  std::string why;
+  auto user = testing::UnprivilegedUser(&why);
+  if (!user) GTEST_SKIP() << why;
+  testing::ScratchDir d("secure-owner");
+  const std::string local = d.Sub("local");
+  fs::create_directories(local);
+  ASSERT_EQ(::chown(local.c_str(), user->uid, user->gid), 0);
+  StatusOr<gid_t> s = SecureLocalDir(local);
+  EXPECT_EQ(s.status().code(), StatusCode::kFailedPrecondition) << s.status().ToString();
+  EXPECT_NE(s.status().message().find("belongs to uid " + std::to_string(user->uid)),
+            std::string::npos)
+      << s.status().ToString();
+  EXPECT_NE(s.status().message().find("install -d"), std::string::npos);
+  EXPECT_TRUE(Entries(local).empty());
 }
 
 }  // namespace
