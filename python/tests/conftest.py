@@ -170,7 +170,8 @@ class Agents:
         self.root = root
         self.ports = free_ports(nodes)
         self.secret = root / "secret"
-        self.secret.write_text("python-tests-secret\n")
+        self.secret.write_text("python-tests-%s\n" % os.urandom(16).hex())
+        self.secret.chmod(0o600)
         self.procs = [None] * nodes
         # More arguments for every agent; "{node}" is its rank, "{metrics}" a
         # port of its own (for --metrics 127.0.0.1:{metrics}).

@@ -26,7 +26,8 @@ Agent::Agent(AgentConfig config, net::Trust trust, Env* env, SteadyClock* clock)
       pool_(ThreadPool::DefaultThreads() - 1) {}
 
 StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config, Env* env, SteadyClock* clock) {
-  STRATA_ASSIGN_OR_RETURN(net::Trust trust, net::MakeTrust(config.secret, config.tls));
+  STRATA_ASSIGN_OR_RETURN(net::Trust trust,
+                          net::MakeTrust(config.secret, config.tls, config.job_name));
   if (!trust.encrypted()) {
     Log()->warn(
         "TLS is off (tls: off): connections between agents are not encrypted, and anyone on "

@@ -23,6 +23,8 @@ void AddAgentAddressOptions(CLI::App* cmd, AgentAddress* a) {
 void AddClientAuthOptions(CLI::App* cmd, ClientAuth* a) {
   cmd->add_option("--secret-file", a->secret_file,
                   "File holding the job's shared secret (or STRATA_SECRET_FILE / STRATA_SECRET)");
+  cmd->add_option("--job-name", a->job_name,
+                  "The job's name as its agents were given it (job-name; or STRATA_JOB_NAME)");
   cmd->add_option("--tls", a->tls,
                   "How the agents protect connections: psk (default), certificates or off (or "
                   "STRATA_TLS); as the agents were started");
@@ -46,6 +48,7 @@ std::string FlagOrEnv(const std::string& flag, const char* var) {
 
 StatusOr<net::Trust> ClientTrust(const ClientAuth& a) {
   STRATA_ASSIGN_OR_RETURN(std::string secret, ClientSecret(a.secret_file));
+  STRATA_RETURN_IF_ERROR(net::CheckSecret(secret, "the job's secret"));
   net::TlsOptions tls;
   const std::string mode = FlagOrEnv(a.tls, "STRATA_TLS");
   if (!mode.empty()) {
@@ -56,7 +59,7 @@ StatusOr<net::Trust> ClientTrust(const ClientAuth& a) {
   tls.cert_file = FlagOrEnv(a.tls_cert_file, "STRATA_TLS_CERT_FILE");
   tls.key_file = FlagOrEnv(a.tls_key_file, "STRATA_TLS_KEY_FILE");
   tls.ca_file = FlagOrEnv(a.tls_ca_file, "STRATA_TLS_CA_FILE");
-  return net::MakeTrust(std::move(secret), tls);
+  return net::MakeTrust(std::move(secret), tls, FlagOrEnv(a.job_name, "STRATA_JOB_NAME"));
 }
 
 StatusOr<std::string> ClientSecret(const std::string& secret_file) {

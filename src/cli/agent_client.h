@@ -27,9 +27,11 @@ struct ClientAuth {
   std::string secret_file;  // else STRATA_SECRET_FILE, else STRATA_SECRET
   std::string tls;          // psk, certificates or off; else STRATA_TLS, else psk
   std::string tls_cert_file, tls_key_file, tls_ca_file;  // else STRATA_TLS_*_FILE
+  std::string job_name;  // else STRATA_JOB_NAME: salts the key, as the agents' job-name
 };
 
-// Adds --secret-file, --tls, --tls-cert-file, --tls-key-file, --tls-ca-file.
+// Adds --secret-file, --job-name, --tls, --tls-cert-file, --tls-key-file,
+// --tls-ca-file.
 void AddClientAuthOptions(CLI::App* cmd, ClientAuth* a);
 
 // The secret for talking to agents: --secret-file, STRATA_SECRET_FILE or

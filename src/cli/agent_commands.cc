@@ -155,6 +155,9 @@ void RegisterAgentCommands(CLI::App& app, Context& ctx) {
   opt("--redundancy", flags->redundancy,
       "The peer tier when replicator.yaml names none: copies (default), xor, xor(N) or "
       "rs(K,M) (docs/agent-design.md, \"Coded redundancy\")");
+  opt("--job-name", flags->job_name,
+      "The name every agent and client of the job gives: salts the key derived from the "
+      "secret, binding it to this job (or STRATA_JOB_NAME; default: none)");
   opt("--failure-domain", flags->failure_domain,
       "This node's rack or other failure domain; coded groups spread over domains");
   opt("--tls", flags->tls,

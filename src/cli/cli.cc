@@ -32,6 +32,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   RegisterMaintenanceCommands(app, ctx);
   RegisterPlanCommand(app, ctx);
   RegisterGoodputCommand(app, ctx);
+  RegisterSecretCommands(app, ctx);
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 parses a reversed vector
   try {

@@ -39,6 +39,7 @@ void RegisterRunCommand(CLI::App& app, Context& ctx);
 void RegisterMaintenanceCommands(CLI::App& app, Context& ctx);
 void RegisterPlanCommand(CLI::App& app, Context& ctx);
 void RegisterGoodputCommand(CLI::App& app, Context& ctx);
+void RegisterSecretCommands(CLI::App& app, Context& ctx);
 
 // "64.0 MiB"
 std::string HumanBytes(uint64_t bytes);

@@ -14,6 +14,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "net/job_key.h"
+
 namespace strata::net {
 namespace {
 
@@ -180,8 +182,8 @@ int FindPsk(SSL* ssl, const unsigned char* id, size_t id_len, SSL_SESSION** sess
   return 1;
 }
 
-// HMAC-SHA256(secret, kPskLabel): the job's secret is a password-grade
-// string of any length; the PSK is 32 uniform bytes.
+// HMAC-SHA256(key, kPskLabel), of the job's key (scrypt of its secret,
+// MakeTrust): a key for TLS alone, apart from the handshake's.
 StatusOr<std::string> DerivePsk(std::string_view secret) {
   unsigned char out[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
@@ -414,18 +416,19 @@ std::string Trust::Describe() const {
   return "TLS 1.3 (" + std::string(TlsModeName(tls->mode())) + ")";
 }
 
-StatusOr<Trust> MakeTrust(std::string secret, const TlsOptions& options) {
+StatusOr<Trust> MakeTrust(std::string secret, const TlsOptions& options, std::string_view job) {
   const bool files =
       !(options.cert_file.empty() && options.key_file.empty() && options.ca_file.empty());
   if (files && options.mode != TlsMode::kCertificates) {
     return InvalidArgumentError(
         "tls-cert-file, tls-key-file and tls-ca-file apply only to TLS mode certificates");
   }
+  if (secret.empty()) return InvalidArgumentError("the job's secret is empty");
   Trust trust;
+  STRATA_ASSIGN_OR_RETURN(trust.secret, DeriveJobKey(secret, job));
   if (options.mode != TlsMode::kOff) {
-    STRATA_ASSIGN_OR_RETURN(trust.tls, TlsContext::Create(options, secret));
+    STRATA_ASSIGN_OR_RETURN(trust.tls, TlsContext::Create(options, trust.secret));
   }
-  trust.secret = std::move(secret);
   return trust;
 }
 

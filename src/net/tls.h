@@ -6,7 +6,9 @@
 // Both sides authenticate, in one of two ways:
 //
 //   kPsk           (the default) an external pre-shared key derived from the
-//                  job's secret, HMAC-SHA256(secret, "strata tls 1.3 psk"),
+//                  job's key (net/job_key.h: scrypt of the job's secret,
+//                  salted with the job's name), HMAC-SHA256(key, "strata tls
+//                  1.3 psk"),
 //                  with an ephemeral (EC)DHE exchange on top (psk_dhe_ke), so
 //                  a recorded session stays secret even if the job's secret
 //                  leaks later. No certificates to manage.
@@ -132,9 +134,12 @@ class TlsStream {
 };
 
 // What a connection between agents proves and how it is protected: the
-// job's secret (the HMAC handshake, and the PSK in kPsk mode) and the TLS
+// job's key (the HMAC handshake, and the PSK in kPsk mode) and the TLS
 // context (null: plaintext). Copies share the context.
 struct Trust {
+  // What the handshake is keyed by: the job's key from MakeTrust (never the
+  // secret itself, which is only ever an input to scrypt), or for a test,
+  // any string both ends share.
   std::string secret;
   std::shared_ptr<const TlsContext> tls;
 
@@ -143,8 +148,9 @@ struct Trust {
   std::string Describe() const;
 };
 
-// The trust of a job: `secret` and TLS as `options` say.
-StatusOr<Trust> MakeTrust(std::string secret, const TlsOptions& options);
+// The trust of a job: the key of `secret` for `job` (DeriveJobKey; "" when
+// the agents name no job) and TLS as `options` say.
+StatusOr<Trust> MakeTrust(std::string secret, const TlsOptions& options, std::string_view job = "");
 
 }  // namespace strata::net
 

@@ -10,6 +10,7 @@
 
 #include "cli_runner.h"
 #include "format/naming.h"
+#include "net/job_key.h"
 #include "strata/checkpointer.h"
 #include "test_util.h"
 
@@ -43,6 +44,17 @@ TEST(CliTest, VersionAndHelp) {
   r = Cli({"verify", "--help"});
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("--step"), std::string::npos);
+}
+
+// `strata secret new`: 32 random bytes, base64, one line; a new one each
+// time, and one the agents accept.
+TEST(CliTest, SecretNewMakesAStrongSecret) {
+  auto a = Cli({"secret", "new"}), b = Cli({"secret", "new"});
+  ASSERT_EQ(a.code, 0) << a.err;
+  ASSERT_EQ(a.out.size(), 45u) << a.out;
+  EXPECT_EQ(a.out.back(), '\n');
+  EXPECT_NE(a.out, b.out);
+  EXPECT_TRUE(net::CheckSecret(a.out.substr(0, 44), "strata secret new").ok());
 }
 
 TEST(CliTest, BadUsageExitsTwo) {

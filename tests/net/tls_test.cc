@@ -17,6 +17,7 @@
 
 #include "net/auth.h"
 #include "net/frame.h"
+#include "net/job_key.h"
 #include "net/socket.h"
 #include "test_pki.h"
 #include "test_util.h"
@@ -158,6 +159,31 @@ TEST_F(TlsTest, AnotherSecretFailsTheTlsHandshakeOnBothSides) {
   EXPECT_FALSE(e.server_id.ok());
   EXPECT_EQ(e.server_id.status().code(), StatusCode::kPermissionDenied)
       << e.server_id.status().ToString();
+}
+
+// The key is bound to the job: one secret under two job names keys two
+// jobs that cannot talk (a guess at a secret, or a secret reused, serves one
+// job only). The secret itself never keys a connection.
+TEST_F(TlsTest, TheKeyIsBoundToTheJob) {
+  StatusOr<Trust> a = MakeTrust(kSecret, TlsOptions{}, "llama");
+  StatusOr<Trust> b = MakeTrust(kSecret, TlsOptions{}, "gemma");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->secret.size(), kJobKeyBytes);
+  EXPECT_NE(a->secret, b->secret);
+  EXPECT_NE(a->secret, kSecret);
+  EXPECT_EQ(MakeTrust(kSecret, TlsOptions{}, "llama")->secret, a->secret);
+  Ends other = Secure(*a, *b);
+  EXPECT_EQ(other.client_status.code(), StatusCode::kPermissionDenied)
+      << other.client_status.ToString();
+  TlsOptions off;
+  off.mode = TlsMode::kOff;  // the handshake inside is keyed alike
+  StatusOr<Trust> a_plain = MakeTrust(kSecret, off, "llama");
+  StatusOr<Trust> b_plain = MakeTrust(kSecret, off, "gemma");
+  Ends plain = Secure(*a_plain, *b_plain);
+  EXPECT_EQ(plain.client_status.code(), StatusCode::kPermissionDenied)
+      << plain.client_status.ToString();
+  Ends same = Secure(*a, *MakeTrust(kSecret, TlsOptions{}, "llama"));
+  EXPECT_TRUE(same.client_status.ok()) << same.client_status.ToString();
 }
 
 // Agents of one job started with different --tls settings fail with an

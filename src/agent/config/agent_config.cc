@@ -56,7 +56,8 @@ constexpr std::string_view kAgentFileKeys[] = {"local-dir",
                                                "tls",
                                                "tls-cert-file",
                                                "tls-key-file",
-                                               "tls-ca-file"};
+                                               "tls-ca-file",
+                                               "job-name"};
 
 constexpr std::pair<std::string_view, std::string_view> kAgentEnv[] = {
     {"local-dir", "STRATA_LOCAL_DIR"},
@@ -76,6 +77,7 @@ constexpr std::pair<std::string_view, std::string_view> kAgentEnv[] = {
     {"tls-cert-file", "STRATA_TLS_CERT_FILE"},
     {"tls-key-file", "STRATA_TLS_KEY_FILE"},
     {"tls-ca-file", "STRATA_TLS_CA_FILE"},
+    {"job-name", "STRATA_JOB_NAME"},
 };
 
 StatusOr<Settings> FileSettings(const std::string& path, const ReadFileFn& read_file) {
@@ -138,6 +140,7 @@ Settings FlagSettings(const AgentFlags& flags) {
   put("metrics", flags.metrics);
   put("redundancy", flags.redundancy);
   put("failure-domain", flags.failure_domain);
+  put("job-name", flags.job_name);
   put("tls", flags.tls);
   put("tls-cert-file", flags.tls_cert_file);
   put("tls-key-file", flags.tls_key_file);
@@ -222,12 +225,22 @@ StatusOr<std::string> LoadSecret(const Settings& settings, const ReadFileFn& rea
     return InvalidArgumentError(
         "no secret: pass --secret-file FILE or set STRATA_SECRET or STRATA_SECRET_FILE");
   }
-  if (secret.size() < kMinSecretBytes) {
-    return InvalidArgumentError(from->origin + ": the secret is " + std::to_string(secret.size()) +
-                                " bytes; at least " + std::to_string(kMinSecretBytes) +
-                                " are required");
-  }
+  STRATA_RETURN_IF_ERROR(net::CheckSecret(secret, from->origin));
   return secret;
+}
+
+Status BuildJobName(const Settings& settings, AgentConfig* c) {
+  const Setting* s = FindSetting(settings, "job-name");
+  if (s == nullptr) return Status::Ok();
+  const bool ok =
+      !s->value.empty() && s->value.size() <= kMaxJobNameBytes &&
+      std::all_of(s->value.begin(), s->value.end(), [](char ch) { return ch > 0x20 && ch < 0x7f; });
+  if (!ok) {
+    return InvalidArgumentError(s->origin + ": " + Quote(s->value) +
+                                " is not 1..128 printable bytes without spaces");
+  }
+  c->job_name = s->value;
+  return Status::Ok();
 }
 
 Status BuildLimits(const Settings& settings, AgentConfig* c) {
@@ -355,6 +368,7 @@ StatusOr<AgentConfig> BuildAgentConfig(const Settings& settings, const ReadFileF
   STRATA_RETURN_IF_ERROR(BuildBackup(settings, &c));
   STRATA_RETURN_IF_ERROR(BuildPeerTier(settings, &c));
   STRATA_RETURN_IF_ERROR(BuildTls(settings, &c));
+  STRATA_RETURN_IF_ERROR(BuildJobName(settings, &c));
   return c;
 }
 

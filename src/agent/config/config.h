@@ -26,6 +26,7 @@
 
 #include "ec/redundancy.h"
 #include "net/endpoint.h"
+#include "net/job_key.h"
 #include "net/tls.h"
 #include "strata/status.h"
 #include "wire/vocabulary.h"
@@ -140,10 +141,17 @@ struct AgentConfig {
   // The rank-0 agent's coordination address. Default: unset (then taken from
   // replicator.yaml's master / master-port, or this agent is rank 0).
   std::optional<Endpoint> coordinator;
-  // The job's shared secret, at least kMinSecretBytes. Required: from
-  // --secret-file FILE, STRATA_SECRET, STRATA_SECRET_FILE or `secret-file:`.
-  // One trailing newline of a secret file is stripped. Never logged.
+  // The job's shared secret, at least kMinSecretBytes and random enough
+  // (net::CheckSecret). Required: from --secret-file FILE, STRATA_SECRET,
+  // STRATA_SECRET_FILE or `secret-file:`; a file others may read is
+  // refused. One trailing newline of a secret file is stripped. Never
+  // logged.
   std::string secret;
+  // The name the job's agents and clients share: it salts the key derived
+  // from the secret (net/job_key.h), so the key, and any guess at the
+  // secret, serves this job only. Every agent and client of the job gives
+  // the same. 1..128 printable bytes. Default "" (a fixed salt).
+  std::string job_name;
   // trace, debug, info, warn, error, critical or off. Default "info".
   std::string log_level = "info";
   // This node's rank (its JAX process index): written to jax-init-info.txt
@@ -199,7 +207,7 @@ inline constexpr int kDefaultJaxCoordinatorPort = 8476;
 // The JAX coordination address `c` writes into jax-init-info.txt.
 Endpoint JaxCoordinator(const AgentConfig& c);
 
-inline constexpr size_t kMinSecretBytes = 16;
+inline constexpr size_t kMinSecretBytes = net::kMinSecretBytes;
 
 // The secret in a secret file's text: one trailing newline ("\n" or
 // "\r\n") stripped. The agent and the client commands read files alike.
@@ -229,6 +237,7 @@ struct AgentFlags {
   std::optional<std::string> metrics;              // --metrics HOST:PORT
   std::optional<std::string> redundancy;           // --redundancy copies|xor(N)|rs(K,M)
   std::optional<std::string> failure_domain;       // --failure-domain NAME
+  std::optional<std::string> job_name;             // --job-name NAME
   std::optional<std::string> tls;                  // --tls psk|certificates|off
   std::optional<std::string> tls_cert_file;        // --tls-cert-file PEM
   std::optional<std::string> tls_key_file;         // --tls-key-file PEM
@@ -241,12 +250,14 @@ struct AgentFlags {
 //      data-streams, max-message-bytes, backup, backup-interval-steps,
 //      backup-interval-minutes, backup-bandwidth, restore-backup,
 //      grace-seconds, metrics, redundancy, failure-domain, tls,
-//      tls-cert-file, tls-key-file, tls-ca-file; unknown keys are errors);
+//      tls-cert-file, tls-key-file, tls-ca-file, job-name; unknown keys are
+//      errors);
 //   2. the environment: STRATA_LOCAL_DIR, STRATA_LISTEN, STRATA_ADVERTISE,
 //      STRATA_COORDINATOR, STRATA_JAX_COORDINATOR, STRATA_NODE_RANK,
 //      STRATA_SECRET, STRATA_SECRET_FILE, STRATA_LOG_LEVEL, STRATA_BACKUP,
 //      STRATA_METRICS, STRATA_REDUNDANCY, STRATA_FAILURE_DOMAIN, STRATA_TLS,
-//      STRATA_TLS_CERT_FILE, STRATA_TLS_KEY_FILE, STRATA_TLS_CA_FILE;
+//      STRATA_TLS_CERT_FILE, STRATA_TLS_KEY_FILE, STRATA_TLS_CA_FILE,
+//      STRATA_JOB_NAME;
 //   3. the flags.
 // A secret given inline (STRATA_SECRET) or as a file at a higher level
 // replaces either form at a lower level; both forms at one level is an error.

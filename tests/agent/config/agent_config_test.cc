@@ -136,7 +136,8 @@ TEST(AgentConfigTest, IntegerFlagsBeatFile) {
 }
 
 TEST(AgentConfigTest, SecretPrecedence) {
-  std::string file_secret(20, 'f'), env_secret(20, 'e'), flag_secret(20, 'g');
+  std::string file_secret = "file-secret-0123456789", env_secret = "env-secret-0123456789",
+              flag_secret = "flag-secret-0123456789";
   Files files = {{"/cfg", "local-dir: /l\nsecret-file: /file-secret\n"},
                  {"/file-secret", file_secret},
                  {"/flag-secret", flag_secret + "\n"}};
@@ -176,6 +177,27 @@ TEST(AgentConfigTest, SecretErrors) {
       Resolve(flags, {{"STRATA_SECRET", std::string(kSecret)}, {"STRATA_SECRET_FILE", "/s"}})
           .status(),
       StatusCode::kInvalidArgument, {"STRATA_SECRET and STRATA_SECRET_FILE are both set"});
+}
+
+// A secret a person makes up is often guessable; one captured handshake lets
+// anyone test guesses offline. Too little randomness is refused, with how
+// to make a good one; a made one passes.
+TEST(AgentConfigTest, AWeakSecretIsRefused) {
+  AgentFlags flags = MinimalFlags();
+  flags.secret_file.reset();
+  for (const char* weak : {"aaaaaaaaaaaaaaaaaaaaaaaa", "abababababababababababab",
+                           "passwordpassword", "1111111122222222"}) {
+    Status s = Resolve(flags, {{"STRATA_SECRET", weak}}).status();
+    ExpectError(s, StatusCode::kInvalidArgument,
+                {"STRATA_SECRET: the secret is too weak", "strata secret new"});
+    EXPECT_EQ(s.message().find(weak), std::string::npos) << s.message();  // never repeated
+  }
+  StatusOr<std::string> made = net::NewSecret();
+  ASSERT_TRUE(made.ok());
+  EXPECT_EQ(made->size(), 44u);  // 32 bytes, base64
+  StatusOr<AgentConfig> c = Resolve(flags, {{"STRATA_SECRET", *made}});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_NE(*net::NewSecret(), *made);
 }
 
 TEST(AgentConfigTest, OnlyOneTrailingNewlineIsStrippedFromSecretFile) {
