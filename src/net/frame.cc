@@ -1,6 +1,7 @@
 // Copyright 2026 The Strata Authors.
 #include "net/frame.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iterator>
 #include <limits>
@@ -131,9 +132,13 @@ StatusOr<Frame> RecvFrame(Socket& socket, uint32_t max_payload, Deadline deadlin
   Frame frame;
   uint32_t length = 0;
   STRATA_RETURN_IF_ERROR(ParseFrameHeader(header, max_payload, socket.peer(), &frame, &length));
-  frame.payload.resize(length);
-  Status s = socket.RecvAll(frame.payload.data(), length, deadline);
-  if (!s.ok()) return s.WithContext("payload of a type " + std::to_string(frame.type) + " frame");
+  while (frame.payload.size() < length) {
+    const size_t have = frame.payload.size();
+    const size_t grow = std::min<size_t>(length - have, std::max(kPayloadChunk, have));
+    frame.payload.resize(have + grow);
+    Status s = socket.RecvAll(frame.payload.data() + have, grow, deadline);
+    if (!s.ok()) return s.WithContext("payload of a type " + std::to_string(frame.type) + " frame");
+  }
   return frame;
 }
 

@@ -32,11 +32,12 @@ inline constexpr size_t kFrameHeaderSize = 16;
 // Types 1..15 are reserved for the connection handshake (auth.h); the agent's
 // own messages use kFirstAgentFrameType and up.
 enum FrameType : uint16_t {
-  kFrameHello = 1,      // client -> server: version, nonce, client id
-  kFrameChallenge = 2,  // server -> client: nonce, server proof
-  kFrameProof = 3,      // client -> server: client proof
-  kFrameAuthOk = 4,     // server -> client: authenticated, empty payload
-  kFrameError = 5,      // either way: a human-readable reason, then close
+  kFrameHello = 1,       // client -> server: version, nonce, client id
+  kFrameChallenge = 2,   // server -> client: nonce, server proof
+  kFrameProof = 3,       // client -> server: client proof
+  kFrameAuthOk = 4,      // server -> client: authenticated, empty payload
+  kFrameError = 5,       // either way: a human-readable reason, then close
+  kFrameLocalHello = 6,  // local client -> server: version, client id (auth.h)
   kFirstAgentFrameType = 16,
 };
 
@@ -64,7 +65,12 @@ std::string EncodeFrame(uint16_t type, std::string_view payload, uint16_t flags 
 Status SendFrame(Socket& socket, uint16_t type, std::string_view payload, Deadline deadline,
                  uint16_t flags = 0);
 
-// Receives one frame whose payload is at most `max_payload` bytes. Rejects,
+// A payload's memory grows with the bytes that arrive, from this much,
+// doubling: never the whole declared length ahead of the bytes.
+inline constexpr size_t kPayloadChunk = 64 << 10;
+
+// Receives one frame whose payload is at most `max_payload` bytes (its
+// memory grows as its bytes arrive, kPayloadChunk). Rejects,
 // naming the peer, before reading or allocating any payload:
 //   INVALID_ARGUMENT  bad magic ("garbage from <peer>") or a payload larger
 //                     than max_payload;

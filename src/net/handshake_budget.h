@@ -50,6 +50,13 @@ class HandshakeBudget {
 // no port).
 std::string SourceAddress(std::string_view peer);
 
+// What the budget counts `peer` ("host:port" or "[v6]:port") by: its IPv4
+// address, or its IPv6 address's /64 ("2001:db8:1:2::/64"): one host, or one
+// site's subnet, has millions of IPv6 addresses but one /64, so its share
+// stays per_source however many it uses. An IPv4-mapped IPv6 address counts
+// as its IPv4 address.
+std::string BudgetSource(std::string_view peer);
+
 }  // namespace strata::net
 
 #endif  // STRATA_NET_HANDSHAKE_BUDGET_H_

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -656,6 +657,34 @@ TEST(HandshakeBudgetTest, SourceAddressDropsThePort) {
   EXPECT_EQ(net::SourceAddress("[fe80::1]:7701"), "fe80::1");
   EXPECT_EQ(net::SourceAddress("node7"), "node7");
   EXPECT_EQ(net::SourceAddress("fe80::1"), "fe80::1");
+}
+
+// IPv6 sources count by their /64; IPv4 ones (mapped or not) by address.
+TEST(HandshakeBudgetTest, AnIpv6SourceCountsByItsSlash64) {
+  EXPECT_EQ(net::BudgetSource("[2001:db8:1:2:aaaa:bbbb:cccc:dddd]:7701"), "2001:db8:1:2::/64");
+  EXPECT_EQ(net::BudgetSource("[2001:db8:1:2::1]:40000"), "2001:db8:1:2::/64");
+  EXPECT_EQ(net::BudgetSource("[2001:db8:1:3::1]:40000"), "2001:db8:1:3::/64");
+  EXPECT_EQ(net::BudgetSource("[::ffff:10.1.2.3]:7701"), "10.1.2.3");
+  EXPECT_EQ(net::BudgetSource("10.1.2.3:7701"), "10.1.2.3");
+  EXPECT_EQ(net::BudgetSource("[::1]:7701"), "::/64");
+}
+
+// 2,000 addresses of one /64 (one host can use millions) hold the share of
+// one source; the job's own peers still find slots.
+TEST(HandshakeBudgetTest, TwoThousandSourcesOfOneSlash64LeaveSlotsForThePeers) {
+  net::HandshakeBudget budget(1024, 8);
+  int granted = 0;
+  for (int i = 0; i < 2000; ++i) {
+    char peer[64];
+    std::snprintf(peer, sizeof peer, "[2001:db8:0:7:%x:%x::1]:%d", i / 256, i % 256, 40000 + i);
+    granted += budget.TryAcquire(net::BudgetSource(peer)) ? 1 : 0;
+  }
+  EXPECT_EQ(granted, 8);
+  for (int node = 0; node < 500; ++node) {
+    const std::string peer =
+        "10.0." + std::to_string(node / 250) + "." + std::to_string(node % 250 + 1) + ":7701";
+    EXPECT_TRUE(budget.TryAcquire(net::BudgetSource(peer))) << peer;
+  }
 }
 
 }  // namespace
