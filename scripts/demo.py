@@ -333,7 +333,9 @@ def record(name, saved, restored, before):
 
 def maintenance(node, lose_ram):
     offsets, before, t0 = log_offsets(), current_steps(), time.time()
-    args = ["maintenance", "--coordinator", address(0), "--node", str(node), "--grace", "60s"]
+    # As on the node: its agent's local socket (--lose-ram is served only there).
+    args = ["maintenance", "--agent", os.path.join(node_dir(node), ".strata-agent", "agent.sock"),
+            "--grace", "60s"]
     rc, out = strata(*(args + (["--lose-ram"] if lose_ram else [])))
     for line in out.strip().splitlines():
         note("| " + line)

@@ -187,6 +187,11 @@ class Agents:
     def address(self, node: int) -> str:
         return f"127.0.0.1:{self.ports[node]}"
 
+    def socket(self, node: int) -> str:
+        """The node's agent's local socket: how `strata` on the node reaches
+        it without the secret (`strata run` reports restarts only there)."""
+        return str(self.dir(node) / ".strata-agent" / "agent.sock")
+
     def log(self, node: int) -> str:
         return (self.root / f"agent{node}.log").read_text(errors="replace")
 

@@ -68,8 +68,7 @@ class Job:
         for node in range(NODES):
             with open(self.log(name, node), "w") as out:
                 p = subprocess.Popen(
-                    [STRATA_BIN, "run", "--agent", self.agents.address(node),
-                     "--secret-file", str(self.agents.secret), "--max-restarts", "2",
+                    [STRATA_BIN, "run", "--agent", self.agents.socket(node), "--max-restarts", "2",
                      "--backoff", "100ms,1s", "--grace", "30s", "--",
                      sys.executable, str(TRAINER), "--local-dir", str(self.agents.dir(node)),
                      "--job", name, "--steps", str(STEPS), "--save-interval",

@@ -46,6 +46,10 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config, Env* env, Stea
   STRATA_ASSIGN_OR_RETURN(
       a->listener_, net::Socket::Listen(a->config_.listen.host, a->config_.listen.port, SOMAXCONN));
   STRATA_ASSIGN_OR_RETURN(uint16_t port, a->listener_.LocalPort());
+  // The node's own callers: the agent's user and the job's group may connect.
+  STRATA_ASSIGN_OR_RETURN(
+      a->local_listener_,
+      net::Socket::ListenLocal(a->LocalSocketPath(), SOMAXCONN, 0660, a->job_group_));
   // Advertise the configured port, or the bound one when listening on port 0.
   uint16_t advertised = a->config_.listen.port == 0 ? port : a->config_.advertise.port;
   a->listen_ = Endpoint{a->config_.advertise.host, advertised};
@@ -187,6 +191,7 @@ void Agent::OnReplicatorYaml() {
     {
       MutexLock l(&mu_);
       holding_.reset();  // no later restore of this start lists what came
+      starting_.reset();
     }
     Log()->error("job {} node {}: {}", parsed->job_name, parsed->node_rank, s.message());
     client_->EndPendingStart().IgnoreError();  // first: a failed start is never resumed
@@ -233,6 +238,7 @@ Status Agent::Incarnate(const ReplicatorConfig& config) {
   maintenance_->AwaitOnDemandReplicated(config.job_name);
   {
     MutexLock l(&mu_);
+    starting_ = ShardHolder{config.job_name, config.node_rank};
     if (inc_) holding_ = ShardHolder{inc_->config.job_name, inc_->config.node_rank};
     if (holding_ && (holding_->job != config.job_name || holding_->rank != config.node_rank)) {
       holding_.reset();  // other parity rows from now on
@@ -264,6 +270,7 @@ Status Agent::Incarnate(const ReplicatorConfig& config) {
   MutexLock l(&mu_);
   inc_ = std::move(inc);
   holding_.reset();
+  starting_.reset();
   return Status::Ok();
 }
 

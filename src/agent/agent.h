@@ -159,6 +159,14 @@ class Agent {
   void CollectMetrics(std::vector<metrics::Sample>* out) const;
   void HandleControl(const json& request, Server::Reply reply);
   StatusOr<json> HandleLongCall(const json& request, net::Socket& socket);
+  // The Unix-domain socket of the node's own callers, and who may use it:
+  // root, the agent's user and the job's group (the local directory's).
+  std::string LocalSocketPath() const;
+  Status AuthorizeLocal(const net::LocalPeer& peer) const;
+  // A peer's step is taken only for the job this agent serves (or is
+  // starting, or held parity for until its current start) and never as
+  // this node's own step.
+  Status CheckPutStep(const wire::StepKey& key) const EXCLUDES(mu_);
   // The rank whose parity rows this agent holds for `job`, for one
   // put_shard: its start's, or, between two starts, the last one's
   // (holding_); none else. A call taken for the last start is counted for
@@ -197,6 +205,7 @@ class Agent {
   // calls at a time): N nodes cost it N connections, not N handshakes per call.
   RpcPool coordinator_link_{trust_};
   net::Socket listener_;
+  net::Socket local_listener_;  // <local>/.strata-agent/agent.sock
   Endpoint listen_;
   std::atomic<bool> stopping_{false};
   // Run's flags; threads started before Run read them, hence atomic.
@@ -224,10 +233,11 @@ class Agent {
     int rank = 0;
   };
   std::optional<ShardHolder> holding_ GUARDED_BY(mu_);
-  int holding_calls_ GUARDED_BY(mu_) = 0;  // put_shard calls taken through holding_
-  CondVar holding_drained_;                // holding_calls_ fell to 0
-  std::unique_ptr<NodeBackup> backup_;     // null without --backup
-  BackupRequests requests_;                // steps the client asked to back up
+  std::optional<ShardHolder> starting_ GUARDED_BY(mu_);  // the start Incarnate runs
+  int holding_calls_ GUARDED_BY(mu_) = 0;                // put_shard calls taken through holding_
+  CondVar holding_drained_;                              // holding_calls_ fell to 0
+  std::unique_ptr<NodeBackup> backup_;                   // null without --backup
+  BackupRequests requests_;                              // steps the client asked to back up
   std::unique_ptr<Replication> replication_;
   std::unique_ptr<Restore> restore_;
   std::unique_ptr<Server> server_;

@@ -4,6 +4,8 @@
 // calls (coordination, status, health, a step's index) on the server's
 // workers, long calls (step transfers, maintenance, quarantine) on threads
 // of their own with the connection's socket.
+#include <unistd.h>
+
 #include <functional>
 
 #include "agent/agent.h"
@@ -13,6 +15,7 @@
 #include "util/file_util.h"
 #include "util/hash.h"
 #include "util/logging.h"
+#include "util/process.h"
 #include "util/time_format.h"
 #include "wire/coded.h"
 #include "wire/data.h"
@@ -59,6 +62,7 @@ StatusOr<json> Agent::HandleLongCall(const json& request, net::Socket& socket) {
   switch (op) {
     case wire::Op::kPutStep: {
       STRATA_ASSIGN_OR_RETURN(wire::PutStepRequest r, wire::PutStepRequest::FromJson(request));
+      STRATA_RETURN_IF_ERROR(CheckPutStep(r.key));
       return replication_->HandlePutStep(r, socket);
     }
     case wire::Op::kPutFiles: {
@@ -127,9 +131,70 @@ void Agent::EndHolding() {
   }
 }
 
+namespace {
+
+// The calls only the node's own callers may make: they wipe or stop what the
+// job relies on (the RAM tier, a step it may restore), and no agent or
+// coordinator sends them over the network. Unparsable requests are refused
+// by their handler.
+bool LocalOnly(const json& request) {
+  StatusOr<wire::Op> op = wire::ParseOp(request);
+  if (!op.ok()) return false;
+  switch (*op) {
+    case wire::Op::kQuarantine:         // strata run --agent: a crash loop
+    case wire::Op::kSupervisorRestart:  // strata run --agent: a restart
+      return true;
+    case wire::Op::kMaintenance: {  // with --lose-ram: wipes the RAM tier
+      StatusOr<wire::MaintenanceRequest> r = wire::MaintenanceRequest::FromJson(request);
+      return r.ok() && r->lose_ram;
+    }
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+std::string Agent::LocalSocketPath() const {
+  return JoinPath(store_->root(), std::string(kAgentSocketName));
+}
+
+Status Agent::AuthorizeLocal(const net::LocalPeer& peer) const {
+  if (peer.uid == 0 || peer.uid == ::geteuid() || peer.gid == job_group_) return Status::Ok();
+  StatusOr<PinnedProcess> caller = PinnedProcess::Open(peer.pid);
+  if (caller.ok() && caller->credentials().RunsAs(peer.uid) &&
+      caller->credentials().InGroup(job_group_)) {
+    return Status::Ok();
+  }
+  return PermissionDeniedError("uid " + std::to_string(peer.uid) +
+                               " is neither the agent's user nor in the job's group " +
+                               std::to_string(job_group_));
+}
+
+Status Agent::CheckPutStep(const wire::StepKey& key) const {
+  MutexLock l(&mu_);
+  std::optional<ShardHolder> serving;
+  if (inc_) serving = ShardHolder{inc_->config.job_name, inc_->config.node_rank};
+  for (const auto& other : {starting_, holding_}) {
+    if (other && (!serving || serving->job != key.job)) serving = other;
+  }
+  if (!serving || serving->job != key.job) {  // not this job's (yet): the sender retries
+    return UnavailableError("this agent serves no incarnation of job " + key.job +
+                            ": a step of it is not taken");
+  }
+  if (key.rank == serving->rank) {
+    return PermissionDeniedError("a peer sent " + key.ToString() +
+                                 ", a step of this node's own rank: those come from its "
+                                 "trainer, never from the network");
+  }
+  return Status::Ok();
+}
+
 Status Agent::StartServer() {
   Server::Options options;
   options.trust = trust_;
+  options.authorize_local = [this](const net::LocalPeer& peer) { return AuthorizeLocal(peer); };
+  options.local_only = LocalOnly;
   options.workers = 4;
   options.max_request_bytes = static_cast<uint32_t>(config_.max_message_bytes);
   Server::Handlers handlers;
@@ -140,8 +205,8 @@ Status Agent::StartServer() {
   handlers.long_call = [this](const json& request, net::Socket& socket) {
     return HandleLongCall(request, socket);
   };
-  STRATA_ASSIGN_OR_RETURN(
-      server_, Server::Start(std::move(listener_), std::move(options), std::move(handlers)));
+  STRATA_ASSIGN_OR_RETURN(server_, Server::Start(std::move(listener_), std::move(options),
+                                                 std::move(handlers), std::move(local_listener_)));
   return Status::Ok();
 }
 

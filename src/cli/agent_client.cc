@@ -12,7 +12,9 @@
 namespace strata::cli {
 
 void AddAgentAddressOptions(CLI::App* cmd, AgentAddress* a) {
-  cmd->add_option("--agent", a->agent, "HOST:PORT of the node's agent (default 127.0.0.1:7701)");
+  cmd->add_option("--agent", a->agent,
+                  "The node's agent: its local socket on this node (LOCAL_DIR/.strata-agent/"
+                  "agent.sock; no secret needed), or HOST:PORT (default 127.0.0.1:7701)");
   cmd->add_option("--coordinator", a->coordinator,
                   "HOST:PORT of the job's coordinator; with --node, reach that node's agent");
   cmd->add_option("--node", a->node, "Node rank, with --coordinator");
@@ -66,6 +68,7 @@ StatusOr<std::string> ClientSecret(const std::string& secret_file) {
   std::string file = secret_file;
   if (file.empty() && std::getenv("STRATA_SECRET_FILE")) file = std::getenv("STRATA_SECRET_FILE");
   if (!file.empty()) {
+    STRATA_RETURN_IF_ERROR(CheckSecretFileMode(file));
     STRATA_ASSIGN_OR_RETURN(std::string text, DefaultReadFile()(file));
     return SecretFromFileText(std::move(text));
   }
@@ -73,12 +76,19 @@ StatusOr<std::string> ClientSecret(const std::string& secret_file) {
   return InvalidArgumentError("no secret: pass --secret-file or set STRATA_SECRET");
 }
 
+bool IsLocalAgent(const std::string& address) { return address.find('/') != std::string::npos; }
+
 StatusOr<nlohmann::json> CallAgent(const std::string& address, const ClientAuth& auth,
                                    const nlohmann::json& request, std::chrono::milliseconds timeout,
                                    const std::string& client_id) {
-  STRATA_ASSIGN_OR_RETURN(agent::Endpoint to, agent::ParseEndpoint(address));
-  STRATA_ASSIGN_OR_RETURN(net::Trust trust, ClientTrust(auth));
-  auto client = agent::RpcClient::Connect(to, trust, client_id);
+  StatusOr<agent::RpcClient> client = InternalError("not connected");
+  if (IsLocalAgent(address)) {
+    client = agent::RpcClient::ConnectLocal(address, client_id);
+  } else {
+    STRATA_ASSIGN_OR_RETURN(agent::Endpoint to, agent::ParseEndpoint(address));
+    STRATA_ASSIGN_OR_RETURN(net::Trust trust, ClientTrust(auth));
+    client = agent::RpcClient::Connect(to, trust, client_id);
+  }
   if (!client.ok()) return client.status().WithContext("agent at " + address);
   auto reply = client->Call(request, timeout);
   if (!reply.ok()) return reply.status().WithContext("agent at " + address);

@@ -1,8 +1,11 @@
 // Copyright 2026 The Strata Authors.
 //
 // How the client commands (status, maintenance, health) reach a node's
-// agent: directly with --agent HOST:PORT, or through the job's coordinator
-// with --coordinator HOST:PORT --node RANK [--job NAME].
+// agent: on the node itself through its local socket (--agent
+// LOCAL_DIR/.strata-agent/agent.sock: the caller's uid is its credential,
+// no secret), over the network with --agent HOST:PORT, or through the job's
+// coordinator with --coordinator HOST:PORT --node RANK [--job NAME] (both
+// with the job's secret).
 #ifndef STRATA_CLI_AGENT_CLIENT_H_
 #define STRATA_CLI_AGENT_CLIENT_H_
 
@@ -40,8 +43,12 @@ StatusOr<std::string> ClientSecret(const std::string& secret_file);
 // The secret and TLS for talking to agents; errors name the flag or file.
 StatusOr<net::Trust> ClientTrust(const ClientAuth& a);
 
+// Whether `address` names an agent's local socket (a path: it has a '/')
+// rather than HOST:PORT.
+bool IsLocalAgent(const std::string& address);
+
 struct AgentAddress {
-  std::string agent;  // HOST:PORT; default 127.0.0.1:7701 unless --coordinator
+  std::string agent;  // HOST:PORT or a socket path; default 127.0.0.1:7701 unless --coordinator
   std::string coordinator;
   std::optional<int> node;
   std::string job;  // needed when the coordinator serves several jobs
@@ -55,7 +62,8 @@ void AddAgentAddressOptions(CLI::App* cmd, AgentAddress* a);
 // knows it.
 StatusOr<std::string> ResolveAgent(const AgentAddress& a, const std::string& client_id);
 
-// One call to the agent at `address`; errors name the address.
+// One call to the agent at `address` (HOST:PORT with `auth`, or a local
+// socket, IsLocalAgent, without); errors name the address.
 StatusOr<nlohmann::json> CallAgent(const std::string& address, const ClientAuth& auth,
                                    const nlohmann::json& request, std::chrono::milliseconds timeout,
                                    const std::string& client_id);

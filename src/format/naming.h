@@ -39,8 +39,10 @@ inline constexpr std::string_view kQuarantineSuffix = ".quarantined";
 
 // The agent's own files in its directory (kAgentDirName, sync_map.h): the
 // incarnation, a rollback that was done, the newest maintenance event, and
-// the replicator.yaml of a start taken but not yet answered with markers.
+// the replicator.yaml of a start taken but not yet answered with markers;
+// and the Unix-domain socket the node's own callers reach the agent by.
 inline constexpr std::string_view kAgentStateFile = "state.json";
+inline constexpr std::string_view kAgentSocketName = "agent.sock";
 inline constexpr std::string_view kPendingStartFile = "start.yaml";
 inline constexpr std::string_view kRollbackDoneFile = "rollback.done";
 inline constexpr std::string_view kMaintenanceFile = "maintenance.json";

@@ -249,6 +249,43 @@ StatusOr<std::string> AuthenticateAsServer(Socket& socket, std::string_view secr
   return id;
 }
 
+StatusOr<std::string> LocalHello(std::string_view client_id) {
+  if (std::string problem = ClientIdProblem(client_id); !problem.empty()) {
+    return InvalidArgumentError("authentication: " + problem);
+  }
+  std::string hello;
+  PutU32(&hello, kProtocolVersion);
+  hello.append(client_id);
+  return hello;
+}
+
+StatusOr<std::string> OnLocalHello(const Frame& frame, const std::string& who,
+                                   std::string* refusal) {
+  refusal->clear();
+  STRATA_RETURN_IF_ERROR(CheckType(frame, kFrameLocalHello, "LOCAL_HELLO", who));
+  std::string_view p = frame.payload;
+  if (p.size() >= 4 && GetU32(p) != kProtocolVersion) {
+    *refusal = std::string(kVersionMismatch) + ": the caller speaks version " +
+               std::to_string(GetU32(p)) + ", this agent version " +
+               std::to_string(kProtocolVersion) + "; use the strata of the agent's release";
+    return FailedPreconditionError(who + ": " + *refusal);
+  }
+  std::string problem =
+      p.size() < 4 ? "it has " + std::to_string(p.size()) + " bytes" : ClientIdProblem(p.substr(4));
+  if (!problem.empty()) {
+    *refusal = "malformed LOCAL_HELLO";
+    return InvalidArgumentError("malformed LOCAL_HELLO from " + who + ": " + problem);
+  }
+  return std::string(p.substr(4));
+}
+
+Status AuthenticateLocally(Socket& socket, std::string_view client_id, Deadline deadline) {
+  STRATA_ASSIGN_OR_RETURN(std::string hello, LocalHello(client_id));
+  STRATA_RETURN_IF_ERROR(SendFrame(socket, kFrameLocalHello, hello, deadline));
+  STRATA_ASSIGN_OR_RETURN(Frame ok, RecvFrame(socket, kMaxAuthPayload, deadline));
+  return CheckType(ok, kFrameAuthOk, "OK", "the agent at " + socket.peer());
+}
+
 }  // namespace strata::net
 
 namespace strata::net {

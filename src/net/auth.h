@@ -15,6 +15,16 @@
 // All integers are little-endian; the client id is 1..256 printable ASCII
 // bytes (e.g. "node 3"), used only to name the peer in logs.
 //
+// A caller on the node itself connects to the agent's Unix-domain socket
+// instead (Socket::ListenLocal) and proves who it is by its uid, which the
+// kernel records (LocalPeer, SO_PEERCRED); no secret is involved:
+//
+//   client -> LOCAL_HELLO  u32 version | client id
+//   server -> OK           empty (or ERROR with the reason)
+//
+// The server decides from the peer's credentials whether to serve it before
+// it reads a byte.
+//
 // On its own this authenticates the connection's start only; run it inside
 // TLS (SecureAsClient/SecureAsServer, net/tls.h) and every later byte is
 // encrypted and authenticated too.
@@ -90,6 +100,17 @@ Status AuthenticateAsClient(Socket& socket, std::string_view secret, std::string
 // proved it knows `secret`.
 StatusOr<std::string> AuthenticateAsServer(Socket& socket, std::string_view secret,
                                            Deadline deadline);
+
+// The LOCAL_HELLO payload of `client_id`.
+StatusOr<std::string> LocalHello(std::string_view client_id);
+// The server's side of LOCAL_HELLO from `who` (its credentials, described):
+// the client's id, or the reason to refuse (*refusal: what to send in an
+// ERROR frame).
+StatusOr<std::string> OnLocalHello(const Frame& frame, const std::string& who,
+                                   std::string* refusal);
+// REQUIRES: a freshly connected Unix-domain socket. OK once the agent has
+// accepted this process's credentials.
+Status AuthenticateLocally(Socket& socket, std::string_view client_id, Deadline deadline);
 
 // The whole start of an agent connection: TLS as `trust` says (none when it
 // is plaintext), then the handshake above inside it, both within `deadline`.

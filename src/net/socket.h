@@ -1,6 +1,7 @@
 // Copyright 2026 The Strata Authors.
 //
-// TCP sockets for agent-to-agent traffic (Linux only). Every call blocks the
+// TCP sockets for agent-to-agent traffic, and Unix-domain sockets for the
+// node's own callers (Linux only). Every call blocks the
 // caller until it is done or its deadline passes; internally the descriptor
 // is non-blocking and waits use poll(), so a silent or slow peer can never
 // hold a thread past the deadline it was given. No call raises SIGPIPE.
@@ -23,6 +24,9 @@
 // the owner neither moves nor closes the socket).
 #ifndef STRATA_NET_SOCKET_H_
 #define STRATA_NET_SOCKET_H_
+
+#include <sys/socket.h>
+#include <sys/types.h>
 
 #include <chrono>
 #include <cstddef>
@@ -49,6 +53,18 @@ Deadline DeadlineAfter(std::chrono::milliseconds timeout);
 StatusOr<IoStep> TryRecvPlain(int fd, void* data, size_t n, const std::string& context);
 StatusOr<IoStep> TrySendPlain(int fd, const void* data, size_t n, const std::string& context);
 
+// Who is at the other end of a Unix-domain connection, as the kernel
+// recorded it when the peer connected (SO_PEERCRED): not a claim the peer
+// makes, and no secret is involved.
+struct LocalPeer {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::string Describe() const;  // "uid 1000 (pid 4242)"
+};
+// The credentials of the peer of the Unix-domain socket `fd`.
+StatusOr<LocalPeer> LocalPeerOf(int fd);
+
 class Socket {
  public:
   Socket() = default;  // not open
@@ -73,6 +89,18 @@ class Socket {
   // The result has TCP_NODELAY set.
   StatusOr<Socket> Accept(std::chrono::milliseconds timeout);
 
+  // A Unix-domain stream socket listening at `path`, the node's local
+  // callers' way in (their uid is the credential, LocalPeer). A stale socket
+  // file at `path` is replaced; anything else there is refused.
+  // REQUIRES: `path`'s directory is this process's own and no one else's to
+  // write (the agent's directory), so the name cannot be swapped meanwhile.
+  // The socket file is made mode `mode` with group `group` (connecting
+  // needs write permission on it).
+  static StatusOr<Socket> ListenLocal(const std::string& path, int backlog, unsigned mode,
+                                      gid_t group);
+  // Connects to the Unix-domain socket at `path` (a local agent).
+  static StatusOr<Socket> ConnectLocal(const std::string& path, std::chrono::milliseconds timeout);
+
   // Takes ownership of `fd`, an open socket (e.g. one an event loop
   // accepted) that must be non-blocking, and of its TLS state if it has
   // one; `peer` names it in messages.
@@ -81,8 +109,11 @@ class Socket {
   // the TLS state, if any, goes with it through *tls (which must then be
   // non-null).
   int Release(std::unique_ptr<TlsStream>* tls = nullptr);
-  // AF_INET or AF_INET6 (of the bound address); AF_UNSPEC if unknown.
+  // AF_INET, AF_INET6 or AF_UNIX (of the bound address); AF_UNSPEC if unknown.
   int Family() const;
+  // Whether this is a Unix-domain connection: a caller on this node, whose
+  // credentials the kernel vouches for (LocalPeer).
+  bool local() const { return Family() == AF_UNIX; }
 
   // The bound local port (of a listening or connected socket).
   StatusOr<uint16_t> LocalPort() const;

@@ -264,11 +264,12 @@ StatusOr<std::shared_ptr<const TlsContext>> TlsContext::Create(const TlsOptions&
   SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_RENEGOTIATION);
   SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                             SSL_MODE_RELEASE_BUFFERS);
-  // Read ahead: one recv takes many records (a step's data is a stream of
-  // 16 KiB records), instead of two recvs per record (header, body). The
-  // buffer is released while the connection is idle (RELEASE_BUFFERS).
+  // Read ahead: one recv takes what the read buffer holds, instead of two
+  // recvs per record (header, body). The buffer is OpenSSL's default (one
+  // record) until the stream is widened (WidenReadBuffer: then many of a
+  // step's 16 KiB records at once), and released while the connection is
+  // idle (RELEASE_BUFFERS).
   SSL_CTX_set_read_ahead(ctx, 1);
-  SSL_CTX_set_default_read_buffer_len(ctx, kReadAheadBytes);
   if (certificates) {
     // AES-128-GCM first: as strong as the job needs and the fastest with AES-NI.
     SSL_CTX_set_ciphersuites(
@@ -308,6 +309,7 @@ StatusOr<std::unique_ptr<TlsStream>> TlsStream::New(std::shared_ptr<const TlsCon
     return stream;
   }
   SSL_set_connect_state(ssl);
+  stream->WidenReadBuffer();  // a connection this process made: nothing to fear from it
   if (stream->context_->mode() == TlsMode::kCertificates && !server_name.empty()) {
     X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
     X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
@@ -364,6 +366,8 @@ StatusOr<IoStep> TlsStream::Flush() {
 }
 
 size_t TlsStream::unsent() const { return Pending(*State(SSL_get_wbio(ssl_))); }
+
+void TlsStream::WidenReadBuffer() { SSL_set_default_read_buffer_len(ssl_, kReadAheadBytes); }
 
 void TlsStream::Shutdown() {
   if (!handshake_done_) return;

@@ -117,6 +117,12 @@ class TlsStream {
   size_t unsent() const;
   // Sends close_notify if the socket takes it at once; never waits.
   void Shutdown();
+  // A stream reads one record at a time (OpenSSL's default buffer, about
+  // 17 KiB) until this is called; then up to 256 KiB per receive (many
+  // records at once, for step data). Servers call it once the peer has
+  // authenticated: a connection that has not costs little. Clients are
+  // widened from the start.
+  void WidenReadBuffer();
 
   // "TLSv1.3 TLS_AES_128_GCM_SHA256" once the handshake is done.
   std::string Describe() const;

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
 
 #include "format/naming.h"
 #include "strata/catalog.h"
@@ -133,6 +134,21 @@ class FileLock {
   int fd_ = -1;
 };
 
+// The environment the command starts with: this process's, less the job's
+// secret (STRATA_SECRET, STRATA_SECRET_FILE). The trainer never needs it
+// (it talks to its agent through files and the agent's local socket), and
+// whatever runs in the trainer's processes can read their environment.
+std::vector<char*> TrainerEnvironment() {
+  std::vector<char*> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    if (entry.starts_with("STRATA_SECRET=") || entry.starts_with("STRATA_SECRET_FILE=")) continue;
+    env.push_back(*e);
+  }
+  env.push_back(nullptr);
+  return env;
+}
+
 // Starts `argv` in a new process group with default signal dispositions and
 // an empty signal mask. Returns the pid or an errno.
 StatusOr<pid_t> Spawn(const std::vector<std::string>& argv) {
@@ -149,7 +165,8 @@ StatusOr<pid_t> Spawn(const std::vector<std::string>& argv) {
   posix_spawnattr_setflags(&attr,
                            POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   pid_t pid = -1;
-  int err = ::posix_spawnp(&pid, args[0], nullptr, &attr, args.data(), environ);
+  std::vector<char*> env = TrainerEnvironment();
+  int err = ::posix_spawnp(&pid, args[0], nullptr, &attr, args.data(), env.data());
   posix_spawnattr_destroy(&attr);
   if (err != 0) return ErrnoToStatus(err, "cannot start " + argv[0]);
   return pid;

@@ -98,6 +98,7 @@ class AgentFetchTest : public ::testing::Test {
  protected:
   void SetUp() override {
     c_.StartAgent(0);
+    ServeJob(c_, "j", 1, 2);  // the agent takes j/0/N as a peer's steps
     auto store = agent::Store::Open(node_.path(), &pool_);
     ASSERT_TRUE(store.ok()) << store.status().message();
     store_ = std::move(*store);

@@ -191,7 +191,19 @@ class AgentProtocolTest : public ::testing::Test {
   Cluster c_{1, "proto"};
 };
 
-class AgentSafetyTest : public AgentProtocolTest {};
+// Node 0's agent serves job "j" as node 1 of 2 (starting: node 0 never
+// comes), so that the hostile peer's steps j/0/N are a peer's steps of the
+// job it serves; any other job's are refused (APeersStepOfAnotherJob...).
+class AgentSafetyTest : public AgentProtocolTest {
+ protected:
+  void SetUp() override {
+    AgentProtocolTest::SetUp();
+    ServeJob(c_, "j", 1, 2);
+  }
+  // Its start never completes, so a SIGTERM would drain for the grace
+  // period: these tests are about what it refuses, not how it stops.
+  void TearDown() override { c_.KillAgent(0); }
+};
 
 // ---------------------------------------------------------------------------
 // replicator.yaml
@@ -479,7 +491,7 @@ TEST_F(AgentSafetyTest, GarbageIsRejectedAndTheAgentKeepsServing) {
 
 TEST_F(AgentSafetyTest, WrongSecretIsRefused) {
   ScratchDir other("other-secret");
-  WriteFile(other.Sub("secret"), "a-different-secret-0123456789\n");
+  WriteSecretFile(other.Sub("secret"), "a-different-secret-0123456789\n");
   Child status({BinaryPath("strata"), "status", "--agent", c_.address(0), "--secret-file",
                 other.Sub("secret"), "--json"});
   EXPECT_NE(status.Wait(20s), 0);
@@ -532,6 +544,49 @@ TEST_F(AgentSafetyTest, WellFormedPutStepIsCommitted) {
       << ack->payload;
   EXPECT_TRUE(Holds(c_.Status(0), "j", 0, 7));
   EXPECT_EQ(ReadFile(c_.dir(0) + "/.strata-agent/steps/j/0/7/data.bin"), data);
+}
+
+// A peer's step of a job this agent does not serve, or of this node's own
+// rank (node 1 of j here), is refused before a byte of it is taken.
+TEST_F(AgentSafetyTest, StepsOfAnotherJobOrOfThisNodesRankAreRefused) {
+  const std::string data = RandomBytes(1000, 6);
+  const json index = StepIndexToJson(OneFileIndex("data.bin", data));
+  auto client = PeerConnect(c_);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  auto other = client->Call(PutStep(Key("other", 0, 7), index), 10s);
+  EXPECT_EQ(other.status().code(), StatusCode::kUnavailable) << other.status().ToString();
+  EXPECT_NE(other.status().message().find("serves no incarnation of job other"), std::string::npos)
+      << other.status().ToString();
+  auto own = client->Call(PutStep(Key("j", 1, 7), index), 10s);
+  EXPECT_EQ(own.status().code(), StatusCode::kPermissionDenied) << own.status().ToString();
+  EXPECT_TRUE(c_.Status(0)["steps"].empty());
+  EXPECT_EQ(EntriesIn(Incoming(c_)), 0u);
+}
+
+// The agent's local socket: a local user outside the job's group cannot
+// even reach it (the agent's directory is 0750, the socket 0660, both of
+// the job's group); one in the group can, without the secret.
+TEST_F(AgentSafetyTest, TheLocalSocketServesTheJobsGroupOnly) {
+  std::string why;
+  auto user = testing::UnprivilegedUser(&why);
+  if (!user) GTEST_SKIP() << why;
+  std::string out;
+  EXPECT_NE(
+      testing::Run(user->Command({BinaryPath("strata"), "status", "--agent", c_.socket(0)}), &out),
+      0);
+  EXPECT_NE(out.find("ermission denied"), std::string::npos) << out;
+  EXPECT_EQ(testing::Run({BinaryPath("strata"), "status", "--agent", c_.socket(0), "--json"}, &out),
+            0)
+      << out;  // root: the agent's user
+  // The job's group is the local directory's: make it the user's.
+  c_.KillAgent(0);  // no drain (see TearDown); its stale socket is replaced
+  ASSERT_EQ(::chown(c_.dir(0).c_str(), 0, user->gid), 0);
+  c_.StartAgent(0);
+  EXPECT_EQ(
+      testing::Run(
+          user->Command({BinaryPath("strata"), "status", "--agent", c_.socket(0), "--json"}), &out),
+      0)
+      << out;
 }
 
 TEST_F(AgentSafetyTest, TruncatedStreamLeavesNothingBehind) {

@@ -140,7 +140,7 @@ class Job:
         self.supervisors[n] = self.bed.spawn(self.host(n), [
             self.strata, "run", "--backoff", "200ms,2s", "--grace", "60s",
             "--max-quarantines", str(self.max_quarantines),
-            "--agent", self.address(n), "--secret-file", self.secret, "--",
+            "--agent", os.path.join(self.dir(n), ".strata-agent", "agent.sock"), "--",
             self.trainer, "--dir", self.dir(n), "--steps", str(self.steps),
             "--save-interval-steps", str(INTERVAL), "--state-mb", str(STATE_MB),
             "--step-ms", str(STEP_MS), "--seed", str(100 + n),
@@ -443,7 +443,9 @@ class Faults:
                 pass
             job.kill_trainers(range(job.nodes))
         elif k.startswith("maintenance"):
-            argv = [job.strata, "maintenance", "--agent", job.address(nodes[0]), "--grace", "60s"]
+            # On the node: its agent's local socket (--lose-ram is served only there).
+            argv = [job.strata, "maintenance", "--agent",
+                    os.path.join(job.dir(nodes[0]), ".strata-agent", "agent.sock"), "--grace", "60s"]
             if k == "maintenance_lose_ram":
                 argv.append("--lose-ram")
                 self.ram_lost[nodes[0]] = time.time()

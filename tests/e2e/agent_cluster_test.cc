@@ -380,7 +380,8 @@ TEST(AgentClusterTest, StepsOfAnEarlierJobAreCollected) {
 TEST(AgentClusterTest, ACopyThatDoesNotFitIsRefused) {
   Cluster c(1, "nofit");
   c.StartAll();
-  StepIndex huge;  // a Strata step carries no chunk list in its index
+  ServeJob(c, "j", 0, 2);  // a step of node 1 of job j is a peer's
+  StepIndex huge;          // a Strata step carries no chunk list in its index
   huge.strata = true;
   huge.digest = 1;
   huge.total_bytes = uint64_t{1} << 50;

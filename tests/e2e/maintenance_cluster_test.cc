@@ -195,13 +195,29 @@ TEST(HealthTest, ASecretFileWithACrlfLineEndWorks) {
   Cluster c(1, "health-crlf");
   c.StartAll();
   std::string crlf = c.dir(0) + "-crlf-secret";
-  WriteFile(crlf, c.secret() + "\r\n");
+  WriteSecretFile(crlf, c.secret() + "\r\n");
   std::string out;
   EXPECT_EQ(
       strata::testing::Run(
           {BinaryPath("strata"), "health", "--agent", c.address(0), "--secret-file", crlf}, &out),
       0)
       << out;
+}
+
+// Wiping a node's RAM is its own callers' to ask (over its local socket):
+// whoever holds the job's secret elsewhere is refused, and the node keeps
+// its steps.
+TEST(HealthTest, APeersLoseRamIsRefused) {
+  Cluster c(1, "maint-peer");
+  c.StartAll();
+  c.Train(20, 10);
+  ASSERT_FALSE(c.Status(0)["steps"].empty());
+  c.SetCliArgs({});  // over the network, with the job's secret
+  std::string out;
+  EXPECT_EQ(c.Cli("maintenance", 0, {"--grace", "5s", "--lose-ram"}, &out), 1);
+  EXPECT_NE(out.find("accepted only from this node's own callers"), std::string::npos) << out;
+  EXPECT_FALSE(c.Status(0)["steps"].empty());
+  EXPECT_EQ(c.AgentLog(0).find("wiped the RAM"), std::string::npos) << c.AgentLog(0);
 }
 
 TEST(HealthTest, MaintenanceRefusesAGraceBeyondADay) {
@@ -216,9 +232,9 @@ TEST(HealthTest, AnAgentThatIsDownIsUnhealthy) {
   Cluster c(1, "health-down");
   std::string out;
   EXPECT_EQ(c.Cli("health", 0, {}, &out), 1);
-  EXPECT_TRUE(std::regex_search(
-      out, std::regex("^health: UNHEALTHY healthDescription: The agent at 127\\.0\\.0\\.1:\\d+ "
-                      "is down: .*connect")))
+  EXPECT_TRUE(
+      std::regex_search(out, std::regex("^health: UNHEALTHY healthDescription: The agent at "
+                                        "\\S+/\\.strata-agent/agent\\.sock is down: .*connect")))
       << out;
 }
 
@@ -266,8 +282,8 @@ TEST(SupervisorWithAgentTest, CrashLoopQuarantinesTheRestoredStepThroughTheAgent
                        "echo \"$out\" | grep -q 'restored step=40' && exit 3\nexit 0\n";
   std::string path = c.dir(0) + "-poisoned.sh";
   WriteFile(path, script);
-  Child run({BinaryPath("strata"), "run", "--agent", c.address(0), "--secret-file", c.secret_file(),
-             "--backoff", "10ms,20ms", "--crash-loop-runs", "2", "--", "sh", path});
+  Child run({BinaryPath("strata"), "run", "--agent", c.socket(0), "--backoff", "10ms,20ms",
+             "--crash-loop-runs", "2", "--", "sh", path});
   ASSERT_EQ(run.Wait(std::chrono::minutes(2)), 0) << run.Stderr();
   EXPECT_NE(run.Stderr().find("crash loop: 2 failed runs in a row made no progress"),
             std::string::npos)
@@ -308,9 +324,8 @@ TEST(SupervisorWithAgentTest, AQuarantineOutlivesARestartOfTheCoordinator) {
   for (const auto& a : c.TrainerArgs(0, 45, 1000, TrainOptions{})) cmd += "'" + a + "' ";
   const std::string path = c.dir(0) + "-failing.sh";
   WriteFile(path, cmd + "\nexit 3\n");  // every run fails
-  Child run({BinaryPath("strata"), "run", "--agent", c.address(0), "--secret-file", c.secret_file(),
-             "--backoff", "10ms,20ms", "--crash-loop-runs", "2", "--max-quarantines", "1", "--",
-             "sh", path});
+  Child run({BinaryPath("strata"), "run", "--agent", c.socket(0), "--backoff", "10ms,20ms",
+             "--crash-loop-runs", "2", "--max-quarantines", "1", "--", "sh", path});
   EXPECT_EQ(run.Wait(std::chrono::minutes(2)), 1) << run.Stderr();
   ASSERT_NE(run.Stderr().find("QUARANTINED step 40"), std::string::npos) << run.Stderr();
   c.KillAgent(0);
@@ -339,8 +354,8 @@ TEST(SupervisorWithAgentTest, ARankThatEndsWhileItsNodeRestoresIsNotCountedReady
                              " &\n  sleep 2\n  kill -9 $!\n  exit 3\nfi\nexec " + cmd + "\n";
   const std::string path = c.dir(1) + "-dies-once.sh";
   WriteFile(path, script);
-  Child run({BinaryPath("strata"), "run", "--agent", c.address(1), "--secret-file", c.secret_file(),
-             "--backoff", "4s,4s", "--", "sh", path});
+  Child run({BinaryPath("strata"), "run", "--agent", c.socket(1), "--backoff", "4s,4s", "--", "sh",
+             path});
   ASSERT_TRUE(WaitUntil(
       [&] {
         return c.AgentLog(1).find(
@@ -374,9 +389,8 @@ TEST(SupervisorWithAgentTest, RunsThatFailBeforeTheirStartRestoresAreNotACrashLo
   TrainOptions again;
   again.wait_replicated = false;  // nothing new to replicate
   c.Train(40, 20, again);         // the job's last start restored 40 and saved nothing after it
-  Child run({BinaryPath("strata"), "run", "--agent", c.address(0), "--secret-file", c.secret_file(),
-             "--backoff", "10ms,20ms", "--crash-loop-runs", "2", "--max-restarts", "4", "--", "sh",
-             "-c", "exit 3"});
+  Child run({BinaryPath("strata"), "run", "--agent", c.socket(0), "--backoff", "10ms,20ms",
+             "--crash-loop-runs", "2", "--max-restarts", "4", "--", "sh", "-c", "exit 3"});
   EXPECT_EQ(run.Wait(std::chrono::minutes(2)), 1) << run.Stderr();
   EXPECT_NE(run.Stderr().find("--max-restarts 4 reached"), std::string::npos) << run.Stderr();
   EXPECT_NE(run.Stderr().find("the run ended before its start of the job restored a step"),

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <random>
 #include <thread>
@@ -37,6 +38,14 @@ agent::Endpoint AgentEndpoint(const Cluster& c) {
 
 StatusOr<agent::RpcClient> PeerConnect(const Cluster& c) {
   return agent::RpcClient::Connect(AgentEndpoint(c), PskTrust(c.secret()), "hostile peer");
+}
+
+void ServeJob(const Cluster& c, const std::string& job, int rank, int nodes) {
+  const std::string yaml = c.dir(0) + "/replicator.yaml", tmp = yaml + ".tmp";
+  WriteFile(tmp, "job-name: " + job + "\nframework: orbax\nnode-rank: " + std::to_string(rank) +
+                     "\nnodes: " + std::to_string(nodes) + "\n");
+  ASSERT_EQ(::rename(tmp.c_str(), yaml.c_str()), 0) << tmp;
+  EXPECT_TRUE(WaitUntil([&] { return c.TryStatus(0).contains("restore_state"); })) << c.AgentLog(0);
 }
 
 nlohmann::json PutStep(const nlohmann::json& key, const nlohmann::json& index) {

@@ -27,6 +27,12 @@ agent::Endpoint AgentEndpoint(const Cluster& c);
 // An authenticated connection to node 0's agent.
 StatusOr<agent::RpcClient> PeerConnect(const Cluster& c);
 
+// Makes node 0's agent of `c` serve `job` as node `rank` of `nodes`: a
+// replicator.yaml for it, and a wait until the agent is starting it (its
+// restore waits for the other nodes, which never come). An agent takes a
+// peer's steps only for the job it serves, never as its own rank.
+void ServeJob(const Cluster& c, const std::string& job, int rank, int nodes);
+
 nlohmann::json PutStep(const nlohmann::json& key, const nlohmann::json& index);
 nlohmann::json Key(const std::string& job, int rank, int64_t step);
 

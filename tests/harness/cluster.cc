@@ -22,7 +22,7 @@ Cluster::Cluster(int nodes, const std::string& tag)
       old_logs_(static_cast<size_t>(nodes)) {
   secret_ = "test-secret-" + std::to_string(::getpid()) + "-0123456789";
   secret_file_ = root_.Sub("secret");
-  WriteFile(secret_file_, secret_ + "\n");
+  WriteSecretFile(secret_file_, secret_ + "\n");
   for (int i = 0; i < nodes; ++i) ports_.push_back(FreePort());
 }
 
@@ -36,6 +36,8 @@ Cluster::~Cluster() {
 }
 
 std::string Cluster::dir(int node) const { return root_.Sub("node" + std::to_string(node)); }
+std::string Cluster::socket(int node) const { return dir(node) + "/.strata-agent/agent.sock"; }
+
 std::string Cluster::address(int node) const {
   return "127.0.0.1:" + std::to_string(ports_[static_cast<size_t>(node)]);
 }
@@ -156,9 +158,11 @@ TrainerRun Cluster::Finish(Child& t, std::chrono::milliseconds limit) {
 
 std::vector<std::string> Cluster::CliArgs(const std::string& command, int node,
                                           const std::vector<std::string>& args) const {
-  std::vector<std::string> argv = {BinaryPath("strata"), command,         "--agent",
-                                   address(node),        "--secret-file", secret_file_};
-  argv.insert(argv.end(), cli_args_.begin(), cli_args_.end());
+  std::vector<std::string> argv = {BinaryPath("strata"), command, "--agent", socket(node)};
+  if (cli_args_) {
+    argv = {BinaryPath("strata"), command, "--agent", address(node), "--secret-file", secret_file_};
+    argv.insert(argv.end(), cli_args_->begin(), cli_args_->end());
+  }
   argv.insert(argv.end(), args.begin(), args.end());
   return argv;
 }

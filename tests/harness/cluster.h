@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,9 @@ class Cluster {
   int nodes() const { return nodes_; }
   std::string dir(int node) const;
   std::string address(int node) const;
+  // The node's agent's local socket (<dir>/.strata-agent/agent.sock): how
+  // `strata` on the node reaches it, without the secret.
+  std::string socket(int node) const;
   const std::string& secret() const { return secret_; }
   const std::string& secret_file() const { return secret_file_; }
 
@@ -61,8 +65,10 @@ class Cluster {
   // Arguments added to every agent started from now on (e.g. --backup URL),
   // and environment entries ("K=V") for one node's agent.
   void SetAgentArgs(std::vector<std::string> args) { agent_args_ = std::move(args); }
-  // Arguments added to every `strata` client command the cluster runs
-  // (Cli, Status): how it reaches agents that run with other TLS settings.
+  // The client commands the cluster runs (Cli, Status) reach a node's agent
+  // through its local socket, as on the node. After SetCliArgs they go over
+  // the network with the secret and these arguments: how a test reaches
+  // agents that run with other TLS settings.
   void SetCliArgs(std::vector<std::string> args) { cli_args_ = std::move(args); }
   void SetAgentEnv(int node, std::vector<std::string> env);
   // Waits until node's agent reports a committed backup of at least `step`;
@@ -91,7 +97,8 @@ class Cluster {
                                       const TrainOptions& options) const;
   static TrainerRun Finish(Child& trainer,
                            std::chrono::milliseconds limit = std::chrono::minutes(3));
-  // `strata <command> --agent <node's address> --secret-file ... args`;
+  // `strata <command> --agent <node's socket> args` (after SetCliArgs:
+  // `--agent <node's address> --secret-file ...`);
   // Cli runs it and returns its exit code, with its stdout and stderr in *out.
   std::vector<std::string> CliArgs(const std::string& command, int node,
                                    const std::vector<std::string>& args) const;
@@ -114,7 +121,7 @@ class Cluster {
   std::vector<std::unique_ptr<Child>> agents_;
   std::vector<std::string> old_logs_;  // logs of killed agents, per node
   std::vector<std::string> agent_args_;
-  std::vector<std::string> cli_args_;
+  std::optional<std::vector<std::string>> cli_args_;  // set: over the network
   std::map<int, std::vector<std::string>> agent_env_;
 };
 

@@ -217,6 +217,11 @@ void WriteFile(const std::string& path, const std::string& data) {
   f << data;
 }
 
+void WriteSecretFile(const std::string& path, const std::string& data) {
+  WriteFile(path, data);
+  EXPECT_EQ(::chmod(path.c_str(), 0600), 0) << path;
+}
+
 void FlipByte(const std::string& path, uint64_t offset) {
   int fd = ::open(path.c_str(), O_RDWR);
   ASSERT_GE(fd, 0) << path;

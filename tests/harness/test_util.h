@@ -89,6 +89,8 @@ int Run(const std::vector<std::string>& argv, std::string* out = nullptr,
 
 std::string ReadFile(const std::string& path);
 void WriteFile(const std::string& path, const std::string& data);
+// A secret file as it must be (mode 0600: Strata refuses one others may read).
+void WriteSecretFile(const std::string& path, const std::string& data);
 // Flips one bit of the byte at `offset` in `path`.
 void FlipByte(const std::string& path, uint64_t offset);
 

@@ -52,6 +52,7 @@ class Job:
         self.secret = os.path.join(root, "secret")
         with open(self.secret, "w") as f:
             f.write("prometheus-test-%s\n" % os.urandom(8).hex())
+        os.chmod(self.secret, 0o600)
         self.ports = [free_port() for _ in range(NODES)]
         self.metrics = [free_port() for _ in range(NODES)]
         self.agents = {}

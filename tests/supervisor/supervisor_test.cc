@@ -73,6 +73,17 @@ TEST(SupervisorTest, RestartsWithBackoffUntilTheCommandSucceeds) {
   EXPECT_GE(Clock::now() - start, milliseconds(150));
 }
 
+// The job's secret stays with strata run: the training command, and
+// anything running in its processes, never sees it in its environment.
+TEST(SupervisorTest, TheTrainersEnvironmentCarriesNoSecret) {
+  Child c(RunArgs({}, {"sh", "-c", "env | grep ^STRATA_ || true; echo SEEN=$KEPT"}),
+          {"STRATA_SECRET=do-not-pass-this-on-0123456789", "STRATA_SECRET_FILE=/etc/strata/secret",
+           "KEPT=yes"});
+  ASSERT_EQ(c.Wait(), 0) << c.Stderr();
+  EXPECT_EQ(c.Stdout().find("STRATA_SECRET"), std::string::npos) << c.Stdout();
+  EXPECT_NE(c.Stdout().find("SEEN=yes"), std::string::npos) << c.Stdout();
+}
+
 TEST(SupervisorTest, DoNotRestartCodeEndsTheLoopWithThatCode) {
   ScratchDir d("run");
   Child c(RunArgs({"--backoff", "10ms,10ms"},

@@ -2,6 +2,8 @@
 //
 // The agent's own configuration: a YAML file, the environment and flags,
 // merged (flags > environment > file) and validated. See config.h.
+#include <fmt/format.h>
+#include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -218,6 +220,7 @@ StatusOr<std::string> LoadSecret(const Settings& settings, const ReadFileFn& rea
   if (from != nullptr) {
     secret = from->value;
   } else if ((from = FindSetting(settings, "secret-file")) != nullptr) {
+    STRATA_RETURN_IF_ERROR(CheckSecretFileMode(from->value).WithContext(from->origin));
     StatusOr<std::string> text = read_file(from->value);
     if (!text.ok()) return text.status().WithContext(from->origin);
     secret = SecretFromFileText(std::move(*text));
@@ -400,6 +403,17 @@ Endpoint JaxCoordinator(const AgentConfig& c) {
   Endpoint hp = c.coordinator ? *c.coordinator : c.advertise;
   hp.port = kDefaultJaxCoordinatorPort;
   return hp;
+}
+
+Status CheckSecretFileMode(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return Status::Ok();
+  if ((st.st_mode & (S_IROTH | S_IWOTH)) == 0) return Status::Ok();
+  return PermissionDeniedError(fmt::format(
+      "the secret file {} may be read by every user of this node (mode {:04o}): anyone here "
+      "could act as the job. chmod 0600 {} (0640 to share it with a group), and give the job a "
+      "new secret if others may have read it",
+      path, st.st_mode & 07777, path));
 }
 
 std::string SecretFromFileText(std::string text) {

@@ -212,6 +212,10 @@ inline constexpr size_t kMinSecretBytes = net::kMinSecretBytes;
 // The secret in a secret file's text: one trailing newline ("\n" or
 // "\r\n") stripped. The agent and the client commands read files alike.
 std::string SecretFromFileText(std::string text);
+// A secret file others on the node may read (or write) is refused, naming
+// the file, its mode and the fix; one that does not exist (yet) is left to
+// the read to report.
+Status CheckSecretFileMode(const std::string& path);
 inline constexpr int kMaxDataStreams = 64;
 
 // What a command-line layer parsed; unset fields fall through to the

@@ -25,6 +25,16 @@ StatusOr<RpcClient> RpcClient::Connect(const Endpoint& to, const net::Trust& tru
   return c;
 }
 
+StatusOr<RpcClient> RpcClient::ConnectLocal(const std::string& path, const std::string& client_id,
+                                            std::chrono::milliseconds timeout) {
+  RpcClient c;
+  c.peer_ = path;
+  const net::Deadline deadline = net::DeadlineAfter(timeout);
+  STRATA_ASSIGN_OR_RETURN(c.socket_, net::Socket::ConnectLocal(path, timeout));
+  STRATA_RETURN_IF_ERROR(net::AuthenticateLocally(c.socket_, client_id, deadline));
+  return c;
+}
+
 StatusOr<json> RpcClient::Call(const json& request, std::chrono::milliseconds timeout) {
   answered_ = false;
   auto deadline = net::DeadlineAfter(timeout);

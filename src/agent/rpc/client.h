@@ -52,6 +52,12 @@ class RpcClient {
   static StatusOr<RpcClient> Connect(const Endpoint& to, const net::Trust& trust,
                                      const std::string& client_id,
                                      std::chrono::milliseconds timeout = std::chrono::seconds(5));
+  // To the agent of this node through its Unix-domain socket at `path`
+  // (<local>/.strata-agent/agent.sock): no secret, the agent checks this
+  // process's uid (server.h, "Local callers").
+  static StatusOr<RpcClient> ConnectLocal(
+      const std::string& path, const std::string& client_id,
+      std::chrono::milliseconds timeout = std::chrono::seconds(5));
   // Sends a call and waits up to `timeout` for its reply. A reply with
   // ok=false becomes a Status with the remote code and message.
   StatusOr<json> Call(const json& request, std::chrono::milliseconds timeout);

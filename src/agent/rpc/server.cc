@@ -20,6 +20,8 @@ namespace strata::agent {
 namespace {
 
 using asio::ip::tcp;
+using Stream = asio::generic::stream_protocol;  // TCP and Unix-domain connections alike
+using LocalProtocol = asio::local::stream_protocol;
 using ErrorCode = asio::error_code;
 
 // 3/4 of the descriptor limit (raised to the hard one first).
@@ -66,7 +68,7 @@ class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
     if (options_.max_connections <= 0) options_.max_connections = DefaultMaxConnections();
   }
 
-  Status Start(net::Socket listener);
+  Status Start(net::Socket listener, net::Socket local_listener);
   void Stop();
   Stats stats() const;
 
@@ -88,11 +90,21 @@ class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
 
  private:
   void Accept();
+  void AcceptLocal();
+  // Retries an accept that failed (e.g. out of descriptors) shortly, on
+  // `retry` (each acceptor's own).
+  void AcceptFailed(const ErrorCode& ec, asio::steady_timer& retry, std::function<void()> again);
   void OnAccepted(tcp::socket socket);
+  void OnAcceptedLocal(LocalProtocol::socket socket);
+  // Starts a session over `fd` (its kind: `protocol`), holding a
+  // handshake slot for `source`.
+  void StartSession(int fd, Stream protocol, std::string peer, std::string source,
+                    std::optional<net::LocalPeer> local);
   // `what`: "unauthenticated " or "".
   // Counts a refused connection; logs `count` of them as one line when
-  // `due` (a LogLimiter's verdict).
-  void Refused(bool due, uint64_t count, const char* what, const std::string& peer,
+  // `due` (a LogLimiter's verdict). `count` is read here, after the verdict
+  // that sets it (the order a call's arguments are evaluated in is not).
+  void Refused(bool due, const uint64_t& count, const char* what, const std::string& peer,
                const std::string& why);
   void Reap(uint64_t thread_id);
 
@@ -101,16 +113,19 @@ class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
   asio::io_context io_;  // before everything that holds its objects
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard_;
   tcp::acceptor acceptor_{io_};
+  LocalProtocol::acceptor local_acceptor_{io_};
   asio::steady_timer accept_retry_{io_};
+  asio::steady_timer local_accept_retry_{io_};
   asio::thread_pool workers_;
   std::thread loop_;
   net::HandshakeBudget budget_;  // counts its own refusals
   LogLimiter over_cap_;          // connections refused at max_connections
   LogLimiter accept_errors_;
+  LogLimiter local_refusals_;  // local callers refused by authorize_local
   std::map<uint64_t, std::shared_ptr<Session>> sessions_;  // loop thread only
   uint64_t next_session_ = 0;                              // loop thread only
   std::atomic<bool> stopped_{false};
-  std::atomic<uint64_t> accepted_{0}, authenticated_{0}, refused_{0}, calls_{0};
+  std::atomic<uint64_t> accepted_{0}, authenticated_{0}, refused_{0}, calls_{0}, local_{0};
   std::atomic<int> open_{0};
 
   mutable Mutex long_mu_;
@@ -122,15 +137,18 @@ class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
 // One connection, on the loop thread: handshake, then calls one at a time.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(Server::Impl* server, uint64_t id, tcp::socket socket, tcp protocol, std::string peer,
-          std::string source)
+  // `local`: a caller on this node, over the Unix-domain socket, with the
+  // credentials the kernel recorded (already authorized).
+  Session(Server::Impl* server, uint64_t id, Stream::socket socket, Stream protocol,
+          std::string peer, std::string source, std::optional<net::LocalPeer> local)
       : server_(server),
         id_(id),
         protocol_(protocol),
         socket_(std::move(socket)),
         timer_(server->io()),
         peer_(std::move(peer)),
-        source_(std::move(source)) {}
+        source_(std::move(source)),
+        local_(std::move(local)) {}
 
   void Start();
   // Closes the connection (logging `why` unless empty) and forgets it.
@@ -150,6 +168,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
   void TlsHandshake();
   void ReadFrame(uint32_t max_payload, Then then);
+  void ReceivePayload(uint32_t length, Then then);
   // Receives exactly n bytes into p (`between_calls`: the peer may hang up
   // before the first of them, which closes quietly), then `then`.
   void Receive(char* p, size_t n, bool between_calls, Then then);
@@ -161,6 +180,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void RefuseHandshake(const std::string& refusal, const Status& status);
   void OnHello();
   void OnProof();
+  void OnLocalHello();
+  // The handshake is over: `who` is the client's id.
+  void Accepted(std::string who);
   void AwaitCall();
   void OnCall();
   void Control(json request);
@@ -168,14 +190,16 @@ class Session : public std::enable_shared_from_this<Session> {
 
   Server::Impl* const server_;
   const uint64_t id_;
-  const tcp protocol_;
-  tcp::socket socket_;
+  const Stream protocol_;
+  Stream::socket socket_;
   std::unique_ptr<net::TlsStream> tls_;  // null: plaintext, or lent to a long call
   asio::steady_timer timer_;
   uint64_t timer_generation_ = 0;
   const std::string peer_, source_;
+  const std::optional<net::LocalPeer> local_;
   std::string who_;
-  std::optional<net::ServerHandshake> handshake_;
+  std::optional<net::ServerHandshake> handshake_;  // set while a network peer authenticates
+  bool authenticated_ = false;
   bool holds_handshake_slot_ = true;
   bool closed_ = false;
   char header_[net::kFrameHeaderSize];
@@ -185,11 +209,12 @@ class Session : public std::enable_shared_from_this<Session> {
 
 void Session::Start() {
   const net::Trust& trust = server_->options().trust;
-  handshake_.emplace(trust.secret, peer_);
   Arm(server_->options().auth_timeout, "rejected connection: handshake timed out");
   ErrorCode ec;
   socket_.native_non_blocking(true, ec);
   if (ec) return Close("rejected connection: " + ec.message());
+  if (local_) return ReadFrame(net::kMaxAuthPayload, [this] { OnLocalHello(); });
+  handshake_.emplace(trust.secret, peer_);
   if (!trust.encrypted()) return ReadFrame(net::kMaxAuthPayload, [this] { OnHello(); });
   auto tls = net::TlsStream::New(trust.tls, socket_.native_handle(), net::TlsStream::Role::kServer,
                                  "", peer_);
@@ -237,17 +262,30 @@ void Session::Arm(std::chrono::milliseconds after, std::string why) {
 }
 
 void Session::ReadFrame(uint32_t max_payload, Then then) {
-  Receive(header_, sizeof header_, /*between_calls=*/!handshake_, [this, max_payload, then] {
+  Receive(header_, sizeof header_, /*between_calls=*/authenticated_, [this, max_payload, then] {
     uint32_t length = 0;
     frame_ = net::Frame();
     Status s = net::ParseFrameHeader(header_, max_payload, peer_, &frame_, &length);
     if (!s.ok()) {
-      return Close((handshake_ ? "rejected connection: " : "") + std::string(s.message()));
+      return Close((authenticated_ ? "" : "rejected connection: ") + std::string(s.message()));
     }
     if (length == 0) return then();
-    frame_.payload.resize(length);
-    Receive(frame_.payload.data(), length, /*between_calls=*/false, then);
+    ReceivePayload(length, std::move(then));
   });
+}
+
+// The payload's memory grows with the bytes that arrive (doubling, from
+// kPayloadChunk), not with the length the header declares: a peer that
+// declares a large frame and sends little costs little.
+void Session::ReceivePayload(uint32_t length, Then then) {
+  const size_t have = frame_.payload.size();
+  if (have == length) return then();
+  const size_t grow = std::min<size_t>(length - have, std::max(net::kPayloadChunk, have));
+  frame_.payload.resize(have + grow);
+  Receive(frame_.payload.data() + have, grow, /*between_calls=*/false,
+          [this, length, then = std::move(then)]() mutable {
+            ReceivePayload(length, std::move(then));
+          });
 }
 
 void Session::Receive(char* p, size_t n, bool between_calls, Then then) {
@@ -255,7 +293,7 @@ void Session::Receive(char* p, size_t n, bool between_calls, Then then) {
     StatusOr<net::IoStep> step = tls_ != nullptr ? tls_->Read(p, n)
                                                  : net::TryRecvPlain(socket_.native_handle(), p, n,
                                                                      "receiving from " + peer_);
-    const char* context = handshake_ ? "rejected connection: " : "receiving: ";
+    const char* context = authenticated_ ? "receiving: " : "rejected connection: ";
     if (!step.ok()) return Close(context + std::string(step.status().message()));
     if (step->kind == net::IoStep::kProgress) {
       p += step->bytes;
@@ -301,7 +339,7 @@ void Session::Send(size_t sent, Then then) {
 // closed meanwhile (timer, Stop) cancels the wait.
 void Session::Await(const net::IoStep& step, Then retry) {
   const auto want =
-      step.kind == net::IoStep::kWantWrite ? tcp::socket::wait_write : tcp::socket::wait_read;
+      step.kind == net::IoStep::kWantWrite ? Stream::socket::wait_write : Stream::socket::wait_read;
   socket_.async_wait(want, [self = shared_from_this(), retry = std::move(retry)](ErrorCode ec) {
     if (self->closed_) return;
     if (ec) return self->Close("waiting for the socket: " + ec.message());
@@ -309,9 +347,11 @@ void Session::Await(const net::IoStep& step, Then retry) {
   });
 }
 
+// While the peer authenticates, the handshake's deadline (armed at Start)
+// stays: its replies are bound by it too.
 void Session::Write(std::string bytes, Then then) {
   out_ = std::move(bytes);
-  Arm(server_->options().reply_timeout, "the peer does not take our reply");
+  if (authenticated_) Arm(server_->options().reply_timeout, "the peer does not take our reply");
   Send(0, std::move(then));
 }
 
@@ -333,8 +373,21 @@ void Session::OnProof() {
   std::string refusal;
   auto id = handshake_->OnProof(frame_, &refusal);
   if (!id.ok()) return RefuseHandshake(refusal, id.status());
-  who_ = *id;
   handshake_.reset();
+  Accepted(std::move(*id));
+}
+
+void Session::OnLocalHello() {
+  std::string refusal;
+  auto id = net::OnLocalHello(frame_, peer_, &refusal);
+  if (!id.ok()) return RefuseHandshake(refusal, id.status());
+  Accepted(*id + ", " + local_->Describe());
+}
+
+void Session::Accepted(std::string who) {
+  who_ = std::move(who);
+  authenticated_ = true;
+  if (tls_ != nullptr) tls_->WidenReadBuffer();  // small until now: see TlsStream
   server_->ReleaseHandshake(source_);
   holds_handshake_slot_ = false;
   server_->Authenticated();
@@ -356,6 +409,13 @@ void Session::OnCall() {
   }
   auto op = request.find("op");  // unchecked input: any type
   const std::string name = op != request.end() && op->is_string() ? op->get<std::string>() : "";
+  const auto& local_only = server_->options().local_only;
+  if (!local_ && local_only && local_only(request)) {
+    return Answer(PermissionDeniedError(
+        "\"" + name +
+        "\" as asked is accepted only from this node's own callers (the agent's "
+        "local socket), never over the network, whatever the caller knows"));
+  }
   if (server_->handlers().is_long(name)) return Long(std::move(request));
   Control(std::move(request));
 }
@@ -454,7 +514,7 @@ void Session::Resume(net::Socket socket) {
   AwaitCall();
 }
 
-Status Server::Impl::Start(net::Socket listener) {
+Status Server::Impl::Start(net::Socket listener, net::Socket local_listener) {
   ErrorCode ec;
   const int family = listener.Family();
   const int fd = listener.Release();
@@ -463,32 +523,52 @@ Status Server::Impl::Start(net::Socket listener) {
     ::close(fd);
     return InternalError("serving the listening socket: " + ec.message());
   }
+  if (local_listener.is_open()) {
+    const int local_fd = local_listener.Release();
+    local_acceptor_.assign(LocalProtocol(), local_fd, ec);
+    if (ec) {
+      ::close(local_fd);
+      return InternalError("serving the local socket: " + ec.message());
+    }
+  }
   guard_.emplace(io_.get_executor());
   Accept();
+  if (local_acceptor_.is_open()) AcceptLocal();
   loop_ = std::thread([this] { io_.run(); });
   return Status::Ok();
+}
+
+void Server::Impl::AcceptFailed(const ErrorCode& ec, asio::steady_timer& retry,
+                                std::function<void()> again) {
+  accept_errors_.Add();
+  uint64_t n = 0;
+  if (accept_errors_.Due(kLogPeriod, &n)) Log()->warn("accept ({} times): {}", n, ec.message());
+  retry.expires_after(std::chrono::milliseconds(100));
+  retry.async_wait([this, again = std::move(again)](ErrorCode e) {
+    if (!e && !stopped_) again();
+  });
 }
 
 void Server::Impl::Accept() {
   acceptor_.async_accept([this](ErrorCode ec, tcp::socket socket) {
     if (stopped_ || ec == asio::error::operation_aborted) return;
-    if (ec) {  // e.g. out of descriptors: try again shortly
-      accept_errors_.Add();
-      uint64_t n = 0;
-      if (accept_errors_.Due(kLogPeriod, &n)) Log()->warn("accept ({} times): {}", n, ec.message());
-      accept_retry_.expires_after(std::chrono::milliseconds(100));
-      accept_retry_.async_wait([this](ErrorCode e) {
-        if (!e && !stopped_) Accept();
-      });
-      return;
-    }
+    if (ec) return AcceptFailed(ec, accept_retry_, [this] { Accept(); });  // e.g. out of fds
     OnAccepted(std::move(socket));
     Accept();
   });
 }
 
-void Server::Impl::Refused(bool due, uint64_t count, const char* what, const std::string& peer,
-                           const std::string& why) {
+void Server::Impl::AcceptLocal() {
+  local_acceptor_.async_accept([this](ErrorCode ec, LocalProtocol::socket socket) {
+    if (stopped_ || ec == asio::error::operation_aborted) return;
+    if (ec) return AcceptFailed(ec, local_accept_retry_, [this] { AcceptLocal(); });
+    OnAcceptedLocal(std::move(socket));
+    AcceptLocal();
+  });
+}
+
+void Server::Impl::Refused(bool due, const uint64_t& count, const char* what,
+                           const std::string& peer, const std::string& why) {
   ++refused_;
   if (due) Log()->warn("closed {} {}connection(s), latest from {}: {}", count, what, peer, why);
 }
@@ -505,16 +585,62 @@ void Server::Impl::OnAccepted(tcp::socket socket) {
     return Refused(over_cap_.Due(kLogPeriod, &n), n, "", peer,
                    std::to_string(options_.max_connections) + " connections open");
   }
-  const std::string source = net::SourceAddress(peer);
+  const std::string source = net::BudgetSource(peer);
   if (!budget_.TryAcquire(source)) {
     return Refused(budget_.RefusalsToLog(kLogPeriod, &n), n, "unauthenticated ", peer,
                    std::to_string(options_.max_handshakes) + " handshakes in progress at most, " +
                        std::to_string(options_.max_handshakes_per_source) + " from one address");
   }
   socket.set_option(tcp::no_delay(true), ec);
+  const tcp protocol = remote.protocol();
+  const int fd = socket.release(ec);
+  if (ec) return ReleaseHandshake(source);
+  StartSession(fd, Stream(protocol.family(), protocol.protocol()), peer, source, std::nullopt);
+}
+
+// A local caller: served if its credentials say it may use the agent.
+void Server::Impl::OnAcceptedLocal(LocalProtocol::socket socket) {
+  ++accepted_;
+  ++local_;
+  uint64_t n = 0;
+  StatusOr<net::LocalPeer> peer = net::LocalPeerOf(socket.native_handle());
+  Status allowed = !peer.ok()                 ? peer.status()
+                   : options_.authorize_local ? options_.authorize_local(*peer)
+                                              : PermissionDeniedError("no local caller is served");
+  const std::string name = peer.ok() ? "local " + peer->Describe() : "a local caller";
+  if (!allowed.ok()) {
+    local_refusals_.Add();
+    return Refused(local_refusals_.Due(kLogPeriod, &n), n, "local ", name,
+                   std::string(allowed.message()));
+  }
+  if (open_.load() >= options_.max_connections) {
+    over_cap_.Add();
+    return Refused(over_cap_.Due(kLogPeriod, &n), n, "", name,
+                   std::to_string(options_.max_connections) + " connections open");
+  }
+  const std::string source = "uid " + std::to_string(peer->uid);
+  if (!budget_.TryAcquire(source)) {
+    return Refused(budget_.RefusalsToLog(kLogPeriod, &n), n, "unauthenticated ", name,
+                   "too many handshakes in progress");
+  }
+  ErrorCode ec;
+  const int fd = socket.release(ec);
+  if (ec) return ReleaseHandshake(source);
+  StartSession(fd, Stream(AF_UNIX, 0), name, source, *peer);
+}
+
+void Server::Impl::StartSession(int fd, Stream protocol, std::string peer, std::string source,
+                                std::optional<net::LocalPeer> local) {
+  ErrorCode ec;
+  Stream::socket socket(io_);
+  socket.assign(protocol, fd, ec);
+  if (ec) {
+    ::close(fd);
+    return ReleaseHandshake(source);
+  }
   const uint64_t id = ++next_session_;
-  auto session =
-      std::make_shared<Session>(this, id, std::move(socket), remote.protocol(), peer, source);
+  auto session = std::make_shared<Session>(this, id, std::move(socket), protocol, std::move(peer),
+                                           std::move(source), std::move(local));
   sessions_[id] = session;
   ++open_;
   session->Start();
@@ -570,7 +696,9 @@ void Server::Impl::Stop() {
   asio::post(io_, [this] {
     ErrorCode ignored;
     acceptor_.close(ignored);
+    local_acceptor_.close(ignored);
     accept_retry_.cancel();
+    local_accept_retry_.cancel();
   });
   workers_.join();
   std::map<uint64_t, std::thread> threads;
@@ -594,6 +722,7 @@ Server::Stats Server::Impl::stats() const {
   s.authenticated = authenticated_;
   s.refused = refused_;
   s.calls = calls_;
+  s.local = local_;
   s.open = open_;
   MutexLock l(&long_mu_);
   s.long_calls = long_calls_;
@@ -601,9 +730,9 @@ Server::Stats Server::Impl::stats() const {
 }
 
 StatusOr<std::unique_ptr<Server>> Server::Start(net::Socket listener, Options options,
-                                                Handlers handlers) {
+                                                Handlers handlers, net::Socket local_listener) {
   auto impl = std::make_shared<Impl>(std::move(options), std::move(handlers));
-  STRATA_RETURN_IF_ERROR(impl->Start(std::move(listener)));
+  STRATA_RETURN_IF_ERROR(impl->Start(std::move(listener), std::move(local_listener)));
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 

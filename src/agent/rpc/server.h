@@ -17,6 +17,15 @@
 //     back when done. At most Options::max_long_calls run at once; more are
 //     answered RESOURCE_EXHAUSTED (the caller retries).
 //
+// Local callers. A second listener, a Unix-domain socket in the agent's
+// directory, serves the node's own callers (`strata status` and `strata
+// maintenance` on the node, `strata run`): no TLS and no secret; the
+// kernel's record of the caller's uid (SO_PEERCRED) is checked by
+// Options::authorize_local before a byte is read, then a LOCAL_HELLO
+// (net/auth.h) carries the protocol version and the caller's name. Calls
+// that Options::local_only names are refused on every network connection,
+// whoever holds the secret, and served only to local callers.
+//
 // Bounds: at most max_handshakes connections authenticating at once,
 // max_handshakes_per_source from one address, each for auth_timeout; a
 // connection over budget is closed at once. At most max_connections open
@@ -63,6 +72,12 @@ class Server {
     // connection with an error naming both sizes.
     uint32_t max_request_bytes = kMaxControlBytes;
     std::chrono::milliseconds auth_timeout{5000};
+    // Whether a local caller (net::LocalPeer) may use the agent: OK, or why
+    // not (logged; the connection is closed). Unset: none may.
+    std::function<Status(const net::LocalPeer&)> authorize_local;
+    // Calls accepted only from local callers (PERMISSION_DENIED, naming the
+    // call, on a network connection). Unset: none is.
+    std::function<bool(const json& request)> local_only;
     std::chrono::milliseconds idle_timeout{std::chrono::minutes(5)};
     std::chrono::milliseconds reply_timeout{30000};
   };
@@ -78,9 +93,11 @@ class Server {
     std::function<StatusOr<json>(const json& request, net::Socket& socket)> long_call;
   };
 
-  // Serves `listener` (bound and listening).
+  // Serves `listener` (bound and listening) and, when open, the Unix-domain
+  // `local_listener` (Socket::ListenLocal).
   static StatusOr<std::unique_ptr<Server>> Start(net::Socket listener, Options options,
-                                                 Handlers handlers);
+                                                 Handlers handlers,
+                                                 net::Socket local_listener = net::Socket());
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -88,7 +105,7 @@ class Server {
   void Stop();
 
   struct Stats {
-    uint64_t accepted = 0, authenticated = 0, refused = 0, calls = 0;
+    uint64_t accepted = 0, authenticated = 0, refused = 0, calls = 0, local = 0;
     int open = 0, long_calls = 0;
   };
   Stats stats() const;

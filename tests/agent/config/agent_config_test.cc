@@ -4,6 +4,7 @@
 // environment and flags, their precedence, the secret and the errors.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <cstdint>
 #include <map>
@@ -451,7 +452,7 @@ TEST(AgentConfigTest, RealFilesAndEnvironment) {
   testing::ScratchDir dir("agentcfg");
   testing::WriteFile(dir.Sub("agent.yaml"),
                      "listen: 127.0.0.1:7999\nsecret-file: " + dir.Sub("secret") + "\n");
-  testing::WriteFile(dir.Sub("secret"), std::string(kSecret) + "\n");
+  testing::WriteSecretFile(dir.Sub("secret"), std::string(kSecret) + "\n");
   AgentFlags flags;
   flags.config_file = dir.Sub("agent.yaml");
   flags.local_dir = dir.path();
@@ -462,6 +463,25 @@ TEST(AgentConfigTest, RealFilesAndEnvironment) {
 
   flags.config_file = dir.Sub("absent.yaml");
   ExpectError(ResolveAgentConfig(flags).status(), StatusCode::kNotFound, {"absent.yaml"});
+}
+
+// A secret file every user of the node may read is no secret: refused,
+// with the fix. Group-readable is the operator's choice.
+TEST(AgentConfigTest, ASecretFileOthersMayReadIsRefused) {
+  testing::ScratchDir dir("agentcfg-mode");
+  const std::string path = dir.Sub("secret");
+  testing::WriteSecretFile(path, std::string(kSecret) + "\n");
+  AgentFlags flags;
+  flags.local_dir = dir.path();
+  flags.secret_file = path;
+  ASSERT_EQ(::chmod(path.c_str(), 0644), 0);
+  ExpectError(ResolveAgentConfig(flags).status(), StatusCode::kPermissionDenied,
+              {"--secret-file", path, "may be read by every user of this node (mode 0644)",
+               "chmod 0600 " + path});
+  ASSERT_EQ(::chmod(path.c_str(), 0640), 0);
+  StatusOr<AgentConfig> c = ResolveAgentConfig(flags);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->secret, kSecret);
 }
 
 }  // namespace

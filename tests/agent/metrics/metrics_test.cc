@@ -217,7 +217,7 @@ TEST(AgentMetricsTest, ValuesMoveAsTheJobSavesReplicatesAndRestores) {
 
   // strata goodput over both nodes: the job's time, split.
   std::string out;
-  ASSERT_EQ(c.Cli("goodput", 0, {"--agent", c.address(1), "--json"}, &out), 0) << out;
+  ASSERT_EQ(c.Cli("goodput", 0, {"--agent", c.socket(1), "--json"}, &out), 0) << out;
   auto j = nlohmann::json::parse(out.substr(out.find('{')));
   ASSERT_EQ(j["nodes"].size(), 2u) << out;
   const auto& job = j["job"];
@@ -235,12 +235,12 @@ TEST(AgentMetricsTest, ValuesMoveAsTheJobSavesReplicatesAndRestores) {
     sum += job[k].get<double>();
   }
   EXPECT_NEAR(sum, job["elapsed_seconds"].get<double>(), 1e-6) << out;
-  ASSERT_EQ(c.Cli("goodput", 0, {"--agent", c.address(1)}, &out), 0) << out;
+  ASSERT_EQ(c.Cli("goodput", 0, {"--agent", c.socket(1)}, &out), 0) << out;
   EXPECT_NE(out.find("goodput "), std::string::npos) << out;
 }
 
-// strata run --agent reports each restart of the command to the agent, which
-// counts them by reason.
+// strata run --agent (the agent's local socket) reports each restart of the
+// command to the agent, which counts them by reason.
 TEST(AgentMetricsTest, SupervisorRestartsAreCountedByReason) {
   Cluster c(1, "metrics-run");
   const uint16_t port = FreePort();
@@ -250,8 +250,9 @@ TEST(AgentMetricsTest, SupervisorRestartsAreCountedByReason) {
   const std::string count = c.dir(0) + "-runs";
   const std::string script = "n=$(cat " + count + " 2>/dev/null || echo 0)\necho $((n + 1)) > " +
                              count + "\n[ $n -eq 0 ] && exit 75\n[ $n -eq 1 ] && exit 3\nexit 0\n";
-  Child run({BinaryPath("strata"), "run", "--agent", c.address(0), "--secret-file", c.secret_file(),
-             "--backoff", "10ms,20ms", "--", "sh", "-c", script});
+  // Through the agent's local socket: restarts are reported only there.
+  Child run({BinaryPath("strata"), "run", "--agent", c.socket(0), "--backoff", "10ms,20ms", "--",
+             "sh", "-c", script});
   ASSERT_EQ(run.Wait(std::chrono::minutes(1)), 0) << run.Stderr();
   auto m = Parse(Get(port, "/metrics"));
   EXPECT_EQ(Sum(m, "strata_supervisor_restarts_total", "reason=\"planned\""), 1);
