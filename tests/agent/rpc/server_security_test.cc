@@ -26,7 +26,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr char kSecret[] = "server-security-secret-0123456789";
+constexpr char kSecuritySecret[] = "server-security-secret-0123456789";
 
 class ServerSecurityTest : public ::testing::Test {
  protected:
@@ -38,7 +38,7 @@ class ServerSecurityTest : public ::testing::Test {
     auto local = net::Socket::ListenLocal(socket_path(), SOMAXCONN, 0666, ::getegid());
     ASSERT_TRUE(local.ok()) << local.status().ToString();
     Server::Options options;
-    options.trust = testing::PskTrust(kSecret);
+    options.trust = testing::PskTrust(kSecuritySecret);
     options.auth_timeout = auth_timeout_;
     options.reply_timeout = 60s;  // far beyond the handshake's deadline
     options.max_request_bytes = max_request_bytes_;
@@ -72,7 +72,7 @@ class ServerSecurityTest : public ::testing::Test {
 // network; the node's own caller may, without the secret.
 TEST_F(ServerSecurityTest, LocalOnlyCallsAreRefusedOverTheNetwork) {
   StartServer();
-  auto peer = RpcClient::Connect(endpoint_, testing::PskTrust(kSecret), "peer");
+  auto peer = RpcClient::Connect(endpoint_, testing::PskTrust(kSecuritySecret), "peer");
   ASSERT_TRUE(peer.ok()) << peer.status().ToString();
   auto refused = peer->Call({{"op", "wipe"}}, 10s);
   EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied) << refused.status().ToString();
@@ -106,7 +106,7 @@ TEST_F(ServerSecurityTest, ALocalCallerOfAnotherUidIsRefused) {
 TEST_F(ServerSecurityTest, AHandshakeStalledAfterTheChallengeIsDropped) {
   auth_timeout_ = 300ms;
   StartServer();
-  const net::Trust trust = testing::PskTrust(kSecret);
+  const net::Trust trust = testing::PskTrust(kSecuritySecret);
   auto socket = net::Socket::Connect(endpoint_.host, endpoint_.port, 5s);
   ASSERT_TRUE(socket.ok()) << socket.status().ToString();
   ASSERT_TRUE(
@@ -138,7 +138,7 @@ int64_t ResetPeak() {
 TEST_F(ServerSecurityTest, ADeclaredGigabyteWithTenBytesBehindItCostsLittle) {
   max_request_bytes_ = 1u << 30;
   StartServer();
-  auto client = RpcClient::Connect(endpoint_, testing::PskTrust(kSecret), "big talker");
+  auto client = RpcClient::Connect(endpoint_, testing::PskTrust(kSecuritySecret), "big talker");
   ASSERT_TRUE(client.ok()) << client.status().ToString();
   const int64_t before = ResetPeak();
   ASSERT_GT(before, 0);
