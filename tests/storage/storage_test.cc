@@ -545,9 +545,11 @@ TEST_F(S3Test, ServerKilledAndRestartedMidUploadIsNotFound) {
   StoreOptions o = OptionsFor(moto, moto.strata());
   o.part_bytes = 8 * kMiB;
   o.parallelism = 2;
+  // Retries outlast moto's restart (a Python server's start: seconds on a
+  // loaded machine, where 10 attempts within ~6 s ran out first).
   o.initial_backoff = std::chrono::milliseconds(200);
-  o.max_backoff = std::chrono::milliseconds(2000);
-  o.max_attempts = 10;
+  o.max_backoff = std::chrono::milliseconds(3000);
+  o.max_attempts = 30;
   // Through a proxy that counts the bytes: the kill comes once the upload
   // is under way (a fixed wait let a fast machine finish it before).
   testing::FaultProxy proxy(moto.port());
