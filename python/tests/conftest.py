@@ -1,6 +1,7 @@
 """Fixtures for the Python tests: scratch directories on tmpfs, the example
 trainer as a subprocess, and real `strata agent` processes on loopback."""
 
+import faulthandler
 import json
 import os
 import shutil
@@ -25,6 +26,18 @@ STRATA_BIN = os.environ.get("STRATA_BIN", str(REPO / "build" / "strata"))
 # Every child process a test starts; whatever is still running when the
 # test ends (it failed midway) is killed, so no trainer or agent outlives it.
 _children = []
+
+
+# A test that has not ended after this long prints every thread's stack and
+# ends the run: a hang names itself instead of taking ctest's whole timeout.
+TEST_WATCHDOG_SECONDS = 600
+
+
+@pytest.fixture(autouse=True)
+def _watchdog():
+    faulthandler.dump_traceback_later(TEST_WATCHDOG_SECONDS, exit=True)
+    yield
+    faulthandler.cancel_dump_traceback_later()
 
 
 @pytest.fixture(autouse=True)

@@ -284,7 +284,6 @@ with strata.torch.Checkpointer({str(scratch)!r}, async_save=False) as ckpt:
     assert torch.equal(model.weight, torch.full((64, 64), 1.0))
 
 
-
 def test_every_dtype_view_and_non_contiguous_tensor_round_trips(scratch):
     base = torch.arange(48, dtype=torch.float32).reshape(6, 8)
     values = dict(all_dtype_tensors())
