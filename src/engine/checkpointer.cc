@@ -156,7 +156,7 @@ class CheckpointerImpl final : public Checkpointer, public SlotSaver {
   // Waits until no save and no reservation is in flight.
   void AwaitQuiet();
   // The saver thread's: prepares the pending reservation.
-  void Reserve(MutexLock& l) REQUIRES(mu_);
+  void Reserve() REQUIRES(mu_);
   // Tells the agent (its sync map) the host memory saves stage in.
   void ReportStaging();
   StatusOr<std::string> RetireForRecycling(int64_t new_step);
@@ -543,7 +543,7 @@ void CheckpointerImpl::SaverMain() {
     while (!stop_ && !job_.has_value() && !reserve_) cv_.Wait(&mu_);
     if (!job_) {
       if (stop_) return;
-      Reserve(l);
+      Reserve();
       continue;
     }
     Job job = std::move(*job_);
@@ -561,15 +561,15 @@ void CheckpointerImpl::SaverMain() {
   }
 }
 
-void CheckpointerImpl::Reserve(MutexLock& l) {
+void CheckpointerImpl::Reserve() {
   StepInfo layout = std::move(*reserve_);
   reserve_.reset();
   reserving_ = true;
-  l.Unlock();
+  mu_.Unlock();  // the caller's lock is held again on return
   Status s = slots_.Prepare(layout);
   if (!s.ok()) Log()->warn("reserving memory for the next save in {}: {}", dir_, s.message());
   ReportStaging();
-  l.Lock();
+  mu_.Lock();
   reserving_ = false;
   cv_.SignalAll();
 }
