@@ -109,15 +109,17 @@ demo: build
 # A real job on a multi-host test bed (network namespaces; root) under
 # seeded random faults, invariants checked: make chaos SEEDS=20 MINUTES=2
 # (SEEDS: a count, a range A-B or a list A,B,C; CHAOS_JOBS runs at once,
-# each on a bed of its own; REDUNDANCY the peer tier's, e.g. 'rs(2,2)').
-# docs/reliability.md.
+# each on a bed of its own; REDUNDANCY the peer tier's, e.g. 'rs(2,2)';
+# CHAOS_JSON a file for the runs' reports, which scripts/chaos-table.py
+# turns into docs/chaos-results.md). docs/reliability.md.
 SEEDS ?= 3
 MINUTES ?= 1
 CHAOS_JOBS ?= 1
 REDUNDANCY ?= copies
+CHAOS_JSON ?=
 chaos: build
 	@$(PY) tests/chaos/chaos.py $(BUILD_DIR) --seeds $(SEEDS) --minutes $(MINUTES) --jobs $(CHAOS_JOBS) \
-	  --redundancy '$(REDUNDANCY)'
+	  --redundancy '$(REDUNDANCY)' $(if $(CHAOS_JSON),--json '$(CHAOS_JSON)')
 
 # The fuzz targets under libFuzzer, each for SECONDS, from the stored corpus
 # (fuzz/corpus/<target>) plus what earlier runs found (build-fuzz/corpus);

@@ -661,6 +661,7 @@ def run_seed(build, seed, nodes, seconds, kinds, keep, say):
     os.environ[RUN_TAG] = work  # inherited by everything the run starts
     steps = JOB_STEPS or int(seconds * 1000 / STEP_MS) + 600
     report = {"seed": seed, "nodes": nodes, "seconds": seconds, "steps": steps,
+              "redundancy": os.environ.get("STRATA_REDUNDANCY", "copies"),
               "backup_every": bounds.BACKUP_EVERY,
               "overlapping": schedule.overlapping(faults), "faults": [], "violations": []}
     job = None
@@ -710,6 +711,9 @@ def run_seed(build, seed, nodes, seconds, kinds, keep, say):
             report["violations"] += lost_beyond_bound(report["faults"])
             report["s3_injected"] = s3.injected()
             report["quarantined"] = sum(len(q) for q in job.quarantined().values())
+            # The job's restarts: trainer starts after the first, on the node
+            # that started most (scripts/chaos-table.py tabulates them).
+            report["restarts"] = max((len(s) - 1 for s in job.starts().values()), default=0)
             crashed = job.crashed + [(n, p.returncode) for n, p in job.agents.items()
                                      if p.poll() is not None and p.pid not in job.killed_agents]
             report["violations"] += ["the agent of node %d exited on its own (exit %s)" % c
