@@ -29,8 +29,8 @@
 // Poisson arrivals, each rolling the job back to the newest step a
 // surviving tier held at that moment. Everything here is pure; times are in
 // seconds.
-#ifndef STRATA_GOODPUT_INTERVAL_PLAN_H_
-#define STRATA_GOODPUT_INTERVAL_PLAN_H_
+#ifndef STRATA_INTERVAL_INTERVAL_PLAN_H_
+#define STRATA_INTERVAL_INTERVAL_PLAN_H_
 
 #include <array>
 #include <cstdint>
@@ -98,4 +98,4 @@ SimResult Simulate(const Costs& costs, double save_interval, int64_t backup_ever
 
 }  // namespace strata::goodput
 
-#endif  // STRATA_GOODPUT_INTERVAL_PLAN_H_
+#endif  // STRATA_INTERVAL_INTERVAL_PLAN_H_

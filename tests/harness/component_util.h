@@ -1,8 +1,8 @@
 // Copyright 2026 The Strata Authors.
 //
 // Helpers for tests that run the agent's components in one process.
-#ifndef STRATA_TESTS_COMPONENT_UTIL_H_
-#define STRATA_TESTS_COMPONENT_UTIL_H_
+#ifndef STRATA_TESTS_HARNESS_COMPONENT_UTIL_H_
+#define STRATA_TESTS_HARNESS_COMPONENT_UTIL_H_
 
 #include <cstdlib>
 #include <memory>
@@ -80,4 +80,4 @@ inline StatusOr<std::unique_ptr<agent::Server>> ServeOnLoopback(const std::strin
 
 }  // namespace strata::testing
 
-#endif  // STRATA_TESTS_COMPONENT_UTIL_H_
+#endif  // STRATA_TESTS_HARNESS_COMPONENT_UTIL_H_

@@ -2,8 +2,8 @@
 //
 // Fakes and checks shared by the configuration tests: an environment and a
 // file system held in maps, and an error matcher.
-#ifndef STRATA_TESTS_CONFIG_TEST_UTIL_H_
-#define STRATA_TESTS_CONFIG_TEST_UTIL_H_
+#ifndef STRATA_TESTS_HARNESS_CONFIG_TEST_UTIL_H_
+#define STRATA_TESTS_HARNESS_CONFIG_TEST_UTIL_H_
 
 #include <gtest/gtest.h>
 
@@ -47,4 +47,4 @@ inline ReadFileFn FakeReadFile(Files files) {
 
 }  // namespace strata::testing
 
-#endif  // STRATA_TESTS_CONFIG_TEST_UTIL_H_
+#endif  // STRATA_TESTS_HARNESS_CONFIG_TEST_UTIL_H_

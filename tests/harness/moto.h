@@ -24,8 +24,8 @@
 // real server that lost its state would be. The destructor kills the server.
 //
 // Not thread-safe; one test thread drives it.
-#ifndef STRATA_TESTS_MOTO_H_
-#define STRATA_TESTS_MOTO_H_
+#ifndef STRATA_TESTS_HARNESS_MOTO_H_
+#define STRATA_TESTS_HARNESS_MOTO_H_
 
 #include <memory>
 #include <string>
@@ -96,4 +96,4 @@ class MotoServer {
 
 }  // namespace strata::testing
 
-#endif  // STRATA_TESTS_MOTO_H_
+#endif  // STRATA_TESTS_HARNESS_MOTO_H_

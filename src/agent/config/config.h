@@ -12,8 +12,8 @@
 // Nothing here throws: yaml-cpp exceptions are caught and turned into Status.
 // All functions are thread-safe (they only read their arguments), except that
 // the convenience overloads read the process environment with std::getenv.
-#ifndef STRATA_AGENT_CONFIG_H_
-#define STRATA_AGENT_CONFIG_H_
+#ifndef STRATA_AGENT_CONFIG_CONFIG_H_
+#define STRATA_AGENT_CONFIG_CONFIG_H_
 
 #include <chrono>
 #include <cstddef>
@@ -274,4 +274,4 @@ StatusOr<AgentConfig> ResolveAgentConfig(const AgentFlags& flags);
 
 }  // namespace strata
 
-#endif  // STRATA_AGENT_CONFIG_H_
+#endif  // STRATA_AGENT_CONFIG_CONFIG_H_

@@ -3,8 +3,8 @@
 // Internal to the configuration readers (config.cc: replicator.yaml and
 // host:port; agent_config.cc: the agent's settings): text and YAML helpers
 // both use. Not part of any interface.
-#ifndef STRATA_AGENT_CONFIG_YAML_H_
-#define STRATA_AGENT_CONFIG_YAML_H_
+#ifndef STRATA_AGENT_CONFIG_CONFIG_YAML_H_
+#define STRATA_AGENT_CONFIG_CONFIG_YAML_H_
 
 #include <yaml-cpp/yaml.h>
 
@@ -123,4 +123,4 @@ StatusOr<T> NoExceptions(std::string_view what, Fn fn) {
 
 }  // namespace strata::config_internal
 
-#endif  // STRATA_AGENT_CONFIG_YAML_H_
+#endif  // STRATA_AGENT_CONFIG_CONFIG_YAML_H_
