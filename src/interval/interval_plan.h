@@ -36,7 +36,7 @@
 #include <cstdint>
 #include <string>
 
-namespace strata::goodput {
+namespace strata::interval {
 
 double YoungInterval(double cost, double mtbf);
 double DalyInterval(double cost, double mtbf);
@@ -96,6 +96,6 @@ struct SimResult {
 SimResult Simulate(const Costs& costs, double save_interval, int64_t backup_every, double horizon,
                    uint64_t seed);
 
-}  // namespace strata::goodput
+}  // namespace strata::interval
 
 #endif  // STRATA_INTERVAL_INTERVAL_PLAN_H_

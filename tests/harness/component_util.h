@@ -28,10 +28,10 @@ inline agent::Replication::Hooks IdleReplicationHooks(agent::Replication::Hooks 
   if (!hooks.pins) hooks.pins = [] { return std::set<wire::StepKey>(); };
   if (!hooks.on_replica) hooks.on_replica = [](const wire::StepKey&, uint64_t) {};
   if (!hooks.cadence) {
-    hooks.cadence = [](const ReplicatorConfig&) { return wire::Cadence(); };
+    hooks.cadence = [](const agent::ReplicatorConfig&) { return wire::Cadence(); };
   }
   if (!hooks.on_reply) {
-    hooks.on_reply = [](const ReplicatorConfig&, const wire::ReplicatedRequest&,
+    hooks.on_reply = [](const agent::ReplicatorConfig&, const wire::ReplicatedRequest&,
                         const wire::ReplicatedReply&) {};
   }
   return hooks;

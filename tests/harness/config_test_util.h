@@ -29,7 +29,7 @@ inline void ExpectError(const Status& s, StatusCode code, std::vector<std::strin
   }
 }
 
-inline GetenvFn FakeGetenv(EnvVars env) {
+inline agent::GetenvFn FakeGetenv(EnvVars env) {
   return [env = std::move(env)](const std::string& name) -> std::optional<std::string> {
     auto it = env.find(name);
     if (it == env.end()) return std::nullopt;
@@ -37,7 +37,7 @@ inline GetenvFn FakeGetenv(EnvVars env) {
   };
 }
 
-inline ReadFileFn FakeReadFile(Files files) {
+inline agent::ReadFileFn FakeReadFile(Files files) {
   return [files = std::move(files)](const std::string& path) -> StatusOr<std::string> {
     auto it = files.find(path);
     if (it == files.end()) return NotFoundError(path + ": no such file");

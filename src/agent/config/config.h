@@ -31,7 +31,7 @@
 #include "strata/status.h"
 #include "wire/vocabulary.h"
 
-namespace strata {
+namespace strata::agent {
 
 // Looks up an environment variable; nullopt when unset.
 using GetenvFn = std::function<std::optional<std::string>(const std::string& name)>;
@@ -272,6 +272,6 @@ StatusOr<AgentConfig> ResolveAgentConfig(const AgentFlags& flags, const GetenvFn
 // Same, with the process environment and real files.
 StatusOr<AgentConfig> ResolveAgentConfig(const AgentFlags& flags);
 
-}  // namespace strata
+}  // namespace strata::agent
 
 #endif  // STRATA_AGENT_CONFIG_CONFIG_H_

@@ -19,7 +19,7 @@
 #include "strata/status.h"
 #include "util/metrics.h"
 
-namespace strata {
+namespace strata::agent {
 
 // What the server reads of a request: the first line's method and path (its
 // query dropped), from the request head as received (anything a client
@@ -57,6 +57,6 @@ class MetricsServer {
   std::thread thread_;
 };
 
-}  // namespace strata
+}  // namespace strata::agent
 
 #endif  // STRATA_AGENT_METRICS_METRICS_SERVER_H_
