@@ -385,7 +385,7 @@ TEST_F(AgentSafetyTest, NonStringOpDoesNotCrashTheAgent) {
 }
 
 // DISABLED: the same uncaught json::type_error, in Coordinator::Register
-// (src/agent/coordinator.cc): req.value("address", "") with a number. Other
+// (src/agent/coordinator/coordinator.cc): req.value("address", "") with a number. Other
 // json::value() reads of peer input have the same flaw: "plan_version" in
 // AwaitPlan and Ready, "ok" in Ready, and bad[i].get<int>() in Ready.
 TEST_F(AgentSafetyTest, NonStringAddressDoesNotCrashTheCoordinator) {

@@ -1,7 +1,7 @@
 // Copyright 2026 The Strata Authors.
 //
 // MotoServer: a real S3 (moto_server) on loopback for tests and benchmarks,
-// with signatures and IAM policies checked (see shared TESTING.md).
+// with signatures and IAM policies checked.
 //
 //   MotoServer moto;
 //   ASSERT_TRUE(moto.Start().ok());            // ~1-2 s: share one per suite

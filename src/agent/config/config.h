@@ -2,7 +2,7 @@
 //
 // Configuration of `strata agent`:
 //   - ReplicatorConfig: a client's `replicator.yaml`, parsed and validated
-//     (see ../shared/mission/replicator-protocol.md). Its error messages are
+//     (see docs/agent-protocol.md). Its error messages are
 //     written verbatim into the client-visible `replicator.failed`, so each is
 //     one line, starts with "replicator.yaml: ", names the key, and quotes at
 //     most kMaxQuotedBytes of the offending text.

@@ -1,7 +1,7 @@
 // Copyright 2026 The Strata Authors.
 //
 // ClientFiles: the node's side of the client file protocol in the local
-// directory (docs/replicator-protocol.md), a component of the agent:
+// directory (docs/agent-protocol.md), a component of the agent:
 //   * watches the directory (inotify, else a rescan every second) and says
 //     when a complete replicator.yaml arrived: closed after writing or
 //     moved in; without inotify, the same non-empty file seen by two
