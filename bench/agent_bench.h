@@ -76,7 +76,7 @@ class LiveAgent {
  public:
   static StatusOr<std::unique_ptr<LiveAgent>> Start(const std::string& dir,
                                                     const std::string& secret, net::TlsMode tls) {
-    AgentConfig config;
+    agent::AgentConfig config;
     config.local_dir = dir;
     config.listen = {"127.0.0.1", 0};  // port 0: any free port, see endpoint()
     config.advertise = {"127.0.0.1", 0};
@@ -113,7 +113,7 @@ struct Node {
 struct Bench {
   uint64_t bytes = 0;  // of the step: data files and manifest
   int reps = 0;
-  int streams = AgentConfig().data_streams;  // the agent's default
+  int streams = agent::AgentConfig().data_streams;  // the agent's default
   std::string scratch;
   std::string secret;
   net::TlsMode tls_mode = net::TlsMode::kPsk;

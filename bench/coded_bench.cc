@@ -188,15 +188,15 @@ class Node {
       return target_;
     };
     h.priority_step = [] { return kNoSyncStep; };
-    h.call_coordinator = [this](const ReplicatorConfig&, const json&,
+    h.call_coordinator = [this](const agent::ReplicatorConfig&, const json&,
                                 std::chrono::milliseconds) -> StatusOr<json> {
       std::lock_guard<std::mutex> l(mu_);
       reported_ = true;
       cv_.notify_all();
       return json{{"ok", true}, {"watermark", -1}};
     };
-    h.cadence = [](const ReplicatorConfig&) { return wire::Cadence(); };
-    h.on_reply = [](const ReplicatorConfig&, const wire::ReplicatedRequest&,
+    h.cadence = [](const agent::ReplicatorConfig&) { return wire::Cadence(); };
+    h.on_reply = [](const agent::ReplicatorConfig&, const wire::ReplicatedRequest&,
                     const wire::ReplicatedReply&) {};
     h.pins = [] { return std::set<wire::StepKey>(); };
     h.on_replica = [](const wire::StepKey&, uint64_t) {};

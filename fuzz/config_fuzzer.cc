@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (name == "JOB") return "job-1";
     return std::nullopt;
   };
-  auto config = strata::ParseReplicatorConfig(text, getenv);
+  auto config = strata::agent::ParseReplicatorConfig(text, getenv);
   if (!config.ok() && config.status().code() != strata::StatusCode::kInvalidArgument) {
     std::fprintf(stderr, "replicator.yaml refused with %s, not INVALID_ARGUMENT\n",
                  config.status().ToString().c_str());

@@ -14,13 +14,13 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view head(reinterpret_cast<const char*>(data), size);
-  const strata::HttpRequestLine line = strata::ParseRequestLine(head);
+  const strata::agent::HttpRequestLine line = strata::agent::ParseRequestLine(head);
   const std::string_view first = head.substr(0, head.find("\r\n"));
   const auto within = [&](std::string_view part) {
     return part.empty() || (part.data() >= first.data() &&
                             part.data() + part.size() <= first.data() + first.size());
   };
-  const int status = strata::AnswerStatus(line);
+  const int status = strata::agent::AnswerStatus(line);
   if (!within(line.method) || !within(line.path) ||
       (status != 200 && status != 404 && status != 405) ||
       line.path.find('?') != std::string_view::npos) {

@@ -68,9 +68,9 @@ StatusOr<std::string> ClientSecret(const std::string& secret_file) {
   std::string file = secret_file;
   if (file.empty() && std::getenv("STRATA_SECRET_FILE")) file = std::getenv("STRATA_SECRET_FILE");
   if (!file.empty()) {
-    STRATA_RETURN_IF_ERROR(CheckSecretFileMode(file));
-    STRATA_ASSIGN_OR_RETURN(std::string text, DefaultReadFile()(file));
-    return SecretFromFileText(std::move(text));
+    STRATA_RETURN_IF_ERROR(agent::CheckSecretFileMode(file));
+    STRATA_ASSIGN_OR_RETURN(std::string text, agent::DefaultReadFile()(file));
+    return agent::SecretFromFileText(std::move(text));
   }
   if (const char* s = std::getenv("STRATA_SECRET")) return std::string(s);
   return InvalidArgumentError("no secret: pass --secret-file or set STRATA_SECRET");

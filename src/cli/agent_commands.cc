@@ -30,8 +30,8 @@ void OnStopSignal(int sig) {
   g_stop.store(true);
 }
 
-void RunAgent(Context& ctx, const AgentFlags& flags) {
-  auto config = ResolveAgentConfig(flags);
+void RunAgent(Context& ctx, const agent::AgentFlags& flags) {
+  auto config = agent::ResolveAgentConfig(flags);
   if (!config.ok()) {
     ctx.err << "strata agent: " << config.status().message() << "\n";
     ctx.exit_code = 2;
@@ -115,7 +115,7 @@ void Status_(Context& ctx, const AgentAddress& address, bool as_json) {
 }  // namespace
 
 void RegisterAgentCommands(CLI::App& app, Context& ctx) {
-  auto flags = std::make_shared<AgentFlags>();
+  auto flags = std::make_shared<agent::AgentFlags>();
   CLI::App* agent = app.add_subcommand("agent", "Run the per-node replicator (see docs/agent.md)");
   auto opt = [&](const char* name, std::optional<std::string>& field, const char* help) {
     agent->add_option_function<std::string>(

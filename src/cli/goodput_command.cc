@@ -1,7 +1,7 @@
 // Copyright 2026 The Strata Authors.
 //
 // strata goodput: where a job's time went, from the agents of its nodes
-// (agent/goodput.h; docs/operations.md).
+// (agent/node/goodput.h; docs/operations.md).
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>

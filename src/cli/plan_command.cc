@@ -1,7 +1,7 @@
 // Copyright 2026 The Strata Authors.
 //
 // strata plan: checkpoint intervals per tier from measured costs and failure
-// rates (goodput/interval_plan.h, docs/operations.md).
+// rates (interval/interval_plan.h, docs/operations.md).
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -17,11 +17,11 @@
 namespace strata::cli {
 namespace {
 
-using goodput::Costs;
-using goodput::kBackup;
-using goodput::kPeer;
-using goodput::kRam;
-using goodput::kTiers;
+using interval::Costs;
+using interval::kBackup;
+using interval::kPeer;
+using interval::kRam;
+using interval::kTiers;
 
 struct PlanArgs {
   std::string mtbf;  // the job's, all classes
@@ -135,7 +135,7 @@ std::string Steps(double seconds, double step_seconds) {
   return fmt::format(" ({} steps)", std::max<int64_t>(1, std::llround(seconds / step_seconds)));
 }
 
-void Print(Context& ctx, const PlanArgs& a, const Costs& c, const goodput::Plan& p) {
+void Print(Context& ctx, const PlanArgs& a, const Costs& c, const interval::Plan& p) {
   const char* classes[kTiers] = {"process crash", "node loss", "cluster loss"};
   ctx.out << fmt::format("{:<7} {:<14} {:>8} {:>7} {:>7} {:>8} {:>9} {:>9} {:>12}\n", "tier",
                          "recovers from", "every", "stall", "lag", "restart", "Young", "Daly",
@@ -144,7 +144,7 @@ void Print(Context& ctx, const PlanArgs& a, const Costs& c, const goodput::Plan&
     const auto& tc = c.tier[t];
     const auto& tp = p.tier[t];
     ctx.out << fmt::format(
-        "{:<7} {:<14} {:>8} {:>7} {:>7} {:>8} {:>9} {:>9} {:>12}\n", goodput::TierName(t),
+        "{:<7} {:<14} {:>8} {:>7} {:>7} {:>8} {:>9} {:>9} {:>12}\n", interval::TierName(t),
         classes[t], Human(tc.failure_rate > 0 ? 1 / tc.failure_rate : INFINITY), Human(tc.cost),
         Human(tc.lag), Human(tc.restart), Human(tp.young), Human(tp.daly), Human(tp.multilevel));
   }
@@ -161,11 +161,11 @@ void Print(Context& ctx, const PlanArgs& a, const Costs& c, const goodput::Plan&
                          100 * p.goodput);
 }
 
-nlohmann::json ToJson(const Costs& c, const goodput::Plan& p) {
+nlohmann::json ToJson(const Costs& c, const interval::Plan& p) {
   nlohmann::json tiers = nlohmann::json::array();
   auto finite = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
   for (int t = 0; t < kTiers; ++t) {
-    tiers.push_back({{"tier", goodput::TierName(t)},
+    tiers.push_back({{"tier", interval::TierName(t)},
                      {"failure_rate_per_hour", c.tier[t].failure_rate * 3600},
                      {"stall_seconds", c.tier[t].cost},
                      {"lag_seconds", c.tier[t].lag},
@@ -181,7 +181,7 @@ nlohmann::json ToJson(const Costs& c, const goodput::Plan& p) {
           {"expected_goodput", p.goodput}};
 }
 
-void Simulate(Context& ctx, const PlanArgs& a, const Costs& c, const goodput::Plan& p,
+void Simulate(Context& ctx, const PlanArgs& a, const Costs& c, const interval::Plan& p,
               nlohmann::json* json) {
   double horizon = a.simulate_days * 86400;
   struct Variant {
@@ -197,7 +197,7 @@ void Simulate(Context& ctx, const PlanArgs& a, const Costs& c, const goodput::Pl
         p.backup_every <= 0
             ? 0
             : std::max<int64_t>(1, std::llround(static_cast<double>(p.backup_every) / v.scale));
-    auto r = goodput::Simulate(c, p.save_interval * v.scale, backup_every, horizon, a.seed);
+    auto r = interval::Simulate(c, p.save_interval * v.scale, backup_every, horizon, a.seed);
     if (!a.json) {
       ctx.out << fmt::format(
           "simulated {:g} days, {:<13} save every {:>8}: goodput {:.2f}% ({} process, {} node, {} "
@@ -220,7 +220,7 @@ void RunPlan(Context& ctx, const PlanArgs& a) {
     ctx.exit_code = 2;
     return;
   }
-  goodput::Plan p = goodput::MakePlan(*costs);
+  interval::Plan p = interval::MakePlan(*costs);
   nlohmann::json json = ToJson(*costs, p);
   if (!a.json) Print(ctx, a, *costs, p);
   if (a.simulate_days > 0 && std::isfinite(p.save_interval)) Simulate(ctx, a, *costs, p, &json);

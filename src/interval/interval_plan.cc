@@ -7,7 +7,7 @@
 #include <limits>
 #include <random>
 
-namespace strata::goodput {
+namespace strata::interval {
 
 namespace {
 
@@ -211,4 +211,4 @@ SimResult Simulate(const Costs& costs, double save_interval, int64_t backup_ever
   return Job(costs, save_interval, backup_every, seed).Run(horizon);
 }
 
-}  // namespace strata::goodput
+}  // namespace strata::interval

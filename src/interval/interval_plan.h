@@ -29,14 +29,14 @@
 // Poisson arrivals, each rolling the job back to the newest step a
 // surviving tier held at that moment. Everything here is pure; times are in
 // seconds.
-#ifndef STRATA_GOODPUT_INTERVAL_PLAN_H_
-#define STRATA_GOODPUT_INTERVAL_PLAN_H_
+#ifndef STRATA_INTERVAL_INTERVAL_PLAN_H_
+#define STRATA_INTERVAL_INTERVAL_PLAN_H_
 
 #include <array>
 #include <cstdint>
 #include <string>
 
-namespace strata::goodput {
+namespace strata::interval {
 
 double YoungInterval(double cost, double mtbf);
 double DalyInterval(double cost, double mtbf);
@@ -96,6 +96,6 @@ struct SimResult {
 SimResult Simulate(const Costs& costs, double save_interval, int64_t backup_every, double horizon,
                    uint64_t seed);
 
-}  // namespace strata::goodput
+}  // namespace strata::interval
 
-#endif  // STRATA_GOODPUT_INTERVAL_PLAN_H_
+#endif  // STRATA_INTERVAL_INTERVAL_PLAN_H_

@@ -39,7 +39,7 @@ struct BackupStatus {
   json ToJson() const;
 };
 
-// Where the job's time on a node went (agent/goodput.h), in seconds.
+// Where the job's time on a node went (agent/node/goodput.h), in seconds.
 struct Goodput {
   double elapsed_seconds = 0;     // since the job first started under this agent
   double productive_seconds = 0;  // training of steps never lost

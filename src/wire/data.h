@@ -27,7 +27,7 @@ using json = nlohmann::json;
 // put_step: a peer offers its copy of `key` with `index`; with streams > 1
 // the files follow on other connections (put_files). With `dedup` the
 // sender sends what the receiver answers it needs (PutStepReady::need):
-// the receiver takes the rest from the steps it holds (agent/dedup.h), by
+// the receiver takes the rest from the steps it holds (agent/store/dedup.h), by
 // the index's chunks, or for a Strata step by `ranges` (its manifest's
 // item chunks, per file of the index).
 struct PutStepRequest {

@@ -36,7 +36,7 @@ using namespace std::chrono_literals;
 // memory without it.)
 TEST(AgentShutdownTest, DestroyingTheCoordinatorEndsASyncLongPollFirst) {
   ScratchDir dir("shutdown");
-  AgentConfig config;
+  agent::AgentConfig config;
   config.local_dir = dir.Sub("node0");
   config.listen = {"127.0.0.1", 0};
   config.advertise = {"127.0.0.1", 0};

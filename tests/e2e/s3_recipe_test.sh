@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A user's first contact with S3, exactly as ../shared/TESTING.md sets it up:
+# A user's first contact with S3, set up the way a user does it:
 # moto_server with INITIAL_NO_AUTH_ACTION_COUNT=6 (authentication on after the
 # set-up calls), users and keys made with the aws CLI, credentials from the
 # environment. `strata backups ls` below prefixes, and the signature refusals

@@ -2,8 +2,8 @@
 //
 // Talking to a real agent of a test Cluster the way a peer does, and the
 // small polling and counting helpers the agent tests share.
-#ifndef STRATA_TESTS_AGENT_PEER_H_
-#define STRATA_TESTS_AGENT_PEER_H_
+#ifndef STRATA_TESTS_HARNESS_AGENT_PEER_H_
+#define STRATA_TESTS_HARNESS_AGENT_PEER_H_
 
 #include <chrono>
 #include <cstddef>
@@ -38,4 +38,4 @@ nlohmann::json Key(const std::string& job, int rank, int64_t step);
 
 }  // namespace strata::testing
 
-#endif  // STRATA_TESTS_AGENT_PEER_H_
+#endif  // STRATA_TESTS_HARNESS_AGENT_PEER_H_

@@ -2,8 +2,8 @@
 //
 // Runs a `strata` command line in process (RunCli) and captures what it
 // printed, for the CLI tests.
-#ifndef STRATA_TESTS_CLI_RUNNER_H_
-#define STRATA_TESTS_CLI_RUNNER_H_
+#ifndef STRATA_TESTS_HARNESS_CLI_RUNNER_H_
+#define STRATA_TESTS_HARNESS_CLI_RUNNER_H_
 
 #include <sstream>
 #include <string>
@@ -27,4 +27,4 @@ inline CliResult Cli(const std::vector<std::string>& args) {
 
 }  // namespace strata::cli
 
-#endif  // STRATA_TESTS_CLI_RUNNER_H_
+#endif  // STRATA_TESTS_HARNESS_CLI_RUNNER_H_

@@ -3,8 +3,8 @@
 // Cluster: several real `strata agent` processes on loopback, one RAM
 // directory each (under /dev/shm), and real toy-trainer processes talking
 // to them through the replicator protocol. Node 0's agent coordinates.
-#ifndef STRATA_TESTS_CLUSTER_H_
-#define STRATA_TESTS_CLUSTER_H_
+#ifndef STRATA_TESTS_HARNESS_CLUSTER_H_
+#define STRATA_TESTS_HARNESS_CLUSTER_H_
 
 #include <chrono>
 #include <functional>
@@ -132,4 +132,4 @@ void ExpectAll(const std::vector<TrainerRun>& runs, const std::string& restored,
 
 }  // namespace strata::testing
 
-#endif  // STRATA_TESTS_CLUSTER_H_
+#endif  // STRATA_TESTS_HARNESS_CLUSTER_H_

@@ -1,8 +1,8 @@
 // Copyright 2026 The Strata Authors.
 //
 // Helpers for tests that run the agent's components in one process.
-#ifndef STRATA_TESTS_COMPONENT_UTIL_H_
-#define STRATA_TESTS_COMPONENT_UTIL_H_
+#ifndef STRATA_TESTS_HARNESS_COMPONENT_UTIL_H_
+#define STRATA_TESTS_HARNESS_COMPONENT_UTIL_H_
 
 #include <cstdlib>
 #include <memory>
@@ -28,10 +28,10 @@ inline agent::Replication::Hooks IdleReplicationHooks(agent::Replication::Hooks 
   if (!hooks.pins) hooks.pins = [] { return std::set<wire::StepKey>(); };
   if (!hooks.on_replica) hooks.on_replica = [](const wire::StepKey&, uint64_t) {};
   if (!hooks.cadence) {
-    hooks.cadence = [](const ReplicatorConfig&) { return wire::Cadence(); };
+    hooks.cadence = [](const agent::ReplicatorConfig&) { return wire::Cadence(); };
   }
   if (!hooks.on_reply) {
-    hooks.on_reply = [](const ReplicatorConfig&, const wire::ReplicatedRequest&,
+    hooks.on_reply = [](const agent::ReplicatorConfig&, const wire::ReplicatedRequest&,
                         const wire::ReplicatedReply&) {};
   }
   return hooks;
@@ -80,4 +80,4 @@ inline StatusOr<std::unique_ptr<agent::Server>> ServeOnLoopback(const std::strin
 
 }  // namespace strata::testing
 
-#endif  // STRATA_TESTS_COMPONENT_UTIL_H_
+#endif  // STRATA_TESTS_HARNESS_COMPONENT_UTIL_H_

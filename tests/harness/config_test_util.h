@@ -2,8 +2,8 @@
 //
 // Fakes and checks shared by the configuration tests: an environment and a
 // file system held in maps, and an error matcher.
-#ifndef STRATA_TESTS_CONFIG_TEST_UTIL_H_
-#define STRATA_TESTS_CONFIG_TEST_UTIL_H_
+#ifndef STRATA_TESTS_HARNESS_CONFIG_TEST_UTIL_H_
+#define STRATA_TESTS_HARNESS_CONFIG_TEST_UTIL_H_
 
 #include <gtest/gtest.h>
 
@@ -29,7 +29,7 @@ inline void ExpectError(const Status& s, StatusCode code, std::vector<std::strin
   }
 }
 
-inline GetenvFn FakeGetenv(EnvVars env) {
+inline agent::GetenvFn FakeGetenv(EnvVars env) {
   return [env = std::move(env)](const std::string& name) -> std::optional<std::string> {
     auto it = env.find(name);
     if (it == env.end()) return std::nullopt;
@@ -37,7 +37,7 @@ inline GetenvFn FakeGetenv(EnvVars env) {
   };
 }
 
-inline ReadFileFn FakeReadFile(Files files) {
+inline agent::ReadFileFn FakeReadFile(Files files) {
   return [files = std::move(files)](const std::string& path) -> StatusOr<std::string> {
     auto it = files.find(path);
     if (it == files.end()) return NotFoundError(path + ": no such file");
@@ -47,4 +47,4 @@ inline ReadFileFn FakeReadFile(Files files) {
 
 }  // namespace strata::testing
 
-#endif  // STRATA_TESTS_CONFIG_TEST_UTIL_H_
+#endif  // STRATA_TESTS_HARNESS_CONFIG_TEST_UTIL_H_

@@ -13,8 +13,8 @@
 // Not modelled: unsynced overwrites inside the synced size, and entries
 // removed or renamed away coming back. Files written around the Env (by a
 // client, by a socket) count as durable.
-#ifndef STRATA_TESTS_FAULT_ENV_H_
-#define STRATA_TESTS_FAULT_ENV_H_
+#ifndef STRATA_TESTS_HARNESS_FAULT_ENV_H_
+#define STRATA_TESTS_HARNESS_FAULT_ENV_H_
 
 #include <sys/stat.h>
 
@@ -273,4 +273,4 @@ inline StatusOr<std::unique_ptr<WritableFile>> FaultInjectionEnv::Open(const std
 
 }  // namespace strata::testing
 
-#endif  // STRATA_TESTS_FAULT_ENV_H_
+#endif  // STRATA_TESTS_HARNESS_FAULT_ENV_H_

@@ -16,8 +16,8 @@
 // connection after one response, so a connection is a request there. Other
 // traffic passes through unchanged. One thread per connection.
 // Thread-safe.
-#ifndef STRATA_TESTS_FAULT_PROXY_H_
-#define STRATA_TESTS_FAULT_PROXY_H_
+#ifndef STRATA_TESTS_HARNESS_FAULT_PROXY_H_
+#define STRATA_TESTS_HARNESS_FAULT_PROXY_H_
 
 #include <atomic>
 #include <chrono>
@@ -90,4 +90,4 @@ class FaultProxy {
 
 }  // namespace strata::testing
 
-#endif  // STRATA_TESTS_FAULT_PROXY_H_
+#endif  // STRATA_TESTS_HARNESS_FAULT_PROXY_H_

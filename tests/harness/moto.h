@@ -1,7 +1,7 @@
 // Copyright 2026 The Strata Authors.
 //
 // MotoServer: a real S3 (moto_server) on loopback for tests and benchmarks,
-// with signatures and IAM policies checked (see shared TESTING.md).
+// with signatures and IAM policies checked.
 //
 //   MotoServer moto;
 //   ASSERT_TRUE(moto.Start().ok());            // ~1-2 s: share one per suite
@@ -24,8 +24,8 @@
 // real server that lost its state would be. The destructor kills the server.
 //
 // Not thread-safe; one test thread drives it.
-#ifndef STRATA_TESTS_MOTO_H_
-#define STRATA_TESTS_MOTO_H_
+#ifndef STRATA_TESTS_HARNESS_MOTO_H_
+#define STRATA_TESTS_HARNESS_MOTO_H_
 
 #include <memory>
 #include <string>
@@ -96,4 +96,4 @@ class MotoServer {
 
 }  // namespace strata::testing
 
-#endif  // STRATA_TESTS_MOTO_H_
+#endif  // STRATA_TESTS_HARNESS_MOTO_H_

@@ -15,8 +15,8 @@
 // (connections numbered from 0 in accept order); Replay sends recorded bytes
 // on a fresh connection to the server, as an attacker who captured them.
 // One thread per direction and connection. Thread-safe.
-#ifndef STRATA_TESTS_TAMPER_PROXY_H_
-#define STRATA_TESTS_TAMPER_PROXY_H_
+#ifndef STRATA_TESTS_HARNESS_TAMPER_PROXY_H_
+#define STRATA_TESTS_HARNESS_TAMPER_PROXY_H_
 
 #include <atomic>
 #include <cstdint>
@@ -80,4 +80,4 @@ class TamperProxy {
 
 }  // namespace strata::testing
 
-#endif  // STRATA_TESTS_TAMPER_PROXY_H_
+#endif  // STRATA_TESTS_HARNESS_TAMPER_PROXY_H_

@@ -3,8 +3,8 @@
 // TestPki: a certificate authority and certificates for tests of TLS in
 // certificate mode, made with Debian's openssl command in a scratch
 // directory: <name>.pem (certificate), <name>.key (its EC P-256 key).
-#ifndef STRATA_TESTS_TEST_PKI_H_
-#define STRATA_TESTS_TEST_PKI_H_
+#ifndef STRATA_TESTS_HARNESS_TEST_PKI_H_
+#define STRATA_TESTS_HARNESS_TEST_PKI_H_
 
 #include <gtest/gtest.h>
 
@@ -58,4 +58,4 @@ class TestPki {
 
 }  // namespace strata::testing
 
-#endif  // STRATA_TESTS_TEST_PKI_H_
+#endif  // STRATA_TESTS_HARNESS_TEST_PKI_H_

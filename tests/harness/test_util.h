@@ -1,8 +1,8 @@
 // Copyright 2026 The Strata Authors.
 //
 // Helpers for tests: scratch directories and child processes.
-#ifndef STRATA_TESTS_TEST_UTIL_H_
-#define STRATA_TESTS_TEST_UTIL_H_
+#ifndef STRATA_TESTS_HARNESS_TEST_UTIL_H_
+#define STRATA_TESTS_HARNESS_TEST_UTIL_H_
 
 #include <sys/types.h>
 
@@ -128,4 +128,4 @@ void SaveFuzzSeed(const std::string& target, std::string_view bytes);
 
 }  // namespace strata::testing
 
-#endif  // STRATA_TESTS_TEST_UTIL_H_
+#endif  // STRATA_TESTS_HARNESS_TEST_UTIL_H_

@@ -12,7 +12,7 @@
 
 #include "cli/cli.h"
 
-namespace strata::goodput {
+namespace strata::interval {
 namespace {
 
 constexpr double kMin = 60;
@@ -113,4 +113,4 @@ TEST(PlanCommandTest, BadInputNamesTheFlag) {
 }
 
 }  // namespace
-}  // namespace strata::goodput
+}  // namespace strata::interval

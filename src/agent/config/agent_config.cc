@@ -14,7 +14,7 @@
 #include "agent/config/config.h"
 #include "agent/config/config_yaml.h"
 
-namespace strata {
+namespace strata::agent {
 namespace {
 
 using config_internal::CollectFields;
@@ -422,4 +422,4 @@ std::string SecretFromFileText(std::string text) {
   return text;
 }
 
-}  // namespace strata
+}  // namespace strata::agent

@@ -2,7 +2,7 @@
 //
 // Configuration of `strata agent`:
 //   - ReplicatorConfig: a client's `replicator.yaml`, parsed and validated
-//     (see ../shared/mission/replicator-protocol.md). Its error messages are
+//     (see docs/agent-protocol.md). Its error messages are
 //     written verbatim into the client-visible `replicator.failed`, so each is
 //     one line, starts with "replicator.yaml: ", names the key, and quotes at
 //     most kMaxQuotedBytes of the offending text.
@@ -12,8 +12,8 @@
 // Nothing here throws: yaml-cpp exceptions are caught and turned into Status.
 // All functions are thread-safe (they only read their arguments), except that
 // the convenience overloads read the process environment with std::getenv.
-#ifndef STRATA_AGENT_CONFIG_H_
-#define STRATA_AGENT_CONFIG_H_
+#ifndef STRATA_AGENT_CONFIG_CONFIG_H_
+#define STRATA_AGENT_CONFIG_CONFIG_H_
 
 #include <chrono>
 #include <cstddef>
@@ -31,7 +31,7 @@
 #include "strata/status.h"
 #include "wire/vocabulary.h"
 
-namespace strata {
+namespace strata::agent {
 
 // Looks up an environment variable; nullopt when unset.
 using GetenvFn = std::function<std::optional<std::string>(const std::string& name)>;
@@ -272,6 +272,6 @@ StatusOr<AgentConfig> ResolveAgentConfig(const AgentFlags& flags, const GetenvFn
 // Same, with the process environment and real files.
 StatusOr<AgentConfig> ResolveAgentConfig(const AgentFlags& flags);
 
-}  // namespace strata
+}  // namespace strata::agent
 
-#endif  // STRATA_AGENT_CONFIG_H_
+#endif  // STRATA_AGENT_CONFIG_CONFIG_H_

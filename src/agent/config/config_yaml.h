@@ -3,8 +3,8 @@
 // Internal to the configuration readers (config.cc: replicator.yaml and
 // host:port; agent_config.cc: the agent's settings): text and YAML helpers
 // both use. Not part of any interface.
-#ifndef STRATA_AGENT_CONFIG_YAML_H_
-#define STRATA_AGENT_CONFIG_YAML_H_
+#ifndef STRATA_AGENT_CONFIG_CONFIG_YAML_H_
+#define STRATA_AGENT_CONFIG_CONFIG_YAML_H_
 
 #include <yaml-cpp/yaml.h>
 
@@ -19,7 +19,7 @@
 
 #include "agent/config/config.h"
 
-namespace strata::config_internal {
+namespace strata::agent::config_internal {
 
 // At most `max` bytes of `text`, with every byte outside printable ASCII
 // replaced by '?', so the result is one line of plain text.
@@ -121,6 +121,6 @@ StatusOr<T> NoExceptions(std::string_view what, Fn fn) {
   }
 }
 
-}  // namespace strata::config_internal
+}  // namespace strata::agent::config_internal
 
-#endif  // STRATA_AGENT_CONFIG_YAML_H_
+#endif  // STRATA_AGENT_CONFIG_CONFIG_YAML_H_

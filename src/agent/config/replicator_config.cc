@@ -16,7 +16,7 @@
 #include "agent/config/config_yaml.h"
 #include "strata/env.h"
 #include "util/file_util.h"
-namespace strata {
+namespace strata::agent {
 namespace config_internal {
 
 // ---------------------------------------------------------------------------
@@ -419,4 +419,4 @@ StatusOr<ReplicatorConfig> ParseReplicatorConfig(std::string_view yaml_text) {
   return ParseReplicatorConfig(yaml_text, ProcessGetenv());
 }
 
-}  // namespace strata
+}  // namespace strata::agent

@@ -33,8 +33,8 @@
 // the commit object — last, so a backup interrupted anywhere (a node or the
 // coordinator dying) is never restored from. The coordinator never deletes
 // or rewrites a backup.
-#ifndef STRATA_AGENT_COORDINATOR_H_
-#define STRATA_AGENT_COORDINATOR_H_
+#ifndef STRATA_AGENT_COORDINATOR_COORDINATOR_H_
+#define STRATA_AGENT_COORDINATOR_COORDINATOR_H_
 
 #include <chrono>
 #include <ctime>
@@ -343,4 +343,4 @@ class Coordinator {
 
 }  // namespace strata::agent
 
-#endif  // STRATA_AGENT_COORDINATOR_H_
+#endif  // STRATA_AGENT_COORDINATOR_COORDINATOR_H_

@@ -4,8 +4,8 @@
 // Each returns a series of the process's registry (util/metrics.h); the
 // gauges computed at scrape time (RAM held, durability lag per tier, ...)
 // are the agent's collector (Agent::CollectMetrics).
-#ifndef STRATA_AGENT_AGENT_METRICS_H_
-#define STRATA_AGENT_AGENT_METRICS_H_
+#ifndef STRATA_AGENT_METRICS_AGENT_METRICS_H_
+#define STRATA_AGENT_METRICS_AGENT_METRICS_H_
 
 #include <string>
 #include <string_view>
@@ -58,4 +58,4 @@ metrics::Counter& SupervisorRestarts(std::string_view reason);
 
 }  // namespace strata::agent::metric
 
-#endif  // STRATA_AGENT_AGENT_METRICS_H_
+#endif  // STRATA_AGENT_METRICS_AGENT_METRICS_H_

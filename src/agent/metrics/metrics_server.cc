@@ -12,7 +12,7 @@
 
 #include "util/logging.h"
 
-namespace strata {
+namespace strata::agent {
 
 namespace {
 
@@ -126,4 +126,4 @@ void MetricsServer::Answer(net::Socket& client) {
   if (!s.ok()) Log()->debug("metrics: answering {}: {}", client.peer(), s.ToString());
 }
 
-}  // namespace strata
+}  // namespace strata::agent

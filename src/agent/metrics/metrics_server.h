@@ -6,8 +6,8 @@
 // pointing there, anything else 404 (405 for another method). One connection
 // at a time, closed after each answer; a client has 5 s to send its request.
 // Start() binds before it returns, so a port in use is an error at start.
-#ifndef STRATA_AGENT_METRICS_SERVER_H_
-#define STRATA_AGENT_METRICS_SERVER_H_
+#ifndef STRATA_AGENT_METRICS_METRICS_SERVER_H_
+#define STRATA_AGENT_METRICS_METRICS_SERVER_H_
 
 #include <atomic>
 #include <cstdint>
@@ -19,7 +19,7 @@
 #include "strata/status.h"
 #include "util/metrics.h"
 
-namespace strata {
+namespace strata::agent {
 
 // What the server reads of a request: the first line's method and path (its
 // query dropped), from the request head as received (anything a client
@@ -57,6 +57,6 @@ class MetricsServer {
   std::thread thread_;
 };
 
-}  // namespace strata
+}  // namespace strata::agent
 
-#endif  // STRATA_AGENT_METRICS_SERVER_H_
+#endif  // STRATA_AGENT_METRICS_METRICS_SERVER_H_

@@ -1,7 +1,7 @@
 // Copyright 2026 The Strata Authors.
 //
 // ClientFiles: the node's side of the client file protocol in the local
-// directory (docs/replicator-protocol.md), a component of the agent:
+// directory (docs/agent-protocol.md), a component of the agent:
 //   * watches the directory (inotify, else a rescan every second) and says
 //     when a complete replicator.yaml arrived: closed after writing or
 //     moved in; without inotify, the same non-empty file seen by two
@@ -21,8 +21,8 @@
 //
 // Threads: the agent's main loop only (not thread-safe); every file
 // operation goes through the Env the Store and LocalDir were opened with.
-#ifndef STRATA_AGENT_CLIENT_FILES_H_
-#define STRATA_AGENT_CLIENT_FILES_H_
+#ifndef STRATA_AGENT_NODE_CLIENT_FILES_H_
+#define STRATA_AGENT_NODE_CLIENT_FILES_H_
 
 #include <chrono>
 #include <optional>
@@ -131,4 +131,4 @@ class ClientFiles {
 
 }  // namespace strata::agent
 
-#endif  // STRATA_AGENT_CLIENT_FILES_H_
+#endif  // STRATA_AGENT_NODE_CLIENT_FILES_H_

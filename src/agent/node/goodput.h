@@ -14,8 +14,8 @@
 // around each start of the job. Times are the agent's SteadyClock; the
 // ledger covers the job since this agent first saw it start (an agent
 // restart begins a new ledger). Thread-safe.
-#ifndef STRATA_AGENT_GOODPUT_H_
-#define STRATA_AGENT_GOODPUT_H_
+#ifndef STRATA_AGENT_NODE_GOODPUT_H_
+#define STRATA_AGENT_NODE_GOODPUT_H_
 
 #include <algorithm>
 #include <cstdint>
@@ -73,4 +73,4 @@ class GoodputLedger {
 
 }  // namespace strata::agent
 
-#endif  // STRATA_AGENT_GOODPUT_H_
+#endif  // STRATA_AGENT_NODE_GOODPUT_H_

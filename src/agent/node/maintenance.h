@@ -20,8 +20,8 @@
 // `strata maintenance`; a drain on the agent's main loop; the yield on the
 // backup thread. Maintenance calls its hooks, which take the agent's lock,
 // with no lock of its own held; its waits poll the clock and `stopping`.
-#ifndef STRATA_AGENT_MAINTENANCE_H_
-#define STRATA_AGENT_MAINTENANCE_H_
+#ifndef STRATA_AGENT_NODE_MAINTENANCE_H_
+#define STRATA_AGENT_NODE_MAINTENANCE_H_
 
 #include <chrono>
 #include <functional>
@@ -127,4 +127,4 @@ class Maintenance {
 
 }  // namespace strata::agent
 
-#endif  // STRATA_AGENT_MAINTENANCE_H_
+#endif  // STRATA_AGENT_NODE_MAINTENANCE_H_

@@ -15,8 +15,8 @@
 // never calls out (its hooks) with its lock held. A task's step is pinned
 // before the watermark can pass it because Replication hands the reply's
 // news over (OnNews) before it applies the watermark the reply carries.
-#ifndef STRATA_AGENT_NODE_BACKUP_H_
-#define STRATA_AGENT_NODE_BACKUP_H_
+#ifndef STRATA_AGENT_NODE_NODE_BACKUP_H_
+#define STRATA_AGENT_NODE_NODE_BACKUP_H_
 
 #include <atomic>
 #include <chrono>
@@ -154,4 +154,4 @@ class NodeBackup {
 
 }  // namespace strata::agent
 
-#endif  // STRATA_AGENT_NODE_BACKUP_H_
+#endif  // STRATA_AGENT_NODE_NODE_BACKUP_H_

@@ -25,8 +25,8 @@
 // Threads and locks: the notice and sync threads; every public method may be
 // called from any thread, also with the caller's lock held (the agent's
 // comes first); OnDemandSync calls its hooks with no lock of its own held.
-#ifndef STRATA_AGENT_ONDEMAND_SYNC_H_
-#define STRATA_AGENT_ONDEMAND_SYNC_H_
+#ifndef STRATA_AGENT_NODE_ONDEMAND_SYNC_H_
+#define STRATA_AGENT_NODE_ONDEMAND_SYNC_H_
 
 #include <atomic>
 #include <chrono>
@@ -170,4 +170,4 @@ class OnDemandSync {
 
 }  // namespace strata::agent
 
-#endif  // STRATA_AGENT_ONDEMAND_SYNC_H_
+#endif  // STRATA_AGENT_NODE_ONDEMAND_SYNC_H_

@@ -30,8 +30,8 @@
 // Threads: Run blocks the calling thread (the agent's main loop); the
 // accessors may be called from any thread. Restore calls its hooks with no
 // lock of its own held.
-#ifndef STRATA_AGENT_RESTORE_H_
-#define STRATA_AGENT_RESTORE_H_
+#ifndef STRATA_AGENT_NODE_RESTORE_H_
+#define STRATA_AGENT_NODE_RESTORE_H_
 
 #include <atomic>
 #include <functional>
@@ -220,4 +220,4 @@ class Restore {
 
 }  // namespace strata::agent
 
-#endif  // STRATA_AGENT_RESTORE_H_
+#endif  // STRATA_AGENT_NODE_RESTORE_H_

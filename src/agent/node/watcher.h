@@ -10,8 +10,8 @@
 // reason() says why): its user rescans the directory on a timer instead.
 // STRATA_TEST_NO_INOTIFY=1 in the environment makes inotify_init1 fail with
 // EMFILE, for tests of that path.
-#ifndef STRATA_AGENT_WATCHER_H_
-#define STRATA_AGENT_WATCHER_H_
+#ifndef STRATA_AGENT_NODE_WATCHER_H_
+#define STRATA_AGENT_NODE_WATCHER_H_
 
 #include <chrono>
 #include <string>
@@ -55,4 +55,4 @@ class DirWatcher {
 
 }  // namespace strata::agent
 
-#endif  // STRATA_AGENT_WATCHER_H_
+#endif  // STRATA_AGENT_NODE_WATCHER_H_

@@ -24,8 +24,8 @@
 //     adopted. A shard that fails names its holder for the coordinator.
 //
 // Thread-safe; holds no lock while it does I/O.
-#ifndef STRATA_AGENT_CODED_TIER_H_
-#define STRATA_AGENT_CODED_TIER_H_
+#ifndef STRATA_AGENT_PEER_CODED_TIER_H_
+#define STRATA_AGENT_PEER_CODED_TIER_H_
 
 #include <map>
 #include <set>
@@ -132,4 +132,4 @@ class CodedTier {
 
 }  // namespace strata::agent
 
-#endif  // STRATA_AGENT_CODED_TIER_H_
+#endif  // STRATA_AGENT_PEER_CODED_TIER_H_

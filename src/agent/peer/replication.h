@@ -18,8 +18,8 @@
 // when it queues a step): Replication never calls a hook, does I/O or waits
 // on the network with mu_ held (Restored and Stop abort the connections of
 // a send in flight under it: non-blocking system calls).
-#ifndef STRATA_AGENT_REPLICATION_H_
-#define STRATA_AGENT_REPLICATION_H_
+#ifndef STRATA_AGENT_PEER_REPLICATION_H_
+#define STRATA_AGENT_PEER_REPLICATION_H_
 
 #include <atomic>
 #include <chrono>
@@ -298,4 +298,4 @@ class Replication {
 
 }  // namespace strata::agent
 
-#endif  // STRATA_AGENT_REPLICATION_H_
+#endif  // STRATA_AGENT_PEER_REPLICATION_H_

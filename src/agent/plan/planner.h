@@ -3,8 +3,8 @@
 // Pure decisions of the agent, kept free of I/O so they can be tested
 // exhaustively: which peers hold a node's copies, and which step the whole
 // job restores and from where.
-#ifndef STRATA_AGENT_PLANNER_H_
-#define STRATA_AGENT_PLANNER_H_
+#ifndef STRATA_AGENT_PLAN_PLANNER_H_
+#define STRATA_AGENT_PLAN_PLANNER_H_
 
 #include <cstdint>
 #include <map>
@@ -84,4 +84,4 @@ RestorePlan PlanRestore(const Inventory& inventory, int nodes, int data_parallel
 
 }  // namespace strata::agent
 
-#endif  // STRATA_AGENT_PLANNER_H_
+#endif  // STRATA_AGENT_PLAN_PLANNER_H_

@@ -40,8 +40,8 @@
 // stopping), every connection closed, the loop joined. The owner makes
 // parked completions fire (Coordinator::Shutdown) before Stop; a
 // completion that fires after Stop is dropped.
-#ifndef STRATA_AGENT_SERVER_H_
-#define STRATA_AGENT_SERVER_H_
+#ifndef STRATA_AGENT_RPC_SERVER_H_
+#define STRATA_AGENT_RPC_SERVER_H_
 
 #include <chrono>
 #include <functional>
@@ -119,4 +119,4 @@ class Server {
 
 }  // namespace strata::agent
 
-#endif  // STRATA_AGENT_SERVER_H_
+#endif  // STRATA_AGENT_RPC_SERVER_H_

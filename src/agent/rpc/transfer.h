@@ -9,8 +9,8 @@
 // copying over cores; across a network it also fills links that one TCP
 // stream cannot. A restore fetches the same way, in the other direction
 // ("get_index", then "fetch_step" with "files" on each connection).
-#ifndef STRATA_AGENT_TRANSFER_H_
-#define STRATA_AGENT_TRANSFER_H_
+#ifndef STRATA_AGENT_RPC_TRANSFER_H_
+#define STRATA_AGENT_RPC_TRANSFER_H_
 
 #include <chrono>
 #include <cstdint>
@@ -110,4 +110,4 @@ class TransferTable {
 
 }  // namespace strata::agent
 
-#endif  // STRATA_AGENT_TRANSFER_H_
+#endif  // STRATA_AGENT_RPC_TRANSFER_H_

@@ -14,8 +14,8 @@
 // against its index before it is adopted, as every replica is
 // (Store::Adopt). A held copy whose bytes no longer match its index gives
 // nothing; the sender sends that range.
-#ifndef STRATA_AGENT_DEDUP_H_
-#define STRATA_AGENT_DEDUP_H_
+#ifndef STRATA_AGENT_STORE_DEDUP_H_
+#define STRATA_AGENT_STORE_DEDUP_H_
 
 #include <cstdint>
 #include <set>
@@ -68,4 +68,4 @@ uint64_t TotalLength(const std::vector<wire::FileRange>& ranges);
 
 }  // namespace strata::agent
 
-#endif  // STRATA_AGENT_DEDUP_H_
+#endif  // STRATA_AGENT_STORE_DEDUP_H_

@@ -1,11 +1,11 @@
 // Copyright 2026 The Strata Authors.
 //
 // The replicator protocol's files in the client's local directory
-// (../shared/mission/replicator-protocol.md): building and parsing their
-// names, the cleanup before a job is accepted, restore markers, and the
-// files through which the agent talks to the client.
-#ifndef STRATA_AGENT_LOCAL_DIR_H_
-#define STRATA_AGENT_LOCAL_DIR_H_
+// (docs/agent-protocol.md): building and parsing their names, the cleanup
+// before a job is accepted, restore markers, and the files through which
+// the agent talks to the client.
+#ifndef STRATA_AGENT_STORE_LOCAL_DIR_H_
+#define STRATA_AGENT_STORE_LOCAL_DIR_H_
 
 #include <sys/types.h>
 
@@ -89,4 +89,4 @@ class LocalDir {
 
 }  // namespace strata::agent
 
-#endif  // STRATA_AGENT_LOCAL_DIR_H_
+#endif  // STRATA_AGENT_STORE_LOCAL_DIR_H_

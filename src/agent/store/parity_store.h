@@ -29,8 +29,8 @@
 // crash leaves the old shard or the new one; temporaries go at Open.
 // Contributions to one shard are serialized; to different shards they run
 // in parallel. Thread-safe.
-#ifndef STRATA_AGENT_PARITY_STORE_H_
-#define STRATA_AGENT_PARITY_STORE_H_
+#ifndef STRATA_AGENT_STORE_PARITY_STORE_H_
+#define STRATA_AGENT_STORE_PARITY_STORE_H_
 
 #include <chrono>
 #include <compare>
@@ -184,4 +184,4 @@ StatusOr<ParityHeader> DecodeParityHeader(std::string_view text, std::string_vie
 
 }  // namespace strata::agent
 
-#endif  // STRATA_AGENT_PARITY_STORE_H_
+#endif  // STRATA_AGENT_STORE_PARITY_STORE_H_

@@ -5,8 +5,8 @@
 // huge pages, writing a received step into new files and reading it back
 // to verify take a fraction of the time (docs/performance.md), so the agent
 // says at start when its directory could use them.
-#ifndef STRATA_AGENT_RAM_DISK_H_
-#define STRATA_AGENT_RAM_DISK_H_
+#ifndef STRATA_AGENT_STORE_RAM_DISK_H_
+#define STRATA_AGENT_STORE_RAM_DISK_H_
 
 #include <string>
 #include <string_view>
@@ -40,4 +40,4 @@ std::string TmpfsHugeOption(std::string_view mountinfo, std::string_view device)
 
 }  // namespace strata::agent
 
-#endif  // STRATA_AGENT_RAM_DISK_H_
+#endif  // STRATA_AGENT_STORE_RAM_DISK_H_

@@ -21,8 +21,8 @@
 // (about one step), and a transfer takes them (TakeSpare) instead of
 // creating files. Between transfers that memory stays allocated; at the
 // peak, while the next step arrives, use is what it would have been.
-#ifndef STRATA_AGENT_STORE_H_
-#define STRATA_AGENT_STORE_H_
+#ifndef STRATA_AGENT_STORE_STORE_H_
+#define STRATA_AGENT_STORE_STORE_H_
 
 #include <compare>
 #include <cstdint>
@@ -124,4 +124,4 @@ class Store {
 
 }  // namespace strata::agent
 
-#endif  // STRATA_AGENT_STORE_H_
+#endif  // STRATA_AGENT_STORE_STORE_H_

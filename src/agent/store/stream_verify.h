@@ -14,8 +14,8 @@
 //  - any other step: every 16 MiB chunk of every file against the index.
 // The file list, the sizes and the manifest's digest are still checked when
 // the copy is committed (Store::AdoptVerified); only the data pass is saved.
-#ifndef STRATA_AGENT_STREAM_VERIFY_H_
-#define STRATA_AGENT_STREAM_VERIFY_H_
+#ifndef STRATA_AGENT_STORE_STREAM_VERIFY_H_
+#define STRATA_AGENT_STORE_STREAM_VERIFY_H_
 
 #include <cstdint>
 #include <deque>
@@ -106,4 +106,4 @@ class StreamVerifier {
 
 }  // namespace strata::agent
 
-#endif  // STRATA_AGENT_STREAM_VERIFY_H_
+#endif  // STRATA_AGENT_STORE_STREAM_VERIFY_H_

@@ -1,6 +1,6 @@
 // Copyright 2026 The Strata Authors.
 //
-// Tests of the agent's own settings (agent/config.h): a YAML file, the
+// Tests of the agent's own settings (agent/config/config.h): a YAML file, the
 // environment and flags, their precedence, the secret and the errors.
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -17,7 +17,7 @@
 #include "config_test_util.h"
 #include "test_util.h"
 
-namespace strata {
+namespace strata::agent {
 namespace {
 
 using testing::EnvVars;
@@ -485,4 +485,4 @@ TEST(AgentConfigTest, ASecretFileOthersMayReadIsRefused) {
 }
 
 }  // namespace
-}  // namespace strata
+}  // namespace strata::agent

@@ -1,7 +1,7 @@
 // Copyright 2026 The Strata Authors.
 //
 // Tests of host:port parsing and of replicator.yaml parsing and validation
-// (agent/config.h); the messages reach the client's replicator.failed.
+// (agent/config/config.h); the messages reach the client's replicator.failed.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -16,7 +16,7 @@
 #include "config_test_util.h"
 #include "test_util.h"
 
-namespace strata {
+namespace strata::agent {
 namespace {
 
 using testing::EnvVars;
@@ -539,4 +539,4 @@ TEST(ReplicatorConfigTest, ProcessEnvironmentOverload) {
 }
 
 }  // namespace
-}  // namespace strata
+}  // namespace strata::agent

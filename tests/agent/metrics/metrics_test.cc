@@ -148,7 +148,7 @@ TEST(MetricsRegistryTest, SeriesAreSharedAndUpdatesAreAtomic) {
 TEST(MetricsServerTest, ServesMetricsAndRefusesTheRest) {
   metrics::Registry r;
   r.GetCounter("t_total", "n").Add(2);
-  MetricsServer server(&r);
+  agent::MetricsServer server(&r);
   ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
   std::string ok = Get(server.port(), "/metrics");
   EXPECT_EQ(ok.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << ok;
@@ -163,7 +163,7 @@ TEST(MetricsServerTest, ServesMetricsAndRefusesTheRest) {
   ASSERT_TRUE(idle.ok());
   EXPECT_EQ(Get(server.port(), "/metrics").rfind("HTTP/1.1 200", 0), 0u);
   // A port in use is an error at start.
-  MetricsServer second(&r);
+  agent::MetricsServer second(&r);
   EXPECT_FALSE(second.Start("127.0.0.1", server.port()).ok());
   server.Stop();
 }
