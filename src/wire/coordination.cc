@@ -408,6 +408,35 @@ const Codec<RegisterReply>& RegisterReplyCodec() {
   });
 }
 
+const Codec<NodeAddressReply>& NodeAddressReplyCodec() {
+  using R = NodeAddressReply;
+  return Codec<R>::Once("the answer to node_address", [](Codec<R>& codec) {
+    codec.Text("job", &R::job).Int("node", &R::node, 0, kMaxNodes - 1).Text("address", &R::address);
+  });
+}
+
+const Codec<BackupDoneReply>& BackupDoneReplyCodec() {
+  using R = BackupDoneReply;
+  return Codec<R>::Once("the answer to backup_done", [](Codec<R>& codec) {
+    codec.Bool("abandoned", &R::abandoned, Presence::kOmitted)
+        .Value<bool>(
+            "committed", &R::committed,
+            [](const json& v, FieldError* e) -> std::optional<bool> {
+              if (v.is_boolean()) return v.get<bool>();
+              e->want = "true or false";
+              return std::nullopt;
+            },
+            [](const bool& v) { return json(v); }, FieldInfo::Kind::kBool)
+        .Bool("committing", &R::committing, Presence::kOmitted);
+  });
+}
+
+const Codec<AddCopiesReply>& AddCopiesReplyCodec() {
+  return Codec<AddCopiesReply>::Once("the answer to add_copies", [](Codec<AddCopiesReply>& codec) {
+    codec.Bool("planned", &AddCopiesReply::planned);
+  });
+}
+
 const Codec<ReadyReply>& ReadyReplyCodec() {
   using R = ReadyReply;
   return Codec<R>::Once("the answer to ready", [](Codec<R>& codec) {
@@ -528,6 +557,9 @@ const Codec<ReplicatedReply::Backup>& BackupCodec() {
 STRATA_WIRE_CODEC(ReplicatedReply, ReplicatedReplyCodec)
 STRATA_WIRE_CODEC(SyncDecision, SyncDecisionCodec)
 STRATA_WIRE_CODEC(RegisterReply, RegisterReplyCodec)
+STRATA_WIRE_CODEC(NodeAddressReply, NodeAddressReplyCodec)
+STRATA_WIRE_CODEC(BackupDoneReply, BackupDoneReplyCodec)
+STRATA_WIRE_CODEC(AddCopiesReply, AddCopiesReplyCodec)
 STRATA_WIRE_CODEC(ReadyReply, ReadyReplyCodec)
 STRATA_WIRE_CODEC(PlanReply, PlanReplyCodec)
 
