@@ -33,6 +33,7 @@
 #include <memory>
 #include <optional>
 
+#include "agent/agent_state.h"
 #include "agent/config/config.h"
 #include "agent/coordinator/coordinator.h"
 #include "agent/metrics/metrics_server.h"
@@ -86,16 +87,6 @@ class Agent {
   wire::StatusReply StatusReport() const;
 
  private:
-  struct Incarnation {
-    ReplicatorConfig config;
-    int64_t round = 0;
-    std::map<int, std::string> addresses;  // node rank -> host:port
-    std::vector<int> peers;                // copies go there (redundancy copies)
-    ec::Redundancy redundancy;             // the peer tier
-    std::optional<ec::Group> group;        // a coded tier's group for the round
-    int64_t restored_step = -1;            // what this start of the job restored
-  };
-
   Agent(AgentConfig config, net::Trust trust, Env* env, SteadyClock* clock);
 
   // Main loop.

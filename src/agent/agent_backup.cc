@@ -31,14 +31,15 @@ Status Agent::OpenBackup() {
   const std::string done_file = JoinPath(store_->root(), std::string(kRollbackDoneFile));
   std::optional<std::string> rollback = config_.restore_backup;
   auto done = ReadFileToString(env_, done_file, 4096);
-  const std::optional<std::string> done_id = done.ok() ? DecodeRollbackRecord(*done) : std::nullopt;
-  if (rollback && done_id == *rollback) {
+  StatusOr<std::string> done_id =
+      done.ok() ? DecodeRollbackRecord(*done, done_file) : done.status();
+  if (rollback && done_id.ok() && *done_id == *rollback) {
     Log()->warn("--restore-backup {}: already restored once; ignored", *rollback);
     rollback.reset();
   }
   coordinator_.EnableBackups(backup_->store(), rollback,
                              [env = env_, done_file](const std::string& id) {
-                               Status s = WriteFileAtomic(env, done_file, id);
+                               Status s = WriteFileAtomic(env, done_file, EncodeRollbackRecord(id));
                                if (!s.ok())
                                  Log()->warn("remembering the rollback to {}: {}", id, s.message());
                              });

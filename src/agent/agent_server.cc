@@ -230,13 +230,7 @@ void Agent::ReportNewCopy(const wire::StepKey& key, uint64_t digest) {
 // ingesting and replicating without a new replicator.yaml (agent_state.h).
 void Agent::SaveState(const Incarnation& inc) {
   SavedState state;
-  state.config = inc.config;
-  state.round = inc.round;
-  state.addresses = inc.addresses;
-  state.peers = inc.peers;
-  state.redundancy = inc.redundancy;
-  state.group = inc.group;
-  state.restored_step = inc.restored_step;
+  static_cast<Incarnation&>(state) = inc;
   state.quarantined = restore_->Quarantined(inc.config.job_name);
   Status s = WriteFileAtomic(env_, JoinPath(store_->root(), std::string(kAgentStateFile)),
                              EncodeAgentState(state));
@@ -252,14 +246,7 @@ void Agent::LoadState() {
     Log()->warn("ignoring {}", state.status().message());
     return;
   }
-  Incarnation inc;
-  inc.config = state->config;
-  inc.round = state->round;
-  inc.addresses = state->addresses;
-  inc.peers = state->peers;
-  inc.redundancy = state->redundancy;
-  inc.group = state->group;
-  inc.restored_step = state->restored_step;
+  Incarnation inc = *state;
   const ReplicatorConfig& c = inc.config;
   Log()->info("resuming job {} as node {} of {} ({})", c.job_name, c.node_rank, c.nodes,
               inc.restored_step >= 0

@@ -1,101 +1,191 @@
 // Copyright 2026 The Strata Authors.
 #include "agent/agent_state.h"
 
+#include <charconv>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "backup/layout.h"
-#include "format/naming.h"
-#include "util/json_int.h"
+#include "util/json_bounded.h"
 #include "wire/coded.h"
 
 namespace strata::agent {
 namespace {
 
 using json = nlohmann::json;
+using wire::Codec;
+using wire::FieldError;
+using wire::FieldInfo;
+using wire::Presence;
 
-Framework FrameworkFromName(const std::string& name) {
+constexpr char kWhat[] = "the agent's state";
+constexpr int64_t kIntMin = std::numeric_limits<int>::min();
+constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+
+// The fields of `inner`, read from and written into the object of the
+// message that holds it (no key of its own).
+template <typename M, typename T>
+void Flat(Codec<M>* codec, T M::*member, const Codec<T>& inner) {
+  codec->Custom(
+      inner.fields(),
+      [member, &inner](const Codec<M>&, const json& j, M& m) -> Status {
+        STRATA_ASSIGN_OR_RETURN(m.*member, inner.Parse(j));
+        return Status::Ok();
+      },
+      [member, &inner](const M& m, json* j) { j->update(inner.Write(m.*member)); });
+}
+
+// Any name: one this release does not know reads as orbax, as it always has.
+std::optional<Framework> ReadFramework(const json& v, FieldError* e) {
+  if (!v.is_string()) {
+    e->want = "a string";
+    return std::nullopt;
+  }
+  const std::string& name = v.get_ref<const std::string&>();
   return name == "pytorch"               ? Framework::kPytorch
          : name == "pytorch.distributed" ? Framework::kPytorchDistributed
                                          : Framework::kOrbax;
 }
 
-// The fields of `j`, as EncodeAgentState writes them. Throws (json's
-// errors, std::runtime_error) on anything else; the caller turns that into
-// a status.
-SavedState FromJson(const json& j, const std::string& path) {
-  SavedState s;
-  ReplicatorConfig& c = s.config;
-  c.job_name = j.at("job").get<std::string>();
-  Status named = ValidateJobName(c.job_name);
-  if (!named.ok()) throw std::runtime_error(std::string(named.message()));
-  c.framework = FrameworkFromName(j.at("framework").get<std::string>());
-  c.node_rank = GetInt<int>(j.at("node"));
-  c.nodes = GetInt<int>(j.at("nodes"));
-  c.workers_per_node = GetInt<int>(j.at("workers"));
-  c.assume_data_parallelism = GetInt<int>(j.at("dp"));
-  if (!j.at("master").get<std::string>().empty()) c.master = j.at("master").get<std::string>();
-  s.round = GetInt<int64_t>(j.at("round"));
-  s.peers = GetInts<int>(j.at("peers"));
-  for (const auto& [n, a] : j.at("addresses").items()) {
-    s.addresses[std::stoi(n)] = a.get<std::string>();
+// "dp" is always written (1 when unset) and, read, always set.
+std::optional<std::optional<int>> ReadDp(const json& v, FieldError* e) {
+  StatusOr<int64_t> n = wire::ReadInt(v, kIntMin, kIntMax, e);
+  if (!n.ok()) return std::nullopt;
+  return std::optional<int>(static_cast<int>(*n));
+}
+
+// "master" is always written ("" when unset).
+std::optional<std::optional<std::string>> ReadMaster(const json& v, FieldError* e) {
+  if (!v.is_string() || v.get_ref<const std::string&>().size() > wire::kMaxTextBytes) {
+    e->want = "a string of at most " + std::to_string(wire::kMaxTextBytes) + " bytes";
+    return std::nullopt;
   }
-  if (j.contains("redundancy")) {  // a state file of this release
-    StatusOr<ec::Redundancy> r = ec::Redundancy::Parse(j.at("redundancy").get<std::string>());
-    if (!r.ok()) throw std::runtime_error(std::string(r.status().message()));
-    s.redundancy = *r;
-  }
-  if (j.contains("group")) {
-    StatusOr<ec::Group> g = wire::GroupFromJson(j.at("group"), path);
-    if (!g.ok()) throw std::runtime_error(std::string(g.status().message()));
-    s.group = *g;
-  }
-  if (j.contains("restored_step")) s.restored_step = GetInt<int64_t>(j.at("restored_step"));
-  if (j.contains("quarantined")) {
-    for (int64_t step : GetInts<int64_t>(j.at("quarantined"))) {
-      if (step >= 0) s.quarantined.insert(step);
+  if (v.get_ref<const std::string&>().empty()) return std::optional<std::string>();
+  return std::optional<std::string>(v.get<std::string>());
+}
+
+// {"<node rank>": "host:port", ...}
+std::optional<std::map<int, std::string>> ReadAddresses(const json& v, FieldError* e) {
+  e->want = "an object of \"<node rank>\": \"host:port\"";
+  if (!v.is_object() || v.size() > wire::kMaxListEntries) return std::nullopt;
+  std::map<int, std::string> out;
+  for (const auto& [key, address] : v.items()) {
+    int rank = -1;
+    const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), rank);
+    if (ec != std::errc() || end != key.data() + key.size() || !address.is_string()) {
+      return std::nullopt;
     }
+    out[rank] = address.get<std::string>();
   }
-  return s;
+  return out;
+}
+
+json WriteAddresses(const std::map<int, std::string>& addresses) {
+  json out = json::object();
+  for (const auto& [rank, address] : addresses) out[std::to_string(rank)] = address;
+  return out;
+}
+
+std::optional<ec::Redundancy> ReadRedundancy(const json& v, FieldError* e) {
+  StatusOr<ec::Redundancy> r = v.is_string() ? ec::Redundancy::Parse(v.get<std::string>())
+                                             : InvalidArgumentError("a redundancy is a string");
+  if (r.ok()) return *r;
+  e->detail = r.status().message();
+  return std::nullopt;
+}
+
+// The steps of a list of integers; a negative one is dropped.
+std::optional<std::set<int64_t>> ReadQuarantined(const json& v, FieldError* e) {
+  e->want = "a list of steps";
+  if (!v.is_array() || v.size() > wire::kMaxListEntries) return std::nullopt;
+  std::set<int64_t> out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    FieldError ignored;
+    StatusOr<int64_t> n = wire::ReadInt(v[i], wire::kInt64Min, wire::kInt64Max, &ignored);
+    if (!n.ok()) {
+      e->want = wire::EntryWant(e->want, i);
+      return std::nullopt;
+    }
+    if (*n >= 0) out.insert(*n);
+  }
+  return out;
+}
+
+// The job's config as state.json keeps it.
+const Codec<ReplicatorConfig>& ConfigCodec() {
+  using C = ReplicatorConfig;
+  return Codec<C>::Once(kWhat, [](Codec<C>& c) {
+    c.Job(&C::job_name)
+        .Value<Framework>(
+            "framework", &C::framework, Presence::kRequired, &ReadFramework,
+            [](const Framework& f) { return json(FrameworkName(f)); }, FieldInfo::Kind::kText)
+        .Int("node", &C::node_rank, kIntMin, kIntMax)
+        .Int("nodes", &C::nodes, kIntMin, kIntMax)
+        .Int("workers", &C::workers_per_node, kIntMin, kIntMax)
+        .Value<std::optional<int>>(
+            "dp", &C::assume_data_parallelism, Presence::kRequired, &ReadDp,
+            [](const std::optional<int>& dp) { return json(dp.value_or(1)); })
+        .Value<std::optional<std::string>>(
+            "master", &C::master, Presence::kRequired, &ReadMaster,
+            [](const std::optional<std::string>& m) { return json(m.value_or("")); });
+  });
+}
+
+const Codec<Incarnation>& IncarnationCodec() {
+  using I = Incarnation;
+  return Codec<I>::Once(kWhat, [](Codec<I>& c) {
+    Flat(&c, &I::config, ConfigCodec());
+    c.Int("round", &I::round, wire::kInt64Min, wire::kInt64Max)
+        .Value<std::map<int, std::string>>("addresses", &I::addresses, Presence::kRequired,
+                                           &ReadAddresses, &WriteAddresses)
+        .Value<std::vector<int>>("peers", &I::peers, Presence::kRequired, &wire::ReadIntList,
+                                 &wire::WriteIntList)
+        .Value<ec::Redundancy>(
+            "redundancy", &I::redundancy, Presence::kDefaulted, &ReadRedundancy,
+            [](const ec::Redundancy& r) { return json(r.ToString()); }, FieldInfo::Kind::kText)
+        .Object("group", &I::group, wire::GroupCodec())
+        // What replication must not go back below (Replication::Restored).
+        .Int("restored_step", &I::restored_step, wire::kInt64Min, wire::kInt64Max,
+             Presence::kDefaulted);
+  });
 }
 
 }  // namespace
 
-std::string EncodeAgentState(const SavedState& s) {
-  const ReplicatorConfig& c = s.config;
-  json addresses = json::object();
-  for (const auto& [n, a] : s.addresses) addresses[std::to_string(n)] = a;
-  json j = {{"job", c.job_name},
-            {"framework", FrameworkName(c.framework)},
-            {"node", c.node_rank},
-            {"nodes", c.nodes},
-            {"workers", c.workers_per_node},
-            {"round", s.round},
-            {"peers", s.peers},
-            {"addresses", addresses},
-            {"dp", c.assume_data_parallelism.value_or(1)},
-            {"master", c.master.value_or("")},
-            {"redundancy", s.redundancy.ToString()},
-            // What replication must not go back below (Replication::Restored).
-            {"restored_step", s.restored_step}};
-  if (s.group) j["group"] = wire::GroupToJson(*s.group);
-  // So that a restart of this agent and of the coordinator together does not
-  // forget them (Restore::Quarantined).
-  if (!s.quarantined.empty()) j["quarantined"] = s.quarantined;
-  return j.dump();
+const Codec<SavedState>& SavedStateCodec() {
+  using S = SavedState;
+  return Codec<S>::Once(kWhat, [](Codec<S>& c) {
+    // The incarnation's fields, then the quarantine's.
+    c.Custom(
+         IncarnationCodec().fields(),
+         [](const Codec<S>&, const json& j, S& s) -> Status {
+           STRATA_ASSIGN_OR_RETURN(static_cast<Incarnation&>(s), IncarnationCodec().Parse(j));
+           return Status::Ok();
+         },
+         [](const S& s, json* j) { j->update(IncarnationCodec().Write(s)); })
+        // So that a restart of this agent and of the coordinator together
+        // does not forget them (Restore::Quarantined).
+        .Value<std::set<int64_t>>("quarantined", &S::quarantined, Presence::kOmitted,
+                                  &ReadQuarantined,
+                                  [](const std::set<int64_t>& q) { return json(q); });
+  });
 }
+
+std::string EncodeAgentState(const SavedState& s) { return SavedStateCodec().Write(s).dump(); }
 
 StatusOr<SavedState> DecodeAgentState(std::string_view text, const std::string& path) {
-  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return InvalidArgumentError(path + ": not a JSON object");
-  try {
-    return FromJson(j, path);
-  } catch (const std::exception& e) {
-    return InvalidArgumentError(path + ": " + e.what());
-  }
+  const json j = ParseBounded(text);
+  if (j.is_discarded()) return InvalidArgumentError(path + ": not JSON");
+  StatusOr<SavedState> s = SavedStateCodec().Parse(j);
+  if (!s.ok()) return InvalidArgumentError(path + ": " + s.status().message());
+  return s;
 }
 
-std::optional<std::string> DecodeRollbackRecord(std::string_view text) {
-  if (!backup::ParseBackupId(text).ok()) return std::nullopt;
+std::string EncodeRollbackRecord(const std::string& backup_id) { return backup_id; }
+
+StatusOr<std::string> DecodeRollbackRecord(std::string_view text, const std::string& path) {
+  auto id = backup::ParseBackupId(text);
+  if (!id.ok()) return InvalidArgumentError(path + ": " + id.status().message());
   return std::string(text);
 }
 

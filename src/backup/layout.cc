@@ -7,6 +7,7 @@
 #include <set>
 
 #include "util/hash.h"
+#include "util/json_bounded.h"
 
 namespace strata::backup {
 namespace {
@@ -16,7 +17,6 @@ using json = nlohmann::json;
 constexpr std::string_view kPartFormat = "strata-backup-part";
 constexpr std::string_view kCommitFormat = "strata-backup";
 constexpr size_t kMaxJobBytes = 256;
-constexpr int kMaxJsonDepth = 64;
 constexpr int kMaxSequence = 999999;
 
 // Parses exactly `n` decimal digits at text[*pos], advancing *pos.
@@ -64,18 +64,6 @@ std::string FormatTime(std::time_t t, const char* format) {
   char buf[64];
   size_t n = std::strftime(buf, sizeof buf, format, &tm);
   return std::string(buf, n);
-}
-
-// Parses JSON with nesting bounded, so a hostile object cannot exhaust the
-// stack. Too deep or malformed: the result is not an object.
-json ParseBounded(std::string_view text) {
-  bool too_deep = false;
-  json::parser_callback_t shallow = [&too_deep](int depth, json::parse_event_t, json&) {
-    too_deep |= depth > kMaxJsonDepth;
-    return !too_deep;
-  };
-  json doc = json::parse(text, shallow, /*allow_exceptions=*/false);
-  return too_deep ? json(json::value_t::discarded) : doc;
 }
 
 // Reads the "format" and "version" fields; a mismatch is an error message.

@@ -118,7 +118,8 @@ StatusOr<std::string> ResolveAgent(const AgentAddress& a, const std::string& cli
   if (!a.job.empty()) req.job = a.job;
   STRATA_ASSIGN_OR_RETURN(auto reply, CallAgent(a.coordinator, a.auth, req.ToJson(),
                                                 std::chrono::seconds(10), client_id));
-  return reply.value("address", std::string());
+  STRATA_ASSIGN_OR_RETURN(wire::NodeAddressReply where, wire::NodeAddressReply::FromJson(reply));
+  return where.address;
 }
 
 }  // namespace strata::cli

@@ -51,24 +51,28 @@ std::optional<StepKey> ReadStepKey(const json& v, FieldError* error) {
 
 json WriteStepKey(const StepKey& key) { return StepKeyToJson(key); }
 
-std::optional<std::vector<int>> ReadInts(const json& v, int64_t lo, int64_t hi,
-                                         size_t max_entries) {
+std::optional<std::vector<int>> ReadInts(const json& v, int64_t lo, int64_t hi, size_t max_entries,
+                                         FieldError* error) {
   if (!v.is_array() || v.size() > max_entries) return std::nullopt;
   std::vector<int> out;
   out.reserve(v.size());
-  for (const json& n : v) {
+  for (size_t i = 0; i < v.size(); ++i) {
     FieldError ignored;
-    StatusOr<int64_t> i = ReadInt(n, std::max<int64_t>(lo, std::numeric_limits<int>::min()),
+    StatusOr<int64_t> n = ReadInt(v[i], std::max<int64_t>(lo, std::numeric_limits<int>::min()),
                                   std::min<int64_t>(hi, std::numeric_limits<int>::max()), &ignored);
-    if (!i.ok()) return std::nullopt;
-    out.push_back(static_cast<int>(*i));
+    if (!n.ok()) {
+      if (error != nullptr) error->want = EntryWant(error->want, i);
+      return std::nullopt;
+    }
+    out.push_back(static_cast<int>(*n));
   }
   return out;
 }
 
 std::optional<std::vector<int>> ReadIntList(const json& v, FieldError* error) {
   error->want = "a list of integers";
-  return ReadInts(v, std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
+  return ReadInts(v, std::numeric_limits<int>::min(), std::numeric_limits<int>::max(),
+                  kMaxListEntries, error);
 }
 
 json WriteIntList(const std::vector<int>& list) { return list; }

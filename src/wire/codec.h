@@ -15,19 +15,18 @@
 // not list are ignored: a newer agent may add optional fields.
 //
 //   const Codec<NoticeRequest>& NoticeCodec() {
-//     static const Codec<NoticeRequest>* const kCodec = [] {
-//       auto* codec = new Codec<NoticeRequest>(Op::kNotice);
-//       codec->Job(&NoticeRequest::job)
-//           .Int("node", &NoticeRequest::node, 0, kMaxNodes - 1)
-//           .Int("step", &NoticeRequest::step, -1, kInt64Max, Presence::kDefaulted)
-//           .Text("origin", &NoticeRequest::origin, Presence::kDefaulted);
-//       return codec;
-//     }();
-//     return *kCodec;
+//     using R = NoticeRequest;
+//     return Codec<R>::Once(Op::kNotice, [](Codec<R>& codec) {
+//       codec.Job(&R::job)
+//           .Int("node", &R::node, 0, kMaxNodes - 1)
+//           .Int("step", &R::step, -1, kInt64Max, Presence::kDefaulted)
+//           .Text("origin", &R::origin, Presence::kDefaulted);
+//     });
 //   }
 //   STRATA_WIRE_CODEC(NoticeRequest, NoticeCodec)  // FromJson, ToJson, Fields
 //
-// Codecs live for the program (fields of one may refer to another).
+// Codecs live for the program (fields of one may refer to another). A list
+// of messages names the entry it could not read: "\"files\": entry 3: ...".
 #ifndef STRATA_WIRE_CODEC_H_
 #define STRATA_WIRE_CODEC_H_
 
@@ -41,6 +40,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -98,15 +98,27 @@ std::optional<std::string> ReadJobName(const json& v, FieldError* error);
 std::optional<StepKey> ReadStepKey(const json& v, FieldError* error);
 json WriteStepKey(const StepKey& key);
 // A list of at most `max_entries` ints, each in [lo, hi] (within int's
-// range); nullopt otherwise (the caller says what it wants).
+// range); nullopt otherwise (the caller says what it wants), and then
+// `error`, when given, says it of the entry that is not.
 std::optional<std::vector<int>> ReadInts(const json& v, int64_t lo, int64_t hi,
-                                         size_t max_entries = kMaxListEntries);
+                                         size_t max_entries = kMaxListEntries,
+                                         FieldError* error = nullptr);
 // A list of ints (each within int's range).
 std::optional<std::vector<int>> ReadIntList(const json& v, FieldError* error);
 json WriteIntList(const std::vector<int>& list);
 // A step index, its errors (DATA_LOSS) naming `what` and "index".
 StatusOr<StepIndex> ReadStepIndex(const json& v, const std::string& what);
 json WriteStepIndex(const StepIndex& index);
+
+// What a list reader says of its bad entry (counted from 0): the entry's
+// own error ("entry 3: a contribution: \"xxh3\" is missing"), or what the
+// list must be ("a list of node ranks (entry 3 is not one)").
+inline std::string EntryError(size_t entry, std::string_view why) {
+  return "entry " + std::to_string(entry) + ": " + std::string(why);
+}
+inline std::string EntryWant(std::string_view want, size_t entry) {
+  return std::string(want) + " (entry " + std::to_string(entry) + " is not one)";
+}
 
 // Whether a member can be compared with its default (Presence::kOmitted):
 // std::equality_comparable looks no further than a container's operator==.
@@ -301,10 +313,10 @@ class Codec {
       }
       std::vector<T> out;
       out.reserve(v.size());
-      for (const json& entry : v) {
-        StatusOr<T> t = inner.Parse(entry);
+      for (size_t i = 0; i < v.size(); ++i) {
+        StatusOr<T> t = inner.Parse(v[i]);
         if (!t.ok()) {
-          e->detail = t.status().message();
+          e->detail = EntryError(i, t.status().message());
           return std::nullopt;
         }
         out.push_back(std::move(*t));
@@ -342,6 +354,28 @@ class Codec {
   Codec& Check(std::function<Status(const Codec&, const M&)> check) {
     checks_.push_back(std::move(check));
     return *this;
+  }
+
+  // The codec whose fields `build` lists, built on first use and kept for
+  // the program: one per call site, each lambda being a type of its own
+  // (the example above).
+  template <typename Build>
+  static const Codec& Once(Op op, Build build) {
+    static const Codec* const kCodec = [&] {
+      auto* codec = new Codec(op);
+      build(*codec);
+      return codec;
+    }();
+    return *kCodec;
+  }
+  template <typename Build>
+  static const Codec& Once(const char* what, Build build) {
+    static const Codec* const kCodec = [&] {
+      auto* codec = new Codec(std::string(what));
+      build(*codec);
+      return codec;
+    }();
+    return *kCodec;
   }
 
   StatusOr<M> Parse(const json& j) const {

@@ -24,7 +24,7 @@ Status CheckShard(const ec::Group& g, int stripe, int row, int chunk, const std:
 
 std::optional<std::vector<int>> ReadMembers(const json& v, FieldError* e) {
   e->want = "a list of at most " + std::to_string(ec::kMaxGroupSize) + " node ranks";
-  return ReadInts(v, 0, kMaxNodes - 1, ec::kMaxGroupSize);
+  return ReadInts(v, 0, kMaxNodes - 1, ec::kMaxGroupSize, e);
 }
 
 std::optional<ec::Redundancy::Kind> ReadCode(const json& v, FieldError* e) {
@@ -43,7 +43,9 @@ std::optional<std::map<int, uint64_t>> ReadDigests(const json& v, FieldError* e)
   e->want = "a list of [member rank, \"digest\"]";
   if (!v.is_array() || v.size() > ec::kMaxGroupSize) return std::nullopt;
   std::map<int, uint64_t> out;
-  for (const json& d : v) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    const json& d = v[i];
+    e->want = EntryWant("a list of [member rank, \"digest\"]", i);
     if (!d.is_array() || d.size() != 2) return std::nullopt;
     FieldError ignored;
     StatusOr<int64_t> rank = ReadInt(d[0], 0, kMaxNodes - 1, &ignored);
@@ -62,9 +64,8 @@ json WriteDigests(const std::map<int, uint64_t>& digests) {
 
 const Codec<HeldParity>& HeldParityCodec() {
   using H = HeldParity;
-  static const Codec<H>* const kCodec = [] {
-    auto* codec = new Codec<H>(std::string("a parity shard"));
-    codec->Int("step", &H::step, 0, kInt64Max)
+  return Codec<H>::Once("a parity shard", [](Codec<H>& codec) {
+    codec.Int("step", &H::step, 0, kInt64Max)
         .Object("group", &H::group, Presence::kRequired, GroupCodec())
         .Int("stripe", &H::stripe, 0, ec::kMaxGroupSize - 1)
         .Int("row", &H::row, 0, ec::kMaxGroupSize - 1)
@@ -81,23 +82,18 @@ const Codec<HeldParity>& HeldParityCodec() {
           }
           return Status::Ok();
         });
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 const Codec<Contribution>& ContributionCodec() {
   using C = Contribution;
-  static const Codec<C>* const kCodec = [] {
-    auto* codec = new Codec<C>(std::string("a contribution"));
-    codec->Int("rank", &C::rank, 0, kMaxNodes - 1)
+  return Codec<C>::Once("a contribution", [](Codec<C>& codec) {
+    codec.Int("rank", &C::rank, 0, kMaxNodes - 1)
         .Int("chunk", &C::chunk, 0, ec::kMaxGroupSize)
         .Int("length", &C::length, 0, kInt64Max)
         .Digest("xxh3", &C::xxh3)
         .Digest("digest", &C::step_digest);
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 // The stripe, row and chunk fields of a shard call, within its group.
@@ -108,9 +104,8 @@ Status CheckShardOf(const Codec<R>& c, const R& r) {
 
 const Codec<PutShardRequest>& PutShardCodec() {
   using R = PutShardRequest;
-  static const Codec<R>* const kCodec = [] {
-    auto* codec = new Codec<R>(Op::kPutShard);
-    codec->Value<StepKey>("key", &R::key, Presence::kRequired, &ReadStepKey, &WriteStepKey)
+  return Codec<R>::Once(Op::kPutShard, [](Codec<R>& codec) {
+    codec.Value<StepKey>("key", &R::key, Presence::kRequired, &ReadStepKey, &WriteStepKey)
         .Digest("digest", &R::digest)
         .Nested<StepIndex>("index", &R::index, Presence::kRequired, &ReadStepIndex, &WriteStepIndex)
         .Object("group", &R::group, Presence::kRequired, GroupCodec())
@@ -120,30 +115,23 @@ const Codec<PutShardRequest>& PutShardCodec() {
         .Int("length", &R::length, 0, kInt64Max)
         .Digest("xxh3", &R::xxh3)
         .Check(&CheckShardOf<R>);
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 const Codec<PutShardReady>& PutShardReadyCodec() {
   using R = PutShardReady;
-  static const Codec<R>* const kCodec = [] {
-    auto* codec = new Codec<R>(std::string("put_shard's answer"));
-    codec->Constant("ok", true).Bool("have", &R::have);
-    return codec;
-  }();
-  return *kCodec;
+  return Codec<R>::Once("put_shard's answer",
+                        [](Codec<R>& codec) { codec.Constant("ok", true).Bool("have", &R::have); });
 }
 
 // A parity row is asked for by stripe and row, a member's chunk by the
 // member's step digest and the chunk.
 const Codec<GetShardRequest>& GetShardCodec() {
   using R = GetShardRequest;
-  static const Codec<R>* const kCodec = [] {
-    auto* codec = new Codec<R>(Op::kGetShard);
+  return Codec<R>::Once(Op::kGetShard, [](Codec<R>& codec) {
     auto parity = [](const R& r) { return r.parity; };
     auto chunk = [](const R& r) { return !r.parity; };
-    codec->Value<StepKey>("key", &R::key, Presence::kRequired, &ReadStepKey, &WriteStepKey)
+    codec.Value<StepKey>("key", &R::key, Presence::kRequired, &ReadStepKey, &WriteStepKey)
         .Object("group", &R::group, Presence::kRequired, GroupCodec())
         .Bool("parity", &R::parity, Presence::kDefaulted)
         .Int("stripe", &R::stripe, 0, ec::kMaxGroupSize, Presence::kDefaulted)
@@ -161,43 +149,35 @@ const Codec<GetShardRequest>& GetShardCodec() {
         .Check(&CheckShardOf<R>)
         .Int("index_of", &R::index_of, 0, kMaxNodes - 1)
         .Bool("header_only", &R::header_only, Presence::kOmitted);
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 const Codec<ShardReply>& ShardReplyCodec() {
   using R = ShardReply;
-  static const Codec<R>* const kCodec = [] {
-    auto* codec = new Codec<R>(std::string("get_shard's answer"));
-    codec->Constant("ok", true)
+  return Codec<R>::Once("get_shard's answer", [](Codec<R>& codec) {
+    codec.Constant("ok", true)
         .Int("length", &R::length, 0, kInt64Max)
         .Digest("xxh3", &R::xxh3)
         .List("contributions", &R::contributions, Presence::kDefaulted, ContributionCodec())
         .Nested<StepIndex>("index", &R::index, &ReadStepIndex, &WriteStepIndex);
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 }  // namespace
 
 const Codec<ec::Group>& GroupCodec() {
   using G = ec::Group;
-  static const Codec<G>* const kCodec = [] {
-    auto* codec = new Codec<G>(std::string("a group"));
+  return Codec<G>::Once("a group", [](Codec<G>& codec) {
     codec
-        ->Value<std::vector<int>>("members", &G::members, Presence::kRequired, &ReadMembers,
-                                  [](const std::vector<int>& m) { return json(m); })
+        .Value<std::vector<int>>("members", &G::members, Presence::kRequired, &ReadMembers,
+                                 [](const std::vector<int>& m) { return json(m); })
         .Value<ec::Redundancy::Kind>("code", &G::kind, Presence::kRequired, &ReadCode, &WriteCode)
         .Int("m", &G::m, 1, ec::kMaxGroupSize)
         .Check([](const Codec<G>& c, const G& g) {
           Status s = g.Validate();
           return s.ok() ? s : c.Invalid(": " + s.message());
         });
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 json GroupToJson(const ec::Group& g) { return GroupCodec().Write(g); }
@@ -223,9 +203,11 @@ StatusOr<std::vector<HeldParity>> HeldParityFromJson(const json& j, const std::s
     return InvalidArgumentError(what + ": \"parity\" must be a list");
   }
   std::vector<HeldParity> out;
-  for (const json& p : j) {
-    StatusOr<HeldParity> h = HeldParityCodec().Parse(p);
-    if (!h.ok()) return InvalidArgumentError(what + ": \"parity\": " + h.status().message());
+  for (size_t i = 0; i < j.size(); ++i) {
+    StatusOr<HeldParity> h = HeldParityCodec().Parse(j[i]);
+    if (!h.ok()) {
+      return InvalidArgumentError(what + ": \"parity\": " + EntryError(i, h.status().message()));
+    }
     out.push_back(std::move(*h));
   }
   return out;
@@ -254,15 +236,19 @@ StatusOr<DecodeSource> DecodeFromJson(const json& j, const std::string& what) {
   auto in = [&ignored](const json& v, int64_t lo, int64_t hi) {
     return ReadInt(v, lo, hi, &ignored).ok();
   };
-  for (const json& s : j["stripes"]) {
+  for (size_t i = 0; i < j["stripes"].size(); ++i) {
+    const json& s = j["stripes"][i];
+    const std::string stripe = ": \"stripes\": " + EntryError(i, "");
     if (!s.is_array() || s.size() != 2 || !in(s[0], 0, n - 1) || !s[1].is_array()) {
-      return InvalidArgumentError(what + ": a decoded stripe is [stripe, [shards]]");
+      return InvalidArgumentError(what + stripe + "a decoded stripe is [stripe, [shards]]");
     }
     StripeSource out{s[0].get<int>(), {}};
-    for (const json& sh : s[1]) {
+    for (size_t x = 0; x < s[1].size(); ++x) {
+      const json& sh = s[1][x];
       if (!sh.is_array() || sh.size() != 3 || !in(sh[0], 0, n - 1) ||
           !in(sh[1], 0, kMaxNodes - 1) || !in(sh[2], kParityRank, kMaxNodes - 1)) {
-        return InvalidArgumentError(what + ": a shard is [index, holder, rank]");
+        return InvalidArgumentError(what + stripe + "shard " + std::to_string(x) +
+                                    ": a shard is [index, holder, rank]");
       }
       out.shards.push_back({sh[0].get<int>(), sh[1].get<int>(), sh[2].get<int>()});
     }

@@ -15,49 +15,39 @@ constexpr int64_t kIntMax = std::numeric_limits<int>::max();
 using R = StatusReply;
 
 const Codec<R::Held>& HeldCodec() {
-  static const Codec<R::Held>* const kCodec = [] {
-    auto* codec = new Codec<R::Held>(std::string("a held step"));
-    codec->Text("job", &R::Held::job)
+  return Codec<R::Held>::Once("a held step", [](Codec<R::Held>& codec) {
+    codec.Text("job", &R::Held::job)
         .Int("rank", &R::Held::rank, 0, kMaxNodes - 1)
         .Int("step", &R::Held::step, kInt64Min, kInt64Max)
         .Unsigned("bytes", &R::Held::bytes)
         .Text("digest", &R::Held::digest);
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 const Codec<R::Parity>& ParityCodec() {
-  static const Codec<R::Parity>* const kCodec = [] {
-    auto* codec = new Codec<R::Parity>(std::string("a parity shard"));
-    codec->Int("step", &R::Parity::step, kInt64Min, kInt64Max)
+  return Codec<R::Parity>::Once("a parity shard", [](Codec<R::Parity>& codec) {
+    codec.Int("step", &R::Parity::step, kInt64Min, kInt64Max)
         .Int("stripe", &R::Parity::stripe, kIntMin, kIntMax)
         .Int("row", &R::Parity::row, kIntMin, kIntMax)
         .Unsigned("bytes", &R::Parity::bytes)
         .Bool("complete", &R::Parity::complete);
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 const Codec<R::Rank>& RankCodec() {
-  static const Codec<R::Rank>* const kCodec = [] {
-    auto* codec = new Codec<R::Rank>(std::string("a rank"));
-    codec->Int("pid", &R::Rank::pid, kInt64Min, kInt64Max)
+  return Codec<R::Rank>::Once("a rank", [](Codec<R::Rank>& codec) {
+    codec.Int("pid", &R::Rank::pid, kInt64Min, kInt64Max)
         .Int("step", &R::Rank::step, kInt64Min, kInt64Max)
         .Unsigned("notices", &R::Rank::notices)
         .Int("ondemand_step", &R::Rank::ondemand_step, kInt64Min, kInt64Max)
         .Number("save_stall_seconds", &R::Rank::save_stall_seconds)
         .Int("saves", &R::Rank::saves, kInt64Min, kInt64Max);
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 const Codec<Goodput>& GoodputCodec() {
-  static const Codec<Goodput>* const kCodec = [] {
-    auto* codec = new Codec<Goodput>(std::string("goodput"));
-    codec->Number("elapsed_seconds", &Goodput::elapsed_seconds)
+  return Codec<Goodput>::Once("goodput", [](Codec<Goodput>& codec) {
+    codec.Number("elapsed_seconds", &Goodput::elapsed_seconds)
         .Number("productive_seconds", &Goodput::productive_seconds)
         .Number("save_seconds", &Goodput::save_seconds)
         .Number("restore_seconds", &Goodput::restore_seconds)
@@ -67,17 +57,14 @@ const Codec<Goodput>& GoodputCodec() {
         .Int("step", &Goodput::step, kInt64Min, kInt64Max)
         .Int("wasted_steps", &Goodput::wasted_steps, kInt64Min, kInt64Max)
         .Int("interruptions", &Goodput::interruptions, kInt64Min, kInt64Max);
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 const Codec<BackupStatus>& BackupStatusCodec() {
   using B = BackupStatus;
-  static const Codec<B>* const kCodec = [] {
-    auto* codec = new Codec<B>(std::string("status: backup"));
+  return Codec<B>::Once("status: backup", [](Codec<B>& codec) {
     auto has_newest = [](const B& b) { return b.newest.has_value(); };
-    codec->Text("url", &B::url)
+    codec.Text("url", &B::url)
         .Text("access", &B::access)
         .Text("uploading", &B::uploading)
         .Text("last_error", &B::last_error)
@@ -86,9 +73,7 @@ const Codec<BackupStatus>& BackupStatusCodec() {
         .Int("backup_lag_seconds", &B::lag_seconds, kInt64Min, kInt64Max, Presence::kDefaulted)
         .RequiredIf(has_newest)
         .WriteIf(has_newest);
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 // The node's RAM disk, an object of its own on the wire.
@@ -112,9 +97,8 @@ void WriteRamDisk(const R& s, json* j) {
 // "job").
 const Codec<R::Job>& JobCodec() {
   using J = R::Job;
-  static const Codec<J>* const kCodec = [] {
-    auto* codec = new Codec<J>(std::string("status"));
-    codec->Text("job", &J::name)
+  return Codec<J>::Once("status", [](Codec<J>& codec) {
+    codec.Text("job", &J::name)
         .Int("node", &J::node, kIntMin, kIntMax)
         .Int("nodes", &J::nodes, kIntMin, kIntMax)
         .Value<std::vector<int>>("peers", &J::peers, Presence::kRequired, &ReadIntList,
@@ -123,9 +107,7 @@ const Codec<R::Job>& JobCodec() {
         .Text("redundancy", &J::redundancy, Presence::kDefaulted)
         .Value<std::vector<int>>("group", &J::group, Presence::kOmitted, &ReadIntList,
                                  &WriteIntList);
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 Status ReadJob(const Codec<R>& c, const json& j, R& s) {
@@ -140,9 +122,8 @@ void WriteJob(const R& s, json* j) {
 }
 
 const Codec<R>& StatusCodec() {
-  static const Codec<R>* const kCodec = [] {
-    auto* codec = new Codec<R>(std::string("status"));
-    codec->Text("local_dir", &R::local_dir)
+  return Codec<R>::Once("status", [](Codec<R>& codec) {
+    codec.Text("local_dir", &R::local_dir)
         .Text("address", &R::address)
         .List("steps", &R::steps, Presence::kRequired, HeldCodec())
         .Unsigned("ram_bytes", &R::ram_bytes)
@@ -166,9 +147,7 @@ const Codec<R>& StatusCodec() {
         .Int("ondemand_step", &R::ondemand_step, kInt64Min, kInt64Max)
         .Text("maintenance_since", &R::maintenance_since)
         .Object("goodput", &R::goodput, GoodputCodec());
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 // "grace_ms": at most a day.
@@ -188,24 +167,20 @@ std::optional<std::chrono::milliseconds> ReadGrace(const json& v, FieldError* e)
 
 const Codec<MaintenanceRequest>& MaintenanceCodec() {
   using M = MaintenanceRequest;
-  static const Codec<M>* const kCodec = [] {
-    auto* codec = new Codec<M>(Op::kMaintenance);
+  return Codec<M>::Once(Op::kMaintenance, [](Codec<M>& codec) {
     codec
-        ->Value<std::chrono::milliseconds>(
+        .Value<std::chrono::milliseconds>(
             "grace_ms", &M::grace, Presence::kDefaulted, &ReadGrace,
             [](const std::chrono::milliseconds& g) { return json(g.count()); })
         .Bool("lose_ram", &M::lose_ram, Presence::kDefaulted)
         .Text("origin", &M::origin, Presence::kDefaulted);
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 const Codec<MaintenanceEvent>& MaintenanceEventCodec() {
   using E = MaintenanceEvent;
-  static const Codec<E>* const kCodec = [] {
-    auto* codec = new Codec<E>(std::string("a maintenance event"));
-    codec->Text("time", &E::time)
+  return Codec<E>::Once("a maintenance event", [](Codec<E>& codec) {
+    codec.Text("time", &E::time)
         .Int("unix_ms", &E::unix_ms, kInt64Min, kInt64Max)
         .Text("origin", &E::origin)
         .Int("grace_ms", &E::grace_ms, kInt64Min, kInt64Max)
@@ -218,46 +193,35 @@ const Codec<MaintenanceEvent>& MaintenanceEventCodec() {
         .Bool("replicated", &E::replicated)
         .Bool("wiped", &E::wiped)
         .Number("seconds", &E::seconds);
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 const Codec<HealthReply>& HealthCodec() {
   using H = HealthReply;
-  static const Codec<H>* const kCodec = [] {
-    auto* codec = new Codec<H>(std::string("health"));
-    codec->Bool("healthy", &H::healthy)
+  return Codec<H>::Once("health", [](Codec<H>& codec) {
+    codec.Bool("healthy", &H::healthy)
         .Text("description", &H::description)
         .Object("maintenance", &H::maintenance, MaintenanceEventCodec());
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 const Codec<QuarantineRequest>& QuarantineCodec() {
-  static const Codec<QuarantineRequest>* const kCodec = [] {
-    auto* codec = new Codec<QuarantineRequest>(Op::kQuarantine);
-    codec->Int("step", &QuarantineRequest::step, kInt64Min, kInt64Max);
-    return codec;
-  }();
-  return *kCodec;
+  return Codec<QuarantineRequest>::Once(Op::kQuarantine, [](Codec<QuarantineRequest>& codec) {
+    codec.Int("step", &QuarantineRequest::step, kInt64Min, kInt64Max);
+  });
 }
 
 const Codec<QuarantineStepReply>& QuarantineStepReplyCodec() {
-  static const Codec<QuarantineStepReply>* const kCodec = [] {
-    auto* codec = new Codec<QuarantineStepReply>(std::string("the answer to quarantine_step"));
-    codec->Text("description", &QuarantineStepReply::description);
-    return codec;
-  }();
-  return *kCodec;
+  return Codec<QuarantineStepReply>::Once(
+      "the answer to quarantine_step", [](Codec<QuarantineStepReply>& codec) {
+        codec.Text("description", &QuarantineStepReply::description);
+      });
 }
 
 const Codec<SupervisorRestartRequest>& SupervisorRestartCodec() {
   using S = SupervisorRestartRequest;
-  static const Codec<S>* const kCodec = [] {
-    auto* codec = new Codec<S>(Op::kSupervisorRestart);
-    codec->Text("reason", &S::reason)
+  return Codec<S>::Once(Op::kSupervisorRestart, [](Codec<S>& codec) {
+    codec.Text("reason", &S::reason)
         .Int("exit_code", &S::exit_code, kIntMin, kIntMax)
         .Check([](const Codec<S>& c, const S& s) {
           if (s.reason == "failed" || s.reason == "planned" || s.reason == "quarantined") {
@@ -266,9 +230,7 @@ const Codec<SupervisorRestartRequest>& SupervisorRestartCodec() {
           return c.Invalid(": unknown reason \"" + s.reason.substr(0, 32) +
                            "\" (failed, planned or quarantined)");
         });
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 }  // namespace

@@ -21,7 +21,9 @@ std::optional<std::vector<HeldCopy>> ReadCopies(const json& v, FieldError* e) {
   e->want = "a list of [rank, step, \"digest\"]";
   if (!v.is_array() || v.size() > kMaxListEntries) return std::nullopt;
   std::vector<HeldCopy> out;
-  for (const json& c : v) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    const json& c = v[i];
+    e->want = EntryWant("a list of [rank, step, \"digest\"]", i);
     if (!c.is_array() || c.size() != 3) return std::nullopt;
     FieldError ignored;
     StatusOr<int64_t> rank = ReadInt(c[0], 0, kMaxNodes - 1, &ignored);
@@ -43,7 +45,9 @@ std::optional<std::vector<FailedHolder>> ReadFailed(const json& v, FieldError* e
   e->want = "a list of [holder, rank, step]";
   if (!v.is_array() || v.size() > kMaxListEntries) return std::nullopt;
   std::vector<FailedHolder> out;
-  for (const json& b : v) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    const json& b = v[i];
+    e->want = EntryWant("a list of [holder, rank, step]", i);
     if (!b.is_array() || b.size() != 3) return std::nullopt;
     FieldError ignored;
     StatusOr<int64_t> holder =
@@ -65,7 +69,7 @@ json WriteFailed(const std::vector<FailedHolder>& bad) {
 
 std::optional<std::vector<int>> ReadRanks(const json& v, FieldError* e) {
   e->want = "a list of node ranks";
-  return ReadInts(v, 0, kMaxNodes - 1);
+  return ReadInts(v, 0, kMaxNodes - 1, kMaxListEntries, e);
 }
 
 json WriteRanks(const std::vector<int>& ranks) { return ranks; }
@@ -75,10 +79,13 @@ std::optional<std::set<int64_t>> ReadSteps(const json& v, FieldError* e) {
   e->want = "a list of steps";
   if (!v.is_array() || v.size() > kMaxListEntries) return std::nullopt;
   std::set<int64_t> out;
-  for (const json& n : v) {
+  for (size_t i = 0; i < v.size(); ++i) {
     FieldError ignored;
-    StatusOr<int64_t> step = ReadInt(n, 0, kInt64Max, &ignored);
-    if (!step.ok()) return std::nullopt;
+    StatusOr<int64_t> step = ReadInt(v[i], 0, kInt64Max, &ignored);
+    if (!step.ok()) {
+      e->want = EntryWant(e->want, i);
+      return std::nullopt;
+    }
     out.insert(*step);
   }
   return out;
@@ -177,9 +184,8 @@ Status NodeBelow(const Codec<M>& c, const char* key, int node, int nodes) {
 
 const Codec<RegisterRequest>& RegisterCodec() {
   using R = RegisterRequest;
-  static const Codec<R>* const kCodec = [] {
-    auto* codec = new Codec<R>(Op::kRegister);
-    codec->Job(&R::job)
+  return Codec<R>::Once(Op::kRegister, [](Codec<R>& codec) {
+    codec.Job(&R::job)
         .Int("nodes", &R::nodes, 1, kMaxNodes)
         .Int("node", &R::node, 0, kMaxNodes - 1)
         .Int("dp", &R::dp, 1, kMaxNodes)
@@ -200,17 +206,14 @@ const Codec<RegisterRequest>& RegisterCodec() {
         .Check([](const Codec<R>& c, const R& r) {
           return r.dp <= r.nodes ? Status::Ok() : c.Error("dp", IntWant(1, r.nodes));
         });
-    WithCadence(*codec, &R::cadence);
-    return codec;
-  }();
-  return *kCodec;
+    WithCadence(codec, &R::cadence);
+  });
 }
 
 const Codec<AwaitPlanRequest>& AwaitPlanCodec() {
   using R = AwaitPlanRequest;
-  static const Codec<R>* const kCodec = [] {
-    auto* codec = new Codec<R>(Op::kAwaitPlan);
-    codec->Job(&R::job)
+  return Codec<R>::Once(Op::kAwaitPlan, [](Codec<R>& codec) {
+    codec.Job(&R::job)
         .Int("round", &R::round, 0, kInt64Max)
         .Int("plan_version", &R::plan_version, 0, kInt64Max, Presence::kDefaulted)
         // -1 (an older sender's "the whole plan") reads as none.
@@ -232,16 +235,13 @@ const Codec<AwaitPlanRequest>& AwaitPlanCodec() {
         .WriteIf([](const R& r) { return r.node.has_value(); })
         .Custom({{"wait_ms", false, FieldInfo::Kind::kInteger, 0, kInt64Max, true}},
                 &ReadWaitField<R>, &WriteWaitField<R>);
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 const Codec<ReadyRequest>& ReadyCodec() {
   using R = ReadyRequest;
-  static const Codec<R>* const kCodec = [] {
-    auto* codec = new Codec<R>(Op::kReady);
-    codec->Job(&R::job)
+  return Codec<R>::Once(Op::kReady, [](Codec<R>& codec) {
+    codec.Job(&R::job)
         .Int("round", &R::round, 0, kInt64Max)
         .Int("node", &R::node, 0, kMaxNodes - 1)
         .Int("plan_version", &R::plan_version, -1, kInt64Max, Presence::kDefaulted)
@@ -250,16 +250,13 @@ const Codec<ReadyRequest>& ReadyCodec() {
                                           &WriteFailed)
         .Custom({{"wait_ms", false, FieldInfo::Kind::kInteger, 0, kInt64Max, true}},
                 &ReadWaitField<R>, &WriteWaitField<R>);
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 const Codec<ReplicatedRequest>& ReplicatedCodec() {
   using R = ReplicatedRequest;
-  static const Codec<R>* const kCodec = [] {
-    auto* codec = new Codec<R>(Op::kReplicated);
-    codec->Job(&R::job)
+  return Codec<R>::Once(Op::kReplicated, [](Codec<R>& codec) {
+    codec.Job(&R::job)
         .Int("node", &R::node, 0, kMaxNodes - 1)
         .Int("step", &R::step, -1, kInt64Max, Presence::kDefaulted)
         .Int("nodes", &R::nodes, 1, kMaxNodes)
@@ -274,17 +271,14 @@ const Codec<ReplicatedRequest>& ReplicatedCodec() {
                                   &WriteSteps)
         .Value<std::set<int64_t>>("requested_missing", &R::requested_missing, Presence::kOmitted,
                                   &ReadSteps, &WriteSteps);
-    WithCadence(*codec, &R::cadence);
-    return codec;
-  }();
-  return *kCodec;
+    WithCadence(codec, &R::cadence);
+  });
 }
 
 const Codec<BackupDoneRequest>& BackupDoneCodec() {
   using R = BackupDoneRequest;
-  static const Codec<R>* const kCodec = [] {
-    auto* codec = new Codec<R>(Op::kBackupDone);
-    codec->Job(&R::job)
+  return Codec<R>::Once(Op::kBackupDone, [](Codec<R>& codec) {
+    codec.Job(&R::job)
         .Int("node", &R::node, 0, kMaxNodes - 1)
         .Text("id", &R::id, Presence::kDefaulted)
         .Int("part", &R::part, 0, kMaxNodes - 1)
@@ -295,44 +289,35 @@ const Codec<BackupDoneRequest>& BackupDoneCodec() {
         .Unsigned("bytes", &R::bytes, Presence::kDefaulted)
         .Digest("digest", &R::digest)
         .Bool("step_gone", &R::step_gone, Presence::kOmitted);
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 const Codec<NodeAddressRequest>& NodeAddressCodec() {
   using R = NodeAddressRequest;
-  static const Codec<R>* const kCodec = [] {
-    auto* codec = new Codec<R>(Op::kNodeAddress);
+  return Codec<R>::Once(Op::kNodeAddress, [](Codec<R>& codec) {
     // Without a job: the coordinator's only job.
     codec
-        ->Value<std::string>(
+        .Value<std::string>(
             "job", &R::job, &ReadJobName, [](const std::string& job) { return json(job); },
             FieldInfo::Kind::kText)
         .Int("node", &R::node, 0, kMaxNodes - 1);
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 const Codec<NoticeRequest>& NoticeCodec() {
   using R = NoticeRequest;
-  static const Codec<R>* const kCodec = [] {
-    auto* codec = new Codec<R>(Op::kNotice);
-    codec->Job(&R::job)
+  return Codec<R>::Once(Op::kNotice, [](Codec<R>& codec) {
+    codec.Job(&R::job)
         .Int("node", &R::node, 0, kMaxNodes - 1)
         .Int("step", &R::step, -1, kInt64Max, Presence::kDefaulted)
         .Text("origin", &R::origin, Presence::kDefaulted);
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 const Codec<SyncRequest>& SyncCodec() {
   using R = SyncRequest;
-  static const Codec<R>* const kCodec = [] {
-    auto* codec = new Codec<R>(Op::kSync);
-    codec->Job(&R::job)
+  return Codec<R>::Once(Op::kSync, [](Codec<R>& codec) {
+    codec.Job(&R::job)
         .Int("node", &R::node, 0, kMaxNodes - 1)
         .Int("step", &R::step, -1, kInt64Max, Presence::kDefaulted)
         .Number("rate", &R::rate, Presence::kDefaulted)
@@ -341,33 +326,25 @@ const Codec<SyncRequest>& SyncCodec() {
         .Custom({{"wait_ms", false, FieldInfo::Kind::kInteger, 0, kInt64Max, true}},
                 &ReadWaitField<R>, &WriteWaitField<R>)
         .Int("round", &R::round, 0, kInt64Max);
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 const Codec<QuarantineStepRequest>& QuarantineStepCodec() {
   using R = QuarantineStepRequest;
-  static const Codec<R>* const kCodec = [] {
-    auto* codec = new Codec<R>(Op::kQuarantineStep);
-    codec->Job(&R::job).Int("node", &R::node, 0, kMaxNodes - 1).Int("step", &R::step, 0, kInt64Max);
-    return codec;
-  }();
-  return *kCodec;
+  return Codec<R>::Once(Op::kQuarantineStep, [](Codec<R>& codec) {
+    codec.Job(&R::job).Int("node", &R::node, 0, kMaxNodes - 1).Int("step", &R::step, 0, kInt64Max);
+  });
 }
 
 const Codec<AddCopiesRequest>& AddCopiesCodec() {
   using R = AddCopiesRequest;
-  static const Codec<R>* const kCodec = [] {
-    auto* codec = new Codec<R>(Op::kAddCopies);
-    codec->Job(&R::job)
+  return Codec<R>::Once(Op::kAddCopies, [](Codec<R>& codec) {
+    codec.Job(&R::job)
         .Int("round", &R::round, 0, kInt64Max)
         .Int("node", &R::node, 0, kMaxNodes - 1)
         .Value<std::vector<HeldCopy>>("inventory", &R::inventory, Presence::kDefaulted, &ReadCopies,
                                       &WriteCopies);
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 }  // namespace
@@ -387,38 +364,31 @@ namespace {
 
 const Codec<ReplicatedReply::Task>& TaskCodec() {
   using T = ReplicatedReply::Task;
-  static const Codec<T>* const kCodec = [] {
-    auto* codec = new Codec<T>(std::string("a backup task"));
-    codec->Text("id", &T::id)
+  return Codec<T>::Once("a backup task", [](Codec<T>& codec) {
+    codec.Text("id", &T::id)
         .Int("step", &T::step, kInt64Min, kInt64Max)
         .Int("part", &T::part, 0, kMaxNodes - 1);
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 const Codec<ReplicatedReply>& ReplicatedReplyCodec() {
   using R = ReplicatedReply;
-  static const Codec<R>* const kCodec = [] {
-    auto* codec = new Codec<R>(std::string("the answer to a replication report"));
-    codec->Int("watermark", &R::watermark, kInt64Min, kInt64Max, Presence::kDefaulted)
+  return Codec<R>::Once("the answer to a replication report", [](Codec<R>& codec) {
+    codec.Int("watermark", &R::watermark, kInt64Min, kInt64Max, Presence::kDefaulted)
         .Object("newest_backup", &R::newest_backup, BackupCodec())
         .Text("backup_error", &R::backup_error, Presence::kOmitted)
         .Object("backup_task", &R::backup_task, TaskCodec())
         .Value<std::set<int64_t>>("requested", &R::requested, Presence::kOmitted, &ReadSteps,
                                   &WriteSteps);
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 // What a decision says beyond its round is there only with a step.
 const Codec<SyncDecision>& SyncDecisionCodec() {
   using D = SyncDecision;
-  static const Codec<D>* const kCodec = [] {
-    auto* codec = new Codec<D>(std::string("the on-demand step decision"));
+  return Codec<D>::Once("the on-demand step decision", [](Codec<D>& codec) {
     auto decided = [](const D& d) { return d.step.has_value(); };
-    codec->Unsigned("generation", &D::generation)
+    codec.Unsigned("generation", &D::generation)
         .Int("round", &D::round, kInt64Min, kInt64Max)
         .Unsigned("collect", &D::collect)
         .Bool("collecting", &D::collecting, Presence::kDefaulted)
@@ -429,39 +399,59 @@ const Codec<SyncDecision>& SyncDecisionCodec() {
         .WriteIf(decided)
         .Text("origin", &D::origin, Presence::kDefaulted)
         .WriteIf(decided);
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 const Codec<RegisterReply>& RegisterReplyCodec() {
-  static const Codec<RegisterReply>* const kCodec = [] {
-    auto* codec = new Codec<RegisterReply>(std::string("the answer to register"));
-    codec->Int("round", &RegisterReply::round, kInt64Min, kInt64Max);
-    return codec;
-  }();
-  return *kCodec;
+  return Codec<RegisterReply>::Once("the answer to register", [](Codec<RegisterReply>& codec) {
+    codec.Int("round", &RegisterReply::round, kInt64Min, kInt64Max);
+  });
+}
+
+const Codec<NodeAddressReply>& NodeAddressReplyCodec() {
+  using R = NodeAddressReply;
+  return Codec<R>::Once("the answer to node_address", [](Codec<R>& codec) {
+    codec.Text("job", &R::job).Int("node", &R::node, 0, kMaxNodes - 1).Text("address", &R::address);
+  });
+}
+
+const Codec<BackupDoneReply>& BackupDoneReplyCodec() {
+  using R = BackupDoneReply;
+  return Codec<R>::Once("the answer to backup_done", [](Codec<R>& codec) {
+    codec.Bool("abandoned", &R::abandoned, Presence::kOmitted)
+        .Value<bool>(
+            "committed", &R::committed,
+            [](const json& v, FieldError* e) -> std::optional<bool> {
+              if (v.is_boolean()) return v.get<bool>();
+              e->want = "true or false";
+              return std::nullopt;
+            },
+            [](const bool& v) { return json(v); }, FieldInfo::Kind::kBool)
+        .Bool("committing", &R::committing, Presence::kOmitted);
+  });
+}
+
+const Codec<AddCopiesReply>& AddCopiesReplyCodec() {
+  return Codec<AddCopiesReply>::Once("the answer to add_copies", [](Codec<AddCopiesReply>& codec) {
+    codec.Bool("planned", &AddCopiesReply::planned);
+  });
 }
 
 const Codec<ReadyReply>& ReadyReplyCodec() {
   using R = ReadyReply;
-  static const Codec<R>* const kCodec = [] {
-    auto* codec = new Codec<R>(std::string("the answer to ready"));
-    codec->Bool("go", &R::go, Presence::kOmitted)
+  return Codec<R>::Once("the answer to ready", [](Codec<R>& codec) {
+    codec.Bool("go", &R::go, Presence::kOmitted)
         .Bool("replan", &R::replan, Presence::kOmitted)
         .Object("sync", &R::sync, SyncDecisionCodec())
         .Check([](const Codec<R>& c, const R& r) {
           return r.go != r.replan ? Status::Ok() : c.Invalid(" says neither go nor replan");
         });
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 const Codec<Source>& SourceCodec() {
-  static const Codec<Source>* const kCodec = [] {
-    auto* codec = new Codec<Source>(std::string("a source"));
-    codec->Int("source_rank", &Source::source_rank, 0, kMaxNodes - 1)
+  return Codec<Source>::Once("a source", [](Codec<Source>& codec) {
+    codec.Int("source_rank", &Source::source_rank, 0, kMaxNodes - 1)
         .Value<std::vector<int>>(
             "holders", &Source::holders, Presence::kRequired,
             [](const json& v, FieldError* e) {
@@ -471,9 +461,7 @@ const Codec<Source>& SourceCodec() {
             &WriteIntList)
         .Digest("digest", &Source::digest)
         .Nested<DecodeSource>("decode", &Source::decode, &DecodeFromJson, &DecodeToJson);
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 // A node rank as an object key ("3").
@@ -500,7 +488,7 @@ std::optional<std::map<int, Source>> ReadSources(const json& v, FieldError* e) {
     }
     StatusOr<Source> s = SourceCodec().Parse(src);
     if (!s.ok()) {
-      e->detail = s.status().message();
+      e->detail = "node " + key + ": " + s.status().message();
       return std::nullopt;
     }
     out[*rank] = std::move(*s);
@@ -536,9 +524,8 @@ json WriteAddresses(const std::map<int, std::string>& addresses) {
 
 const Codec<PlanReply>& PlanReplyCodec() {
   using P = PlanReply;
-  static const Codec<P>* const kCodec = [] {
-    auto* codec = new Codec<P>(std::string("the plan"));
-    codec->Int("round", &P::round, kInt64Min, kInt64Max)
+  return Codec<P>::Once("the plan", [](Codec<P>& codec) {
+    codec.Int("round", &P::round, kInt64Min, kInt64Max)
         .Int("plan_version", &P::plan_version, kInt64Min, kInt64Max)
         .NullableInt("step", &P::step, 0, kInt64Max)
         .Value<std::map<int, Source>>("sources", &P::sources, Presence::kDefaulted, &ReadSources,
@@ -552,29 +539,27 @@ const Codec<PlanReply>& PlanReplyCodec() {
         .Object("group", &P::group, GroupCodec())
         .Value<std::set<int64_t>>("quarantined", &P::quarantined, Presence::kOmitted, &ReadSteps,
                                   &WriteSteps);
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 }  // namespace
 
 const Codec<ReplicatedReply::Backup>& BackupCodec() {
   using B = ReplicatedReply::Backup;
-  static const Codec<B>* const kCodec = [] {
-    auto* codec = new Codec<B>(std::string("a backup"));
-    codec->Text("id", &B::id)
+  return Codec<B>::Once("a backup", [](Codec<B>& codec) {
+    codec.Text("id", &B::id)
         .Int("step", &B::step, kInt64Min, kInt64Max)
         .Int("created", &B::created, kInt64Min, kInt64Max)
         .Int("committed", &B::committed, kInt64Min, kInt64Max);
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 STRATA_WIRE_CODEC(ReplicatedReply, ReplicatedReplyCodec)
 STRATA_WIRE_CODEC(SyncDecision, SyncDecisionCodec)
 STRATA_WIRE_CODEC(RegisterReply, RegisterReplyCodec)
+STRATA_WIRE_CODEC(NodeAddressReply, NodeAddressReplyCodec)
+STRATA_WIRE_CODEC(BackupDoneReply, BackupDoneReplyCodec)
+STRATA_WIRE_CODEC(AddCopiesReply, AddCopiesReplyCodec)
 STRATA_WIRE_CODEC(ReadyReply, ReadyReplyCodec)
 STRATA_WIRE_CODEC(PlanReply, PlanReplyCodec)
 

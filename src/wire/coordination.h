@@ -253,6 +253,41 @@ struct RegisterReply {
   json ToJson() const;
 };
 
+// The answer to node_address: where node `node` of `job` listens.
+struct NodeAddressReply {
+  std::string job;
+  int node = 0;
+  std::string address;  // host:port
+  static StatusOr<NodeAddressReply> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<NodeAddressReply>& Fields();
+  json ToJson() const;
+};
+
+// The answer to backup_done: the report came too late (a new round began,
+// or the backup failed elsewhere: "abandoned"), or whether it completed
+// the backup ("committed"; "committing" while the commit is being
+// written).
+struct BackupDoneReply {
+  bool abandoned = false;
+  std::optional<bool> committed;
+  bool committing = false;
+  static StatusOr<BackupDoneReply> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<BackupDoneReply>& Fields();
+  json ToJson() const;
+};
+
+// The answer to add_copies: whether the round's plan was already made (the
+// copies came too late to count in it).
+struct AddCopiesReply {
+  bool planned = false;
+  static StatusOr<AddCopiesReply> FromJson(const json& j);
+  // Its fields, listed once (wire/codec.h): what parses and writes it.
+  static const Codec<AddCopiesReply>& Fields();
+  json ToJson() const;
+};
+
 // The answer to ready: "go" (every node is ready; with the on-demand step
 // the job decided meanwhile, to publish before any rank can pass it), or
 // "replan" (a node failed, or the plan changed: wait for the next one).

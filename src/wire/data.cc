@@ -15,8 +15,10 @@ std::optional<std::vector<size_t>> ReadPositions(const json& files, FieldError* 
   if (!files.is_array() || files.size() > kMaxListEntries) return std::nullopt;
   std::vector<size_t> out;
   out.reserve(files.size());
-  for (const json& p : files) {
+  for (size_t i = 0; i < files.size(); ++i) {
+    const json& p = files[i];
     if (!IsNonNegativeInteger(p) || (!out.empty() && p.get<uint64_t>() <= out.back())) {
+      e->want = EntryWant(e->want, i);
       return std::nullopt;
     }
     out.push_back(p.get<size_t>());
@@ -31,7 +33,9 @@ std::optional<std::vector<std::vector<FileRange>>> ReadRangeGroups(const json& j
   e->want = "a list of groups of byte ranges [file, offset, length]";
   if (!j.is_array() || j.size() > kMaxListEntries) return std::nullopt;
   std::vector<std::vector<FileRange>> out;
-  for (const json& group : j) {
+  for (size_t i = 0; i < j.size(); ++i) {
+    const json& group = j[i];
+    e->want = EntryWant("a list of groups of byte ranges [file, offset, length]", i);
     if (!group.is_array() || group.size() > kMaxListEntries) return std::nullopt;
     std::vector<FileRange>& ranges = out.emplace_back();
     for (const json& r : group) {
@@ -63,17 +67,18 @@ Status ReadOffer(const Codec<PutStepRequest>& c, const json& j, PutStepRequest& 
   if (!it->is_array() || it->size() > kMaxListEntries) return c.Error("ranges", want);
   RangePlan plan;
   plan.files.resize(r.index.files.size());
-  for (const json& e : *it) {
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& e = (*it)[i];
     std::optional<uint64_t> hash;
     if (e.is_array() && e.size() == 4 && e[3].is_string())
       hash = ParseHex64(e[3].get<std::string>());
     if (!hash || !IsNonNegativeInteger(e[0]) || !IsNonNegativeInteger(e[1]) ||
         !IsNonNegativeInteger(e[2])) {
-      return c.Error("ranges", want);
+      return c.Error("ranges", EntryWant(want, i));
     }
     const FileRange range{e[0].get<size_t>(), e[1].get<uint64_t>(), e[2].get<uint64_t>()};
     Status inside = CheckRanges(r.index, {range});
-    if (!inside.ok()) return c.Invalid(": \"ranges\": " + inside.message());
+    if (!inside.ok()) return c.Invalid(": \"ranges\": " + EntryError(i, inside.message()));
     plan.files[range.file].push_back({range.offset, range.length, *hash});
   }
   r.ranges = std::move(plan);
@@ -93,39 +98,32 @@ void WriteOffer(const PutStepRequest& r, json* j) {
 
 const Codec<PutStepRequest>& PutStepCodec() {
   using R = PutStepRequest;
-  static const Codec<R>* const kCodec = [] {
-    auto* codec = new Codec<R>(Op::kPutStep);
-    codec->Value<StepKey>("key", &R::key, Presence::kRequired, &ReadStepKey, &WriteStepKey)
+  return Codec<R>::Once(Op::kPutStep, [](Codec<R>& codec) {
+    codec.Value<StepKey>("key", &R::key, Presence::kRequired, &ReadStepKey, &WriteStepKey)
         .Nested<StepIndex>("index", &R::index, Presence::kRequired, &ReadStepIndex, &WriteStepIndex)
         .Int("streams", &R::streams, 1, 64, Presence::kDefaulted)
         .Bool("dedup", &R::dedup, Presence::kOmitted)
         .Int("range_streams", &R::range_streams, 1, 64, Presence::kOmitted)
         .Custom({{"ranges", false, FieldInfo::Kind::kOther}}, &ReadOffer, &WriteOffer);
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 const Codec<PutStepReady>& PutStepReadyCodec() {
   using R = PutStepReady;
-  static const Codec<R>* const kCodec = [] {
-    auto* codec = new Codec<R>(std::string("put_step's answer"));
-    codec->Constant("ok", true)
+  return Codec<R>::Once("put_step's answer", [](Codec<R>& codec) {
+    codec.Constant("ok", true)
         .Bool("have", &R::have, Presence::kDefaulted)
         .Unsigned("transfer", &R::transfer)
         .Value<std::vector<std::vector<FileRange>>>("need", &R::need, &ReadRangeGroups,
                                                     &WriteRangeGroups);
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 const Codec<PutFilesRequest>& PutFilesCodec() {
   using R = PutFilesRequest;
-  static const Codec<R>* const kCodec = [] {
-    auto* codec = new Codec<R>(Op::kPutFiles);
+  return Codec<R>::Once(Op::kPutFiles, [](Codec<R>& codec) {
     codec
-        ->Unsigned("transfer", &R::transfer)
+        .Unsigned("transfer", &R::transfer)
         // A transfer that answered "need" names a group; any other lists files.
         .Int("group", &R::group, 0, kInt64Max)
         .Custom(
@@ -143,26 +141,20 @@ const Codec<PutFilesRequest>& PutFilesCodec() {
             [](const R& r, json* j) {
               if (!r.group) (*j)["files"] = r.files;
             });
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 const Codec<GetIndexRequest>& GetIndexCodec() {
   using R = GetIndexRequest;
-  static const Codec<R>* const kCodec = [] {
-    auto* codec = new Codec<R>(Op::kGetIndex);
-    codec->Value<StepKey>("key", &R::key, Presence::kRequired, &ReadStepKey, &WriteStepKey);
-    return codec;
-  }();
-  return *kCodec;
+  return Codec<R>::Once(Op::kGetIndex, [](Codec<R>& codec) {
+    codec.Value<StepKey>("key", &R::key, Presence::kRequired, &ReadStepKey, &WriteStepKey);
+  });
 }
 
 const Codec<FetchStepRequest>& FetchStepCodec() {
   using R = FetchStepRequest;
-  static const Codec<R>* const kCodec = [] {
-    auto* codec = new Codec<R>(Op::kFetchStep);
-    codec->Value<StepKey>("key", &R::key, Presence::kRequired, &ReadStepKey, &WriteStepKey)
+  return Codec<R>::Once(Op::kFetchStep, [](Codec<R>& codec) {
+    codec.Value<StepKey>("key", &R::key, Presence::kRequired, &ReadStepKey, &WriteStepKey)
         .Digest("digest", &R::digest)
         .Value<std::vector<size_t>>("files", &R::files, &ReadPositions, &WritePositions)
         .Check([](const Codec<R>& c, const R& r) {
@@ -170,21 +162,16 @@ const Codec<FetchStepRequest>& FetchStepCodec() {
           if (!r.files || r.digest) return Status::Ok();
           return c.Invalid(": \"digest\" (16 hex digits) must come with \"files\"");
         });
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 const Codec<IndexReply>& IndexReplyCodec() {
   using R = IndexReply;
-  static const Codec<R>* const kCodec = [] {
-    auto* codec = new Codec<R>(std::string("the index reply"));
-    codec->Constant("ok", true)
+  return Codec<R>::Once("the index reply", [](Codec<R>& codec) {
+    codec.Constant("ok", true)
         .Nested<StepIndex>("index", &R::index, Presence::kRequired, &ReadStepIndex,
                            &WriteStepIndex);
-    return codec;
-  }();
-  return *kCodec;
+  });
 }
 
 }  // namespace

@@ -3,13 +3,6 @@
 
 namespace strata::wire {
 
-json ParseBounded(std::string_view text) {
-  json::parser_callback_t shallow = [](int depth, json::parse_event_t, json&) {
-    return depth <= 32;
-  };
-  return json::parse(text, shallow, /*allow_exceptions=*/false);
-}
-
 json StatusToJson(const Status& s) {
   if (s.ok()) return {{"ok", true}};
   return {{"ok", false}, {"code", static_cast<int>(s.code())}, {"error", s.message()}};

@@ -1,8 +1,8 @@
 // Copyright 2026 The Strata Authors.
 //
-// JSON as the agents exchange it: parsing a peer's bytes with a bound on
-// nesting, and a Status as a reply ({"ok": true} or {"ok": false, "code":
-// C, "error": E}) and back.
+// JSON as the agents exchange it: a Status as a reply ({"ok": true} or
+// {"ok": false, "code": C, "error": E}) and back. A peer's bytes are parsed
+// with ParseBounded (util/json_bounded.h).
 #ifndef STRATA_WIRE_JSON_H_
 #define STRATA_WIRE_JSON_H_
 
@@ -15,11 +15,6 @@
 namespace strata::wire {
 
 using json = nlohmann::json;
-
-// Parses JSON from a peer, dropping anything nested deeper than 32 levels
-// (copying or printing a value recurses once per level). Never throws; a
-// discarded value (is_discarded()) on a syntax error.
-json ParseBounded(std::string_view text);
 
 json StatusToJson(const Status& s);
 // OK for {"ok": true}; otherwise the reply's code and error, the error

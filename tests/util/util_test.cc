@@ -20,6 +20,7 @@
 #include "util/copy.h"
 #include "util/file_util.h"
 #include "util/hash.h"
+#include "util/json_bounded.h"
 #include "util/process.h"
 
 namespace strata {
@@ -143,6 +144,22 @@ TEST(FileUtilTest, TempNamesAreNotPredictable) {
   const std::string random_a = a.substr(a.rfind('-') + 1), random_b = b.substr(b.rfind('-') + 1);
   EXPECT_EQ(random_a.size(), 16u) << a;
   EXPECT_NE(random_a, random_b);
+}
+
+// JSON from another process is read whole or not at all: a value nested
+// deeper than the bound (the outermost value is level 0) refuses the
+// document, it is never left out of it.
+TEST(JsonBoundedTest, ADocumentTooDeepIsRefusedWhole) {
+  auto nested = [](int depth) {
+    return R"({"op":"status","x":)" + std::string(depth, '[') + std::string(depth, ']') + "}";
+  };
+  const nlohmann::json shallow = ParseBounded(nested(kMaxJsonDepth));
+  ASSERT_TRUE(shallow.is_object());
+  EXPECT_EQ(shallow.at("op"), "status");
+  for (int depth : {kMaxJsonDepth + 1, 1 << 16}) {
+    EXPECT_TRUE(ParseBounded(nested(depth)).is_discarded()) << depth;
+  }
+  EXPECT_TRUE(ParseBounded("{\"op\":").is_discarded());
 }
 
 // A pinned process says who it runs as; once it has exited (and been

@@ -236,6 +236,13 @@ void CoordinationReplies() {
   ExpectGolden(none, R"j({"collect":0,"collecting":false,"generation":0,"round":0,"step":null})j");
 
   ExpectGolden(RegisterReply{4}, R"j({"round":4})j");
+  ExpectGolden(NodeAddressReply{"job-a", 3, "10.0.0.3:7701"},
+               R"j({"address":"10.0.0.3:7701","job":"job-a","node":3})j");
+  ExpectGolden(BackupDoneReply{true, std::nullopt, false}, R"j({"abandoned":true})j");
+  ExpectGolden(BackupDoneReply{false, false, true}, R"j({"committed":false,"committing":true})j");
+  ExpectGolden(BackupDoneReply{false, true, false}, R"j({"committed":true})j");
+  ExpectGolden(AddCopiesReply{true}, R"j({"planned":true})j");
+  ExpectGolden(AddCopiesReply{false}, R"j({"planned":false})j");
   ExpectGolden(
       ReadyReply{true, false, decided},
       R"j({"go":true,"sync":{"collect":3,"collecting":true,"generation":7,"notice_step":118,"notice_unix_ms":1700000000000,"origin":"gce","round":4,"step":120}})j");
@@ -438,6 +445,9 @@ TEST(WireGoldenTest, EveryFieldOfEveryMessageWasFedMalformedInput) {
   ExpectEveryFieldCovered<AddCopiesRequest>();
   ExpectEveryFieldCovered<SyncDecision>();
   ExpectEveryFieldCovered<RegisterReply>();
+  ExpectEveryFieldCovered<NodeAddressReply>();
+  ExpectEveryFieldCovered<BackupDoneReply>();
+  ExpectEveryFieldCovered<AddCopiesReply>();
   ExpectEveryFieldCovered<ReadyReply>();
   ExpectEveryFieldCovered<ReplicatedReply>();
   ExpectEveryFieldCovered<PlanReply>();

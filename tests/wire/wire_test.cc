@@ -766,5 +766,29 @@ TEST(WireCoordinationTest, RegisterAndReadyAnswersRoundTrip) {
   EXPECT_FALSE(SyncDecision::FromJson(signed_sync).ok());
 }
 
+// A list reader names the entry it could not read (counted from 0).
+TEST(WireTest, AListReaderNamesTheBadEntry) {
+  json copies = {{"op", "add_copies"},
+                 {"job", "j"},
+                 {"round", 1},
+                 {"node", 0},
+                 {"inventory", {{0, 1, "0000000000000001"}, {0, "x", "0000000000000002"}}}};
+  auto add = AddCopiesRequest::FromJson(copies);
+  ASSERT_FALSE(add.ok());
+  EXPECT_NE(add.status().message().find("\"inventory\" must be a list of [rank, step, "
+                                        "\"digest\"] (entry 1 is not one)"),
+            std::string::npos)
+      << add.status().ToString();
+  auto reply = ShardReply::FromJson(json::parse(
+      R"j({"ok":true,"length":1,"xxh3":"0000000000000001","contributions":[)j"
+      R"j({"rank":0,"chunk":0,"length":1,"xxh3":"0000000000000001","digest":"0000000000000001"},)j"
+      R"j({"rank":1,"chunk":0,"length":1,"xxh3":"0000000000000001"}]})j"));
+  ASSERT_FALSE(reply.ok());
+  EXPECT_NE(reply.status().message().find(
+                "\"contributions\": entry 1: a contribution: \"digest\" is missing"),
+            std::string::npos)
+      << reply.status().ToString();
+}
+
 }  // namespace
 }  // namespace strata::wire

@@ -474,9 +474,9 @@ StatusOr<json> Coordinator::AddCopies(const wire::AddCopiesRequest& req) {
   MutexLock l(&mu_);
   STRATA_ASSIGN_OR_RETURN(Job * job, FindJob(req.job, req.round));
   STRATA_RETURN_IF_ERROR(CheckNode(req.job, *job, req.node));
-  if (job->plan) return json{{"planned", true}};  // too late for this round
+  if (job->plan) return wire::AddCopiesReply{true}.ToJson();  // too late for this round
   AddInventory(req.inventory, req.node, job->inventory);
-  return json{{"planned", false}};
+  return wire::AddCopiesReply{false}.ToJson();
 }
 
 StatusOr<json> Coordinator::Quarantine(const wire::QuarantineStepRequest& req) {
@@ -519,7 +519,7 @@ StatusOr<json> Coordinator::NodeAddress(const wire::NodeAddressRequest& req) {
     return NotFoundError("node " + std::to_string(node) + " has not registered in job " + name +
                          " (round " + std::to_string(job->round) + ")");
   }
-  return json{{"job", name}, {"node", node}, {"address", m->second.address}};
+  return wire::NodeAddressReply{name, node, m->second.address}.ToJson();
 }
 
 }  // namespace strata::agent

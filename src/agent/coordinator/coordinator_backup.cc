@@ -15,6 +15,19 @@
 namespace strata::agent {
 namespace {
 
+// backup_done's answers (wire::BackupDoneReply).
+json AbandonedReply() {
+  wire::BackupDoneReply r;
+  r.abandoned = true;
+  return r.ToJson();
+}
+json CommittedReply(bool committed, bool committing = false) {
+  wire::BackupDoneReply r;
+  r.committed = committed;
+  r.committing = committing;
+  return r.ToJson();
+}
+
 // The catalog is re-read at most this often (it is read at every round and
 // by every report): one LIST, plus one GET per commit object not seen yet.
 constexpr auto kCatalogMaxAge = std::chrono::seconds(10);
@@ -502,7 +515,7 @@ StatusOr<json> Coordinator::BackupDone(const wire::BackupDoneRequest& req) {
   BackupState& b = job->backup;
   const std::string& id = req.id;
   if (!b.in_flight || b.in_flight->id != id) {
-    return json{{"abandoned", true}};  // a new round began, or it failed elsewhere
+    return AbandonedReply();  // a new round began, or it failed elsewhere
   }
   BackupInFlight& f = *b.in_flight;
   const int part = req.part, node = req.node;
@@ -514,12 +527,12 @@ StatusOr<json> Coordinator::BackupDone(const wire::BackupDoneRequest& req) {
                                 " reported part " + std::to_string(part) + " of step " +
                                 std::to_string(req.step) + ", which is not its task");
   }
-  if (f.committing) return json{{"committed", false}, {"committing", true}};
+  if (f.committing) return CommittedReply(false, /*committing=*/true);
   if (!req.ok && req.step_gone && f.requested) {
     const int64_t step = f.step;
     b.in_flight.reset();
     DropRequest(name, b, step, "node " + std::to_string(node) + " no longer holds it");
-    return json{{"abandoned", true}};
+    return AbandonedReply();
   }
   if (!req.ok && req.step_gone) {
     // The step rolled off the node between the report that made it the
@@ -530,18 +543,18 @@ StatusOr<json> Coordinator::BackupDone(const wire::BackupDoneRequest& req) {
         name, id, node, f.step, req.error);
     b.unheld_step = std::max(b.unheld_step, f.step);
     b.in_flight.reset();
-    return json{{"abandoned", true}};
+    return AbandonedReply();
   }
   if (!req.ok) {
     b.last_error = "backup " + id + ": node " + std::to_string(node) + ": " + req.error;
     Log()->error("job {}: {}; it stays incomplete", name, b.last_error);
     b.in_flight.reset();
     b.retry_after = now_() + kRetryAfterFailure;
-    return json{{"abandoned", true}};
+    return AbandonedReply();
   }
   if (!req.digest) return InvalidArgumentError("backup_done for " + id + " without a digest");
   f.done[part] = {req.bytes, *req.digest};
-  if (f.done.size() < f.uploaders.size()) return json{{"committed", false}};
+  if (f.done.size() < f.uploaders.size()) return CommittedReply(false);
 
   f.committing = true;
   backup::Commit commit;
@@ -569,7 +582,7 @@ StatusOr<json> Coordinator::BackupDone(const wire::BackupDoneRequest& req) {
     b.last_error = s.message();
     b.retry_after = now_() + kRetryAfterFailure;
     Log()->error("job {}: writing the commit of backup {}: {}", name, id, s.message());
-    return json{{"committed", false}};
+    return CommittedReply(false);
   }
   b.last_error.clear();
   if (!b.newest || commit.step >= b.newest->step) b.newest = commit;
@@ -582,7 +595,7 @@ StatusOr<json> Coordinator::BackupDone(const wire::BackupDoneRequest& req) {
   }
   Log()->info("job {}: backup {} of step {} committed ({} bytes{})", name, id, commit.step,
               commit.TotalBytes(), commit.requested ? ", requested by the client" : "");
-  return json{{"committed", true}};
+  return CommittedReply(true);
 }
 
 Status Coordinator::WriteCommit(const backup::Commit& commit) {

@@ -10,6 +10,7 @@
 #include "format/naming.h"
 #include "format/sync_map.h"
 #include "util/file_util.h"
+#include "util/json_bounded.h"
 #include "util/logging.h"
 #include "util/time_format.h"
 #include "wire/json.h"
@@ -202,8 +203,7 @@ void Maintenance::Record(const wire::MaintenanceEvent& event) {
 void Maintenance::Load() {
   auto text = ReadFileToString(env_, record_path_, 1 << 16);
   if (!text.ok()) return;
-  StatusOr<wire::MaintenanceEvent> event =
-      wire::MaintenanceEvent::FromJson(wire::ParseBounded(*text));
+  StatusOr<wire::MaintenanceEvent> event = wire::MaintenanceEvent::FromJson(ParseBounded(*text));
   if (!event.ok()) {
     Log()->warn("ignoring the maintenance record {}: {}", record_path_, event.status().message());
     return;

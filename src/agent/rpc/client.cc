@@ -5,6 +5,7 @@
 
 #include "net/auth.h"
 #include "net/frame.h"
+#include "util/json_bounded.h"
 #include "wire/json.h"
 
 namespace strata::agent {
@@ -41,7 +42,7 @@ StatusOr<json> RpcClient::Call(const json& request, std::chrono::milliseconds ti
   STRATA_RETURN_IF_ERROR(net::SendFrame(socket_, kFrameCall, request.dump(), deadline));
   STRATA_ASSIGN_OR_RETURN(net::Frame f, net::RecvFrame(socket_, kMaxControlBytes, deadline));
   if (f.type != kFrameReply) return InvalidArgumentError(peer_ + " sent an unexpected frame");
-  json reply = wire::ParseBounded(f.payload);
+  json reply = ParseBounded(f.payload);
   if (!reply.is_object()) return InvalidArgumentError(peer_ + " sent a reply that is not JSON");
   answered_ = true;
   STRATA_RETURN_IF_ERROR(wire::StatusFromJson(reply, peer_));

@@ -11,6 +11,7 @@
 #include "net/frame.h"
 #include "net/handshake_budget.h"
 #include "net/socket.h"
+#include "util/json_bounded.h"
 #include "util/logging.h"
 #include "util/mutex.h"
 #include "util/process.h"
@@ -402,7 +403,7 @@ void Session::AwaitCall() {
 void Session::OnCall() {
   Disarm();  // a call may take as long as it takes
   server_->Called();
-  json request = wire::ParseBounded(frame_.payload);
+  json request = ParseBounded(frame_.payload);
   frame_.payload.clear();
   if (frame_.type != kFrameCall || !request.is_object()) {
     return Answer(InvalidArgumentError("malformed call"));

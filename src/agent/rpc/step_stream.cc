@@ -13,6 +13,7 @@
 #include "net/frame.h"
 #include "util/crash_point.h"
 #include "util/file_util.h"
+#include "util/json_bounded.h"
 #include "wire/json.h"
 
 namespace strata::agent {
@@ -95,7 +96,7 @@ net::Deadline DataDeadline() {
 
 Status AwaitCommitted(net::Socket& socket, const std::string& peer) {
   STRATA_ASSIGN_OR_RETURN(net::Frame ack, net::RecvFrame(socket, kMaxControlBytes, DataDeadline()));
-  return wire::StatusFromJson(wire::ParseBounded(ack.payload), peer);
+  return wire::StatusFromJson(ParseBounded(ack.payload), peer);
 }
 
 StatusOr<int> CreateReceiveFile(Store* store, const std::string& path, uint64_t size) {

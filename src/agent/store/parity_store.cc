@@ -14,9 +14,11 @@
 #include "util/crash_point.h"
 #include "util/file_util.h"
 #include "util/hash.h"
-#include "util/json_int.h"
+#include "util/json_bounded.h"
 #include "util/logging.h"
 #include "util/scratch.h"
+#include "wire/codec.h"
+#include "wire/coded.h"
 
 namespace strata::agent {
 
@@ -55,10 +57,6 @@ std::string SpareOf(const std::string& path) {
   return JoinPath(Dirname(path), ".strata-spare-" + path.substr(path.rfind('/') + 1));
 }
 
-const char* KindName(ec::Redundancy::Kind kind) {
-  return kind == ec::Redundancy::Kind::kXor ? "xor" : "rs";
-}
-
 // Checks that `h` describes a row of a stripe of a valid group and that
 // every contribution feeds that stripe, once per contributor.
 Status CheckHeader(const ParityHeader& h) {
@@ -95,66 +93,53 @@ const wire::Contribution* ParityHeader::Find(int rank) const {
   return nullptr;
 }
 
+namespace {
+
+// A contribution as a header keeps it: with its step's index, unlike the
+// wire's (wire/coded.h).
+const wire::Codec<wire::Contribution>& HeaderContributionCodec() {
+  using C = wire::Contribution;
+  using wire::Presence;
+  return wire::Codec<C>::Once("a contribution", [](wire::Codec<C>& c) {
+    c.Int("rank", &C::rank, wire::kInt64Min, wire::kInt64Max)
+        .Int("chunk", &C::chunk, wire::kInt64Min, wire::kInt64Max)
+        .Unsigned("length", &C::length)
+        .Digest("xxh3", &C::xxh3)
+        .Digest("digest", &C::step_digest)
+        .Nested<StepIndex>("index", &C::index, Presence::kRequired, &wire::ReadStepIndex,
+                           &wire::WriteStepIndex);
+  });
+}
+
+const wire::Codec<ParityHeader>& ParityHeaderCodec() {
+  using H = ParityHeader;
+  using wire::Presence;
+  return wire::Codec<H>::Once("the parity header", [](wire::Codec<H>& c) {
+    c.Text("job", &H::job)
+        .Int("step", &H::step, wire::kInt64Min, wire::kInt64Max)
+        .Object("group", &H::group, Presence::kRequired, wire::GroupCodec())
+        .Int("stripe", &H::stripe, wire::kInt64Min, wire::kInt64Max)
+        .Int("row", &H::row, wire::kInt64Min, wire::kInt64Max)
+        .Unsigned("length", &H::length)
+        .Digest("xxh3", &H::xxh3)
+        .List("contributions", &H::contributions, Presence::kRequired, HeaderContributionCodec());
+  });
+}
+
+}  // namespace
+
 std::string EncodeParityHeader(const ParityHeader& h) {
-  json contributions = json::array();
-  for (const wire::Contribution& c : h.contributions) {
-    contributions.push_back({{"rank", c.rank},
-                             {"chunk", c.chunk},
-                             {"length", c.length},
-                             {"xxh3", Hex64(c.xxh3)},
-                             {"digest", Hex64(c.step_digest)},
-                             {"index", StepIndexToJson(c.index)}});
-  }
-  json j = {
-      {"job", h.job},
-      {"step", h.step},
-      {"group", {{"members", h.group.members}, {"code", KindName(h.group.kind)}, {"m", h.group.m}}},
-      {"stripe", h.stripe},
-      {"row", h.row},
-      {"length", h.length},
-      {"xxh3", Hex64(h.xxh3)},
-      {"contributions", std::move(contributions)}};
-  return j.dump();
+  return ParityHeaderCodec().Write(h).dump();
 }
 
 StatusOr<ParityHeader> DecodeParityHeader(std::string_view text, std::string_view source) {
   const std::string what(source);
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const json j = ParseBounded(text);
   auto bad = [&](const std::string& why) { return DataLossError(what + ": " + why); };
-  if (!j.is_object()) return bad("the parity header is not a JSON object");
-  ParityHeader h;
-  try {
-    h.job = j.at("job").get<std::string>();
-    h.step = GetInt<int64_t>(j.at("step"));
-    const json& g = j.at("group");
-    h.group.members = GetInts<int>(g.at("members"));
-    const std::string code = g.at("code").get<std::string>();
-    if (code != "rs" && code != "xor") return bad("unknown code " + code);
-    h.group.kind = code == "xor" ? ec::Redundancy::Kind::kXor : ec::Redundancy::Kind::kRs;
-    h.group.m = GetInt<int>(g.at("m"));
-    h.stripe = GetInt<int>(j.at("stripe"));
-    h.row = GetInt<int>(j.at("row"));
-    h.length = GetInt<uint64_t>(j.at("length"));
-    std::optional<uint64_t> x = ParseHex64(j.at("xxh3").get<std::string>());
-    if (!x) return bad("\"xxh3\" is not 16 hex digits");
-    h.xxh3 = *x;
-    for (const json& c : j.at("contributions")) {
-      wire::Contribution out;
-      out.rank = GetInt<int>(c.at("rank"));
-      out.chunk = GetInt<int>(c.at("chunk"));
-      out.length = GetInt<uint64_t>(c.at("length"));
-      std::optional<uint64_t> cx = ParseHex64(c.at("xxh3").get<std::string>());
-      std::optional<uint64_t> d = ParseHex64(c.at("digest").get<std::string>());
-      if (!cx || !d) return bad("a contribution's hash is not 16 hex digits");
-      out.xxh3 = *cx;
-      out.step_digest = *d;
-      STRATA_ASSIGN_OR_RETURN(out.index, StepIndexFromJson(c.at("index"), what));
-      h.contributions.push_back(std::move(out));
-    }
-  } catch (const json::exception& e) {
-    return bad(std::string("malformed parity header: ") + e.what());
-  }
-  Status s = CheckHeader(h);
+  if (j.is_discarded()) return bad("the parity header is not JSON");
+  StatusOr<ParityHeader> h = ParityHeaderCodec().Parse(j);
+  if (!h.ok()) return bad(std::string(h.status().message()));
+  Status s = CheckHeader(*h);
   if (!s.ok()) return bad(std::string(s.message()));
   return h;
 }

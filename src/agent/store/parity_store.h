@@ -177,8 +177,16 @@ class ParityStore {
   std::map<ParityKey, Busy> busy_ GUARDED_BY(mu_);
 };
 
-// The header's JSON and back (the footer and file layout aside); decoding
-// checks every field, errors DATA_LOSS prefixed with `source`.
+// The header's JSON and back (the footer and file layout aside):
+//
+//   {"job": J, "step": S, "group": {"members": [ranks], "code": "rs" | "xor",
+//    "m": M}, "stripe": S, "row": R, "length": L, "xxh3": "16 hex digits",
+//    "contributions": [{"rank": N, "chunk": C, "length": L, "xxh3": X,
+//                       "digest": D, "index": I}, ...]}
+//
+// its fields one list that both reads and writes them (wire/codec.h).
+// Decoding checks every field and that the shard fits its group; errors are
+// DATA_LOSS prefixed with `source`, naming the field.
 std::string EncodeParityHeader(const ParityHeader& h);
 StatusOr<ParityHeader> DecodeParityHeader(std::string_view text, std::string_view source);
 

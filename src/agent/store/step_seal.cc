@@ -17,6 +17,8 @@
 #include "strata/catalog.h"
 #include "util/file_util.h"
 #include "util/hash.h"
+#include "util/json_bounded.h"
+#include "wire/codec.h"
 
 namespace strata::agent {
 
@@ -276,40 +278,77 @@ Status CheckStepIdentity(Env* env, const std::string& dir, const StepIndex& inde
   return Status::Ok();
 }
 
-std::string EncodeSeal(uint64_t index_digest, const StepIdentity& identity) {
-  json files = json::array();
-  for (const FileIdentity& f : identity.files) {
-    files.push_back({f.device, f.inode, f.size, f.mtime_ns, f.ctime_ns});
+namespace {
+
+// A seal as the file holds it.
+struct Seal {
+  uint64_t index_digest = 0;
+  int64_t listed_at_ns = 0;
+  std::vector<FileIdentity> files;
+};
+
+// [device, inode, size, mtime_ns, ctime_ns]
+std::optional<FileIdentity> ReadFileIdentity(const json& f) {
+  const bool well_formed = f.is_array() && f.size() == 5 && f[0].is_number_unsigned() &&
+                           f[1].is_number_unsigned() && f[2].is_number_unsigned() &&
+                           f[3].is_number_integer() && f[4].is_number_integer();
+  if (!well_formed) return std::nullopt;
+  return FileIdentity{f[0].get<uint64_t>(), f[1].get<uint64_t>(), f[2].get<uint64_t>(),
+                      f[3].get<int64_t>(), f[4].get<int64_t>()};
+}
+
+std::optional<std::vector<FileIdentity>> ReadFiles(const json& v, wire::FieldError* e) {
+  e->want = "a list of [device, inode, size, mtime_ns, ctime_ns]";
+  if (!v.is_array() || v.size() > wire::kMaxListEntries) return std::nullopt;
+  std::vector<FileIdentity> out;
+  out.reserve(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    std::optional<FileIdentity> f = ReadFileIdentity(v[i]);
+    if (!f) {
+      e->want = wire::EntryWant(e->want, i);
+      return std::nullopt;
+    }
+    out.push_back(*f);
   }
-  return json{{"index_digest", Hex64(index_digest)},
-              {"listed_at_ns", identity.listed_at_ns},
-              {"files", std::move(files)}}
-      .dump();
+  return out;
+}
+
+json WriteFiles(const std::vector<FileIdentity>& files) {
+  json out = json::array();
+  for (const FileIdentity& f : files) {
+    out.push_back({f.device, f.inode, f.size, f.mtime_ns, f.ctime_ns});
+  }
+  return out;
+}
+
+// {"index_digest": "16 hex digits", "listed_at_ns": N, "files": [[device,
+// inode, size, mtime_ns, ctime_ns], ...]}, the files in index order.
+const wire::Codec<Seal>& SealCodec() {
+  return wire::Codec<Seal>::Once("a seal", [](wire::Codec<Seal>& c) {
+    c.Digest("index_digest", &Seal::index_digest)
+        .Int("listed_at_ns", &Seal::listed_at_ns, wire::kInt64Min, wire::kInt64Max)
+        .Value<std::vector<FileIdentity>>("files", &Seal::files, wire::Presence::kRequired,
+                                          &ReadFiles, &WriteFiles);
+  });
+}
+
+}  // namespace
+
+std::string EncodeSeal(uint64_t index_digest, const StepIdentity& identity) {
+  return SealCodec().Write({index_digest, identity.listed_at_ns, identity.files}).dump();
 }
 
 StatusOr<StepIdentity> DecodeSeal(std::string_view text, uint64_t index_digest,
                                   std::string_view source) {
   const std::string where(source);
-  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!doc.is_object() || !doc.contains("files") || !doc["files"].is_array() ||
-      !doc.value("listed_at_ns", json()).is_number_integer() ||
-      !doc.value("index_digest", json()).is_string()) {
-    return DataLossError(where + ": not a seal");
-  }
-  if (doc["index_digest"].get<std::string>() != Hex64(index_digest)) {
+  const json doc = ParseBounded(text);
+  if (doc.is_discarded()) return DataLossError(where + ": not a seal (not JSON)");
+  StatusOr<Seal> seal = SealCodec().Parse(doc);
+  if (!seal.ok()) return DataLossError(where + ": " + seal.status().message());
+  if (seal->index_digest != index_digest) {
     return FailedPreconditionError(where + ": sealed for another index");
   }
-  StepIdentity out;
-  out.listed_at_ns = doc["listed_at_ns"].get<int64_t>();
-  for (const json& f : doc["files"]) {
-    bool well_formed = f.is_array() && f.size() == 5 && f[0].is_number_unsigned() &&
-                       f[1].is_number_unsigned() && f[2].is_number_unsigned() &&
-                       f[3].is_number_integer() && f[4].is_number_integer();
-    if (!well_formed) return DataLossError(where + ": a malformed file entry");
-    out.files.push_back({f[0].get<uint64_t>(), f[1].get<uint64_t>(), f[2].get<uint64_t>(),
-                         f[3].get<int64_t>(), f[4].get<int64_t>()});
-  }
-  return out;
+  return StepIdentity{seal->listed_at_ns, std::move(seal->files)};
 }
 
 }  // namespace strata::agent

@@ -197,6 +197,80 @@ TEST_F(ParityStoreTest, AHeaderWithIntegersOutOfRangeIsDataLoss) {
   }
 }
 
+// The bytes this release writes, fixed: a parity shard's header on disk
+// must still be read (and written the same) by every later release.
+TEST(ParityHeaderTest, TheBytesOnDiskAreFixed) {
+  constexpr char kGolden[] =
+      R"({"contributions":[{"chunk":1,"digest":"00000000000000ab","index":{)"
+      R"("digest":"00000000000000ab","files":[{"chunks":["0000000000000077"],"path":"data.bin",)"
+      R"("size":10}],"strata":false,"total_bytes":10},"length":5,"rank":1,)"
+      R"("xxh3":"00000000000000fe"}],"group":{"code":"xor","m":1,"members":[0,1,2]},)"
+      R"("job":"job1","length":6,"row":0,"step":30,"stripe":0,"xxh3":"0000000000001234"})";
+  ParityHeader h;
+  h.job = "job1";
+  h.step = 30;
+  h.group = ec::Group{{0, 1, 2}, ec::Redundancy::Kind::kXor, 1};
+  h.stripe = 0;
+  h.row = 0;
+  h.length = 6;
+  h.xxh3 = 0x1234;
+  wire::Contribution c;
+  c.rank = 1;
+  c.chunk = 1;
+  c.length = 5;
+  c.xxh3 = 0xfe;
+  c.step_digest = 0xab;
+  c.index.digest = 0xab;
+  c.index.total_bytes = 10;
+  c.index.files = {{"data.bin", 10, {0x77}}};
+  h.contributions = {c};
+  EXPECT_EQ(EncodeParityHeader(h), kGolden);
+  auto back = DecodeParityHeader(kGolden, "p/30.hdr");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(EncodeParityHeader(*back), kGolden);
+  EXPECT_EQ(back->contributions.at(0).index.files.at(0).path, "data.bin");
+}
+
+// A field of the header or of one of its contributions that cannot be read
+// is named, with the contribution's entry and the file.
+TEST(ParityHeaderTest, AMalformedFieldIsNamed) {
+  ParityHeader h;
+  h.job = "job1";
+  h.step = 30;
+  h.group = ec::Group{{0, 1, 2}, ec::Redundancy::Kind::kXor, 1};
+  h.length = 6;
+  wire::Contribution c;
+  c.rank = 1;
+  c.chunk = 1;
+  c.length = 5;
+  h.contributions = {c};
+  const nlohmann::json good = nlohmann::json::parse(EncodeParityHeader(h));
+  ASSERT_TRUE(DecodeParityHeader(good.dump(), "p/30.hdr").ok());
+  for (const auto& [field, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"job", 1},
+           {"xxh3", "12"},
+           {"length", "6"},
+           {"contributions", nlohmann::json::object()}}) {
+    nlohmann::json bad = good;
+    bad[field] = value;
+    auto back = DecodeParityHeader(bad.dump(), "p/30.hdr");
+    ASSERT_FALSE(back.ok()) << field;
+    EXPECT_EQ(back.status().code(), StatusCode::kDataLoss);
+    EXPECT_EQ(back.status().message().rfind("p/30.hdr: ", 0), 0u) << back.status().ToString();
+    EXPECT_NE(back.status().message().find("\"" + field + "\""), std::string::npos)
+        << back.status().ToString();
+  }
+  nlohmann::json bad = good;
+  bad["contributions"].push_back(good["contributions"][0]);
+  bad["contributions"][1]["digest"] = "x";
+  auto back = DecodeParityHeader(bad.dump(), "p/30.hdr");
+  ASSERT_FALSE(back.ok());
+  EXPECT_NE(back.status().message().find("\"contributions\": entry 1: a contribution: "
+                                         "\"digest\" must be 16 hex digits"),
+            std::string::npos)
+      << back.status().ToString();
+}
+
 TEST_F(ParityStoreTest, AContributionIsTakenOnce) {
   auto store = ParityStore::Open(dir_.Sub("p"), Env::Default());
   ASSERT_TRUE(store.ok());

@@ -374,5 +374,45 @@ TEST(SealTest, ASealRoundTripsAndAMalformedOneIsDataLoss) {
   EXPECT_EQ(DecodeSeal("{not json", 0xabcdef, "s/20.seal").status().code(), StatusCode::kDataLoss);
 }
 
+// The bytes this release writes, fixed: a seal on disk must still be read
+// (and written the same) by every later release.
+TEST(SealTest, TheBytesOnDiskAreFixed) {
+  constexpr char kGolden[] =
+      R"({"files":[[1,2,3,4,5],[6,7,8,9,10]],"index_digest":"0000000000abcdef",)"
+      R"("listed_at_ns":1700000000123456789})";
+  StepIdentity id;
+  id.listed_at_ns = 1700000000123456789;
+  id.files = {{1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}};
+  EXPECT_EQ(EncodeSeal(0xabcdef, id), kGolden);
+  auto back = DecodeSeal(kGolden, 0xabcdef, "s/20.seal");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->listed_at_ns, id.listed_at_ns);
+  EXPECT_EQ(back->files, id.files);
+}
+
+// A field of a seal that cannot be read is named, with the file entry.
+TEST(SealTest, AMalformedFieldIsNamed) {
+  StepIdentity id;
+  id.files = {{1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}};
+  const nlohmann::json good = nlohmann::json::parse(EncodeSeal(0xabcdef, id));
+  for (const auto& [field, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"index_digest", 42},
+           {"listed_at_ns", "1"},
+           {"files", nlohmann::json::parse("[[1,2,3,4,5],[6,7,-8,9,10]]")}}) {
+    nlohmann::json bad = good;
+    bad[field] = value;
+    auto back = DecodeSeal(bad.dump(), 0xabcdef, "s/20.seal");
+    ASSERT_FALSE(back.ok()) << field;
+    EXPECT_EQ(back.status().code(), StatusCode::kDataLoss);
+    EXPECT_NE(back.status().message().find("s/20.seal"), std::string::npos);
+    EXPECT_NE(back.status().message().find("\"" + field + "\""), std::string::npos)
+        << back.status().ToString();
+  }
+  nlohmann::json bad = good;
+  bad["files"][1][2] = -8;
+  EXPECT_NE(DecodeSeal(bad.dump(), 0xabcdef, "s/20.seal").status().message().find("entry 1"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace strata::agent
