@@ -8,6 +8,7 @@ import json
 import os
 import re
 import tempfile
+import threading
 import warnings
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
@@ -179,6 +180,26 @@ def _backup_copies(commit: Dict[str, Any]) -> Dict[int, _Copy]:
     """Node rank -> the part it restores from (the commit's "sources")."""
     return {rank: _Copy(_BACKUP, os.path.join(commit["path"], f"p{part}"), commit["step"])
             for rank, part in enumerate(commit["sources"])}
+
+
+# ---- the agent handshake, once per process and directory -------------------
+
+# (directory, job) -> (steps_dir, step) or None. The handshake starts the
+# job's incarnation on the node: the reader and the writer of one process
+# share it (a second one would start a new restore round for the whole job).
+# The writer's may run in DCP's async thread: a second caller waits for the
+# first one's answer.
+_handshakes: Dict[Tuple[str, str], Optional[Tuple[str, int]]] = {}  # GUARDED_BY(_handshake_mu)
+_handshake_mu = threading.Lock()
+
+
+def _handshake(directory: str, job: strata.AgentJob) -> Optional[Tuple[str, int]]:
+    key = (os.path.realpath(directory), job.job)
+    with _handshake_mu:
+        if key not in _handshakes:
+            _handshakes[key] = strata.agent_handshake(directory, job)
+        return _handshakes[key]
+
 
 
 def _group_rank(group: Optional[dist.ProcessGroup]) -> Tuple[int, int]:

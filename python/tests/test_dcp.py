@@ -28,8 +28,6 @@ import os
 import pickle
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -45,7 +43,8 @@ import strata
 import strata.dcp
 import strata.export
 from strata import dcp_metadata
-from conftest import Agents, _children, free_port, result_of, wait_or_kill
+import conftest
+from conftest import Agents
 from strata.dcp import METADATA_ITEM, StrataStorageReader, StrataStorageWriter
 
 if not (torch.distributed.is_available() and torch.distributed.is_gloo_available()):
@@ -62,25 +61,11 @@ ENV = {"OMP_NUM_THREADS": "1"}
 def run_ranks(root: Path, world: int, name: str, *args) -> list:
     """Runs `world` ranks of dcp_worker.py; their RESULT objects in rank order.
     Every rank is killed if the run outlives RUN_TIMEOUT."""
-    port = free_port()
-    procs, logs = [], []
-    for rank in range(world):
-        logs.append(root / f"{name}-rank{rank}.log")
-        with open(logs[-1], "w") as out:
-            procs.append(subprocess.Popen(
-                [sys.executable, str(WORKER), "--rank", str(rank), "--world", str(world),
-                 "--port", str(port), "--ref", str(root / "ref"), *map(str, args)],
-                stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ, **ENV)))
-        _children.append(procs[-1])
-    wait_or_kill(procs, RUN_TIMEOUT)
-    results = []
-    for rank, (p, log) in enumerate(zip(procs, logs)):
-        text = log.read_text(errors="replace")
-        result = result_of(text)
-        assert p.returncode == 0 and result is not None, \
-            f"{name} rank {rank}: exit {p.returncode}\n{text[-4000:]}"
-        results.append(result)
-    return results
+    ranks = conftest.run_ranks(WORKER, root, name, world, ["--ref", root / "ref", *args],
+                               env=ENV, timeout=RUN_TIMEOUT)
+    for rank, (result, text) in enumerate(ranks):
+        assert result is not None, f"{name} rank {rank}: no RESULT\n{text[-4000:]}"
+    return [result for result, _ in ranks]
 
 
 def assert_loaded(results, step: int) -> None:
@@ -104,7 +89,7 @@ class Cluster:
 
     def start(self, node: int) -> None:
         self.agents.start(node)
-        _children.remove(self.agents.procs[node])  # not killed after each test: stop() does it
+        conftest._children.remove(self.agents.procs[node])  # not killed after each test: stop() does it
 
     def run(self, world: int, name: str, *args) -> list:
         return run_ranks(self.root, world, name, "--dir", self.root / "node{rank}", "--job", JOB,
@@ -289,14 +274,13 @@ def test_a_load_into_other_dtypes_or_parts_goes_through_host_memory(scratch):
 
 def test_stage_snapshots_cpu_tensors(scratch):
     writer = StrataStorageWriter(str(scratch / "d"))
-    for stage in (writer.stage, strata.dcp._stage_state_dict):  # strata.torch's, and ours
-        live = {"w": torch.ones(4), "nested": {"b": torch.zeros(2)}, "n": [1, 2]}
-        staged = stage(live)
-        live["w"].add_(1)
-        live["nested"]["b"].add_(1)
-        live["n"].append(3)
-        assert torch.equal(staged["w"], torch.ones(4)), stage
-        assert torch.equal(staged["nested"]["b"], torch.zeros(2)) and staged["n"] == [1, 2]
+    live = {"w": torch.ones(4), "nested": {"b": torch.zeros(2)}, "n": [1, 2]}
+    staged = writer.stage(live)
+    live["w"].add_(1)
+    live["nested"]["b"].add_(1)
+    live["n"].append(3)
+    assert torch.equal(staged["w"], torch.ones(4))
+    assert torch.equal(staged["nested"]["b"], torch.zeros(2)) and staged["n"] == [1, 2]
     # The staging memory is reused: not while the previous save is written from it.
     writer._writing = 3
     with pytest.raises(strata.FailedPreconditionError, match="step 3 is still being written"):
