@@ -73,6 +73,7 @@ class Checkpointer:
         self._reserve_hooks: List[Any] = []  # post-step hooks that reserve after a fresh start
         self._specs: Optional[list] = None   # what _batch was built for
         self._batch: Optional[strata.Batch] = None
+        self._encoded: Optional[_Encoder] = None  # the last encode, for the next one
         self._keep: List[Any] = []           # what the last save's copies read
         self._pipelined = 0                  # for tests: the items the stager copied in place
 
@@ -81,8 +82,11 @@ class Checkpointer:
 
     def _encode(self, state: Dict[str, Any], optimizers: List[Any]) -> _Encoder:
         """The items and tree of `state`; with `optimizers` (an overlapped
-        save), the CUDA tensors only they change are deferrable."""
-        encoder = _Encoder()
+        save), the CUDA tensors only they change are deferrable. What is as
+        the last encode had it (the layout, each tensor's memory, dtype and
+        shape; the tree) is taken from it rather than asked of torch again."""
+        previous = self._encoded
+        encoder = _Encoder(previous)
         params = {(p.to_local() if _is_dtensor(p) else p).data_ptr()
                   for o in optimizers for g in o.param_groups for p in g["params"]
                   if p.is_cuda} if optimizers else set()
@@ -101,7 +105,13 @@ class Checkpointer:
                 tree[key] = {"$stateful": encoder.encode(value.state_dict(), key)}
             else:
                 tree[key] = {"$value": encoder.encode(value, key)}
-        encoder.host(tree_item({"format": _FORMAT, "entries": tree}), TREE_ITEM)
+        encoder.tree = tree
+        if previous is not None and previous.tree == tree:
+            encoder.tree_item = previous.tree_item  # the same bytes: not encoded again
+        else:
+            encoder.tree_item = tree_item({"format": _FORMAT, "entries": tree})
+        encoder.host(encoder.tree_item, TREE_ITEM)
+        self._encoded = encoder
         return encoder
 
     def _batch_for(self, specs: list) -> strata.Batch:
@@ -258,6 +268,7 @@ class Checkpointer:
         self._hooks.clear()
         self._reserve_hooks = []
         self._keep = []
+        self._encoded = None
 
     def __enter__(self) -> "Checkpointer":
         return self
