@@ -45,6 +45,8 @@ import strata.export
 from strata import dcp_metadata
 import conftest
 from conftest import Agents
+from strata._dcp_copies import (_backup_copies, _backups, _committed_steps, _read_info,
+                                _store_copies)
 from strata.dcp import METADATA_ITEM, StrataStorageReader, StrataStorageWriter
 
 if not (torch.distributed.is_available() and torch.distributed.is_gloo_available()):
@@ -152,6 +154,37 @@ def test_four_fsdp2_ranks_save_each_its_own_self_sufficient_step(cluster):
         assert all(numpy.array_equal(peer.items[n], step.items[n]) for n in names)
 
 
+def test_the_reader_finds_the_copies_where_the_agents_and_the_backup_put_them(cluster):
+    # The agents' store (C++) holds each node's step and its peer's replica
+    # (n -> n + 2 mod 4), and the backup (C++) every rank's part: the
+    # reader's layouts, asked of the C++ code through the binding, find
+    # exactly those, each a copy of that rank's step.
+    for node in range(NODES):
+        copies = _store_copies(str(cluster.agents.dir(node)), JOB, 4)
+        assert sorted(copies) == sorted({node, (node + 2) % NODES}), (node, copies)
+        for rank, copy in copies.items():
+            assert copy.steps_dir == str(cluster.held(node, rank)), copy
+            assert _read_info(copy)["rank"] == rank
+        assert _store_copies(str(cluster.agents.dir(node)), JOB, 3) == {}
+        assert _store_copies(str(cluster.agents.dir(node)), "other-job", 4) == {}
+    # A copy of a backup under a name that is no backup id is no backup.
+    ids = [c["id"] for c in _backups(str(cluster.backup), JOB) if c["step"] == 4]
+    assert len(ids) == 1, ids
+    shutil.copytree(cluster.backup / ids[0], cluster.backup / f"copy-of-{ids[0]}")
+    try:
+        commits = [c for c in _backups(str(cluster.backup), JOB) if c["step"] == 4]
+    finally:
+        shutil.rmtree(cluster.backup / f"copy-of-{ids[0]}")
+    assert len(commits) == 1 and commits[0]["nodes"] == NODES, commits
+    parts = _backup_copies(commits[0])
+    assert sorted(parts) == list(range(NODES)), parts
+    for rank, copy in parts.items():
+        assert _read_info(copy)["rank"] == rank
+    assert _backups(str(cluster.backup), "other-job") == []
+    assert _backups(str(cluster.root / "no-backup"), JOB) == []
+    assert not (cluster.root / "no-backup").exists()
+
+
 def test_two_ranks_load_the_four_rank_checkpoint_from_the_peer_tier(cluster):
     results = cluster.run(2, "reshard-peer")
     assert_loaded(results, 4)
@@ -224,6 +257,17 @@ def test_local_directories_without_an_agent(scratch):
 
 
 # ---- in one process (no process group) -------------------------------------
+
+def test_the_steps_of_a_directory_are_the_ones_libstrata_lists(scratch):
+    with strata.Checkpointer(str(scratch), async_save=False, preemption_signals=[]) as c:
+        c.save(4, {"w": numpy.ones(2)})
+        c.save(10, {"w": numpy.ones(2)})
+    shutil.copytree(scratch / "4", scratch / "04")  # no canonical step name
+    (scratch / "5").mkdir()                          # no manifest
+    (scratch / "6").write_text("")                   # not a directory
+    assert _committed_steps(str(scratch)) == [4, 10]
+    assert _committed_steps(str(scratch / "missing")) == []
+
 
 def test_every_dtype_round_trips_bit_for_bit_and_bytes_too(scratch):
     dtypes = [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.uint16,
