@@ -194,6 +194,8 @@ inline std::function<Status()> ReadyGate(PyObject* callable) {
 // Defines strata.Batch and the stager's methods of strata.Checkpointer
 // (python/src/stager.cc).
 void DefineStager(py::module_& m, py::class_<PyCheckpointer>& checkpointer);
+// committed_steps, agent_store_copies, backup_commits (layouts.cc).
+void DefineLayouts(py::module_& m);
 
 }  // namespace strata::python
 

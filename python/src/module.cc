@@ -452,6 +452,7 @@ PYBIND11_MODULE(_strata, m) {
   DefineAgentJob(m);
   DefineResults(m);
   DefineCheckpointer(m);
+  DefineLayouts(m);
   m.def("restore_step", &RestoreStepPy, py::arg("directory"), py::arg("step"), py::kw_only(),
         py::arg("threads") = 0,
         "Restores directory/<step> without a Checkpointer (no lock, no fallback).");

@@ -1,13 +1,16 @@
 """Where the copies of a strata.dcp rank's step are, and reading their
 metadata item safely: this node's agent store, other ranks' directories,
 file:// backups (strata/dcp.py's reader uses them; its docstring is the
-design)."""
+design); and the agent handshake, once per process and directory. The
+layouts are the C++ code's, asked through the binding (python/src/
+layouts.cc): which directories are committed steps, where the agent's
+store keeps a step's copies, which backups are committed and where their
+parts are."""
 
 import io
-import json
 import os
-import re
 import tempfile
+import threading
 import warnings
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
@@ -16,6 +19,7 @@ import torch.distributed as dist
 
 import strata
 from strata import dcp_metadata
+from strata._strata import agent_store_copies, backup_commits, committed_steps
 
 # The item of every rank's step that holds DCP's Metadata with the rank and
 # world size that saved it: JSON (strata/dcp_metadata.py), never a pickle.
@@ -106,29 +110,22 @@ def _readable(copies: List[_Copy], checked: Dict[_Copy, Dict[str, Any]]) -> List
 
 
 def _committed_steps(steps_dir: str) -> List[int]:
-    """Steps in a Strata checkpoint directory, oldest first: a directory is a
-    step iff its name is a canonical step number and it has strata.manifest
-    (docs/format.md)."""
+    """The committed steps of a Strata checkpoint directory, oldest first, by
+    libstrata's rule (ListSteps: a step's name and its strata.manifest);
+    none when the directory cannot be listed."""
     try:
-        names = os.listdir(steps_dir)
-    except OSError:
+        return committed_steps(steps_dir)
+    except strata.Error:
         return []
-    return sorted(int(n) for n in names if re.fullmatch(r"0|[1-9]\d*", n)
-                  and os.path.isfile(os.path.join(steps_dir, n, "strata.manifest")))
 
 
 def _store_copies(directory: str, job: str, step: int) -> Dict[int, _Copy]:
     """The copies of `step` this node's agent holds, by rank: its own and
-    its peers' replicas (.strata-agent/steps/<job>/<rank>/<step> and its
-    .index, docs/agent-design.md)."""
-    root = os.path.join(directory, ".strata-agent", "steps", job)
-    copies = {}
-    for rank in (n for n in _listdir(root) if n.isdigit()):
-        steps_dir = os.path.join(root, rank)
-        if os.path.isfile(os.path.join(steps_dir, f"{step}.index")) and \
-                step in _committed_steps(steps_dir):
-            copies[int(rank)] = _Copy(_STORE, steps_dir, step)
-    return copies
+    its peers' replicas, where the agent's store keeps them
+    (agent/store/store_layout.h, asked through the binding)."""
+    return {rank: _Copy(_STORE, steps_dir, step)
+            for rank, steps_dir in agent_store_copies(directory, job, step).items()
+            if step in _committed_steps(steps_dir)}
 
 
 def _dir_copies(template: str, step: int) -> Dict[int, _Copy]:
@@ -142,13 +139,6 @@ def _dir_copies(template: str, step: int) -> Dict[int, _Copy]:
     return copies
 
 
-def _listdir(path: str) -> List[str]:
-    try:
-        return sorted(os.listdir(path))
-    except OSError:
-        return []
-
-
 def _backup_root(url: Optional[str]) -> Optional[str]:
     if url is None:
         return None
@@ -160,25 +150,35 @@ def _backup_root(url: Optional[str]) -> Optional[str]:
 
 
 def _backups(root: str, job: str) -> List[Dict[str, Any]]:
-    """The committed backups of `job` under `root` (docs/backup.md: a backup
-    is <id>/ with its commit object strata.backup), oldest first."""
-    found = []
-    for backup_id in _listdir(root):
-        try:
-            with open(os.path.join(root, backup_id, "strata.backup")) as f:
-                commit = json.load(f)
-        except (OSError, ValueError):
-            continue
-        if commit.get("format") == "strata-backup" and commit.get("version") == 1 and \
-                commit.get("job") == job:
-            found.append(dict(commit, path=os.path.join(root, backup_id)))
-    return sorted(found, key=lambda c: (c["step"], c["path"]))
+    """The committed backups of `job` under `root`, oldest step first, as the
+    backup layout reads them (backup/layout.h, through the binding): dicts
+    of id, step, nodes and parts (node rank -> its part's directory)."""
+    return sorted(backup_commits(root, job), key=lambda c: (c["step"], c["id"]))
 
 
 def _backup_copies(commit: Dict[str, Any]) -> Dict[int, _Copy]:
-    """Node rank -> the part it restores from (the commit's "sources")."""
-    return {rank: _Copy(_BACKUP, os.path.join(commit["path"], f"p{part}"), commit["step"])
-            for rank, part in enumerate(commit["sources"])}
+    """Node rank -> the part it restores from (the commit's sources)."""
+    return {rank: _Copy(_BACKUP, part, commit["step"]) for rank, part in commit["parts"].items()}
+
+
+# ---- the agent handshake, once per process and directory -------------------
+
+# (directory, job) -> (steps_dir, step) or None. The handshake starts the
+# job's incarnation on the node: the reader and the writer of one process
+# share it (a second one would start a new restore round for the whole job).
+# The writer's may run in DCP's async thread: a second caller waits for the
+# first one's answer.
+_handshakes: Dict[Tuple[str, str], Optional[Tuple[str, int]]] = {}  # GUARDED_BY(_handshake_mu)
+_handshake_mu = threading.Lock()
+
+
+def _handshake(directory: str, job: strata.AgentJob) -> Optional[Tuple[str, int]]:
+    key = (os.path.realpath(directory), job.job)
+    with _handshake_mu:
+        if key not in _handshakes:
+            _handshakes[key] = strata.agent_handshake(directory, job)
+        return _handshakes[key]
+
 
 
 def _group_rank(group: Optional[dist.ProcessGroup]) -> Tuple[int, int]:

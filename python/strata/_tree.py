@@ -18,7 +18,7 @@ import gc
 import json
 import re
 import sys
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy
 import torch
@@ -146,6 +146,19 @@ def json_dumps(tree: Any) -> bytes:
     return json.dumps(tree, separators=(",", ":"), check_circular=False).encode()
 
 
+class _Record(NamedTuple):
+    """How one item of a save was encoded: its path in the state, and for a
+    tensor saved from its own memory (ptr != 0) that memory, its dtype and
+    shape, whether the dtype is complex, its tree node and its spec."""
+    path: str
+    ptr: int
+    dtype: Any
+    shape: Any
+    complex: bool
+    node: Any
+    spec: Any
+
+
 class _Encoder:
     """Flattens a state tree into the items of a save -- `specs` (name,
     item dtype, shape, bytes, CUDA device or -1, deferrable), their
@@ -156,7 +169,7 @@ class _Encoder:
     negative), a non-contiguous tensor made contiguous, a tensor on another
     accelerator than CUDA copied to the host first."""
 
-    def __init__(self) -> None:
+    def __init__(self, previous: Optional["_Encoder"] = None) -> None:
         self.names: set = {TREE_ITEM}
         self.specs: List[Tuple[str, str, List[int], int, int, bool]] = []
         self.pointers: List[int] = []
@@ -166,9 +179,70 @@ class _Encoder:
         # Set by the caller per entry: which CUDA tensors encoded now an
         # overlapped save may still copy after save() returns.
         self.deferrable = None
+        # One _Record per named item, in order, for the next save's encoder.
+        self.records: List[_Record] = []
+        # The previous save's records while this state is laid out as it was
+        # (every item so far at the same path): a tensor whose memory, dtype
+        # and shape are the ones recorded is then encoded as it was, without
+        # asking torch the rest. None once anything differs: the rest is
+        # encoded afresh, as the whole state would be.
+        self._previous = previous.records if previous is not None else None
+        self._named = 0  # specs[:_named] are in `names`
+        self.tree: Any = None  # the tree and its item, set by the caller
+        self.tree_item: Optional[numpy.ndarray] = None
+
+    def _same_path(self, path: str) -> Optional["_Record"]:
+        """The previous save's record of the next item if it had `path` (and
+        the layout so far was the same); else stops using the records."""
+        previous = self._previous
+        if previous is not None:
+            i = len(self.records)
+            if i < len(previous) and previous[i].path == path:
+                return previous[i]
+            self._previous = None
+        return None
+
+    def _as_before(self, t: torch.Tensor, path: str) -> Optional[Dict[str, Any]]:
+        """`t`'s tree node, as the previous save encoded the item at `path`,
+        when that was `t`'s own memory with `t`'s dtype and shape (the spec,
+        name and node are then the record's; the bytes are read at the save,
+        as always). None otherwise: the caller encodes `t`, and the records
+        are used no more unless the item was a copy (ptr 0) at the same
+        path."""
+        i = len(self.records)
+        previous = self._previous
+        record = previous[i] if i < len(previous) else None
+        if record is None or record.path != path:
+            self._previous = None
+            return None
+        ptr = record.ptr
+        if not ptr:
+            return None
+        spec = record.spec
+        if t.data_ptr() != ptr or t.dtype is not record.dtype or t.shape != record.shape or \
+                not t.is_contiguous() or t.is_neg() or (record.complex and t.is_conj()) or \
+                not (t.is_cuda if spec[4] >= 0 else t.is_cpu):
+            self._previous = None
+            return None
+        if spec[4] >= 0:
+            deferrable = self.deferrable is not None and bool(self.deferrable(t))
+            if deferrable != spec[5]:
+                self._previous = None
+                return None
+            if deferrable:
+                self.deferred.append(t)
+            self.devices.add(spec[4])
+        self.specs.append(spec)
+        self.pointers.append(ptr)
+        self.keep.append(t)
+        self.records.append(record)
+        return record.node
 
     def _item_name(self, path: str) -> str:
         """`path` as an item name (docs/format.md's rules), made unique."""
+        if self._named < len(self.specs):  # names _as_before took
+            self.names.update(spec[0] for spec in self.specs[self._named:])
+            self._named = len(self.specs)
         if _NOT_A_NAME.search(path) is None and 0 < len(path) <= 250 and path != ".":
             name = path
         elif _NOT_A_NAME.search(path) is None and path and path != "." and \
@@ -187,6 +261,10 @@ class _Encoder:
         """The tree node of a tensor, and its item. The item is the tensor's
         own memory (only its address is taken) unless it is a lazy view, not
         contiguous or on another accelerator than CUDA: then a copy."""
+        if self._previous is not None:
+            node = self._as_before(t, path)
+            if node is not None:
+                return node
         dtype = t.dtype
         if t.layout is not _STRIDED or t.is_quantized:
             raise TypeError(f"cannot save {path}: only dense tensors are supported")
@@ -211,11 +289,16 @@ class _Encoder:
         deferrable = device >= 0 and self.deferrable is not None and self.deferrable(source)
         if deferrable:
             self.deferred.append(source)
-        self.specs.append((name, item_dtype, shape if item_dtype != "bytes" else [nbytes],
-                           nbytes, device, deferrable))
+        spec = (name, item_dtype, shape if item_dtype != "bytes" else [nbytes], nbytes, device,
+                deferrable)
+        self.specs.append(spec)
         self.pointers.append(t.data_ptr())
         self.keep.append(t)
-        return {"$tensor": name, "dtype": tree_dtype, "shape": shape}
+        node = {"$tensor": name, "dtype": tree_dtype, "shape": shape}
+        direct = t is source  # saved from its own memory, not from a copy
+        self.records.append(_Record(path, t.data_ptr() if direct else 0, dtype, source.shape,
+                                    dtype.is_complex, node, spec))
+        return node
 
     def array(self, a: numpy.ndarray, path: str, scalar: bool = False) -> Dict[str, Any]:
         if a.dtype.hasobject or a.dtype.fields is not None:
@@ -230,6 +313,9 @@ class _Encoder:
 
     def host(self, flat: numpy.ndarray, path: str) -> str:
         """Adds the bytes of a contiguous uint8 array as an item; its name."""
+        if path != TREE_ITEM:
+            self._same_path(path)
+            self.records.append(_Record(path, 0, None, None, False, None, None))
         name = path if path == TREE_ITEM else self._item_name(path)
         self.specs.append((name, "bytes", [flat.nbytes], flat.nbytes, -1, False))
         self.pointers.append(flat.__array_interface__["data"][0])
@@ -245,6 +331,7 @@ class _Encoder:
         if kind is dict:
             return {"$dict": [[k if type(k) in _PLAIN else self.encode(k, f"{path}.<key>"),
                                v if type(v) in _PLAIN or v is None else
+                               self.tensor(v, f"{path}.{k}") if type(v) in _TENSORS else
                                self.encode(v, f"{path}.{k}")] for k, v in value.items()]}
         if (kind is list or kind is tuple) and all(type(v) in _PLAIN for v in value):
             return {"$list" if kind is list else "$tuple": list(value)}
@@ -262,6 +349,7 @@ class _Encoder:
             return {"$bytes": base64.b64encode(bytes(value)).decode("ascii")}
         if isinstance(value, dict):
             return {"$dict": [[k if type(k) in _PLAIN else self.encode(k, f"{path}.<key>"),
+                               self.tensor(v, f"{path}.{k}") if type(v) in _TENSORS else
                                self.encode(v, f"{path}.{k}")] for k, v in value.items()]}
         if isinstance(value, (list, tuple)):
             tag = "$list" if isinstance(value, list) else "$tuple"
@@ -315,6 +403,8 @@ class _ArrayPlaceholder:
 
 
 _SAVED = (torch.Tensor, _Placeholder)
+# Saved tensors that are not DTensors, by exact type.
+_LEAVES = {torch.Tensor, _Placeholder}
 
 
 class _Decoder:
@@ -418,6 +508,12 @@ def _fit(saved: Any, target: Any, path: str, step: int, check: bool) -> Any:
     target's meshes. Raises InvalidArgumentError naming the first path where
     the two do not fit: a DTensor that is not laid out the same way, or with
     `check`, a tensor whose shape or dtype differs."""
+    if type(saved) in _LEAVES and type(target) in _TENSORS:  # the common case, quickly
+        if check and (saved.shape != target.shape or saved.dtype != target.dtype):
+            raise strata.InvalidArgumentError(
+                f"step {step}: tensor '{path}' is {str(saved.dtype)[6:]}{list(saved.shape)} "
+                f"in the checkpoint but {str(target.dtype)[6:]}{list(target.shape)} here")
+        return saved
     if isinstance(target, _LikeParam) and not isinstance(saved, (dict, list, tuple)):
         target = target.param if isinstance(saved, _SavedDTensor) else None
     if isinstance(saved, _SavedDTensor):
@@ -479,6 +575,10 @@ def _place(saved: Any, live: Any, copy: bool,
     """`saved` (fitted) with each tensor that has a live counterpart of the
     same shape and dtype replaced by that live tensor, the pair appended to
     `copies`; every other tensor cloned when `copy`."""
+    if type(saved) in _LEAVES and type(live) in _TENSORS and saved.shape == live.shape and \
+            saved.dtype == live.dtype and live.layout is _STRIDED:  # the common case, quickly
+        copies.append((live, saved))
+        return live
     if isinstance(saved, dict):
         return {k: _place(v, _child(live, k), copy, copies) for k, v in saved.items()}
     if isinstance(saved, (list, tuple)):

@@ -167,6 +167,32 @@ def result_of(text: str):
     return json.loads(lines[-1][len("RESULT "):]) if lines else None
 
 
+def run_ranks(worker: Path, root: Path, name: str, world: int, args, *, env: dict,
+              timeout: float, codes=(0,)) -> list:
+    """Runs `world` ranks of the torch.distributed worker script `worker`
+    (`--rank R --world W --port P`, then `args`), each logging to
+    root/<name>-rank<R>.log; every rank is killed if the run outlives
+    `timeout` seconds. Asserts each rank's exit code is in `codes`; returns
+    [(its RESULT object or None, its log text)] in rank order."""
+    port = free_port()
+    procs, logs = [], []
+    for rank in range(world):
+        logs.append(root / f"{name}-rank{rank}.log")
+        with open(logs[-1], "w") as out:
+            procs.append(subprocess.Popen(
+                [sys.executable, str(worker), "--rank", str(rank), "--world", str(world),
+                 "--port", str(port), *map(str, args)],
+                stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ, **env)))
+        _children.append(procs[-1])
+    wait_or_kill(procs, timeout)
+    out = []
+    for rank, (p, log) in enumerate(zip(procs, logs)):
+        text = log.read_text(errors="replace")
+        assert p.returncode in codes, f"{name} rank {rank}: exit {p.returncode}\n{text[-4000:]}"
+        out.append((result_of(text), text))
+    return out
+
+
 def run_trainer(directory, *args, env=None, expect_rc=0) -> Trainer:
     t = Trainer(directory, *args, env=env)
     rc = t.finish()

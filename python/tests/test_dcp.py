@@ -28,8 +28,6 @@ import os
 import pickle
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -45,7 +43,10 @@ import strata
 import strata.dcp
 import strata.export
 from strata import dcp_metadata
-from conftest import Agents, _children, free_port, result_of, wait_or_kill
+import conftest
+from conftest import Agents
+from strata._dcp_copies import (_backup_copies, _backups, _committed_steps, _read_info,
+                                _store_copies)
 from strata.dcp import METADATA_ITEM, StrataStorageReader, StrataStorageWriter
 
 if not (torch.distributed.is_available() and torch.distributed.is_gloo_available()):
@@ -62,25 +63,11 @@ ENV = {"OMP_NUM_THREADS": "1"}
 def run_ranks(root: Path, world: int, name: str, *args) -> list:
     """Runs `world` ranks of dcp_worker.py; their RESULT objects in rank order.
     Every rank is killed if the run outlives RUN_TIMEOUT."""
-    port = free_port()
-    procs, logs = [], []
-    for rank in range(world):
-        logs.append(root / f"{name}-rank{rank}.log")
-        with open(logs[-1], "w") as out:
-            procs.append(subprocess.Popen(
-                [sys.executable, str(WORKER), "--rank", str(rank), "--world", str(world),
-                 "--port", str(port), "--ref", str(root / "ref"), *map(str, args)],
-                stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ, **ENV)))
-        _children.append(procs[-1])
-    wait_or_kill(procs, RUN_TIMEOUT)
-    results = []
-    for rank, (p, log) in enumerate(zip(procs, logs)):
-        text = log.read_text(errors="replace")
-        result = result_of(text)
-        assert p.returncode == 0 and result is not None, \
-            f"{name} rank {rank}: exit {p.returncode}\n{text[-4000:]}"
-        results.append(result)
-    return results
+    ranks = conftest.run_ranks(WORKER, root, name, world, ["--ref", root / "ref", *args],
+                               env=ENV, timeout=RUN_TIMEOUT)
+    for rank, (result, text) in enumerate(ranks):
+        assert result is not None, f"{name} rank {rank}: no RESULT\n{text[-4000:]}"
+    return [result for result, _ in ranks]
 
 
 def assert_loaded(results, step: int) -> None:
@@ -104,7 +91,7 @@ class Cluster:
 
     def start(self, node: int) -> None:
         self.agents.start(node)
-        _children.remove(self.agents.procs[node])  # not killed after each test: stop() does it
+        conftest._children.remove(self.agents.procs[node])  # not killed after each test: stop() does it
 
     def run(self, world: int, name: str, *args) -> list:
         return run_ranks(self.root, world, name, "--dir", self.root / "node{rank}", "--job", JOB,
@@ -165,6 +152,37 @@ def test_four_fsdp2_ranks_save_each_its_own_self_sufficient_step(cluster):
         # Its peer holds the same bytes.
         peer = strata.restore_step(str(cluster.held((rank + 2) % NODES, rank)), 4)
         assert all(numpy.array_equal(peer.items[n], step.items[n]) for n in names)
+
+
+def test_the_reader_finds_the_copies_where_the_agents_and_the_backup_put_them(cluster):
+    # The agents' store (C++) holds each node's step and its peer's replica
+    # (n -> n + 2 mod 4), and the backup (C++) every rank's part: the
+    # reader's layouts, asked of the C++ code through the binding, find
+    # exactly those, each a copy of that rank's step.
+    for node in range(NODES):
+        copies = _store_copies(str(cluster.agents.dir(node)), JOB, 4)
+        assert sorted(copies) == sorted({node, (node + 2) % NODES}), (node, copies)
+        for rank, copy in copies.items():
+            assert copy.steps_dir == str(cluster.held(node, rank)), copy
+            assert _read_info(copy)["rank"] == rank
+        assert _store_copies(str(cluster.agents.dir(node)), JOB, 3) == {}
+        assert _store_copies(str(cluster.agents.dir(node)), "other-job", 4) == {}
+    # A copy of a backup under a name that is no backup id is no backup.
+    ids = [c["id"] for c in _backups(str(cluster.backup), JOB) if c["step"] == 4]
+    assert len(ids) == 1, ids
+    shutil.copytree(cluster.backup / ids[0], cluster.backup / f"copy-of-{ids[0]}")
+    try:
+        commits = [c for c in _backups(str(cluster.backup), JOB) if c["step"] == 4]
+    finally:
+        shutil.rmtree(cluster.backup / f"copy-of-{ids[0]}")
+    assert len(commits) == 1 and commits[0]["nodes"] == NODES, commits
+    parts = _backup_copies(commits[0])
+    assert sorted(parts) == list(range(NODES)), parts
+    for rank, copy in parts.items():
+        assert _read_info(copy)["rank"] == rank
+    assert _backups(str(cluster.backup), "other-job") == []
+    assert _backups(str(cluster.root / "no-backup"), JOB) == []
+    assert not (cluster.root / "no-backup").exists()
 
 
 def test_two_ranks_load_the_four_rank_checkpoint_from_the_peer_tier(cluster):
@@ -240,6 +258,17 @@ def test_local_directories_without_an_agent(scratch):
 
 # ---- in one process (no process group) -------------------------------------
 
+def test_the_steps_of_a_directory_are_the_ones_libstrata_lists(scratch):
+    with strata.Checkpointer(str(scratch), async_save=False, preemption_signals=[]) as c:
+        c.save(4, {"w": numpy.ones(2)})
+        c.save(10, {"w": numpy.ones(2)})
+    shutil.copytree(scratch / "4", scratch / "04")  # no canonical step name
+    (scratch / "5").mkdir()                          # no manifest
+    (scratch / "6").write_text("")                   # not a directory
+    assert _committed_steps(str(scratch)) == [4, 10]
+    assert _committed_steps(str(scratch / "missing")) == []
+
+
 def test_every_dtype_round_trips_bit_for_bit_and_bytes_too(scratch):
     dtypes = [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.uint16,
               torch.bool, torch.complex64, torch.float8_e4m3fn]
@@ -289,14 +318,13 @@ def test_a_load_into_other_dtypes_or_parts_goes_through_host_memory(scratch):
 
 def test_stage_snapshots_cpu_tensors(scratch):
     writer = StrataStorageWriter(str(scratch / "d"))
-    for stage in (writer.stage, strata.dcp._stage_state_dict):  # strata.torch's, and ours
-        live = {"w": torch.ones(4), "nested": {"b": torch.zeros(2)}, "n": [1, 2]}
-        staged = stage(live)
-        live["w"].add_(1)
-        live["nested"]["b"].add_(1)
-        live["n"].append(3)
-        assert torch.equal(staged["w"], torch.ones(4)), stage
-        assert torch.equal(staged["nested"]["b"], torch.zeros(2)) and staged["n"] == [1, 2]
+    live = {"w": torch.ones(4), "nested": {"b": torch.zeros(2)}, "n": [1, 2]}
+    staged = writer.stage(live)
+    live["w"].add_(1)
+    live["nested"]["b"].add_(1)
+    live["n"].append(3)
+    assert torch.equal(staged["w"], torch.ones(4))
+    assert torch.equal(staged["nested"]["b"], torch.zeros(2)) and staged["n"] == [1, 2]
     # The staging memory is reused: not while the previous save is written from it.
     writer._writing = 3
     with pytest.raises(strata.FailedPreconditionError, match="step 3 is still being written"):

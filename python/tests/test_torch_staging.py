@@ -229,6 +229,49 @@ def test_the_layout_follows_a_tensor_replaced_resized_or_retyped(scratch):
             assert target["v"]["b"].shape == (b_len,)
 
 
+def test_a_state_saved_again_is_encoded_from_the_last_save_and_still_follows_it(scratch):
+    # An unchanged state's second save takes each tensor's spec and tree node
+    # from the first (no new layout, no new tree bytes) and reads the values
+    # as they are now; a tensor changed under the same object (its .data set
+    # to other memory, a transposed view of the same memory, another dtype,
+    # resized in place) is encoded afresh, and every step restores as it was.
+    model, opt = make()
+    train(model, opt, 1)
+    free = {"w": torch.arange(16.0).reshape(4, 4), "n": torch.arange(5)}
+    state = {"model": model, "optimizer": opt, "free": free}
+    expected = {}
+    with strata.torch.Checkpointer(str(scratch), max_to_keep=10) as ckpt:
+        ckpt.save(1, state)
+        expected[1] = (snapshot(model, opt), {k: v.clone() for k, v in free.items()})
+        first = ckpt._encoded
+        train(model, opt, 1)  # values change in place
+        free["w"].add_(1)
+        ckpt.save(2, state)
+        expected[2] = (snapshot(model, opt), {k: v.clone() for k, v in free.items()})
+        second = ckpt._encoded
+        assert all(a is b for a, b in zip(second.specs[:-1], first.specs[:-1]))
+        assert second.tree_item is first.tree_item
+        changes = [lambda: free["w"].set_(free["w"].t()),                    # same memory, strided
+                   lambda: setattr(free["w"], "data", free["w"].data + 1),   # other memory
+                   lambda: setattr(free["w"], "data", free["w"].data.double()),  # re-typed
+                   lambda: free["n"].resize_(7).fill_(3)]                    # resized in place
+        for step, change in enumerate(changes, start=3):
+            with torch.no_grad():
+                change()
+            ckpt.save(step, state)
+            expected[step] = (snapshot(model, opt), {k: v.clone() for k, v in free.items()})
+        ckpt.wait()
+        for step, (trained, values) in expected.items():
+            model2, opt2 = make(seed=1)
+            target = {"model": model2, "optimizer": opt2,
+                      "free": {"w": torch.zeros(1), "n": torch.zeros(1)}}
+            assert ckpt.restore(target, step=step) == step
+            assert_state(model2, opt2, trained)
+            for k, v in values.items():
+                got = target["free"][k]
+                assert got.dtype == v.dtype and torch.equal(got, v), (step, k, got, v)
+
+
 def deep(layers=60):
     torch.manual_seed(3)
     model = nn.Sequential(*[nn.Sequential(nn.LayerNorm(16), nn.Linear(16, 16))

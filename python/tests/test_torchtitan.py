@@ -18,16 +18,13 @@ same step in an uninterrupted run of the same job without agents.
 import os
 import re
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
 
-from conftest import Agents, _children, free_port, result_of, wait_or_kill
+from conftest import Agents, run_ranks
 
 if find_spec("torchtitan") is None:
     pytest.skip("needs torchtitan (python/requirements.lock)", allow_module_level=True)
@@ -42,26 +39,11 @@ ENV = {"OMP_NUM_THREADS": "1"}
 
 def run(root: Path, name: str, directory: str, *args, job: str = "", codes=(0,)) -> tuple:
     """Runs the NODES ranks; ({step: loss} of rank 0, RESULT objects)."""
-    port = free_port()
-    procs, logs = [], []
-    for rank in range(NODES):
-        logs.append(root / f"{name}-rank{rank}.log")
-        with open(logs[-1], "w") as out:
-            procs.append(subprocess.Popen(
-                [sys.executable, str(WORKER), "--rank", str(rank), "--world", str(NODES),
-                 "--port", str(port), "--dir", directory, "--job", job,
-                 "--dump", str(root / "dump"), "--steps", str(STEPS), *map(str, args)],
-                stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ, **ENV)))
-        _children.append(procs[-1])
-    wait_or_kill(procs, RUN_TIMEOUT)
-    results = []
-    for rank, (p, log) in enumerate(zip(procs, logs)):
-        text = log.read_text(errors="replace")
-        assert p.returncode in codes, f"{name} rank {rank}: exit {p.returncode}\n{text[-4000:]}"
-        results.append(result_of(text))
-    losses = {int(s): v for s, v in re.findall(r"^LOSS (\d+) (\S+)$",
-                                                logs[0].read_text(), re.M)}
-    return losses, results
+    ranks = run_ranks(WORKER, root, name, NODES,
+                      ["--dir", directory, "--job", job, "--dump", root / "dump",
+                       "--steps", STEPS, *args], env=ENV, timeout=RUN_TIMEOUT, codes=codes)
+    losses = {int(s): v for s, v in re.findall(r"^LOSS (\d+) (\S+)$", ranks[0][1], re.M)}
+    return losses, [result for result, _ in ranks]
 
 
 @pytest.fixture(scope="module")

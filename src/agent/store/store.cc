@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "agent/store/step_seal.h"
+#include "agent/store/store_layout.h"
 #include "format/naming.h"
 #include "util/crash_point.h"
 #include "util/file_util.h"
@@ -18,7 +19,7 @@
 namespace strata::agent {
 namespace {
 
-constexpr std::string_view kIndexSuffix = ".index";
+constexpr std::string_view kIndexSuffix = kStepIndexSuffix;
 constexpr std::string_view kSealSuffix = ".seal";
 constexpr uint64_t kMaxIndexBytes = 64 << 20;
 
@@ -46,8 +47,7 @@ std::string Store::StepPath(const wire::StepKey& key) const {
 }
 
 std::string Store::RelativeStepPath(const wire::StepKey& key) const {
-  return std::string(kAgentDirName) + "/steps/" + key.job + "/" + std::to_string(key.rank) + "/" +
-         std::to_string(key.step);
+  return RelativeStepsDir(key.job, key.rank) + "/" + std::to_string(key.step);
 }
 
 // Walks steps/<job>/<rank>/ and reconciles data directories with indexes.

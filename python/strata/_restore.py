@@ -1,0 +1,213 @@
+"""strata.torch's restore pipeline: the planner the stager calls as soon as
+the state tree is read (it checks the state against the tree and names the
+live tensor each item is copied into), then decoding and checking each
+entry against its target (_tree.py's _fit/_place), copying what the stager
+did not, and loading the entries into their objects."""
+
+import json
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+import numpy
+import torch
+
+import strata
+from strata._tree import (TREE_ITEM, _FORMAT, _bits, _Decoder, _fit, _is_stateful, _materialize,
+                          _place, _target_state, _Unplanned)
+
+
+def _copy_into(copies: List[Tuple[torch.Tensor, torch.Tensor]]) -> None:
+    """Copies restored host tensors into the live tensors the stager did not
+    copy into (non-contiguous ones): CUDA ones on the devices' current
+    streams, then waits for those."""
+    devices = set()
+    with torch.no_grad():
+        for dst, src in copies:
+            if dst.is_cuda:
+                devices.add(dst.device)
+            if src.numel():
+                _bits(dst).copy_(_bits(src))
+    for device in devices:
+        torch.cuda.current_stream(device).synchronize()
+
+
+class _Planner:
+    """Where each item of the step being restored goes, for the stager's
+    planned restore (CudaStager::RestorePlanned): called as soon as the state
+    tree is read, it checks the state against the tree without loading
+    anything (tensors are placeholders) and returns the live tensor each
+    item is copied into. Nothing is planned unless the whole state fits
+    (restore() then raises its own error), so a mismatch loads nothing."""
+
+    def __init__(self, state: Dict[str, Any]) -> None:
+        self._state = state
+        self.step: Optional[int] = None
+        self.done: Set[Tuple[str, int]] = set()  # (item, live address) copied for `step`
+        self._keep: List[torch.Tensor] = []      # the live tensors: their addresses stay theirs
+        # For restore() to finish without decoding again: each entry as
+        # planned, what placeholders stand for, the pairs left to copy.
+        self.planned: Optional[Dict[str, Tuple[str, Any]]] = None
+        self.leftover: List[Tuple[torch.Tensor, torch.Tensor]] = []
+
+    def __call__(self, step: int, key: memoryview) -> List[Tuple[str, int, int, int, int]]:
+        self.step, self.done, self._keep, self.planned = step, set(), [], None
+        reading = _Reading(step, None)
+        try:
+            entries = _entries(step, bytes(key))
+            pairs: List[Tuple[torch.Tensor, Any]] = []
+            planned = {}
+            for key_, value in self._state.items():
+                if key_ not in entries:
+                    return []
+                planned[key_] = check_entry(key_, value, entries[key_], reading, False, pairs,
+                                            dry=True)
+        except Exception:  # noqa: BLE001 - restore()'s own check raises it, with context
+            return []
+        self.planned = planned
+        return self._destinations(pairs)
+
+    def _destinations(self, pairs) -> List[Tuple[str, int, int, int, int]]:
+        streams: Dict[int, int] = {}
+        out, used = [], set()
+        self.leftover = []
+        for dst, src in pairs:
+            name = src.name
+            if name in used or not src.numel() or not dst.is_contiguous():
+                if src.numel():
+                    self.leftover.append((dst, src))
+                continue  # restore() copies these itself
+            if dst.is_cuda:
+                device = dst.get_device()
+                if device not in streams:
+                    streams[device] = torch.cuda.current_stream(device).cuda_stream
+                stream = streams[device]
+            elif dst.is_cpu:
+                device, stream = -1, 0
+            else:
+                continue
+            used.add(name)
+            out.append((name, dst.data_ptr(), dst.nbytes, device, stream))
+            self.done.add((name, dst.data_ptr()))
+            self._keep.append(dst)
+        return out
+
+
+class _Reading:
+    """What _check uses of a strata.Restored (items None: being planned)."""
+    __slots__ = ("step", "items")
+
+    def __init__(self, step: int, items: Optional[Dict[str, numpy.ndarray]]) -> None:
+        self.step, self.items = step, items
+
+
+def finish_planned(planner: _Planner, restored: strata.Restored, state: Dict[str, Any]
+                   ) -> Optional[Tuple[Dict[str, Tuple[str, Any]], int]]:
+    """(the entries as the planner checked them, the items the stager copied
+    in place), the tensors it did not copy into live ones copied from the
+    restored items; None when the plan does not cover the step restored."""
+    if planner.planned is None or planner.step != restored.step:
+        return None
+    try:
+        decoded = {}
+        for key, (kind, value) in planner.planned.items():
+            copy = restored.lent or (kind == "$stateful" and
+                                     not isinstance(state[key], torch.nn.Module))
+            decoded[key] = (kind, _materialize(value, restored.items, restored.step, copy))
+        leftover = [(dst, _materialize(src, restored.items, restored.step, False))
+                    for dst, src in planner.leftover]
+    except _Unplanned:
+        return None
+    _copy_into(leftover)
+    return decoded, len(planner.done)
+
+
+def decode_again(planner: _Planner, restored: strata.Restored, state: Dict[str, Any],
+                 directory: str) -> Tuple[Dict[str, Tuple[str, Any]], int]:
+    """Decodes and checks every entry from the restored items (raising
+    what does not fit), then copies what the stager did not; returns the
+    entries and the items the stager copied in place."""
+    entries = _read_tree(restored, directory)
+    for key in state:
+        if key not in entries:
+            raise strata.InvalidArgumentError(
+                f"step {restored.step} has no entry '{key}' (it has: "
+                f"{', '.join(sorted(entries))})")
+    # Decode and check everything before loading anything: a mismatch in
+    # one entry leaves every object as it was.
+    copies: List[Tuple[torch.Tensor, torch.Tensor]] = []
+    reading = _Reading(restored.step, restored.items)
+    decoded = {key: check_entry(key, value, entries[key], reading, restored.lent, copies)
+                for key, value in state.items()}
+    done = planner.done if planner.step == restored.step else set()
+    items = {a.__array_interface__["data"][0]: name for name, a in restored.items.items()
+             if a.size}
+    rest = [(d, s) for d, s in copies if (items.get(s.data_ptr()), d.data_ptr()) not in done]
+    _copy_into(rest)
+    return decoded, len(copies) - len(rest)
+
+
+def _entries(step: int, blob: bytes) -> Dict[str, Any]:
+    tree = json.loads(blob)
+    if tree.get("format") != _FORMAT:
+        raise strata.InvalidArgumentError(
+            f"step {step}: state tree format {tree.get('format')} is not {_FORMAT}")
+    return tree["entries"]
+
+
+def _read_tree(restored: strata.Restored, directory: str) -> Dict[str, Any]:
+    blob = restored.items.get(TREE_ITEM)
+    if blob is None:
+        raise strata.InvalidArgumentError(
+            f"step {restored.step} in {directory} was not saved by strata.torch "
+            f"(no {TREE_ITEM} item); use strata.Checkpointer.restore() for it")
+    tree = json.loads(blob.tobytes())
+    if tree.get("format") != _FORMAT:
+        raise strata.InvalidArgumentError(
+            f"step {restored.step}: state tree format {tree.get('format')} is not "
+            f"{_FORMAT}")
+    return tree["entries"]
+
+
+def check_entry(key: str, target: Any, node: Dict[str, Any], restored: Any,
+                lent: bool, copies: List[Tuple[torch.Tensor, torch.Tensor]],
+                dry: bool = False):
+    """Decodes one entry and checks that it fits `target`; returns
+    (kind, value). A stateful entry's tensors that have a live tensor of
+    the same shape and dtype in the target's state_dict() are that
+    tensor, with (live, restored) appended to `copies`; the caller copies
+    once every entry fits. `dry`: only the check and `copies` matter: the
+    items are not read yet (`restored.items` is None) and tensors are
+    placeholders (_Placeholder) naming their items."""
+    step = restored.step
+    kind, payload = next(iter(node.items()))
+    # A module copies what it loads into its parameters; other objects may
+    # keep the tensors (torch 2's Optimizer.load_state_dict does), which
+    # would hold the whole restored step in memory if they were views.
+    # Restored where a later save writes (`lent`: a slot's step files),
+    # nothing may stay a view of it.
+    copy = not dry and (lent or
+                        (kind == "$stateful" and not isinstance(target, torch.nn.Module)))
+    value = _Decoder(restored.items, step, copy and kind != "$stateful").decode(payload)
+    if kind == "$stateful" and _is_stateful(target):
+        live = _target_state(target)
+        value = _fit(value, live, key, step, check=True)
+        return kind, _place(value, live, copy, copies)
+    if kind == "$generator" and not isinstance(target, torch.Generator):
+        raise strata.InvalidArgumentError(
+            f"step {step}: '{key}' was saved from a torch.Generator")
+    if kind == "$stateful":
+        if not _is_stateful(target):
+            raise strata.InvalidArgumentError(
+                f"step {step}: '{key}' was saved from an object with state_dict(); "
+                f"restore it into one, not into {type(target).__name__}")
+        return kind, _fit(value, _target_state(target), key, step, check=True)
+    return kind, _fit(value, target, key, step, check=False)
+
+
+def load_entry(kind: str, target: Any, value: Any) -> Any:
+    if kind == "$generator":
+        target.set_state(value)
+        return target
+    if kind == "$stateful":
+        target.load_state_dict(value)
+        return target
+    return value
