@@ -14,6 +14,7 @@
 #include <new>
 
 #include "util/file_util.h"
+#include "util/process.h"
 
 namespace strata {
 namespace {
@@ -37,18 +38,10 @@ StatusOr<void*> MapFile(const std::string& path, int fd) {
 bool ProcessAlive(int64_t pid) {
   if (pid <= 0) return false;
   if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
-  // A zombie (exited, not yet reaped by its parent) is gone for our purposes.
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%lld/stat", static_cast<long long>(pid));
-  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return true;  // no /proc: trust kill()
-  char buf[512];
-  ssize_t n = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
-  if (n <= 0) return true;
-  buf[n] = '\0';
-  const char* paren = std::strrchr(buf, ')');  // the name may contain spaces and ')'
-  return paren == nullptr || paren[1] != ' ' || (paren[2] != 'Z' && paren[2] != 'X');
+  // A zombie (exited, not yet reaped by its parent) is gone for our
+  // purposes; an unreadable /proc/<pid>/stat (no /proc) trusts kill().
+  const std::optional<char> state = ProcessState(pid);
+  return state != 'Z' && state != 'X';
 }
 
 SyncMap::SyncMap(SyncMap&& o) noexcept : path_(std::move(o.path_)), base_(o.base_) {

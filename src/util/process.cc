@@ -10,8 +10,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
-#include <iterator>
 #include <sstream>
 #include <string>
 
@@ -41,6 +41,26 @@ std::optional<int64_t> ProcessStatus(std::string_view field, pid_t pid) {
     }
   }
   return std::nullopt;
+}
+
+std::optional<char> ProcessStateFromStat(int fd) {
+  char buf[512];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  if (n <= 0) return std::nullopt;
+  buf[n] = '\0';
+  const char* paren = std::strrchr(buf, ')');  // the name may contain spaces and ')'
+  if (paren == nullptr || paren[1] != ' ' || paren[2] == '\0') return std::nullopt;
+  return paren[2];
+}
+
+std::optional<char> ProcessState(int64_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%lld/stat", static_cast<long long>(pid));
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  const std::optional<char> state = ProcessStateFromStat(fd);
+  ::close(fd);
+  return state;
 }
 
 bool ProcessCredentials::RunsAs(uid_t uid) const {
@@ -86,13 +106,8 @@ int PidfdSendSignal(int fd, int sig) {
 
 // Whether /proc/<pid>/stat says the process has exited (Z or X).
 bool Exited(int64_t pid) {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%lld/stat", static_cast<long long>(pid));
-  std::ifstream in(path);
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const size_t paren = stat.rfind(')');  // the name may contain spaces and ')'
-  if (paren == std::string::npos || paren + 2 >= stat.size()) return false;
-  return stat[paren + 2] == 'Z' || stat[paren + 2] == 'X';
+  const std::optional<char> state = ProcessState(pid);
+  return state == 'Z' || state == 'X';
 }
 
 }  // namespace

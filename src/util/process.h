@@ -29,6 +29,13 @@ int64_t RaiseFileLimit();
 // process or the field does not exist.
 std::optional<int64_t> ProcessStatus(std::string_view field, pid_t pid = 0);
 
+// The state letter of /proc/<pid>/stat ('R', 'S', 'Z', 'X', ...); nullopt
+// when the process is gone or the file cannot be read. Never throws: the
+// process may exit while its file is read (read(2) then fails with ESRCH).
+std::optional<char> ProcessState(int64_t pid);
+// The same, from an open /proc/<pid>/stat.
+std::optional<char> ProcessStateFromStat(int fd);
+
 // Who a process runs as: its user and group ids (real, effective, saved,
 // file system) and supplementary groups, from /proc/<pid>/status.
 struct ProcessCredentials {

@@ -181,5 +181,27 @@ TEST(ProcessTest, APinnedProcessIsSignalledAndNoOtherAfterIt) {
   EXPECT_EQ(PinnedProcess::Open(-1).status().code(), StatusCode::kFailedPrecondition);
 }
 
+// A process's state is read while it may exit: its /proc/<pid>/stat, opened
+// while it ran, fails with ESRCH once it is reaped. That is an answer
+// (nullopt), never an exception: a std::istreambuf_iterator over the same
+// file throws from libstdc++'s underflow, which ended an agent that checked
+// a rank exiting at that moment.
+TEST(ProcessTest, TheStateOfAProcessThatExitsWhileItIsReadIsNoAnswer) {
+  testing::Child child({"/bin/sh", "-c", "echo ready; exec sleep 60"});
+  ASSERT_TRUE(child.WaitForOutput("ready"));
+  const std::optional<char> running = ProcessState(child.pid());
+  ASSERT_TRUE(running.has_value());
+  EXPECT_NE(*running, 'Z');
+  const std::string path = "/proc/" + std::to_string(child.pid()) + "/stat";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << path;
+  ASSERT_EQ(::kill(static_cast<pid_t>(child.pid()), SIGKILL), 0);
+  EXPECT_EQ(child.Wait(), 128 + SIGKILL);
+  EXPECT_EQ(ProcessStateFromStat(fd), std::nullopt);
+  ::close(fd);
+  EXPECT_EQ(ProcessState(child.pid()), std::nullopt);
+  EXPECT_EQ(ProcessState(::getpid()), 'R');
+}
+
 }  // namespace
 }  // namespace strata
