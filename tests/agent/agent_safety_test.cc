@@ -375,30 +375,28 @@ void ExpectRefusedWithoutCrashing(const Cluster& c, const json& call) {
   ExpectServing(c);
 }
 
-// DISABLED: an authenticated peer crashes the agent with a call whose "op"
-// is not a string. Agent::HandleCall (src/agent/agent_server.cc) calls
-// request.value("op", ""), which throws nlohmann::json::type_error (302)
-// when "op" is present with another type; nothing catches it on the
-// connection thread, so std::terminate kills the whole agent.
+// A call whose "op" is not a string is refused and the agent serves on.
+// It once ended the agent: reading "op" with json::value() threw
+// nlohmann::json::type_error (302) on the connection thread, where nothing
+// caught it.
 TEST_F(AgentSafetyTest, NonStringOpDoesNotCrashTheAgent) {
   ExpectRefusedWithoutCrashing(c_, {{"op", 42}});
 }
 
-// DISABLED: the same uncaught json::type_error, in Coordinator::Register
-// (src/agent/coordinator/coordinator.cc): req.value("address", "") with a number. Other
-// json::value() reads of peer input have the same flaw: "plan_version" in
-// AwaitPlan and Ready, "ok" in Ready, and bad[i].get<int>() in Ready.
+// The same for a registration whose "address" is a number: it once threw
+// the same uncaught json::type_error in the coordinator's registration.
+// Peer input is now read through wire's codecs, which answer an error.
 TEST_F(AgentSafetyTest, NonStringAddressDoesNotCrashTheCoordinator) {
   ExpectRefusedWithoutCrashing(
       c_, {{"op", "register"}, {"job", "x"}, {"nodes", 1}, {"node", 0}, {"dp", 1}, {"address", 5}});
 }
 
-// DISABLED: an authenticated peer crashes the agent with a put_step whose
-// "index" is deeply nested JSON (here 1M levels, a 2 MB message, well under
-// the 16 MiB limit). Agent::HandlePutStep copies it with
-// request.value("index", json()) and IndexFromJson re-serialises it with
-// j.dump(); both recurse once per level in nlohmann::json, overflowing the
-// connection thread's stack (SIGSEGV). Parsing itself is iterative and safe.
+// A put_step whose "index" is deeply nested JSON (1M levels, a 2 MB
+// message, well under the 16 MiB limit) is answered, and the agent serves
+// on. It once overflowed the connection thread's stack: copying and
+// re-serialising the value recursed once per level in nlohmann::json. A
+// message nested past the bound is now refused whole as it is parsed
+// (util/json_bounded.h).
 TEST_F(AgentSafetyTest, DeeplyNestedIndexDoesNotCrashTheAgent) {
   const int depth = 1 << 20;
   std::string payload = R"({"op":"put_step","key":{"job":"j","rank":0,"step":7},"index":)" +
