@@ -209,11 +209,8 @@ class _Encoder:
         as always). None otherwise: the caller encodes `t`, and the records
         are used no more unless the item was a copy (ptr 0) at the same
         path."""
-        i = len(self.records)
-        previous = self._previous
-        record = previous[i] if i < len(previous) else None
-        if record is None or record.path != path:
-            self._previous = None
+        record = self._same_path(path)
+        if record is None:
             return None
         ptr = record.ptr
         if not ptr:
