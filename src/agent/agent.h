@@ -60,6 +60,7 @@
 #include "wire/control.h"
 #include "wire/coordination.h"
 #include "wire/data.h"
+#include "wire/op_table.h"
 
 namespace strata::agent {
 
@@ -148,8 +149,14 @@ class Agent {
   // with --metrics, serves them.
   Status StartMetrics();
   void CollectMetrics(std::vector<metrics::Sample>* out) const;
-  void HandleControl(const json& request, Server::Reply reply);
-  StatusOr<json> HandleLongCall(const json& request, net::Socket& socket);
+  // A handler per call of the protocol (wire/op.h), each with its typed
+  // request: control calls, answered now or (a coordination call that
+  // parks) later through the reply; long calls, with the connection.
+  using Answer = std::optional<StatusOr<json>>;
+  using ControlCalls = wire::OpTable<Answer(Server::Reply&)>;
+  using LongCalls = wire::OpTable<StatusOr<json>(net::Socket&)>;
+  ControlCalls MakeControlCalls();
+  LongCalls MakeLongCalls();
   // The Unix-domain socket of the node's own callers, and who may use it:
   // root, the agent's user and the job's group (the local directory's).
   std::string LocalSocketPath() const;

@@ -20,83 +20,77 @@
 #include "wire/coded.h"
 #include "wire/data.h"
 #include "wire/op.h"
+#include "wire/op_table.h"
 
 namespace strata::agent {
 
-void Agent::HandleControl(const json& request, Server::Reply reply) {
-  StatusOr<wire::Op> op = wire::ParseOp(request);
-  if (!op.ok()) return reply(op.status());
-  switch (*op) {
-    case wire::Op::kGetIndex: {
-      StatusOr<wire::GetIndexRequest> r = wire::GetIndexRequest::FromJson(request);
-      return reply(r.ok() ? replication_->HandleGetIndex(*r) : StatusOr<json>(r.status()));
-    }
-    case wire::Op::kStatus:
-      return reply(StatusReport().ToJson());
-    case wire::Op::kHealth:
-      return reply(HealthReport().ToJson());
-    case wire::Op::kSupervisorRestart: {
-      StatusOr<wire::SupervisorRestartRequest> r =
-          wire::SupervisorRestartRequest::FromJson(request);
-      if (!r.ok()) return reply(r.status());
-      Log()->info("strata run restarts the training command ({}, exit code {})", r->reason,
-                  r->exit_code);
-      metric::SupervisorRestarts(r->reason).Add();
-      // The command's process is gone: a restore still under way for it
-      // must not join a round or report ready (Restore::ClientEnded).
-      restore_->ClientEnded("strata run restarts the training command: " + r->reason +
-                            ", exit code " + std::to_string(r->exit_code));
-      return reply(json::object());
-    }
-    default:
-      if (wire::KindOf(*op) == wire::OpKind::kCoordination) {
-        return coordinator_.HandleAsync(request, std::move(reply));
-      }
-      // The server routes long calls to HandleLongCall.
-      return reply(InternalError(std::string(wire::OpName(*op)) + " is not a control call"));
+Agent::ControlCalls Agent::MakeControlCalls() {
+  using wire::Op;
+  ControlCalls t("control");
+  t.On<wire::GetIndexRequest>(Op::kGetIndex, [this](const auto& r, Server::Reply&) -> Answer {
+    return replication_->HandleGetIndex(r);
+  });
+  t.OnRaw(Op::kStatus,
+          [this](const json&, Server::Reply&) -> Answer { return StatusReport().ToJson(); });
+  t.OnRaw(Op::kHealth,
+          [this](const json&, Server::Reply&) -> Answer { return HealthReport().ToJson(); });
+  t.On<wire::SupervisorRestartRequest>(
+      Op::kSupervisorRestart, [this](const auto& r, Server::Reply&) -> Answer {
+        Log()->info("strata run restarts the training command ({}, exit code {})", r.reason,
+                    r.exit_code);
+        metric::SupervisorRestarts(r.reason).Add();
+        // The command's process is gone: a restore still under way for it
+        // must not join a round or report ready (Restore::ClientEnded).
+        restore_->ClientEnded("strata run restarts the training command: " + r.reason +
+                              ", exit code " + std::to_string(r.exit_code));
+        return json::object();
+      });
+  // The coordinator answers its calls itself, possibly later.
+  for (size_t i = 0; i < wire::kOpCount; ++i) {
+    const Op op = static_cast<Op>(i);
+    if (wire::KindOf(op) != wire::OpKind::kCoordination) continue;
+    t.OnRaw(op, [this](const json& request, Server::Reply& reply) -> Answer {
+      coordinator_.HandleAsync(request, std::move(reply));
+      return std::nullopt;
+    });
   }
+  return t;
 }
 
-StatusOr<json> Agent::HandleLongCall(const json& request, net::Socket& socket) {
-  STRATA_ASSIGN_OR_RETURN(wire::Op op, wire::ParseOp(request));
-  switch (op) {
-    case wire::Op::kPutStep: {
-      STRATA_ASSIGN_OR_RETURN(wire::PutStepRequest r, wire::PutStepRequest::FromJson(request));
-      STRATA_RETURN_IF_ERROR(CheckPutStep(r.key));
-      return replication_->HandlePutStep(r, socket);
-    }
-    case wire::Op::kPutFiles: {
-      STRATA_ASSIGN_OR_RETURN(wire::PutFilesRequest r, wire::PutFilesRequest::FromJson(request));
-      return replication_->HandlePutFiles(r, socket);
-    }
-    case wire::Op::kFetchStep: {
-      STRATA_ASSIGN_OR_RETURN(wire::FetchStepRequest r, wire::FetchStepRequest::FromJson(request));
-      return replication_->HandleFetchStep(r, socket);
-    }
-    case wire::Op::kMaintenance: {
-      STRATA_ASSIGN_OR_RETURN(auto r, wire::MaintenanceRequest::FromJson(request));
-      STRATA_ASSIGN_OR_RETURN(wire::MaintenanceEvent event, maintenance_->Handle(r));
-      return event.ToJson();
-    }
-    case wire::Op::kQuarantine: {
-      STRATA_ASSIGN_OR_RETURN(auto r, wire::QuarantineRequest::FromJson(request));
-      return HandleQuarantine(r);
-    }
-    case wire::Op::kPutShard: {
-      STRATA_ASSIGN_OR_RETURN(auto r, wire::PutShardRequest::FromJson(request));
-      const ParityLease lease(this, r.key.job);
-      if (!lease.rank()) {  // not (yet) this job's, or a start under way: the sender retries
-        return UnavailableError("this agent serves no incarnation of job " + r.key.job + " yet");
-      }
-      return coded_->HandlePutShard(r, socket, *lease.rank());
-    }
-    case wire::Op::kGetShard: {
-      STRATA_ASSIGN_OR_RETURN(auto r, wire::GetShardRequest::FromJson(request));
-      return coded_->HandleGetShard(r, socket);
-    }
-    default:
-      return InternalError(std::string(wire::OpName(op)) + " is not a long call");
-  }
+Agent::LongCalls Agent::MakeLongCalls() {
+  using wire::Op;
+  LongCalls t("long");
+  t.On<wire::PutStepRequest>(Op::kPutStep,
+                             [this](const auto& r, net::Socket& socket) -> StatusOr<json> {
+                               STRATA_RETURN_IF_ERROR(CheckPutStep(r.key));
+                               return replication_->HandlePutStep(r, socket);
+                             });
+  t.On<wire::PutFilesRequest>(Op::kPutFiles, [this](const auto& r, net::Socket& socket) {
+    return replication_->HandlePutFiles(r, socket);
+  });
+  t.On<wire::FetchStepRequest>(Op::kFetchStep, [this](const auto& r, net::Socket& socket) {
+    return replication_->HandleFetchStep(r, socket);
+  });
+  t.On<wire::MaintenanceRequest>(
+      Op::kMaintenance, [this](const auto& r, net::Socket&) -> StatusOr<json> {
+        STRATA_ASSIGN_OR_RETURN(wire::MaintenanceEvent event, maintenance_->Handle(r));
+        return event.ToJson();
+      });
+  t.On<wire::QuarantineRequest>(
+      Op::kQuarantine, [this](const auto& r, net::Socket&) { return HandleQuarantine(r); });
+  t.On<wire::PutShardRequest>(
+      Op::kPutShard, [this](const auto& r, net::Socket& socket) -> StatusOr<json> {
+        // Not (yet) this job's, or a start under way: the sender retries.
+        const ParityLease lease(this, r.key.job);
+        if (!lease.rank()) {
+          return UnavailableError("this agent serves no incarnation of job " + r.key.job + " yet");
+        }
+        return coded_->HandlePutShard(r, socket, *lease.rank());
+      });
+  t.On<wire::GetShardRequest>(Op::kGetShard, [this](const auto& r, net::Socket& socket) {
+    return coded_->HandleGetShard(r, socket);
+  });
+  return t;
 }
 
 Agent::ParityLease::ParityLease(Agent* agent, const std::string& job) : agent_(agent) {
@@ -197,13 +191,24 @@ Status Agent::StartServer() {
   options.local_only = LocalOnly;
   options.workers = 4;
   options.max_request_bytes = static_cast<uint32_t>(config_.max_message_bytes);
+  // Every call of the protocol has its handler here (a missing one is a
+  // bug every agent test meets).
+  auto control = std::make_shared<const ControlCalls>(MakeControlCalls());
+  auto long_calls = std::make_shared<const LongCalls>(MakeLongCalls());
+  std::vector<wire::Op> unserved = control->Unserved(wire::OpKind::kCoordination);
+  for (wire::Op op : control->Unserved(wire::OpKind::kControl)) unserved.push_back(op);
+  for (wire::Op op : long_calls->Unserved(wire::OpKind::kLong)) unserved.push_back(op);
+  if (!unserved.empty()) {
+    return InternalError(std::string("the agent has no handler for \"") +
+                         wire::OpName(unserved.front()) + "\"");
+  }
   Server::Handlers handlers;
   handlers.is_long = [](const std::string& name) { return wire::IsLongCall(name); };
-  handlers.control = [this](const json& request, const std::string&, Server::Reply reply) {
-    HandleControl(request, std::move(reply));
+  handlers.control = [control](const json& request, const std::string&, Server::Reply reply) {
+    if (Answer answer = control->Serve(request, reply)) reply(std::move(*answer));
   };
-  handlers.long_call = [this](const json& request, net::Socket& socket) {
-    return HandleLongCall(request, socket);
+  handlers.long_call = [long_calls](const json& request, net::Socket& socket) {
+    return long_calls->Serve(request, socket);
   };
   STRATA_ASSIGN_OR_RETURN(server_, Server::Start(std::move(listener_), std::move(options),
                                                  std::move(handlers), std::move(local_listener_)));

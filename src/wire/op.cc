@@ -45,6 +45,7 @@ constexpr bool InEnumOrder() {
   return true;
 }
 static_assert(InEnumOrder(), "kSpecs must list the operations in enum order");
+static_assert(kSpecs.size() == kOpCount, "kSpecs must list every operation");
 
 const Spec& SpecOf(Op op) { return kSpecs[static_cast<size_t>(op)]; }
 

@@ -2,8 +2,9 @@
 //
 // The operations of the agent protocol: every call an agent, `strata`
 // command or bench sends is one of these, named on the wire by its "op"
-// field. Receivers parse the name once, at the edge, and dispatch on the
-// enum; senders name calls through OpName, so a name exists in one place.
+// field. Receivers parse the name once, at the edge, and dispatch through
+// a table of handlers indexed by the enum (op_table.h); senders name calls through OpName, so a
+// name exists in one place.
 //
 // Three kinds, by who answers and how:
 //   coordination  the coordinator's node; may park until a round moves on
@@ -16,6 +17,7 @@
 #ifndef STRATA_WIRE_OP_H_
 #define STRATA_WIRE_OP_H_
 
+#include <cstddef>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string_view>
@@ -50,6 +52,9 @@ enum class Op {
   kPutShard,     // a group member's chunk for a parity row this agent holds (coded tier)
   kGetShard,     // a decoding node reads a member's chunk or a parity row (coded tier)
 };
+
+// How many operations there are (the last one's value + 1).
+inline constexpr size_t kOpCount = static_cast<size_t>(Op::kGetShard) + 1;
 
 enum class OpKind { kCoordination, kControl, kLong };
 

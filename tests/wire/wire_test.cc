@@ -27,7 +27,7 @@ json Sent(const M& m) {
 
 TEST(WireOpTest, EveryNameRoundTripsAndIsUnique) {
   std::set<std::string> names;
-  for (int i = 0; i <= static_cast<int>(Op::kQuarantine); ++i) {
+  for (size_t i = 0; i < kOpCount; ++i) {
     const Op op = static_cast<Op>(i);
     const std::string name = OpName(op);
     EXPECT_TRUE(names.insert(name).second) << name;
@@ -35,7 +35,8 @@ TEST(WireOpTest, EveryNameRoundTripsAndIsUnique) {
     ASSERT_TRUE(parsed.ok()) << name << ": " << parsed.status().ToString();
     EXPECT_EQ(*parsed, op) << name;
   }
-  EXPECT_EQ(names.size(), 19u);
+  EXPECT_EQ(names.size(), kOpCount);
+  EXPECT_EQ(kOpCount, 21u);
 }
 
 // The kinds decide routing: long calls take the connection, coordination

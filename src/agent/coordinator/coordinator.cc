@@ -9,11 +9,12 @@
 #include "util/logging.h"
 #include "wire/control.h"
 #include "wire/op.h"
+#include "wire/op_table.h"
 
 namespace strata::agent {
 
 Coordinator::Coordinator(std::chrono::milliseconds wait, SteadyClock* clock)
-    : wait_(wait), clock_(clock) {
+    : table_(MakeTable()), wait_(wait), clock_(clock) {
   timer_ = std::thread([this] { TimerMain(); });
 }
 
@@ -35,45 +36,31 @@ StatusOr<json> Coordinator::Handle(const json& req) {
   return got.get();
 }
 
-namespace {
-
-// Parses `req` as a `Request` and hands it to `handle`: a handler sees only
-// its typed request.
-template <typename Request, typename Handle>
-std::optional<StatusOr<json>> Typed(const json& req, Handle&& handle) {
-  StatusOr<Request> r = Request::FromJson(req);
-  if (!r.ok()) return r.status();
-  return handle(*r);
+Coordinator::Table Coordinator::MakeTable() {
+  using wire::Op;
+  Table t("coordination");
+  t.On<wire::RegisterRequest>(Op::kRegister, [this](const auto& r, Done&) { return Register(r); });
+  t.On<wire::AwaitPlanRequest>(Op::kAwaitPlan,
+                               [this](const auto& r, Done& done) { return AwaitPlan(r, done); });
+  t.On<wire::ReadyRequest>(Op::kReady,
+                           [this](const auto& r, Done& done) { return Ready(r, done); });
+  t.On<wire::ReplicatedRequest>(Op::kReplicated,
+                                [this](const auto& r, Done&) { return Replicated(r); });
+  t.On<wire::BackupDoneRequest>(Op::kBackupDone,
+                                [this](const auto& r, Done&) { return BackupDone(r); });
+  t.On<wire::NodeAddressRequest>(Op::kNodeAddress,
+                                 [this](const auto& r, Done&) { return NodeAddress(r); });
+  t.On<wire::NoticeRequest>(Op::kNotice, [this](const auto& r, Done&) { return Notice(r); });
+  t.On<wire::SyncRequest>(Op::kSync, [this](const auto& r, Done& done) { return Sync(r, done); });
+  t.On<wire::QuarantineStepRequest>(Op::kQuarantineStep,
+                                    [this](const auto& r, Done&) { return Quarantine(r); });
+  t.On<wire::AddCopiesRequest>(Op::kAddCopies,
+                               [this](const auto& r, Done&) { return AddCopies(r); });
+  return t;
 }
 
-}  // namespace
-
 Coordinator::Answer Coordinator::Dispatch(const json& req, Done& done) {
-  STRATA_ASSIGN_OR_RETURN(wire::Op op, wire::ParseOp(req));
-  switch (op) {
-    case wire::Op::kRegister:
-      return Typed<wire::RegisterRequest>(req, [&](const auto& r) { return Register(r); });
-    case wire::Op::kAwaitPlan:
-      return Typed<wire::AwaitPlanRequest>(req, [&](const auto& r) { return AwaitPlan(r, done); });
-    case wire::Op::kReady:
-      return Typed<wire::ReadyRequest>(req, [&](const auto& r) { return Ready(r, done); });
-    case wire::Op::kReplicated:
-      return Typed<wire::ReplicatedRequest>(req, [&](const auto& r) { return Replicated(r); });
-    case wire::Op::kBackupDone:
-      return Typed<wire::BackupDoneRequest>(req, [&](const auto& r) { return BackupDone(r); });
-    case wire::Op::kNodeAddress:
-      return Typed<wire::NodeAddressRequest>(req, [&](const auto& r) { return NodeAddress(r); });
-    case wire::Op::kNotice:
-      return Typed<wire::NoticeRequest>(req, [&](const auto& r) { return Notice(r); });
-    case wire::Op::kSync:
-      return Typed<wire::SyncRequest>(req, [&](const auto& r) { return Sync(r, done); });
-    case wire::Op::kQuarantineStep:
-      return Typed<wire::QuarantineStepRequest>(req, [&](const auto& r) { return Quarantine(r); });
-    case wire::Op::kAddCopies:
-      return Typed<wire::AddCopiesRequest>(req, [&](const auto& r) { return AddCopies(r); });
-    default:
-      return NotFoundError("\"" + std::string(wire::OpName(op)) + "\" is not a coordination call");
-  }
+  return table_.Serve(req, done);
 }
 
 size_t Coordinator::waiting() const {

@@ -54,6 +54,7 @@
 #include "util/clock.h"
 #include "util/mutex.h"
 #include "wire/coordination.h"
+#include "wire/op_table.h"
 
 namespace strata::agent {
 
@@ -218,7 +219,11 @@ class Coordinator {
 
   // An answer now, or none: the call was parked with its completion.
   using Answer = std::optional<StatusOr<json>>;
-  // Parses the request (wire/coordination.h) and calls its handler.
+  // A handler per coordination call, each with its typed request
+  // (wire/coordination.h).
+  using Table = wire::OpTable<Answer(Done&)>;
+  Table MakeTable();
+  // Parses the request and calls its handler.
   Answer Dispatch(const json& req, Done& done);
   StatusOr<json> Register(const wire::RegisterRequest& req);
   // The waiting calls.
@@ -309,6 +314,7 @@ class Coordinator {
   wire::ReplicatedReply BackupReply(const Job& job, int node) REQUIRES(mu_);
   Status WriteCommit(const backup::Commit& commit) EXCLUDES(mu_, catalog_mu_);
 
+  const Table table_;  // built first; then only read
   const std::chrono::milliseconds wait_;
   SteadyClock* const clock_;
   mutable Mutex mu_;
