@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -271,6 +272,12 @@ StatusOr<AgentConfig> ResolveAgentConfig(const AgentFlags& flags, const GetenvFn
                                          const ReadFileFn& read_file);
 // Same, with the process environment and real files.
 StatusOr<AgentConfig> ResolveAgentConfig(const AgentFlags& flags);
+
+// Calls the coordinator of `job` (at AgentConfig::coordinator, or the agent
+// itself when it coordinates) with `request`, waiting up to `timeout`: how
+// the agent's components reach it (Agent::CallCoordinator is the one).
+using CoordinatorCall = std::function<StatusOr<nlohmann::json>(
+    const ReplicatorConfig& job, const nlohmann::json& request, std::chrono::milliseconds timeout)>;
 
 }  // namespace strata::agent
 

@@ -17,7 +17,6 @@
 #include <string>
 #include <vector>
 
-#include "agent/config/config.h"
 #include "net/cancellation.h"
 #include "net/endpoint.h"
 #include "net/socket.h"
@@ -29,10 +28,6 @@
 namespace strata::agent {
 
 using json = nlohmann::json;
-
-// Calls the coordinator of `job` (the agent's link): how components reach it.
-using CoordinatorCall = std::function<StatusOr<json>(
-    const ReplicatorConfig& job, const json& request, std::chrono::milliseconds timeout)>;
 
 // How long a call waits for its reply (a coordinator call's waits inside
 // it, wait_ms, are shorter; step data has its own deadline, DataDeadline).
