@@ -278,9 +278,12 @@ class Agents:
         self.procs[node].wait()
 
     def stop(self) -> None:
+        """Stops every agent at once: SIGINT. (SIGTERM would drain first, up
+        to --grace-seconds while a job is served, which an ended test does
+        not need.)"""
         for p in self.procs:
             if p is not None and p.poll() is None:
-                p.terminate()
+                p.send_signal(signal.SIGINT)
         for p in self.procs:
             if p is not None:
                 try:

@@ -26,9 +26,12 @@ Cluster::Cluster(int nodes, const std::string& tag)
   for (int i = 0; i < nodes; ++i) ports_.push_back(FreePort());
 }
 
+// SIGINT stops an agent at once. SIGTERM would drain first (the node going
+// away: up to --grace-seconds for a served job's on-demand step), which a
+// test that is over does not need; StopAgent sends it for the tests of it.
 Cluster::~Cluster() {
   for (auto& a : agents_) {
-    if (a) a->Signal(SIGTERM);
+    if (a) a->Signal(SIGINT);
   }
   for (auto& a : agents_) {
     if (a) a->Wait(std::chrono::seconds(10));

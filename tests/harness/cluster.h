@@ -49,6 +49,7 @@ struct TrainerRun {
 class Cluster {
  public:
   explicit Cluster(int nodes, const std::string& tag = "cluster");
+  // Stops every agent still running (SIGINT: at once, no drain).
   ~Cluster();
 
   int nodes() const { return nodes_; }
