@@ -34,7 +34,7 @@ LOCKS_DIR ?= build-locks
 TSAN_FILTER ?= InPlace*:ServerTest*:Tls*:Certificate*:Tamper*:Coordinator*:CodedTier*:ParityStore*:NodeBackup*:Replication*:OnDemandSync*:Restore*:MaintenanceEvent*:Store*:Wire*:ThreadPool*:RunParallel*:Mutex*:Checkpointer*:Hash*:Copy*:Net*:Frame*:Auth*:SyncMap*:AgentSync*:StreamVerify*:StrataStep*
 TSAN_STORAGE_FILTER ?= FileStore*:S3Pieces*:Backends/BackendTest.*
 
-.PHONY: all deps deps-system distclean build test build-asan test-asan test-tsan check-locks lock-violations demo chaos bench fuzz format clean
+.PHONY: all deps deps-system distclean build test build-asan test-asan build-tsan test-tsan check-locks lock-violations demo chaos bench fuzz format clean
 
 all: build
 
@@ -76,15 +76,19 @@ test-asan: deps build-asan
 
 # The concurrent parts under ThreadSanitizer, built by clang with the lock
 # contracts checked as errors (-Wthread-safety): one build covers both, as
-# `make check-locks` alone does the second. -O1 with line tables, as the
+# `make check-locks` alone does the second. Only the unit tests of the
+# concurrent parts are compiled (tsan_tests: tests/CMakeLists.txt's
+# STRATA_CONCURRENT_TESTS). -O1 with line tables, as the
 # ASan build: TSan's authors advise -O1 or more, and it compiles faster.
-test-tsan: deps
+build-tsan: deps
 	@CXX=clang++ cmake -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTRATA_TSAN=ON \
 	  '-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1' -DSTRATA_THREAD_SAFETY=ON -DSTRATA_WERROR=ON \
 	  -DSTRATA_BENCH=OFF -DSTRATA_PYTHON=OFF $(VENV_FLAG) $(LAUNCHER) $(CMAKE_FLAGS) >/dev/null
-	@cmake --build $(TSAN_DIR) -j $(JOBS) --target unit_tests storage_tests strata
+	@cmake --build $(TSAN_DIR) -j $(JOBS) --target tsan_tests storage_tests strata
+
+test-tsan: build-tsan
 	@$(MAKE) --no-print-directory lock-violations
-	@$(TSAN_DIR)/tests/unit_tests --gtest_filter='$(TSAN_FILTER)'
+	@$(TSAN_DIR)/tests/tsan_tests --gtest_filter='$(TSAN_FILTER)'
 	@$(TSAN_DIR)/tests/storage_tests --gtest_filter='$(TSAN_STORAGE_FILTER)'
 
 # The lock contracts (GUARDED_BY, REQUIRES, ...) checked by clang's
