@@ -336,15 +336,17 @@ std::optional<std::string> DecodeParts(const json& doc, Commit* commit) {
   const json& parts = doc.at("parts");
   if (!parts.is_array() || parts.empty()) return "parts is not a non-empty array";
   if (parts.size() > static_cast<size_t>(commit->nodes)) return "more parts than nodes";
-  for (const auto& p : parts) {
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const json& p = parts[i];
+    const std::string at = "parts[" + std::to_string(i) + "]: ";
     int part;
     uint64_t bytes;
-    if (!IntField(p, "part", 0, commit->nodes - 1, &part)) return "part number out of range";
-    if (!U64Field(p, "bytes", &bytes)) return "part bytes out of range";
+    if (!IntField(p, "part", 0, commit->nodes - 1, &part)) return at + "part number out of range";
+    if (!U64Field(p, "bytes", &bytes)) return at + "part bytes out of range";
     auto digest = DigestField(p, "digest");
-    if (!digest) return "part digest is not 16 lowercase hex digits";
+    if (!digest) return at + "part digest is not 16 lowercase hex digits";
     if (!commit->part_bytes.empty() && part <= commit->part_bytes.rbegin()->first)
-      return "parts are not in increasing order";
+      return at + "parts are not in increasing order";
     commit->part_bytes[part] = bytes;
     commit->part_digests[part] = *digest;
   }
@@ -357,7 +359,9 @@ std::optional<std::string> DecodeSources(const json& doc, Commit* commit) {
   if (!sources.is_array() || sources.size() != static_cast<size_t>(commit->nodes))
     return "sources does not name one part per node";
   for (size_t rank = 0; rank < sources.size(); ++rank) {
-    if (!sources[rank].is_number_integer()) return "sources holds a non-integer";
+    if (!sources[rank].is_number_integer()) {
+      return "sources[" + std::to_string(rank) + "] is not an integer";
+    }
     int64_t part = sources[rank].get<int64_t>();
     if (part < 0 || part >= commit->nodes || !commit->part_bytes.count(static_cast<int>(part)))
       return "node " + std::to_string(rank) + " restores from part " + std::to_string(part) +

@@ -163,10 +163,12 @@ Status DecodeChunks(const Fields& f, uint64_t chunk_size, ItemInfo* out) {
                                std::to_string(ChunkCount(out->nbytes, chunk_size)));
   }
   out->chunk_xxh3.reserve(chunks->size());
-  for (const json& c : *chunks) {
-    if (!c.is_string()) return f.Bad("chunks", "has an entry that is not a string");
+  for (size_t i = 0; i < chunks->size(); ++i) {
+    const json& c = (*chunks)[i];
+    const std::string entry = " (entry " + std::to_string(i) + ")";
+    if (!c.is_string()) return f.Bad("chunks", "has an entry that is not a string" + entry);
     auto v = ParseHex64(c.get_ref<const std::string&>());
-    if (!v) return f.Bad("chunks", "has an entry that is not 16 hex digits");
+    if (!v) return f.Bad("chunks", "has an entry that is not 16 hex digits" + entry);
     out->chunk_xxh3.push_back(*v);
   }
   return Status::Ok();

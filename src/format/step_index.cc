@@ -88,6 +88,8 @@ StatusOr<StepIndex> StepIndexFromJson(const nlohmann::json& doc, std::string_vie
   std::string where(source);
   auto bad = [&](const std::string& why) { return DataLossError(where + ": " + why); };
   if (!doc.is_object()) return bad("step index is not a JSON object");
+  // The entry being read, for an error inside it ("files[3]").
+  std::string entry;
   try {
     StepIndex index;
     index.strata = doc.at("strata").get<bool>();
@@ -95,12 +97,19 @@ StatusOr<StepIndex> StepIndexFromJson(const nlohmann::json& doc, std::string_vie
     if (!digest) return bad("bad digest");
     index.digest = *digest;
     index.total_bytes = GetInt<uint64_t>(doc.at("total_bytes"));
-    for (const auto& f : doc.at("files")) {
+    const json& files = doc.at("files");
+    for (size_t i = 0; i < files.size(); ++i) {
+      const json& f = files.at(i);
+      entry = "files[" + std::to_string(i) + "]";
       IndexedFile file{f.at("path").get<std::string>(), GetInt<uint64_t>(f.at("size")), {}};
       STRATA_RETURN_IF_ERROR(ValidateRelativePath(file.path).WithContext(where));
-      for (const auto& c : f.at("chunks")) {
-        auto h = ParseHex64(c.get<std::string>());
-        if (!h) return bad("bad chunk checksum");
+      const json& chunks = f.at("chunks");
+      for (size_t c = 0; c < chunks.size(); ++c) {
+        auto h = ParseHex64(chunks.at(c).get<std::string>());
+        if (!h) {
+          return bad(entry + " (" + file.path.substr(0, 64) + "): chunk " + std::to_string(c) +
+                     ": bad checksum");
+        }
         file.chunk_xxh3.push_back(*h);
       }
       // A peer's index drives reads and comparisons: its shape must be exact.
@@ -111,6 +120,7 @@ StatusOr<StepIndex> StepIndexFromJson(const nlohmann::json& doc, std::string_vie
       }
       index.files.push_back(std::move(file));
     }
+    entry.clear();
     uint64_t sum = 0;
     for (const auto& f : index.files) {
       if (__builtin_add_overflow(sum, f.size, &sum)) return bad("the files' sizes overflow");
@@ -118,7 +128,7 @@ StatusOr<StepIndex> StepIndexFromJson(const nlohmann::json& doc, std::string_vie
     if (sum != index.total_bytes) return bad("total_bytes does not match the files");
     return index;
   } catch (const json::exception& e) {
-    return bad(std::string("malformed step index: ") + e.what());
+    return bad("malformed step index" + (entry.empty() ? "" : " at " + entry) + ": " + e.what());
   }
 }
 

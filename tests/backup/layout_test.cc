@@ -295,6 +295,24 @@ TEST(BackupCommitTest, RejectsHostileBodies) {
   }
 }
 
+// A bad entry of a list is named by its place in the list.
+TEST(BackupCommitTest, ABadEntryOfAListIsNamed) {
+  const json good = json::parse(EncodeCommit(SampleCommit("2026-11-21_04-30")));
+  std::vector<std::pair<std::function<void(json&)>, std::string>> cases = {
+      {[](json& j) { j["parts"][1]["digest"] = "0123"; }, "parts[1]: part digest"},
+      {[](json& j) { j["parts"][1]["bytes"] = -5; }, "parts[1]: part bytes"},
+      {[](json& j) { j["parts"][1]["part"] = 0; }, "parts[1]: parts are not in increasing order"},
+      {[](json& j) { j["sources"][2] = "1"; }, "sources[2] is not an integer"},
+  };
+  for (auto& [mutate, named] : cases) {
+    json j = good;
+    mutate(j);
+    auto c = DecodeCommit(j.dump(), "mem://test/2026-11-21_04-30/strata.backup");
+    ASSERT_FALSE(c.ok()) << named;
+    EXPECT_NE(c.status().message().find(named), std::string::npos) << c.status().ToString();
+  }
+}
+
 TEST(BackupCommitTest, RejectsGarbageAndDeepNesting) {
   for (std::string text :
        {std::string(""), std::string("{"), std::string("null"), std::string("\xff\xfe"),

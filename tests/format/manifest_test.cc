@@ -580,7 +580,7 @@ const BodyCase kBodyCases[] = {
      [](json& b) { b["items"][2]["chunks"] = json::array({"0000000000000000"}); },
      "items[2]: field \"chunks\" has 1 entries, expected 0"},
     {"ChunkNotHex", [](json& b) { Item0(b)["chunks"][2] = "0123456789abcdeg"; },
-     "field \"chunks\" has an entry that is not 16 hex digits"},
+     "field \"chunks\" has an entry that is not 16 hex digits (entry 2)"},
     {"Chunk15Digits", [](json& b) { Item0(b)["chunks"][2] = "0123456789abcde"; },
      "not 16 hex digits"},
     {"Chunk17Digits", [](json& b) { Item0(b)["chunks"][2] = "0123456789abcdef0"; },

@@ -354,6 +354,25 @@ TEST(StepIndexCodecTest, SizesThatAreNotUnsignedIntegersAreDataLoss) {
   }
 }
 
+// A bad file entry of an index is named by its place in "files".
+TEST(StepIndexCodecTest, ABadFileEntryIsNamed) {
+  const std::string head =
+      R"({"strata":false,"digest":"0000000000000001","total_bytes":2,"files":[)";
+  const std::string first = R"({"path":"a","size":1,"chunks":["0000000000000002"]},)";
+  auto bad_chunk =
+      DecodeStepIndex(head + first + R"({"path":"b","size":1,"chunks":["xyz"]}]})", "peer 3");
+  ASSERT_FALSE(bad_chunk.ok());
+  EXPECT_EQ(bad_chunk.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(bad_chunk.status().message().find("files[1] (b): chunk 0: bad checksum"),
+            std::string::npos)
+      << bad_chunk.status().ToString();
+  auto no_path =
+      DecodeStepIndex(head + first + R"({"size":1,"chunks":["0000000000000002"]}]})", "peer 3");
+  ASSERT_FALSE(no_path.ok());
+  EXPECT_NE(no_path.status().message().find("malformed step index at files[1]"), std::string::npos)
+      << no_path.status().ToString();
+}
+
 TEST(SealTest, ASealRoundTripsAndAMalformedOneIsDataLoss) {
   StepIdentity id;
   id.listed_at_ns = 1700000000123456789;
