@@ -43,10 +43,14 @@ std::map<int, std::string> AgentStoreCopies(const std::string& local_dir, const 
 // The committed backups of `job` below the file:// backup `root` (an
 // absolute path), oldest first: every backup id there (backup::ParseBackupId)
 // whose commit object (backup::CommitKey) decodes (backup::DecodeCommit)
-// and names that id; the rest is skipped, as a restore skips it. None when
-// `root` does not exist.
+// and names that id; the rest is skipped, as a restore skips it. A backup
+// not committed (no commit object) or another job's is skipped quietly; one
+// whose commit object cannot be read or does not decode, or names another
+// id, is skipped with the error naming its path appended to `skipped`. None
+// when `root` does not exist.
 StatusOr<std::vector<BackupCommit>> ListBackupCommits(const std::string& root,
-                                                      const std::string& job) {
+                                                      const std::string& job,
+                                                      std::vector<std::string>* skipped) {
   std::vector<BackupCommit> out;
   Env* env = Env::Default();
   if (!env->Exists(root)) return out;
@@ -60,9 +64,23 @@ StatusOr<std::vector<BackupCommit>> ListBackupCommits(const std::string& root,
   for (const auto& [unused, id] : ids) {
     const std::string path = JoinPath(root, backup::CommitKey(id));
     auto text = ReadFileToString(env, path, backup::kMaxCommitBytes);
-    if (!text.ok()) continue;  // not committed (yet)
+    if (!text.ok()) {
+      if (text.status().code() != StatusCode::kNotFound) {  // absent: not committed (yet)
+        std::string why(text.status().message());
+        skipped->push_back(why.find(path) == std::string::npos ? path + ": " + why : why);
+      }
+      continue;
+    }
     auto commit = backup::DecodeCommit(*text, path);
-    if (!commit.ok() || commit->id != id || commit->job != job) continue;
+    if (!commit.ok()) {
+      skipped->push_back(std::string(commit.status().message()));
+      continue;
+    }
+    if (commit->id != id) {
+      skipped->push_back(path + ": the commit names backup " + commit->id + ", not " + id);
+      continue;
+    }
+    if (commit->job != job) continue;
     BackupCommit c{id, commit->step, commit->nodes, {}};
     for (const auto& [rank, part] : commit->sources) {
       std::string prefix = backup::PartDataPrefix(id, part);  // "<id>/p<part>/"
@@ -74,8 +92,15 @@ StatusOr<std::vector<BackupCommit>> ListBackupCommits(const std::string& root,
   return out;
 }
 
+// backup_commits(): the commits as dicts; each skipped one is a
+// RuntimeWarning naming its path.
 py::list BackupCommits(const std::string& root, const std::string& job) {
-  auto commits = ValueOrRaise(WithoutGil([&] { return ListBackupCommits(root, job); }));
+  std::vector<std::string> skipped;
+  auto commits = ValueOrRaise(WithoutGil([&] { return ListBackupCommits(root, job, &skipped); }));
+  py::object warn = py::module_::import("warnings").attr("warn");
+  for (const std::string& s : skipped) {
+    warn("backup " + root + ": skipping a backup: " + s, py::handle(PyExc_RuntimeWarning));
+  }
   py::list out;
   for (auto& c : commits) {
     py::dict d;

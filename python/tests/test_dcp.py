@@ -176,6 +176,25 @@ def test_the_reader_finds_the_copies_where_the_agents_and_the_backup_put_them(cl
     finally:
         shutil.rmtree(cluster.backup / f"copy-of-{ids[0]}")
     assert len(commits) == 1 and commits[0]["nodes"] == NODES, commits
+    # A backup whose commit object is damaged, or names another backup, is
+    # skipped with a warning naming it; one not committed yet, quietly.
+    planted = {"2000-01-01_00-00": b"{not json", "2000-01-01_00-01": None}
+    shutil.copytree(cluster.backup / ids[0], cluster.backup / "2000-01-01_00-02")
+    for name, text in planted.items():
+        (cluster.backup / name).mkdir()
+        if text is not None:
+            (cluster.backup / name / "strata.backup").write_bytes(text)
+    try:
+        with pytest.warns(RuntimeWarning) as warned:
+            assert [c["id"] for c in _backups(str(cluster.backup), JOB) if c["step"] == 4] == ids
+    finally:
+        for name in [*planted, "2000-01-01_00-02"]:
+            shutil.rmtree(cluster.backup / name)
+    said = [str(w.message) for w in warned]
+    assert len(said) == 2, said
+    assert str(cluster.backup / "2000-01-01_00-00" / "strata.backup") in said[0], said
+    assert str(cluster.backup / "2000-01-01_00-02" / "strata.backup") in said[1], said
+    assert f"names backup {ids[0]}" in said[1], said
     parts = _backup_copies(commits[0])
     assert sorted(parts) == list(range(NODES)), parts
     for rank, copy in parts.items():
