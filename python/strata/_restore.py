@@ -12,7 +12,7 @@ import torch
 
 import strata
 from strata._tree import (TREE_ITEM, _FORMAT, _bits, _Decoder, _fit, _is_stateful, _materialize,
-                          _place, _target_state, _Unplanned)
+                          _place, _plan, _target_state, _Unplanned)
 
 
 def _copy_into(copies: List[Tuple[torch.Tensor, torch.Tensor]]) -> None:
@@ -46,11 +46,12 @@ class _Planner:
         # For restore() to finish without decoding again: each entry as
         # planned, what placeholders stand for, the pairs left to copy.
         self.planned: Optional[Dict[str, Tuple[str, Any]]] = None
+        self.whole: Set[str] = set()  # planned entries with no placeholder left in them
         self.leftover: List[Tuple[torch.Tensor, torch.Tensor]] = []
 
     def __call__(self, step: int, key: memoryview) -> List[Tuple[str, int, int, int, int]]:
         self.step, self.done, self._keep, self.planned = step, set(), [], None
-        reading = _Reading(step, None)
+        self.whole = set()
         try:
             entries = _entries(step, bytes(key))
             pairs: List[Tuple[torch.Tensor, Any]] = []
@@ -58,12 +59,25 @@ class _Planner:
             for key_, value in self._state.items():
                 if key_ not in entries:
                     return []
-                planned[key_] = check_entry(key_, value, entries[key_], reading, False, pairs,
-                                            dry=True)
+                planned[key_] = self._plan_entry(key_, value, entries[key_], step, pairs)
         except Exception:  # noqa: BLE001 - restore()'s own check raises it, with context
             return []
         self.planned = planned
         return self._destinations(pairs)
+
+    def _plan_entry(self, key: str, target: Any, node: Dict[str, Any], step: int,
+                    pairs: List[Tuple[torch.Tensor, Any]]) -> Tuple[str, Any]:
+        """check_entry(dry=True)'s (kind, value), a stateful entry's in one
+        walk (_plan), noting in `whole` the entries _materialize can skip."""
+        kind, payload = next(iter(node.items()))
+        if kind != "$stateful" or not _is_stateful(target):
+            return check_entry(key, target, node, _Reading(step, None), False, pairs, dry=True)
+        generic = [0]
+        value = _plan(payload, _target_state(target), key, _Decoder(None, step, False), pairs,
+                      generic)
+        if not generic[0]:
+            self.whole.add(key)
+        return kind, value
 
     def _destinations(self, pairs) -> List[Tuple[str, int, int, int, int]]:
         streams: Dict[int, int] = {}
@@ -71,7 +85,7 @@ class _Planner:
         self.leftover = []
         for dst, src in pairs:
             name = src.name
-            if name in used or not src.numel() or not dst.is_contiguous():
+            if name in used or not dst.is_contiguous() or not src.numel():
                 if src.numel():
                     self.leftover.append((dst, src))
                 continue  # restore() copies these itself
@@ -85,8 +99,9 @@ class _Planner:
             else:
                 continue
             used.add(name)
-            out.append((name, dst.data_ptr(), dst.nbytes, device, stream))
-            self.done.add((name, dst.data_ptr()))
+            address = dst.data_ptr()
+            out.append((name, address, dst.nbytes, device, stream))
+            self.done.add((name, address))
             self._keep.append(dst)
         return out
 
@@ -109,6 +124,9 @@ def finish_planned(planner: _Planner, restored: strata.Restored, state: Dict[str
     try:
         decoded = {}
         for key, (kind, value) in planner.planned.items():
+            if key in planner.whole:  # every tensor in it is a live one
+                decoded[key] = (kind, value)
+                continue
             copy = restored.lent or (kind == "$stateful" and
                                      not isinstance(state[key], torch.nn.Module))
             decoded[key] = (kind, _materialize(value, restored.items, restored.step, copy))

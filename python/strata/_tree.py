@@ -16,6 +16,7 @@ import base64
 import contextlib
 import gc
 import json
+import math
 import re
 import sys
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
@@ -376,10 +377,7 @@ class _Placeholder:
         self.name, self.dtype, self.shape = name, dtype, shape
 
     def numel(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return math.prod(self.shape)
 
 
 class _PlaceholderDTensor:
@@ -507,9 +505,7 @@ def _fit(saved: Any, target: Any, path: str, step: int, check: bool) -> Any:
     `check`, a tensor whose shape or dtype differs."""
     if type(saved) in _LEAVES and type(target) in _TENSORS:  # the common case, quickly
         if check and (saved.shape != target.shape or saved.dtype != target.dtype):
-            raise strata.InvalidArgumentError(
-                f"step {step}: tensor '{path}' is {str(saved.dtype)[6:]}{list(saved.shape)} "
-                f"in the checkpoint but {str(target.dtype)[6:]}{list(target.shape)} here")
+            raise _misfit(saved, target, path, step)
         return saved
     if isinstance(target, _LikeParam) and not isinstance(saved, (dict, list, tuple)):
         target = target.param if isinstance(saved, _SavedDTensor) else None
@@ -526,10 +522,15 @@ def _fit(saved: Any, target: Any, path: str, step: int, check: bool) -> Any:
             raise strata.InvalidArgumentError(
                 f"step {step}: '{path}' is a tensor in the checkpoint but a DTensor here")
         if saved.shape != target.shape or saved.dtype != target.dtype:
-            raise strata.InvalidArgumentError(
-                f"step {step}: tensor '{path}' is {str(saved.dtype)[6:]}{list(saved.shape)} "
-                f"in the checkpoint but {str(target.dtype)[6:]}{list(target.shape)} here")
+            raise _misfit(saved, target, path, step)
     return saved
+
+
+def _misfit(saved: Any, target: torch.Tensor, path: str, step: int) -> Exception:
+    """The error for a saved tensor whose shape or dtype is not the live one's."""
+    return strata.InvalidArgumentError(
+        f"step {step}: tensor '{path}' is {str(saved.dtype)[6:]}{list(saved.shape)} "
+        f"in the checkpoint but {str(target.dtype)[6:]}{list(target.shape)} here")
 
 
 _LAYOUT_FIELDS = (("placements", "placements"), ("mesh_shape", "device mesh shape"),
@@ -598,6 +599,47 @@ def _place(saved: Any, live: Any, copy: bool,
     if copy and not _is_dtensor(saved):
         return saved.clone()
     return saved
+
+
+def _plan(node: Any, live: Any, path: str, decoder: _Decoder,
+          pairs: List[Tuple[torch.Tensor, Any]], generic: List[int]) -> Any:
+    """What _place(_fit(decoder.decode(node), live, path, step, check=True),
+    live, False, pairs) returns for a restore being planned (`decoder` has no
+    items), in one walk over the saved tree and the live state instead of
+    three: a saved tensor with a live strided tensor of its shape and dtype
+    is that live tensor, (live, its _Placeholder) appended to `pairs`; a
+    dtype or shape that differs raises as _fit does. Any other node (a
+    DTensor, an array, a tensor with no live tensor to go into) takes the
+    three steps, counted in generic[0]: while that stays 0, the value holds
+    no placeholder, and _materialize has nothing to resolve in it."""
+    if type(node) is not dict:
+        return node
+    if "$tensor" in node:
+        dtype = _TORCH_DTYPES.get(node["dtype"])
+        if dtype is not None and type(live) in _TENSORS and live.layout is _STRIDED:
+            shape = live.shape  # a torch.Size is a tuple: equal to the saved one or not
+            if shape != tuple(node["shape"]) or dtype != live.dtype:
+                saved = _Placeholder(node["$tensor"], dtype, torch.Size(node["shape"]))
+                raise _misfit(saved, live, path, decoder.step)
+            pairs.append((live, _Placeholder(node["$tensor"], dtype, shape)))
+            return live
+    elif "$dict" in node:
+        out = {}
+        for k, v in node["$dict"]:
+            if type(k) is dict:
+                k = decoder.decode(k)
+            child = live.get(k) if type(live) is dict else _child(live, k)
+            out[k] = _plan(v, child, f"{path}.{k}", decoder, pairs, generic)
+        return out
+    elif "$list" in node:
+        return [_plan(v, _child(live, i), f"{path}.{i}", decoder, pairs, generic)
+                for i, v in enumerate(node["$list"])]
+    elif "$tuple" in node:
+        return tuple(_plan(v, _child(live, i), f"{path}.{i}", decoder, pairs, generic)
+                     for i, v in enumerate(node["$tuple"]))
+    generic[0] += 1
+    fitted = _fit(decoder.decode(node), live, path, decoder.step, check=True)
+    return _place(fitted, live, False, pairs)
 
 
 

@@ -285,6 +285,71 @@ def train_deep(model, opt):
     opt.step()
 
 
+def test_the_planned_walk_is_decode_fit_and_place_in_one(scratch):
+    """A planned restore walks a stateful entry's tree once (_tree._plan):
+    what it gives -- the value, and the (live, saved) pairs in order -- is
+    what decoding, fitting and placing give in three walks, for a tensor
+    with a live one to go into and for the rare nodes beside it (a tensor
+    with none, a sparse live tensor, an array, bytes, a dtype, tuples, a
+    key that is not a string);
+    while no rare node is met, nothing is left for _materialize."""
+    from strata import _tree
+
+    live = {"w": torch.ones(3, 2), "n": {"b": torch.zeros(4, dtype=torch.bfloat16)},
+            "pair": (torch.ones(2), 7), "sparse": torch.eye(2).to_sparse(),
+            "gone": None, "a": np.arange(3), "raw": b"xy", "dt": torch.float16,
+            "keyed": {(1, 2): torch.ones(1)}}
+    saved = dict(live, gone=torch.ones(5), sparse=torch.eye(2))
+    encoder = _tree._Encoder()
+    tree = encoder.encode(saved, "state")
+
+    def three_walks():
+        pairs = []
+        value = _tree._Decoder(None, 1, False).decode(tree)
+        value = _tree._fit(value, live, "state", 1, check=True)
+        return _tree._place(value, live, False, pairs), pairs
+
+    def one_walk():
+        pairs, generic = [], [0]
+        value = _tree._plan(tree, live, "state", _tree._Decoder(None, 1, False), pairs, generic)
+        return value, pairs, generic[0]
+
+    def same(a, b):
+        if isinstance(a, _tree._Placeholder):
+            return (type(b) is _tree._Placeholder and (a.name, a.dtype, a.shape) ==
+                    (b.name, b.dtype, tuple(b.shape)))
+        if isinstance(a, (dict, list, tuple)):
+            return type(a) is type(b) and len(a) == len(b) and all(
+                same(x, y) for x, y in (zip(a.values(), b.values()) if isinstance(a, dict)
+                                        else zip(a, b))) and (
+                not isinstance(a, dict) or list(a) == list(b))
+        if isinstance(a, _tree._ArrayPlaceholder):
+            return type(b) is _tree._ArrayPlaceholder and a.node == b.node
+        return a is b or a == b
+
+    expected, expected_pairs = three_walks()
+    value, pairs, generic = one_walk()
+    assert same(expected, value)
+    assert [d for d, _ in pairs] == [d for d, _ in expected_pairs]
+    assert all(d is e for (d, _), (e, _) in zip(pairs, expected_pairs))
+    assert all(same(s, t) for (_, s), (_, t) in zip(pairs, expected_pairs))
+    assert value["w"] is live["w"] and value["n"]["b"] is live["n"]["b"]
+    assert value["keyed"][(1, 2)] is live["keyed"][(1, 2)]
+    assert isinstance(value["gone"], _tree._Placeholder)  # no live tensor: read later
+    assert generic > 0
+    # A state of tensors that all have live ones leaves no placeholder.
+    plain = {"w": live["w"], "n": live["n"], "pair": live["pair"]}
+    pairs, generic = [], [0]
+    _tree._plan(_tree._Encoder().encode(plain, "state"), plain, "state",
+                _tree._Decoder(None, 1, False), pairs, generic)
+    assert generic == [0] and len(pairs) == 3
+    # A shape or a dtype that differs is refused, as _fit refuses it.
+    for other in (torch.ones(2, 3), torch.ones(3, 2, dtype=torch.float64)):
+        with pytest.raises(strata.InvalidArgumentError, match=r"tensor 'state\.w' is float32\[3, 2\]"):
+            _tree._plan(tree, dict(live, w=other), "state", _tree._Decoder(None, 1, False),
+                        [], [0])
+
+
 @pytest.mark.parametrize("overlap", [False, True])
 def test_a_many_tensor_state_is_saved_as_it_was_at_save(scratch, overlap):
     model, opt = deep()
