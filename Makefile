@@ -30,8 +30,9 @@ LOCKS_DIR ?= build-locks
 # replication and on-demand components, its store and message parsing
 # (Wire), the thread pool, the checkpointer's background saves, the
 # transport; and the object stores' parallel part uploads, ranged downloads
-# and rate limiter. A suite named here has its file in tests/CMakeLists.txt's
-# STRATA_CONCURRENT_TESTS (`make test` checks: scripts/check-tsan-list.py).
+# and rate limiter. Every test this matches has its file in tests/CMakeLists.txt's
+# STRATA_CONCURRENT_TESTS, and each of those files has a test it matches
+# (`make test` checks: scripts/check-tsan-list.py).
 TSAN_FILTER ?= InPlace*:ServerTest*:Tls*:Certificate*:Tamper*:Coordinator*:CodedTier*:ParityStore*:NodeBackup*:Replication*:OnDemandSync*:Restore*:MaintenanceEvent*:Store*:Wire*:ThreadPool*:RunParallel*:Mutex*:Checkpointer*:Hash*:Copy*:Net*:Frame*:Auth*:SyncMap*:AgentSync*:StreamVerify*:StrataStep*
 TSAN_STORAGE_FILTER ?= FileStore*:S3Pieces*:Backends/BackendTest.*
 
