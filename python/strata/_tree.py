@@ -609,9 +609,10 @@ def _plan(node: Any, live: Any, path: str, decoder: _Decoder,
     three: a saved tensor with a live strided tensor of its shape and dtype
     is that live tensor, (live, its _Placeholder) appended to `pairs`; a
     dtype or shape that differs raises as _fit does. Any other node (a
-    DTensor, an array, a tensor with no live tensor to go into) takes the
-    three steps, counted in generic[0]: while that stays 0, the value holds
-    no placeholder, and _materialize has nothing to resolve in it."""
+    DTensor, an array, bytes, a dtype, a tensor whose live counterpart is
+    missing or not a plain strided tensor, a key that is no plain value)
+    takes the three steps, counted in generic[0]: while that stays 0, the
+    value holds no placeholder, and _materialize has nothing to resolve."""
     if type(node) is not dict:
         return node
     if "$tensor" in node:
@@ -626,7 +627,8 @@ def _plan(node: Any, live: Any, path: str, decoder: _Decoder,
     elif "$dict" in node:
         out = {}
         for k, v in node["$dict"]:
-            if type(k) is dict:
+            if type(k) is dict:  # a key that is no plain value: rare; may be a placeholder
+                generic[0] += 1
                 k = decoder.decode(k)
             child = live.get(k) if type(live) is dict else _child(live, k)
             out[k] = _plan(v, child, f"{path}.{k}", decoder, pairs, generic)
