@@ -5,7 +5,6 @@
 // a distinctive part of the message; DecodeManifest is fed truncated, corrupt
 // and semantically hostile manifests, none of which may crash it.
 #include "format/manifest.h"
-#include "test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -21,6 +20,7 @@
 #include <vector>
 
 #include "format/naming.h"
+#include "test_util.h"
 #include "util/hash.h"
 
 namespace strata {
@@ -410,11 +410,11 @@ std::string ValidBodyWith(std::string_view from, std::string_view to) {
 
 TEST(ManifestHeaderTest, NumbersJsonCannotRepresent) {
   ExpectDataLoss(
-      DecodeManifest(WithHeader(ValidBodyWith("\"step\": 1200", "\"step\": 1e400")), kSource)
+      DecodeManifest(WithHeader(ValidBodyWith("\"step\":1200", "\"step\": 1e400")), kSource)
           .status(),
       "manifest body is not valid JSON");
   ExpectDataLoss(
-      DecodeManifest(WithHeader(ValidBodyWith("\"step\": 1200", "\"step\": 99999999999999999999")),
+      DecodeManifest(WithHeader(ValidBodyWith("\"step\":1200", "\"step\": 99999999999999999999")),
                      kSource)
           .status(),
       "field \"step\" is not an integer");
@@ -426,7 +426,7 @@ TEST(ManifestHeaderTest, DeeplyNestedJsonDoesNotOverflowTheStack) {
   ExpectDataLoss(DecodeManifest(WithHeader(arrays), kSource).status(),
                  "manifest body is not a JSON object");
   ExpectDataLoss(
-      DecodeManifest(WithHeader(ValidBodyWith("\"step\": 1200", "\"step\": " + arrays)), kSource)
+      DecodeManifest(WithHeader(ValidBodyWith("\"step\":1200", "\"step\": " + arrays)), kSource)
           .status(),
       "field \"step\" is not an integer");
   ExpectDataLoss(DecodeManifest(WithHeader(std::string(kDepth, '[')), kSource).status(),
@@ -627,6 +627,114 @@ TEST(ManifestTest, AdjacentItemsInOneFileAreNotOverlapping) {
   StatusOr<StepInfo> got = DecodeManifest(WithHeader(body.dump()), kSource);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(got->items[1].offset, 24576u);
+}
+
+// ---------------------------------------------------------------------------
+// The body is read as a stream of parser events, not as a document: the
+// order of its fields, a field given twice and fields it does not know
+// change nothing a document would not.
+
+// `j` as JSON text with the keys of every object in reverse order.
+std::string Reversed(const json& j) {
+  std::string out;
+  if (j.is_object()) {
+    std::vector<std::string> fields;
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      fields.push_back(json(it.key()).dump() + ":" + Reversed(it.value()));
+    }
+    for (size_t i = fields.size(); i-- > 0;) out += (out.empty() ? "" : ",") + fields[i];
+    return "{" + out + "}";
+  }
+  if (j.is_array()) {
+    for (const json& e : j) out += (out.empty() ? "" : ",") + Reversed(e);
+    return "[" + out + "]";
+  }
+  return j.dump();
+}
+
+TEST(ManifestBodyTest, FieldsInAnyOrderDecodeTheSame) {
+  const std::string reversed = Reversed(ValidBodyJson());
+  ASSERT_LT(reversed.find("\"items\""), reversed.find("\"files\""));   // items before files
+  ASSERT_LT(reversed.find("\"shape\""), reversed.find("\"chunks\""));  // chunks last
+  StatusOr<StepInfo> got = DecodeManifest(WithHeader(reversed), kSource);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ExpectSameStep(*got, SampleStep());
+}
+
+// A body with two faults is refused for the same one in either order.
+void ExpectFirstFault(const json& body, std::string_view want) {
+  SCOPED_TRACE(want);
+  ExpectDataLoss(DecodeManifest(WithHeader(body.dump()), kSource).status(), want);
+  ExpectDataLoss(DecodeManifest(WithHeader(Reversed(body)), kSource).status(), want);
+}
+
+TEST(ManifestBodyTest, TheFaultNamedDoesNotDependOnTheOrderOfFields) {
+  json body = ValidBodyJson();
+  body["chunk_size"] = 6144;  // a top-level fault comes before any item's
+  Item0(body).erase("name");
+  ExpectFirstFault(body, "field \"chunk_size\" is not a power of two");
+
+  // items[0]'s file index can be checked only once "files" is read, which
+  // the reversed body gives after the items; items[1]'s fault is its own.
+  body = ValidBodyJson();
+  Item0(body)["file"] = 2;
+  body["items"][1].erase("dtype");
+  ExpectFirstFault(body, "items[0]: field \"file\" = 2 names no file");
+
+  // A chunk entry is checked after the chunk count, which needs the chunk
+  // size; items[1]'s fault still comes after.
+  body = ValidBodyJson();
+  Item0(body)["chunks"][2] = "not hex";
+  body["items"][1]["name"] = 5;
+  ExpectFirstFault(body,
+                   "items[0]: field \"chunks\" has an entry that is not 16 hex digits (entry 2)");
+  Item0(body)["chunks"].erase(5);
+  ExpectFirstFault(body, "items[0]: field \"chunks\" has 5 entries, expected 6");
+
+  body = ValidBodyJson();
+  body["files"][1]["size"] = "8";
+  body["items"][1]["name"] = 5;
+  ExpectFirstFault(body, "files[1]: field \"size\" is not an integer");
+}
+
+TEST(ManifestBodyTest, AFieldGivenTwiceCountsAsItsLastValue) {
+  const std::string body = ValidBodyJson().dump();
+  // Earlier values, all bad, that later ones replace.
+  std::string text = "{\"step\":-7,\"items\":{},\"files\":[1]," + body.substr(1);
+  const std::string name = "\"name\":\"model.dense.kernel\"";
+  text.replace(text.find(name), name.size(), "\"name\":5,\"shape\":[[]]," + name);
+  StatusOr<StepInfo> got = DecodeManifest(WithHeader(text), kSource);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ExpectSameStep(*got, SampleStep());
+
+  // A good value replaced by a bad one.
+  text = body.substr(0, body.size() - 1) + ",\"items\":[7]}";
+  ExpectDataLoss(DecodeManifest(WithHeader(text), kSource).status(), "items[0] is not an object");
+}
+
+TEST(ManifestBodyTest, UnknownFieldsAreSkippedAtEveryLevel) {
+  const json nested = json::parse(R"({"a": [1, {"b": [[], {}, "c"]}], "d": null})");
+  json body = ValidBodyJson();
+  body["comment"] = nested;
+  body["files"][0]["note"] = nested;
+  body["files"][1]["shape"] = {1, 2};  // an item's field, in a file
+  Item0(body)["layout"] = nested;
+  Item0(body)["size"] = nested;  // a file's field, in an item
+  StatusOr<StepInfo> got = DecodeManifest(WithHeader(body.dump()), kSource);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ExpectSameStep(*got, SampleStep());
+}
+
+TEST(ManifestBodyTest, ManyBadEntriesAreRefusedForTheFirst) {
+  json body = ValidBodyJson();
+  body["items"].push_back({{"name", 5}});
+  for (int i = 0; i < 200000; ++i) body["items"].push_back(json::object());
+  ExpectDataLoss(DecodeManifest(WithHeader(body.dump()), kSource).status(),
+                 "items[3]: field \"name\" is not a string");
+  body = ValidBodyJson();
+  for (int i = 0; i < 200000; ++i) body["files"].push_back(i);
+  ExpectDataLoss(DecodeManifest(WithHeader(body.dump()), kSource).status(),
+                 "files[2] is not an object");
 }
 
 // ---------------------------------------------------------------------------
