@@ -202,10 +202,23 @@ PyRestored ToPython(RestoredStep&& restored, py::object memory_owner) {
     base = py::capsule(new std::shared_ptr<RestoredStep>(owner),
                        [](void* p) { delete static_cast<std::shared_ptr<RestoredStep>*>(p); });
   }
-  PyRestored out;
-  out.step = owner->step;
-  out.lent = !memory_owner && owner->storage && !owner->storage.get_deleter().owned;
-  for (const RestoredItem& it : owner->items) {
+  const bool lent = !memory_owner && owner->storage && !owner->storage.get_deleter().owned;
+  return PyRestored(std::move(owner), std::move(base), lent);
+}
+
+const py::dict& PyRestored::items() {
+  if (!items_) MakeArrays();
+  return *items_;
+}
+
+const py::dict& PyRestored::dtypes() {
+  if (!dtypes_) MakeArrays();
+  return *dtypes_;
+}
+
+void PyRestored::MakeArrays() {
+  py::dict items, dtypes;
+  for (const RestoredItem& it : step_->items) {
     std::vector<py::ssize_t> shape(it.shape.begin(), it.shape.end());
     if (it.dtype == DType::kBytes) shape = {static_cast<py::ssize_t>(it.data.size())};
     std::vector<py::ssize_t> strides(shape.size());
@@ -215,11 +228,12 @@ PyRestored ToPython(RestoredStep&& restored, py::object memory_owner) {
       strides[d] = stride;
       stride *= shape[d];
     }
-    py::array array(py::dtype(NumpyTypeOf(it.dtype)), shape, strides, it.data.data(), base);
-    out.items[py::str(it.name)] = std::move(array);
-    out.dtypes[py::str(it.name)] = py::str(std::string(DTypeName(it.dtype)));
+    py::array array(py::dtype(NumpyTypeOf(it.dtype)), shape, strides, it.data.data(), base_);
+    items[py::str(it.name)] = std::move(array);
+    dtypes[py::str(it.name)] = py::str(std::string(DTypeName(it.dtype)));
   }
-  return out;
+  items_ = std::move(items);
+  dtypes_ = std::move(dtypes);
 }
 
 }  // namespace strata::python

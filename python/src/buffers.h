@@ -9,6 +9,7 @@
 #include <pybind11/pybind11.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,18 +42,33 @@ class HeldBuffers {
 std::optional<DType> DTypeOfFormat(const std::string& format, pybind11::ssize_t itemsize);
 
 // A restored step as NumPy arrays that share the step's memory (kept alive
-// by the arrays). bfloat16 items come back as uint16 arrays holding the bit
-// patterns, opaque bytes as uint8; `dtypes` keeps the Strata name of each.
-struct PyRestored {
-  int64_t step = 0;
-  pybind11::dict items;
-  pybind11::dict dtypes;
+// by the arrays and by this object). bfloat16 items come back as uint16
+// arrays holding the bit patterns, opaque bytes as uint8; `dtypes` keeps the
+// Strata name of each. The arrays are made when `items` or `dtypes` is first
+// read: a restore that copied every item into place reads neither, and
+// making an array per item was a restore's largest cost per item in C++.
+class PyRestored {
+ public:
+  // `base`: what every array keeps alive (it keeps the step's memory).
+  PyRestored(std::shared_ptr<RestoredStep> step, pybind11::object base, bool lent)
+      : step_(std::move(step)), base_(std::move(base)), lent_(lent) {}
+
+  int64_t step() const { return step_->step; }
+  size_t size() const { return step_->items.size(); }
   // The arrays are views of memory the step does not own (a slot's step
   // files, reused by a later save): copy what is kept.
-  bool lent = false;
+  bool lent() const { return lent_; }
+  const pybind11::dict& items();   // name -> numpy.ndarray
+  const pybind11::dict& dtypes();  // name -> Strata dtype name
+
+ private:
+  void MakeArrays();
+
+  std::shared_ptr<RestoredStep> step_;
+  pybind11::object base_;
+  bool lent_;
+  std::optional<pybind11::dict> items_, dtypes_;
 };
-// With `owner` (the caller's memory the step was read into), the arrays
-// keep `owner` alive instead of the step's own mapping.
 PyRestored ToPython(RestoredStep&& restored, pybind11::object owner = pybind11::object());
 
 }  // namespace strata::python

@@ -366,13 +366,13 @@ void DefineResults(py::module_& m) {
                ", committed=" + b(r.committed) + ", should_exit=" + b(r.should_exit) + ")";
       });
   py::class_<PyRestored>(m, "Restored", "A restored step: NumPy arrays over its memory.")
-      .def_readonly("step", &PyRestored::step)
-      .def_readonly("items", &PyRestored::items, "name -> numpy.ndarray")
-      .def_readonly("dtypes", &PyRestored::dtypes, "name -> Strata dtype name")
-      .def_readonly("lent", &PyRestored::lent,
-                    "The arrays view memory a later save reuses: copy what is kept.")
+      .def_property_readonly("step", &PyRestored::step)
+      .def_property_readonly("items", &PyRestored::items, "name -> numpy.ndarray")
+      .def_property_readonly("dtypes", &PyRestored::dtypes, "name -> Strata dtype name")
+      .def_property_readonly("lent", &PyRestored::lent,
+                             "The arrays view memory a later save reuses: copy what is kept.")
       .def("__repr__", [](const PyRestored& r) {
-        return "Restored(step=" + std::to_string(r.step) + ", " + std::to_string(py::len(r.items)) +
+        return "Restored(step=" + std::to_string(r.step()) + ", " + std::to_string(r.size()) +
                " items)";
       });
   py::class_<CheckpointerStatus>(m, "CheckpointerStatus")

@@ -52,6 +52,21 @@ def test_restored_arrays_are_views_over_the_restored_memory(scratch):
     assert float(a.sum()) == 2048.0 and int(b.sum()) == 0
 
 
+def test_the_arrays_are_made_when_first_read_and_kept(scratch):
+    a, b = np.arange(1024, dtype=np.float32), np.arange(16, dtype=np.int64)
+    with strata.Checkpointer(str(scratch)) as ckpt:
+        ckpt.save(1, {"a": a, "b": b})
+        restored = ckpt.restore()
+    # The checkpointer is closed and no array was made yet: the restored
+    # object alone keeps the step's memory.
+    assert repr(restored) == "Restored(step=1, 2 items)"
+    dtypes = restored.dtypes
+    assert dtypes == {"a": "float32", "b": "int64"}
+    assert restored.items is restored.items and restored.dtypes is dtypes
+    np.testing.assert_array_equal(restored.items["a"], a)
+    np.testing.assert_array_equal(restored.items["b"], b)
+
+
 def test_bytes_and_dtype_overrides(scratch):
     bits = np.array([0x3F80, 0x4000], dtype=np.uint16)  # bfloat16 1.0, 2.0
     with strata.Checkpointer(str(scratch)) as ckpt:
