@@ -162,11 +162,14 @@ class Session : public std::enable_shared_from_this<Session> {
 
  private:
   using Then = std::function<void()>;
-  void Arm(std::chrono::milliseconds after, std::string why);
-  void Disarm() {
-    ++timer_generation_;
-    timer_.cancel();
-  }
+  using Clock = std::chrono::steady_clock;
+  // The connection's deadline: it closes, logging `why` unless empty, once
+  // `after` has passed, unless armed again or disarmed first.
+  void Arm(std::chrono::milliseconds after, const char* why);
+  void Disarm() { deadline_ = Clock::time_point::max(); }
+  // The timer wakes at `at` (OnTimer).
+  void WakeAt(Clock::time_point at);
+  void OnTimer();
   void TlsHandshake();
   void ReadFrame(uint32_t max_payload, Then then);
   void ReceivePayload(uint32_t length, Then then);
@@ -175,6 +178,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void Receive(char* p, size_t n, bool between_calls, Then then);
   // Sends out_[sent..], then `then`.
   void Send(size_t sent, Then then);
+  // Send's wait for the socket (`step`), then Send(sent, then).
+  void AwaitSend(const net::IoStep& step, size_t sent, Then then);
   // Waits for the socket to be ready as `step` wants, then `retry`.
   void Await(const net::IoStep& step, Then retry);
   void Write(std::string bytes, Then then);
@@ -194,8 +199,16 @@ class Session : public std::enable_shared_from_this<Session> {
   const Stream protocol_;
   Stream::socket socket_;
   std::unique_ptr<net::TlsStream> tls_;  // null: plaintext, or lent to a long call
+  // One deadline per connection, re-armed by every call. The timer is set
+  // only when the deadline comes before the timer's wake-up: woken before
+  // the deadline, it sleeps again until it. So a deadline that moves later,
+  // as the idle one does with every call, costs no timer operation.
   asio::steady_timer timer_;
   uint64_t timer_generation_ = 0;
+  Clock::time_point deadline_ = Clock::time_point::max();  // max: disarmed
+  const char* deadline_why_ = "";
+  std::optional<Clock::time_point> wake_at_;  // the timer's, while it is set
+  bool reply_armed_ = false;                  // the reply being sent has its deadline
   const std::string peer_, source_;
   const std::optional<net::LocalPeer> local_;
   std::string who_;
@@ -250,16 +263,32 @@ void Session::Close(const std::string& why) {
   socket_.close(ignored);
   tls_.reset();
   Disarm();
+  ++timer_generation_;
+  timer_.cancel();       // the timer's handler holds the session
   server_->Forget(id_);  // may drop the last reference but the caller's
 }
 
-void Session::Arm(std::chrono::milliseconds after, std::string why) {
+void Session::Arm(std::chrono::milliseconds after, const char* why) {
+  deadline_ = Clock::now() + after;
+  deadline_why_ = why;
+  if (!wake_at_ || *wake_at_ > deadline_) WakeAt(deadline_);
+}
+
+void Session::WakeAt(Clock::time_point at) {
   const uint64_t generation = ++timer_generation_;
-  timer_.expires_after(after);
-  timer_.async_wait([self = shared_from_this(), generation, why = std::move(why)](ErrorCode ec) {
-    if (ec || generation != self->timer_generation_) return;  // re-armed or disarmed
-    self->Close(why);
+  wake_at_ = at;
+  timer_.expires_at(at);  // a wait already set ends with operation_aborted
+  timer_.async_wait([self = shared_from_this(), generation](ErrorCode ec) {
+    if (ec || generation != self->timer_generation_) return;  // set again since
+    self->OnTimer();
   });
+}
+
+void Session::OnTimer() {
+  wake_at_.reset();
+  if (closed_ || deadline_ == Clock::time_point::max()) return;  // disarmed
+  if (Clock::now() < deadline_) return WakeAt(deadline_);        // moved later
+  Close(deadline_why_);
 }
 
 void Session::ReadFrame(uint32_t max_payload, Then then) {
@@ -324,16 +353,25 @@ void Session::Send(size_t sent, Then then) {
       continue;
     }
     if (step->kind == net::IoStep::kClosed) return Close("sending: the peer closed the connection");
-    return Await(*step, [this, sent, then] { Send(sent, then); });
+    return AwaitSend(*step, sent, std::move(then));
   }
   if (tls_ != nullptr && tls_->unsent() > 0) {  // records TLS held back to send together
     StatusOr<net::IoStep> step = tls_->Flush();
     if (!step.ok()) return Close("sending: " + std::string(step.status().message()));
-    if (step->kind != net::IoStep::kProgress) {
-      return Await(*step, [this, sent, then] { Send(sent, then); });
-    }
+    if (step->kind != net::IoStep::kProgress) return AwaitSend(*step, sent, std::move(then));
   }
   then();
+}
+
+// A reply that does not go out at once gets its deadline when it first
+// waits (while the peer authenticates, the handshake's deadline, armed at
+// Start, bounds its replies too).
+void Session::AwaitSend(const net::IoStep& step, size_t sent, Then then) {
+  if (authenticated_ && !reply_armed_) {
+    reply_armed_ = true;
+    Arm(server_->options().reply_timeout, "the peer does not take our reply");
+  }
+  Await(step, [this, sent, then = std::move(then)] { Send(sent, then); });
 }
 
 // `retry` runs on the loop thread while the session is open; a session
@@ -348,11 +386,9 @@ void Session::Await(const net::IoStep& step, Then retry) {
   });
 }
 
-// While the peer authenticates, the handshake's deadline (armed at Start)
-// stays: its replies are bound by it too.
 void Session::Write(std::string bytes, Then then) {
   out_ = std::move(bytes);
-  if (authenticated_) Arm(server_->options().reply_timeout, "the peer does not take our reply");
+  reply_armed_ = false;
   Send(0, std::move(then));
 }
 

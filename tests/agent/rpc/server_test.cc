@@ -34,8 +34,9 @@ constexpr char kSecret[] = "server-test-secret-0123456789";
 class ServerTest : public ::testing::Test {
  protected:
   // Serves `coordinator_` plus the test's own calls: "long" (a long call
-  // that answers with its thread's id after `long_gate_` opens) and
-  // "hold" (a control call whose answer the test gives later).
+  // that answers with its thread's id after `long_gate_` opens),
+  // "hold" (a control call whose answer the test gives later) and "big"
+  // (answered with 64 MiB, more than a socket's buffers hold).
   void StartServer(int max_long_calls = 64,
                    std::chrono::milliseconds idle_timeout = std::chrono::minutes(5)) {
     auto listener = net::Socket::Listen("127.0.0.1", 0, SOMAXCONN);
@@ -47,6 +48,7 @@ class ServerTest : public ::testing::Test {
     options.idle_timeout = idle_timeout;
     options.max_request_bytes = max_request_bytes_;
     options.auth_timeout = auth_timeout_;
+    options.reply_timeout = reply_timeout_;
     Server::Handlers handlers;
     handlers.is_long = [](const std::string& op) { return op == "long"; };
     handlers.control = [this](const json& request, const std::string&, Server::Reply reply) {
@@ -56,6 +58,7 @@ class ServerTest : public ::testing::Test {
         cv_.notify_all();
         return;
       }
+      if (request.value("op", "") == "big") return reply(json{{"big", std::string(64 << 20, 'b')}});
       coordinator_.HandleAsync(request, std::move(reply));
     };
     handlers.long_call = [this](const json&, net::Socket&) -> StatusOr<json> {
@@ -94,6 +97,7 @@ class ServerTest : public ::testing::Test {
   Endpoint endpoint_;
   uint32_t max_request_bytes_ = kMaxControlBytes;
   std::chrono::milliseconds auth_timeout_{5000};
+  std::chrono::milliseconds reply_timeout_{30000};
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Server::Reply> held_;  // GUARDED_BY(mu_)
@@ -309,6 +313,47 @@ TEST_F(ServerTest, APoolKeepsItsConnectionAndReplacesAClosedOne) {
   auto r = pool.Call(endpoint_, "node 1", ask, 10s);
   EXPECT_EQ(r.status().code(), StatusCode::kNotFound) << r.status().ToString();
   EXPECT_EQ(server_->stats().authenticated, 2u);
+}
+
+// Each call moves the idle deadline later (without setting the timer
+// again: it wakes at the first deadline and sleeps until the latest). A
+// connection in use outlives its idle timeout many times over; once unused,
+// it is closed.
+TEST_F(ServerTest, AConnectionInUseStaysOpenAndClosesOnceIdle) {
+  StartServer(64, /*idle_timeout=*/1s);
+  RpcClient c = Connect("node 1");
+  json ask = {{"op", "node_address"}, {"job", "nobody"}, {"node", 0}};
+  const auto until = std::chrono::steady_clock::now() + 2500ms;
+  int calls = 0;
+  while (std::chrono::steady_clock::now() < until) {
+    auto r = c.Call(ask, 10s);
+    ASSERT_EQ(r.status().code(), StatusCode::kNotFound)
+        << "call " << calls << ": " << r.status().ToString();
+    ++calls;
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_EQ(server_->stats().authenticated, 1u);  // one connection served them all
+  EXPECT_EQ(server_->stats().open, 1);
+  for (int i = 0; i < 1000 && server_->stats().open > 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(server_->stats().open, 0);  // closed once idle
+}
+
+// A reply the peer does not take is bounded by reply_timeout: the server
+// closes the connection instead of holding the reply.
+TEST_F(ServerTest, AReplyThePeerDoesNotTakeClosesTheConnection) {
+  reply_timeout_ = 300ms;
+  StartServer();
+  RpcClient c = Connect("node 1");
+  ASSERT_TRUE(
+      net::SendFrame(c.socket(), kFrameCall, json{{"op", "big"}}.dump(), net::DeadlineAfter(10s))
+          .ok());
+  EXPECT_EQ(server_->stats().open, 1);
+  for (int i = 0; i < 1000 && server_->stats().open > 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(server_->stats().open, 0);
+  // The server still serves others.
+  RpcClient other = Connect("node 2");
+  auto r = other.Call({{"op", "node_address"}, {"job", "nobody"}, {"node", 0}}, 10s);
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound) << r.status().ToString();
 }
 
 }  // namespace
