@@ -210,19 +210,23 @@ class _Encoder:
         as always). None otherwise: the caller encodes `t`, and the records
         are used no more unless the item was a copy (ptr 0) at the same
         path."""
-        record = self._same_path(path)
-        if record is None:
+        previous = self._previous  # _same_path(path), inline: it runs per tensor
+        i = len(self.records)
+        if i >= len(previous) or previous[i].path != path:
+            self._previous = None
             return None
+        record = previous[i]
         ptr = record.ptr
         if not ptr:
             return None
         spec = record.spec
+        cuda = spec[4] >= 0
         if t.data_ptr() != ptr or t.dtype is not record.dtype or t.shape != record.shape or \
                 not t.is_contiguous() or t.is_neg() or (record.complex and t.is_conj()) or \
-                not (t.is_cuda if spec[4] >= 0 else t.is_cpu):
+                not (t.is_cuda if cuda else t.is_cpu):
             self._previous = None
             return None
-        if spec[4] >= 0:
+        if cuda:
             deferrable = self.deferrable is not None and bool(self.deferrable(t))
             if deferrable != spec[5]:
                 self._previous = None
