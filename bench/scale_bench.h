@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 
 namespace strata::scale_bench {
 
@@ -57,11 +58,18 @@ struct CoordinatorProcess {
   static CoordinatorProcess Start();
   double PeakRssMib() const;  // the child's peak resident memory
   double CpuSeconds() const;  // the child's CPU time so far (user + system)
+  // Each thread's CPU time so far, by thread id: what one thread spent
+  // bounds a phase's time with the coordinator on cores of its own.
+  std::map<pid_t, double> ThreadCpuSeconds() const;
   void Stop();
 };
 
 // CPU seconds (user + system) this process has spent.
 double OwnCpuSeconds();
+
+// The most CPU time one thread spent between two ThreadCpuSeconds().
+double BusiestThreadSeconds(const std::map<pid_t, double>& before,
+                            const std::map<pid_t, double>& after);
 
 }  // namespace strata::scale_bench
 

@@ -1,10 +1,12 @@
 // Copyright 2026 The Strata Authors.
+#include <dirent.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -25,9 +27,10 @@ namespace {
 
 using agent::json;
 
-// CPU seconds (user + system) of process `pid`, from /proc/<pid>/stat.
-double ProcessCpuSeconds(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+// CPU seconds (user + system) from a /proc stat file: a process's
+// (/proc/<pid>/stat) or one of its threads' (/proc/<pid>/task/<tid>/stat).
+double StatCpuSeconds(const std::string& path) {
+  std::ifstream in(path);
   std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const size_t paren = stat.rfind(')');  // the command name may hold spaces
   if (paren == std::string::npos) return -1;
@@ -118,7 +121,33 @@ double CoordinatorProcess::PeakRssMib() const {
   return static_cast<double>(ProcessStatus("VmHWM", pid).value_or(-1024)) / 1024.0;
 }
 
-double CoordinatorProcess::CpuSeconds() const { return ProcessCpuSeconds(pid); }
+double CoordinatorProcess::CpuSeconds() const {
+  return StatCpuSeconds("/proc/" + std::to_string(pid) + "/stat");
+}
+
+std::map<pid_t, double> CoordinatorProcess::ThreadCpuSeconds() const {
+  std::map<pid_t, double> out;
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  DIR* dir = ::opendir(tasks.c_str());
+  if (dir == nullptr) return out;
+  while (const dirent* e = ::readdir(dir)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    out[static_cast<pid_t>(std::stol(e->d_name))] =
+        StatCpuSeconds(tasks + "/" + e->d_name + "/stat");
+  }
+  ::closedir(dir);
+  return out;
+}
+
+double BusiestThreadSeconds(const std::map<pid_t, double>& before,
+                            const std::map<pid_t, double>& after) {
+  double most = 0;
+  for (const auto& [tid, cpu] : after) {
+    auto b = before.find(tid);
+    most = std::max(most, cpu - (b == before.end() ? 0.0 : b->second));
+  }
+  return most;
+}
 
 void CoordinatorProcess::Stop() {
   ::close(stdin_fd);
