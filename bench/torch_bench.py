@@ -23,6 +23,7 @@ Environment: STRATA_BENCH_SIZE_MIB, STRATA_BENCH_REPS, STRATA_BENCH_TMPFS.
 """
 
 import argparse
+import gc
 import os
 import shutil
 import statistics
@@ -165,12 +166,21 @@ def bench_per_tensor(scratch, reps) -> None:
     # Each sample of Strata's call is paired with one of torch's own part
     # timed right after it: torch's own load_state_dict() moves by 2x from
     # run to run, and a median of each taken apart would subtract one run's
-    # torch from another's.
+    # torch from another's. Python's garbage collector runs before each
+    # part: a collection starts every few hundred new containers, and
+    # without it each part would pay for the other's (a restore that makes
+    # fewer objects moved collections into torch's part, and its own
+    # figure looked better than it was).
     def paired(fn, own, before=None):
+        def ready():
+            if before:
+                before()
+            gc.collect()
+
         pairs = []
         for _ in range(samples):
-            ours = timed(fn, 1, before=before)[0]
-            pairs.append((ours, timed(own, 1, before=before)[0]))
+            ours = timed(fn, 1, before=ready)[0]
+            pairs.append((ours, timed(own, 1, before=ready)[0]))
         return (statistics.median(o for o, _ in pairs),
                 statistics.median(o - t for o, t in pairs),
                 statistics.median(t for _, t in pairs))
