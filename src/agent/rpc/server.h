@@ -31,7 +31,8 @@
 // connection over budget is closed at once. At most max_connections open
 // (default: 3/4 of the descriptor limit, whose soft value Start raises to
 // the hard one). An authenticated connection idle
-// for idle_timeout is closed. Malformed, oversized or unauthenticated input
+// for idle_timeout is closed, and one whose peer does not take a reply
+// within reply_timeout. Malformed, oversized or unauthenticated input
 // is logged with its reason and the connection closed; the server serves on.
 //
 // Lifetime: Start spawns the loop and the workers; Stop (also the
