@@ -230,19 +230,31 @@ class Checkpointer:
         `state` does not name are ignored; a name in `state` the checkpoint
         lacks is an error. Nothing is loaded unless every entry fits."""
         self.wait_staged()
-        planner = _Planner(state)
-        with gc_paused():  # the planner runs on a reading thread meanwhile
-            restored = self._ckpt.restore_planned(TREE_ITEM, planner, step=step)
-            if restored is None:
-                self._reserve_after_first_step(state)
-                return None
-            done = finish_planned(planner, restored, state) or \
-                decode_again(planner, restored, state, self._ckpt.directory)
-        decoded, self._pipelined = done
-        for key, (kind, value) in decoded.items():
-            state[key] = load_entry(kind, state[key], value)
+        # Python's collector is paused while the planner runs (on a reading
+        # thread) and until the entries are loaded: by then the containers
+        # of the plan (tens of thousands for a big state) are freed, and no
+        # collection walks them or moves them to the older generations,
+        # whose collections walk every object of the process.
+        with gc_paused():
+            restored_step = self._restore_paused(state, step)
+        if restored_step is None:
+            self._reserve_after_first_step(state)
+            return None
         if not self._ckpt.staging["bytes"]:  # a fresh process: nothing set up to save into
             self.reserve(state)
+        return restored_step
+
+    def _restore_paused(self, state: Dict[str, Any], step: Optional[int]) -> Optional[int]:
+        """restore() with the collector paused: what it makes is freed when
+        this returns."""
+        planner = _Planner(state)
+        restored = self._ckpt.restore_planned(TREE_ITEM, planner, step=step)
+        if restored is None:
+            return None
+        decoded, self._pipelined = finish_planned(planner, restored, state) or \
+            decode_again(planner, restored, state, self._ckpt.directory)
+        for key, (kind, value) in decoded.items():
+            state[key] = load_entry(kind, state[key], value)
         return restored.step
 
     def wait(self) -> None:
