@@ -136,6 +136,14 @@ Status CheckArray(Kind kind, const Where& where, const char* key) {
   return Status::Ok();
 }
 
+// An item's "chunks" as read, as far as the checks after the body need it.
+struct ChunksRead {
+  Kind kind = Kind::kMissing;
+  size_t count = 0;
+  std::optional<size_t> bad;  // the first entry that is not 16 hex digits
+  bool bad_not_string = false;
+};
+
 // One entry of "files" or "items" while it is read.
 struct RawEntry {
   Scalar name, size, dtype, nbytes, file, offset;
@@ -143,19 +151,8 @@ struct RawEntry {
   size_t rank = 0;
   bool bad_dim = false;       // a dimension that is not a non-negative int64
   std::vector<int64_t> dims;  // the first kMaxRank
-  Kind chunks = Kind::kMissing;
-  size_t chunk_count = 0;
+  ChunksRead chunks;
   std::vector<uint64_t> chunk_xxh3;  // up to the first bad entry
-  std::optional<size_t> bad_chunk;   // the first entry that is not 16 hex digits
-  bool bad_chunk_not_string = false;
-};
-
-// What an item's remaining checks need once the whole body is read.
-struct ItemRest {
-  Kind chunks = Kind::kMissing;
-  size_t chunk_count = 0;
-  std::optional<size_t> bad_chunk;
-  bool bad_chunk_not_string = false;
 };
 
 // The body as read: the top-level fields, the entries that passed the
@@ -166,8 +163,8 @@ struct RawBody {
   Kind files = Kind::kMissing;
   Status file_error;  // the first entry of "files" that failed
   Kind items = Kind::kMissing;
-  std::vector<ItemRest> item_rest;  // beside info->items
-  Status item_error;                // the first entry of "items" that failed its own checks
+  std::vector<ChunksRead> item_chunks;  // beside info->items
+  Status item_error;                    // the first entry of "items" that failed its own checks
 };
 
 // An item's checks that need nothing but the item, in their order.
@@ -203,7 +200,7 @@ Status CheckItemAlone(RawEntry& e, const Where& where, ItemInfo* out) {
 }
 
 // The rest of an item's checks, with the files and the chunk size known.
-Status CheckItemInStep(const ItemInfo& item, const ItemRest& rest, const Where& where,
+Status CheckItemInStep(const ItemInfo& item, const ChunksRead& chunks, const Where& where,
                        const StepInfo& info) {
   if (item.file >= info.files.size()) {
     return where.Bad("file", "= " + std::to_string(item.file) + " names no file");
@@ -212,15 +209,15 @@ Status CheckItemInStep(const ItemInfo& item, const ItemRest& rest, const Where& 
   if (__builtin_add_overflow(item.offset, item.nbytes, &end) || end > info.files[item.file].size) {
     return where.Bad("offset", "+ nbytes runs past the end of " + info.files[item.file].name);
   }
-  STRATA_RETURN_IF_ERROR(CheckArray(rest.chunks, where, "chunks"));
+  STRATA_RETURN_IF_ERROR(CheckArray(chunks.kind, where, "chunks"));
   const uint64_t expected = ChunkCount(item.nbytes, info.chunk_size);
-  if (rest.chunk_count != expected) {
-    return where.Bad("chunks", "has " + std::to_string(rest.chunk_count) + " entries, expected " +
+  if (chunks.count != expected) {
+    return where.Bad("chunks", "has " + std::to_string(chunks.count) + " entries, expected " +
                                    std::to_string(expected));
   }
-  if (rest.bad_chunk) {
-    const std::string entry = " (entry " + std::to_string(*rest.bad_chunk) + ")";
-    return where.Bad("chunks", rest.bad_chunk_not_string
+  if (chunks.bad) {
+    const std::string entry = " (entry " + std::to_string(*chunks.bad) + ")";
+    return where.Bad("chunks", chunks.bad_not_string
                                    ? "has an entry that is not a string" + entry
                                    : "has an entry that is not 16 hex digits" + entry);
   }
@@ -379,7 +376,7 @@ class BodyReader final : public json::json_sax_t {
       case Field::kItems:
         body_->items = kind;
         body_->item_error = Status::Ok();
-        body_->item_rest.clear();
+        body_->item_chunks.clear();
         info_->items.clear();
         return nullptr;
       default:
@@ -418,11 +415,9 @@ class BodyReader final : public json::json_sax_t {
         entry_.dims.clear();
         return nullptr;
       case Field::kChunks:
-        entry_.chunks = kind;
-        entry_.chunk_count = 0;
+        entry_.chunks = ChunksRead();
+        entry_.chunks.kind = kind;
         entry_.chunk_xxh3.clear();
-        entry_.bad_chunk.reset();
-        entry_.bad_chunk_not_string = false;
         return nullptr;
       default:
         return nullptr;
@@ -443,15 +438,15 @@ class BodyReader final : public json::json_sax_t {
       }
       return;
     }
-    const size_t index = entry_.chunk_count++;
-    if (entry_.bad_chunk) return;
+    const size_t index = entry_.chunks.count++;
+    if (entry_.chunks.bad) return;
     std::optional<uint64_t> v;
     if (s != nullptr) v = ParseHex64(*s);
     if (v) {
       entry_.chunk_xxh3.push_back(*v);
     } else {
-      entry_.bad_chunk = index;
-      entry_.bad_chunk_not_string = s == nullptr;
+      entry_.chunks.bad = index;
+      entry_.chunks.bad_not_string = s == nullptr;
     }
   }
 
@@ -517,10 +512,7 @@ class BodyReader final : public json::json_sax_t {
     Status s = CheckItemAlone(entry_, where, &item);
     if (!s.ok()) return Fail(std::move(s));
     info_->items.push_back(std::move(item));
-    body_->item_rest.push_back(ItemRest{.chunks = entry_.chunks,
-                                        .chunk_count = entry_.chunk_count,
-                                        .bad_chunk = entry_.bad_chunk,
-                                        .bad_chunk_not_string = entry_.bad_chunk_not_string});
+    body_->item_chunks.push_back(entry_.chunks);
   }
 
   Status CheckFile(const Where& where, FileInfo* fi) {
@@ -596,7 +588,7 @@ Status CheckBody(const RawBody& body, std::string_view source, StepInfo* info) {
   names.reserve(info->items.size());
   for (size_t i = 0; i < info->items.size(); ++i) {
     const Where where{source, "items", i};
-    STRATA_RETURN_IF_ERROR(CheckItemInStep(info->items[i], body.item_rest[i], where, *info));
+    STRATA_RETURN_IF_ERROR(CheckItemInStep(info->items[i], body.item_chunks[i], where, *info));
     if (!names.insert(info->items[i].name).second) {
       return DataLossError(where.str() + ": duplicate item name \"" + info->items[i].name + "\"");
     }
