@@ -16,7 +16,9 @@
 #include "manifest_test_util.h"
 
 namespace strata {
-namespace {
+// A namespace of its own, not an anonymous one: in a unity build this file
+// shares a compiler run with other tests that define the same helper names.
+namespace manifest_body_test {
 
 using json = nlohmann::json;
 using namespace manifest_test;  // NOLINT: the shared helpers
@@ -318,5 +320,5 @@ TEST(ManifestBodyTest, ManyBadEntriesAreRefusedForTheFirst) {
                  "files[2] is not an object");
 }
 
-}  // namespace
+}  // namespace manifest_body_test
 }  // namespace strata

@@ -25,7 +25,9 @@
 #include "util/hash.h"
 
 namespace strata {
-namespace {
+// A namespace of its own, not an anonymous one: in a unity build this file
+// shares a compiler run with other tests that define the same helper names.
+namespace manifest_file_test {
 
 using json = nlohmann::json;
 using namespace manifest_test;  // NOLINT: the shared helpers
@@ -477,5 +479,5 @@ TEST(ManifestFuzzTest, MutatedJsonValuesNeverCrash) {
   EXPECT_GT(accepted, 0);
 }
 
-}  // namespace
+}  // namespace manifest_file_test
 }  // namespace strata

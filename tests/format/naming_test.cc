@@ -18,7 +18,9 @@
 #include "test_util.h"
 
 namespace strata {
-namespace {
+// A namespace of its own, not an anonymous one: in a unity build this file
+// shares a compiler run with other tests that define the same helper names.
+namespace naming_test {
 
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
@@ -162,5 +164,5 @@ TEST(NamingTest, ValidateItemNameRejectsIllFormedUtf8) {
   }
 }
 
-}  // namespace
+}  // namespace naming_test
 }  // namespace strata

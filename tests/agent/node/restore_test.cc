@@ -28,7 +28,9 @@
 #include "wire/op.h"
 
 namespace strata::agent {
-namespace {
+// A namespace of its own, not an anonymous one: in a unity build this file
+// shares a compiler run with other tests that define the same helper names.
+namespace restore_test {
 
 namespace fs = std::filesystem;
 
@@ -492,5 +494,5 @@ TEST_F(RestoreTest, APlanTheCoordinatorCannotMakeFailsTheRestore) {
   coordinator_.reset();  // before the store it was given
 }
 
-}  // namespace
+}  // namespace restore_test
 }  // namespace strata::agent

@@ -24,7 +24,9 @@
 #include "wire/op.h"
 
 namespace strata::agent {
-namespace {
+// A namespace of its own, not an anonymous one: in a unity build this file
+// shares a compiler run with other tests that define the same helper names.
+namespace coded_tier_test {
 
 namespace fs = std::filesystem;
 
@@ -427,5 +429,5 @@ TEST(StepToJoinTest, NotAStepBelowTheOneThisStartRestored) {
   EXPECT_EQ(Replication::StepToJoin({36125, 36675}, -1, 36450, 36700), 36675);
 }
 
-}  // namespace
+}  // namespace coded_tier_test
 }  // namespace strata::agent

@@ -33,12 +33,14 @@
 #include "wire/op.h"
 
 namespace strata::agent {
-namespace {
+// Named, not anonymous: the tests that use it are named namespaces inside
+// it (a unity build compiles them with other tests).
+namespace replication_fixture {
 
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-constexpr char kSecret[] = "replication-test-secret-012345678";
+constexpr char kReplicationSecret[] = "replication-test-secret-012345678";
 
 // One node: its store and its Replication.
 struct Node {
@@ -254,7 +256,7 @@ class ReplicationTest : public ::testing::Test {
     return reported_;
   }
 
-  net::Trust trust_ = testing::PskTrust(kSecret);  // both nodes'
+  net::Trust trust_ = testing::PskTrust(kReplicationSecret);  // both nodes'
   ManualClock clock_;
   Node sender_{"repl-node0"};
   Node receiver_{"repl-node1"};
@@ -280,7 +282,7 @@ class ReplicationTest : public ::testing::Test {
   std::atomic<bool> forget_on_put_{false};
 };
 
-}  // namespace
+}  // namespace replication_fixture
 }  // namespace strata::agent
 
 #endif  // STRATA_TESTS_AGENT_PEER_REPLICATION_FIXTURE_H_

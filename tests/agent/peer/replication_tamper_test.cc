@@ -6,8 +6,10 @@
 // commits nothing and names the peer.
 #include "replication_fixture.h"
 
-namespace strata::agent {
-namespace {
+namespace strata::agent::replication_fixture {
+// A namespace of its own, not an anonymous one: in a unity build this file
+// shares a compiler run with other tests that define the same helper names.
+namespace replication_tamper_test {
 
 // Bytes an eavesdropper would recognize: 1 MiB of a model's "weights".
 constexpr std::string_view kMarker = "weights-nobody-on-the-path-may-read:";
@@ -69,7 +71,7 @@ TEST_F(TamperTest, AnEavesdropperSeesNoPlaintext) {
 // the test above would catch a channel that does not encrypt.
 TEST_F(TamperTest, WithTlsOffTheEavesdropperReadsTheWeights) {
   server_.reset();
-  trust_ = net::Trust{kSecret, nullptr};
+  trust_ = net::Trust{kReplicationSecret, nullptr};
   ServeReceiver();
   ASSERT_NO_FATAL_FAILURE(SendThroughProxy());
   EXPECT_EQ(Reports(1).front(), 10);
@@ -132,5 +134,5 @@ TEST_F(TamperTest, ARecordedSessionReplayedReachesNoHandler) {
   EXPECT_FALSE(receiver_.store->GetIndex(Key(10)).ok());
 }
 
-}  // namespace
-}  // namespace strata::agent
+}  // namespace replication_tamper_test
+}  // namespace strata::agent::replication_fixture

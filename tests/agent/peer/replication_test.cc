@@ -8,8 +8,10 @@
 
 #include "replication_fixture.h"
 
-namespace strata::agent {
-namespace {
+namespace strata::agent::replication_fixture {
+// A namespace of its own, not an anonymous one: in a unity build this file
+// shares a compiler run with other tests that define the same helper names.
+namespace replication_test {
 
 // An ingested step reaches the peer, which verifies and holds the same copy;
 // the step is reported and the coordinator's watermark taken.
@@ -502,5 +504,5 @@ TEST_F(ReplicationTest, RangesLeftToSendTravelInSeveralStreams) {
   EXPECT_TRUE(receiver_.store->Verify(Key(21)).ok());
 }
 
-}  // namespace
-}  // namespace strata::agent
+}  // namespace replication_test
+}  // namespace strata::agent::replication_fixture
