@@ -24,12 +24,7 @@ namespace naming_test {
 
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
-// Checks code and that `want` occurs in the message.
-void ExpectError(const Status& s, StatusCode code, std::string_view want) {
-  EXPECT_EQ(s.code(), code) << s.ToString();
-  EXPECT_NE(s.message().find(want), std::string::npos)
-      << "message: " << s.message() << "\nwanted:  " << want;
-}
+using testing::ExpectError;
 
 // ---------------------------------------------------------------------------
 // Naming

@@ -1,7 +1,7 @@
 // Copyright 2026 The Strata Authors.
 //
-// Fakes and checks shared by the configuration tests: an environment and a
-// file system held in maps, and an error matcher.
+// Fakes shared by the configuration tests: an environment and a
+// file system held in maps.
 #ifndef STRATA_TESTS_HARNESS_CONFIG_TEST_UTIL_H_
 #define STRATA_TESTS_HARNESS_CONFIG_TEST_UTIL_H_
 
@@ -14,20 +14,12 @@
 #include <vector>
 
 #include "agent/config/config.h"
+#include "test_util.h"  // ExpectError
 
 namespace strata::testing {
 
 using EnvVars = std::map<std::string, std::string>;
 using Files = std::map<std::string, std::string>;
-
-// Checks code and that every `want` occurs in the message.
-inline void ExpectError(const Status& s, StatusCode code, std::vector<std::string_view> want) {
-  EXPECT_EQ(s.code(), code) << s.ToString();
-  for (std::string_view w : want) {
-    EXPECT_NE(s.message().find(w), std::string::npos)
-        << "message: " << s.message() << "\nwanted:  " << w;
-  }
-}
 
 inline agent::GetenvFn FakeGetenv(EnvVars env) {
   return [env = std::move(env)](const std::string& name) -> std::optional<std::string> {

@@ -27,12 +27,7 @@ inline constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 inline constexpr uint64_t kUInt64Max = std::numeric_limits<uint64_t>::max();
 inline constexpr std::string_view kSource = "/ckpt/1200/strata.manifest";
 
-// Checks code and that `want` occurs in the message.
-inline void ExpectError(const Status& s, StatusCode code, std::string_view want) {
-  EXPECT_EQ(s.code(), code) << s.ToString();
-  EXPECT_NE(s.message().find(want), std::string::npos)
-      << "message: " << s.message() << "\nwanted:  " << want;
-}
+using testing::ExpectError;
 
 // A DATA_LOSS error from DecodeManifest(…, kSource), prefixed with the source.
 inline void ExpectDataLoss(const Status& s, std::string_view want) {

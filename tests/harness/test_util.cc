@@ -31,6 +31,14 @@ extern char** environ;
 
 namespace strata::testing {
 
+void ExpectError(const Status& s, StatusCode code, std::initializer_list<std::string_view> want) {
+  EXPECT_EQ(s.code(), code) << s.ToString();
+  for (std::string_view w : want) {
+    EXPECT_NE(s.message().find(w), std::string::npos)
+        << "message: " << s.message() << "\nwanted:  " << w;
+  }
+}
+
 ScratchDir::ScratchDir(const std::string& tag) {
   static std::atomic<int> seq{0};
   path_ = "/dev/shm/strata-test-" + std::to_string(::getpid()) + "-" + tag + "-" +

@@ -1,6 +1,7 @@
 // Copyright 2026 The Strata Authors.
 //
-// Helpers for tests: scratch directories and child processes.
+// Helpers for tests: scratch directories, child processes, and a check of
+// an error's code and message.
 #ifndef STRATA_TESTS_HARNESS_TEST_UTIL_H_
 #define STRATA_TESTS_HARNESS_TEST_UTIL_H_
 
@@ -9,13 +10,22 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <random>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "strata/status.h"
+
 namespace strata::testing {
+
+// Checks the code of `s` and that each of `want` occurs in its message.
+void ExpectError(const Status& s, StatusCode code, std::initializer_list<std::string_view> want);
+inline void ExpectError(const Status& s, StatusCode code, std::string_view want) {
+  ExpectError(s, code, {want});
+}
 
 // A fresh directory under /dev/shm (tmpfs, like a node's RAM disk), removed
 // with everything in it when the object goes away.
