@@ -182,7 +182,7 @@ nlohmann::json ToJson(const Costs& c, const interval::Plan& p) {
 }
 
 void Simulate(Context& ctx, const PlanArgs& a, const Costs& c, const interval::Plan& p,
-              nlohmann::json* json) {
+              nlohmann::json* report) {
   double horizon = a.simulate_days * 86400;
   struct Variant {
     const char* name;
@@ -210,7 +210,7 @@ void Simulate(Context& ctx, const PlanArgs& a, const Costs& c, const interval::P
                    {"goodput", r.goodput},
                    {"failures", r.failures}});
   }
-  (*json)["simulation"] = out;
+  (*report)["simulation"] = out;
 }
 
 void RunPlan(Context& ctx, const PlanArgs& a) {
@@ -221,10 +221,10 @@ void RunPlan(Context& ctx, const PlanArgs& a) {
     return;
   }
   interval::Plan p = interval::MakePlan(*costs);
-  nlohmann::json json = ToJson(*costs, p);
+  nlohmann::json report = ToJson(*costs, p);
   if (!a.json) Print(ctx, a, *costs, p);
-  if (a.simulate_days > 0 && std::isfinite(p.save_interval)) Simulate(ctx, a, *costs, p, &json);
-  if (a.json) ctx.out << json.dump(2) << "\n";
+  if (a.simulate_days > 0 && std::isfinite(p.save_interval)) Simulate(ctx, a, *costs, p, &report);
+  if (a.json) ctx.out << report.dump(2) << "\n";
 }
 
 }  // namespace

@@ -13,7 +13,7 @@ constexpr size_t kMaxHostNameBytes = 253;
 
 // `text` in double quotes, at most kMaxQuotedBytes of it, with every byte
 // outside printable ASCII replaced by '?'.
-std::string Quote(std::string_view text) {
+std::string QuoteAddress(std::string_view text) {
   std::string out = "\"";
   for (size_t i = 0; i < text.size() && i < kMaxQuotedBytes; ++i) {
     unsigned char c = static_cast<unsigned char>(text[i]);
@@ -97,7 +97,8 @@ std::string Endpoint::ToString() const {
 StatusOr<Endpoint> ParseEndpoint(std::string_view text) {
   StatusOr<Endpoint> out = Parse(text);
   if (!out.ok()) {
-    return InvalidArgumentError(Quote(text) + " is not host:port: " + out.status().message());
+    return InvalidArgumentError(QuoteAddress(text) +
+                                " is not host:port: " + out.status().message());
   }
   return out;
 }

@@ -12,36 +12,36 @@ namespace {
 constexpr int64_t kIntMin = std::numeric_limits<int>::min();
 constexpr int64_t kIntMax = std::numeric_limits<int>::max();
 
-using R = StatusReply;
+using Reply = StatusReply;
 
-const Codec<R::Held>& HeldCodec() {
-  return Codec<R::Held>::Once("a held step", [](Codec<R::Held>& codec) {
-    codec.Text("job", &R::Held::job)
-        .Int("rank", &R::Held::rank, 0, kMaxNodes - 1)
-        .Int("step", &R::Held::step, kInt64Min, kInt64Max)
-        .Unsigned("bytes", &R::Held::bytes)
-        .Text("digest", &R::Held::digest);
+const Codec<Reply::Held>& HeldCodec() {
+  return Codec<Reply::Held>::Once("a held step", [](Codec<Reply::Held>& codec) {
+    codec.Text("job", &Reply::Held::job)
+        .Int("rank", &Reply::Held::rank, 0, kMaxNodes - 1)
+        .Int("step", &Reply::Held::step, kInt64Min, kInt64Max)
+        .Unsigned("bytes", &Reply::Held::bytes)
+        .Text("digest", &Reply::Held::digest);
   });
 }
 
-const Codec<R::Parity>& ParityCodec() {
-  return Codec<R::Parity>::Once("a parity shard", [](Codec<R::Parity>& codec) {
-    codec.Int("step", &R::Parity::step, kInt64Min, kInt64Max)
-        .Int("stripe", &R::Parity::stripe, kIntMin, kIntMax)
-        .Int("row", &R::Parity::row, kIntMin, kIntMax)
-        .Unsigned("bytes", &R::Parity::bytes)
-        .Bool("complete", &R::Parity::complete);
+const Codec<Reply::Parity>& ParityCodec() {
+  return Codec<Reply::Parity>::Once("a parity shard", [](Codec<Reply::Parity>& codec) {
+    codec.Int("step", &Reply::Parity::step, kInt64Min, kInt64Max)
+        .Int("stripe", &Reply::Parity::stripe, kIntMin, kIntMax)
+        .Int("row", &Reply::Parity::row, kIntMin, kIntMax)
+        .Unsigned("bytes", &Reply::Parity::bytes)
+        .Bool("complete", &Reply::Parity::complete);
   });
 }
 
-const Codec<R::Rank>& RankCodec() {
-  return Codec<R::Rank>::Once("a rank", [](Codec<R::Rank>& codec) {
-    codec.Int("pid", &R::Rank::pid, kInt64Min, kInt64Max)
-        .Int("step", &R::Rank::step, kInt64Min, kInt64Max)
-        .Unsigned("notices", &R::Rank::notices)
-        .Int("ondemand_step", &R::Rank::ondemand_step, kInt64Min, kInt64Max)
-        .Number("save_stall_seconds", &R::Rank::save_stall_seconds)
-        .Int("saves", &R::Rank::saves, kInt64Min, kInt64Max);
+const Codec<Reply::Rank>& RankCodec() {
+  return Codec<Reply::Rank>::Once("a rank", [](Codec<Reply::Rank>& codec) {
+    codec.Int("pid", &Reply::Rank::pid, kInt64Min, kInt64Max)
+        .Int("step", &Reply::Rank::step, kInt64Min, kInt64Max)
+        .Unsigned("notices", &Reply::Rank::notices)
+        .Int("ondemand_step", &Reply::Rank::ondemand_step, kInt64Min, kInt64Max)
+        .Number("save_stall_seconds", &Reply::Rank::save_stall_seconds)
+        .Int("saves", &Reply::Rank::saves, kInt64Min, kInt64Max);
   });
 }
 
@@ -77,7 +77,7 @@ const Codec<BackupStatus>& BackupStatusCodec() {
 }
 
 // The node's RAM disk, an object of its own on the wire.
-Status ReadRamDisk(const Codec<R>& c, const json& j, R& s) {
+Status ReadRamDisk(const Codec<Reply>& c, const json& j, Reply& s) {
   auto it = j.find("ram_disk");
   if (it == j.end() || it->is_null()) return c.Missing("ram_disk");
   if (!it->is_object() || !it->value("tmpfs", json()).is_boolean() ||
@@ -89,14 +89,14 @@ Status ReadRamDisk(const Codec<R>& c, const json& j, R& s) {
   return Status::Ok();
 }
 
-void WriteRamDisk(const R& s, json* j) {
+void WriteRamDisk(const Reply& s, json* j) {
   (*j)["ram_disk"] = {{"tmpfs", s.tmpfs}, {"huge", s.huge}};
 }
 
 // The job served, its fields at the top level of the answer (present with
 // "job").
-const Codec<R::Job>& JobCodec() {
-  using J = R::Job;
+const Codec<Reply::Job>& JobCodec() {
+  using J = Reply::Job;
   return Codec<J>::Once("status", [](Codec<J>& codec) {
     codec.Text("job", &J::name)
         .Int("node", &J::node, kIntMin, kIntMax)
@@ -110,43 +110,43 @@ const Codec<R::Job>& JobCodec() {
   });
 }
 
-Status ReadJob(const Codec<R>& c, const json& j, R& s) {
+Status ReadJob(const Codec<Reply>& c, const json& j, Reply& s) {
   (void)c;
   if (!j.contains("job") || j["job"].is_null()) return Status::Ok();
   STRATA_ASSIGN_OR_RETURN(s.job, JobCodec().Parse(j));
   return Status::Ok();
 }
 
-void WriteJob(const R& s, json* j) {
+void WriteJob(const Reply& s, json* j) {
   if (s.job) j->update(JobCodec().Write(*s.job));
 }
 
-const Codec<R>& StatusCodec() {
-  return Codec<R>::Once("status", [](Codec<R>& codec) {
-    codec.Text("local_dir", &R::local_dir)
-        .Text("address", &R::address)
-        .List("steps", &R::steps, Presence::kRequired, HeldCodec())
-        .Unsigned("ram_bytes", &R::ram_bytes)
-        .Unsigned("spare_bytes", &R::spare_bytes)
-        .Unsigned("parity_bytes", &R::parity_bytes, Presence::kDefaulted)  // newer agents
-        .List("parity", &R::parity, Presence::kDefaulted, ParityCodec())
-        .WriteIf([](const R& s) { return !s.parity.empty(); })
+const Codec<Reply>& StatusCodec() {
+  return Codec<Reply>::Once("status", [](Codec<Reply>& codec) {
+    codec.Text("local_dir", &Reply::local_dir)
+        .Text("address", &Reply::address)
+        .List("steps", &Reply::steps, Presence::kRequired, HeldCodec())
+        .Unsigned("ram_bytes", &Reply::ram_bytes)
+        .Unsigned("spare_bytes", &Reply::spare_bytes)
+        .Unsigned("parity_bytes", &Reply::parity_bytes, Presence::kDefaulted)  // newer agents
+        .List("parity", &Reply::parity, Presence::kDefaulted, ParityCodec())
+        .WriteIf([](const Reply& s) { return !s.parity.empty(); })
         .Custom({{"ram_disk", true, FieldInfo::Kind::kOther}}, &ReadRamDisk, &WriteRamDisk)
-        .Int("watermark", &R::watermark, kInt64Min, kInt64Max)
-        .Int("newest_replicated", &R::newest_replicated, kInt64Min, kInt64Max)
-        .Int("newest_ingested", &R::newest_ingested, kInt64Min, kInt64Max)
-        .Text("last_restore", &R::last_restore)
-        .Int("restored_step", &R::restored_step, kInt64Min, kInt64Max)
-        .Text("restore_state", &R::restore_state)
-        .Unsigned("queued", &R::queued)
-        .Number("replication_lag_seconds", &R::replication_lag_seconds)
+        .Int("watermark", &Reply::watermark, kInt64Min, kInt64Max)
+        .Int("newest_replicated", &Reply::newest_replicated, kInt64Min, kInt64Max)
+        .Int("newest_ingested", &Reply::newest_ingested, kInt64Min, kInt64Max)
+        .Text("last_restore", &Reply::last_restore)
+        .Int("restored_step", &Reply::restored_step, kInt64Min, kInt64Max)
+        .Text("restore_state", &Reply::restore_state)
+        .Unsigned("queued", &Reply::queued)
+        .Number("replication_lag_seconds", &Reply::replication_lag_seconds)
         .Custom({{"job", false, FieldInfo::Kind::kText}}, &ReadJob, &WriteJob)
-        .Object("backup", &R::backup, BackupStatusCodec())
-        .List("ranks", &R::ranks, Presence::kRequired, RankCodec())
-        .Int("training_step", &R::training_step, kInt64Min, kInt64Max)
-        .Int("ondemand_step", &R::ondemand_step, kInt64Min, kInt64Max)
-        .Text("maintenance_since", &R::maintenance_since)
-        .Object("goodput", &R::goodput, GoodputCodec());
+        .Object("backup", &Reply::backup, BackupStatusCodec())
+        .List("ranks", &Reply::ranks, Presence::kRequired, RankCodec())
+        .Int("training_step", &Reply::training_step, kInt64Min, kInt64Max)
+        .Int("ondemand_step", &Reply::ondemand_step, kInt64Min, kInt64Max)
+        .Text("maintenance_since", &Reply::maintenance_since)
+        .Object("goodput", &Reply::goodput, GoodputCodec());
   });
 }
 

@@ -24,35 +24,38 @@ std::string IncarnationId() {
   return Hex64(gen());
 }
 
-// Logs a retried operation's failures without a line per try: the first
-// failure, then the latest every minute, and the success that ends them.
-class RetryLog {
- public:
-  RetryLog(std::string what, SteadyClock* clock) : what_(std::move(what)), clock_(clock) {}
-  void Failed(const Status& s) {
-    ++failures_;
-    const auto now = clock_->Now();
-    if (failures_ > 1 && now - logged_ < std::chrono::minutes(1)) return;
-    logged_ = now;
-    Log()->warn("{}: {} (try {}; retrying with backoff)", what_, s.message(), failures_);
-  }
-  void Succeeded() {
-    if (failures_ > 0) Log()->info("{}: done after {} failed tries", what_, failures_);
-    failures_ = 0;
-  }
-
- private:
-  const std::string what_;
-  SteadyClock* const clock_;
-  int failures_ = 0;
-  SteadyClock::time_point logged_{};
-};
-
 }  // namespace
 
 // One Run's working state: what it registered with, the round and plan it
 // works on, and what this node's data came to.
 struct Restore::Attempt {
+  // Logs a retried operation's failures without a line per try: the first
+  // failure, then the latest every minute, and the success that ends them.
+  // Nested here, not in an anonymous namespace: a unity build compiles this
+  // file inside another, where a member of such a type is an error (GCC's
+  // -Wsubobject-linkage).
+  class RetryLog {
+   public:
+    RetryLog(std::string what, SteadyClock* clock) : what_(std::move(what)), clock_(clock) {}
+    void Failed(const Status& s) {
+      ++failures_;
+      const auto now = clock_->Now();
+      if (failures_ > 1 && now - logged_ < std::chrono::minutes(1)) return;
+      logged_ = now;
+      Log()->warn("{}: {} (try {}; retrying with backoff)", what_, s.message(), failures_);
+    }
+    void Succeeded() {
+      if (failures_ > 0) Log()->info("{}: done after {} failed tries", what_, failures_);
+      failures_ = 0;
+    }
+
+   private:
+    const std::string what_;
+    SteadyClock* const clock_;
+    int failures_ = 0;
+    SteadyClock::time_point logged_{};
+  };
+
   Attempt(const Request& r, SteadyClock* clock)
       : request(r), register_log("registering with the coordinator", clock) {}
 
