@@ -65,11 +65,14 @@ test: build
 # -O0, and every check still fires) with line tables only. Built by clang:
 # it compiles this code with the sanitizers in half GCC's time, and the
 # suite then passes a second compiler's warnings as errors (the release
-# build is GCC's). build-asan compiles without the Python environment; the
-# tests need it (moto, the layer check).
+# build is GCC's), the lock contracts (-Wthread-safety, what `make
+# check-locks` checks) among them, over every library, binary and test.
+# build-asan compiles without the Python environment; the tests need it
+# (moto, the layer check).
 build-asan: deps-system
 	@CXX=clang++ CC=clang cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-	  -DSTRATA_SANITIZE=ON '-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1' -DSTRATA_BENCH=OFF -DSTRATA_PYTHON=OFF \
+	  -DSTRATA_SANITIZE=ON '-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1' -DSTRATA_THREAD_SAFETY=ON \
+	  -DSTRATA_BENCH=OFF -DSTRATA_PYTHON=OFF \
 	  $(VENV_FLAG) $(LAUNCHER) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(ASAN_DIR) -j $(JOBS)
 
@@ -77,16 +80,18 @@ test-asan: deps build-asan
 	@cd $(ASAN_DIR) && ctest --output-on-failure -j $(JOBS)
 
 # The concurrent parts under ThreadSanitizer, built by clang with the lock
-# contracts checked as errors (-Wthread-safety): one build covers both, as
-# `make check-locks` alone does the second. Only the unit tests of the
-# concurrent parts are compiled (tsan_tests: tests/CMakeLists.txt's
-# STRATA_CONCURRENT_TESTS). -O1 with line tables, as the
-# ASan build: TSan's authors advise -O1 or more, and it compiles faster.
+# contracts checked as errors (-Wthread-safety) in what it compiles. Only
+# the unit tests of the concurrent parts and the libraries they use are
+# compiled (tsan_tests: tests/CMakeLists.txt's STRATA_CONCURRENT_TESTS;
+# storage_tests' parallel transfers): not the strata binary, whose
+# contracts the ASan build (and `make check-locks`) checks. -O1 with line
+# tables, as the ASan build: TSan's authors advise -O1 or more, and it
+# compiles faster.
 build-tsan: deps
 	@CXX=clang++ cmake -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTRATA_TSAN=ON \
 	  '-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1' -DSTRATA_THREAD_SAFETY=ON -DSTRATA_WERROR=ON \
 	  -DSTRATA_BENCH=OFF -DSTRATA_PYTHON=OFF $(VENV_FLAG) $(LAUNCHER) $(CMAKE_FLAGS) >/dev/null
-	@cmake --build $(TSAN_DIR) -j $(JOBS) --target tsan_tests storage_tests strata
+	@cmake --build $(TSAN_DIR) -j $(JOBS) --target tsan_tests storage_tests
 
 test-tsan: build-tsan
 	@$(MAKE) --no-print-directory lock-violations
