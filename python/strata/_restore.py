@@ -12,7 +12,7 @@ import torch
 
 import strata
 from strata._tree import (TREE_ITEM, _FORMAT, _bits, _Decoder, _fit, _is_stateful, _materialize,
-                          _place, _plan, _target_state, _Unplanned)
+                          _place, _Placeholder, _plan, _target_state, _Unplanned)
 
 
 def _copy_into(copies: List[Tuple[torch.Tensor, torch.Tensor]]) -> None:
@@ -80,29 +80,33 @@ class _Planner:
         return kind, value
 
     def _destinations(self, pairs) -> List[Tuple[str, int, int, int, int]]:
+        """The stager's destinations for `pairs` (live, _Placeholder or item
+        name: _plan's): each contiguous live tensor, once per item; the
+        rest, in `leftover`, restore() copies itself."""
         streams: Dict[int, int] = {}
-        out, used = [], set()
+        out, used, keep = [], set(), self._keep
         self.leftover = []
         for dst, src in pairs:
-            name = src.name
-            if name in used or not dst.is_contiguous() or not src.numel():
-                if src.numel():
+            name = src if type(src) is str else src.name
+            nbytes = dst.nbytes
+            if name in used or not nbytes or not dst.is_contiguous():
+                if nbytes:
+                    if type(src) is str:
+                        src = _Placeholder(src, dst.dtype, dst.shape)
                     self.leftover.append((dst, src))
                 continue  # restore() copies these itself
             if dst.is_cuda:
                 device = dst.get_device()
                 if device not in streams:
                     streams[device] = torch.cuda.current_stream(device).cuda_stream
-                stream = streams[device]
+                out.append((name, dst.data_ptr(), nbytes, device, streams[device]))
             elif dst.is_cpu:
-                device, stream = -1, 0
+                out.append((name, dst.data_ptr(), nbytes, -1, 0))
             else:
                 continue
             used.add(name)
-            address = dst.data_ptr()
-            out.append((name, address, dst.nbytes, device, stream))
-            self.done.add((name, address))
-            self._keep.append(dst)
+            keep.append(dst)
+        self.done = {(d[0], d[1]) for d in out}
         return out
 
 

@@ -616,7 +616,10 @@ def _plan(node: Any, live: Any, path: str, decoder: _Decoder,
     DTensor, an array, bytes, a dtype, a tensor whose live counterpart is
     missing or not a plain strided tensor, a key that is no plain value)
     takes the three steps, counted in generic[0]: while that stays 0, the
-    value holds no placeholder, and _materialize has nothing to resolve."""
+    value holds no placeholder, and _materialize has nothing to resolve.
+    A pair's second part is the _Placeholder, or for a tensor found in a
+    dict, the placeholder's item name alone (its dtype and shape are the
+    live tensor's)."""
     if type(node) is not dict:
         return node
     if "$tensor" in node:
@@ -635,6 +638,17 @@ def _plan(node: Any, live: Any, path: str, decoder: _Decoder,
                 generic[0] += 1
                 k = decoder.decode(k)
             child = live.get(k) if type(live) is dict else _child(live, k)
+            # A saved tensor whose live counterpart is a strided tensor of its
+            # dtype and shape, the common case, without a call or a path: the
+            # pair is (live, item name). Anything else, a misfit included
+            # (which raises naming its path), takes the call below.
+            if type(v) is dict and "$tensor" in v and type(child) in _TENSORS and \
+                    child.layout is _STRIDED and \
+                    _TORCH_DTYPES.get(v["dtype"]) is child.dtype and \
+                    child.shape == tuple(v["shape"]):
+                pairs.append((child, v["$tensor"]))
+                out[k] = child
+                continue
             out[k] = _plan(v, child, f"{path}.{k}", decoder, pairs, generic)
         return out
     elif "$list" in node:
