@@ -83,11 +83,11 @@ std::string ClientIdProblem(std::string_view id) {
   return "";
 }
 
-void PutU32(std::string* out, uint32_t v) {
+void AppendU32(std::string* out, uint32_t v) {
   for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
 }
 
-uint32_t GetU32(std::string_view p) {
+uint32_t ReadU32(std::string_view p) {
   uint32_t v = 0;
   for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
   return v;
@@ -101,7 +101,7 @@ Nonce ToNonce(std::string_view bytes) {
 
 std::string EncodeHello(const Nonce& nonce, std::string_view client_id) {
   std::string hello;
-  PutU32(&hello, kProtocolVersion);
+  AppendU32(&hello, kProtocolVersion);
   hello.append(AsView(nonce.data(), nonce.size()));
   hello.append(client_id);
   return hello;
@@ -144,9 +144,9 @@ StatusOr<std::string> ServerHandshake::OnHello(const Frame& frame, std::string* 
   STRATA_RETURN_IF_ERROR(CheckSecret(secret_));
   STRATA_RETURN_IF_ERROR(CheckType(frame, kFrameHello, "HELLO", who_));
   std::string_view p = frame.payload;
-  if (p.size() >= 4 && GetU32(p) != kProtocolVersion) {
+  if (p.size() >= 4 && ReadU32(p) != kProtocolVersion) {
     *refusal = std::string(kVersionMismatch) + ": the caller speaks version " +
-               std::to_string(GetU32(p)) + ", this agent version " +
+               std::to_string(ReadU32(p)) + ", this agent version " +
                std::to_string(kProtocolVersion) + "; run the same Strata release on every node";
     return FailedPreconditionError(who_ + ": " + *refusal);
   }
@@ -254,7 +254,7 @@ StatusOr<std::string> LocalHello(std::string_view client_id) {
     return InvalidArgumentError("authentication: " + problem);
   }
   std::string hello;
-  PutU32(&hello, kProtocolVersion);
+  AppendU32(&hello, kProtocolVersion);
   hello.append(client_id);
   return hello;
 }
@@ -264,9 +264,9 @@ StatusOr<std::string> OnLocalHello(const Frame& frame, const std::string& who,
   refusal->clear();
   STRATA_RETURN_IF_ERROR(CheckType(frame, kFrameLocalHello, "LOCAL_HELLO", who));
   std::string_view p = frame.payload;
-  if (p.size() >= 4 && GetU32(p) != kProtocolVersion) {
+  if (p.size() >= 4 && ReadU32(p) != kProtocolVersion) {
     *refusal = std::string(kVersionMismatch) + ": the caller speaks version " +
-               std::to_string(GetU32(p)) + ", this agent version " +
+               std::to_string(ReadU32(p)) + ", this agent version " +
                std::to_string(kProtocolVersion) + "; use the strata of the agent's release";
     return FailedPreconditionError(who + ": " + *refusal);
   }
