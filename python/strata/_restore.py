@@ -81,31 +81,32 @@ class _Planner:
 
     def _destinations(self, pairs) -> List[Tuple[str, int, int, int, int]]:
         """The stager's destinations for `pairs` (live, _Placeholder or item
-        name: _plan's): each contiguous live tensor, once per item; the
-        rest, in `leftover`, restore() copies itself."""
+        name: _plan's): each contiguous live tensor on the CPU or a CUDA
+        device, once per item. The others (not contiguous, a second tensor
+        for an item, another device) go to `leftover`, which restore()
+        copies itself; empty tensors go nowhere."""
         streams: Dict[int, int] = {}
         out, used, keep = [], set(), self._keep
         self.leftover = []
         for dst, src in pairs:
             name = src if type(src) is str else src.name
             nbytes = dst.nbytes
-            if name in used or not nbytes or not dst.is_contiguous():
-                if nbytes:
-                    if type(src) is str:
-                        src = _Placeholder(src, dst.dtype, dst.shape)
-                    self.leftover.append((dst, src))
-                continue  # restore() copies these itself
-            if dst.is_cuda:
-                device = dst.get_device()
-                if device not in streams:
-                    streams[device] = torch.cuda.current_stream(device).cuda_stream
-                out.append((name, dst.data_ptr(), nbytes, device, streams[device]))
-            elif dst.is_cpu:
-                out.append((name, dst.data_ptr(), nbytes, -1, 0))
-            else:
+            if not nbytes:
                 continue
-            used.add(name)
-            keep.append(dst)
+            if name not in used and dst.is_contiguous() and (dst.is_cpu or dst.is_cuda):
+                device, stream = -1, 0
+                if dst.is_cuda:
+                    device = dst.get_device()
+                    if device not in streams:
+                        streams[device] = torch.cuda.current_stream(device).cuda_stream
+                    stream = streams[device]
+                out.append((name, dst.data_ptr(), nbytes, device, stream))
+                used.add(name)
+                keep.append(dst)
+                continue
+            if type(src) is str:  # _plan's short form: the live tensor's dtype and shape
+                src = _Placeholder(src, dst.dtype, dst.shape)
+            self.leftover.append((dst, src))
         self.done = {(d[0], d[1]) for d in out}
         return out
 

@@ -398,6 +398,43 @@ with strata.torch.Checkpointer({str(scratch)!r}, async_save=False) as ckpt:
     assert torch.equal(model.weight, torch.full((64, 64), 1.0))
 
 
+def test_live_tensors_the_stager_does_not_copy_into_are_restored(scratch):
+    """The stager copies only into contiguous live tensors on the CPU or a
+    CUDA device; restore() copies the rest itself (_Planner.leftover): a
+    transposed buffer of a module, restored in place."""
+    module = torch.nn.Module()
+    module.register_buffer("t", torch.arange(12.0).reshape(3, 4).t())
+    module.register_buffer("c", torch.arange(5.0))
+    live_t, live_c = module.t, module.c
+    with strata.torch.Checkpointer(str(scratch)) as ckpt:
+        ckpt.save(1, {"m": module})
+        module.t.zero_()
+        module.c.zero_()
+        assert ckpt.restore({"m": module}) == 1
+    assert module.t is live_t and module.c is live_c and not module.t.is_contiguous()
+    assert torch.equal(module.t, torch.arange(12.0).reshape(3, 4).t())
+    assert torch.equal(module.c, torch.arange(5.0))
+
+
+def test_a_live_tensor_on_another_device_is_left_to_restore(scratch):
+    """A live tensor neither on the CPU nor on a CUDA device is no
+    destination of the stager's, and not dropped either: it is left to
+    restore()'s own copy, as a non-contiguous one is."""
+    from strata import _restore, _tree
+
+    elsewhere = torch.empty(3, device="meta")
+    contiguous, transposed = torch.zeros(4), torch.zeros(2, 3).t()
+    planner = _restore._Planner({})
+    out = planner._destinations([(elsewhere, "a"), (contiguous, "b"), (transposed, "c"),
+                                 (torch.zeros(0), "d")])
+    assert [(name, device) for name, _, _, device, _ in out] == [("b", -1)]
+    assert [(d is e, s.name, tuple(s.shape)) for (d, s), e in
+            zip(planner.leftover, (elsewhere, transposed))] == [(True, "a", (3,)),
+                                                                (True, "c", (3, 2))]
+    assert all(type(s) is _tree._Placeholder for _, s in planner.leftover)
+    assert planner.done == {("b", contiguous.data_ptr())}
+
+
 def test_every_dtype_view_and_non_contiguous_tensor_round_trips(scratch):
     base = torch.arange(48, dtype=torch.float32).reshape(6, 8)
     values = dict(all_dtype_tensors())
