@@ -77,6 +77,7 @@ build-asan: deps-system
 	@cmake --build $(ASAN_DIR) -j $(JOBS)
 
 test-asan: deps build-asan
+	@$(MAKE) --no-print-directory lock-violations
 	@cd $(ASAN_DIR) && ctest --output-on-failure -j $(JOBS)
 
 # The concurrent parts under ThreadSanitizer, built by clang with the lock
