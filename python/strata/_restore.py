@@ -104,7 +104,7 @@ class _Planner:
                 used.add(name)
                 keep.append(dst)
                 continue
-            if type(src) is str:  # _plan's short form: the live tensor's dtype and shape
+            if type(src) is str:  # _plan's: the placeholder has the live tensor's dtype and shape
                 src = _Placeholder(src, dst.dtype, dst.shape)
             self.leftover.append((dst, src))
         self.done = {(d[0], d[1]) for d in out}

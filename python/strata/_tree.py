@@ -611,15 +611,14 @@ def _plan(node: Any, live: Any, path: str, decoder: _Decoder,
     live, False, pairs) returns for a restore being planned (`decoder` has no
     items), in one walk over the saved tree and the live state instead of
     three: a saved tensor with a live strided tensor of its shape and dtype
-    is that live tensor, (live, its _Placeholder) appended to `pairs`; a
-    dtype or shape that differs raises as _fit does. Any other node (a
+    is that live tensor, (live, its item's name) appended to `pairs` (the
+    placeholder's dtype and shape would be the live tensor's); a dtype or
+    shape that differs raises as _fit does. Any other node (a
     DTensor, an array, bytes, a dtype, a tensor whose live counterpart is
     missing or not a plain strided tensor, a key that is no plain value)
     takes the three steps, counted in generic[0]: while that stays 0, the
-    value holds no placeholder, and _materialize has nothing to resolve.
-    A pair's second part is the _Placeholder, or for a tensor found in a
-    dict, the placeholder's item name alone (its dtype and shape are the
-    live tensor's)."""
+    value holds no placeholder, and _materialize has nothing to resolve;
+    the pairs _place appends have a _Placeholder."""
     if type(node) is not dict:
         return node
     if "$tensor" in node:
@@ -629,7 +628,7 @@ def _plan(node: Any, live: Any, path: str, decoder: _Decoder,
             if shape != tuple(node["shape"]) or dtype != live.dtype:
                 saved = _Placeholder(node["$tensor"], dtype, torch.Size(node["shape"]))
                 raise _misfit(saved, live, path, decoder.step)
-            pairs.append((live, _Placeholder(node["$tensor"], dtype, shape)))
+            pairs.append((live, node["$tensor"]))
             return live
     elif "$dict" in node:
         out = {}
@@ -638,10 +637,9 @@ def _plan(node: Any, live: Any, path: str, decoder: _Decoder,
                 generic[0] += 1
                 k = decoder.decode(k)
             child = live.get(k) if type(live) is dict else _child(live, k)
-            # A saved tensor whose live counterpart is a strided tensor of its
-            # dtype and shape, the common case, without a call or a path: the
-            # pair is (live, item name). Anything else, a misfit included
-            # (which raises naming its path), takes the call below.
+            # The "$tensor" case above, the common one, without a call or a
+            # path; anything else, a misfit included (which raises naming its
+            # path), takes the call below.
             if type(v) is dict and "$tensor" in v and type(child) in _TENSORS and \
                     child.layout is _STRIDED and \
                     _TORCH_DTYPES.get(v["dtype"]) is child.dtype and \

@@ -332,8 +332,8 @@ def test_the_planned_walk_is_decode_fit_and_place_in_one(scratch):
     assert same(expected, value)
     assert [d for d, _ in pairs] == [d for d, _ in expected_pairs]
     assert all(d is e for (d, _), (e, _) in zip(pairs, expected_pairs))
-    # A tensor met in a dict is paired with its item's name alone (the
-    # dtype and shape are its live tensor's).
+    # A tensor paired with a live one of its dtype and shape comes with its
+    # item's name alone.
     def placeholder(dst, src):
         return _tree._Placeholder(src, dst.dtype, dst.shape) if type(src) is str else src
 
