@@ -21,6 +21,7 @@
 #include "agent/rpc/client.h"
 #include "component_util.h"
 #include "net/frame.h"
+#include "test_util.h"
 #include "util/process.h"
 #include "wire/json.h"
 
