@@ -660,8 +660,6 @@ def _plan(node: Any, live: Any, path: str, decoder: _Decoder,
     return _place(fitted, live, False, pairs)
 
 
-
-
 @contextlib.contextmanager
 def gc_paused():
     """Python's cyclic garbage collector paused for the block (and resumed
