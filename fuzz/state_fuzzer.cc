@@ -33,13 +33,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   agent::DecodeSeal(text, 0xabcdef, "fuzz").status().IgnoreError();
   agent::DecodeParityHeader(text, "fuzz").status().IgnoreError();
-  // The sync map is a file every process maps: written whole, then opened.
+  // The sync map is a file every process maps: written whole, then opened,
+  // then removed (no input leaves a file behind).
   static const std::string path = "/dev/shm/strata-fuzz-sync-map-" + std::to_string(::getpid());
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   if (fd >= 0) {
     const bool written = size == 0 || ::write(fd, data, size) == static_cast<ssize_t>(size);
     ::close(fd);
     if (written) SyncMap::Open(path).status().IgnoreError();
+    ::unlink(path.c_str());
   }
   return 0;
 }
