@@ -183,13 +183,20 @@ std::vector<TrainerRun> Cluster::Train(int64_t steps, int64_t interval, const Tr
   // Wait until every agent has ingested and replicated the last step saved
   // (with no peers, "replicated" means ingested).
   const int64_t last = steps - steps % interval;
+  // The check is on the figure the wait saw last, not on a status asked for
+  // again: a test may restart an agent meanwhile (PeerRestartMidTransfer).
   for (int i = 0; i < nodes_ && o.wait_replicated; ++i) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-    while (TryStatus(i).value("newest_replicated", int64_t{-1}) < last &&
-           std::chrono::steady_clock::now() < deadline) {
+    std::string error;  // the last status call's, if it failed
+    auto newest = [&] {
+      error.clear();
+      return TryStatus(i, &error).value("newest_replicated", int64_t{-1});
+    };
+    int64_t replicated = -1;
+    while ((replicated = newest()) < last && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    EXPECT_GE(Status(i).value("newest_replicated", int64_t{-1}), last) << "node " << i;
+    EXPECT_GE(replicated, last) << "node " << i << (error.empty() ? "" : ": " + error);
   }
   return runs;
 }
