@@ -81,13 +81,15 @@ StatusOr<int> DeviceLanes::Mark() {
   std::vector<std::pair<int, cuda::Event>> mark;
   for (auto& [device, lane] : lanes_) {
     if (!lane.dirty) continue;
+    // First: an event is made on the current device, and is recorded only
+    // on a stream of its own device.
+    STRATA_RETURN_IF_ERROR(
+        rt_.Check(rt_.cudaSetDevice(device), "cudaSetDevice", DeviceName(device)));
     if (lane.marks_used == lane.marks.size()) {
       STRATA_ASSIGN_OR_RETURN(cuda::Event e, NewEvent(device));
       lane.marks.push_back(e);
     }
     cuda::Event e = lane.marks[lane.marks_used++];
-    STRATA_RETURN_IF_ERROR(
-        rt_.Check(rt_.cudaSetDevice(device), "cudaSetDevice", DeviceName(device)));
     STRATA_RETURN_IF_ERROR(
         rt_.Check(rt_.cudaEventRecord(e, lane.stream), "cudaEventRecord", DeviceName(device)));
     lane.dirty = false;
