@@ -93,7 +93,8 @@ test-asan: deps build-asan
 # contracts checked as errors (-Wthread-safety) in what it compiles. Only
 # the unit tests of the concurrent parts and the libraries they use are
 # compiled (tsan_tests: tests/CMakeLists.txt's STRATA_CONCURRENT_TESTS;
-# storage_tests' parallel transfers): not the strata binary, whose
+# storage_tests' parallel transfers; the CUDA stager's tests on the emulated
+# runtime, whose streams run on threads of their own): not the strata binary, whose
 # contracts the ASan build (and `make check-locks`) checks. -O1 with line
 # tables, as the ASan build: TSan's authors advise -O1 or more, and it
 # compiles faster.
@@ -101,12 +102,13 @@ build-tsan: deps
 	@CXX=clang++ cmake -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTRATA_TSAN=ON \
 	  '-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1' -DSTRATA_THREAD_SAFETY=ON -DSTRATA_WERROR=ON \
 	  -DSTRATA_BENCH=OFF -DSTRATA_PYTHON=OFF $(CONFIG_FLAGS) $(LAUNCHER) $(CMAKE_FLAGS) >/dev/null
-	@cmake --build $(TSAN_DIR) -j $(JOBS) --target tsan_tests storage_tests
+	@cmake --build $(TSAN_DIR) -j $(JOBS) --target tsan_tests storage_tests cuda_emulated_tests
 
 test-tsan: build-tsan
 	@$(MAKE) --no-print-directory lock-violations
 	@$(TSAN_DIR)/tests/tsan_tests --gtest_filter='$(TSAN_FILTER)'
 	@$(TSAN_DIR)/tests/storage_tests --gtest_filter='$(TSAN_STORAGE_FILTER)'
+	@$(TSAN_DIR)/tests/cuda_emulated_tests
 
 # The lock contracts (GUARDED_BY, REQUIRES, ...) checked by clang's
 # -Wthread-safety, as errors: every library and the strata binary.

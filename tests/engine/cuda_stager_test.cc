@@ -5,12 +5,15 @@
 // stream, overlapped saves that later writes cannot reach, a mismatch that
 // writes nothing, a fallback that overwrites what a corrupt step copied.
 // Without a CUDA runtime or a device every GPU test skips, saying why; the
-// first test runs everywhere.
+// first test runs everywhere. Built as cuda_emulated_tests, the runtime is
+// the emulated one (harness/emulated_cudart.cc) and every test runs.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <vector>
 
 #include "engine/cuda_runtime.h"
@@ -24,6 +27,24 @@ namespace {
 
 using testing::RandomData;
 using testing::ScratchDir;
+
+#ifdef STRATA_EMULATED_CUDART
+// Before any test: Runtime::Load() and CudaStager::Open() load this one.
+[[maybe_unused]] const bool kEmulated = setenv("STRATA_CUDART", STRATA_EMULATED_CUDART, 1) == 0;
+#endif
+
+// The bytes the emulated runtime holds page-locked; nullopt on a real one
+// (which cannot tell).
+std::optional<size_t> EmulatedLockedBytes() {
+#ifdef STRATA_EMULATED_CUDART
+  void* lib = dlopen(STRATA_EMULATED_CUDART, RTLD_NOW | RTLD_NOLOAD);
+  auto* fn = lib == nullptr
+                 ? nullptr
+                 : reinterpret_cast<size_t (*)()>(dlsym(lib, "strata_emulated_cuda_locked_bytes"));
+  if (fn != nullptr) return fn();
+#endif
+  return std::nullopt;
+}
 
 TEST(CudaStagerTest, WithoutTheRuntimeOpenIsUnavailableNamingWhatWasTried) {
   ScratchDir d("cuda");
@@ -357,6 +378,122 @@ TEST_F(CudaStagerGpuTest, ItemsOnSeveralDevicesAndBadOrdinalsAreRefused) {
   ASSERT_TRUE(stager_->RestoreInto(into).ok());
   EXPECT_EQ(a.Download(), abytes);
   EXPECT_EQ(b.Download(), bbytes);
+}
+
+// Steps saved from device memory into the step files, recycled as retention
+// removes steps: each file mapping is page-locked once and released when it
+// is unmapped (the emulated runtime refuses a range locked twice and aborts
+// on one released under a queued copy), and the bytes are each step's.
+TEST_F(CudaStagerGpuTest, RecycledStepFilesStayPageLockedAndHoldEachStep) {
+  CheckpointerOptions o;
+  o.preemption_signals = {};
+  o.max_to_keep = 2;
+  stager_.reset();
+  ckpt_.reset();
+  auto ckpt = Checkpointer::Open(dir_.path(), o);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
+  ckpt_ = std::move(*ckpt);
+  OpenStager({});
+  const int last = devices_ - 1;
+  ASSERT_EQ(rt_->cudaSetDevice(last), 0);
+  DeviceBuffer b(*rt_, (1 << 20) + 7);
+  ASSERT_EQ(rt_->cudaSetDevice(0), 0);
+  DeviceBuffer a(*rt_, (3 << 20) + 5);
+  std::vector<uint8_t> host(4096);
+  std::vector<DeviceItem> items = {
+      Saved("a", a, 0),
+      Saved("b", b, last),
+      {"h", DType::kUInt8, {4096}, host.data(), host.size(), -1, nullptr}};
+  ASSERT_TRUE(stager_->Reserve(items).ok());
+  uint64_t held = 0;
+  for (int v = 1; v <= 6; ++v) {
+    const auto abytes = RandomData(a.size(), v), bbytes = RandomData(b.size(), 50 + v);
+    host = RandomData(host.size(), 90 + v);
+    items[2].data = host.data();
+    a.Upload(abytes);
+    b.Upload(bbytes);
+    const auto mode = v % 2 ? DeviceSaveMode::kBlocking : DeviceSaveMode::kOverlapped;
+    auto saved = stager_->Save(v, items, mode);
+    ASSERT_TRUE(saved.ok()) << "step " << v << ": " << saved.status().ToString();
+    ASSERT_TRUE(ckpt_->Wait().ok());
+    EXPECT_EQ(OnDisk(v, "a"), abytes) << "step " << v;
+    EXPECT_EQ(OnDisk(v, "b"), bbytes) << "step " << v;
+    EXPECT_EQ(OnDisk(v, "h"), host) << "step " << v;
+    EXPECT_TRUE(stager_->status().staging_pinned) << "step " << v;
+    if (v == 4) held = stager_->status().staging_bytes;
+    if (v > 4) {
+      EXPECT_EQ(stager_->status().staging_bytes, held) << "step " << v;
+    }
+    if (auto locked = EmulatedLockedBytes()) {
+      EXPECT_GE(*locked, stager_->status().staging_bytes) << "step " << v;
+    }
+  }
+  stager_.reset();  // releases what it locked
+  if (auto locked = EmulatedLockedBytes()) {
+    EXPECT_EQ(*locked, 0u);
+  }
+}
+
+// The planned restore strata.torch and strata.dcp use: the key item says
+// where the others go; each planned item lands on its device, the others
+// stay in host memory.
+TEST_F(CudaStagerGpuTest, APlannedRestoreCopiesEachItemToItsDevice) {
+  const int last = devices_ - 1;
+  ASSERT_EQ(rt_->cudaSetDevice(last), 0);
+  DeviceBuffer b(*rt_, 8 << 20);
+  ASSERT_EQ(rt_->cudaSetDevice(0), 0);
+  DeviceBuffer a(*rt_, 4099);
+  const auto abytes = RandomData(a.size(), 1), bbytes = RandomData(b.size(), 2);
+  a.Upload(abytes);
+  b.Upload(bbytes);
+  const std::string tree = "a b";
+  std::vector<uint8_t> kept = RandomData(300, 3);
+  std::vector<DeviceItem> items = {
+      Saved("a", a, 0),
+      Saved("b", b, last),
+      {"tree", DType::kBytes, {3}, tree.data(), tree.size(), -1, nullptr},
+      {"kept", DType::kUInt8, {300}, kept.data(), kept.size(), -1, nullptr}};
+  auto saved = stager_->Save(3, items);
+  ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+  ASSERT_TRUE(ckpt_->Wait().ok());
+  a.Fill(0);
+  ASSERT_EQ(rt_->cudaSetDevice(last), 0);
+  b.Fill(0);
+  ASSERT_EQ(rt_->cudaSetDevice(0), 0);
+
+  std::atomic<int> planned{0};
+  auto plan = [&](const RestoredStep& reading,
+                  const RestoredItem& key) -> StatusOr<std::vector<MutableDeviceItem>> {
+    ++planned;
+    EXPECT_EQ(reading.step, 3);
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(key.data.data()), key.data.size()), tree);
+    return std::vector<MutableDeviceItem>{Target("a", a, 0), Target("b", b, last)};
+  };
+  auto restored = stager_->RestorePlanned("tree", plan);
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_EQ(planned.load(), 1);
+  EXPECT_EQ(a.Download(), abytes);
+  EXPECT_EQ(b.Download(), bbytes);
+  const RestoredItem* k = restored->Find("kept");
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(k->data.data()),
+                                 reinterpret_cast<const uint8_t*>(k->data.data()) + 300),
+            kept);
+
+  // The same without a checkpointer (a directory another component owns),
+  // and the snapshot copy DCP's stager makes.
+  a.Fill(0);
+  auto again = RestoreStepPlanned(dir_.path(), 3, "tree", plan, 2);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(a.Download(), abytes);
+  std::vector<std::byte> ahost(a.size()), bhost(b.size());
+  std::vector<std::byte*> dst = {ahost.data(), bhost.data()};
+  ASSERT_TRUE(CopyToHost(std::vector<DeviceItem>{Saved("a", a, 0), Saved("b", b, last)}, dst).ok());
+  EXPECT_EQ(std::memcmp(ahost.data(), abytes.data(), a.size()), 0);
+  EXPECT_EQ(std::memcmp(bhost.data(), bbytes.data(), b.size()), 0);
+  auto refused = CopyToHost(std::vector<DeviceItem>{Saved("a", a, devices_)}, dst);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("\"a\""), std::string::npos) << refused.ToString();
 }
 
 }  // namespace

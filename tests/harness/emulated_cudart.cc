@@ -1,0 +1,734 @@
+// Copyright 2026 The Strata Authors.
+//
+// The CUDA runtime calls Strata makes (engine/cuda_runtime.h), emulated on
+// host memory: loaded as the runtime (STRATA_CUDART=<this library>), it lets
+// the CUDA paths -- CudaStager, DeviceLanes, the planned restore's device
+// copies -- run in every build's suite on machines without a GPU, under
+// ASan and TSan. It does not stand in for a GPU run (scripts/gpu-check.sh
+// runs the same tests on a real device); it keeps the rules a device
+// enforces, and shows some a device does not:
+//
+//  * Device memory is not host memory. cudaMalloc returns an address mapped
+//    with no access; the bytes live in a second mapping of the same memfd
+//    that only this library touches. Host code that dereferences a device
+//    pointer faults at once.
+//  * Copies check direction and bounds: a device address must lie, with all
+//    the bytes copied, inside one allocation, of the stream's device; a host
+//    address inside none. Else cudaErrorInvalidValue, and the reason on
+//    stderr.
+//  * Streams are asynchronous: each has a thread that runs its operations in
+//    order, each after STRATA_EMU_CUDA_DELAY_US (default 300) microseconds,
+//    to widen the window in which host code could read bytes a copy has not
+//    written yet. A cudaMemcpyAsync between a device and page-locked memory
+//    (cudaHostAlloc, cudaHostRegister) returns at once; with pageable
+//    memory it returns once the copy is done, as the runtime documents. The
+//    host learns that work is done only through what the runtime offers
+//    (cudaStreamSynchronize, cudaEventSynchronize, cudaDeviceSynchronize,
+//    a synchronous call): host code that reads staged bytes without one of
+//    them reads old bytes (the delay sees to it), and TSan checks the
+//    synchronization of the callers' threads with the streams'.
+//  * Events capture the work enqueued before cudaEventRecord; a wait
+//    (cudaEventSynchronize, cudaStreamWaitEvent) waits for that capture.
+//    An event is recorded only on a stream of its own device.
+//  * Page-locking: cudaHostRegister refuses a range that overlaps one
+//    already page-locked (cudaErrorHostMemoryAlreadyRegistered) or is not
+//    mapped; cudaHostUnregister refuses an address it did not register
+//    (cudaErrorHostMemoryNotRegistered). Unregistering or freeing
+//    page-locked memory that a queued copy still uses is undefined on a
+//    device; here it aborts, naming the call.
+//  * STRATA_EMU_CUDA_DEVICES devices (default 2; 0: cudaErrorNoDevice);
+//    the current device is per thread, as is cudaGetLastError's error.
+//  * strata_emulated_cuda_locked_bytes(), not the runtime's, tells a test
+//    how much memory is page-locked, so it can see that what was locked is
+//    released.
+//
+// Simplifications: cudaStreamDestroy and cudaFree wait for the work they
+// concern (the runtime defers the release instead); the legacy default
+// stream does not synchronize with other blocking streams (Strata's streams
+// are non-blocking; a test relying on that sync would fail here, not pass).
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "util/mutex.h"
+
+namespace strata::emulated_cuda {
+namespace {
+
+// The runtime's codes (cudaError_t).
+constexpr int kSuccess = 0;
+constexpr int kInvalidValue = 1;
+constexpr int kMemoryAllocation = 2;
+constexpr int kNoDevice = 100;
+constexpr int kInvalidDevice = 101;
+constexpr int kInvalidResourceHandle = 400;
+constexpr int kAlreadyRegistered = 712;
+constexpr int kNotRegistered = 713;
+
+// cudaMemcpyKind.
+constexpr int kHostToHost = 0;
+constexpr int kHostToDevice = 1;
+constexpr int kDeviceToHost = 2;
+constexpr int kDeviceToDevice = 3;
+constexpr int kDefault = 4;
+
+thread_local int current_device = 0;
+thread_local int last_error = kSuccess;
+
+int Fail(int code, const std::string& why) {
+  std::fprintf(stderr, "strata emulated CUDA: %s\n", why.c_str());
+  last_error = code;
+  return code;
+}
+
+std::string Hex(const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%p", p);
+  return buf;
+}
+
+int EnvInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
+}
+
+class Event;
+
+// A stream: a thread that runs its operations in order.
+class Stream {
+ public:
+  Stream(int device, std::chrono::microseconds delay)
+      : device_(device), delay_(delay), thread_([this] { Run(); }) {}
+  ~Stream() {
+    {
+      MutexLock l(&mu_);
+      stop_ = true;
+      cv_.SignalAll();
+    }
+    thread_.join();
+  }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  int device() const { return device_; }
+
+  // Enqueues `op`; returns its ticket (Synchronize(ticket) waits for it).
+  uint64_t Enqueue(std::function<void()> op) EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    queue_.push_back(std::move(op));
+    cv_.SignalAll();
+    return ++enqueued_;
+  }
+  // Waits until every operation up to `ticket` ran (0: all enqueued now).
+  void Synchronize(uint64_t ticket = 0) EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    if (ticket == 0) ticket = enqueued_;
+    while (done_ < ticket) cv_.Wait(&mu_);
+  }
+
+ private:
+  void Run() EXCLUDES(mu_) {
+    for (;;) {
+      std::function<void()> op;
+      {
+        MutexLock l(&mu_);
+        while (queue_.empty() && !stop_) cv_.Wait(&mu_);
+        if (queue_.empty()) return;
+        op = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
+      op();
+      MutexLock l(&mu_);
+      ++done_;
+      cv_.SignalAll();
+    }
+  }
+
+  const int device_;
+  const std::chrono::microseconds delay_;
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<std::function<void()>> queue_ GUARDED_BY(mu_);
+  uint64_t enqueued_ GUARDED_BY(mu_) = 0;
+  uint64_t done_ GUARDED_BY(mu_) = 0;
+  bool stop_ GUARDED_BY(mu_) = false;
+  std::thread thread_;  // last: starts once the rest is made
+};
+
+// An event: each record is a generation; a wait is for the generation
+// recorded when the wait was asked for.
+class Event {
+ public:
+  explicit Event(int device) : device_(device) {}
+  int device() const { return device_; }
+
+  uint64_t Record() EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    return ++recorded_;
+  }
+  uint64_t recorded() EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    return recorded_;
+  }
+  void Complete(uint64_t generation) EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    if (generation > completed_) completed_ = generation;
+    cv_.SignalAll();
+  }
+  void Wait(uint64_t generation) EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    while (completed_ < generation) cv_.Wait(&mu_);
+  }
+
+ private:
+  const int device_;
+  Mutex mu_;
+  CondVar cv_;
+  uint64_t recorded_ GUARDED_BY(mu_) = 0;
+  uint64_t completed_ GUARDED_BY(mu_) = 0;
+};
+
+struct Allocation {
+  size_t size;
+  int device;
+  std::byte* bytes;  // the mapping this library reads and writes
+  size_t mapped;     // the two mappings' length
+};
+
+struct Locked {  // page-locked host memory
+  size_t size;
+  bool allocated;  // cudaHostAlloc's (else cudaHostRegister's)
+  int in_use = 0;  // queued copies that read or write it
+};
+
+class Runtime {
+ public:
+  Runtime()
+      : devices_(EnvInt("STRATA_EMU_CUDA_DEVICES", 2)),
+        delay_(EnvInt("STRATA_EMU_CUDA_DELAY_US", 300)) {}
+
+  int devices() const { return devices_; }
+
+  int SetDevice(int device) {
+    if (device < 0 || device >= devices_) {
+      return Fail(kInvalidDevice, "cudaSetDevice(" + std::to_string(device) +
+                                      "): " + std::to_string(devices_) + " devices");
+    }
+    current_device = device;
+    return kSuccess;
+  }
+
+  int Malloc(void** out, size_t size) EXCLUDES(mu_);
+  int Free(void* p) EXCLUDES(mu_);
+  int HostAlloc(void** out, size_t size) EXCLUDES(mu_);
+  int FreeHost(void* p) EXCLUDES(mu_);
+  int HostRegister(void* p, size_t size) EXCLUDES(mu_);
+  int HostUnregister(void* p) EXCLUDES(mu_);
+  int Memcpy(void* dst, const void* src, size_t n, int kind, void* stream, bool async)
+      EXCLUDES(mu_);
+  int Memset(void* p, int value, size_t n, void* stream) EXCLUDES(mu_);
+  int StreamCreate(void** out) EXCLUDES(mu_);
+  int StreamDestroy(void* stream) EXCLUDES(mu_);
+  int StreamSynchronize(void* stream) EXCLUDES(mu_);
+  int StreamWaitEvent(void* stream, void* event) EXCLUDES(mu_);
+  int EventCreate(void** out) EXCLUDES(mu_);
+  int EventDestroy(void* event) EXCLUDES(mu_);
+  int EventRecord(void* event, void* stream) EXCLUDES(mu_);
+  int EventSynchronize(void* event) EXCLUDES(mu_);
+  int DeviceSynchronize() EXCLUDES(mu_);
+  size_t LockedBytes() EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    size_t n = 0;
+    for (const auto& [start, region] : locked_) n += region.size;
+    return n;
+  }
+
+ private:
+  // Where `n` bytes at `p` are, in this library's view: the bytes to touch,
+  // with the device (-1: host) and, for page-locked host memory, its
+  // region's start (else null).
+  struct Span {
+    std::byte* bytes;
+    int device;
+    uintptr_t locked;
+  };
+  bool Resolve(const void* p, size_t n, Span* out, std::string* why) REQUIRES(mu_);
+  // The allocation (its device address, itself) that holds address `a`.
+  const std::pair<const uintptr_t, Allocation>* DeviceAt(uintptr_t a) const REQUIRES(mu_);
+  std::map<uintptr_t, Locked>::iterator LockedAt(uintptr_t a) REQUIRES(mu_);
+  // The stream `handle` names (null, 0x1, 0x2: the current device's
+  // default stream); null when it names none.
+  Stream* StreamOf(void* handle) REQUIRES(mu_);
+  Stream* DefaultStream(int device) REQUIRES(mu_);
+  Event* EventOf(void* handle) REQUIRES(mu_);
+  void ReleaseLocked(uintptr_t start) EXCLUDES(mu_);
+
+  const int devices_;
+  const std::chrono::microseconds delay_;
+  Mutex mu_;
+  std::map<uintptr_t, Allocation> allocations_ GUARDED_BY(mu_);  // by device address
+  std::map<uintptr_t, Locked> locked_ GUARDED_BY(mu_);           // by host address
+  std::map<Stream*, std::unique_ptr<Stream>> streams_ GUARDED_BY(mu_);
+  std::map<int, std::unique_ptr<Stream>> defaults_ GUARDED_BY(mu_);  // by device
+  std::map<Event*, std::unique_ptr<Event>> events_ GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Event>> retired_events_ GUARDED_BY(mu_);
+};
+
+// The process's runtime: made on first use, never destroyed (the default
+// streams' threads live as long as the process).
+Runtime& TheRuntime() {
+  static Runtime* const rt = new Runtime();
+  return *rt;
+}
+
+const std::pair<const uintptr_t, Allocation>* Runtime::DeviceAt(uintptr_t a) const {
+  auto it = allocations_.upper_bound(a);
+  if (it == allocations_.begin()) return nullptr;
+  --it;
+  return a < it->first + std::max<size_t>(it->second.size, 1) ? &*it : nullptr;
+}
+
+std::map<uintptr_t, Locked>::iterator Runtime::LockedAt(uintptr_t a) {
+  auto it = locked_.upper_bound(a);
+  if (it == locked_.begin()) return locked_.end();
+  --it;
+  return a < it->first + it->second.size ? it : locked_.end();
+}
+
+bool Runtime::Resolve(const void* p, size_t n, Span* out, std::string* why) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  if (p == nullptr && n > 0) {
+    *why = "a null address";
+    return false;
+  }
+  if (const auto* found = DeviceAt(a)) {
+    const auto& [start, alloc] = *found;
+    if (a - start + n > alloc.size) {
+      *why = std::to_string(n) + " bytes at " + Hex(p) + " run past the end of a " +
+             std::to_string(alloc.size) + "-byte allocation on device " +
+             std::to_string(alloc.device);
+      return false;
+    }
+    *out = {alloc.bytes + (a - start), alloc.device, 0};
+    return true;
+  }
+  if (n > 0 && DeviceAt(a + n - 1) != nullptr) {
+    *why = std::to_string(n) + " host bytes at " + Hex(p) + " run into device memory";
+    return false;
+  }
+  uintptr_t locked = 0;
+  if (auto it = LockedAt(a); it != locked_.end() && a + n <= it->first + it->second.size) {
+    locked = it->first;
+  }
+  *out = {static_cast<std::byte*>(const_cast<void*>(p)), -1, locked};
+  return true;
+}
+
+Stream* Runtime::StreamOf(void* handle) {
+  const auto h = reinterpret_cast<uintptr_t>(handle);
+  if (h <= 2) return DefaultStream(current_device);  // legacy, cudaStreamLegacy, PerThread
+  auto it = streams_.find(static_cast<Stream*>(handle));
+  return it == streams_.end() ? nullptr : it->second.get();
+}
+
+Stream* Runtime::DefaultStream(int device) {
+  auto& s = defaults_[device];
+  if (!s) s = std::make_unique<Stream>(device, delay_);
+  return s.get();
+}
+
+Event* Runtime::EventOf(void* handle) {
+  auto it = events_.find(static_cast<Event*>(handle));
+  return it == events_.end() ? nullptr : it->second.get();
+}
+
+int Runtime::Malloc(void** out, size_t size) {
+  if (out == nullptr) return Fail(kInvalidValue, "cudaMalloc: null result pointer");
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t mapped = (std::max<size_t>(size, 1) + page - 1) / page * page;
+  const int fd = memfd_create("strata-emulated-device", MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, static_cast<off_t>(mapped)) != 0) {
+    if (fd >= 0) close(fd);
+    return Fail(kMemoryAllocation, "cudaMalloc(" + std::to_string(size) + "): memfd");
+  }
+  void* device = mmap(nullptr, mapped, PROT_NONE, MAP_SHARED, fd, 0);
+  void* bytes = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (device == MAP_FAILED || bytes == MAP_FAILED) {
+    if (device != MAP_FAILED) munmap(device, mapped);
+    if (bytes != MAP_FAILED) munmap(bytes, mapped);
+    return Fail(kMemoryAllocation, "cudaMalloc(" + std::to_string(size) + "): mmap");
+  }
+  MutexLock l(&mu_);
+  allocations_[reinterpret_cast<uintptr_t>(device)] =
+      Allocation{size, current_device, static_cast<std::byte*>(bytes), mapped};
+  *out = device;
+  return kSuccess;
+}
+
+int Runtime::Free(void* p) {
+  if (p == nullptr) return kSuccess;
+  DeviceSynchronize();  // the runtime's cudaFree waits for the device too
+  MutexLock l(&mu_);
+  auto it = allocations_.find(reinterpret_cast<uintptr_t>(p));
+  if (it == allocations_.end()) {
+    return Fail(kInvalidValue, "cudaFree(" + Hex(p) + "): not an allocation's start");
+  }
+  munmap(p, it->second.mapped);
+  munmap(it->second.bytes, it->second.mapped);
+  allocations_.erase(it);
+  return kSuccess;
+}
+
+int Runtime::HostAlloc(void** out, size_t size) {
+  if (out == nullptr) return Fail(kInvalidValue, "cudaHostAlloc: null result pointer");
+  void* p = mmap(nullptr, std::max<size_t>(size, 1), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    return Fail(kMemoryAllocation, "cudaHostAlloc(" + std::to_string(size) + ")");
+  }
+  MutexLock l(&mu_);
+  locked_[reinterpret_cast<uintptr_t>(p)] = Locked{std::max<size_t>(size, 1), true};
+  *out = p;
+  return kSuccess;
+}
+
+int Runtime::FreeHost(void* p) {
+  size_t size = 0;
+  {
+    MutexLock l(&mu_);
+    auto it = locked_.find(reinterpret_cast<uintptr_t>(p));
+    if (it == locked_.end() || !it->second.allocated) {
+      return Fail(kInvalidValue, "cudaFreeHost(" + Hex(p) + "): not cudaHostAlloc's");
+    }
+    if (it->second.in_use > 0) {
+      Fail(kInvalidValue, "cudaFreeHost(" + Hex(p) + ") while " +
+                              std::to_string(it->second.in_use) + " queued copies use it");
+      std::abort();
+    }
+    size = it->second.size;
+    locked_.erase(it);
+  }
+  munmap(p, size);
+  return kSuccess;
+}
+
+int Runtime::HostRegister(void* p, size_t size) {
+  if (p == nullptr || size == 0) {
+    return Fail(kInvalidValue, "cudaHostRegister(" + Hex(p) + ", " + std::to_string(size) + ")");
+  }
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = a / page * page, end = (a + size + page - 1) / page * page;
+  std::vector<unsigned char> resident((end - first) / page);
+  if (mincore(reinterpret_cast<void*>(first), end - first, resident.data()) != 0) {
+    return Fail(kInvalidValue,
+                "cudaHostRegister(" + Hex(p) + ", " + std::to_string(size) + "): not mapped");
+  }
+  MutexLock l(&mu_);
+  auto after = locked_.lower_bound(a);
+  const bool overlaps =
+      (after != locked_.end() && after->first < a + size) || LockedAt(a) != locked_.end();
+  if (overlaps) {
+    return Fail(kAlreadyRegistered, "cudaHostRegister(" + Hex(p) + ", " + std::to_string(size) +
+                                        "): overlaps page-locked memory");
+  }
+  if (DeviceAt(a) != nullptr) {
+    return Fail(kInvalidValue, "cudaHostRegister(" + Hex(p) + "): device memory");
+  }
+  locked_[a] = Locked{size, false};
+  return kSuccess;
+}
+
+int Runtime::HostUnregister(void* p) {
+  MutexLock l(&mu_);
+  auto it = locked_.find(reinterpret_cast<uintptr_t>(p));
+  if (it == locked_.end() || it->second.allocated) {
+    return Fail(kNotRegistered, "cudaHostUnregister(" + Hex(p) + "): not registered");
+  }
+  if (it->second.in_use > 0) {
+    Fail(kInvalidValue, "cudaHostUnregister(" + Hex(p) + ") while " +
+                            std::to_string(it->second.in_use) + " queued copies use it");
+    std::abort();
+  }
+  locked_.erase(it);
+  return kSuccess;
+}
+
+void Runtime::ReleaseLocked(uintptr_t start) {
+  MutexLock l(&mu_);
+  auto it = locked_.find(start);
+  if (it != locked_.end()) --it->second.in_use;
+}
+
+int Runtime::Memcpy(void* dst, const void* src, size_t n, int kind, void* stream, bool async) {
+  const char* call = async ? "cudaMemcpyAsync" : "cudaMemcpy";
+  Stream* s = nullptr;
+  uint64_t ticket = 0;
+  bool pageable = false;
+  {
+    MutexLock l(&mu_);
+    Span to{}, from{};
+    std::string why;
+    if (!Resolve(dst, n, &to, &why) || !Resolve(src, n, &from, &why)) {
+      return Fail(kInvalidValue, std::string(call) + ": " + why);
+    }
+    // A synchronous copy runs on the default stream of the device whose
+    // memory it touches (any device: unified addressing).
+    const int device = to.device >= 0 ? to.device : from.device;
+    s = async || device < 0 ? StreamOf(stream) : DefaultStream(device);
+    if (s == nullptr) return Fail(kInvalidResourceHandle, std::string(call) + ": no such stream");
+    if (kind == kDefault) {
+      kind = to.device < 0 ? (from.device < 0 ? kHostToHost : kDeviceToHost)
+                           : (from.device < 0 ? kHostToDevice : kDeviceToDevice);
+    }
+    const bool want_to = kind == kHostToDevice || kind == kDeviceToDevice;
+    const bool want_from = kind == kDeviceToHost || kind == kDeviceToDevice;
+    if (kind < kHostToHost || kind > kDeviceToDevice || want_to != (to.device >= 0) ||
+        want_from != (from.device >= 0)) {
+      return Fail(kInvalidValue, std::string(call) + ": kind " + std::to_string(kind) +
+                                     " does not match " + Hex(src) + " -> " + Hex(dst));
+    }
+    for (const Span* d : {&to, &from}) {
+      if (d->device >= 0 && d->device != s->device()) {
+        return Fail(kInvalidValue, std::string(call) + ": memory of device " +
+                                       std::to_string(d->device) + " on a stream of device " +
+                                       std::to_string(s->device()));
+      }
+    }
+    const Span& host = to.device < 0 ? to : from;
+    pageable = (to.device < 0 || from.device < 0) && host.locked == 0;
+    if (!pageable && host.locked != 0) ++locked_[host.locked].in_use;
+    const uintptr_t locked = pageable ? 0 : host.locked;
+    ticket = s->Enqueue([this, to = to.bytes, from = from.bytes, n, locked] {
+      std::memmove(to, from, n);
+      if (locked != 0) ReleaseLocked(locked);
+    });
+  }
+  if (!async || pageable) s->Synchronize(ticket);
+  return kSuccess;
+}
+
+int Runtime::Memset(void* p, int value, size_t n, void* stream) {
+  MutexLock l(&mu_);
+  Stream* s = StreamOf(stream);
+  if (s == nullptr) return Fail(kInvalidResourceHandle, "cudaMemsetAsync: no such stream");
+  Span to{};
+  std::string why;
+  if (!Resolve(p, n, &to, &why)) return Fail(kInvalidValue, "cudaMemsetAsync: " + why);
+  if (to.device != s->device()) {
+    return Fail(kInvalidValue, "cudaMemsetAsync(" + Hex(p) + "): not memory of device " +
+                                   std::to_string(s->device()));
+  }
+  s->Enqueue([to = to.bytes, value, n] { std::memset(to, value, n); });
+  return kSuccess;
+}
+
+int Runtime::StreamCreate(void** out) {
+  if (out == nullptr) return Fail(kInvalidValue, "cudaStreamCreateWithFlags: null result");
+  auto s = std::make_unique<Stream>(current_device, delay_);
+  MutexLock l(&mu_);
+  *out = s.get();
+  streams_.emplace(s.get(), std::move(s));
+  return kSuccess;
+}
+
+int Runtime::StreamDestroy(void* stream) {
+  std::unique_ptr<Stream> s;
+  {
+    MutexLock l(&mu_);
+    auto it = streams_.find(static_cast<Stream*>(stream));
+    if (it == streams_.end()) {
+      return Fail(kInvalidResourceHandle, "cudaStreamDestroy(" + Hex(stream) + ")");
+    }
+    s = std::move(it->second);
+    streams_.erase(it);
+  }
+  s->Synchronize();
+  return kSuccess;  // ~Stream joins its thread
+}
+
+int Runtime::StreamSynchronize(void* stream) {
+  Stream* s = nullptr;
+  {
+    MutexLock l(&mu_);
+    s = StreamOf(stream);
+  }
+  if (s == nullptr) return Fail(kInvalidResourceHandle, "cudaStreamSynchronize: no such stream");
+  s->Synchronize();
+  return kSuccess;
+}
+
+int Runtime::StreamWaitEvent(void* stream, void* event) {
+  MutexLock l(&mu_);
+  Stream* s = StreamOf(stream);
+  Event* e = EventOf(event);
+  if (s == nullptr || e == nullptr) {
+    return Fail(kInvalidResourceHandle, "cudaStreamWaitEvent: no such stream or event");
+  }
+  const uint64_t generation = e->recorded();
+  if (generation > 0) s->Enqueue([e, generation] { e->Wait(generation); });
+  return kSuccess;
+}
+
+int Runtime::EventCreate(void** out) {
+  if (out == nullptr) return Fail(kInvalidValue, "cudaEventCreateWithFlags: null result");
+  auto e = std::make_unique<Event>(current_device);
+  MutexLock l(&mu_);
+  *out = e.get();
+  events_.emplace(e.get(), std::move(e));
+  return kSuccess;
+}
+
+int Runtime::EventDestroy(void* event) {
+  MutexLock l(&mu_);
+  auto it = events_.find(static_cast<Event*>(event));
+  if (it == events_.end()) return Fail(kInvalidResourceHandle, "cudaEventDestroy");
+  // Kept: a queued cudaStreamWaitEvent may still wait on it (the runtime
+  // too releases an event only once its work is done).
+  retired_events_.push_back(std::move(it->second));
+  events_.erase(it);
+  return kSuccess;
+}
+
+int Runtime::EventRecord(void* event, void* stream) {
+  MutexLock l(&mu_);
+  Stream* s = StreamOf(stream);
+  Event* e = EventOf(event);
+  if (s == nullptr || e == nullptr) {
+    return Fail(kInvalidResourceHandle, "cudaEventRecord: no such stream or event");
+  }
+  if (e->device() != s->device()) {
+    return Fail(kInvalidResourceHandle,
+                "cudaEventRecord: an event of device " + std::to_string(e->device()) +
+                    " on a stream of device " + std::to_string(s->device()));
+  }
+  const uint64_t generation = e->Record();
+  s->Enqueue([e, generation] { e->Complete(generation); });
+  return kSuccess;
+}
+
+int Runtime::EventSynchronize(void* event) {
+  Event* e = nullptr;
+  {
+    MutexLock l(&mu_);
+    e = EventOf(event);
+  }
+  if (e == nullptr) return Fail(kInvalidResourceHandle, "cudaEventSynchronize");
+  e->Wait(e->recorded());
+  return kSuccess;
+}
+
+int Runtime::DeviceSynchronize() {
+  std::vector<Stream*> streams;
+  {
+    MutexLock l(&mu_);
+    for (auto& [p, s] : streams_) {
+      if (s->device() == current_device) streams.push_back(p);
+    }
+    if (auto it = defaults_.find(current_device); it != defaults_.end()) {
+      streams.push_back(it->second.get());
+    }
+  }
+  for (Stream* s : streams) s->Synchronize();
+  return kSuccess;
+}
+
+}  // namespace
+}  // namespace strata::emulated_cuda
+
+// The runtime's C ABI (engine/cuda_runtime.h's STRATA_CUDA_CALLS).
+using strata::emulated_cuda::TheRuntime;
+
+extern "C" {
+
+int cudaGetDeviceCount(int* count) {
+  const int n = TheRuntime().devices();
+  if (count != nullptr) *count = n < 0 ? 0 : n;
+  if (n > 0) return 0;
+  strata::emulated_cuda::last_error = strata::emulated_cuda::kNoDevice;
+  return strata::emulated_cuda::kNoDevice;
+}
+int cudaGetDevice(int* device) {
+  *device = strata::emulated_cuda::current_device;
+  return 0;
+}
+int cudaSetDevice(int device) { return TheRuntime().SetDevice(device); }
+int cudaHostAlloc(void** ptr, size_t size, unsigned) { return TheRuntime().HostAlloc(ptr, size); }
+int cudaFreeHost(void* ptr) { return TheRuntime().FreeHost(ptr); }
+int cudaHostRegister(void* ptr, size_t size, unsigned) {
+  return TheRuntime().HostRegister(ptr, size);
+}
+int cudaHostUnregister(void* ptr) { return TheRuntime().HostUnregister(ptr); }
+int cudaMalloc(void** ptr, size_t size) { return TheRuntime().Malloc(ptr, size); }
+int cudaFree(void* ptr) { return TheRuntime().Free(ptr); }
+int cudaMemcpy(void* dst, const void* src, size_t size, int kind) {
+  return TheRuntime().Memcpy(dst, src, size, kind, nullptr, false);
+}
+int cudaMemcpyAsync(void* dst, const void* src, size_t size, int kind, void* stream) {
+  return TheRuntime().Memcpy(dst, src, size, kind, stream, true);
+}
+int cudaMemsetAsync(void* ptr, int value, size_t size, void* stream) {
+  return TheRuntime().Memset(ptr, value, size, stream);
+}
+int cudaStreamCreateWithFlags(void** stream, unsigned) { return TheRuntime().StreamCreate(stream); }
+int cudaStreamDestroy(void* stream) { return TheRuntime().StreamDestroy(stream); }
+int cudaStreamSynchronize(void* stream) { return TheRuntime().StreamSynchronize(stream); }
+int cudaStreamWaitEvent(void* stream, void* event, unsigned) {
+  return TheRuntime().StreamWaitEvent(stream, event);
+}
+int cudaEventCreateWithFlags(void** event, unsigned) { return TheRuntime().EventCreate(event); }
+int cudaEventDestroy(void* event) { return TheRuntime().EventDestroy(event); }
+int cudaEventRecord(void* event, void* stream) { return TheRuntime().EventRecord(event, stream); }
+int cudaEventSynchronize(void* event) { return TheRuntime().EventSynchronize(event); }
+int cudaDeviceSynchronize() { return TheRuntime().DeviceSynchronize(); }
+int cudaGetLastError() {
+  const int e = strata::emulated_cuda::last_error;
+  strata::emulated_cuda::last_error = 0;
+  return e;
+}
+const char* cudaGetErrorString(int error) {
+  switch (error) {
+    case 0:
+      return "no error";
+    case 1:
+      return "invalid argument";
+    case 2:
+      return "out of memory";
+    case 100:
+      return "no CUDA-capable device is detected";
+    case 101:
+      return "invalid device ordinal";
+    case 400:
+      return "invalid resource handle";
+    case 712:
+      return "part or all of the requested memory range is already mapped";
+    case 713:
+      return "pointer does not correspond to a registered memory region";
+    default:
+      return "unknown error";
+  }
+}
+
+// Not the runtime's: for tests, the bytes page-locked now (cudaHostAlloc's
+// and cudaHostRegister's).
+size_t strata_emulated_cuda_locked_bytes() { return TheRuntime().LockedBytes(); }
+
+}  // extern "C"
