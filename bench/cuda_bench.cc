@@ -230,6 +230,20 @@ int Run(const Args& args) {
       },
       none);
 
+  // The bench also proves the restore right: the buffers hold the newest
+  // step's bytes as its files do.
+  copy_all(pin, cuda::kMemcpyDeviceToHost);
+  auto newest = RestoreStep(dir, step);
+  if (!newest.ok()) Die(newest.status());
+  for (int i = 0; i < args.tensors; ++i) {
+    const RestoredItem* item = newest->Find("t" + std::to_string(i));
+    if (item == nullptr || item->data.size() != per ||
+        std::memcmp(item->data.data(), pin + uint64_t(i) * per, per) != 0) {
+      Die(DataLossError("restored tensor t" + std::to_string(i) + " differs from step " +
+                        std::to_string(step) + " in " + dir));
+    }
+  }
+
   std::printf("\n[strata]\n");
   PrintSamples("blocking save (returns)", blocking, total);
   PrintSamples("overlapped save (returns)", overlapped, 0);
