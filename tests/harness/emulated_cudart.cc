@@ -60,7 +60,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -107,8 +106,6 @@ int EnvInt(const char* name, int fallback) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
 }
-
-class Event;
 
 // A stream: a thread that runs its operations in order.
 class Stream {
@@ -279,6 +276,9 @@ class Runtime {
   Stream* DefaultStream(int device) REQUIRES(mu_);
   Event* EventOf(void* handle) REQUIRES(mu_);
   void ReleaseLocked(uintptr_t start) EXCLUDES(mu_);
+  // Waits for every stream of `device`. Streams are not destroyed while a
+  // call waits on them (the callers' threads take turns with their own).
+  void SynchronizeDevice(int device) EXCLUDES(mu_);
 
   const int devices_;
   const std::chrono::microseconds delay_;
@@ -385,11 +385,20 @@ int Runtime::Malloc(void** out, size_t size) {
 
 int Runtime::Free(void* p) {
   if (p == nullptr) return kSuccess;
-  DeviceSynchronize();  // the runtime's cudaFree waits for the device too
+  int device = -1;
+  {
+    MutexLock l(&mu_);
+    auto it = allocations_.find(reinterpret_cast<uintptr_t>(p));
+    if (it == allocations_.end()) {
+      return Fail(kInvalidValue, "cudaFree(" + Hex(p) + "): not an allocation's start");
+    }
+    device = it->second.device;
+  }
+  SynchronizeDevice(device);  // the runtime's cudaFree waits for the device too
   MutexLock l(&mu_);
   auto it = allocations_.find(reinterpret_cast<uintptr_t>(p));
   if (it == allocations_.end()) {
-    return Fail(kInvalidValue, "cudaFree(" + Hex(p) + "): not an allocation's start");
+    return Fail(kInvalidValue, "cudaFree(" + Hex(p) + "): freed twice at once");
   }
   munmap(p, it->second.mapped);
   munmap(it->second.bytes, it->second.mapped);
@@ -637,18 +646,22 @@ int Runtime::EventSynchronize(void* event) {
 }
 
 int Runtime::DeviceSynchronize() {
+  SynchronizeDevice(current_device);
+  return kSuccess;
+}
+
+void Runtime::SynchronizeDevice(int device) {
   std::vector<Stream*> streams;
   {
     MutexLock l(&mu_);
     for (auto& [p, s] : streams_) {
-      if (s->device() == current_device) streams.push_back(p);
+      if (s->device() == device) streams.push_back(p);
     }
-    if (auto it = defaults_.find(current_device); it != defaults_.end()) {
+    if (auto it = defaults_.find(device); it != defaults_.end()) {
       streams.push_back(it->second.get());
     }
   }
   for (Stream* s : streams) s->Synchronize();
-  return kSuccess;
 }
 
 }  // namespace
