@@ -527,7 +527,7 @@ int Runtime::Memcpy(void* dst, const void* src, size_t n, int kind, void* stream
     if (!pageable && host.locked != 0) ++locked_[host.locked].in_use;
     const uintptr_t locked = pageable ? 0 : host.locked;
     ticket = s->Enqueue([this, to = to.bytes, from = from.bytes, n, locked] {
-      std::memmove(to, from, n);
+      if (n > 0) std::memmove(to, from, n);  // an empty vector's data() may be null
       if (locked != 0) ReleaseLocked(locked);
     });
   }
