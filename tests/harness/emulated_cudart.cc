@@ -275,6 +275,8 @@ class Runtime {
   Stream* StreamOf(void* handle) REQUIRES(mu_);
   Stream* DefaultStream(int device) REQUIRES(mu_);
   Event* EventOf(void* handle) REQUIRES(mu_);
+  // Both handles' objects, or cudaErrorInvalidResourceHandle for `call`.
+  int Both(void* stream, void* event, const char* call, Stream** s, Event** e) REQUIRES(mu_);
   void ReleaseLocked(uintptr_t start) EXCLUDES(mu_);
   // Waits for every stream of `device`. Streams are not destroyed while a
   // call waits on them (the callers' threads take turns with their own).
@@ -585,13 +587,20 @@ int Runtime::StreamSynchronize(void* stream) {
   return kSuccess;
 }
 
+int Runtime::Both(void* stream, void* event, const char* call, Stream** s, Event** e) {
+  *s = StreamOf(stream);
+  *e = EventOf(event);
+  if (*s == nullptr || *e == nullptr) {
+    return Fail(kInvalidResourceHandle, std::string(call) + ": no such stream or event");
+  }
+  return kSuccess;
+}
+
 int Runtime::StreamWaitEvent(void* stream, void* event) {
   MutexLock l(&mu_);
-  Stream* s = StreamOf(stream);
-  Event* e = EventOf(event);
-  if (s == nullptr || e == nullptr) {
-    return Fail(kInvalidResourceHandle, "cudaStreamWaitEvent: no such stream or event");
-  }
+  Stream* s = nullptr;
+  Event* e = nullptr;
+  if (int err = Both(stream, event, "cudaStreamWaitEvent", &s, &e); err != kSuccess) return err;
   const uint64_t generation = e->recorded();
   if (generation > 0) s->Enqueue([e, generation] { e->Wait(generation); });
   return kSuccess;
@@ -619,11 +628,9 @@ int Runtime::EventDestroy(void* event) {
 
 int Runtime::EventRecord(void* event, void* stream) {
   MutexLock l(&mu_);
-  Stream* s = StreamOf(stream);
-  Event* e = EventOf(event);
-  if (s == nullptr || e == nullptr) {
-    return Fail(kInvalidResourceHandle, "cudaEventRecord: no such stream or event");
-  }
+  Stream* s = nullptr;
+  Event* e = nullptr;
+  if (int err = Both(stream, event, "cudaEventRecord", &s, &e); err != kSuccess) return err;
   if (e->device() != s->device()) {
     return Fail(kInvalidResourceHandle,
                 "cudaEventRecord: an event of device " + std::to_string(e->device()) +
