@@ -251,8 +251,8 @@ Status Agent::Incarnate(const ReplicatorConfig& config) {
   // watermark is learned afresh (until then, collection keeps everything),
   // and the progress counts per start of the job (strata run --agent's).
   replication_->Forget();
-  StatusOr<Restore::Outcome> restored =
-      restore_->Run({config, inc.peers, Cadence(config), inc.redundancy});
+  StatusOr<Restore::Outcome> restored = restore_->Run(
+      {config, inc.peers, Cadence(config), inc.redundancy, client_->taken_yaml_identity()});
   STRATA_RETURN_IF_ERROR(restored.status());
   const int64_t restored_step = restore_->summary().step;
   replication_->Restored(restored_step);

@@ -116,6 +116,8 @@ bool ClientFiles::PolledYamlSettled() {
 
 StatusOr<ReplicatorConfig> ClientFiles::TakeYaml() {
   const std::string path = yaml_path();
+  StatusOr<FileIdentity> identity = env_->Identify(path);
+  taken_identity_ = identity.ok() ? std::optional(*identity) : std::nullopt;
   auto text = ReadFileToString(env_, path, kMaxYamlBytes);
   if (!text.ok() && text.status().code() == StatusCode::kNotFound) return text.status();
   StatusOr<ReplicatorConfig> parsed =

@@ -73,6 +73,10 @@ class ClientFiles {
   // unknown key, a node-rank other than --node-rank): for replicator.errors,
   // once the directory is clean and before the yaml goes.
   const std::vector<std::string>& yaml_warnings() const { return yaml_warnings_; }
+  // The file the last TakeYaml() read (identified before reading it, so a
+  // yaml replaced meanwhile never matches); nullopt when the Env cannot
+  // tell. Restore removes the yaml only while it is still that file.
+  const std::optional<FileIdentity>& taken_yaml_identity() const { return taken_identity_; }
   // The pending start is answered (its markers are about to be written) or
   // over (it failed, or a new yaml replaced it): it is not resumed. An
   // error (the file could not be removed) means it still could be.
@@ -127,6 +131,7 @@ class ClientFiles {
   std::string taken_yaml_;              // and as it was when reported complete
   uint64_t largest_step_bytes_ = 0;
   std::vector<std::string> yaml_warnings_;
+  std::optional<FileIdentity> taken_identity_;
 };
 
 }  // namespace strata::agent

@@ -223,6 +223,24 @@ void Restore::BackOff(int failures) {
 // one: the client started again.
 bool Restore::Superseded() const { return env_->Exists(options_.yaml_path); }
 
+// The yaml is set aside (a rename: atomic) and looked at there, so a yaml
+// a restarted client writes at any moment is never removed unseen: one
+// written before the rename is put back, one written after it is not
+// touched. Either supersedes this start at its next state.
+Status Restore::RemoveTakenYaml(const std::optional<FileIdentity>& taken) {
+  const std::string& path = options_.yaml_path;
+  if (!taken) return env_->RemoveFile(path);
+  const std::string aside = path + ".taken";
+  STRATA_RETURN_IF_ERROR(env_->Rename(path, aside));
+  StatusOr<FileIdentity> now = env_->Identify(aside);
+  // Not the change time: the rename just moved it.
+  const bool same = now.ok() && now->device == taken->device && now->inode == taken->inode &&
+                    now->size == taken->size && now->mtime_ns == taken->mtime_ns;
+  if (!now.ok() || same) return env_->RemoveFile(aside);
+  Log()->info("{}: a new one was written since this start read it; it stays", path);
+  return env_->Rename(aside, path);
+}
+
 void Restore::ClientEnded(std::string why) {
   MutexLock l(&mu_);
   if (active_) client_ended_ = std::move(why);
@@ -256,7 +274,7 @@ Restore::State Restore::Register(Attempt& a) {
   a.round = reply->round;
   if (hooks_.on_round) hooks_.on_round(a.job(), a.round);
   if (!a.yaml_taken) {  // only now: clients look for markers once it is gone
-    Status s = env_->RemoveFile(options_.yaml_path);
+    Status s = RemoveTakenYaml(a.request.yaml);
     if (!s.ok()) {
       a.failure = s;
       return State::kFailed;

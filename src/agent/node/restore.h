@@ -110,6 +110,10 @@ class Restore {
     std::vector<int> peers;
     wire::Cadence cadence;
     ec::Redundancy redundancy;  // the peer tier this node runs for the job
+    // The yaml file this start was read from: removed once registered only
+    // while it is still that file (a restarted client's newer yaml stays,
+    // and cancels this start). nullopt: whatever yaml is there is removed.
+    std::optional<FileIdentity> yaml;
   };
   // Where it ended: the round joined, the addresses the plan gave and, with
   // a coded peer tier, this node's group for the round.
@@ -176,6 +180,7 @@ class Restore {
   // Sleeps (on the clock) the backoff of the attempt's n-th failure.
   void BackOff(int failures);
   bool Superseded() const;
+  Status RemoveTakenYaml(const std::optional<FileIdentity>& taken);
   std::optional<std::string> ClientGone() const EXCLUDES(mu_);
   void Enter(State state, int64_t round) EXCLUDES(mu_);
 

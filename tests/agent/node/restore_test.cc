@@ -117,6 +117,7 @@ class RestoreTest : public ::testing::Test {
                                  const ReplicatorConfig&, const json& request,
                                  std::chrono::milliseconds) -> StatusOr<json> {
       if (refuse && refuse(++*calls)) return UnavailableError("connection refused (test)");
+      if (on_call_) on_call_(request);
       return coordinator_->Handle(request);
     };
     hooks.stopping = [this] { return stopping_.load(); };
@@ -191,6 +192,7 @@ class RestoreTest : public ::testing::Test {
       std::make_unique<Coordinator>(std::chrono::milliseconds(100));
   std::atomic<bool> stopping_{false};
   std::function<void()> before_listing_;          // node 0's, set before MakeRestore
+  std::function<void(const json&)> on_call_;      // sees each call before the coordinator
   std::array<std::atomic<int64_t>, 2> rounds_{};  // by node rank; both nodes write
   Node node0_{0};
   Node node1_{1};
@@ -385,6 +387,61 @@ TEST_F(RestoreTest, ANewYamlCancelsARestoreWaitingForAPlan) {
   EXPECT_FALSE(node0_.restore->active());
   EXPECT_TRUE(fs::exists(node0_.yaml()));
   EXPECT_FALSE(fs::exists(Marker(node0_, 0, 0)));
+}
+
+// A start removes the yaml it was read from once it has registered, and
+// only that file: a restarted client's newer yaml, written after the agent
+// read the old one and before the registration came back, stays and
+// cancels the start (it was once removed unseen, and the client waited for
+// markers that never came).
+TEST_F(RestoreTest, AYamlWrittenWhileRegisteringStaysAndCancelsTheStart) {
+  WriteYaml(node0_);
+  Restore::Request request = Request(node0_);
+  auto identity = Env::Default()->Identify(node0_.yaml());
+  ASSERT_TRUE(identity.ok()) << identity.status().ToString();
+  request.yaml = *identity;
+  const std::string newer = "job-name: job1\nnode-rank: 0\nnodes: 1\n";
+  on_call_ = [&](const json& call) {
+    if (call.value("op", "") != "register") return;
+    testing::WriteFile(node0_.yaml() + ".tmp", newer);  // as clients write it
+    fs::rename(node0_.yaml() + ".tmp", node0_.yaml());
+  };
+  MakeRestore(node0_);
+  StatusOr<Restore::Outcome> result = InternalError("not run");
+  std::atomic<bool> ended{false};
+  std::thread t([&] {
+    result = node0_.restore->Run(request);
+    ended = true;
+  });
+  // Node 1 never comes: a start that lost the newer yaml would wait for it.
+  EXPECT_TRUE(testing::WaitUntil([&] { return ended.load(); })) << "the start was not cancelled";
+  stopping_ = true;
+  t.join();
+  EXPECT_EQ(result.status().code(), StatusCode::kCancelled) << result.status().ToString();
+  EXPECT_NE(result.status().message().find("replicator.yaml"), std::string::npos)
+      << result.status().ToString();
+  ASSERT_TRUE(fs::exists(node0_.yaml()));
+  EXPECT_EQ(testing::ReadFile(node0_.yaml()), newer);
+  EXPECT_FALSE(fs::exists(node0_.yaml() + ".taken"));
+  EXPECT_FALSE(fs::exists(Marker(node0_, 0, 0)));
+}
+
+TEST_F(RestoreTest, TheYamlAStartWasReadFromGoesOnceItRegistered) {
+  WriteYaml(node0_);
+  Restore::Request request = Request(node0_);
+  auto identity = Env::Default()->Identify(node0_.yaml());
+  ASSERT_TRUE(identity.ok()) << identity.status().ToString();
+  request.yaml = *identity;
+  MakeRestore(node0_);
+  StatusOr<Restore::Outcome> result = InternalError("not run");
+  std::thread t([&] { result = node0_.restore->Run(request); });
+  EXPECT_TRUE(testing::WaitUntil(
+      [&] { return node0_.restore->summary().state == Restore::State::kAwaitPlan; }));
+  EXPECT_FALSE(fs::exists(node0_.yaml()));
+  EXPECT_FALSE(fs::exists(node0_.yaml() + ".taken"));
+  stopping_ = true;  // node 1 never comes
+  t.join();
+  EXPECT_EQ(result.status().code(), StatusCode::kCancelled) << result.status().ToString();
 }
 
 // The client's supervisor says the client ended while its node waited for a
