@@ -23,21 +23,23 @@ from conftest import STRATA_BIN, on_every_node
 from replicator_clients import (BACKUP_REQUESTED_FILE, ERRORS_FILE, FAILED_FILE,
                                 PRERESTORE_FILE, LegacyMaxTextClient, OrbaxClient, step_bytes)
 
-IN_CREATE, IN_DELETE, IN_MOVED_TO = 0x100, 0x200, 0x80
+IN_CREATE, IN_DELETE, IN_MOVED_FROM, IN_MOVED_TO = 0x100, 0x200, 0x40, 0x80
 
 
 class OrderedWatch:
-    """Names created, moved in and deleted in one directory, in the order the
-    kernel saw them (inotify keeps the order of the calls)."""
+    """Names created or moved in, and deleted or moved out, in one directory,
+    in the order the kernel saw them (inotify keeps the order of the calls).
+    A name moved out is gone as a deleted one is: the agent takes a yaml
+    away by renaming it aside first."""
 
     def __init__(self, path):
         self.libc = ctypes.CDLL("libc.so.6", use_errno=True)
         self.fd = self.libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
         assert self.fd >= 0, os.strerror(ctypes.get_errno())
         wd = self.libc.inotify_add_watch(self.fd, str(path).encode(),
-                                         IN_CREATE | IN_DELETE | IN_MOVED_TO)
+                                         IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO)
         assert wd >= 0, os.strerror(ctypes.get_errno())
-        self.events = []  # ("create" | "delete", name)
+        self.events = []  # ("create" | "gone", name)
 
     def read(self):
         while select.select([self.fd], [], [], 0)[0]:
@@ -47,7 +49,8 @@ class OrderedWatch:
                 _, mask, _, size = struct.unpack_from("iIII", buf, at)
                 name = buf[at + 16:at + 16 + size].rstrip(b"\0").decode(errors="replace")
                 at += 16 + size
-                self.events.append(("delete" if mask & IN_DELETE else "create", name))
+                gone = mask & (IN_DELETE | IN_MOVED_FROM)
+                self.events.append(("gone" if gone else "create", name))
         return self.events
 
     def close(self):
@@ -214,7 +217,7 @@ def before_the_yaml_went(watch: OrderedWatch, since: int, name: str) -> bool:
     """Whether `name` was made (or moved in) after event `since` and before
     the yaml was removed."""
     events = watch.read()[since:]
-    gone = events.index(("delete", "replicator.yaml"))
+    gone = events.index(("gone", "replicator.yaml"))
     return ("create", name) in events[:gone]
 
 
