@@ -144,6 +144,17 @@ class RestoreTest : public ::testing::Test {
   // Restore's: only its presence counts here).
   static void WriteYaml(const Node& n) { testing::WriteFile(n.yaml(), "job-name: job1\n"); }
 
+  // Node `n`'s request, from a yaml written and identified as the agent
+  // takes it (ClientFiles::TakeYaml).
+  static Restore::Request RequestFromYaml(const Node& n) {
+    WriteYaml(n);
+    Restore::Request r = Request(n);
+    auto identity = Env::Default()->Identify(n.yaml());
+    EXPECT_TRUE(identity.ok()) << identity.status().ToString();
+    if (identity.ok()) r.yaml = *identity;
+    return r;
+  }
+
   // Ingests `rank`'s step `step` into `n`'s store (a copy of a peer's step
   // when rank != n.rank).
   // `history` tells apart two saves of one step (a job that went back
@@ -395,11 +406,7 @@ TEST_F(RestoreTest, ANewYamlCancelsARestoreWaitingForAPlan) {
 // cancels the start (it was once removed unseen, and the client waited for
 // markers that never came).
 TEST_F(RestoreTest, AYamlWrittenWhileRegisteringStaysAndCancelsTheStart) {
-  WriteYaml(node0_);
-  Restore::Request request = Request(node0_);
-  auto identity = Env::Default()->Identify(node0_.yaml());
-  ASSERT_TRUE(identity.ok()) << identity.status().ToString();
-  request.yaml = *identity;
+  Restore::Request request = RequestFromYaml(node0_);
   const std::string newer = "job-name: job1\nnode-rank: 0\nnodes: 1\n";
   on_call_ = [&](const json& call) {
     if (call.value("op", "") != "register") return;
@@ -427,11 +434,7 @@ TEST_F(RestoreTest, AYamlWrittenWhileRegisteringStaysAndCancelsTheStart) {
 }
 
 TEST_F(RestoreTest, TheYamlAStartWasReadFromGoesOnceItRegistered) {
-  WriteYaml(node0_);
-  Restore::Request request = Request(node0_);
-  auto identity = Env::Default()->Identify(node0_.yaml());
-  ASSERT_TRUE(identity.ok()) << identity.status().ToString();
-  request.yaml = *identity;
+  Restore::Request request = RequestFromYaml(node0_);
   MakeRestore(node0_);
   StatusOr<Restore::Outcome> result = InternalError("not run");
   std::thread t([&] { result = node0_.restore->Run(request); });
