@@ -15,7 +15,9 @@
 //  * Copies check direction and bounds: a device address must lie, with all
 //    the bytes copied, inside one allocation, of the stream's device; a host
 //    address inside none. Else cudaErrorInvalidValue, and the reason on
-//    stderr.
+//    stderr. (The stream's device is stricter than unified addressing
+//    needs; Strata copies each item on its own device's lane, so a copy
+//    elsewhere is a bug of ours.)
 //  * Streams are asynchronous: each has a thread that runs its operations in
 //    order, each after STRATA_EMU_CUDA_DELAY_US (default 300) microseconds,
 //    to widen the window in which host code could read bytes a copy has not
@@ -29,7 +31,8 @@
 //    synchronization of the callers' threads with the streams'.
 //  * Events capture the work enqueued before cudaEventRecord; a wait
 //    (cudaEventSynchronize, cudaStreamWaitEvent) waits for that capture.
-//    An event is recorded only on a stream of its own device.
+//    An event is recorded only on a stream of its own device, as the
+//    runtime's cudaEventRecord requires (invalid resource handle).
 //  * Page-locking: cudaHostRegister refuses a range that overlaps one
 //    already page-locked (cudaErrorHostMemoryAlreadyRegistered) or is not
 //    mapped; cudaHostUnregister refuses an address it did not register

@@ -233,6 +233,10 @@ Status Restore::RemoveTakenYaml(const std::optional<FileIdentity>& taken) {
   const std::string aside = path + ".taken";
   STRATA_RETURN_IF_ERROR(env_->Rename(path, aside));
   StatusOr<FileIdentity> now = env_->Identify(aside);
+  if (!now.ok()) {
+    Log()->warn("{}: cannot tell whether it is the yaml this start read ({}); removing it", aside,
+                now.status().message());
+  }
   // Not the change time: the rename just moved it.
   const bool same = now.ok() && now->device == taken->device && now->inode == taken->inode &&
                     now->size == taken->size && now->mtime_ns == taken->mtime_ns;
