@@ -4,9 +4,14 @@
 // host memory: loaded as the runtime (STRATA_CUDART=<this library>), it lets
 // the CUDA paths -- CudaStager, DeviceLanes, the planned restore's device
 // copies -- run in every build's suite on machines without a GPU, under
-// ASan and TSan. It does not stand in for a GPU run (scripts/gpu-check.sh
-// runs the same tests on a real device); it keeps the rules a device
-// enforces, and shows some a device does not:
+// ASan and TSan. It also answers the calls PyTorch's CUDA build makes to
+// start, allocate, copy, and order its streams and events (the end of this
+// file): preloaded (LD_PRELOAD) and found as libcuda.so.1, it runs torch's
+// CUDA tensors, and strata.torch and strata.dcp above them, unchanged
+// (python/tests/test_emulated_cuda.py). Kernels are not emulated: a launch
+// fails. It does not stand in for a GPU run (scripts/gpu-check.sh runs the
+// same tests on a real device); it keeps the rules a device enforces, and
+// shows some a device does not:
 //
 //  * Device memory is not host memory. cudaMalloc returns an address mapped
 //    with no access; the bytes live in a second mapping of the same memfd
@@ -82,6 +87,8 @@ constexpr int kInvalidDevice = 101;
 constexpr int kInvalidResourceHandle = 400;
 constexpr int kAlreadyRegistered = 712;
 constexpr int kNotRegistered = 713;
+constexpr int kNotReady = 600;
+constexpr int kNotSupported = 801;
 
 // cudaMemcpyKind.
 constexpr int kHostToHost = 0;
@@ -134,6 +141,11 @@ class Stream {
     queue_.push_back(std::move(op));
     cv_.SignalAll();
     return ++enqueued_;
+  }
+  // Whether every operation enqueued so far ran.
+  bool Idle() EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    return done_ == enqueued_;
   }
   // Waits until every operation up to `ticket` ran (0: all enqueued now).
   void Synchronize(uint64_t ticket = 0) EXCLUDES(mu_) {
@@ -196,6 +208,11 @@ class Event {
     MutexLock l(&mu_);
     while (completed_ < generation) cv_.Wait(&mu_);
   }
+  // Whether the newest record's work is done.
+  bool Done() EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    return completed_ >= recorded_;
+  }
 
  private:
   const int device_;
@@ -253,6 +270,13 @@ class Runtime {
   int EventRecord(void* event, void* stream) EXCLUDES(mu_);
   int EventSynchronize(void* event) EXCLUDES(mu_);
   int DeviceSynchronize() EXCLUDES(mu_);
+  // cudaErrorNotReady while work recorded or enqueued is not done.
+  int StreamQuery(void* stream) EXCLUDES(mu_);
+  int EventQuery(void* event) EXCLUDES(mu_);
+  // Runs fn(data) on the stream, in order with its other work.
+  int LaunchHostFunc(void* stream, void (*fn)(void*), void* data) EXCLUDES(mu_);
+  // cudaPointerAttributes: the memory's type and device.
+  int PointerAttributes(void* attributes, const void* p) EXCLUDES(mu_);
   size_t LockedBytes() EXCLUDES(mu_) {
     MutexLock l(&mu_);
     size_t n = 0;
@@ -660,6 +684,55 @@ int Runtime::DeviceSynchronize() {
   return kSuccess;
 }
 
+int Runtime::StreamQuery(void* stream) {
+  Stream* s = nullptr;
+  {
+    MutexLock l(&mu_);
+    s = StreamOf(stream);
+  }
+  if (s == nullptr) return Fail(kInvalidResourceHandle, "cudaStreamQuery: no such stream");
+  return s->Idle() ? kSuccess : kNotReady;
+}
+
+int Runtime::EventQuery(void* event) {
+  Event* e = nullptr;
+  {
+    MutexLock l(&mu_);
+    e = EventOf(event);
+  }
+  if (e == nullptr) return Fail(kInvalidResourceHandle, "cudaEventQuery");
+  return e->Done() ? kSuccess : kNotReady;
+}
+
+int Runtime::LaunchHostFunc(void* stream, void (*fn)(void*), void* data) {
+  MutexLock l(&mu_);
+  Stream* s = StreamOf(stream);
+  if (s == nullptr) return Fail(kInvalidResourceHandle, "cudaLaunchHostFunc: no such stream");
+  if (fn == nullptr) return Fail(kInvalidValue, "cudaLaunchHostFunc: no function");
+  s->Enqueue([fn, data] { fn(data); });
+  return kSuccess;
+}
+
+int Runtime::PointerAttributes(void* attributes, const void* p) {
+  if (attributes == nullptr) return Fail(kInvalidValue, "cudaPointerGetAttributes: null result");
+  // struct cudaPointerAttributes {type; device; devicePointer; hostPointer}.
+  struct {
+    int type;  // cudaMemoryType: 0 unregistered, 1 host (page-locked), 2 device
+    int device;
+    void* device_pointer;
+    void* host_pointer;
+  } out{0, -2, nullptr, nullptr};
+  MutexLock l(&mu_);
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  if (const auto* found = DeviceAt(a)) {
+    out = {2, found->second.device, const_cast<void*>(p), nullptr};
+  } else if (LockedAt(a) != locked_.end()) {
+    out = {1, current_device, const_cast<void*>(p), const_cast<void*>(p)};
+  }
+  std::memcpy(attributes, &out, sizeof out);
+  return kSuccess;
+}
+
 void Runtime::SynchronizeDevice(int device) {
   std::vector<Stream*> streams;
   {
@@ -743,11 +816,205 @@ const char* cudaGetErrorString(int error) {
       return "invalid resource handle";
     case 712:
       return "part or all of the requested memory range is already mapped";
+    case 600:
+      return "device not ready";
     case 713:
       return "pointer does not correspond to a registered memory region";
+    case 801:
+      return "operation not supported";
     default:
       return "unknown error";
   }
+}
+
+// What PyTorch's CUDA build calls besides (c10's caching allocators, its
+// streams and events, tensor copies), so torch's own CUDA tensors and
+// streams run on the emulated devices: python/tests/test_emulated_cuda.py.
+// Kernels are not emulated: a launch fails with cudaErrorNotSupported.
+
+// Each device reads as a 9.0 device (the H100/H200 class) with 80 GiB.
+// Offsets in CUDA 13's struct cudaDeviceProp (1,008 bytes, driver_types.h);
+// the test reads the name and capability back through torch, so a layout
+// that moved fails there.
+int cudaGetDeviceProperties(void* prop, int device) {
+  if (prop == nullptr || device < 0 || device >= TheRuntime().devices()) {
+    return strata::emulated_cuda::kInvalidDevice;
+  }
+  auto* bytes = static_cast<unsigned char*>(prop);
+  std::memset(bytes, 0, 1008);
+  std::snprintf(reinterpret_cast<char*>(bytes), 256, "Strata emulated device %d", device);
+  const auto put = [bytes](size_t offset, auto value) {
+    std::memcpy(bytes + offset, &value, sizeof value);
+  };
+  put(288, size_t{80} << 30);  // totalGlobalMem
+  put(296, size_t{48} << 10);  // sharedMemPerBlock
+  put(308, 32);                // warpSize
+  put(320, 1024);              // maxThreadsPerBlock
+  put(360, 9);                 // major
+  put(364, 0);                 // minor
+  put(384, 132);               // multiProcessorCount
+  put(392, 1);                 // canMapHostMemory
+  put(572, device);            // pciDeviceID
+  put(584, 2);                 // asyncEngineCount
+  put(588, 1);                 // unifiedAddressing
+  return 0;
+}
+int cudaDeviceGetAttribute(int* value, int attribute, int device) {
+  if (value == nullptr || device < 0 || device >= TheRuntime().devices()) {
+    return strata::emulated_cuda::kInvalidDevice;
+  }
+  switch (attribute) {  // cudaDeviceAttr
+    case 1:             // MaxThreadsPerBlock
+      *value = 1024;
+      return 0;
+    case 10:  // WarpSize
+      *value = 32;
+      return 0;
+    case 16:  // MultiProcessorCount
+      *value = 132;
+      return 0;
+    case 75:  // ComputeCapabilityMajor
+      *value = 9;
+      return 0;
+    case 76:  // ComputeCapabilityMinor
+      *value = 0;
+      return 0;
+    default:
+      *value = 0;
+      return 0;
+  }
+}
+int cudaDriverGetVersion(int* version) {
+  *version = 13020;
+  return 0;
+}
+int cudaRuntimeGetVersion(int* version) {
+  *version = 13020;
+  return 0;
+}
+int cudaPeekAtLastError() { return strata::emulated_cuda::last_error; }
+const char* cudaGetErrorName(int error) {
+  switch (error) {
+    case 0:
+      return "cudaSuccess";
+    case 1:
+      return "cudaErrorInvalidValue";
+    case 2:
+      return "cudaErrorMemoryAllocation";
+    case 100:
+      return "cudaErrorNoDevice";
+    case 101:
+      return "cudaErrorInvalidDevice";
+    case 400:
+      return "cudaErrorInvalidResourceHandle";
+    case 600:
+      return "cudaErrorNotReady";
+    case 712:
+      return "cudaErrorHostMemoryAlreadyRegistered";
+    case 713:
+      return "cudaErrorHostMemoryNotRegistered";
+    case 801:
+      return "cudaErrorNotSupported";
+    default:
+      return "cudaErrorUnknown";
+  }
+}
+// No driver API: every entry point is "not found" (c10 then does without).
+int cudaGetDriverEntryPointByVersion(const char*, void** function, unsigned, unsigned long long,
+                                     int* status) {
+  if (function != nullptr) *function = nullptr;
+  if (status != nullptr) *status = 1;  // cudaDriverEntryPointSymbolNotFound
+  return 0;
+}
+int cudaMemGetInfo(size_t* free, size_t* total) {
+  *free = *total = size_t{80} << 30;
+  return 0;
+}
+int cudaMallocHost(void** ptr, size_t size) { return TheRuntime().HostAlloc(ptr, size); }
+int cudaPointerGetAttributes(void* attributes, const void* ptr) {
+  return TheRuntime().PointerAttributes(attributes, ptr);
+}
+int cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
+  if (least != nullptr) *least = 0;
+  if (greatest != nullptr) *greatest = -5;
+  return 0;
+}
+int cudaStreamCreate(void** stream) { return TheRuntime().StreamCreate(stream); }
+int cudaStreamCreateWithPriority(void** stream, unsigned, int) {
+  return TheRuntime().StreamCreate(stream);
+}
+int cudaStreamGetPriority(void*, int* priority) {
+  *priority = 0;
+  return 0;
+}
+int cudaStreamQuery(void* stream) { return TheRuntime().StreamQuery(stream); }
+int cudaStreamIsCapturing(void*, int* status) {
+  *status = 0;  // cudaStreamCaptureStatusNone: graphs are not emulated
+  return 0;
+}
+int cudaStreamGetCaptureInfo(void*, int* status, unsigned long long* id, void** graph,
+                             const void** dependencies, const void** edges, size_t* count) {
+  if (status != nullptr) *status = 0;
+  if (id != nullptr) *id = 0;
+  if (graph != nullptr) *graph = nullptr;
+  if (dependencies != nullptr) *dependencies = nullptr;
+  if (edges != nullptr) *edges = nullptr;
+  if (count != nullptr) *count = 0;
+  return 0;
+}
+int cudaThreadExchangeStreamCaptureMode(int*) { return 0; }
+int cudaEventCreate(void** event) { return TheRuntime().EventCreate(event); }
+int cudaEventRecordWithFlags(void* event, void* stream, unsigned) {
+  return TheRuntime().EventRecord(event, stream);
+}
+int cudaEventQuery(void* event) { return TheRuntime().EventQuery(event); }
+int cudaLaunchHostFunc(void* stream, void (*fn)(void*), void* data) {
+  return TheRuntime().LaunchHostFunc(stream, fn, data);
+}
+int cudaDeviceCanAccessPeer(int* can, int, int) {
+  *can = 0;
+  return 0;
+}
+struct Dim3 {
+  unsigned x, y, z;
+};
+int cudaLaunchKernel(const void*, Dim3, Dim3, void**, size_t, void*) {
+  return strata::emulated_cuda::Fail(strata::emulated_cuda::kNotSupported,
+                                     "cudaLaunchKernel: kernels are not emulated");
+}
+// What nvcc's launch stubs call (CUDA 13), for torch's <<<...>>> launches.
+int __cudaLaunchKernel(const void*, Dim3, Dim3, void**, size_t, void*) {
+  return strata::emulated_cuda::Fail(strata::emulated_cuda::kNotSupported,
+                                     "__cudaLaunchKernel: kernels are not emulated");
+}
+int cudaLaunchKernelExC(const void*, const void*, void**) {
+  return strata::emulated_cuda::Fail(strata::emulated_cuda::kNotSupported,
+                                     "cudaLaunchKernelExC: kernels are not emulated");
+}
+
+// The driver calls torch makes by opening libcuda.so.1 itself (its lazy
+// driver stubs): the test puts a libcuda.so.1 that is this library on the
+// library path, so both names load one object, one state.
+int cuInit(unsigned) { return 0; }
+int cuDriverGetVersion(int* version) { return cudaDriverGetVersion(version); }
+int cuDevicePrimaryCtxGetState(int device, unsigned* flags, int* active) {
+  if (device < 0 || device >= TheRuntime().devices()) return 101;  // CUDA_ERROR_INVALID_DEVICE
+  if (flags != nullptr) *flags = 0;
+  if (active != nullptr) *active = 1;
+  return 0;
+}
+int cuCtxGetCurrent(void** context) {
+  // Any non-null handle: a context is current once a device is in use.
+  *context = reinterpret_cast<void*>(uintptr_t{1} + strata::emulated_cuda::current_device);
+  return 0;
+}
+int cuGetErrorString(int error, const char** text) {
+  *text = cudaGetErrorString(error);
+  return 0;
+}
+int cuGetErrorName(int error, const char** text) {
+  *text = cudaGetErrorName(error);
+  return 0;
 }
 
 // Not the runtime's: for tests, the bytes page-locked now (cudaHostAlloc's
