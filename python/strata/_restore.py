@@ -40,6 +40,14 @@ class _Planner:
 
     def __init__(self, state: Dict[str, Any]) -> None:
         self._state = state
+        # The restoring thread's current stream of each device, asked here:
+        # torch keeps them per thread, and the stager calls the planner on a
+        # reading thread, whose own are the default streams. A copy into a
+        # live tensor goes after the work queued on the stream the caller
+        # trains on (a side stream as well as the default one).
+        self._streams: Dict[int, int] = {
+            d: torch.cuda.current_stream(d).cuda_stream
+            for d in range(torch.cuda.device_count())} if torch.cuda.is_initialized() else {}
         self.step: Optional[int] = None
         self.done: Set[Tuple[str, int]] = set()  # (item, live address) copied for `step`
         self._keep: List[torch.Tensor] = []      # the live tensors: their addresses stay theirs
@@ -85,7 +93,7 @@ class _Planner:
         device, once per item. The others (not contiguous, a second tensor
         for an item, another device) go to `leftover`, which restore()
         copies itself; empty tensors go nowhere."""
-        streams: Dict[int, int] = {}
+        streams = self._streams
         out, used, keep = [], set(), self._keep
         self.leftover = []
         for dst, src in pairs:
@@ -97,8 +105,6 @@ class _Planner:
                 device, stream = -1, 0
                 if dst.is_cuda:
                     device = dst.get_device()
-                    if device not in streams:
-                        streams[device] = torch.cuda.current_stream(device).cuda_stream
                     stream = streams[device]
                 out.append((name, dst.data_ptr(), nbytes, device, stream))
                 used.add(name)

@@ -1,0 +1,307 @@
+"""One case of test_emulated_cuda.py's torch tests, in a fresh interpreter
+whose CUDA is the emulated runtime (tests/harness/emulated_cudart.cc, two
+devices), loaded under torch's own libcudart and as libcuda.so.1: torch's
+CUDA tensors, caching allocators, streams and copies run on it, and so do
+strata.torch and strata.dcp above them, unchanged. Kernels are not
+emulated, so the state here is made and changed by copies only: tensors
+made on the host and moved, and an optimizer (CopyAdam) whose step writes
+new weights, moments and CPU step counters by copies, as AdamW changes
+them.
+
+Usage: emulated_torch_worker.py CASE DIRECTORY   (prints "ok" when it passes)
+"""
+
+import contextlib
+import ctypes
+import os
+import sys
+import threading
+
+import torch
+import torch.distributed.checkpoint as dcp
+from torch import nn
+
+import strata
+import strata.dcp
+import strata.torch
+
+EMULATOR = ctypes.CDLL(os.environ["STRATA_CUDART"])
+EMULATOR.strata_emulated_cuda_locked_bytes.restype = ctypes.c_size_t
+
+
+def locked_bytes():
+    return EMULATOR.strata_emulated_cuda_locked_bytes()
+
+
+HOST_FUNCTION = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_held = []  # the host functions' ctypes objects: alive while a stream may call them
+
+
+def hold(streams, seconds=0.5):
+    """Holds each stream's queue for `seconds` (a host function on it that
+    waits), so work enqueued on it next is still queued when the code under
+    test runs: code that does not order its copies after that work copies
+    first and is overwritten."""
+    gate = threading.Event()
+    threading.Timer(seconds, gate.set).start()
+    wait = HOST_FUNCTION(lambda _: gate.wait())
+    _held.append(wait)
+    for s in streams:
+        with torch.cuda.device(s.device):
+            err = EMULATOR.cudaLaunchHostFunc(ctypes.c_void_p(s.cuda_stream), wait, None)
+        assert err == 0, err
+
+
+class Block(nn.Module):
+    """A transformer block's tensors, in bf16: attention and MLP weights,
+    biases, two norms."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.qkv = nn.Linear(width, 3 * width)
+        self.proj = nn.Linear(width, width, bias=False)
+        self.up = nn.Linear(width, 4 * width)
+        self.down = nn.Linear(4 * width, width)
+
+
+def model(seed, layers=6, width=64):
+    """`layers` blocks, the first half on cuda:0, the rest on cuda:1."""
+    torch.manual_seed(seed)
+    blocks = [Block(width).to(torch.bfloat16) for _ in range(layers)]
+    for i, b in enumerate(blocks):
+        b.to(f"cuda:{0 if i < layers // 2 else 1}")
+    return nn.Sequential(*blocks)
+
+
+class CopyAdam(torch.optim.Optimizer):
+    """AdamW's state -- moments like the parameter, on its device, a CPU step
+    counter -- changed by copies only: each step writes values derived from
+    the step number (from page-locked host memory, without a host wait, as a
+    real optimizer's kernels run) into the parameters and both moments, and
+    adds one to the step counter on the host."""
+
+    def __init__(self, params):
+        super().__init__(params, {"lr": 1e-3})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for i, p in enumerate(group["params"]):
+                state = self.state[p]
+                if not state:
+                    state["step"] = torch.tensor(0.0)
+                    state["exp_avg"] = torch.empty_like(p)  # AdamW's: the parameter's dtype
+                    state["exp_avg_sq"] = torch.empty_like(p)
+                state["step"] += 1
+                n = int(state["step"].item())
+                for t, offset in ((p, 0.0), (state["exp_avg"], 0.5), (state["exp_avg_sq"], 0.25)):
+                    value = torch.full(t.shape, n + i / 1000 + offset, dtype=t.dtype).pin_memory()
+                    t.copy_(value, non_blocking=True)
+        return None
+
+
+def trained(seed, steps):
+    m = model(seed)
+    opt = CopyAdam(m.parameters())
+    for _ in range(steps):
+        opt.step()
+    return m, opt
+
+
+def snapshot(m, opt):
+    """The state's values on the host, bit for bit."""
+    torch.cuda.synchronize(0)
+    torch.cuda.synchronize(1)
+    params = {k: v.detach().cpu().clone() for k, v in m.state_dict().items()}
+    moments = {i: {k: v.detach().cpu().clone() for k, v in s.items()}
+               for i, s in opt.state_dict()["state"].items()}
+    return params, moments
+
+
+def check_state(m, opt, expected, what):
+    params, moments = snapshot(m, opt)
+    assert params.keys() == expected[0].keys(), what
+    for k in params:
+        assert torch.equal(params[k].view(torch.int16), expected[0][k].view(torch.int16)), \
+            f"{what}: {k} {params[k].reshape(-1)[:3].tolist()} {expected[0][k].reshape(-1)[:3].tolist()}"
+    assert moments.keys() == expected[1].keys(), what
+    for i in moments:
+        for k in moments[i]:
+            assert torch.equal(moments[i][k], expected[1][i][k]), f"{what}: {i}.{k}"
+
+
+def data_files(path):
+    return {f: os.stat(os.path.join(path, f)).st_ino for f in os.listdir(path)
+            if f.startswith("data-")}
+
+
+def await_reserved(ckpt):
+    for _ in range(4000):
+        if not ckpt.status.reserving:
+            return
+        threading.Event().wait(0.005)
+    raise AssertionError("the reservation never finished")
+
+
+def devices_as_torch_sees_them(_):
+    """torch reads the emulated devices' properties (the struct's layout)."""
+    assert torch.cuda.is_available() and torch.cuda.device_count() == 2
+    for d in range(2):
+        assert torch.cuda.get_device_name(d) == f"Strata emulated device {d}"
+        assert torch.cuda.get_device_capability(d) == (9, 0)
+    x = torch.arange(10).to("cuda:1")
+    assert x.device == torch.device("cuda:1") and torch.equal(x.cpu(), torch.arange(10))
+    try:
+        x + 1  # a kernel
+    except Exception as e:  # torch raises the runtime's error
+        assert "not supported" in str(e), e
+    else:
+        raise AssertionError("a kernel ran on the emulated runtime")
+
+
+def blocking_save(directory):
+    """A blocking save of a many-tensor state on two devices copies once into
+    the step's page-locked files; a restore puts each tensor back into the
+    live model and optimizer on its device. The staging is reserved ahead
+    (by the first optimizer step of a fresh start), page-locked, and the
+    first save's files are those; closing releases every page it locked."""
+    m, opt = model(0), None
+    opt = CopyAdam(m.parameters())
+    state = {"model": m, "optimizer": opt, "loader": {"epoch": 2}}
+    with strata.torch.Checkpointer(directory, preemption_signals=[]) as ckpt:
+        assert ckpt.restore(state) is None
+        before = locked_bytes()
+        opt.step()  # the first step of a fresh start reserves the staging
+        await_reserved(ckpt)
+        assert ckpt.staging_pinned and ckpt.staging_bytes > 0
+        assert locked_bytes() - before >= ckpt.staging_bytes, (before, locked_bytes())
+        reserved = [d for d in os.listdir(directory) if d.startswith(".strata-tmp-")]
+        assert len(reserved) == 1, os.listdir(directory)
+        files = data_files(os.path.join(directory, reserved[0]))
+        opt.step()  # its copies still queued: save() orders its own after them
+        ckpt.save(2, state)
+        opt.step()  # after save() returned: not in the checkpoint
+        ckpt.wait()
+        assert data_files(os.path.join(directory, "2")) == files  # the reserved, locked files
+        staging = ckpt._ckpt.staging
+        assert staging["devices"] == 2 and staging["in_place"], staging
+        m2, opt2 = trained(7, 1)
+        live = [p.data_ptr() for p in m2.parameters()]
+        state2 = {"model": m2, "optimizer": opt2, "loader": None}
+        assert ckpt.restore(state2) == 2
+        assert [p.data_ptr() for p in m2.parameters()] == live
+        assert state2["loader"] == {"epoch": 2}
+        assert {p.device.index for p in m2.parameters()} == {0, 1}
+        check_state(m2, opt2, snapshot(*trained(0, 2)), "restored")
+    torch._C._host_emptyCache()  # torch's own page-locked blocks (pin_memory, copies)
+    assert locked_bytes() == 0, locked_bytes()  # and every step file Strata locked
+
+
+def overlapped_save(directory, side_streams=False):
+    """save(overlap=True) enqueues its copies after the work queued on the
+    devices' current streams (torch's default ones, or side streams the
+    loop runs on) and returns; the optimizer's step right after it is
+    ordered after the copies on those streams. Each save commits the state
+    as it was at save(): weights, moments and the CPU step counters. A
+    restore copies into the live tensors after the work queued on the
+    restoring thread's current streams. The streams are held (hold()) so
+    that the work before each save and each restore is still queued."""
+    m, opt = trained(1, 2)
+    state = {"model": m, "optimizer": opt}
+    streams = [torch.cuda.Stream(d) for d in range(2)] if side_streams else []
+    for s in streams:  # the loop moves to them: they start after the default streams' work
+        s.wait_stream(torch.cuda.default_stream(s.device))
+    with contextlib.ExitStack() as on_streams:
+        for s in streams:
+            on_streams.enter_context(torch.cuda.stream(s))
+        with strata.torch.Checkpointer(directory, preemption_signals=[], overlap=True,
+                                       max_to_keep=3) as ckpt:
+            current = streams or [torch.cuda.current_stream(d) for d in range(2)]
+            for step in (2, 3, 4):
+                hold(current)  # the last step's writes, then the copies, queued behind it
+                ckpt.save(step, state)
+                opt.step()
+            ckpt.wait()
+            for step in (2, 3, 4):
+                m2 = model(9)
+                opt2 = CopyAdam(m2.parameters())
+                hold(current)
+                opt2.step()  # queued behind the hold: the restore's copies go after it
+                assert ckpt.restore({"model": m2, "optimizer": opt2}, step=step) == step
+                check_state(m2, opt2, snapshot(*trained(1, step)), f"step {step}")
+
+
+def overlapped_save_on_side_streams(directory):
+    overlapped_save(directory, side_streams=True)
+
+
+def a_change_outside_the_step(directory):
+    """A tensor changed in place after an overlapped save returned, without
+    wait_staged() and outside optimizer.step(), fails that save; the step
+    before stays the newest."""
+    m, opt = trained(2, 1)
+    state = {"model": m, "optimizer": opt}
+    with strata.torch.Checkpointer(directory, preemption_signals=[], overlap=True) as ckpt:
+        ckpt.save(1, state)
+        ckpt.wait()
+        expected = snapshot(m, opt)
+        ckpt.save(2, state)
+        with torch.no_grad():
+            p = next(m.parameters())
+            p.copy_(torch.zeros(p.shape, dtype=p.dtype))
+        try:
+            ckpt.wait()
+        except strata.FailedPreconditionError as e:
+            assert "changed in place" in str(e), e
+        else:
+            raise AssertionError("the save of a tensor changed under its copy was committed")
+        m2, opt2 = trained(3, 1)
+        assert ckpt.restore({"model": m2, "optimizer": opt2}) == 1
+        check_state(m2, opt2, expected, "step 1")
+
+
+def dcp_round_trip(directory):
+    """dcp.save and dcp.async_save through StrataStorageWriter from CUDA
+    tensors on two devices; dcp.load through StrataStorageReader copies each
+    item into its CUDA tensor, in place, as it verifies (reader.direct),
+    after the work queued on the loading thread's current streams (side
+    streams here, each with a write into every target still queued)."""
+    g = torch.Generator().manual_seed(4)
+    sd = {f"layer{i}.w": torch.randn(48, 64, generator=g).to(torch.bfloat16).to(f"cuda:{i % 2}")
+          for i in range(12)}
+    sd.update({f"layer{i}.norm": torch.randn(64, generator=g).to(f"cuda:{i % 2}")
+               for i in range(12)})
+    sd["step"] = torch.tensor(11.0)
+    expected = {k: v.cpu().clone() for k, v in sd.items()}
+    dcp.save(sd, storage_writer=strata.dcp.StrataStorageWriter(directory), checkpoint_id=5)
+    dcp.async_save(sd, storage_writer=strata.dcp.StrataStorageWriter(directory),
+                   checkpoint_id=6).result()
+    streams = [torch.cuda.Stream(d) for d in range(2)]
+    for step in (5, 6):
+        target = {k: torch.zeros(v.shape, dtype=v.dtype).to(v.device) for k, v in sd.items()}
+        live = {k: v.data_ptr() for k, v in target.items()}
+        reader = strata.dcp.StrataStorageReader(directory)
+        with torch.cuda.stream(streams[0]), torch.cuda.stream(streams[1]):
+            for s in streams:
+                s.wait_stream(torch.cuda.default_stream(s.device))
+            hold(streams)
+            for v in target.values():  # queued on the side stream, before the load's copies
+                v.copy_(torch.full(v.shape, 7, dtype=v.dtype).pin_memory(), non_blocking=True)
+            dcp.load(target, storage_reader=reader, checkpoint_id=step)
+            torch.cuda.synchronize(0)
+            torch.cuda.synchronize(1)
+        assert reader.direct == len(sd), (reader.direct, len(sd))
+        for k, v in target.items():
+            assert v.data_ptr() == live[k] and v.device == sd[k].device, k
+            assert torch.equal(v.cpu().reshape(-1).view(torch.uint8),
+                               expected[k].reshape(-1).view(torch.uint8)), f"step {step}: {k}"
+
+
+CASES = {f.__name__: f for f in (devices_as_torch_sees_them, blocking_save, overlapped_save,
+                                 overlapped_save_on_side_streams, a_change_outside_the_step,
+                                 dcp_round_trip)}
+
+if __name__ == "__main__":
+    CASES[sys.argv[1]](sys.argv[2])
+    print("ok")
