@@ -66,20 +66,48 @@ class Block(nn.Module):
 
 
 def model(seed, layers=6, width=64):
-    """`layers` blocks, the first half on cuda:0, the rest on cuda:1."""
+    """`layers` blocks, the first half on cuda:0, the rest on cuda:1; the
+    first two share their projection's weight (tied weights)."""
     torch.manual_seed(seed)
     blocks = [Block(width).to(torch.bfloat16) for _ in range(layers)]
     for i, b in enumerate(blocks):
         b.to(f"cuda:{0 if i < layers // 2 else 1}")
+    blocks[1].proj.weight = blocks[0].proj.weight
     return nn.Sequential(*blocks)
+
+
+def odd_values():
+    """Plain values of every kind of CUDA tensor the dtypes give: a 0-d
+    one, an empty one, bool, int8, float8, complex, uint16, on both
+    devices."""
+    return {"scalar": torch.tensor(2.5, dtype=torch.bfloat16).to("cuda:1"),
+            "empty": torch.empty(0, 3).to("cuda:0"),
+            "bool": torch.tensor([True, False, True]).to("cuda:1"),
+            "int8": torch.arange(-5, 5, dtype=torch.int8).to("cuda:0"),
+            "float8": torch.linspace(-2, 2, 16).to(torch.float8_e4m3fn).to("cuda:1"),
+            "complex": torch.complex(torch.arange(4.0), torch.ones(4)).to("cuda:0"),
+            "uint16": torch.arange(7, dtype=torch.int32).to(torch.uint16).to("cuda:1")}
+
+
+def same_bits(a, b):
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(
+        a.cpu().reshape(-1).view(torch.uint8), b.cpu().reshape(-1).view(torch.uint8))
+
+
+def pattern(t, step, index, kind):
+    """Values for tensor `kind` of parameter `index` at `step`: integers
+    below 256 (exact in bf16) that differ from element to element, tensor
+    to tensor and step to step, so a copy into the wrong place shows."""
+    n = torch.arange(t.numel()) + 31 * index + 97 * step + 7 * kind
+    return (n % 256).to(t.dtype).reshape(t.shape)
 
 
 class CopyAdam(torch.optim.Optimizer):
     """AdamW's state -- moments like the parameter, on its device, a CPU step
-    counter -- changed by copies only: each step writes values derived from
-    the step number (from page-locked host memory, without a host wait, as a
-    real optimizer's kernels run) into the parameters and both moments, and
-    adds one to the step counter on the host."""
+    counter -- changed by copies only: each step writes pattern()'s values
+    (from page-locked host memory, without a host wait, as a real
+    optimizer's kernels run) into the parameters and both moments, and adds
+    one to the step counter on the host."""
 
     def __init__(self, params):
         super().__init__(params, {"lr": 1e-3})
@@ -95,9 +123,8 @@ class CopyAdam(torch.optim.Optimizer):
                     state["exp_avg_sq"] = torch.empty_like(p)
                 state["step"] += 1
                 n = int(state["step"].item())
-                for t, offset in ((p, 0.0), (state["exp_avg"], 0.5), (state["exp_avg_sq"], 0.25)):
-                    value = torch.full(t.shape, n + i / 1000 + offset, dtype=t.dtype).pin_memory()
-                    t.copy_(value, non_blocking=True)
+                for k, t in enumerate((p, state["exp_avg"], state["exp_avg_sq"])):
+                    t.copy_(pattern(t, n, i, k).pin_memory(), non_blocking=True)
         return None
 
 
@@ -123,12 +150,12 @@ def check_state(m, opt, expected, what):
     params, moments = snapshot(m, opt)
     assert params.keys() == expected[0].keys(), what
     for k in params:
-        assert torch.equal(params[k].view(torch.int16), expected[0][k].view(torch.int16)), \
+        assert same_bits(params[k], expected[0][k]), \
             f"{what}: {k} {params[k].reshape(-1)[:3].tolist()} {expected[0][k].reshape(-1)[:3].tolist()}"
     assert moments.keys() == expected[1].keys(), what
     for i in moments:
         for k in moments[i]:
-            assert torch.equal(moments[i][k], expected[1][i][k]), f"{what}: {i}.{k}"
+            assert same_bits(moments[i][k], expected[1][i][k]), f"{what}: {i}.{k}"
 
 
 def data_files(path):
@@ -161,14 +188,16 @@ def devices_as_torch_sees_them(_):
 
 
 def blocking_save(directory):
-    """A blocking save of a many-tensor state on two devices copies once into
-    the step's page-locked files; a restore puts each tensor back into the
-    live model and optimizer on its device. The staging is reserved ahead
+    """A blocking save of a many-tensor state on two devices (tied weights,
+    plain values of every kind) copies once into the step's page-locked
+    files; a restore puts each tensor back into the live model and
+    optimizer on its device. The staging is reserved ahead
     (by the first optimizer step of a fresh start), page-locked, and the
     first save's files are those; closing releases every page it locked."""
-    m, opt = model(0), None
+    m = model(0)
     opt = CopyAdam(m.parameters())
-    state = {"model": m, "optimizer": opt, "loader": {"epoch": 2}}
+    values = odd_values()
+    state = {"model": m, "optimizer": opt, "values": values}
     with strata.torch.Checkpointer(directory, preemption_signals=[]) as ckpt:
         assert ckpt.restore(state) is None
         before = locked_bytes()
@@ -188,10 +217,12 @@ def blocking_save(directory):
         assert staging["devices"] == 2 and staging["in_place"], staging
         m2, opt2 = trained(7, 1)
         live = [p.data_ptr() for p in m2.parameters()]
-        state2 = {"model": m2, "optimizer": opt2, "loader": None}
+        state2 = {"model": m2, "optimizer": opt2, "values": None}
         assert ckpt.restore(state2) == 2
         assert [p.data_ptr() for p in m2.parameters()] == live
-        assert state2["loader"] == {"epoch": 2}
+        assert m2[1].proj.weight is m2[0].proj.weight
+        for k, v in values.items():  # a plain value's tensors come back on the CPU
+            assert state2["values"][k].is_cpu and same_bits(state2["values"][k], v), k
         assert {p.device.index for p in m2.parameters()} == {0, 1}
         check_state(m2, opt2, snapshot(*trained(0, 2)), "restored")
     torch._C._host_emptyCache()  # torch's own page-locked blocks (pin_memory, copies)
@@ -294,8 +325,7 @@ def dcp_round_trip(directory):
         assert reader.direct == len(sd), (reader.direct, len(sd))
         for k, v in target.items():
             assert v.data_ptr() == live[k] and v.device == sd[k].device, k
-            assert torch.equal(v.cpu().reshape(-1).view(torch.uint8),
-                               expected[k].reshape(-1).view(torch.uint8)), f"step {step}: {k}"
+            assert same_bits(v, expected[k]), f"step {step}: {k}"
 
 
 CASES = {f.__name__: f for f in (devices_as_torch_sees_them, blocking_save, overlapped_save,
