@@ -37,7 +37,7 @@ agent_benchmarks=" peer_replication restore_from_peer restart_check tls_cost "
 storage_benchmarks=" backup_upload backup_restore "
 ec_benchmarks=" ec_encode ec_ram ec_rebuild "
 coded_benchmarks=" coded_ram coded_restore dedup "
-torch_benchmarks=" torch_save_blocking torch_load torch_per_tensor "
+torch_benchmarks=" torch_save_blocking torch_load torch_per_tensor torch_per_tensor_cuda "
 run_scale=0
 run_cuda=0
 flags=()
@@ -90,6 +90,49 @@ if [ ${#torch_names[@]} -gt 0 ] || { [ "$any_names" -eq 0 ] && [ -d "$build_dir/
 fi
 if [ "$any_names" -eq 0 ] || [ "$run_scale" -eq 1 ]; then runs+=(scale_bench); fi
 if [ "$any_names" -eq 0 ] || [ "$run_cuda" -eq 1 ]; then runs+=(cuda_bench); fi
+# bench/torch_bench.py: torch_per_tensor_cuda in a process of its own, on
+# the GPU if there is one, else on the emulated CUDA runtime (no delay),
+# preloaded under torch and found as libcuda.so.1 as
+# python/tests/test_emulated_cuda.py does; the others on the CPU.
+run_torch_bench() {
+  local python=${STRATA_VENV:-$(dirname "$0")/../.venv}/bin/python
+  local script=$(dirname "$0")/../bench/torch_bench.py
+  local cpu=() cuda=0 n
+  for n in ${torch_names[@]+"${torch_names[@]}"}; do
+    if [ "$n" = torch_per_tensor_cuda ]; then cuda=1; else cpu+=("$n"); fi
+  done
+  if [ ${#torch_names[@]} -eq 0 ]; then
+    cpu=(torch_save_blocking torch_load torch_per_tensor)
+    cuda=1
+  fi
+  if [ ${#cpu[@]} -gt 0 ]; then
+    echo
+    PYTHONPATH="$build_dir/python" "$python" "$script" "${flags[@]+"${flags[@]}"}" "${cpu[@]}" |
+      tee -a "$out" || status=$?
+  fi
+  [ "$cuda" -eq 1 ] || return 0
+  echo
+  if PYTHONPATH="$build_dir/python" "$python" -c \
+    'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
+    PYTHONPATH="$build_dir/python" "$python" "$script" "${flags[@]+"${flags[@]}"}" \
+      torch_per_tensor_cuda | tee -a "$out" || status=$?
+    return 0
+  fi
+  local emulated
+  emulated=$(realpath "$build_dir/tests/libstrata-emulated-cudart.so" 2>/dev/null) || {
+    echo "torch_per_tensor_cuda: no GPU, and no emulated runtime in $build_dir/tests: skipped"
+    return 0
+  }
+  local driver
+  driver=$(mktemp -d)
+  ln -s "$emulated" "$driver/libcuda.so.1"
+  PYTHONPATH="$build_dir/python" STRATA_CUDART=$emulated LD_PRELOAD=$emulated \
+    LD_LIBRARY_PATH="$driver${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" STRATA_EMU_CUDA_DELAY_US=0 \
+    "$python" "$script" "${flags[@]+"${flags[@]}"}" torch_per_tensor_cuda |
+    tee -a "$out" || status=$?
+  rm -rf "$driver"
+}
+
 for b in "${runs[@]}"; do
   [ "$b" = torch_bench ] && continue
   if [ ! -x "$build_dir/bench/$b" ]; then
@@ -161,10 +204,7 @@ for b in "${runs[@]}"; do
       --reps "${STRATA_BENCH_REPS:-5}" | tee -a "$out" || status=$?
     continue
   elif [ "$b" = torch_bench ]; then
-    echo
-    PYTHONPATH="$build_dir/python" "${STRATA_VENV:-$(dirname "$0")/../.venv}/bin/python" "$(dirname "$0")/../bench/torch_bench.py" \
-      "${flags[@]+"${flags[@]}"}" "${torch_names[@]+"${torch_names[@]}"}" |
-      tee -a "$out" || status=$?
+    run_torch_bench
     continue
   else
     names=("${storage_names[@]+"${storage_names[@]}"}")

@@ -10,6 +10,8 @@
 #   cuda_bench.log $BUILD/bench/cuda_bench --size-mib ${STRATA_GPU_BENCH_MIB:-4096}
 #   pytest.log     python/tests/test_torch_staging.py test_torch.py test_api.py
 #                  test_torch_dtensor.py (CUDA tests run, none skipped for lack of CUDA)
+#   per_tensor.log bench/torch_bench.py torch_per_tensor_cuda: the Python time per
+#                  tensor of a save and a restore of 2,000 tensors on the GPU
 #   bench.log      bench/gpu_bench.py --size-mib ${STRATA_GPU_BENCH_MIB:-6144}: both states
 #                  (big Linear layers; a ~1,000-tensor bf16 transformer), first and
 #                  warm saves, overlapped, committed, restore, DCP
@@ -134,6 +136,10 @@ export PYTHONPATH="$PWD/$BUILD/python" STRATA_BIN="$PWD/$BUILD/strata" \
 timeout 150 "$PY" -m pytest -q -rs -p no:cacheprovider $TESTS > "$OUT/pytest.log" 2>&1
 summary "pytest rc=$? ($(tail -1 "$OUT/pytest.log"))"
 grep -n "SKIPPED.*CUDA" "$OUT/pytest.log" && summary "WARNING: CUDA tests were skipped"
+
+timeout 90 "$PY" bench/torch_bench.py torch_per_tensor_cuda > "$OUT/per_tensor.log" 2>&1
+summary "per-tensor rc=$?"
+grep '^ratio ' "$OUT/per_tensor.log" | tee -a "$OUT/summary.txt"
 
 PYTHONUNBUFFERED=1 timeout 420 "$PY" bench/gpu_bench.py --size-mib "${STRATA_GPU_BENCH_MIB:-6144}" \
   --states "${STRATA_GPU_BENCH_STATES:-linear,transformer}" \
