@@ -1,8 +1,16 @@
 // Copyright 2026 The Strata Authors.
 #include "buffers.h"
 
+#include <algorithm>
 #include <bit>
+#include <cstring>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
+
+#include "binding.h"
+#include "engine/staging.h"
+#include "util/thread_pool.h"
 
 namespace strata::python {
 namespace py = pybind11;
@@ -216,24 +224,78 @@ const py::dict& PyRestored::dtypes() {
   return *dtypes_;
 }
 
+namespace {
+
+// The array of item `it` with its bytes at `data`, keeping `base` alive.
+py::array ArrayOf(const RestoredItem& it, void* data, const py::object& base) {
+  std::vector<py::ssize_t> shape(it.shape.begin(), it.shape.end());
+  if (it.dtype == DType::kBytes) shape = {static_cast<py::ssize_t>(it.data.size())};
+  std::vector<py::ssize_t> strides(shape.size());
+  py::ssize_t stride =
+      it.dtype == DType::kBytes ? 1 : static_cast<py::ssize_t>(DTypeSize(it.dtype));
+  for (size_t d = shape.size(); d-- > 0;) {
+    strides[d] = stride;
+    stride *= shape[d];
+  }
+  return py::array(py::dtype(NumpyTypeOf(it.dtype)), shape, strides, data, base);
+}
+
+}  // namespace
+
 void PyRestored::MakeArrays() {
   py::dict items, dtypes;
   for (const RestoredItem& it : step_->items) {
-    std::vector<py::ssize_t> shape(it.shape.begin(), it.shape.end());
-    if (it.dtype == DType::kBytes) shape = {static_cast<py::ssize_t>(it.data.size())};
-    std::vector<py::ssize_t> strides(shape.size());
-    py::ssize_t stride =
-        it.dtype == DType::kBytes ? 1 : static_cast<py::ssize_t>(DTypeSize(it.dtype));
-    for (size_t d = shape.size(); d-- > 0;) {
-      strides[d] = stride;
-      stride *= shape[d];
-    }
-    py::array array(py::dtype(NumpyTypeOf(it.dtype)), shape, strides, it.data.data(), base_);
-    items[py::str(it.name)] = std::move(array);
+    items[py::str(it.name)] = ArrayOf(it, it.data.data(), base_);
     dtypes[py::str(it.name)] = py::str(std::string(DTypeName(it.dtype)));
   }
   items_ = std::move(items);
   dtypes_ = std::move(dtypes);
+}
+
+py::dict PyRestored::OwnedCopy(const std::vector<std::string>& names) {
+  std::unordered_map<std::string_view, const RestoredItem*> by_name;
+  for (const RestoredItem& it : step_->items) by_name.emplace(it.name, &it);
+  std::vector<const RestoredItem*> chosen;
+  std::vector<size_t> offset;
+  size_t total = 0;
+  for (const std::string& name : names) {
+    auto found = by_name.find(name);
+    if (found == by_name.end()) {
+      throw py::key_error("step " + std::to_string(step_->step) + " has no item '" + name + "'");
+    }
+    chosen.push_back(found->second);
+    offset.push_back(total);
+    total += (found->second->data.size() + 63) / 64 * 64;  // each item cache-line aligned
+  }
+  auto block =
+      AllocateRestoreMemory(total, "step " + std::to_string(step_->step) + "'s kept items");
+  if (!block.ok()) ThrowIfError(block.status());
+  std::byte* base = block->get();
+  {
+    // In pieces of 8 MiB across the pool: the copy is mostly page faults
+    // on the new block, which threads take in parallel.
+    constexpr size_t kPiece = size_t{8} << 20;
+    std::vector<std::pair<size_t, size_t>> pieces;  // (chosen index, offset in the item)
+    for (size_t i = 0; i < chosen.size(); ++i) {
+      for (size_t at = 0; at < chosen[i]->data.size(); at += kPiece) pieces.emplace_back(i, at);
+    }
+    py::gil_scoped_release unlocked;
+    ThreadPool pool(total >= 2 * kPiece ? ThreadPool::DefaultThreads() - 1 : 0);
+    pool.ParallelFor(pieces.size(), [&](size_t p) {
+      const auto [i, at] = pieces[p];
+      const size_t n = std::min(kPiece, chosen[i]->data.size() - at);
+      std::memcpy(base + offset[i] + at, chosen[i]->data.data() + at, n);
+    });
+  }
+  auto owner =
+      std::make_shared<std::unique_ptr<std::byte[], RestoredMemoryDeleter>>(std::move(*block));
+  py::capsule keep(new decltype(owner)(owner),
+                   [](void* p) { delete static_cast<decltype(owner)*>(p); });
+  py::dict out;
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    out[py::str(chosen[i]->name)] = ArrayOf(*chosen[i], base + offset[i], keep);
+  }
+  return out;
 }
 
 }  // namespace strata::python

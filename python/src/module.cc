@@ -371,6 +371,9 @@ void DefineResults(py::module_& m) {
       .def_property_readonly("dtypes", &PyRestored::dtypes, "name -> Strata dtype name")
       .def_property_readonly("lent", &PyRestored::lent,
                              "The arrays view memory a later save reuses: copy what is kept.")
+      .def("owned_copy", &PyRestored::OwnedCopy, py::arg("names"),
+           "name -> array for each named item, copied (in parallel) into one block of\n"
+           "memory of their own: what is kept of a lent step.")
       .def("__repr__", [](const PyRestored& r) {
         return "Restored(step=" + std::to_string(r.step()) + ", " + std::to_string(r.size()) +
                " items)";

@@ -12,7 +12,8 @@ import torch
 
 import strata
 from strata._tree import (TREE_ITEM, _FORMAT, _bits, _Decoder, _fit, _is_stateful, _materialize,
-                          _place, _Placeholder, _plan, _target_state, _Unplanned)
+                          _place, _Placeholder, _placeholder_items, _plan, _target_state,
+                          _Unplanned)
 
 
 def _copy_into(copies: List[Tuple[torch.Tensor, torch.Tensor]]) -> None:
@@ -138,9 +139,14 @@ def finish_planned(planner: _Planner, restored: strata.Restored, state: Dict[str
             if key in planner.whole:  # every tensor in it is a live one
                 decoded[key] = (kind, value)
                 continue
-            copy = restored.lent or (kind == "$stateful" and
-                                     not isinstance(state[key], torch.nn.Module))
-            decoded[key] = (kind, _materialize(value, restored.items, restored.step, copy))
+            items, copy = restored.items, False
+            if kind == "$stateful":  # each tensor its own (a module copies what it loads)
+                copy = restored.lent or not isinstance(state[key], torch.nn.Module)
+            elif restored.lent:  # a plain value is kept: out of the step files, in one block
+                names: List[str] = []
+                _placeholder_items(value, names)
+                items = restored.owned_copy(list(dict.fromkeys(names)))
+            decoded[key] = (kind, _materialize(value, items, restored.step, copy))
         leftover = [(dst, _materialize(src, restored.items, restored.step, False))
                     for dst, src in planner.leftover]
     except _Unplanned:

@@ -682,6 +682,23 @@ class _Unplanned(Exception):
     the entry again from the restored items)."""
 
 
+def _placeholder_items(value: Any, names: List[str]) -> None:
+    """Appends to `names` the item of each placeholder in `value` (as the
+    plan left it), in order."""
+    if isinstance(value, _Placeholder):
+        names.append(value.name)
+    elif isinstance(value, _PlaceholderDTensor):
+        _placeholder_items(value.local, names)
+    elif isinstance(value, _ArrayPlaceholder):
+        names.append(value.node["$array"])
+    elif type(value) is dict:
+        for v in value.values():
+            _placeholder_items(v, names)
+    elif type(value) in (list, tuple):
+        for v in value:
+            _placeholder_items(v, names)
+
+
 def _materialize(value: Any, items: Dict[str, numpy.ndarray], step: int, copy: bool) -> Any:
     """`value` as a planned restore left it (placeholders for the tensors
     that were not copied into a live tensor) with each placeholder replaced

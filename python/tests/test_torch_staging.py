@@ -548,6 +548,35 @@ def test_state_dicts_of_fresh_tensors_restore_through_the_arena(scratch):
         assert torch.equal(torch.rand(4), expected)
 
 
+def test_a_restored_plain_value_outlives_the_step_files_it_came_from(scratch):
+    """A restore of plain values from a step whose files later saves recycle
+    (the arrays it verified are views of them) copies what it keeps into
+    memory of its own, in one block: the values stay as restored while the
+    files are written again."""
+    def values(seed):
+        g = torch.Generator().manual_seed(seed)
+        return {"w": torch.randn(512, 256, generator=g), "b": torch.randn(256, generator=g),
+                "a": np.arange(100, dtype=np.int32) * seed, "n": seed}
+
+    with strata.torch.Checkpointer(str(scratch), max_to_keep=2) as ckpt:
+        ckpt.save(1, {"v": values(1)})
+        ckpt.wait()
+        restored = ckpt._ckpt.restore_planned(strata.torch.TREE_ITEM, lambda step, key: [])
+        assert restored.lent  # the step files themselves: reused by later saves
+        with pytest.raises(KeyError, match="no item 'nope'"):
+            restored.owned_copy(["nope"])
+        del restored
+        target = {"v": None}
+        assert ckpt.restore(target) == 1
+        for step in range(2, 6):  # step 1's files are written again
+            ckpt.save(step, {"v": values(step)})
+            ckpt.wait()
+        assert not (scratch / "1").exists()
+    kept, expected = target["v"], values(1)
+    assert torch.equal(kept["w"], expected["w"]) and torch.equal(kept["b"], expected["b"])
+    assert np.array_equal(kept["a"], expected["a"]) and kept["n"] == 1
+
+
 def test_restoring_through_the_arena_fills_the_live_tensors(scratch):
     model, opt = make()
     train(model, opt, 3)
