@@ -72,16 +72,21 @@ bool Parse(int argc, char** argv, Args* a) {
   return argc % 2 == 1 && a->size_mib > 0 && a->tensors > 0 && a->reps > 0;
 }
 
-#define CUDA_OK(call)                                                                      \
-  do {                                                                                     \
-    if (int e = (call); e != 0) {                                                          \
-      std::fprintf(stderr, "cuda_bench: %s\n", rt.Check(e, #call, "").ToString().c_str()); \
-      std::exit(1);                                                                        \
-    }                                                                                      \
+#define CUDA_OK(call)                                        \
+  do {                                                       \
+    if (int e = (call); e != 0) Die(rt.Check(e, #call, "")); \
   } while (0)
+
+// The checkpoint directory once made: removed on every exit, a failed
+// run's too (a RAM disk keeps what is left behind).
+std::string scratch_dir;
 
 void Die(const Status& s) {
   std::fprintf(stderr, "cuda_bench: %s\n", s.ToString().c_str());
+  if (!scratch_dir.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(scratch_dir, ignored);
+  }
   std::exit(1);
 }
 
@@ -159,6 +164,7 @@ int Run(const Args& args) {
   const std::string dir =
       args.dir.empty() ? "/dev/shm/strata-cuda-bench-" + std::to_string(::getpid()) : args.dir;
   std::filesystem::remove_all(dir);
+  scratch_dir = dir;
   CheckpointerOptions options;
   options.preemption_signals = {};
   options.max_to_keep = 2;

@@ -189,15 +189,15 @@ def devices_as_torch_sees_them(_):
 
 def blocking_save(directory):
     """A blocking save of a many-tensor state on two devices (tied weights,
-    plain values of every kind) copies once into the step's page-locked
-    files; a restore puts each tensor back into the live model and
+    plain values of every kind, the CUDA generators) copies once into the
+    step's page-locked files; a restore puts each tensor back into the live model and
     optimizer on its device. The staging is reserved ahead
     (by the first optimizer step of a fresh start), page-locked, and the
     first save's files are those; closing releases every page it locked."""
     m = model(0)
     opt = CopyAdam(m.parameters())
     values = odd_values()
-    state = {"model": m, "optimizer": opt, "values": values}
+    state = {"model": m, "optimizer": opt, "values": values, "rng": strata.torch.RNGState()}
     with strata.torch.Checkpointer(directory, preemption_signals=[]) as ckpt:
         assert ckpt.restore(state) is None
         before = locked_bytes()
@@ -209,7 +209,10 @@ def blocking_save(directory):
         assert len(reserved) == 1, os.listdir(directory)
         files = data_files(os.path.join(directory, reserved[0]))
         opt.step()  # its copies still queued: save() orders its own after them
+        torch.cuda.manual_seed_all(1234)
+        generators = [torch.cuda.get_rng_state(d) for d in range(2)]
         ckpt.save(2, state)
+        torch.cuda.manual_seed_all(99)
         opt.step()  # after save() returned: not in the checkpoint
         ckpt.wait()
         assert data_files(os.path.join(directory, "2")) == files  # the reserved, locked files
@@ -217,8 +220,10 @@ def blocking_save(directory):
         assert staging["devices"] == 2 and staging["in_place"], staging
         m2, opt2 = trained(7, 1)
         live = [p.data_ptr() for p in m2.parameters()]
-        state2 = {"model": m2, "optimizer": opt2, "values": None}
+        state2 = {"model": m2, "optimizer": opt2, "values": None, "rng": strata.torch.RNGState()}
         assert ckpt.restore(state2) == 2
+        for d in range(2):  # each device's generator, as RNGState saved it
+            assert torch.equal(torch.cuda.get_rng_state(d), generators[d]), d
         assert [p.data_ptr() for p in m2.parameters()] == live
         assert m2[1].proj.weight is m2[0].proj.weight
         for k, v in values.items():  # a plain value's tensors come back on the CPU

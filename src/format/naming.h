@@ -17,7 +17,7 @@
 // and the replicator protocol's files in a node's local directory, which the
 // agent and the client side (engine/replicator_client.cc) both speak:
 //
-//   replicator.yaml[.tmp], replicator.prerestore, replicator.errors,
+//   replicator.yaml[.tmp|.taken], replicator.prerestore, replicator.errors,
 //   replicator.failed, <job>-s<step>-n<node>-w<worker>.restore|.save
 #ifndef STRATA_FORMAT_NAMING_H_
 #define STRATA_FORMAT_NAMING_H_
@@ -49,6 +49,10 @@ inline constexpr std::string_view kMaintenanceFile = "maintenance.json";
 
 inline constexpr std::string_view kReplicatorYaml = "replicator.yaml";
 inline constexpr std::string_view kReplicatorYamlTmp = "replicator.yaml.tmp";
+// Where the agent sets a taken replicator.yaml aside to tell it from a newer
+// one (agent/node/restore.cc); a later start's rename replaces one left by
+// an agent that died in between.
+inline constexpr std::string_view kReplicatorYamlTaken = "replicator.yaml.taken";
 inline constexpr std::string_view kPrerestoreFile = "replicator.prerestore";
 inline constexpr std::string_view kErrorsFile = "replicator.errors";
 // Line 1 the node's JAX process index, line 2 the JAX coordination service's

@@ -10,6 +10,7 @@
 #include "agent/rpc/transfer.h"
 #include "format/naming.h"
 #include "storage/retry.h"
+#include "util/file_util.h"
 #include "util/hash.h"
 #include "util/logging.h"
 
@@ -230,7 +231,7 @@ bool Restore::Superseded() const { return env_->Exists(options_.yaml_path); }
 Status Restore::RemoveTakenYaml(const std::optional<FileIdentity>& taken) {
   const std::string& path = options_.yaml_path;
   if (!taken) return env_->RemoveFile(path);
-  const std::string aside = path + ".taken";
+  const std::string aside = JoinPath(Dirname(path), std::string(kReplicatorYamlTaken));
   STRATA_RETURN_IF_ERROR(env_->Rename(path, aside));
   StatusOr<FileIdentity> now = env_->Identify(aside);
   if (!now.ok()) {

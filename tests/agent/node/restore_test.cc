@@ -429,7 +429,7 @@ TEST_F(RestoreTest, AYamlWrittenWhileRegisteringStaysAndCancelsTheStart) {
       << result.status().ToString();
   ASSERT_TRUE(fs::exists(node0_.yaml()));
   EXPECT_EQ(testing::ReadFile(node0_.yaml()), newer);
-  EXPECT_FALSE(fs::exists(node0_.yaml() + ".taken"));
+  EXPECT_FALSE(fs::exists(JoinPath(node0_.client(), std::string(kReplicatorYamlTaken))));
   EXPECT_FALSE(fs::exists(Marker(node0_, 0, 0)));
 }
 
@@ -441,7 +441,7 @@ TEST_F(RestoreTest, TheYamlAStartWasReadFromGoesOnceItRegistered) {
   EXPECT_TRUE(testing::WaitUntil(
       [&] { return node0_.restore->summary().state == Restore::State::kAwaitPlan; }));
   EXPECT_FALSE(fs::exists(node0_.yaml()));
-  EXPECT_FALSE(fs::exists(node0_.yaml() + ".taken"));
+  EXPECT_FALSE(fs::exists(JoinPath(node0_.client(), std::string(kReplicatorYamlTaken))));
   stopping_ = true;  // node 1 never comes
   t.join();
   EXPECT_EQ(result.status().code(), StatusCode::kCancelled) << result.status().ToString();
