@@ -145,7 +145,7 @@ def finish_planned(planner: _Planner, restored: strata.Restored, state: Dict[str
             elif restored.lent:  # a plain value is kept: out of the step files, in one block
                 names: List[str] = []
                 _placeholder_items(value, names)
-                items = restored.owned_copy(list(dict.fromkeys(names)))
+                items = restored.owned_copy(list(dict.fromkeys(names))) if names else {}
             decoded[key] = (kind, _materialize(value, items, restored.step, copy))
         leftover = [(dst, _materialize(src, restored.items, restored.step, False))
                     for dst, src in planner.leftover]
