@@ -24,6 +24,7 @@ from torch import nn
 import strata
 import strata.dcp
 import strata.torch
+from test_torch_staging import await_reserved, data_files  # this file's folder is on the path
 
 EMULATOR = ctypes.CDLL(os.environ["STRATA_CUDART"])
 EMULATOR.strata_emulated_cuda_locked_bytes.restype = ctypes.c_size_t
@@ -156,19 +157,6 @@ def check_state(m, opt, expected, what):
     for i in moments:
         for k in moments[i]:
             assert same_bits(moments[i][k], expected[1][i][k]), f"{what}: {i}.{k}"
-
-
-def data_files(path):
-    return {f: os.stat(os.path.join(path, f)).st_ino for f in os.listdir(path)
-            if f.startswith("data-")}
-
-
-def await_reserved(ckpt):
-    for _ in range(4000):
-        if not ckpt.status.reserving:
-            return
-        threading.Event().wait(0.005)
-    raise AssertionError("the reservation never finished")
 
 
 def devices_as_torch_sees_them(_):
