@@ -66,13 +66,14 @@ class Block(nn.Module):
         self.down = nn.Linear(4 * width, width)
 
 
-def model(seed, layers=6, width=64):
-    """`layers` blocks, the first half on cuda:0, the rest on cuda:1; the
-    first two share their projection's weight (tied weights)."""
+def model(seed, layers=6, width=64, swapped=False):
+    """`layers` blocks, the first half on cuda:0, the rest on cuda:1 (the
+    other way round if `swapped`); the first two share their projection's
+    weight (tied weights)."""
     torch.manual_seed(seed)
     blocks = [Block(width).to(torch.bfloat16) for _ in range(layers)]
     for i, b in enumerate(blocks):
-        b.to(f"cuda:{0 if i < layers // 2 else 1}")
+        b.to(f"cuda:{int(i < layers // 2) if swapped else int(i >= layers // 2)}")
     blocks[1].proj.weight = blocks[0].proj.weight
     return nn.Sequential(*blocks)
 
@@ -129,8 +130,8 @@ class CopyAdam(torch.optim.Optimizer):
         return None
 
 
-def trained(seed, steps):
-    m = model(seed)
+def trained(seed, steps, swapped=False):
+    m = model(seed, swapped=swapped)
     opt = CopyAdam(m.parameters())
     for _ in range(steps):
         opt.step()
@@ -218,6 +219,13 @@ def blocking_save(directory):
             assert state2["values"][k].is_cpu and same_bits(state2["values"][k], v), k
         assert {p.device.index for p in m2.parameters()} == {0, 1}
         check_state(m2, opt2, snapshot(*trained(0, 2)), "restored")
+        # Into a model laid out on the devices the other way round (a job
+        # restarted with its GPUs assigned differently): each tensor is
+        # copied to the device its live counterpart is on.
+        m3, opt3 = trained(8, 1, swapped=True)
+        assert ckpt.restore({"model": m3, "optimizer": opt3, "values": None}) == 2
+        assert m3[0].qkv.weight.device.index == 1 and m3[5].qkv.weight.device.index == 0
+        check_state(m3, opt3, snapshot(*trained(0, 2)), "restored onto the other devices")
     torch._C._host_emptyCache()  # torch's own page-locked blocks (pin_memory, copies)
     assert locked_bytes() == 0, locked_bytes()  # and every step file Strata locked
 
