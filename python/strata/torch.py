@@ -258,7 +258,10 @@ class Checkpointer:
         return restored.step
 
     def wait(self) -> None:
-        self.wait_staged()
+        """Waits on the host for the save in flight (its copies included).
+        Orders no stream: called from another thread than the training
+        loop's, it must not take the ordering the loop's next optimizer step
+        makes on its own current streams (the pre-step hook still does)."""
         self._ckpt.wait()
 
     def request_on_demand(self) -> None:
@@ -273,8 +276,8 @@ class Checkpointer:
         return self._ckpt.directory
 
     def close(self) -> None:
-        self.wait_staged()
-        self._ckpt.close()
+        self._ckpt.close()  # waits for the save in flight, as wait() does
+        self._pending = None  # its copies are done: nothing is left to order
         for handle in list(self._hooks.values()) + self._reserve_hooks:
             handle.remove()
         self._hooks.clear()

@@ -293,6 +293,34 @@ def a_change_outside_the_step(directory):
         check_state(m2, opt2, expected, "step 1")
 
 
+def a_wait_from_another_thread(directory):
+    """wait() called from another thread while the training thread goes on
+    (a monitor, a signal handler's thread) waits for the save on the host
+    and orders no stream of its own: the training thread's next step still
+    orders its side streams after the copies, and the save commits the
+    state as it was at save()."""
+    m, opt = trained(4, 2)
+    state = {"model": m, "optimizer": opt}
+    streams = [torch.cuda.Stream(d) for d in range(2)]
+    for s in streams:
+        s.wait_stream(torch.cuda.default_stream(s.device))
+    with contextlib.ExitStack() as on_streams:
+        for s in streams:
+            on_streams.enter_context(torch.cuda.stream(s))
+        with strata.torch.Checkpointer(directory, preemption_signals=[], overlap=True) as ckpt:
+            hold(streams)  # the copies stay queued behind it
+            ckpt.save(2, state)
+            waiting = threading.Thread(target=ckpt.wait)
+            waiting.start()
+            threading.Event().wait(0.1)  # the other thread is in wait() by now
+            opt.step()
+            waiting.join()
+            ckpt.wait()
+            m2, opt2 = trained(9, 1)
+            assert ckpt.restore({"model": m2, "optimizer": opt2}) == 2
+            check_state(m2, opt2, snapshot(*trained(4, 2)), "step 2")
+
+
 def dcp_round_trip(directory):
     """dcp.save and dcp.async_save through StrataStorageWriter from CUDA
     tensors on two devices; dcp.load through StrataStorageReader copies each
@@ -331,7 +359,7 @@ def dcp_round_trip(directory):
 
 CASES = {f.__name__: f for f in (devices_as_torch_sees_them, blocking_save, overlapped_save,
                                  overlapped_save_on_side_streams, a_change_outside_the_step,
-                                 dcp_round_trip)}
+                                 a_wait_from_another_thread, dcp_round_trip)}
 
 if __name__ == "__main__":
     CASES[sys.argv[1]](sys.argv[2])
