@@ -119,7 +119,7 @@ run_torch_bench() {
     return 0
   fi
   local emulated
-  emulated=$(realpath "$build_dir/tests/libstrata-emulated-cudart.so" 2>/dev/null) || {
+  emulated=$(realpath -e "$build_dir/tests/libstrata-emulated-cudart.so" 2>/dev/null) || {
     echo "torch_per_tensor_cuda: no GPU, and no emulated runtime in $build_dir/tests: skipped"
     return 0
   }

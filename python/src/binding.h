@@ -86,6 +86,12 @@ class PyCheckpointer {
     if (!ckpt_) Raise(Closed());
     return fn(*ckpt_);
   }
+  // Whether Close() has begun (it holds op_mu_ until the save in flight is
+  // done, so a call waiting behind it finds the copies done and this true).
+  bool closed() {
+    std::lock_guard<std::mutex> l(ptr_mu_);
+    return ckpt_ == nullptr;
+  }
   // Waits for the call and the save in flight (a failed save is logged) and
   // unlocks the directory. Idempotent.
   void Close() {

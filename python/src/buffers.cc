@@ -260,9 +260,7 @@ py::dict PyRestored::OwnedCopy(const std::vector<std::string>& names) {
   size_t total = 0;
   for (const std::string& name : names) {
     auto found = by_name.find(name);
-    if (found == by_name.end()) {
-      throw py::key_error("step " + std::to_string(step_->step) + " has no item '" + name + "'");
-    }
+    if (found == by_name.end()) continue;
     chosen.push_back(found->second);
     offset.push_back(total);
     total += (found->second->data.size() + 63) / 64 * 64;  // each item cache-line aligned

@@ -65,7 +65,8 @@ class PyRestored {
   // transparent huge pages, freed with the last of its arrays). What is kept
   // of a lent step (a restore's plain values) outlives the step files then,
   // at the cost of one pass and not of a page fault and an allocation per
-  // tensor. KeyError for a name the step lacks.
+  // tensor. A name the step lacks is left out (the caller's decoder names
+  // it as missing, with the step).
   pybind11::dict OwnedCopy(const std::vector<std::string>& names);
 
  private:

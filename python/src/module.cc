@@ -440,6 +440,7 @@ void DefineCheckpointer(py::module_& m) {
                                return self.Quick([](Checkpointer& c) { return c.status(); });
                              })
       .def_property_readonly("directory", &PyCheckpointer::dir)
+      .def_property_readonly("closed", &PyCheckpointer::closed)
       .def("close", &PyCheckpointer::Close)
       .def(
           "__enter__", [](PyCheckpointer& self) -> PyCheckpointer& { return self; },

@@ -44,7 +44,13 @@ class _Pending:
                 return
             self._changed("their staging copy was ordered")
         for device in self._devices:
-            self._ckpt.order_after_staging(torch.cuda.current_stream(device).cuda_stream, device)
+            try:
+                self._ckpt.order_after_staging(torch.cuda.current_stream(device).cuda_stream,
+                                               device)
+            except strata.FailedPreconditionError:
+                if not self._ckpt.closed:
+                    raise
+                break  # closed (another thread's close()): it waited for the copies
         with self._lock:
             self._ordered = True
 

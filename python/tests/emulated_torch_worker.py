@@ -294,11 +294,12 @@ def a_change_outside_the_step(directory):
 
 
 def a_wait_from_another_thread(directory):
-    """wait() called from another thread while the training thread goes on
-    (a monitor, a signal handler's thread) waits for the save on the host
-    and orders no stream of its own: the training thread's next step still
-    orders its side streams after the copies, and the save commits the
-    state as it was at save()."""
+    """wait() or close() called from another thread while the training
+    thread goes on (a monitor, a signal handler's thread) waits for the save
+    on the host and orders no stream of its own: the training thread's next
+    step waits for that call (one call at a time) and finds the copies done
+    or orders its side streams after them, and the save commits the state
+    as it was at save()."""
     m, opt = trained(4, 2)
     state = {"model": m, "optimizer": opt}
     streams = [torch.cuda.Stream(d) for d in range(2)]
@@ -319,6 +320,18 @@ def a_wait_from_another_thread(directory):
             m2, opt2 = trained(9, 1)
             assert ckpt.restore({"model": m2, "optimizer": opt2}) == 2
             check_state(m2, opt2, snapshot(*trained(4, 2)), "step 2")
+            # The same with close(): the step waits for it and goes on.
+            hold(streams)
+            ckpt.save(3, state)
+            closing = threading.Thread(target=ckpt.close)
+            closing.start()
+            threading.Event().wait(0.1)
+            opt.step()
+            closing.join()
+    with strata.torch.Checkpointer(directory, preemption_signals=[]) as ckpt:
+        m2, opt2 = trained(9, 1)
+        assert ckpt.restore({"model": m2, "optimizer": opt2}) == 3
+        check_state(m2, opt2, snapshot(*trained(4, 3)), "step 3")
 
 
 def dcp_round_trip(directory):
