@@ -1,17 +1,14 @@
 // Copyright 2026 The Strata Authors.
 //
-// The CUDA runtime calls Strata makes (engine/cuda_runtime.h), emulated on
-// host memory: loaded as the runtime (STRATA_CUDART=<this library>), it lets
-// the CUDA paths -- CudaStager, DeviceLanes, the planned restore's device
-// copies -- run in every build's suite on machines without a GPU, under
-// ASan and TSan. It also answers the calls PyTorch's CUDA build makes to
-// start, allocate, copy, and order its streams and events (the end of this
-// file): preloaded (LD_PRELOAD) and found as libcuda.so.1, it runs torch's
-// CUDA tensors, and strata.torch and strata.dcp above them, unchanged
-// (python/tests/test_emulated_cuda.py). Kernels are not emulated: a launch
-// fails. It does not stand in for a GPU run (scripts/gpu-check.sh runs the
-// same tests on a real device); it keeps the rules a device enforces, and
-// shows some a device does not:
+// The CUDA runtime emulated on host memory: its devices' memory, streams,
+// events and page-locking, and the calls Strata makes (engine/
+// cuda_runtime.h). Loaded as the runtime (STRATA_CUDART=<this library>), it
+// runs the CUDA paths in every build's suite without a GPU, under ASan and
+// TSan; with emulated_cudart_queries.cc, preloaded and found as
+// libcuda.so.1, it also runs torch's CUDA tensors, and strata.torch and
+// strata.dcp above them (python/tests/test_emulated_cuda.py). Kernels are
+// not emulated. It does not stand in for a GPU run (scripts/gpu-check.sh);
+// it keeps the rules a device enforces, and shows some a device does not:
 //
 //  * Device memory is not host memory. cudaMalloc returns an address mapped
 //    with no access; the bytes live in a second mapping of the same memfd
@@ -54,6 +51,8 @@
 // concern (the runtime defers the release instead); the legacy default
 // stream does not synchronize with other blocking streams (Strata's streams
 // are non-blocking; a test relying on that sync would fail here, not pass).
+#include "emulated_cudart.h"
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -76,26 +75,6 @@
 #include "util/mutex.h"
 
 namespace strata::emulated_cuda {
-namespace {
-
-// The runtime's codes (cudaError_t).
-constexpr int kSuccess = 0;
-constexpr int kInvalidValue = 1;
-constexpr int kMemoryAllocation = 2;
-constexpr int kNoDevice = 100;
-constexpr int kInvalidDevice = 101;
-constexpr int kInvalidResourceHandle = 400;
-constexpr int kAlreadyRegistered = 712;
-constexpr int kNotRegistered = 713;
-constexpr int kNotReady = 600;
-constexpr int kNotSupported = 801;
-
-// cudaMemcpyKind.
-constexpr int kHostToHost = 0;
-constexpr int kHostToDevice = 1;
-constexpr int kDeviceToHost = 2;
-constexpr int kDeviceToDevice = 3;
-constexpr int kDefault = 4;
 
 thread_local int current_device = 0;
 thread_local int last_error = kSuccess;
@@ -105,6 +84,15 @@ int Fail(int code, const std::string& why) {
   last_error = code;
   return code;
 }
+
+namespace {
+
+// cudaMemcpyKind.
+constexpr int kHostToHost = 0;
+constexpr int kHostToDevice = 1;
+constexpr int kDeviceToHost = 2;
+constexpr int kDeviceToDevice = 3;
+constexpr int kDefault = 4;
 
 std::string Hex(const void* p) {
   char buf[32];
@@ -762,10 +750,6 @@ int cudaGetDeviceCount(int* count) {
   strata::emulated_cuda::last_error = strata::emulated_cuda::kNoDevice;
   return strata::emulated_cuda::kNoDevice;
 }
-int cudaGetDevice(int* device) {
-  *device = strata::emulated_cuda::current_device;
-  return 0;
-}
 int cudaSetDevice(int device) { return TheRuntime().SetDevice(device); }
 int cudaHostAlloc(void** ptr, size_t size, unsigned) { return TheRuntime().HostAlloc(ptr, size); }
 int cudaFreeHost(void* ptr) { return TheRuntime().FreeHost(ptr); }
@@ -795,226 +779,16 @@ int cudaEventDestroy(void* event) { return TheRuntime().EventDestroy(event); }
 int cudaEventRecord(void* event, void* stream) { return TheRuntime().EventRecord(event, stream); }
 int cudaEventSynchronize(void* event) { return TheRuntime().EventSynchronize(event); }
 int cudaDeviceSynchronize() { return TheRuntime().DeviceSynchronize(); }
-int cudaGetLastError() {
-  const int e = strata::emulated_cuda::last_error;
-  strata::emulated_cuda::last_error = 0;
-  return e;
-}
-const char* cudaGetErrorString(int error) {
-  switch (error) {
-    case 0:
-      return "no error";
-    case 1:
-      return "invalid argument";
-    case 2:
-      return "out of memory";
-    case 100:
-      return "no CUDA-capable device is detected";
-    case 101:
-      return "invalid device ordinal";
-    case 400:
-      return "invalid resource handle";
-    case 712:
-      return "part or all of the requested memory range is already mapped";
-    case 600:
-      return "device not ready";
-    case 713:
-      return "pointer does not correspond to a registered memory region";
-    case 801:
-      return "operation not supported";
-    default:
-      return "unknown error";
-  }
-}
 
-// What PyTorch's CUDA build calls besides (c10's caching allocators, its
-// streams and events, tensor copies), so torch's own CUDA tensors and
-// streams run on the emulated devices: python/tests/test_emulated_cuda.py.
-// Kernels are not emulated: a launch fails with cudaErrorNotSupported.
-
-// Each device reads as a 9.0 device (the H100/H200 class) with 80 GiB.
-// Offsets in CUDA 13's struct cudaDeviceProp (1,008 bytes, driver_types.h);
-// the test reads the name and capability back through torch, so a layout
-// that moved fails there.
-int cudaGetDeviceProperties(void* prop, int device) {
-  if (prop == nullptr || device < 0 || device >= TheRuntime().devices()) {
-    return strata::emulated_cuda::kInvalidDevice;
-  }
-  auto* bytes = static_cast<unsigned char*>(prop);
-  std::memset(bytes, 0, 1008);
-  std::snprintf(reinterpret_cast<char*>(bytes), 256, "Strata emulated device %d", device);
-  const auto put = [bytes](size_t offset, auto value) {
-    std::memcpy(bytes + offset, &value, sizeof value);
-  };
-  put(288, size_t{80} << 30);  // totalGlobalMem
-  put(296, size_t{48} << 10);  // sharedMemPerBlock
-  put(308, 32);                // warpSize
-  put(320, 1024);              // maxThreadsPerBlock
-  put(360, 9);                 // major
-  put(364, 0);                 // minor
-  put(384, 132);               // multiProcessorCount
-  put(392, 1);                 // canMapHostMemory
-  put(572, device);            // pciDeviceID
-  put(584, 2);                 // asyncEngineCount
-  put(588, 1);                 // unifiedAddressing
-  return 0;
-}
-int cudaDeviceGetAttribute(int* value, int attribute, int device) {
-  if (value == nullptr || device < 0 || device >= TheRuntime().devices()) {
-    return strata::emulated_cuda::kInvalidDevice;
-  }
-  switch (attribute) {  // cudaDeviceAttr
-    case 1:             // MaxThreadsPerBlock
-      *value = 1024;
-      return 0;
-    case 10:  // WarpSize
-      *value = 32;
-      return 0;
-    case 16:  // MultiProcessorCount
-      *value = 132;
-      return 0;
-    case 75:  // ComputeCapabilityMajor
-      *value = 9;
-      return 0;
-    case 76:  // ComputeCapabilityMinor
-      *value = 0;
-      return 0;
-    default:
-      *value = 0;
-      return 0;
-  }
-}
-int cudaDriverGetVersion(int* version) {
-  *version = 13020;
-  return 0;
-}
-int cudaRuntimeGetVersion(int* version) {
-  *version = 13020;
-  return 0;
-}
-int cudaPeekAtLastError() { return strata::emulated_cuda::last_error; }
-const char* cudaGetErrorName(int error) {
-  switch (error) {
-    case 0:
-      return "cudaSuccess";
-    case 1:
-      return "cudaErrorInvalidValue";
-    case 2:
-      return "cudaErrorMemoryAllocation";
-    case 100:
-      return "cudaErrorNoDevice";
-    case 101:
-      return "cudaErrorInvalidDevice";
-    case 400:
-      return "cudaErrorInvalidResourceHandle";
-    case 600:
-      return "cudaErrorNotReady";
-    case 712:
-      return "cudaErrorHostMemoryAlreadyRegistered";
-    case 713:
-      return "cudaErrorHostMemoryNotRegistered";
-    case 801:
-      return "cudaErrorNotSupported";
-    default:
-      return "cudaErrorUnknown";
-  }
-}
-// No driver API: every entry point is "not found" (c10 then does without).
-int cudaGetDriverEntryPointByVersion(const char*, void** function, unsigned, unsigned long long,
-                                     int* status) {
-  if (function != nullptr) *function = nullptr;
-  if (status != nullptr) *status = 1;  // cudaDriverEntryPointSymbolNotFound
-  return 0;
-}
-int cudaMemGetInfo(size_t* free, size_t* total) {
-  *free = *total = size_t{80} << 30;
-  return 0;
-}
-int cudaMallocHost(void** ptr, size_t size) { return TheRuntime().HostAlloc(ptr, size); }
+// Calls torch makes beyond Strata's that need the runtime's state; the
+// rest of torch's are in emulated_cudart_queries.cc.
 int cudaPointerGetAttributes(void* attributes, const void* ptr) {
   return TheRuntime().PointerAttributes(attributes, ptr);
 }
-int cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
-  if (least != nullptr) *least = 0;
-  if (greatest != nullptr) *greatest = -5;
-  return 0;
-}
-int cudaStreamCreate(void** stream) { return TheRuntime().StreamCreate(stream); }
-int cudaStreamCreateWithPriority(void** stream, unsigned, int) {
-  return TheRuntime().StreamCreate(stream);
-}
-int cudaStreamGetPriority(void*, int* priority) {
-  *priority = 0;
-  return 0;
-}
 int cudaStreamQuery(void* stream) { return TheRuntime().StreamQuery(stream); }
-int cudaStreamIsCapturing(void*, int* status) {
-  *status = 0;  // cudaStreamCaptureStatusNone: graphs are not emulated
-  return 0;
-}
-int cudaStreamGetCaptureInfo(void*, int* status, unsigned long long* id, void** graph,
-                             const void** dependencies, const void** edges, size_t* count) {
-  if (status != nullptr) *status = 0;
-  if (id != nullptr) *id = 0;
-  if (graph != nullptr) *graph = nullptr;
-  if (dependencies != nullptr) *dependencies = nullptr;
-  if (edges != nullptr) *edges = nullptr;
-  if (count != nullptr) *count = 0;
-  return 0;
-}
-int cudaThreadExchangeStreamCaptureMode(int*) { return 0; }
-int cudaEventCreate(void** event) { return TheRuntime().EventCreate(event); }
-int cudaEventRecordWithFlags(void* event, void* stream, unsigned) {
-  return TheRuntime().EventRecord(event, stream);
-}
 int cudaEventQuery(void* event) { return TheRuntime().EventQuery(event); }
 int cudaLaunchHostFunc(void* stream, void (*fn)(void*), void* data) {
   return TheRuntime().LaunchHostFunc(stream, fn, data);
-}
-int cudaDeviceCanAccessPeer(int* can, int, int) {
-  *can = 0;
-  return 0;
-}
-struct Dim3 {
-  unsigned x, y, z;
-};
-int cudaLaunchKernel(const void*, Dim3, Dim3, void**, size_t, void*) {
-  return strata::emulated_cuda::Fail(strata::emulated_cuda::kNotSupported,
-                                     "cudaLaunchKernel: kernels are not emulated");
-}
-// What nvcc's launch stubs call (CUDA 13), for torch's <<<...>>> launches.
-int __cudaLaunchKernel(const void*, Dim3, Dim3, void**, size_t, void*) {
-  return strata::emulated_cuda::Fail(strata::emulated_cuda::kNotSupported,
-                                     "__cudaLaunchKernel: kernels are not emulated");
-}
-int cudaLaunchKernelExC(const void*, const void*, void**) {
-  return strata::emulated_cuda::Fail(strata::emulated_cuda::kNotSupported,
-                                     "cudaLaunchKernelExC: kernels are not emulated");
-}
-
-// The driver calls torch makes by opening libcuda.so.1 itself (its lazy
-// driver stubs): the test puts a libcuda.so.1 that is this library on the
-// library path, so both names load one object, one state.
-int cuInit(unsigned) { return 0; }
-int cuDriverGetVersion(int* version) { return cudaDriverGetVersion(version); }
-int cuDevicePrimaryCtxGetState(int device, unsigned* flags, int* active) {
-  if (device < 0 || device >= TheRuntime().devices()) return 101;  // CUDA_ERROR_INVALID_DEVICE
-  if (flags != nullptr) *flags = 0;
-  if (active != nullptr) *active = 1;
-  return 0;
-}
-int cuCtxGetCurrent(void** context) {
-  // Any non-null handle: a context is current once a device is in use.
-  *context = reinterpret_cast<void*>(uintptr_t{1} + strata::emulated_cuda::current_device);
-  return 0;
-}
-int cuGetErrorString(int error, const char** text) {
-  *text = cudaGetErrorString(error);
-  return 0;
-}
-int cuGetErrorName(int error, const char** text) {
-  *text = cudaGetErrorName(error);
-  return 0;
 }
 
 // Not the runtime's: for tests, the bytes page-locked now (cudaHostAlloc's

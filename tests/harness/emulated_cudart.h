@@ -1,0 +1,48 @@
+// Copyright 2026 The Strata Authors.
+//
+// What the emulated CUDA runtime's two files share (emulated_cudart.cc: the
+// runtime and Strata's calls; emulated_cudart_queries.cc: the calls torch
+// makes besides): the runtime's error codes, the calling thread's error and
+// device, and the C ABI calls one file answers with the other's.
+#ifndef STRATA_TESTS_HARNESS_EMULATED_CUDART_H_
+#define STRATA_TESTS_HARNESS_EMULATED_CUDART_H_
+
+#include <cstddef>
+#include <string>
+
+namespace strata::emulated_cuda {
+
+// The runtime's codes (cudaError_t).
+inline constexpr int kSuccess = 0;
+inline constexpr int kInvalidValue = 1;
+inline constexpr int kMemoryAllocation = 2;
+inline constexpr int kNoDevice = 100;
+inline constexpr int kInvalidDevice = 101;
+inline constexpr int kInvalidResourceHandle = 400;
+inline constexpr int kNotReady = 600;
+inline constexpr int kAlreadyRegistered = 712;
+inline constexpr int kNotRegistered = 713;
+inline constexpr int kNotSupported = 801;
+
+// Per thread, as the runtime keeps them: the current device, and the error
+// cudaGetLastError returns (and clears).
+extern thread_local int current_device;
+extern thread_local int last_error;
+
+// Records `code` as the calling thread's error, prints `why` to stderr,
+// returns `code`.
+int Fail(int code, const std::string& why);
+
+}  // namespace strata::emulated_cuda
+
+extern "C" {
+int cudaGetDeviceCount(int* count);
+int cudaHostAlloc(void** ptr, size_t size, unsigned flags);
+int cudaStreamCreateWithFlags(void** stream, unsigned flags);
+int cudaEventCreateWithFlags(void** event, unsigned flags);
+int cudaEventRecord(void* event, void* stream);
+const char* cudaGetErrorString(int error);
+const char* cudaGetErrorName(int error);
+}
+
+#endif  // STRATA_TESTS_HARNESS_EMULATED_CUDART_H_
