@@ -66,14 +66,15 @@ class Block(nn.Module):
         self.down = nn.Linear(4 * width, width)
 
 
-def model(seed, layers=6, width=64, swapped=False):
+def model(seed, layers=6, width=64, swapped=False, device=None):
     """`layers` blocks, the first half on cuda:0, the rest on cuda:1 (the
-    other way round if `swapped`); the first two share their projection's
-    weight (tied weights)."""
+    other way round if `swapped`; all on `device` if given); the first two
+    share their projection's weight (tied weights)."""
     torch.manual_seed(seed)
     blocks = [Block(width).to(torch.bfloat16) for _ in range(layers)]
     for i, b in enumerate(blocks):
-        b.to(f"cuda:{int(i < layers // 2) if swapped else int(i >= layers // 2)}")
+        half = int(i < layers // 2) if swapped else int(i >= layers // 2)
+        b.to(f"cuda:{half if device is None else device}")
     blocks[1].proj.weight = blocks[0].proj.weight
     return nn.Sequential(*blocks)
 
@@ -130,8 +131,8 @@ class CopyAdam(torch.optim.Optimizer):
         return None
 
 
-def trained(seed, steps, swapped=False):
-    m = model(seed, swapped=swapped)
+def trained(seed, steps, swapped=False, device=None):
+    m = model(seed, swapped=swapped, device=device)
     opt = CopyAdam(m.parameters())
     for _ in range(steps):
         opt.step()
@@ -140,8 +141,8 @@ def trained(seed, steps, swapped=False):
 
 def snapshot(m, opt):
     """The state's values on the host, bit for bit."""
-    torch.cuda.synchronize(0)
-    torch.cuda.synchronize(1)
+    for d in {p.device.index for p in m.parameters()}:  # no other device is touched
+        torch.cuda.synchronize(d)
     params = {k: v.detach().cpu().clone() for k, v in m.state_dict().items()}
     moments = {i: {k: v.detach().cpu().clone() for k, v in s.items()}
                for i, s in opt.state_dict()["state"].items()}
@@ -370,9 +371,53 @@ def dcp_round_trip(directory):
             assert same_bits(v, expected[k]), f"step {step}: {k}"
 
 
+def has_context(device):
+    return torch._C._cuda_hasPrimaryContext(device)
+
+
+def one_device_of_two(directory):
+    """A process whose state is on its second device only (a rank of a node
+    whose GPUs it all sees) makes no context on the first -- on a GPU,
+    hundreds of MiB of another rank's memory: not when the engine's thread
+    page-locks and recycles the step files, not when another thread waits
+    for a save or closes, not in a restore, nor through strata.dcp."""
+    torch.cuda.set_device(1)
+    m, opt = trained(5, 1, device=1)
+    state = {"model": m, "optimizer": opt, "rng": strata.torch.RNGState()}
+    assert not has_context(0) and has_context(1)  # torch itself made none
+    ckpt = strata.torch.Checkpointer(directory, preemption_signals=[], overlap=True,
+                                     max_to_keep=2)
+    assert ckpt.restore(state) is None
+    opt.step()  # reserves the staging: the engine's thread locks it
+    await_reserved(ckpt)
+    assert ckpt.staging_pinned
+    for step in (2, 3, 4, 5):  # retention recycles the files: released, locked again
+        ckpt.save(step, state)
+        opt.step()
+        waiting = threading.Thread(target=ckpt.wait)
+        waiting.start()
+        waiting.join()
+    expected = snapshot(*trained(5, 5, device=1))
+    m2, opt2 = trained(6, 1, device=1)
+    assert ckpt.restore({"model": m2, "optimizer": opt2}) == 5
+    check_state(m2, opt2, expected, "step 5")
+    closing = threading.Thread(target=ckpt.close)
+    closing.start()
+    closing.join()
+    sd = {f"w{i}": torch.arange(64 * (i + 1)).to(torch.bfloat16).to("cuda:1") for i in range(4)}
+    dcp.save(sd, storage_writer=strata.dcp.StrataStorageWriter(directory), checkpoint_id=9)
+    target = {k: torch.zeros(v.shape, dtype=v.dtype, device="cuda:1") for k, v in sd.items()}
+    reader = strata.dcp.StrataStorageReader(directory)
+    dcp.load(target, storage_reader=reader, checkpoint_id=9)
+    torch.cuda.synchronize(1)
+    assert reader.direct == len(sd) and all(same_bits(target[k], sd[k]) for k in sd)
+    assert torch.cuda.current_device() == 1
+    assert not has_context(0), "a context was made on device 0, which the state is not on"
+
+
 CASES = {f.__name__: f for f in (devices_as_torch_sees_them, blocking_save, overlapped_save,
                                  overlapped_save_on_side_streams, a_change_outside_the_step,
-                                 a_wait_from_another_thread, dcp_round_trip)}
+                                 a_wait_from_another_thread, dcp_round_trip, one_device_of_two)}
 
 if __name__ == "__main__":
     CASES[sys.argv[1]](sys.argv[2])

@@ -29,7 +29,30 @@ bool Resolve(void* handle, const std::string& name, Runtime* rt, std::string* wh
   return !missing;
 }
 
+using PrimaryCtxStateFn = int (*)(int, unsigned*, int*);
+
+// cuDevicePrimaryCtxGetState from the runtime's library `handle`, else from
+// the driver already loaded; null when neither has it.
+PrimaryCtxStateFn PrimaryCtxState(void* handle) {
+  void* fn = dlsym(handle, "cuDevicePrimaryCtxGetState");
+  if (fn == nullptr) {
+    if (void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) {
+      fn = dlsym(driver, "cuDevicePrimaryCtxGetState");  // the driver stays loaded
+    }
+  }
+  dlerror();  // a missing symbol is not an error here
+  return reinterpret_cast<PrimaryCtxStateFn>(fn);
+}
+
 }  // namespace
+
+std::optional<bool> Runtime::PrimaryContextMade(int device) const {
+  if (primary_ctx_state_ == nullptr || device < 0) return std::nullopt;
+  unsigned flags = 0;
+  int active = 0;
+  if (primary_ctx_state_(device, &flags, &active) != 0) return std::nullopt;
+  return active != 0;
+}
 
 StatusOr<std::unique_ptr<Runtime>> Runtime::Load(std::string_view library) {
   std::vector<std::string> candidates;
@@ -62,7 +85,8 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::Load(std::string_view library) {
       }
       rt->path_ = name;
       int count = 0;
-      const int err = rt->cudaGetDeviceCount(&count);
+      const int err = rt->cudaGetDeviceCount(&count);  // loads the driver
+      rt->primary_ctx_state_ = PrimaryCtxState(handle);
       if (err == 0 && count > 0) return rt;
       // E.g. a toolkit newer than the driver: another runtime may do.
       note(name + " sees no device (" + rt->Check(err, "cudaGetDeviceCount", name).message() + ")");

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -80,18 +81,34 @@ class Runtime {
   const char* (*cudaGetErrorString)(int error) = nullptr;
   int (*cudaGetLastError)() = nullptr;  // clears the thread's sticky error
 
+  // Whether `device`'s primary context exists (the driver's
+  // cuDevicePrimaryCtxGetState); nullopt when the driver's call could not
+  // be found or failed. Makes no context.
+  std::optional<bool> PrimaryContextMade(int device) const;
+
  private:
   Runtime() = default;
   std::string path_;  // what was loaded, for messages
+  // CUresult cuDevicePrimaryCtxGetState(CUdevice, unsigned*, int*): from
+  // the runtime's library if it has it, else from the driver the runtime
+  // loaded (libcuda.so.1); null when neither has it.
+  int (*primary_ctx_state_)(int device, unsigned* flags, int* active) = nullptr;
 };
 
 // Keeps the current device of the calling thread for its scope: the runtime's
 // device is per thread, and Strata's calls must not change the caller's.
-// Restores it only if it changed (setting a device creates its context).
+// Restores it only if it changed, and only if its context existed when the
+// guard was made: setting a device makes its context (hundreds of MiB of
+// that GPU's memory), and a thread that never used a device reads device 0
+// as current without having a context there. Such a thread (one that only
+// waits for a save, say) is left on the device Strata used, as torch leaves
+// a thread whose device has no context.
 class DeviceGuard {
  public:
   explicit DeviceGuard(const Runtime& rt) : rt_(rt) {
-    if (rt_.cudaGetDevice(&saved_) != 0) saved_ = -1;
+    if (rt_.cudaGetDevice(&saved_) != 0 || !rt_.PrimaryContextMade(saved_).value_or(true)) {
+      saved_ = -1;
+    }
   }
   ~DeviceGuard() {
     int now = -1;

@@ -60,13 +60,18 @@ class CudaStagerImpl final : public CudaStager, public MemoryRegistrar {
         devices_(devices),
         options_(options),
         saver_(SlotSaverOf(ckpt)) {
-    if (saver_ != nullptr && rt_ != nullptr && options_.pin) saver_->SetRegistrar(this);
+    // The constructing thread's device, if it is in use, until an item
+    // names one.
+    if (int d = -1; rt_ != nullptr && rt_->cudaGetDevice(&d) == 0 &&
+                    rt_->PrimaryContextMade(d).value_or(false)) {
+      home_ = d;
+    }
   }
 
   ~CudaStagerImpl() override {
     WaitStaged().IgnoreError();  // a failed copy fails its save; nothing to add here
     ckpt_->AwaitIdle();          // the save in flight reads what was copied
-    if (saver_ != nullptr && rt_ != nullptr && options_.pin) saver_->SetRegistrar(nullptr);
+    if (registering_) saver_->SetRegistrar(nullptr);
     lanes_.reset();
     FreePinned();
   }
@@ -83,14 +88,17 @@ class CudaStagerImpl final : public CudaStager, public MemoryRegistrar {
   CudaStagerStatus status() const override;
 
   // MemoryRegistrar: page-locks the step files' memory for every device.
+  // Called on the engine's thread too: the call runs on the home device,
+  // so no context is made for it on another.
   Status Register(void* p, size_t n) override {
-    Status s = rt_->Check(rt_->cudaHostRegister(p, n, cuda::kHostRegisterPortable),
-                          "cudaHostRegister", std::to_string(n) + " bytes of step files");
+    Status s =
+        rt_->Check(OnHome([&] { return rt_->cudaHostRegister(p, n, cuda::kHostRegisterPortable); }),
+                   "cudaHostRegister", std::to_string(n) + " bytes of step files");
     if (!s.ok()) rt_->cudaGetLastError();  // handled here: the trainer's next check must not see it
     return s;
   }
   void Unregister(void* p) override {
-    if (rt_->cudaHostUnregister(p) != 0) rt_->cudaGetLastError();
+    if (OnHome([&] { return rt_->cudaHostUnregister(p); }) != 0) rt_->cudaGetLastError();
   }
 
  private:
@@ -121,6 +129,38 @@ class CudaStagerImpl final : public CudaStager, public MemoryRegistrar {
                                           std::function<Status()> gate);
   void ReserveRestored(const std::vector<MutableItem>& buffers);
 
+  // The home device: one the state is on (the first device an item names,
+  // or the constructing thread's if it was in use). Calls that concern no
+  // device (page-locking, freeing host memory) run there, whatever thread
+  // makes them: a thread that never used a device would make device 0's
+  // context (hundreds of MiB of a GPU the process may not use).
+  template <typename Call>
+  int OnHome(Call call) const {
+    cuda::DeviceGuard guard(*rt_);
+    if (const int home = home_.load(); home >= 0) {
+      if (const int err = rt_->cudaSetDevice(home); err != 0) return err;
+    }
+    return call();
+  }
+  void NoteHome(int device) {
+    int none = -1;
+    if (device >= 0) home_.compare_exchange_strong(none, device);
+  }
+  template <typename Items>
+  void NoteHome(const Items& items) {
+    for (size_t i = 0; i < items.size() && home_.load() < 0; ++i) NoteHome(items[i].device);
+  }
+  // Page-locks the step files from now on, once the home device is known
+  // (before that, no device item was seen: nothing needs locked memory).
+  // On the caller's thread, before a slot is asked for.
+  void StartRegistering() {
+    if (registering_ || saver_ == nullptr || rt_ == nullptr || !options_.pin || home_.load() < 0) {
+      return;
+    }
+    saver_->SetRegistrar(this);
+    registering_ = true;
+  }
+
   size_t capacity() const { return pinned_ != nullptr ? pinned_size_ : pageable_.capacity(); }
   std::byte* base() const { return pinned_ != nullptr ? pinned_ : pageable_.data(); }
   Status ReserveStaging(size_t size);
@@ -146,6 +186,8 @@ class CudaStagerImpl final : public CudaStager, public MemoryRegistrar {
   std::atomic<bool> in_flight_{false};  // an overlapped save's copies not yet waited for
   std::atomic<uint64_t> block_bytes_{0};
   std::atomic<bool> block_pinned_{false};
+  std::atomic<int> home_{-1};  // see OnHome; set once
+  bool registering_ = false;   // this is the saver's registrar
 };
 
 // Everything the checkpointer would refuse is refused before any copy.
@@ -241,6 +283,8 @@ StatusOr<SaveResult> CudaStagerImpl::Save(int64_t step, std::span<const DeviceIt
   STRATA_RETURN_IF_ERROR(WaitStaged());
   std::vector<Item> meta;
   STRATA_RETURN_IF_ERROR(Check(items, step, &meta));
+  NoteHome(items);
+  StartRegistering();
   if (saver_ == nullptr) {
     return SaveThroughStaging(step, items, std::move(meta), mode, std::move(gate));
   }
@@ -323,6 +367,8 @@ Status CudaStagerImpl::Reserve(std::span<const DeviceItem> items) {
   if (saver_ == nullptr) return Status::Ok();  // staging is set up by the first save
   std::vector<Item> meta;
   STRATA_RETURN_IF_ERROR(Check(items, 0, &meta, /*need_data=*/false));
+  NoteHome(items);
+  StartRegistering();
   saver_->ReserveSlot(LayoutFor(meta));
   return Status::Ok();
 }
@@ -356,8 +402,9 @@ Status CudaStagerImpl::ReserveStaging(size_t size) {
   FreePinned();
   if (options_.pin && rt_) {
     void* p = nullptr;
-    Status s = rt_->Check(rt_->cudaHostAlloc(&p, size, cuda::kHostAllocPortable), "cudaHostAlloc",
-                          std::to_string(size) + " bytes of staging memory");
+    Status s =
+        rt_->Check(OnHome([&] { return rt_->cudaHostAlloc(&p, size, cuda::kHostAllocPortable); }),
+                   "cudaHostAlloc", std::to_string(size) + " bytes of staging memory");
     if (s.ok()) {
       pinned_ = static_cast<std::byte*>(p);
       pinned_size_ = size;
@@ -380,7 +427,7 @@ Status CudaStagerImpl::ReserveStaging(size_t size) {
 }
 
 void CudaStagerImpl::FreePinned() {
-  if (pinned_ != nullptr) rt_->cudaFreeHost(pinned_);
+  if (pinned_ != nullptr) OnHome([&] { return rt_->cudaFreeHost(pinned_); });
   pinned_ = nullptr;
   pinned_size_ = 0;
   block_bytes_ = pageable_.capacity();
@@ -391,6 +438,7 @@ void CudaStagerImpl::FreePinned() {
 // memory prepared in the background.
 void CudaStagerImpl::ReserveRestored(const std::vector<MutableItem>& buffers) {
   if (saver_ == nullptr || !options_.reserve_after_restore) return;
+  StartRegistering();
   std::vector<Item> meta;
   for (const MutableItem& m : buffers)
     meta.push_back(Item{m.name, m.dtype, m.shape, m.data, m.size});
@@ -409,6 +457,7 @@ StatusOr<int64_t> CudaStagerImpl::RestoreInto(std::span<const MutableDeviceItem>
     }
     buffers.push_back(MutableItem{m.name, m.dtype, m.shape, m.data, m.size});
   }
+  NoteHome(into);
   // Pairs the step being read with the buffers (once per attempt, before any
   // copy), as Checkpointer::RestoreInto does.
   PlannedRestore::Planner match =
@@ -433,7 +482,17 @@ StatusOr<int64_t> CudaStagerImpl::RestoreInto(std::span<const MutableDeviceItem>
 StatusOr<RestoredStep> CudaStagerImpl::RestorePlanned(const std::string& key,
                                                       const RestorePlan& plan,
                                                       const RestoreOptions& options) {
-  return RestoreWith(PlannedRestore::FromPlan(restore_, key, plan), /*lend_block=*/false, options);
+  // The plan names the devices (on the reading thread): the first becomes
+  // the home device, and the step files are page-locked from the next save.
+  RestorePlan noting = [this, &plan](const RestoredStep& step, const RestoredItem& item) {
+    auto items = plan(step, item);
+    if (items.ok()) NoteHome(*items);
+    return items;
+  };
+  auto restored =
+      RestoreWith(PlannedRestore::FromPlan(restore_, key, noting), /*lend_block=*/false, options);
+  StartRegistering();
+  return restored;
 }
 
 // Waits for what a save may still do, then restores through the engine
@@ -489,8 +548,8 @@ Status CopyToHost(std::span<const DeviceItem> items, std::span<std::byte* const>
     if (it.device >= 0 && rt == nullptr) rt = ProcessRuntime(&devices);
     if (it.device >= devices) {
       return InvalidArgumentError("item \"" + it.name + "\" is on CUDA device " +
-                                  std::to_string(it.device) + ", but " +
-                                  std::to_string(devices) + " are visible");
+                                  std::to_string(it.device) + ", but " + std::to_string(devices) +
+                                  " are visible");
     }
   }
   if (rt != nullptr && lanes == nullptr) lanes = new DeviceLanes(*rt);

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "engine/cuda_runtime.h"
@@ -432,6 +433,65 @@ TEST_F(CudaStagerGpuTest, RecycledStepFilesStayPageLockedAndHoldEachStep) {
   if (auto locked = EmulatedLockedBytes()) {
     EXPECT_EQ(*locked, 0u);
   }
+}
+
+// A process that uses only its last device (a rank of eight on a node sees
+// all eight): no context is made on device 0 -- on a GPU, hundreds of MiB of
+// another rank's memory. The engine's thread page-locks and releases the
+// step files, another thread waits for an overlapped save and closes the
+// stager, and neither has used a device before.
+TEST_F(CudaStagerGpuTest, NoContextIsMadeOnADeviceTheStateIsNotOn) {
+  if (devices_ < 2) GTEST_SKIP() << "one CUDA device: a device not in use needs two";
+  const std::optional<bool> before = rt_->PrimaryContextMade(0);
+  if (!before.has_value()) GTEST_SKIP() << "the driver's cuDevicePrimaryCtxGetState is not found";
+  if (*before) GTEST_SKIP() << "device 0 has a context already (run this test alone)";
+  CheckpointerOptions o;
+  o.preemption_signals = {};
+  o.max_to_keep = 2;  // retention recycles the step files: released, locked again
+  stager_.reset();
+  ckpt_.reset();
+  auto ckpt = Checkpointer::Open(dir_.path(), o);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
+  ckpt_ = std::move(*ckpt);
+  OpenStager({});
+  const int last = devices_ - 1;
+  ASSERT_EQ(rt_->cudaSetDevice(last), 0);
+  DeviceBuffer a(*rt_, (3 << 20) + 5), b(*rt_, 4096);
+  std::vector<uint8_t> host(64);
+  std::vector<DeviceItem> items = {
+      Saved("a", a, last),
+      Saved("b", b, last),
+      {"h", DType::kUInt8, {64}, host.data(), host.size(), -1, nullptr}};
+  ASSERT_TRUE(stager_->Reserve(items).ok());
+  std::vector<uint8_t> abytes;
+  for (int v = 1; v <= 5; ++v) {
+    abytes = RandomData(a.size(), v);
+    a.Upload(abytes);
+    const auto mode = v % 2 ? DeviceSaveMode::kBlocking : DeviceSaveMode::kOverlapped;
+    auto saved = stager_->Save(v, items, mode);
+    ASSERT_TRUE(saved.ok()) << "step " << v << ": " << saved.status().ToString();
+    if (mode == DeviceSaveMode::kOverlapped) {
+      Status waited;
+      std::thread([&] { waited = stager_->WaitStaged(); }).join();
+      ASSERT_TRUE(waited.ok()) << waited.ToString();
+    }
+    ASSERT_TRUE(ckpt_->Wait().ok());
+  }
+  EXPECT_TRUE(stager_->status().staging_pinned);
+  a.Fill(0);
+  std::vector<MutableDeviceItem> into = {Target("a", a, last),
+                                         Target("b", b, last),
+                                         {"h", DType::kUInt8, {64}, host.data(), 64, -1, nullptr}};
+  auto step = stager_->RestoreInto(into);
+  ASSERT_TRUE(step.ok()) << step.status().ToString();
+  EXPECT_EQ(*step, 5);
+  EXPECT_EQ(a.Download(), abytes);
+  std::thread([&] { stager_.reset(); }).join();
+  int current = -1;
+  ASSERT_EQ(rt_->cudaGetDevice(&current), 0);
+  EXPECT_EQ(current, last);  // the caller's device is kept
+  EXPECT_EQ(rt_->PrimaryContextMade(last), std::optional<bool>(true));
+  EXPECT_EQ(rt_->PrimaryContextMade(0), std::optional<bool>(false));
 }
 
 // The planned restore strata.torch and strata.dcp use: the key item says

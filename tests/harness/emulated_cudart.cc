@@ -43,6 +43,10 @@
 //    device; here it aborts, naming the call.
 //  * STRATA_EMU_CUDA_DEVICES devices (default 2; 0: cudaErrorNoDevice);
 //    the current device is per thread, as is cudaGetLastError's error.
+//  * Primary contexts are made as the runtime makes them (emulated_cudart.h,
+//    UseContext), and the driver's cuDevicePrimaryCtxGetState tells which
+//    were, so a test sees a context made on a device the process does not
+//    use (on a GPU, hundreds of MiB of that device's memory).
 //  * strata_emulated_cuda_locked_bytes(), not the runtime's, tells a test
 //    how much memory is page-locked, so it can see that what was locked is
 //    released.
@@ -57,6 +61,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -78,6 +83,20 @@ namespace strata::emulated_cuda {
 
 thread_local int current_device = 0;
 thread_local int last_error = kSuccess;
+thread_local bool context_current = false;
+
+namespace {
+std::atomic<uint64_t> contexts_made{0};  // bit d: device d's primary context
+}  // namespace
+
+void UseContext() {
+  contexts_made.fetch_or(uint64_t{1} << current_device);
+  context_current = true;
+}
+
+bool ContextMade(int device) {
+  return device >= 0 && device < 64 && (contexts_made.load() >> device & 1) != 0;
+}
 
 int Fail(int code, const std::string& why) {
   std::fprintf(stderr, "strata emulated CUDA: %s\n", why.c_str());
@@ -237,6 +256,7 @@ class Runtime {
                                       "): " + std::to_string(devices_) + " devices");
     }
     current_device = device;
+    UseContext();  // since CUDA 12
     return kSuccess;
   }
 
@@ -740,6 +760,7 @@ void Runtime::SynchronizeDevice(int device) {
 
 // The runtime's C ABI (engine/cuda_runtime.h's STRATA_CUDA_CALLS).
 using strata::emulated_cuda::TheRuntime;
+using strata::emulated_cuda::UseContext;
 
 extern "C" {
 
@@ -751,43 +772,95 @@ int cudaGetDeviceCount(int* count) {
   return strata::emulated_cuda::kNoDevice;
 }
 int cudaSetDevice(int device) { return TheRuntime().SetDevice(device); }
-int cudaHostAlloc(void** ptr, size_t size, unsigned) { return TheRuntime().HostAlloc(ptr, size); }
-int cudaFreeHost(void* ptr) { return TheRuntime().FreeHost(ptr); }
+int cudaHostAlloc(void** ptr, size_t size, unsigned) {
+  UseContext();
+  return TheRuntime().HostAlloc(ptr, size);
+}
+int cudaFreeHost(void* ptr) {
+  UseContext();
+  return TheRuntime().FreeHost(ptr);
+}
 int cudaHostRegister(void* ptr, size_t size, unsigned) {
+  UseContext();
   return TheRuntime().HostRegister(ptr, size);
 }
-int cudaHostUnregister(void* ptr) { return TheRuntime().HostUnregister(ptr); }
-int cudaMalloc(void** ptr, size_t size) { return TheRuntime().Malloc(ptr, size); }
-int cudaFree(void* ptr) { return TheRuntime().Free(ptr); }
+int cudaHostUnregister(void* ptr) {
+  UseContext();
+  return TheRuntime().HostUnregister(ptr);
+}
+int cudaMalloc(void** ptr, size_t size) {
+  UseContext();
+  return TheRuntime().Malloc(ptr, size);
+}
+int cudaFree(void* ptr) {
+  UseContext();
+  return TheRuntime().Free(ptr);
+}
 int cudaMemcpy(void* dst, const void* src, size_t size, int kind) {
+  UseContext();
   return TheRuntime().Memcpy(dst, src, size, kind, nullptr, false);
 }
 int cudaMemcpyAsync(void* dst, const void* src, size_t size, int kind, void* stream) {
+  UseContext();
   return TheRuntime().Memcpy(dst, src, size, kind, stream, true);
 }
 int cudaMemsetAsync(void* ptr, int value, size_t size, void* stream) {
+  UseContext();
   return TheRuntime().Memset(ptr, value, size, stream);
 }
-int cudaStreamCreateWithFlags(void** stream, unsigned) { return TheRuntime().StreamCreate(stream); }
-int cudaStreamDestroy(void* stream) { return TheRuntime().StreamDestroy(stream); }
-int cudaStreamSynchronize(void* stream) { return TheRuntime().StreamSynchronize(stream); }
+int cudaStreamCreateWithFlags(void** stream, unsigned) {
+  UseContext();
+  return TheRuntime().StreamCreate(stream);
+}
+int cudaStreamDestroy(void* stream) {
+  UseContext();
+  return TheRuntime().StreamDestroy(stream);
+}
+int cudaStreamSynchronize(void* stream) {
+  UseContext();
+  return TheRuntime().StreamSynchronize(stream);
+}
 int cudaStreamWaitEvent(void* stream, void* event, unsigned) {
+  UseContext();
   return TheRuntime().StreamWaitEvent(stream, event);
 }
-int cudaEventCreateWithFlags(void** event, unsigned) { return TheRuntime().EventCreate(event); }
-int cudaEventDestroy(void* event) { return TheRuntime().EventDestroy(event); }
-int cudaEventRecord(void* event, void* stream) { return TheRuntime().EventRecord(event, stream); }
-int cudaEventSynchronize(void* event) { return TheRuntime().EventSynchronize(event); }
-int cudaDeviceSynchronize() { return TheRuntime().DeviceSynchronize(); }
+int cudaEventCreateWithFlags(void** event, unsigned) {
+  UseContext();
+  return TheRuntime().EventCreate(event);
+}
+int cudaEventDestroy(void* event) {
+  UseContext();
+  return TheRuntime().EventDestroy(event);
+}
+int cudaEventRecord(void* event, void* stream) {
+  UseContext();
+  return TheRuntime().EventRecord(event, stream);
+}
+int cudaEventSynchronize(void* event) {
+  UseContext();
+  return TheRuntime().EventSynchronize(event);
+}
+int cudaDeviceSynchronize() {
+  UseContext();
+  return TheRuntime().DeviceSynchronize();
+}
 
 // Calls torch makes beyond Strata's that need the runtime's state; the
 // rest of torch's are in emulated_cudart_queries.cc.
 int cudaPointerGetAttributes(void* attributes, const void* ptr) {
+  UseContext();
   return TheRuntime().PointerAttributes(attributes, ptr);
 }
-int cudaStreamQuery(void* stream) { return TheRuntime().StreamQuery(stream); }
-int cudaEventQuery(void* event) { return TheRuntime().EventQuery(event); }
+int cudaStreamQuery(void* stream) {
+  UseContext();
+  return TheRuntime().StreamQuery(stream);
+}
+int cudaEventQuery(void* event) {
+  UseContext();
+  return TheRuntime().EventQuery(event);
+}
 int cudaLaunchHostFunc(void* stream, void (*fn)(void*), void* data) {
+  UseContext();
   return TheRuntime().LaunchHostFunc(stream, fn, data);
 }
 

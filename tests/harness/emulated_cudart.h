@@ -33,6 +33,17 @@ extern thread_local int last_error;
 // returns `code`.
 int Fail(int code, const std::string& why);
 
+// Primary contexts, as the runtime makes them: every call that works on a
+// device makes the calling thread's current device's context (and makes it
+// the thread's current context), cudaSetDevice included since CUDA 12; the
+// calls that only ask (device count and properties, versions, errors,
+// cudaGetDevice) make none. A context, once made, stays for the process.
+void UseContext();
+// Whether `device`'s primary context was made.
+bool ContextMade(int device);
+// Whether the calling thread has a current context.
+extern thread_local bool context_current;
+
 }  // namespace strata::emulated_cuda
 
 extern "C" {

@@ -138,11 +138,13 @@ int cudaGetDriverEntryPointByVersion(const char*, void** function, unsigned, uns
   return 0;
 }
 int cudaMemGetInfo(size_t* free, size_t* total) {
+  strata::emulated_cuda::UseContext();
   *free = *total = size_t{80} << 30;
   return 0;
 }
 int cudaMallocHost(void** ptr, size_t size) { return cudaHostAlloc(ptr, size, 0); }
 int cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
+  strata::emulated_cuda::UseContext();
   if (least != nullptr) *least = 0;
   if (greatest != nullptr) *greatest = -5;
   return 0;
@@ -152,15 +154,18 @@ int cudaStreamCreateWithPriority(void** stream, unsigned flags, int) {
   return cudaStreamCreateWithFlags(stream, flags);
 }
 int cudaStreamGetPriority(void*, int* priority) {
+  strata::emulated_cuda::UseContext();
   *priority = 0;
   return 0;
 }
 int cudaStreamIsCapturing(void*, int* status) {
+  strata::emulated_cuda::UseContext();
   *status = 0;  // cudaStreamCaptureStatusNone: graphs are not emulated
   return 0;
 }
 int cudaStreamGetCaptureInfo(void*, int* status, unsigned long long* id, void** graph,
                              const void** dependencies, const void** edges, size_t* count) {
+  strata::emulated_cuda::UseContext();
   if (status != nullptr) *status = 0;
   if (id != nullptr) *id = 0;
   if (graph != nullptr) *graph = nullptr;
@@ -203,12 +208,14 @@ int cuDriverGetVersion(int* version) { return cudaDriverGetVersion(version); }
 int cuDevicePrimaryCtxGetState(int device, unsigned* flags, int* active) {
   if (device < 0 || device >= Devices()) return 101;  // CUDA_ERROR_INVALID_DEVICE
   if (flags != nullptr) *flags = 0;
-  if (active != nullptr) *active = 1;
+  if (active != nullptr) *active = strata::emulated_cuda::ContextMade(device) ? 1 : 0;
   return 0;
 }
 int cuCtxGetCurrent(void** context) {
-  // Any non-null handle: a context is current once a device is in use.
-  *context = reinterpret_cast<void*>(uintptr_t{1} + strata::emulated_cuda::current_device);
+  // A handle per device; none before the thread's first call that uses one.
+  *context = strata::emulated_cuda::context_current
+                 ? reinterpret_cast<void*>(uintptr_t{1} + strata::emulated_cuda::current_device)
+                 : nullptr;
   return 0;
 }
 int cuGetErrorString(int error, const char** text) {
