@@ -5,6 +5,8 @@
 #include <atomic>
 #include <system_error>
 
+#include "util/logging.h"
+
 namespace strata {
 
 // One ParallelFor in progress. Workers and the caller claim indices with an
@@ -27,7 +29,15 @@ struct ThreadPool::Loop {
 };
 
 ThreadPool::ThreadPool(int threads) {
-  for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { WorkerMain(); });
+  for (int i = 0; i < threads; ++i) {
+    try {
+      workers_.emplace_back([this] { WorkerMain(); });
+    } catch (const std::system_error& e) {
+      // Fewer workers: ParallelFor's caller runs what they would have.
+      Log()->warn("thread pool: started {} of {} threads ({})", i, threads, e.what());
+      break;
+    }
+  }
 }
 
 ThreadPool::~ThreadPool() {

@@ -23,7 +23,10 @@ namespace strata {
 class ThreadPool {
  public:
   // `threads` workers in addition to the callers of ParallelFor; 0 is
-  // allowed (ParallelFor then runs everything on the calling thread).
+  // allowed (ParallelFor then runs everything on the calling thread). When
+  // a thread cannot be started (the process's thread or memory limit), the
+  // pool keeps those that started, says so in the log, and stays correct
+  // with fewer (parallelism() tells how many).
   explicit ThreadPool(int threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;

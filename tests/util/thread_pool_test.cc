@@ -2,9 +2,13 @@
 #include "util/thread_pool.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <thread>
 #include <vector>
 
@@ -36,6 +40,45 @@ TEST(ThreadPoolTest, ConcurrentLoopsFromSeveralThreads) {
   for (auto& c : callers) c.join();
   EXPECT_EQ(sum.load(), 4L * 50 * 4950);
 }
+
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+// A process that cannot start threads (its address space limited to what
+// it maps now and 2 MiB, too little for a thread's stack): the pool works
+// with the caller alone, and RunParallel says why it failed. In a child
+// process, which the limit would otherwise outlive. (Not under the
+// sanitizers, whose shadow memory the limit does not allow for.)
+TEST(ThreadPoolTest, ThreadsThatCannotStartLeaveAWorkingPool) {
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    long pages = 0;
+    if (FILE* f = fopen("/proc/self/statm", "r")) {
+      if (fscanf(f, "%ld", &pages) != 1) pages = 0;
+      fclose(f);
+    }
+    if (pages == 0) _exit(10);
+    const rlim_t limit = static_cast<rlim_t>(pages) * sysconf(_SC_PAGESIZE) + (2 << 20);
+    const rlimit r{limit, limit};
+    if (setrlimit(RLIMIT_AS, &r) != 0) _exit(11);
+    ThreadPool pool(4);
+    if (pool.parallelism() != 1) _exit(12);
+    std::vector<int> hits(100);
+    pool.ParallelFor(hits.size(), [&](size_t i) { ++hits[i]; });
+    for (int h : hits) {
+      if (h != 1) _exit(13);
+    }
+    Status s = RunParallel(10, 4, [](size_t, const std::atomic<bool>&) { return Status::Ok(); });
+    if (s.code() != StatusCode::kResourceExhausted) _exit(14);
+    if (s.message().find("starting a thread") == std::string::npos) _exit(15);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10: statm, 11: setrlimit, 12: workers started, "
+                                       "13: an index not run once, 14/15: RunParallel's error";
+}
+#endif
 
 TEST(ThreadPoolTest, EmptyLoopReturns) {
   ThreadPool pool(2);
