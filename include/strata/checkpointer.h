@@ -255,7 +255,8 @@ class Checkpointer {
 
   // Waits until no save is in flight, without taking its result: a failure
   // is still returned by the next Save() or Wait(). For a caller about to
-  // refill the buffers a borrowed save reads.
+  // refill the buffers a borrowed save reads. Unlike Wait(), it may be
+  // called from another thread while the training thread makes its calls.
   virtual void AwaitIdle() = 0;
 
   // Restores the newest step that verifies (with an agent_job: the step the

@@ -8,6 +8,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -86,6 +87,26 @@ class PyCheckpointer {
     if (!ckpt_) Raise(Closed());
     return fn(*ckpt_);
   }
+  // Waits until no save is in flight (or the checkpointer is closed)
+  // without taking op_mu_, so that a wait() from another thread holds the
+  // training thread's calls (the pre-step hook's ordering, the next save)
+  // only for the moment it takes the result. Close() frees the checkpointer
+  // only after such waits returned. GIL released. False if it was closed
+  // already.
+  bool AwaitIdleUnlocked() {
+    py::gil_scoped_release release;
+    Checkpointer* c = nullptr;
+    {
+      std::lock_guard<std::mutex> l(ptr_mu_);
+      if (!ckpt_) return false;
+      c = ckpt_.get();
+      ++idle_waiters_;
+    }
+    c->AwaitIdle();  // thread-safe beside the training thread's calls
+    std::lock_guard<std::mutex> l(ptr_mu_);
+    if (--idle_waiters_ == 0) waiters_done_.notify_all();
+    return true;
+  }
   // Whether Close() has begun (it holds op_mu_ until the save in flight is
   // done, so a call waiting behind it finds the copies done and this true).
   bool closed() {
@@ -106,6 +127,12 @@ class PyCheckpointer {
         c = std::move(ckpt_);
       }
       s.reset();  // before the checkpointer it saves through
+      {
+        // The save is done (the stager waited for it): AwaitIdleUnlocked's
+        // callers are returning.
+        std::unique_lock<std::mutex> l(ptr_mu_);
+        waiters_done_.wait(l, [&] { return idle_waiters_ == 0; });
+      }
       c.reset();
     }
     lent_.clear();  // no save is in flight any more
@@ -161,7 +188,9 @@ class PyCheckpointer {
 
   std::mutex op_mu_;
   std::mutex ptr_mu_;
-  std::unique_ptr<Checkpointer> ckpt_;  // GUARDED_BY(ptr_mu_) for reads and writes
+  std::condition_variable waiters_done_;  // idle_waiters_ fell to 0
+  int idle_waiters_ = 0;                  // GUARDED_BY(ptr_mu_): in AwaitIdleUnlocked()
+  std::unique_ptr<Checkpointer> ckpt_;    // GUARDED_BY(ptr_mu_) for reads and writes
   // Written with op_mu_ and ptr_mu_ held; read with either.
   std::unique_ptr<CudaStager> stager_;
   const std::string dir_;

@@ -261,7 +261,9 @@ class Checkpointer:
         """Waits on the host for the save in flight (its copies included).
         Orders no stream: called from another thread than the training
         loop's, it must not take the ordering the loop's next optimizer step
-        makes on its own current streams (the pre-step hook still does)."""
+        makes on its own current streams (the pre-step hook still does). It
+        waits for the commit without holding the checkpointer's other calls,
+        so the loop's next step does not wait for it."""
         self._ckpt.wait()
 
     def request_on_demand(self) -> None:

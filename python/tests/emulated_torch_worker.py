@@ -42,15 +42,19 @@ def hold(streams, seconds=0.5):
     """Holds each stream's queue for `seconds` (a host function on it that
     waits), so work enqueued on it next is still queued when the code under
     test runs: code that does not order its copies after that work copies
-    first and is overwritten."""
+    first and is overwritten. Returns the gate: set, it lets the streams go
+    earlier."""
     gate = threading.Event()
-    threading.Timer(seconds, gate.set).start()
+    timer = threading.Timer(seconds, gate.set)
+    timer.daemon = True  # a gate set early leaves nothing to wait for at exit
+    timer.start()
     wait = HOST_FUNCTION(lambda _: gate.wait())
     _held.append(wait)
     for s in streams:
         with torch.cuda.device(s.device):
             err = EMULATOR.cudaLaunchHostFunc(ctypes.c_void_p(s.cuda_stream), wait, None)
         assert err == 0, err
+    return gate
 
 
 class Block(nn.Module):
@@ -297,10 +301,11 @@ def a_change_outside_the_step(directory):
 def a_wait_from_another_thread(directory):
     """wait() or close() called from another thread while the training
     thread goes on (a monitor, a signal handler's thread) waits for the save
-    on the host and orders no stream of its own: the training thread's next
-    step waits for that call (one call at a time) and finds the copies done
-    or orders its side streams after them, and the save commits the state
-    as it was at save()."""
+    on the host and orders no stream of its own. The training thread's next
+    step orders its side streams after the copies without waiting for that
+    wait() (it goes on while the copies are still held back), or waits for
+    close() (one call at a time) and finds the copies done; each save
+    commits the state as it was at save()."""
     m, opt = trained(4, 2)
     state = {"model": m, "optimizer": opt}
     streams = [torch.cuda.Stream(d) for d in range(2)]
@@ -310,12 +315,14 @@ def a_wait_from_another_thread(directory):
         for s in streams:
             on_streams.enter_context(torch.cuda.stream(s))
         with strata.torch.Checkpointer(directory, preemption_signals=[], overlap=True) as ckpt:
-            hold(streams)  # the copies stay queued behind it
+            copies = hold(streams, seconds=15)  # the copies stay queued behind it
             ckpt.save(2, state)
             waiting = threading.Thread(target=ckpt.wait)
             waiting.start()
             threading.Event().wait(0.1)  # the other thread is in wait() by now
             opt.step()
+            assert not copies.is_set(), "the step waited for the other thread's wait()"
+            copies.set()
             waiting.join()
             ckpt.wait()
             m2, opt2 = trained(9, 1)
@@ -324,11 +331,23 @@ def a_wait_from_another_thread(directory):
             # The same with close(): the step waits for it and goes on.
             hold(streams)
             ckpt.save(3, state)
+            errors = []
+
+            def waits():
+                try:
+                    ckpt.wait()
+                except Exception as e:  # noqa: BLE001 -- reported below
+                    errors.append(e)
+
+            waiting = threading.Thread(target=waits)  # still waiting when close() comes
+            waiting.start()
             closing = threading.Thread(target=ckpt.close)
             closing.start()
             threading.Event().wait(0.1)
             opt.step()
             closing.join()
+            waiting.join()
+            assert not errors, errors  # the save it waited for was committed
     with strata.torch.Checkpointer(directory, preemption_signals=[]) as ckpt:
         m2, opt2 = trained(9, 1)
         assert ckpt.restore({"model": m2, "optimizer": opt2}) == 3
