@@ -418,7 +418,7 @@ def one_device_of_two(directory):
         waiting.join()
     expected = snapshot(*trained(5, 5, device=1))
     m2, opt2 = trained(6, 1, device=1)
-    assert ckpt.restore({"model": m2, "optimizer": opt2}) == 5
+    assert ckpt.restore({"model": m2, "optimizer": opt2, "rng": strata.torch.RNGState()}) == 5
     check_state(m2, opt2, expected, "step 5")
     closing = threading.Thread(target=ckpt.close)
     closing.start()
