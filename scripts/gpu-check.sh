@@ -125,6 +125,13 @@ else
 fi
 timeout 120 "$CUDA_TESTS" > "$OUT/cuda_unit.log" 2>&1
 summary "cuda_tests rc=$? ($(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$OUT/cuda_unit.log" | tr '\n' ' '))"
+# The tests of which contexts exist, each in a process of its own (the
+# run above made device 0's context early): the driver's answer is found
+# through the loaded libcuda.so.1, which the emulator never exercises.
+for t in PrimaryContextMadeTellsWhatTheDriverHas NoContextIsMadeOnADeviceTheStateIsNotOn; do
+  timeout 60 "$CUDA_TESTS" --gtest_filter="*.$t" >> "$OUT/cuda_contexts.log" 2>&1
+  summary "cuda_tests $t rc=$? ($(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$OUT/cuda_contexts.log" | tail -1))"
+done
 [ "${STRATA_GPU_ONLY:-}" = cuda-tests ] && exit 0
 timeout 150 "$CUDA_BENCH" --size-mib "${STRATA_GPU_BENCH_MIB:-4096}" \
   --reps "${STRATA_GPU_BENCH_REPS:-5}" > "$OUT/cuda_bench.log" 2>&1

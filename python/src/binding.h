@@ -128,8 +128,8 @@ class PyCheckpointer {
       }
       s.reset();  // before the checkpointer it saves through
       {
-        // The save is done (the stager waited for it): AwaitIdleUnlocked's
-        // callers are returning.
+        // AwaitIdleUnlocked's callers return once the save in flight is
+        // done (the stager, if any, has just waited for it).
         std::unique_lock<std::mutex> l(ptr_mu_);
         waiters_done_.wait(l, [&] { return idle_waiters_ == 0; });
       }

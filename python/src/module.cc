@@ -279,20 +279,22 @@ std::optional<int64_t> RestoreInto(PyCheckpointer& self, const py::handle& items
 
 void Wait(PyCheckpointer& self) {
   Status s;
+  bool was_open = false;
   // The commit, without holding the training thread's calls; again if that
   // thread began the next save before this call's turn came (a bounded
   // number of times, then that save's commit is waited for in turn).
   for (int tries = 0;; ++tries) {
-    const bool was_open = self.AwaitIdleUnlocked();
-    bool again = false;
+    was_open = self.AwaitIdleUnlocked() || was_open;
+    bool again = false, ran = false;
     s = self.Run([&](Checkpointer& c) {
+      ran = true;
       again = tries < 100 && c.status().in_flight_step.has_value();
       return again ? Status::Ok() : c.Wait();
     });
     if (again) continue;
     // Closed by another thread meanwhile: close() took the save's result
     // (and logged a failure) once it was done, which is what this waited for.
-    if (!s.ok() && was_open && self.closed()) s = Status::Ok();
+    if (!ran && was_open) s = Status::Ok();
     break;
   }
   self.ReleaseLent();

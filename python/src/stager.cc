@@ -248,7 +248,8 @@ void CopyToHostPy(const std::vector<uintptr_t>& sources, const std::vector<size_
                   const py::object& streams) {
   const size_t n = sources.size();
   if (sizes.size() != n || devices.size() != n || destinations.size() != n) {
-    throw py::value_error("copy_to_host: sources, sizes, devices and destinations differ in length");
+    throw py::value_error(
+        "copy_to_host: sources, sizes, devices and destinations differ in length");
   }
   const auto by_device = Streams(streams);
   std::vector<DeviceItem> items(n);

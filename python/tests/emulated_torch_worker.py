@@ -341,6 +341,7 @@ def a_wait_from_another_thread(directory):
 
             waiting = threading.Thread(target=waits)  # still waiting when close() comes
             waiting.start()
+            threading.Event().wait(0.1)  # the other thread is in wait() by now
             closing = threading.Thread(target=ckpt.close)
             closing.start()
             threading.Event().wait(0.1)

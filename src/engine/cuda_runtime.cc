@@ -32,8 +32,15 @@ bool Resolve(void* handle, const std::string& name, Runtime* rt, std::string* wh
 using PrimaryCtxStateFn = int (*)(int, unsigned*, int*);
 
 // cuDevicePrimaryCtxGetState from the runtime's library `handle`, else from
-// the driver already loaded; null when neither has it.
+// the driver already loaded; null when neither has it, or when the runtime
+// is older than CUDA 12: there cudaSetDevice makes no context, so a thread's
+// device is always safe to restore (DeviceGuard).
 PrimaryCtxStateFn PrimaryCtxState(void* handle) {
+  auto version_of = reinterpret_cast<int (*)(int*)>(dlsym(handle, "cudaRuntimeGetVersion"));
+  if (int version = 0; version_of == nullptr || version_of(&version) != 0 || version < 12000) {
+    dlerror();
+    return nullptr;
+  }
   void* fn = dlsym(handle, "cuDevicePrimaryCtxGetState");
   if (fn == nullptr) {
     if (void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) {
@@ -48,6 +55,8 @@ PrimaryCtxStateFn PrimaryCtxState(void* handle) {
 
 std::optional<bool> Runtime::PrimaryContextMade(int device) const {
   if (primary_ctx_state_ == nullptr || device < 0) return std::nullopt;
+  // The driver's CUdevice for runtime device d is d: cuDeviceGet(&dev, d)
+  // returns d in every driver, and torch's hasPrimaryContext passes d too.
   unsigned flags = 0;
   int active = 0;
   if (primary_ctx_state_(device, &flags, &active) != 0) return std::nullopt;

@@ -83,7 +83,8 @@ class Runtime {
 
   // Whether `device`'s primary context exists (the driver's
   // cuDevicePrimaryCtxGetState); nullopt when the driver's call could not
-  // be found or failed. Makes no context.
+  // be found or failed, or the runtime is older than CUDA 12. Makes no
+  // context.
   std::optional<bool> PrimaryContextMade(int device) const;
 
  private:

@@ -143,8 +143,8 @@ class CudaStagerImpl final : public CudaStager, public MemoryRegistrar {
     return call();
   }
   void NoteHome(int device) {
-    int none = -1;
-    if (device >= 0) home_.compare_exchange_strong(none, device);
+    int none = -1;  // a device the checks would refuse is not noted
+    if (device >= 0 && device < devices_) home_.compare_exchange_strong(none, device);
   }
   template <typename Items>
   void NoteHome(const Items& items) {
@@ -400,7 +400,9 @@ Status CudaStagerImpl::ReserveStaging(size_t size) {
   if (size <= capacity()) return Status::Ok();
   size = std::max<size_t>(Padded(size), 1 << 16);
   FreePinned();
-  if (options_.pin && rt_) {
+  // Page-locked only once a device item was seen: host items need none,
+  // and page-locking makes a context on the thread's device.
+  if (options_.pin && rt_ && home_.load() >= 0) {
     void* p = nullptr;
     Status s =
         rt_->Check(OnHome([&] { return rt_->cudaHostAlloc(&p, size, cuda::kHostAllocPortable); }),

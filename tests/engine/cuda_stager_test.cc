@@ -435,6 +435,23 @@ TEST_F(CudaStagerGpuTest, RecycledStepFilesStayPageLockedAndHoldEachStep) {
   }
 }
 
+// The driver says which primary contexts exist: none on a device the
+// process has not used (cudaGetDevice makes none), one once it is set
+// (CUDA 12 and later make it there). Run alone: an earlier test in the
+// same process has made device 0's.
+TEST_F(CudaStagerGpuTest, PrimaryContextMadeTellsWhatTheDriverHas) {
+  const std::optional<bool> before = rt_->PrimaryContextMade(0);
+  if (!before.has_value()) {
+    GTEST_SKIP() << "the driver's cuDevicePrimaryCtxGetState is not found (or CUDA < 12)";
+  }
+  if (*before) GTEST_SKIP() << "device 0 has a context already (run this test alone)";
+  int current = -1;
+  ASSERT_EQ(rt_->cudaGetDevice(&current), 0);
+  EXPECT_EQ(rt_->PrimaryContextMade(0), std::optional<bool>(false));
+  ASSERT_EQ(rt_->cudaSetDevice(0), 0);
+  EXPECT_EQ(rt_->PrimaryContextMade(0), std::optional<bool>(true));
+}
+
 // A process that uses only its last device (a rank of eight on a node sees
 // all eight): no context is made on device 0 -- on a GPU, hundreds of MiB of
 // another rank's memory. The engine's thread page-locks and releases the
@@ -486,6 +503,21 @@ TEST_F(CudaStagerGpuTest, NoContextIsMadeOnADeviceTheStateIsNotOn) {
   ASSERT_TRUE(step.ok()) << step.status().ToString();
   EXPECT_EQ(*step, 5);
   EXPECT_EQ(a.Download(), abytes);
+  // A stager made on a thread that has used no device learns its home
+  // device from the first items or plan; a plan naming a device that does
+  // not exist is refused and teaches it nothing: the next save's files are
+  // page-locked.
+  std::thread([&] { stager_.reset(); }).join();  // that thread is left on `last`
+  std::thread([&] { OpenStager({}); }).join();
+  auto bad = stager_->RestorePlanned(
+      "h",
+      [&](const RestoredStep&, const RestoredItem&) -> StatusOr<std::vector<MutableDeviceItem>> {
+        return std::vector<MutableDeviceItem>{Target("a", a, devices_)};
+      });
+  ASSERT_FALSE(bad.ok());
+  ASSERT_TRUE(stager_->Save(6, items).ok());
+  ASSERT_TRUE(ckpt_->Wait().ok());
+  EXPECT_TRUE(stager_->status().staging_pinned);
   std::thread([&] { stager_.reset(); }).join();
   int current = -1;
   ASSERT_EQ(rt_->cudaGetDevice(&current), 0);

@@ -41,9 +41,15 @@ TEST(ThreadPoolTest, ConcurrentLoopsFromSeveralThreads) {
   EXPECT_EQ(sum.load(), 4L * 50 * 4950);
 }
 
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define STRATA_UNDER_SANITIZER 1
+#endif
+#endif
+#if !defined(STRATA_UNDER_SANITIZER) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
 // A process that cannot start threads (its address space limited to what
-// it maps now and 2 MiB, too little for a thread's stack): the pool works
+// it maps now and 512 KiB, too little for a thread's stack): the pool works
 // with the caller alone, and RunParallel says why it failed. In a child
 // process, which the limit would otherwise outlive. (Not under the
 // sanitizers, whose shadow memory the limit does not allow for.)
@@ -57,7 +63,7 @@ TEST(ThreadPoolTest, ThreadsThatCannotStartLeaveAWorkingPool) {
       fclose(f);
     }
     if (pages == 0) _exit(10);
-    const rlim_t limit = static_cast<rlim_t>(pages) * sysconf(_SC_PAGESIZE) + (2 << 20);
+    const rlim_t limit = static_cast<rlim_t>(pages) * sysconf(_SC_PAGESIZE) + (512 << 10);
     const rlimit r{limit, limit};
     if (setrlimit(RLIMIT_AS, &r) != 0) _exit(11);
     ThreadPool pool(4);
