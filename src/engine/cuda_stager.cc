@@ -59,14 +59,7 @@ class CudaStagerImpl final : public CudaStager, public MemoryRegistrar {
         restore_(lanes_.get(), devices),
         devices_(devices),
         options_(options),
-        saver_(SlotSaverOf(ckpt)) {
-    // The constructing thread's device, if it is in use, until an item
-    // names one.
-    if (int d = -1; rt_ != nullptr && rt_->cudaGetDevice(&d) == 0 &&
-                    rt_->PrimaryContextMade(d).value_or(false)) {
-      home_ = d;
-    }
-  }
+        saver_(SlotSaverOf(ckpt)) {}
 
   ~CudaStagerImpl() override {
     WaitStaged().IgnoreError();  // a failed copy fails its save; nothing to add here
@@ -129,11 +122,12 @@ class CudaStagerImpl final : public CudaStager, public MemoryRegistrar {
                                           std::function<Status()> gate);
   void ReserveRestored(const std::vector<MutableItem>& buffers);
 
-  // The home device: one the state is on (the first device an item names,
-  // or the constructing thread's if it was in use). Calls that concern no
-  // device (page-locking, freeing host memory) run there, whatever thread
-  // makes them: a thread that never used a device would make device 0's
-  // context (hundreds of MiB of a GPU the process may not use).
+  // The home device: one the state is on (the first device an item or a
+  // restore plan names). Calls that concern no device (page-locking,
+  // freeing host memory) run there, whatever thread makes them: a thread
+  // that never used a device would make device 0's context (hundreds of
+  // MiB of a GPU the process may not use). Until an item names a device,
+  // nothing is page-locked: host items need no locked memory.
   template <typename Call>
   int OnHome(Call call) const {
     cuda::DeviceGuard guard(*rt_);
