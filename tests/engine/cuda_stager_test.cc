@@ -119,6 +119,19 @@ class CudaStagerGpuTest : public ::testing::Test {
     stager_.reset();
     ckpt_.reset();
   }
+  // The checkpointer opened again, keeping `max_to_keep` steps, with a
+  // stager of its own.
+  void ReopenKeeping(int max_to_keep) {
+    CheckpointerOptions o;
+    o.preemption_signals = {};
+    o.max_to_keep = max_to_keep;
+    stager_.reset();
+    ckpt_.reset();
+    auto ckpt = Checkpointer::Open(dir_.path(), o);
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
+    ckpt_ = std::move(*ckpt);
+    OpenStager({});
+  }
   void OpenStager(const CudaStagerOptions& options) {
     stager_.reset();
     auto stager = CudaStager::Open(ckpt_.get(), options);
@@ -386,15 +399,7 @@ TEST_F(CudaStagerGpuTest, ItemsOnSeveralDevicesAndBadOrdinalsAreRefused) {
 // is unmapped (the emulated runtime refuses a range locked twice and aborts
 // on one released under a queued copy), and the bytes are each step's.
 TEST_F(CudaStagerGpuTest, RecycledStepFilesStayPageLockedAndHoldEachStep) {
-  CheckpointerOptions o;
-  o.preemption_signals = {};
-  o.max_to_keep = 2;
-  stager_.reset();
-  ckpt_.reset();
-  auto ckpt = Checkpointer::Open(dir_.path(), o);
-  ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
-  ckpt_ = std::move(*ckpt);
-  OpenStager({});
+  ReopenKeeping(2);
   const int last = devices_ - 1;
   ASSERT_EQ(rt_->cudaSetDevice(last), 0);
   DeviceBuffer b(*rt_, (1 << 20) + 7);
@@ -462,15 +467,7 @@ TEST_F(CudaStagerGpuTest, NoContextIsMadeOnADeviceTheStateIsNotOn) {
   const std::optional<bool> before = rt_->PrimaryContextMade(0);
   if (!before.has_value()) GTEST_SKIP() << "the driver's cuDevicePrimaryCtxGetState is not found";
   if (*before) GTEST_SKIP() << "device 0 has a context already (run this test alone)";
-  CheckpointerOptions o;
-  o.preemption_signals = {};
-  o.max_to_keep = 2;  // retention recycles the step files: released, locked again
-  stager_.reset();
-  ckpt_.reset();
-  auto ckpt = Checkpointer::Open(dir_.path(), o);
-  ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
-  ckpt_ = std::move(*ckpt);
-  OpenStager({});
+  ReopenKeeping(2);  // retention recycles the step files: released, locked again
   const int last = devices_ - 1;
   ASSERT_EQ(rt_->cudaSetDevice(last), 0);
   DeviceBuffer a(*rt_, (3 << 20) + 5), b(*rt_, 4096);

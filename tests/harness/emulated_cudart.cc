@@ -760,7 +760,15 @@ void Runtime::SynchronizeDevice(int device) {
 
 // The runtime's C ABI (engine/cuda_runtime.h's STRATA_CUDA_CALLS).
 using strata::emulated_cuda::TheRuntime;
-using strata::emulated_cuda::UseContext;
+
+namespace {
+// The runtime, for a call that works on the current device: its primary
+// context is made first, as the runtime makes it.
+strata::emulated_cuda::Runtime& Used() {
+  strata::emulated_cuda::UseContext();
+  return TheRuntime();
+}
+}  // namespace
 
 extern "C" {
 
@@ -772,96 +780,42 @@ int cudaGetDeviceCount(int* count) {
   return strata::emulated_cuda::kNoDevice;
 }
 int cudaSetDevice(int device) { return TheRuntime().SetDevice(device); }
-int cudaHostAlloc(void** ptr, size_t size, unsigned) {
-  UseContext();
-  return TheRuntime().HostAlloc(ptr, size);
-}
-int cudaFreeHost(void* ptr) {
-  UseContext();
-  return TheRuntime().FreeHost(ptr);
-}
-int cudaHostRegister(void* ptr, size_t size, unsigned) {
-  UseContext();
-  return TheRuntime().HostRegister(ptr, size);
-}
-int cudaHostUnregister(void* ptr) {
-  UseContext();
-  return TheRuntime().HostUnregister(ptr);
-}
-int cudaMalloc(void** ptr, size_t size) {
-  UseContext();
-  return TheRuntime().Malloc(ptr, size);
-}
-int cudaFree(void* ptr) {
-  UseContext();
-  return TheRuntime().Free(ptr);
-}
+int cudaHostAlloc(void** ptr, size_t size, unsigned) { return Used().HostAlloc(ptr, size); }
+int cudaFreeHost(void* ptr) { return Used().FreeHost(ptr); }
+int cudaHostRegister(void* ptr, size_t size, unsigned) { return Used().HostRegister(ptr, size); }
+int cudaHostUnregister(void* ptr) { return Used().HostUnregister(ptr); }
+int cudaMalloc(void** ptr, size_t size) { return Used().Malloc(ptr, size); }
+int cudaFree(void* ptr) { return Used().Free(ptr); }
 int cudaMemcpy(void* dst, const void* src, size_t size, int kind) {
-  UseContext();
-  return TheRuntime().Memcpy(dst, src, size, kind, nullptr, false);
+  return Used().Memcpy(dst, src, size, kind, nullptr, false);
 }
 int cudaMemcpyAsync(void* dst, const void* src, size_t size, int kind, void* stream) {
-  UseContext();
-  return TheRuntime().Memcpy(dst, src, size, kind, stream, true);
+  return Used().Memcpy(dst, src, size, kind, stream, true);
 }
 int cudaMemsetAsync(void* ptr, int value, size_t size, void* stream) {
-  UseContext();
-  return TheRuntime().Memset(ptr, value, size, stream);
+  return Used().Memset(ptr, value, size, stream);
 }
-int cudaStreamCreateWithFlags(void** stream, unsigned) {
-  UseContext();
-  return TheRuntime().StreamCreate(stream);
-}
-int cudaStreamDestroy(void* stream) {
-  UseContext();
-  return TheRuntime().StreamDestroy(stream);
-}
-int cudaStreamSynchronize(void* stream) {
-  UseContext();
-  return TheRuntime().StreamSynchronize(stream);
-}
+int cudaStreamCreateWithFlags(void** stream, unsigned) { return Used().StreamCreate(stream); }
+int cudaStreamDestroy(void* stream) { return Used().StreamDestroy(stream); }
+int cudaStreamSynchronize(void* stream) { return Used().StreamSynchronize(stream); }
 int cudaStreamWaitEvent(void* stream, void* event, unsigned) {
-  UseContext();
-  return TheRuntime().StreamWaitEvent(stream, event);
+  return Used().StreamWaitEvent(stream, event);
 }
-int cudaEventCreateWithFlags(void** event, unsigned) {
-  UseContext();
-  return TheRuntime().EventCreate(event);
-}
-int cudaEventDestroy(void* event) {
-  UseContext();
-  return TheRuntime().EventDestroy(event);
-}
-int cudaEventRecord(void* event, void* stream) {
-  UseContext();
-  return TheRuntime().EventRecord(event, stream);
-}
-int cudaEventSynchronize(void* event) {
-  UseContext();
-  return TheRuntime().EventSynchronize(event);
-}
-int cudaDeviceSynchronize() {
-  UseContext();
-  return TheRuntime().DeviceSynchronize();
-}
+int cudaEventCreateWithFlags(void** event, unsigned) { return Used().EventCreate(event); }
+int cudaEventDestroy(void* event) { return Used().EventDestroy(event); }
+int cudaEventRecord(void* event, void* stream) { return Used().EventRecord(event, stream); }
+int cudaEventSynchronize(void* event) { return Used().EventSynchronize(event); }
+int cudaDeviceSynchronize() { return Used().DeviceSynchronize(); }
 
 // Calls torch makes beyond Strata's that need the runtime's state; the
 // rest of torch's are in emulated_cudart_queries.cc.
 int cudaPointerGetAttributes(void* attributes, const void* ptr) {
-  UseContext();
-  return TheRuntime().PointerAttributes(attributes, ptr);
+  return Used().PointerAttributes(attributes, ptr);
 }
-int cudaStreamQuery(void* stream) {
-  UseContext();
-  return TheRuntime().StreamQuery(stream);
-}
-int cudaEventQuery(void* event) {
-  UseContext();
-  return TheRuntime().EventQuery(event);
-}
+int cudaStreamQuery(void* stream) { return Used().StreamQuery(stream); }
+int cudaEventQuery(void* event) { return Used().EventQuery(event); }
 int cudaLaunchHostFunc(void* stream, void (*fn)(void*), void* data) {
-  UseContext();
-  return TheRuntime().LaunchHostFunc(stream, fn, data);
+  return Used().LaunchHostFunc(stream, fn, data);
 }
 
 // Not the runtime's: for tests, the bytes page-locked now (cudaHostAlloc's
