@@ -7,6 +7,7 @@
 #   build.log      cmake configure + build of strata_python (and unit_tests)
 #   unit.log       build/tests/unit_tests --gtest_filter='Checkpointer*:Staging*'
 #   cuda_unit.log  tests/engine/cuda_stager_test.cc (CudaStager, the C++ CUDA path)
+#   cuda_contexts.log  its two tests of which CUDA contexts exist, each run alone
 #   cuda_bench.log $BUILD/bench/cuda_bench --size-mib ${STRATA_GPU_BENCH_MIB:-4096}
 #   pytest.log     python/tests/test_torch_staging.py test_torch.py test_api.py
 #                  test_torch_dtensor.py (CUDA tests run, none skipped for lack of CUDA)
