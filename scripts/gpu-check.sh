@@ -25,10 +25,11 @@
 # Prebuilt engine: the full cmake build needs fmt, spdlog, OpenSSL, curl,
 # yaml-cpp, ... which a bare GPU machine may lack. `--pack`, run on the dev
 # machine, puts build/src/libstrata.a (debug info stripped) and the shared
-# libraries the extension links (xxhash, spdlog, fmt) in
+# libraries the extension links (xxhash, spdlog, fmt), and the two small
+# archives its layouts.cc needs (strata_backup, strata_store_layout), in
 # .gpu-carry/ (git-ignored via .git/info/exclude), with GoogleTest's archives
 # and headers; name `.gpu-carry` in the run's carry. When cmake fails there,
-# the extension alone (module.cc, buffers.cc) is compiled against that
+# the extension alone (python/src/*.cc) is compiled against that
 # archive for the machine's Python, and so are the C++ CUDA test and bench.
 # Env:   OUT, STRATA_GPU_BENCH_MIB (default 4096 for cuda_bench, 6144 for gpu_bench),
 #        STRATA_GPU_BENCH_REPS (5), STRATA_GPU_BENCH_STATES (linear,transformer),
@@ -46,6 +47,9 @@ if [ "${1:-}" = "--pack" ]; then
   rm -rf .gpu-carry && mkdir -p .gpu-carry
   grep -qx '/.gpu-carry/' .git/info/exclude 2>/dev/null || echo '/.gpu-carry/' >> .git/info/exclude
   strip --strip-debug -o .gpu-carry/libstrata.a build/src/libstrata.a
+  for lib in strata_backup strata_store_layout; do  # the extension's layouts.cc links them
+    strip --strip-debug -o .gpu-carry/lib$lib.a build/src/lib$lib.a
+  done
   for lib in $(ldd build/python/strata/_strata*.so | awk '$3 ~ /^\// {print $3}' |
                grep -E 'xxhash|spdlog|fmt'); do cp -L "$lib" .gpu-carry/; done
   cp /usr/lib/x86_64-linux-gnu/libgtest.a /usr/lib/x86_64-linux-gnu/libgtest_main.a .gpu-carry/
@@ -89,9 +93,10 @@ elif [ -f .gpu-carry/libstrata.a ]; then
   LIBS=$(ls .gpu-carry/lib*.so* | grep -v 'stdc++')
   (
     set -x
-    "$CXX" -std=c++20 -O2 -shared -fPIC -fvisibility=hidden -Wall -Wextra -Iinclude \
-      $("$PY" -m pybind11 --includes) python/src/module.cc python/src/buffers.cc python/src/stager.cc \
-      .gpu-carry/libstrata.a $LIBS -Wl,-rpath,"$PWD/.gpu-carry" -lpthread \
+    "$CXX" -std=c++20 -O2 -shared -fPIC -fvisibility=hidden -Wall -Wextra -Iinclude -Isrc \
+      $("$PY" -m pybind11 --includes) python/src/*.cc \
+      .gpu-carry/libstrata_backup.a .gpu-carry/libstrata_store_layout.a .gpu-carry/libstrata.a \
+      $LIBS -Wl,-rpath,"$PWD/.gpu-carry" -lpthread \
       -o "$BUILD/python/strata/_strata$EXT"
   ) >> "$OUT/build.log" 2>&1
   rc=$?; summary "prebuilt-engine build rc=$rc"
