@@ -98,22 +98,25 @@ class Runtime {
 
 // Keeps the current device of the calling thread for its scope: the runtime's
 // device is per thread, and Strata's calls must not change the caller's.
-// Restores it only if it changed, and only if its context existed when the
-// guard was made: setting a device makes its context (hundreds of MiB of
-// that GPU's memory), and a thread that never used a device reads device 0
-// as current without having a context there. Such a thread (one that only
-// waits for a save, say) is left on the device Strata used, as torch leaves
-// a thread whose device has no context.
+// Restores it only if it changed, and only if its context exists: setting a
+// device makes its context (hundreds of MiB of that GPU's memory), and a
+// thread that never used a device reads device 0 as current without having
+// a context there. Such a thread (one that only waits for a save, say) is
+// left on the device Strata used. The driver is asked only when the device
+// changed (not on the common path, where the caller's device is the one
+// Strata used); a context that exists then either existed before the
+// guard or was made for Strata's own work on that device.
 class DeviceGuard {
  public:
   explicit DeviceGuard(const Runtime& rt) : rt_(rt) {
-    if (rt_.cudaGetDevice(&saved_) != 0 || !rt_.PrimaryContextMade(saved_).value_or(true)) {
-      saved_ = -1;
-    }
+    if (rt_.cudaGetDevice(&saved_) != 0) saved_ = -1;
   }
   ~DeviceGuard() {
     int now = -1;
-    if (saved_ >= 0 && rt_.cudaGetDevice(&now) == 0 && now != saved_) rt_.cudaSetDevice(saved_);
+    if (saved_ >= 0 && rt_.cudaGetDevice(&now) == 0 && now != saved_ &&
+        rt_.PrimaryContextMade(saved_).value_or(true)) {
+      rt_.cudaSetDevice(saved_);
+    }
   }
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;

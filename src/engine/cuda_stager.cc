@@ -84,9 +84,10 @@ class CudaStagerImpl final : public CudaStager, public MemoryRegistrar {
   // Called on the engine's thread too: the call runs on the home device,
   // so no context is made for it on another.
   Status Register(void* p, size_t n) override {
-    Status s =
-        rt_->Check(OnHome([&] { return rt_->cudaHostRegister(p, n, cuda::kHostRegisterPortable); }),
-                   "cudaHostRegister", std::to_string(n) + " bytes of step files");
+    Status s = rt_->Check(
+        OnHome([&] { return rt_->cudaHostRegister(p, n, cuda::kHostRegisterPortable); }),
+        "cudaHostRegister",
+        std::to_string(n) + " bytes of step files, on device " + std::to_string(home_.load()));
     if (!s.ok()) rt_->cudaGetLastError();  // handled here: the trainer's next check must not see it
     return s;
   }

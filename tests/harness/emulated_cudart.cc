@@ -1,8 +1,8 @@
 // Copyright 2026 The Strata Authors.
 //
 // The CUDA runtime emulated on host memory: its devices' memory, streams,
-// events and page-locking, and the calls Strata makes (engine/
-// cuda_runtime.h). Loaded as the runtime (STRATA_CUDART=<this library>), it
+// events (emulated_cudart_queues.h) and page-locking, and the calls Strata
+// makes (engine/cuda_runtime.h). Loaded as the runtime (STRATA_CUDART=<this library>), it
 // runs the CUDA paths in every build's suite without a GPU, under ASan and
 // TSan; with emulated_cudart_queries.cc, preloaded and found as
 // libcuda.so.1, it also runs torch's CUDA tensors, and strata.torch and
@@ -68,15 +68,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
+#include "emulated_cudart_queues.h"
 #include "util/mutex.h"
 
 namespace strata::emulated_cuda {
@@ -123,111 +122,6 @@ int EnvInt(const char* name, int fallback) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
 }
-
-// A stream: a thread that runs its operations in order.
-class Stream {
- public:
-  Stream(int device, std::chrono::microseconds delay)
-      : device_(device), delay_(delay), thread_([this] { Run(); }) {}
-  ~Stream() {
-    {
-      MutexLock l(&mu_);
-      stop_ = true;
-      cv_.SignalAll();
-    }
-    thread_.join();
-  }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-
-  int device() const { return device_; }
-
-  // Enqueues `op`; returns its ticket (Synchronize(ticket) waits for it).
-  uint64_t Enqueue(std::function<void()> op) EXCLUDES(mu_) {
-    MutexLock l(&mu_);
-    queue_.push_back(std::move(op));
-    cv_.SignalAll();
-    return ++enqueued_;
-  }
-  // Whether every operation enqueued so far ran.
-  bool Idle() EXCLUDES(mu_) {
-    MutexLock l(&mu_);
-    return done_ == enqueued_;
-  }
-  // Waits until every operation up to `ticket` ran (0: all enqueued now).
-  void Synchronize(uint64_t ticket = 0) EXCLUDES(mu_) {
-    MutexLock l(&mu_);
-    if (ticket == 0) ticket = enqueued_;
-    while (done_ < ticket) cv_.Wait(&mu_);
-  }
-
- private:
-  void Run() EXCLUDES(mu_) {
-    for (;;) {
-      std::function<void()> op;
-      {
-        MutexLock l(&mu_);
-        while (queue_.empty() && !stop_) cv_.Wait(&mu_);
-        if (queue_.empty()) return;
-        op = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
-      op();
-      MutexLock l(&mu_);
-      ++done_;
-      cv_.SignalAll();
-    }
-  }
-
-  const int device_;
-  const std::chrono::microseconds delay_;
-  Mutex mu_;
-  CondVar cv_;
-  std::deque<std::function<void()>> queue_ GUARDED_BY(mu_);
-  uint64_t enqueued_ GUARDED_BY(mu_) = 0;
-  uint64_t done_ GUARDED_BY(mu_) = 0;
-  bool stop_ GUARDED_BY(mu_) = false;
-  std::thread thread_;  // last: starts once the rest is made
-};
-
-// An event: each record is a generation; a wait is for the generation
-// recorded when the wait was asked for.
-class Event {
- public:
-  explicit Event(int device) : device_(device) {}
-  int device() const { return device_; }
-
-  uint64_t Record() EXCLUDES(mu_) {
-    MutexLock l(&mu_);
-    return ++recorded_;
-  }
-  uint64_t recorded() EXCLUDES(mu_) {
-    MutexLock l(&mu_);
-    return recorded_;
-  }
-  void Complete(uint64_t generation) EXCLUDES(mu_) {
-    MutexLock l(&mu_);
-    if (generation > completed_) completed_ = generation;
-    cv_.SignalAll();
-  }
-  void Wait(uint64_t generation) EXCLUDES(mu_) {
-    MutexLock l(&mu_);
-    while (completed_ < generation) cv_.Wait(&mu_);
-  }
-  // Whether the newest record's work is done.
-  bool Done() EXCLUDES(mu_) {
-    MutexLock l(&mu_);
-    return completed_ >= recorded_;
-  }
-
- private:
-  const int device_;
-  Mutex mu_;
-  CondVar cv_;
-  uint64_t recorded_ GUARDED_BY(mu_) = 0;
-  uint64_t completed_ GUARDED_BY(mu_) = 0;
-};
 
 struct Allocation {
   size_t size;

@@ -3,7 +3,8 @@
 // What the emulated CUDA runtime's two files share (emulated_cudart.cc: the
 // runtime and Strata's calls; emulated_cudart_queries.cc: the calls torch
 // makes besides): the runtime's error codes, the calling thread's error and
-// device, and the C ABI calls one file answers with the other's.
+// device, its primary contexts, and the C ABI calls one file answers with
+// the other's. The streams and events are in emulated_cudart_queues.h.
 #ifndef STRATA_TESTS_HARNESS_EMULATED_CUDART_H_
 #define STRATA_TESTS_HARNESS_EMULATED_CUDART_H_
 
