@@ -302,13 +302,10 @@ void Wait(PyCheckpointer& self) {
 }
 
 // Waits for the save in flight without taking its result (a closed
-// checkpointer has none).
+// checkpointer has none). Like wait(), it does not hold the training
+// thread's calls while it waits when another thread makes it.
 void AwaitIdle(PyCheckpointer& self) {
-  self.Run([](Checkpointer& c) {
-        c.AwaitIdle();
-        return Status::Ok();
-      })
-      .IgnoreError();
+  self.AwaitIdleUnlocked();
   self.ReleaseLent();
   RaisePending();
 }

@@ -299,11 +299,12 @@ def a_change_outside_the_step(directory):
 
 
 def a_wait_from_another_thread(directory):
-    """wait() or close() called from another thread while the training
-    thread goes on (a monitor, a signal handler's thread) waits for the save
-    on the host and orders no stream of its own. The training thread's next
-    step orders its side streams after the copies without waiting for that
-    wait() (it goes on while the copies are still held back), or waits for
+    """wait(), await_idle() or close() called from another thread while the
+    training thread goes on (a monitor, a signal handler's thread) waits for
+    the save on the host and orders no stream of its own. The training
+    thread's next step orders its side streams after the copies without
+    waiting for that wait() or await_idle() (it goes on while the copies are
+    still held back), or waits for
     close() (one call at a time) and finds the copies done; each save
     commits the state as it was at save()."""
     m, opt = trained(4, 2)
@@ -315,22 +316,25 @@ def a_wait_from_another_thread(directory):
         for s in streams:
             on_streams.enter_context(torch.cuda.stream(s))
         with strata.torch.Checkpointer(directory, preemption_signals=[], overlap=True) as ckpt:
-            copies = hold(streams, seconds=15)  # the copies stay queued behind it
-            ckpt.save(2, state)
-            waiting = threading.Thread(target=ckpt.wait)
-            waiting.start()
-            threading.Event().wait(0.1)  # the other thread is in wait() by now
-            opt.step()
-            assert not copies.is_set(), "the step waited for the other thread's wait()"
-            copies.set()
-            waiting.join()
-            ckpt.wait()
-            m2, opt2 = trained(9, 1)
-            assert ckpt.restore({"model": m2, "optimizer": opt2}) == 2
-            check_state(m2, opt2, snapshot(*trained(4, 2)), "step 2")
+            # wait(), then the native await_idle(): neither holds the step.
+            for step, waiter in ((2, ckpt.wait), (3, ckpt._ckpt.await_idle)):
+                copies = hold(streams, seconds=15)  # the copies stay queued behind it
+                ckpt.save(step, state)
+                waiting = threading.Thread(target=waiter)
+                waiting.start()
+                threading.Event().wait(0.1)  # the other thread waits by now
+                opt.step()
+                assert not copies.is_set(), \
+                    f"the step waited for the other thread's {waiter.__name__}()"
+                copies.set()
+                waiting.join()
+                ckpt.wait()
+                m2, opt2 = trained(9, 1)
+                assert ckpt.restore({"model": m2, "optimizer": opt2}) == step
+                check_state(m2, opt2, snapshot(*trained(4, step)), f"step {step}")
             # The same with close(): the step waits for it and goes on.
             hold(streams)
-            ckpt.save(3, state)
+            ckpt.save(4, state)
             errors = []
 
             def waits():
@@ -351,8 +355,8 @@ def a_wait_from_another_thread(directory):
             assert not errors, errors  # the save it waited for was committed
     with strata.torch.Checkpointer(directory, preemption_signals=[]) as ckpt:
         m2, opt2 = trained(9, 1)
-        assert ckpt.restore({"model": m2, "optimizer": opt2}) == 3
-        check_state(m2, opt2, snapshot(*trained(4, 3)), "step 3")
+        assert ckpt.restore({"model": m2, "optimizer": opt2}) == 4
+        check_state(m2, opt2, snapshot(*trained(4, 4)), "step 4")
 
 
 def dcp_round_trip(directory):
