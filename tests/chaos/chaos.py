@@ -33,15 +33,12 @@ environment, scripts/python-env.sh).
            [--redundancy 'rs(2,2)']
 """
 import argparse
-import concurrent.futures
 import errno
 import json
 import multiprocessing
 import os
 import re
 import shutil
-import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -54,247 +51,18 @@ import bounds  # noqa: E402
 import netbed  # noqa: E402
 import s3host  # noqa: E402
 from bounds import (INTERVAL, RESTARTS, STEP_MS, lost_beyond_bound, poisoned_steps,  # noqa: E402
-                    read_log, start_records, summarize)
+                    read_log, summarize)
 import schedule  # noqa: E402
+from chaos_job import (STATE_MB, RUN_TAG, Collective, Job, Violation, kill_pid,  # noqa: E402
+                       pids_tagged)
+from report import print_figures, print_markdown  # noqa: E402
 
-S3_MODES = {"s3_unavailable": "down", "s3_errors": "errors 0.5", "s3_slow": "slow 2"}
-
-PORT = 7070
 MEAN_GAP = 10.0      # seconds between faults, on average
-STATE_MB = 4
 JOB_STEPS = None     # steps the job trains; None: the fault time at full speed + 600
-RAMDISK_MB = 160     # each node's RAM disk (a tmpfs of its own), for disk_full
 RAM_REFILL_S = 20    # how long after a node lost its RAM the copies it held count as gone
-BACKUP_URL = "s3://%s/job" % s3host.BUCKET
 ABORT_SIGNS = ("AddressSanitizer", "terminate called", "Segmentation fault", "Assertion",
                "core dumped", "Aborted")
-
-
-class Violation(Exception):
-    pass
-
-
-class Job:
-    """One job on the bed: an agent and a supervised trainer per node, each
-    node's directory a small tmpfs (its RAM disk), backups to S3. Even ranks
-    speak the replicator protocol as Orbax does, odd ranks as NeMo does."""
-
-    def __init__(self, bed, s3, build, work, nodes, steps, crash_loops=0):
-        self.bed, self.s3, self.work, self.nodes, self.steps = bed, s3, work, nodes, steps
-        # `strata run --max-quarantines` counts over the supervisor's life:
-        # the default (3) plus one for each crash loop the schedule injects
-        # (a long soak injects more than three).
-        self.max_quarantines = 3 + crash_loops
-        self.strata = os.path.join(build, "strata")
-        self.trainer = os.path.join(build, "toy-trainer")
-        self.secret = os.path.join(work, "secret")
-        with open(self.secret, "w") as f:
-            f.write("chaos-%d-%s\n" % (os.getpid(), os.urandom(8).hex()))
-        os.chmod(self.secret, 0o600)
-        self.poison = os.path.join(work, "poison")
-        self.hosts = {n: "n%d" % n for n in range(nodes)}
-        self.agents, self.supervisors = {}, {}
-        self.killed_agents = set()  # pids the harness killed on purpose
-        self.crashed = []  # (node, exit code) of agents that exited on their own
-        self.agent_log_from = {}  # node -> size of its agent log when it last started
-        self.mounted = set()
-
-    def host(self, n):
-        return self.hosts[n]
-
-    def address(self, n):
-        return "%s:%d" % (self.bed.address(self.host(n)), PORT)
-
-    def dir(self, n):
-        return os.path.join(self.work, "node%d" % n)
-
-    def log(self, what, n):
-        return os.path.join(self.work, "%s%d.log" % (what, n))
-
-    def mount(self, n):
-        """A fresh, empty RAM disk for node n."""
-        self.unmount(n)
-        os.makedirs(self.dir(n), exist_ok=True)
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dm,mode=0700" % RAMDISK_MB,
-                        "strata-chaos", self.dir(n)], check=True)
-        self.mounted.add(n)
-
-    def unmount(self, n):
-        if n in self.mounted:
-            subprocess.run(["umount", "-l", self.dir(n)], check=False)
-            self.mounted.discard(n)
-
-    def start_agent(self, n):
-        old = self.agents.get(n)
-        if old and old.poll() is not None and old.pid not in self.killed_agents:
-            self.crashed.append((n, old.returncode))  # before a restart hides it
-        log = self.log("agent", n)
-        self.agent_log_from[n] = os.path.getsize(log) if os.path.exists(log) else 0
-        self.agents[n] = self.bed.spawn(self.host(n), [
-            self.strata, "agent", "--local-dir", self.dir(n), "--listen", self.address(n),
-            "--coordinator", self.address(0), "--secret-file", self.secret,
-            "--backup", BACKUP_URL, "--grace-seconds", "60"], log=log,
-            env=dict(os.environ, **self.s3.client_env()))
-
-    def start_supervisor(self, n):
-        self.supervisors[n] = self.bed.spawn(self.host(n), [
-            self.strata, "run", "--backoff", "200ms,2s", "--grace", "60s",
-            "--max-quarantines", str(self.max_quarantines),
-            "--agent", os.path.join(self.dir(n), ".strata-agent", "agent.sock"), "--",
-            self.trainer, "--dir", self.dir(n), "--steps", str(self.steps),
-            "--save-interval-steps", str(INTERVAL), "--state-mb", str(STATE_MB),
-            "--step-ms", str(STEP_MS), "--seed", str(100 + n),
-            "--replicator", "nemo" if n % 2 else "orbax", "--poison", self.poison,
-            "--job", "chaos", "--node-rank", str(n), "--nodes", str(self.nodes),
-            "--peers-per-node", "1", "--backup-interval-steps", str(bounds.BACKUP_EVERY),
-            "--exit-after-ondemand"], log=self.log("run", n))
-
-    def wait_listening(self, n, limit=30):
-        """Waits for the agent started last on node n (its log is appended
-        to: an earlier start's line does not count)."""
-        log, start = self.log("agent", n), self.agent_log_from[n]
-        if not netbed.wait_for(lambda: b"listening on" in read_log(log, start), limit):
-            raise Violation("the agent of node %d did not start" % n)
-
-    def trainer_pids(self, n):
-        return _pids_with_arg(self.dir(n), self.trainer)
-
-    def kill_trainers(self, nodes):
-        for n in nodes:
-            for pid in self.trainer_pids(n):
-                _kill(pid)
-
-    def kill_agent(self, n):
-        p = self.agents.get(n)
-        if p and p.poll() is None:
-            self.killed_agents.add(p.pid)
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
-
-    def kill_supervisor(self, n):
-        p = self.supervisors.get(n)
-        if p and p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)  # the pod goes: the trainer with it
-            p.wait()
-        self.kill_trainers([n])
-
-    def status(self, n):
-        """`strata status` of node n, or {} (unreachable: partitioned, away)."""
-        try:
-            r = subprocess.run([self.strata, "status", "--agent", self.address(n), "--json"],
-                               capture_output=True, text=True, timeout=3,
-                               env=dict(os.environ, STRATA_SECRET_FILE=self.secret))
-            return json.loads(r.stdout) if r.returncode == 0 else {}
-        except (subprocess.TimeoutExpired, ValueError):
-            return {}
-
-    def training_step(self):
-        """The newest step a rank reports, or -1 (none reports), read from
-        every node at once: one `strata status` takes about 0.3 s on a
-        loaded host, and read one after another the eighth node's step was
-        116 steps past the first's (rs(6,2) seed 153). What each node
-        reported is kept in `steps_read` (-1: none)."""
-        with concurrent.futures.ThreadPoolExecutor(max(1, self.nodes)) as pool:
-            self.steps_read = list(pool.map(lambda n: self.status(n).get("training_step", -1),
-                                            range(self.nodes)))
-        return max(self.steps_read, default=-1)
-
-    def starts(self):
-        """Every node's trainer starts so far, per node: the restored step,
-        or None for a fresh start."""
-        return {n: [s for s, _ in v] for n, v in start_records(self).items()}
-
-    def failed_on_poison(self):
-        """Per node, for each of starts()'s starts, whether that run ended
-        at once on a poisoned step (the toy trainer's `is poisoned` line)."""
-        return {n: [bad for _, bad in v] for n, v in start_records(self).items()}
-
-    def restores(self):
-        """Every node's restored steps so far, in order, per node."""
-        return {n: [s for s in v if s is not None] for n, v in self.starts().items()}
-
-    def quarantined(self):
-        """The steps each supervisor quarantined."""
-        return {n: [int(m) for m in re.findall(r"QUARANTINED step (\d+)",
-                                              read_log(self.log("run", n)).decode(errors="replace"))]
-                for n in range(self.nodes)}
-
-    def finished(self):
-        return all(p.poll() is not None for p in self.supervisors.values())
-
-
-def _kill(pid):
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-# Every process a run starts inherits RUN_TAG=<its work directory> in its
-# environment, so one left behind is found however it was started and
-# wherever it was re-parented (as tests/harness/no_process_left_behind.sh does).
-RUN_TAG = "STRATA_CHAOS_RUN"
-
-
-def _pids_tagged(work, limit=5):
-    """The processes of the run in `work` still alive after `limit` seconds
-    (the bed's kills may still be landing)."""
-    tag = ("%s=%s" % (RUN_TAG, work)).encode()
-
-    def scan():
-        out = []
-        for d in os.listdir("/proc"):
-            if not d.isdigit() or int(d) == os.getpid():
-                continue
-            try:
-                with open("/proc/%s/environ" % d, "rb") as f:
-                    if tag in f.read().split(b"\0"):
-                        out.append(int(d))
-            except OSError:
-                continue
-        return out
-    netbed.wait_for(lambda: not scan(), limit)
-    return scan()
-
-
-def _pids_with_arg(arg, exe=None):
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % d, "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if arg.encode() in argv and (exe is None or argv[0].decode(errors="replace") == exe):
-            out.append(int(d))
-    return out
-
-
-class Collective:
-    """The job's ranks fail together, as a collective with a missing rank
-    fails: when a trainer ends other than by finishing the job (killed, an
-    on-demand checkpoint taken alone, a crash), the trainers that ran
-    alongside it are killed and their supervisors restart them. Trainers
-    started since the last look are spared: they belong to the next start."""
-
-    def __init__(self, job):
-        self.job = job
-        self.seen = {}  # pid -> node, at the last look
-
-    def look(self):
-        job = self.job
-        now = {pid: n for n in range(job.nodes) for pid in job.trainer_pids(n)}
-        ended = [n for pid, n in self.seen.items() if pid not in now]
-        failed = [n for n in ended if b"final step=" not in read_log(job.log("run", n))]
-        if failed:
-            for pid in self.seen:
-                if pid in now:
-                    _kill(pid)
-                    del now[pid]
-        self.seen = now
-        return failed
+S3_MODES = {"s3_unavailable": "down", "s3_errors": "errors 0.5", "s3_slow": "slow 2"}
 
 
 class Faults:
@@ -718,10 +486,10 @@ def run_seed(build, seed, nodes, seconds, kinds, keep, say):
                                      if p.poll() is not None and p.pid not in job.killed_agents]
             report["violations"] += ["the agent of node %d exited on its own (exit %s)" % c
                                      for c in crashed]
-        left = _pids_tagged(work)
+        left = pids_tagged(work)
         report["violations"] += ["process %d was left behind" % pid for pid in left]
         for pid in left:
-            _kill(pid)
+            kill_pid(pid)
     finally:
         if job:
             for n in list(job.mounted):
@@ -878,83 +646,6 @@ def _one_seed(args):
     print("seed %d: %s (%d faults, %.0f s)" % (seed, verdict, len(r["faults"]),
                                                 r.get("seconds_total", 0)), flush=True)
     return r
-
-
-def figures(reports):
-    """Per fault kind (sorted): (kind, injected, skipped, steps lost, bounds,
-    recovery seconds); and the totals: faults, overlapping, S3 requests
-    failed and held, quarantines."""
-    by_kind = {}
-    for r in reports:
-        for f in r["faults"]:
-            by_kind.setdefault(f["kind"], []).append(f)
-    rows = []
-    for kind in sorted(by_kind):
-        fs = by_kind[kind]
-        rows.append((kind, len(fs), sum("skipped" in f for f in fs),
-                     [f["lost_steps"] for f in fs if "lost_steps" in f],
-                     sorted({f["bound"] for f in fs if "bound" in f}),
-                     [f["recovery_s"] for f in fs if "recovery_s" in f]))
-    s3 = {}
-    for r in reports:
-        for k, v in r.get("s3_injected", {}).items():
-            s3[k] = s3.get(k, 0) + v
-    totals = {"faults": sum(len(r["faults"]) for r in reports),
-              "overlapping": sum(r.get("overlapping", 0) for r in reports),
-              "s3_failed": s3.get("errors", 0), "s3_held": s3.get("held", 0),
-              "quarantines": sum(r.get("quarantined", 0) for r in reports)}
-    return rows, totals
-
-
-def _median_max(values, fmt, sep, none):
-    if not values:
-        return none
-    return fmt % statistics.median(values) + sep + fmt % max(values)
-
-
-def _span(bounds, dash, none):
-    if not bounds:
-        return none
-    return "%d" % bounds[0] if len(bounds) == 1 else "%d%s%d" % (bounds[0], dash, bounds[-1])
-
-
-def print_figures(reports):
-    rows, t = figures(reports)
-    print("\n%-22s %6s %8s %16s %8s %18s" % (
-        "fault", "count", "skipped", "lost (med, max)", "bound", "recovery (med, max)"))
-    for kind, count, skipped, lost, bounds, rec in rows:
-        print("%-22s %6d %8d %16s %8s %18s" % (
-            kind, count, skipped, _median_max(lost, "%g", ", ", "-"), _span(bounds, "-", "-"),
-            _median_max(rec, "%.1f s", ", ", "-")))
-    print("faults %d (%d overlapping); S3 requests failed %d, held %d; quarantines %d" % (
-        t["faults"], t["overlapping"], t["s3_failed"], t["s3_held"], t["quarantines"]))
-    print("runs %d, seeds with a violation %d" % (len(reports),
-                                                 sum(bool(r["violations"]) for r in reports)))
-
-
-def print_markdown(reports):
-    """The figures of docs/reliability.md, from a --json file."""
-    rows, t = figures(reports)
-    print("| fault | injected | skipped | steps lost (median / max) | bound | "
-          "recovery (median / max) |")
-    print("|---|---|---|---|---|---|")
-    for kind, count, skipped, lost, bounds, rec in rows:
-        print("| %s | %d | %d | %s | %s | %s |" % (
-            kind, count, skipped, _median_max(lost, "%g", " / ", "–"), _span(bounds, "–", "–"),
-            _median_max(rec, "%.1f s", " / ", "–")))
-    failed = [r for r in reports if r["violations"]]
-    print()
-    print("runs %d (seeds %d–%d), faults %d, %d of them overlapping an earlier one; "
-          "S3 requests failed by the proxy %d, held %d; quarantines (per supervisor) %d; "
-          "runs with a violation %d%s" % (
-              len(reports), min(r["seed"] for r in reports), max(r["seed"] for r in reports),
-              t["faults"], t["overlapping"], t["s3_failed"], t["s3_held"], t["quarantines"],
-              len(failed), "" if not failed else " (" + ", ".join(
-                  "seed %d: %s" % (r["seed"], r["violations"][0]) for r in failed) + ")"))
-    totals = [r["seconds_total"] for r in reports if r.get("seconds_total")]
-    if totals:
-        print("run time per seed: median %.0f s, max %.0f s" % (statistics.median(totals),
-                                                               max(totals)))
 
 
 if __name__ == "__main__":

@@ -8,10 +8,11 @@ import threading
 sys.path.insert(0, os.path.dirname(__file__))
 import bounds  # noqa: E402
 import chaos  # noqa: E402
+import chaos_job  # noqa: E402
 
 
 class Job:
-    """The part of chaos.Job the bound reads: each node's agent log."""
+    """The part of chaos_job.Job the bound reads: each node's agent log."""
 
     def __init__(self, dir, logs):
         self.dir = dir
@@ -198,10 +199,10 @@ def test_the_training_step_is_read_from_every_node_at_once():
             return self.reports[n]
 
     job = Job()
-    assert chaos.Job.training_step(job) == 790
+    assert chaos_job.Job.training_step(job) == 790
     assert job.steps_read == [780, -1, 790, -1]
     job.reports = [{}, {"training_step": -1}, {}, {}]
-    assert chaos.Job.training_step(job) == -1
+    assert chaos_job.Job.training_step(job) == -1
 
 
 def test_a_start_counts_unless_it_ended_on_the_poison(tmp_path):
@@ -215,8 +216,8 @@ def test_a_start_counts_unless_it_ended_on_the_poison(tmp_path):
             "fresh start\nrestored step=775\n"]):
         with open(job.log("run", n), "w") as f:
             f.write(text)
-    assert chaos.Job.starts(job) == {0: [None, 775, 775, 700], 1: [None, 775]}
-    assert chaos.Job.failed_on_poison(job) == {0: [False, False, True, False],
+    assert chaos_job.Job.starts(job) == {0: [None, 775, 775, 700], 1: [None, 775]}
+    assert chaos_job.Job.failed_on_poison(job) == {0: [False, False, True, False],
                                               1: [False, False]}
     # The partition came after the fresh starts; the crash loop after the
     # partition's restart. Each resumed from the first start after it that
@@ -224,8 +225,8 @@ def test_a_start_counts_unless_it_ended_on_the_poison(tmp_path):
     job.poison = os.path.join(tmp_path, "poison")
     with open(job.poison, "w") as f:
         f.write("775\n")
-    job.starts = lambda: chaos.Job.starts(job)
-    job.failed_on_poison = lambda: chaos.Job.failed_on_poison(job)
+    job.starts = lambda: chaos_job.Job.starts(job)
+    job.failed_on_poison = lambda: chaos_job.Job.failed_on_poison(job)
 
     class Applier:
         records = [
@@ -274,8 +275,8 @@ def test_a_backup_in_flight_counts_from_when_the_fault_struck(tmp_path):
         with open(job.log("run", n), "w") as f:
             f.write("fresh start\nrestored step=500\n")
     job.poison = os.path.join(tmp_path, "poison")
-    job.starts = lambda: chaos.Job.starts(job)
-    job.failed_on_poison = lambda: chaos.Job.failed_on_poison(job)
+    job.starts = lambda: chaos_job.Job.starts(job)
+    job.failed_on_poison = lambda: chaos_job.Job.failed_on_poison(job)
     base = bounds.backup_uploads(bounds.backup_events(job))[0][0] - 23.349
 
     class Applier:
@@ -298,7 +299,7 @@ def test_a_crash_loop_whose_job_started_fresh_leaves_no_poison_armed(tmp_path):
     for n in range(2):
         with open(job.log("run", n), "w") as f:
             f.write("fresh start\nrestored step=100\nfresh start\n")
-    job.starts = lambda: chaos.Job.starts(job)
+    job.starts = lambda: chaos_job.Job.starts(job)
     job.bed = None
     faults = chaos.Faults(job, print)
     faults.recovering = [{"kind": "crash_loop", "applied": 0.0, "before": 96,
