@@ -108,6 +108,7 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::Load(std::string_view library) {
 
 Status Runtime::Check(int error, std::string_view call, std::string_view what) const {
   if (error == 0) return Status();
+  if (cudaGetLastError != nullptr) cudaGetLastError();
   const char* message = cudaGetErrorString ? cudaGetErrorString(error) : nullptr;
   return InternalError(
       fmt::format("CUDA {} ({}): {} [{}]", call, what, message ? message : "unknown error", error));

@@ -30,7 +30,9 @@ inline constexpr int kMemcpyDeviceToHost = 2;
 inline constexpr unsigned kHostAllocPortable = 0x01;     // pinned for every device
 inline constexpr unsigned kHostRegisterPortable = 0x01;  // registered for every device
 inline constexpr unsigned kStreamNonBlocking = 0x01;     // no implicit sync with stream 0
+inline constexpr unsigned kEventBlockingSync = 0x01;     // a host wait sleeps, not spins
 inline constexpr unsigned kEventDisableTiming = 0x02;
+inline constexpr int kStreamCaptureModeRelaxed = 2;  // cudaStreamCaptureMode
 
 // X(name, parameter list): every entry point, resolved by Load().
 #define STRATA_CUDA_CALLS(X)                                                             \
@@ -54,7 +56,8 @@ inline constexpr unsigned kEventDisableTiming = 0x02;
   X(cudaEventDestroy, (Event event))                                                     \
   X(cudaEventRecord, (Event event, Stream stream))                                       \
   X(cudaEventSynchronize, (Event event))                                                 \
-  X(cudaDeviceSynchronize, ())
+  X(cudaDeviceSynchronize, ())                                                           \
+  X(cudaThreadExchangeStreamCaptureMode, (int* mode))
 
 // One loaded runtime. Thread-safe (the runtime is). The library stays loaded
 // for the life of the process: unloading a CUDA runtime under a framework
@@ -71,6 +74,10 @@ class Runtime {
   static StatusOr<std::unique_ptr<Runtime>> Load(std::string_view library = "");
 
   // OK, or INTERNAL "CUDA <call> (<what>): <the runtime's message> [<code>]".
+  // A failure is the calling thread's to handle here: it is taken off the
+  // thread's last error (cudaGetLastError), so that the trainer's next
+  // check after a kernel does not report it. Call on the thread that made
+  // the failed call.
   Status Check(int error, std::string_view call, std::string_view what) const;
 
   const std::string& path() const { return path_; }
@@ -96,8 +103,35 @@ class Runtime {
   int (*primary_ctx_state_)(int device, unsigned* flags, int* active) = nullptr;
 };
 
+// Makes the calling thread's stream capture mode relaxed for its scope:
+// while another thread captures a CUDA graph in the global mode (the
+// default, torch.cuda.graph's too), a thread in the global mode may not
+// make a potentially unsafe call (page-locking, a host wait): the call fails
+// and the capture is invalidated. Strata's calls capture nothing and touch
+// only its own streams and memory, so they are made relaxed.
+class CaptureRelaxed {
+ public:
+  explicit CaptureRelaxed(const Runtime& rt) : rt_(rt) {
+    if (rt_.cudaThreadExchangeStreamCaptureMode(&saved_) != 0) {
+      rt_.cudaGetLastError();
+      exchanged_ = false;
+    }
+  }
+  ~CaptureRelaxed() {
+    if (exchanged_) rt_.cudaThreadExchangeStreamCaptureMode(&saved_);
+  }
+  CaptureRelaxed(const CaptureRelaxed&) = delete;
+  CaptureRelaxed& operator=(const CaptureRelaxed&) = delete;
+
+ private:
+  const Runtime& rt_;
+  int saved_ = kStreamCaptureModeRelaxed;  // swapped in; then the thread's own
+  bool exchanged_ = true;
+};
+
 // Keeps the current device of the calling thread for its scope: the runtime's
 // device is per thread, and Strata's calls must not change the caller's.
+// The scope's calls are made relaxed (CaptureRelaxed).
 // Restores it only if it changed, and only if its context exists: setting a
 // device makes its context (hundreds of MiB of that GPU's memory), and a
 // thread that never used a device reads device 0 as current without having
@@ -108,7 +142,7 @@ class Runtime {
 // guard or was made for Strata's own work on that device.
 class DeviceGuard {
  public:
-  explicit DeviceGuard(const Runtime& rt) : rt_(rt) {
+  explicit DeviceGuard(const Runtime& rt) : rt_(rt), relaxed_(rt) {
     if (rt_.cudaGetDevice(&saved_) != 0) saved_ = -1;
   }
   ~DeviceGuard() {
@@ -123,6 +157,7 @@ class DeviceGuard {
 
  private:
   const Runtime& rt_;
+  CaptureRelaxed relaxed_;
   int saved_ = -1;
 };
 

@@ -84,15 +84,15 @@ class CudaStagerImpl final : public CudaStager, public MemoryRegistrar {
   // Called on the engine's thread too: the call runs on the home device,
   // so no context is made for it on another.
   Status Register(void* p, size_t n) override {
-    Status s = rt_->Check(
+    return rt_->Check(
         OnHome([&] { return rt_->cudaHostRegister(p, n, cuda::kHostRegisterPortable); }),
         "cudaHostRegister",
         std::to_string(n) + " bytes of step files, on device " + std::to_string(home_.load()));
-    if (!s.ok()) rt_->cudaGetLastError();  // handled here: the trainer's next check must not see it
-    return s;
   }
   void Unregister(void* p) override {
-    if (OnHome([&] { return rt_->cudaHostUnregister(p); }) != 0) rt_->cudaGetLastError();
+    rt_->Check(OnHome([&] { return rt_->cudaHostUnregister(p); }, /*release=*/true),
+               "cudaHostUnregister", "step files")
+        .IgnoreError();  // the pages are unmapped next whatever it says
   }
 
  private:
@@ -129,11 +129,16 @@ class CudaStagerImpl final : public CudaStager, public MemoryRegistrar {
   // that never used a device would make device 0's context (hundreds of
   // MiB of a GPU the process may not use). Until an item names a device,
   // nothing is page-locked: host items need no locked memory.
+  // A `release` (of page-locked memory) runs even where the home device
+  // cannot be set: skipped, it would leave the pages locked.
   template <typename Call>
-  int OnHome(Call call) const {
+  int OnHome(Call call, bool release = false) const {
     cuda::DeviceGuard guard(*rt_);
     if (const int home = home_.load(); home >= 0) {
-      if (const int err = rt_->cudaSetDevice(home); err != 0) return err;
+      if (const int err = rt_->cudaSetDevice(home); err != 0) {
+        if (!release) return err;
+        rt_->cudaGetLastError();
+      }
     }
     return call();
   }
@@ -409,7 +414,6 @@ Status CudaStagerImpl::ReserveStaging(size_t size) {
       block_pinned_ = true;
       return Status::Ok();
     }
-    rt_->cudaGetLastError();  // handled here: the trainer's next check must not see it
     if (!warned_unpinned_) {
       warned_unpinned_ = true;
       Log()->warn(
@@ -424,7 +428,11 @@ Status CudaStagerImpl::ReserveStaging(size_t size) {
 }
 
 void CudaStagerImpl::FreePinned() {
-  if (pinned_ != nullptr) OnHome([&] { return rt_->cudaFreeHost(pinned_); });
+  if (pinned_ != nullptr) {
+    rt_->Check(OnHome([&] { return rt_->cudaFreeHost(pinned_); }, /*release=*/true), "cudaFreeHost",
+               "staging memory")
+        .IgnoreError();
+  }
   pinned_ = nullptr;
   pinned_size_ = 0;
   block_bytes_ = pageable_.capacity();

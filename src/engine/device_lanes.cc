@@ -10,9 +10,9 @@ std::string DeviceName(int device) { return "device " + std::to_string(device); 
 
 DeviceLanes::~DeviceLanes() {
   cuda::DeviceGuard guard(rt_);
+  Sync().IgnoreError();  // a failure was the last batch's to report
   for (auto& [device, lane] : lanes_) {
     rt_.cudaSetDevice(device);
-    rt_.cudaStreamSynchronize(lane.stream);
     rt_.cudaStreamDestroy(lane.stream);
     rt_.cudaEventDestroy(lane.caller);
     rt_.cudaEventDestroy(lane.done);
@@ -22,8 +22,11 @@ DeviceLanes::~DeviceLanes() {
 
 StatusOr<cuda::Event> DeviceLanes::NewEvent(int device) {
   cuda::Event e = nullptr;
-  STRATA_RETURN_IF_ERROR(rt_.Check(rt_.cudaEventCreateWithFlags(&e, cuda::kEventDisableTiming),
-                                   "cudaEventCreateWithFlags", DeviceName(device)));
+  // Blocking: a thread that waits for one sleeps until the copies are done
+  // (the default spins a core for as long, beside the trainer's threads).
+  STRATA_RETURN_IF_ERROR(rt_.Check(
+      rt_.cudaEventCreateWithFlags(&e, cuda::kEventBlockingSync | cuda::kEventDisableTiming),
+      "cudaEventCreateWithFlags", DeviceName(device)));
   return e;
 }
 
@@ -64,6 +67,7 @@ void DeviceLanes::Begin() {
 
 Status DeviceLanes::Copy(int device, void* caller, void* dst, const void* src, size_t n, int kind,
                          const std::string& what) {
+  cuda::CaptureRelaxed relaxed(rt_);  // e.g. a restore's I/O thread
   STRATA_ASSIGN_OR_RETURN(Lane * lane, LaneFor(device));
   STRATA_RETURN_IF_ERROR(rt_.Check(rt_.cudaSetDevice(device), "cudaSetDevice", what));
   if (ordered_.emplace(device, caller).second) {
@@ -78,6 +82,7 @@ Status DeviceLanes::Copy(int device, void* caller, void* dst, const void* src, s
 }
 
 StatusOr<int> DeviceLanes::Mark() {
+  cuda::CaptureRelaxed relaxed(rt_);
   std::vector<std::pair<int, cuda::Event>> mark;
   for (auto& [device, lane] : lanes_) {
     if (!lane.dirty) continue;
@@ -102,6 +107,7 @@ StatusOr<int> DeviceLanes::Mark() {
 
 Status DeviceLanes::WaitMark(int m) const {
   if (m < 0) return Status::Ok();
+  cuda::CaptureRelaxed relaxed(rt_);  // a checksum thread's host wait
   for (const auto& [device, event] : marks_[static_cast<size_t>(m)]) {
     // The calling thread works on the event's device (no context of device
     // 0 is made for it).
@@ -114,6 +120,7 @@ Status DeviceLanes::WaitMark(int m) const {
 }
 
 Status DeviceLanes::Finish() {
+  cuda::CaptureRelaxed relaxed(rt_);
   for (auto& [device, lane] : lanes_) {
     if (!lane.used) continue;
     STRATA_RETURN_IF_ERROR(
@@ -161,10 +168,17 @@ Status DeviceLanes::Sync() {
   cuda::DeviceGuard guard(rt_);
   Status first;
   for (auto& [device, lane] : lanes_) {
+    // `done` recorded again and waited for, not the stream synchronized:
+    // the event's wait sleeps. (A stream that waited on the last record
+    // keeps waiting on that one.)
     Status s = rt_.Check(rt_.cudaSetDevice(device), "cudaSetDevice", DeviceName(device));
     if (s.ok()) {
-      s = rt_.Check(rt_.cudaStreamSynchronize(lane.stream), "cudaStreamSynchronize",
+      s = rt_.Check(rt_.cudaEventRecord(lane.done, lane.stream), "cudaEventRecord",
                     DeviceName(device));
+    }
+    if (s.ok()) {
+      s = rt_.Check(rt_.cudaEventSynchronize(lane.done), "cudaEventSynchronize",
+                    "copies on " + DeviceName(device));
     }
     if (first.ok()) first = s;
     lane.pending = false;

@@ -66,6 +66,9 @@ class DeviceLanes {
   // Waits on the host for every lane's stream; nothing of ours reads or
   // writes host memory afterwards.
   Status Sync();
+  // Every host wait here sleeps (blocking-sync events), and every call is
+  // made in the relaxed stream capture mode (cuda::CaptureRelaxed), on
+  // whatever thread makes it.
   bool pending() const { return pending_; }
 
  private:

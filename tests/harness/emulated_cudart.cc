@@ -50,6 +50,8 @@
 //  * strata_emulated_cuda_locked_bytes(), not the runtime's, tells a test
 //    how much memory is page-locked, so it can see that what was locked is
 //    released.
+//  * Stream capture's rules for other threads and host waits that would
+//    spin a core: emulated_cudart_capture.cc.
 //
 // Simplifications: cudaStreamDestroy and cudaFree wait for the work they
 // concern (the runtime defers the release instead); the legacy default
@@ -167,7 +169,7 @@ class Runtime {
   int StreamDestroy(void* stream) EXCLUDES(mu_);
   int StreamSynchronize(void* stream) EXCLUDES(mu_);
   int StreamWaitEvent(void* stream, void* event) EXCLUDES(mu_);
-  int EventCreate(void** out) EXCLUDES(mu_);
+  int EventCreate(void** out, unsigned flags) EXCLUDES(mu_);
   int EventDestroy(void* event) EXCLUDES(mu_);
   int EventRecord(void* event, void* stream) EXCLUDES(mu_);
   int EventSynchronize(void* event) EXCLUDES(mu_);
@@ -512,6 +514,7 @@ int Runtime::StreamSynchronize(void* stream) {
     s = StreamOf(stream);
   }
   if (s == nullptr) return Fail(kInvalidResourceHandle, "cudaStreamSynchronize: no such stream");
+  NoteSpinWait();
   s->Synchronize();
   return kSuccess;
 }
@@ -535,9 +538,9 @@ int Runtime::StreamWaitEvent(void* stream, void* event) {
   return kSuccess;
 }
 
-int Runtime::EventCreate(void** out) {
+int Runtime::EventCreate(void** out, unsigned flags) {
   if (out == nullptr) return Fail(kInvalidValue, "cudaEventCreateWithFlags: null result");
-  auto e = std::make_unique<Event>(current_device);
+  auto e = std::make_unique<Event>(current_device, flags);
   MutexLock l(&mu_);
   *out = e.get();
   events_.emplace(e.get(), std::move(e));
@@ -577,11 +580,13 @@ int Runtime::EventSynchronize(void* event) {
     e = EventOf(event);
   }
   if (e == nullptr) return Fail(kInvalidResourceHandle, "cudaEventSynchronize");
+  if ((e->flags() & kEventBlockingSync) == 0) NoteSpinWait();
   e->Wait(e->recorded());
   return kSuccess;
 }
 
 int Runtime::DeviceSynchronize() {
+  NoteSpinWait();
   SynchronizeDevice(current_device);
   return kSuccess;
 }
@@ -662,6 +667,13 @@ strata::emulated_cuda::Runtime& Used() {
   strata::emulated_cuda::UseContext();
   return TheRuntime();
 }
+// A potentially unsafe call (emulated_cudart_capture.cc): refused while the
+// capture rules forbid it, else made.
+template <typename Call>
+int Unsafe(const char* name, Call call) {
+  const int err = strata::emulated_cuda::CaptureForbids(name);
+  return err != strata::emulated_cuda::kSuccess ? err : call();
+}
 }  // namespace
 
 extern "C" {
@@ -674,14 +686,26 @@ int cudaGetDeviceCount(int* count) {
   return strata::emulated_cuda::kNoDevice;
 }
 int cudaSetDevice(int device) { return TheRuntime().SetDevice(device); }
-int cudaHostAlloc(void** ptr, size_t size, unsigned) { return Used().HostAlloc(ptr, size); }
-int cudaFreeHost(void* ptr) { return Used().FreeHost(ptr); }
-int cudaHostRegister(void* ptr, size_t size, unsigned) { return Used().HostRegister(ptr, size); }
-int cudaHostUnregister(void* ptr) { return Used().HostUnregister(ptr); }
-int cudaMalloc(void** ptr, size_t size) { return Used().Malloc(ptr, size); }
-int cudaFree(void* ptr) { return Used().Free(ptr); }
+int cudaHostAlloc(void** ptr, size_t size, unsigned) {
+  return Unsafe("cudaHostAlloc", [&] { return Used().HostAlloc(ptr, size); });
+}
+int cudaFreeHost(void* ptr) {
+  return Unsafe("cudaFreeHost", [&] { return Used().FreeHost(ptr); });
+}
+int cudaHostRegister(void* ptr, size_t size, unsigned) {
+  return Unsafe("cudaHostRegister", [&] { return Used().HostRegister(ptr, size); });
+}
+int cudaHostUnregister(void* ptr) {
+  return Unsafe("cudaHostUnregister", [&] { return Used().HostUnregister(ptr); });
+}
+int cudaMalloc(void** ptr, size_t size) {
+  return Unsafe("cudaMalloc", [&] { return Used().Malloc(ptr, size); });
+}
+int cudaFree(void* ptr) {
+  return Unsafe("cudaFree", [&] { return Used().Free(ptr); });
+}
 int cudaMemcpy(void* dst, const void* src, size_t size, int kind) {
-  return Used().Memcpy(dst, src, size, kind, nullptr, false);
+  return Unsafe("cudaMemcpy", [&] { return Used().Memcpy(dst, src, size, kind, nullptr, false); });
 }
 int cudaMemcpyAsync(void* dst, const void* src, size_t size, int kind, void* stream) {
   return Used().Memcpy(dst, src, size, kind, stream, true);
@@ -691,23 +715,35 @@ int cudaMemsetAsync(void* ptr, int value, size_t size, void* stream) {
 }
 int cudaStreamCreateWithFlags(void** stream, unsigned) { return Used().StreamCreate(stream); }
 int cudaStreamDestroy(void* stream) { return Used().StreamDestroy(stream); }
-int cudaStreamSynchronize(void* stream) { return Used().StreamSynchronize(stream); }
+int cudaStreamSynchronize(void* stream) {
+  return Unsafe("cudaStreamSynchronize", [&] { return Used().StreamSynchronize(stream); });
+}
 int cudaStreamWaitEvent(void* stream, void* event, unsigned) {
   return Used().StreamWaitEvent(stream, event);
 }
-int cudaEventCreateWithFlags(void** event, unsigned) { return Used().EventCreate(event); }
+int cudaEventCreateWithFlags(void** event, unsigned flags) {
+  return Used().EventCreate(event, flags);
+}
 int cudaEventDestroy(void* event) { return Used().EventDestroy(event); }
 int cudaEventRecord(void* event, void* stream) { return Used().EventRecord(event, stream); }
-int cudaEventSynchronize(void* event) { return Used().EventSynchronize(event); }
-int cudaDeviceSynchronize() { return Used().DeviceSynchronize(); }
+int cudaEventSynchronize(void* event) {
+  return Unsafe("cudaEventSynchronize", [&] { return Used().EventSynchronize(event); });
+}
+int cudaDeviceSynchronize() {
+  return Unsafe("cudaDeviceSynchronize", [&] { return Used().DeviceSynchronize(); });
+}
 
 // Calls torch makes beyond Strata's that need the runtime's state; the
 // rest of torch's are in emulated_cudart_queries.cc.
 int cudaPointerGetAttributes(void* attributes, const void* ptr) {
   return Used().PointerAttributes(attributes, ptr);
 }
-int cudaStreamQuery(void* stream) { return Used().StreamQuery(stream); }
-int cudaEventQuery(void* event) { return Used().EventQuery(event); }
+int cudaStreamQuery(void* stream) {
+  return Unsafe("cudaStreamQuery", [&] { return Used().StreamQuery(stream); });
+}
+int cudaEventQuery(void* event) {
+  return Unsafe("cudaEventQuery", [&] { return Used().EventQuery(event); });
+}
 int cudaLaunchHostFunc(void* stream, void (*fn)(void*), void* data) {
   return Used().LaunchHostFunc(stream, fn, data);
 }

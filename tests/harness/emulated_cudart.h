@@ -1,8 +1,9 @@
 // Copyright 2026 The Strata Authors.
 //
-// What the emulated CUDA runtime's two files share (emulated_cudart.cc: the
+// What the emulated CUDA runtime's files share (emulated_cudart.cc: the
 // runtime and Strata's calls; emulated_cudart_queries.cc: the calls torch
-// makes besides): the runtime's error codes, the calling thread's error and
+// makes besides; emulated_cudart_capture.cc: stream capture's rules and
+// host waits): the runtime's error codes, the calling thread's error and
 // device, its primary contexts, and the C ABI calls one file answers with
 // the other's. The streams and events are in emulated_cudart_queues.h.
 #ifndef STRATA_TESTS_HARNESS_EMULATED_CUDART_H_
@@ -24,6 +25,8 @@ inline constexpr int kNotReady = 600;
 inline constexpr int kAlreadyRegistered = 712;
 inline constexpr int kNotRegistered = 713;
 inline constexpr int kNotSupported = 801;
+inline constexpr int kStreamCaptureUnsupported = 900;
+inline constexpr int kStreamCaptureInvalidated = 901;
 
 // Per thread, as the runtime keeps them: the current device, and the error
 // cudaGetLastError returns (and clears).
@@ -44,6 +47,18 @@ void UseContext();
 bool ContextMade(int device);
 // Whether the calling thread has a current context.
 extern thread_local bool context_current;
+
+// Stream capture and host waits (emulated_cudart_capture.cc). kSuccess, or
+// cudaErrorStreamCaptureUnsupported (recorded as Fail does) when the calling
+// thread may not make the potentially unsafe `call` now: a test's capture
+// in the global mode is under way on another thread, and this thread's
+// capture mode is not relaxed. The capture is then invalidated.
+int CaptureForbids(const char* call);
+// Counts a host wait that spins a core on a device (a stream's or device's
+// synchronize, an event's without cudaEventBlockingSync).
+void NoteSpinWait();
+// cudaEventBlockingSync.
+inline constexpr unsigned kEventBlockingSync = 0x01;
 
 }  // namespace strata::emulated_cuda
 

@@ -37,6 +37,9 @@ constexpr ErrorText kErrors[] = {
     {713, "cudaErrorHostMemoryNotRegistered",
      "pointer does not correspond to a registered memory region"},
     {801, "cudaErrorNotSupported", "operation not supported"},
+    {900, "cudaErrorStreamCaptureUnsupported", "operation not permitted when stream is capturing"},
+    {901, "cudaErrorStreamCaptureInvalidated",
+     "operation failed due to a previous error during capture"},
 };
 
 const ErrorText& ErrorOf(int code) {
@@ -174,7 +177,6 @@ int cudaStreamGetCaptureInfo(void*, int* status, unsigned long long* id, void** 
   if (count != nullptr) *count = 0;
   return 0;
 }
-int cudaThreadExchangeStreamCaptureMode(int*) { return 0; }
 int cudaEventCreate(void** event) { return cudaEventCreateWithFlags(event, 0); }
 int cudaEventRecordWithFlags(void* event, void* stream, unsigned) {
   return cudaEventRecord(event, stream);

@@ -88,8 +88,9 @@ class Stream {
 // recorded when the wait was asked for.
 class Event {
  public:
-  explicit Event(int device) : device_(device) {}
+  Event(int device, unsigned flags) : device_(device), flags_(flags) {}
   int device() const { return device_; }
+  unsigned flags() const { return flags_; }
 
   uint64_t Record() EXCLUDES(mu_) {
     MutexLock l(&mu_);
@@ -116,6 +117,7 @@ class Event {
 
  private:
   const int device_;
+  const unsigned flags_;  // cudaEventCreateWithFlags's
   Mutex mu_;
   CondVar cv_;
   uint64_t recorded_ GUARDED_BY(mu_) = 0;
