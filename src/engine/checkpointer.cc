@@ -153,6 +153,10 @@ class CheckpointerImpl final : public Checkpointer, public SlotSaver {
   Status RunJob(Job& job);
   Status Commit(int64_t step, std::span<const Item> items);
   Status CommitInPlace(Job& job);
+  // Gives back the slot of a job that will not commit, once nothing writes
+  // it any more: copies into it may still be landing (a stager's device
+  // copies), and the pool may unmap a slot it gets back.
+  void GiveBackUncommitted(Job& job);
   // Waits until no save and no reservation is in flight.
   void AwaitQuiet();
   // The saver thread's: prepares the pending reservation.
@@ -311,7 +315,7 @@ StatusOr<SaveResult> CheckpointerImpl::Submit(Job job, Copy copy) {
   Status previous = Wait();
   if (!previous.ok()) {
     if (!result.on_demand) {
-      slots_.GiveBack(std::move(job.slot));
+      GiveBackUncommitted(job);
       return previous;
     }
     Log()->warn("{}; writing the on-demand step {} anyway", previous.message(), step);
@@ -390,10 +394,18 @@ Status CheckpointerImpl::RunJob(Job& job) {
   Status s =
       job.ready ? job.ready().WithContext("saving step " + std::to_string(job.step)) : Status::Ok();
   if (!s.ok()) {
-    slots_.GiveBack(std::move(job.slot));
+    GiveBackUncommitted(job);
     return s;
   }
   return job.slot ? CommitInPlace(job) : Commit(job.step, job.items);
+}
+
+void CheckpointerImpl::GiveBackUncommitted(Job& job) {
+  if (!job.slot) return;
+  for (size_t i = 0; job.item_ready && i < job.slot->layout().items.size(); ++i) {
+    job.item_ready(i).IgnoreError();  // the save failed already; this only waits
+  }
+  slots_.GiveBack(std::move(job.slot));
 }
 
 // Commits the slot's step, keeps the slot for recycling, applies retention
@@ -403,7 +415,7 @@ Status CheckpointerImpl::RunJob(Job& job) {
 Status CheckpointerImpl::CommitInPlace(Job& job) {
   auto info = CommitSlot(env_, &pool_, job.slot.get(), dir_, job.step, job.item_ready, job.gate);
   if (!info.ok()) {
-    slots_.GiveBack(std::move(job.slot));
+    GiveBackUncommitted(job);
     return info.status();
   }
   StepInfo layout = job.slot->layout();

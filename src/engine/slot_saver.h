@@ -62,7 +62,9 @@ class SlotSaver {
   // the checksums and the commit run on the saver's thread. `item_ready(i)`
   // is called before item i's bytes are read (CommitSlot): it waits for
   // copies still landing and fails the save with its error; `gate` as for
-  // CommitSlot.
+  // CommitSlot. A slot that is not committed (refused here, or its save
+  // failed) is given back to the pool, which may unmap it, only after
+  // `item_ready` was called for every item: nothing writes it then.
   virtual StatusOr<SaveResult> SaveSlot(int64_t step, std::unique_ptr<StepSlot> slot,
                                         std::function<Status(size_t)> item_ready,
                                         std::function<Status()> gate) = 0;

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "engine/slot_saver.h"
 #include "fault_env.h"
 #include "format/naming.h"
 #include "strata/catalog.h"
@@ -251,6 +252,40 @@ TEST_F(InPlaceTest, AFailingGateCommitsNothingAndIsReported) {
   Save(3, HostState(3));  // the files of the failed save are reused
   ExpectStep(3, HostState(3));
   ExpectStep(1, HostState(1));
+}
+
+// A slot handed over while copies into it may still land (a stager's
+// device copies) is given back to the pool, which may unmap it, only after
+// item_ready said every item's copy landed: here a save refused because the
+// previous one failed.
+TEST_F(InPlaceTest, AnUncommittedSlotGoesBackOnlyOnceItsCopiesLanded) {
+  Open(2);
+  SlotSaver* saver = SlotSaverOf(ckpt_.get());
+  ASSERT_NE(saver, nullptr);
+  const HostState s(1);
+  std::vector<Item> items;
+  for (const DeviceItem& d : s.Items()) items.push_back({d.name, d.dtype, d.shape, d.data, d.size});
+  const StepInfo layout = saver->Layout(items);
+  auto slot = saver->AcquireSlot(1, layout);
+  ASSERT_TRUE(slot.ok()) << slot.status().ToString();
+  auto first = saver->SaveSlot(1, std::move(*slot), nullptr,
+                               [] { return InternalError("the first save fails"); });
+  ASSERT_TRUE(first.ok()) << first.status().ToString();  // async: fails on the saver's thread
+  slot = saver->AcquireSlot(2, layout);
+  ASSERT_TRUE(slot.ok()) << slot.status().ToString();
+  std::vector<size_t> waited;
+  auto second = saver->SaveSlot(
+      2, std::move(*slot),
+      [&](size_t i) {
+        waited.push_back(i);
+        return Status::Ok();
+      },
+      nullptr);
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("the first save fails"), std::string::npos)
+      << second.status().ToString();
+  EXPECT_EQ(waited, (std::vector<size_t>{0, 1, 2}));
+  EXPECT_TRUE(ListSteps(dir_.path()).value().empty());
 }
 
 TEST_F(InPlaceTest, AnOnDemandSaveIsCommittedWhenSaveReturns) {
