@@ -40,6 +40,12 @@
 // (the steps, and at most one set of step files prepared for the next
 // save); see docs/python.md, "Host memory".
 //
+// In place only in memory: step files on a filesystem that writes pages back
+// to a disk are not page-locked (the kernel does not see a device's writes
+// to page-locked file pages, so a step could be synced without them). With
+// CUDA, saves to such a directory copy into a page-locked staging block of
+// S bytes that the engine writes the files from (status().in_place false).
+//
 // Thread safety: one thread drives a stager and its Checkpointer (as for the
 // Checkpointer alone); status() from any thread. The Checkpointer must
 // outlive the stager.
@@ -180,7 +186,8 @@ class CudaStager {
 
   // Prepares, in the background, the host memory a save of these items
   // needs (their names, dtypes, shapes and sizes; the data is not read): the
-  // step files, mapped and page-locked. The next Save() of the same items
+  // step files, mapped and page-locked (or the staging block, where saves
+  // are not in place). The next Save() of the same items
   // then sets nothing up; one that comes before the memory is ready waits
   // for it (it would set up the same). Returns at once: status() shows
   // `reserving`; a failure is logged and that Save() sets up its own.

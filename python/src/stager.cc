@@ -271,7 +271,7 @@ py::dict StagerStatus(PyCheckpointer& self) {
   CheckpointerStatus c = self.Quick([](Checkpointer& ckpt) { return ckpt.status(); });
   d["bytes"] = s ? s->staging_bytes : c.mapped_bytes;
   d["pinned"] = s ? s->staging_pinned : c.mapped_pinned;
-  d["reserving"] = c.reserving;
+  d["reserving"] = c.reserving || (s && s->reserving);  // the step files, or the copy path's block
   d["in_place"] = s ? s->in_place : false;
   d["devices"] = s ? s->devices : 0;
   d["copies_in_flight"] = s ? s->copies_in_flight : false;

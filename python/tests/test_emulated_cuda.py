@@ -32,10 +32,10 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.mark.parametrize("case", ["overlapped_save", "planned_restore", "refusals"])
-def test_stager_binding_on_the_emulated_runtime(case, tmp_path):
+def test_stager_binding_on_the_emulated_runtime(case, scratch):
     env = dict(os.environ, STRATA_CUDART=EMULATED)
     run = subprocess.run([sys.executable, os.path.join(HERE, "emulated_cuda_worker.py"), case,
-                          str(tmp_path / "ckpt")],
+                          str(scratch / "ckpt")],
                          env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stdout + run.stderr
 

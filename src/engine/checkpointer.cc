@@ -113,6 +113,7 @@ class CheckpointerImpl final : public Checkpointer, public SlotSaver {
   StepInfo Layout(std::span<const Item> items) const override {
     return PlanStepLayout(items, options_.chunk_size, pool_.parallelism());
   }
+  bool FilesInMemory() const override { return OnMemoryFilesystem(dir_); }
   void SetRegistrar(MemoryRegistrar* registrar) override;
   void ReserveSlot(const StepInfo& layout) override;
   StatusOr<std::unique_ptr<StepSlot>> AcquireSlot(int64_t step, const StepInfo& layout) override;

@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <system_error>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 
@@ -49,6 +51,31 @@ std::string ItemWhat(int64_t step, const std::string& name) {
   return "step " + std::to_string(step) + " item \"" + name + "\"";
 }
 
+// The slot saver of `ckpt` to save in place through, or null for the copy
+// path: another Checkpointer implementation has none, and step files that
+// are not in memory are not page-locked (`pins`: this stager would), so
+// device copies go through the stager's page-locked block instead.
+SlotSaver* InPlaceSaver(Checkpointer* ckpt, bool pins) {
+  SlotSaver* saver = SlotSaverOf(ckpt);
+  if (saver == nullptr || !pins || saver->FilesInMemory()) return saver;
+  Log()->info(
+      "CUDA staging: {} is not on a memory filesystem (tmpfs); device copies are staged in "
+      "page-locked memory and written to the step files from there",
+      ckpt->dir());
+  return nullptr;
+}
+
+// The copy path's block for `meta`: every item 64-byte aligned.
+StatusOr<size_t> BlockSize(const std::vector<Item>& meta) {
+  size_t total = 0;
+  for (const Item& it : meta) {
+    if (it.size > SIZE_MAX - kAlign || __builtin_add_overflow(total, Padded(it.size), &total)) {
+      return InvalidArgumentError("item \"" + it.name + "\": the state's size overflows");
+    }
+  }
+  return total;
+}
+
 class CudaStagerImpl final : public CudaStager, public MemoryRegistrar {
  public:
   CudaStagerImpl(Checkpointer* ckpt, std::unique_ptr<cuda::Runtime> rt, int devices,
@@ -59,9 +86,10 @@ class CudaStagerImpl final : public CudaStager, public MemoryRegistrar {
         restore_(lanes_.get(), devices),
         devices_(devices),
         options_(options),
-        saver_(SlotSaverOf(ckpt)) {}
+        saver_(InPlaceSaver(ckpt, rt_ != nullptr && options.pin)) {}
 
   ~CudaStagerImpl() override {
+    AwaitBlock();
     WaitStaged().IgnoreError();  // a failed copy fails its save; nothing to add here
     ckpt_->AwaitIdle();          // the save in flight reads what was copied
     if (registering_) saver_->SetRegistrar(nullptr);
@@ -164,6 +192,13 @@ class CudaStagerImpl final : public CudaStager, public MemoryRegistrar {
   size_t capacity() const { return pinned_ != nullptr ? pinned_size_ : pageable_.capacity(); }
   std::byte* base() const { return pinned_ != nullptr ? pinned_ : pageable_.data(); }
   Status ReserveStaging(size_t size);
+  // The copy path: reserves the block for `meta` on a thread of its own,
+  // after the save in flight, so that the next save sets nothing up.
+  // AwaitBlock() joins it; every use of the block comes after.
+  void ReserveBlockAhead(const std::vector<Item>& meta);
+  void AwaitBlock() {
+    if (block_reserver_.joinable()) block_reserver_.join();
+  }
   void FreePinned();
   ThreadPool* HostPool();
 
@@ -186,8 +221,10 @@ class CudaStagerImpl final : public CudaStager, public MemoryRegistrar {
   std::atomic<bool> in_flight_{false};  // an overlapped save's copies not yet waited for
   std::atomic<uint64_t> block_bytes_{0};
   std::atomic<bool> block_pinned_{false};
-  std::atomic<int> home_{-1};  // see OnHome; set once
-  bool registering_ = false;   // this is the saver's registrar
+  std::atomic<int> home_{-1};   // see OnHome; set once
+  bool registering_ = false;    // this is the saver's registrar
+  std::thread block_reserver_;  // ReserveBlockAhead's
+  std::atomic<bool> block_reserving_{false};
 };
 
 // Everything the checkpointer would refuse is refused before any copy.
@@ -280,6 +317,7 @@ Status CudaStagerImpl::CopyIn(int64_t step, std::span<const DeviceItem> items,
 
 StatusOr<SaveResult> CudaStagerImpl::Save(int64_t step, std::span<const DeviceItem> items,
                                           DeviceSaveMode mode, std::function<Status()> gate) {
+  AwaitBlock();
   STRATA_RETURN_IF_ERROR(WaitStaged());
   std::vector<Item> meta;
   STRATA_RETURN_IF_ERROR(Check(items, step, &meta));
@@ -325,12 +363,7 @@ StatusOr<SaveResult> CudaStagerImpl::SaveThroughStaging(int64_t step,
                                                         std::vector<Item> meta, DeviceSaveMode mode,
                                                         std::function<Status()> gate) {
   ckpt_->AwaitIdle();  // the previous save may still read the staging memory
-  size_t total = 0;
-  for (const Item& it : meta) {
-    if (it.size > SIZE_MAX - kAlign || __builtin_add_overflow(total, Padded(it.size), &total)) {
-      return InvalidArgumentError("item \"" + it.name + "\": the state's size overflows");
-    }
-  }
+  STRATA_ASSIGN_OR_RETURN(const size_t total, BlockSize(meta));
   STRATA_RETURN_IF_ERROR(ReserveStaging(total));
   std::vector<std::byte*> dst;
   size_t offset = 0;
@@ -364,13 +397,37 @@ Status CudaStagerImpl::WaitStaged() {
 }
 
 Status CudaStagerImpl::Reserve(std::span<const DeviceItem> items) {
-  if (saver_ == nullptr) return Status::Ok();  // staging is set up by the first save
   std::vector<Item> meta;
   STRATA_RETURN_IF_ERROR(Check(items, 0, &meta, /*need_data=*/false));
   NoteHome(items);
+  if (saver_ == nullptr) {
+    ReserveBlockAhead(meta);
+    return Status::Ok();
+  }
   StartRegistering();
   saver_->ReserveSlot(LayoutFor(meta));
   return Status::Ok();
+}
+
+void CudaStagerImpl::ReserveBlockAhead(const std::vector<Item>& meta) {
+  auto size = BlockSize(meta);
+  AwaitBlock();
+  if (!size.ok() || *size <= capacity()) return;  // a size that overflows fails the save
+  block_reserving_ = true;
+  auto reserve = [this, n = *size] {
+    ckpt_->AwaitIdle();  // a save in flight may read the block being replaced
+    Status s = ReserveStaging(n);
+    if (!s.ok()) {
+      Log()->warn("CUDA staging: reserving {} bytes ahead: {}; the next save tries again", n,
+                  s.message());
+    }
+    block_reserving_ = false;
+  };
+  try {
+    block_reserver_ = std::thread(reserve);
+  } catch (const std::system_error&) {  // no thread to be had: here, then
+    reserve();
+  }
 }
 
 Status CudaStagerImpl::OrderAfterStaging(void* stream, int device) {
@@ -388,6 +445,8 @@ CudaStagerStatus CudaStagerImpl::status() const {
     s.staging_bytes = slots.mapped_bytes;
     s.staging_pinned = slots.pinned;
     s.reserving = slots.reserving;
+  } else {
+    s.reserving = block_reserving_.load();
   }
   if (const uint64_t block = block_bytes_.load(); block > 0) {  // the copy path's block
     s.staging_pinned = (s.staging_bytes == 0 || s.staging_pinned) && block_pinned_.load();
@@ -442,11 +501,15 @@ void CudaStagerImpl::FreePinned() {
 // The items just restored, as the next Save() will lay them out: their
 // memory prepared in the background.
 void CudaStagerImpl::ReserveRestored(const std::vector<MutableItem>& buffers) {
-  if (saver_ == nullptr || !options_.reserve_after_restore) return;
-  StartRegistering();
+  if (!options_.reserve_after_restore) return;
   std::vector<Item> meta;
   for (const MutableItem& m : buffers)
     meta.push_back(Item{m.name, m.dtype, m.shape, m.data, m.size});
+  if (saver_ == nullptr) {
+    ReserveBlockAhead(meta);
+    return;
+  }
+  StartRegistering();
   saver_->ReserveSlot(LayoutFor(meta));
 }
 
@@ -504,6 +567,7 @@ StatusOr<RestoredStep> CudaStagerImpl::RestorePlanned(const std::string& key,
 // (into the stager's block when lent and large enough).
 StatusOr<RestoredStep> CudaStagerImpl::RestoreWith(const PlannedRestore::Planner& planner,
                                                    bool lend_block, const RestoreOptions& options) {
+  AwaitBlock();
   STRATA_RETURN_IF_ERROR(WaitStaged());
   ckpt_->AwaitIdle();  // a save in flight may still wait on the lanes' marks
   std::optional<cuda::DeviceGuard> guard;

@@ -37,6 +37,12 @@ class SlotSaver {
   // directory: PlanStepLayout with its chunk size and file count.
   virtual StepInfo Layout(std::span<const Item> items) const = 0;
 
+  // Whether the step files are on a filesystem kept in memory (tmpfs). Only
+  // such files may be page-locked for device copies: the kernel does not
+  // see a device's writes to page-locked file pages, and a filesystem that
+  // writes pages back to a disk may then sync a step without them.
+  virtual bool FilesInMemory() const = 0;
+
   // Page-locks every slot, now and later, with `registrar`; nullptr unlocks
   // them all. It must stay valid until replaced. Waits for the save and the
   // reservation in flight.

@@ -2,7 +2,9 @@
 #include "util/file_util.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/random.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -134,6 +136,19 @@ StatusOr<std::string> ReadFileToString(Env* env, const std::string& path, uint64
   std::string out(size, '\0');
   STRATA_RETURN_IF_ERROR(file->PRead(0, size, out.data()));
   return out;
+}
+
+bool OnMemoryFilesystem(const std::string& path) {
+  struct statfs fs {};
+  if (::statfs(path.c_str(), &fs) != 0) return false;
+  switch (static_cast<unsigned long>(fs.f_type)) {
+    case TMPFS_MAGIC:
+    case RAMFS_MAGIC:
+    case HUGETLBFS_MAGIC:
+      return true;
+    default:
+      return false;
+  }
 }
 
 }  // namespace strata

@@ -67,6 +67,11 @@ Status CommitFileAt(int dir_fd, int file_fd, const std::string& tmp_name,
 // Reads a whole file; RESOURCE_EXHAUSTED if it is larger than `max_size`.
 StatusOr<std::string> ReadFileToString(Env* env, const std::string& path, uint64_t max_size);
 
+// Whether `path` is on a filesystem whose pages live only in memory (tmpfs,
+// ramfs, hugetlbfs): nothing is written back from them. False when it
+// cannot tell.
+bool OnMemoryFilesystem(const std::string& path);
+
 }  // namespace strata
 
 #endif  // STRATA_UTIL_FILE_UTIL_H_

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -22,6 +23,7 @@
 #include "strata/checkpointer.h"
 #include "strata/cuda.h"
 #include "test_util.h"
+#include "util/file_util.h"
 #include "util/mutex.h"
 
 namespace strata {
@@ -693,6 +695,55 @@ TEST_F(CudaStagerGpuTest, AGraphCapturedOnAnotherThreadIsNotBrokenBySavesAndRest
   }
   EXPECT_EQ(OnDisk(4, "a"), abytes);
   EXPECT_EQ(b.Download(), abytes);
+}
+
+// Step files on a disk are not page-locked: a device's writes to
+// page-locked file pages are not seen by the kernel, and the step's sync
+// could miss them. Saves there copy into a page-locked block, reserved
+// ahead like the files, and the engine writes the files from it.
+TEST_F(CudaStagerGpuTest, StepFilesOnADiskAreWrittenFromAPageLockedBlock) {
+  const std::string root = "/var/tmp";
+  if (OnMemoryFilesystem(root)) GTEST_SKIP() << root << " is not on a disk here";
+  ScratchDir disk("cuda-disk", root);
+  CheckpointerOptions o;
+  o.preemption_signals = {};
+  o.max_to_keep = 2;
+  auto ckpt = Checkpointer::Open(disk.path(), o);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
+  auto stager = CudaStager::Open(ckpt->get());
+  ASSERT_TRUE(stager.ok()) << stager.status().ToString();
+  CudaStager& st = **stager;
+  EXPECT_FALSE(st.status().in_place);
+  DeviceBuffer a(*rt_, (3 << 20) + 5), b(*rt_, a.size());
+  DeviceItem item = Saved("a", a);
+  ASSERT_TRUE(st.Reserve({&item, 1}).ok());
+  for (int i = 0; i < 2000 && st.status().reserving; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_FALSE(st.status().reserving);
+  const uint64_t block = st.status().staging_bytes;
+  EXPECT_GE(block, a.size());
+  EXPECT_TRUE(st.status().staging_pinned);
+  for (int v = 1; v <= 3; ++v) {
+    const auto bytes = RandomData(a.size(), 20 + v);
+    a.Upload(bytes);
+    auto saved = st.Save(v, {&item, 1}, DeviceSaveMode::kOverlapped);
+    ASSERT_TRUE(saved.ok()) << "step " << v << ": " << saved.status().ToString();
+    ASSERT_TRUE((*ckpt)->Wait().ok());
+    auto restored = RestoreStep(disk.path(), v);
+    ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+    const auto* p = reinterpret_cast<const uint8_t*>(restored->Find("a")->data.data());
+    EXPECT_EQ(std::vector<uint8_t>(p, p + a.size()), bytes) << "step " << v;
+    EXPECT_EQ(st.status().staging_bytes, block) << "step " << v;  // the reserved block
+    if (auto locked = EmulatedLockedBytes()) {
+      EXPECT_EQ(*locked, block) << "step " << v;  // no step file
+    }
+  }
+  MutableDeviceItem target = Target("a", b);
+  auto step = st.RestoreInto({&target, 1});
+  ASSERT_TRUE(step.ok()) << step.status().ToString();
+  EXPECT_EQ(*step, 3);
+  EXPECT_EQ(b.Download(), a.Download());
 }
 
 // A host thread waiting for copies sleeps: on a device, a wait on an event

@@ -39,9 +39,9 @@ void ExpectError(const Status& s, StatusCode code, std::initializer_list<std::st
   }
 }
 
-ScratchDir::ScratchDir(const std::string& tag) {
+ScratchDir::ScratchDir(const std::string& tag, const std::string& root) {
   static std::atomic<int> seq{0};
-  path_ = "/dev/shm/strata-test-" + std::to_string(::getpid()) + "-" + tag + "-" +
+  path_ = root + "/strata-test-" + std::to_string(::getpid()) + "-" + tag + "-" +
           std::to_string(seq.fetch_add(1));
   Env::Default()->RemoveAll(path_).IgnoreError();
   EXPECT_TRUE(Env::Default()->CreateDir(path_).ok()) << path_;

@@ -27,11 +27,11 @@ inline void ExpectError(const Status& s, StatusCode code, std::string_view want)
   ExpectError(s, code, {want});
 }
 
-// A fresh directory under /dev/shm (tmpfs, like a node's RAM disk), removed
-// with everything in it when the object goes away.
+// A fresh directory under /dev/shm (tmpfs, like a node's RAM disk), or
+// under `root`, removed with everything in it when the object goes away.
 class ScratchDir {
  public:
-  explicit ScratchDir(const std::string& tag = "t");
+  explicit ScratchDir(const std::string& tag = "t", const std::string& root = "/dev/shm");
   ~ScratchDir();
   ScratchDir(const ScratchDir&) = delete;
   ScratchDir& operator=(const ScratchDir&) = delete;
