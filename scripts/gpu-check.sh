@@ -6,7 +6,7 @@
 #   env.txt        python, torch, CUDA, nvidia-smi
 #   build.log      cmake configure + build of strata_python (and unit_tests)
 #   unit.log       build/tests/unit_tests --gtest_filter='Checkpointer*:Staging*'
-#   cuda_unit.log  tests/engine/cuda_stager_test.cc (CudaStager, the C++ CUDA path)
+#   cuda_unit.log  tests/engine/cuda_stager_test.cc, cuda_runtime_rules_test.cc (CudaStager)
 #   cuda_contexts.log  its two tests of which CUDA contexts exist, each run alone
 #   cuda_bench.log $BUILD/bench/cuda_bench --size-mib ${STRATA_GPU_BENCH_MIB:-4096}
 #   pytest.log     python/tests/test_torch_staging.py test_torch.py test_api.py
@@ -122,7 +122,8 @@ else
     set -x
     "$CXX" -std=c++20 -O2 -Iinclude -Isrc -Itests/harness -I.gpu-carry/include \
       -DSTRATA_BINARY_DIR="\"$PWD/$BUILD\"" -DSTRATA_VENV_BIN="\"/nonexistent\"" \
-      tests/engine/cuda_stager_test.cc tests/harness/test_util.cc .gpu-carry/libgtest_main.a .gpu-carry/libgtest.a \
+      tests/engine/cuda_stager_test.cc tests/engine/cuda_runtime_rules_test.cc \
+      tests/harness/test_util.cc .gpu-carry/libgtest_main.a .gpu-carry/libgtest.a \
       .gpu-carry/libstrata.a $LIBS -Wl,-rpath,"$PWD/.gpu-carry" -ldl -lpthread -o "$CUDA_TESTS" &&
     "$CXX" -std=c++20 -O2 -Iinclude -Isrc bench/cuda_bench.cc .gpu-carry/libstrata.a $LIBS \
       -Wl,-rpath,"$PWD/.gpu-carry" -ldl -lpthread -o "$CUDA_BENCH"

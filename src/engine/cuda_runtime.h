@@ -108,7 +108,10 @@ class Runtime {
 // default, torch.cuda.graph's too), a thread in the global mode may not
 // make a potentially unsafe call (page-locking, a host wait): the call fails
 // and the capture is invalidated. Strata's calls capture nothing and touch
-// only its own streams and memory, so they are made relaxed.
+// only its own streams and memory, so they are made relaxed. Made once the
+// calling thread is on the device its calls concern: the runtime makes a
+// context for most calls on the thread's current device, and is not
+// documented to make none for this one.
 class CaptureRelaxed {
  public:
   explicit CaptureRelaxed(const Runtime& rt) : rt_(rt) {
@@ -118,7 +121,9 @@ class CaptureRelaxed {
     }
   }
   ~CaptureRelaxed() {
-    if (exchanged_) rt_.cudaThreadExchangeStreamCaptureMode(&saved_);
+    if (exchanged_ && rt_.cudaThreadExchangeStreamCaptureMode(&saved_) != 0) {
+      rt_.cudaGetLastError();
+    }
   }
   CaptureRelaxed(const CaptureRelaxed&) = delete;
   CaptureRelaxed& operator=(const CaptureRelaxed&) = delete;
@@ -131,7 +136,6 @@ class CaptureRelaxed {
 
 // Keeps the current device of the calling thread for its scope: the runtime's
 // device is per thread, and Strata's calls must not change the caller's.
-// The scope's calls are made relaxed (CaptureRelaxed).
 // Restores it only if it changed, and only if its context exists: setting a
 // device makes its context (hundreds of MiB of that GPU's memory), and a
 // thread that never used a device reads device 0 as current without having
@@ -142,14 +146,17 @@ class CaptureRelaxed {
 // guard or was made for Strata's own work on that device.
 class DeviceGuard {
  public:
-  explicit DeviceGuard(const Runtime& rt) : rt_(rt), relaxed_(rt) {
-    if (rt_.cudaGetDevice(&saved_) != 0) saved_ = -1;
+  explicit DeviceGuard(const Runtime& rt) : rt_(rt) {
+    if (rt_.cudaGetDevice(&saved_) != 0) {
+      saved_ = -1;
+      rt_.cudaGetLastError();  // not the caller's to see
+    }
   }
   ~DeviceGuard() {
     int now = -1;
     if (saved_ >= 0 && rt_.cudaGetDevice(&now) == 0 && now != saved_ &&
-        rt_.PrimaryContextMade(saved_).value_or(true)) {
-      rt_.cudaSetDevice(saved_);
+        rt_.PrimaryContextMade(saved_).value_or(true) && rt_.cudaSetDevice(saved_) != 0) {
+      rt_.cudaGetLastError();
     }
   }
   DeviceGuard(const DeviceGuard&) = delete;
@@ -157,7 +164,6 @@ class DeviceGuard {
 
  private:
   const Runtime& rt_;
-  CaptureRelaxed relaxed_;
   int saved_ = -1;
 };
 

@@ -159,11 +159,16 @@ class CudaStagerImpl final : public CudaStager, public MemoryRegistrar {
   // nothing is page-locked: host items need no locked memory.
   // A `release` (of page-locked memory) runs even where the home device
   // cannot be set: skipped, it would leave the pages locked.
+  // The call is made relaxed (cuda::CaptureRelaxed): it may run on the
+  // engine's thread while the trainer captures a graph.
   template <typename Call>
   int OnHome(Call call, bool release = false) const {
     cuda::DeviceGuard guard(*rt_);
+    std::optional<cuda::CaptureRelaxed> relaxed;
     if (const int home = home_.load(); home >= 0) {
-      if (const int err = rt_->cudaSetDevice(home); err != 0) {
+      if (const int err = rt_->cudaSetDevice(home); err == 0) {
+        relaxed.emplace(*rt_);
+      } else {
         if (!release) return err;
         rt_->cudaGetLastError();
       }
@@ -224,7 +229,9 @@ class CudaStagerImpl final : public CudaStager, public MemoryRegistrar {
   std::atomic<int> home_{-1};   // see OnHome; set once
   bool registering_ = false;    // this is the saver's registrar
   std::thread block_reserver_;  // ReserveBlockAhead's
-  std::atomic<bool> block_reserving_{false};
+  Mutex block_mu_;
+  size_t block_wanted_ GUARDED_BY(block_mu_) = 0;  // the largest size asked for, not yet taken
+  std::atomic<bool> block_reserving_{false};       // written with block_mu_ held
 };
 
 // Everything the checkpointer would refuse is refused before any copy.
@@ -387,7 +394,12 @@ StatusOr<SaveResult> CudaStagerImpl::SaveThroughStaging(int64_t step,
     for (int m = 0; lanes != nullptr && m <= last; ++m) STRATA_RETURN_IF_ERROR(lanes->WaitMark(m));
     return gate ? gate() : Status::Ok();
   };
-  return ckpt_->Save(step, meta, options);
+  auto saved = ckpt_->Save(step, meta, options);
+  if (!saved.ok() && lanes_) {  // refused: `ready` never runs, nothing may still write the block
+    lanes_->Sync().IgnoreError();
+    in_flight_ = false;
+  }
+  return saved;
 }
 
 Status CudaStagerImpl::WaitStaged() {
@@ -411,17 +423,34 @@ Status CudaStagerImpl::Reserve(std::span<const DeviceItem> items) {
 
 void CudaStagerImpl::ReserveBlockAhead(const std::vector<Item>& meta) {
   auto size = BlockSize(meta);
-  AwaitBlock();
-  if (!size.ok() || *size <= capacity()) return;  // a size that overflows fails the save
-  block_reserving_ = true;
-  auto reserve = [this, n = *size] {
-    ckpt_->AwaitIdle();  // a save in flight may read the block being replaced
-    Status s = ReserveStaging(n);
-    if (!s.ok()) {
-      Log()->warn("CUDA staging: reserving {} bytes ahead: {}; the next save tries again", n,
-                  s.message());
+  if (!size.ok()) return;  // a size that overflows fails the save
+  {
+    // A reservation under way takes the new size too: joining it here
+    // could hold the caller for the save in flight and the allocation.
+    MutexLock l(&block_mu_);
+    block_wanted_ = std::max(block_wanted_, *size);
+    if (block_reserving_) return;
+    block_reserving_ = true;  // a thread is started below
+  }
+  AwaitBlock();  // the last one returned: it found nothing more wanted
+  auto reserve = [this] {
+    for (;;) {
+      size_t n = 0;
+      {
+        MutexLock l(&block_mu_);
+        n = std::exchange(block_wanted_, 0);
+        if (n == 0) {
+          block_reserving_ = false;
+          return;
+        }
+      }
+      ckpt_->AwaitIdle();            // a save in flight may read the block being replaced
+      Status s = ReserveStaging(n);  // nothing when the block is large enough
+      if (!s.ok()) {
+        Log()->warn("CUDA staging: reserving {} bytes ahead: {}; the next save tries again", n,
+                    s.message());
+      }
     }
-    block_reserving_ = false;
   };
   try {
     block_reserver_ = std::thread(reserve);

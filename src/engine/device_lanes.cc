@@ -1,6 +1,8 @@
 // Copyright 2026 The Strata Authors.
 #include "engine/device_lanes.h"
 
+#include <optional>
+
 namespace strata {
 namespace {
 
@@ -11,13 +13,22 @@ std::string DeviceName(int device) { return "device " + std::to_string(device); 
 DeviceLanes::~DeviceLanes() {
   cuda::DeviceGuard guard(rt_);
   Sync().IgnoreError();  // a failure was the last batch's to report
+  bool failed = false;
   for (auto& [device, lane] : lanes_) {
-    rt_.cudaSetDevice(device);
-    rt_.cudaStreamDestroy(lane.stream);
-    rt_.cudaEventDestroy(lane.caller);
-    rt_.cudaEventDestroy(lane.done);
-    for (cuda::Event e : lane.marks) rt_.cudaEventDestroy(e);
+    failed |= rt_.cudaSetDevice(device) != 0;
+    failed |= rt_.cudaStreamDestroy(lane.stream) != 0;
+    failed |= rt_.cudaEventDestroy(lane.caller) != 0;
+    failed |= rt_.cudaEventDestroy(lane.done) != 0;
+    for (cuda::Event e : lane.marks) failed |= rt_.cudaEventDestroy(e) != 0;
   }
+  if (failed) rt_.cudaGetLastError();  // not the caller's to see
+}
+
+Status DeviceLanes::Use(int device, std::optional<cuda::CaptureRelaxed>& relaxed) const {
+  relaxed.reset();
+  STRATA_RETURN_IF_ERROR(rt_.Check(rt_.cudaSetDevice(device), "cudaSetDevice", DeviceName(device)));
+  relaxed.emplace(rt_);
+  return Status::Ok();
 }
 
 StatusOr<cuda::Event> DeviceLanes::NewEvent(int device) {
@@ -67,9 +78,9 @@ void DeviceLanes::Begin() {
 
 Status DeviceLanes::Copy(int device, void* caller, void* dst, const void* src, size_t n, int kind,
                          const std::string& what) {
-  cuda::CaptureRelaxed relaxed(rt_);  // e.g. a restore's I/O thread
+  std::optional<cuda::CaptureRelaxed> relaxed;  // e.g. a restore's I/O thread
+  STRATA_RETURN_IF_ERROR(Use(device, relaxed).WithContext(what));
   STRATA_ASSIGN_OR_RETURN(Lane * lane, LaneFor(device));
-  STRATA_RETURN_IF_ERROR(rt_.Check(rt_.cudaSetDevice(device), "cudaSetDevice", what));
   if (ordered_.emplace(device, caller).second) {
     STRATA_RETURN_IF_ERROR(
         rt_.Check(rt_.cudaEventRecord(lane->caller, caller), "cudaEventRecord", what));
@@ -82,14 +93,13 @@ Status DeviceLanes::Copy(int device, void* caller, void* dst, const void* src, s
 }
 
 StatusOr<int> DeviceLanes::Mark() {
-  cuda::CaptureRelaxed relaxed(rt_);
+  std::optional<cuda::CaptureRelaxed> relaxed;
   std::vector<std::pair<int, cuda::Event>> mark;
   for (auto& [device, lane] : lanes_) {
     if (!lane.dirty) continue;
     // First: an event is made on the current device, and is recorded only
     // on a stream of its own device.
-    STRATA_RETURN_IF_ERROR(
-        rt_.Check(rt_.cudaSetDevice(device), "cudaSetDevice", DeviceName(device)));
+    STRATA_RETURN_IF_ERROR(Use(device, relaxed));
     if (lane.marks_used == lane.marks.size()) {
       STRATA_ASSIGN_OR_RETURN(cuda::Event e, NewEvent(device));
       lane.marks.push_back(e);
@@ -107,24 +117,28 @@ StatusOr<int> DeviceLanes::Mark() {
 
 Status DeviceLanes::WaitMark(int m) const {
   if (m < 0) return Status::Ok();
-  cuda::CaptureRelaxed relaxed(rt_);  // a checksum thread's host wait
+  // Every device's copies are waited for, even after an error: a caller
+  // that gives the memory back on an error must find nothing writing it.
+  Status first;
   for (const auto& [device, event] : marks_[static_cast<size_t>(m)]) {
-    // The calling thread works on the event's device (no context of device
-    // 0 is made for it).
-    STRATA_RETURN_IF_ERROR(
-        rt_.Check(rt_.cudaSetDevice(device), "cudaSetDevice", DeviceName(device)));
-    STRATA_RETURN_IF_ERROR(rt_.Check(rt_.cudaEventSynchronize(event), "cudaEventSynchronize",
-                                     "copies on " + DeviceName(device)));
+    // The calling thread (a checksum thread) works on the event's device:
+    // no context of device 0 is made for it.
+    std::optional<cuda::CaptureRelaxed> relaxed;
+    Status s = Use(device, relaxed);
+    if (s.ok()) {
+      s = rt_.Check(rt_.cudaEventSynchronize(event), "cudaEventSynchronize",
+                    "copies on " + DeviceName(device));
+    }
+    if (first.ok()) first = s;
   }
-  return Status::Ok();
+  return first;
 }
 
 Status DeviceLanes::Finish() {
-  cuda::CaptureRelaxed relaxed(rt_);
+  std::optional<cuda::CaptureRelaxed> relaxed;
   for (auto& [device, lane] : lanes_) {
     if (!lane.used) continue;
-    STRATA_RETURN_IF_ERROR(
-        rt_.Check(rt_.cudaSetDevice(device), "cudaSetDevice", DeviceName(device)));
+    STRATA_RETURN_IF_ERROR(Use(device, relaxed));
     STRATA_RETURN_IF_ERROR(rt_.Check(rt_.cudaEventRecord(lane.done, lane.stream), "cudaEventRecord",
                                      DeviceName(device)));
     lane.pending = pending_ = true;
@@ -136,9 +150,10 @@ Status DeviceLanes::WaitDone() {
   if (!pending_) return Status::Ok();
   cuda::DeviceGuard guard(rt_);
   Status first;
+  std::optional<cuda::CaptureRelaxed> relaxed;
   for (auto& [device, lane] : lanes_) {
     if (!lane.pending) continue;
-    Status s = rt_.Check(rt_.cudaSetDevice(device), "cudaSetDevice", DeviceName(device));
+    Status s = Use(device, relaxed);
     if (s.ok()) {
       s = rt_.Check(rt_.cudaEventSynchronize(lane.done), "cudaEventSynchronize",
                     "copies on " + DeviceName(device));
@@ -154,7 +169,8 @@ Status DeviceLanes::OrderAfter(void* stream, int device) {
   auto it = lanes_.find(device);
   if (!pending_ || it == lanes_.end() || !it->second.pending) return Status::Ok();
   cuda::DeviceGuard guard(rt_);
-  STRATA_RETURN_IF_ERROR(rt_.Check(rt_.cudaSetDevice(device), "cudaSetDevice", DeviceName(device)));
+  std::optional<cuda::CaptureRelaxed> relaxed;
+  STRATA_RETURN_IF_ERROR(Use(device, relaxed));
   return rt_.Check(rt_.cudaStreamWaitEvent(stream, it->second.done, 0), "cudaStreamWaitEvent",
                    DeviceName(device));
 }
@@ -167,11 +183,12 @@ Status DeviceLanes::OrderCallers() {
 Status DeviceLanes::Sync() {
   cuda::DeviceGuard guard(rt_);
   Status first;
+  std::optional<cuda::CaptureRelaxed> relaxed;
   for (auto& [device, lane] : lanes_) {
     // `done` recorded again and waited for, not the stream synchronized:
     // the event's wait sleeps. (A stream that waited on the last record
     // keeps waiting on that one.)
-    Status s = rt_.Check(rt_.cudaSetDevice(device), "cudaSetDevice", DeviceName(device));
+    Status s = Use(device, relaxed);
     if (s.ok()) {
       s = rt_.Check(rt_.cudaEventRecord(lane.done, lane.stream), "cudaEventRecord",
                     DeviceName(device));

@@ -19,6 +19,7 @@
 #define STRATA_ENGINE_DEVICE_LANES_H_
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -82,6 +83,10 @@ class DeviceLanes {
     bool used = false;     // copied in this batch
     bool pending = false;  // `done` recorded, not yet waited for by the host
   };
+  // Makes `device` the calling thread's, then its calls relaxed (`relaxed`
+  // replaced): the capture mode is set only once the thread is on the
+  // device, so a runtime that makes a context for the call makes it there.
+  Status Use(int device, std::optional<cuda::CaptureRelaxed>& relaxed) const;
   StatusOr<Lane*> LaneFor(int device);
   StatusOr<cuda::Event> NewEvent(int device);
 

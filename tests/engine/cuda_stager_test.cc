@@ -7,24 +7,20 @@
 // Without a CUDA runtime or a device every GPU test skips, saying why; the
 // first test runs everywhere. Built as cuda_emulated_tests, the runtime is
 // the emulated one (harness/emulated_cudart.cc) and every test runs.
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <optional>
-#include <thread>
 #include <vector>
 
+#include "cuda_stager_fixture.h"
 #include "engine/cuda_runtime.h"
 #include "format/naming.h"
 #include "strata/checkpointer.h"
 #include "strata/cuda.h"
 #include "test_util.h"
-#include "util/file_util.h"
-#include "util/mutex.h"
 
 namespace strata {
 namespace {
@@ -36,26 +32,6 @@ using testing::ScratchDir;
 // Before any test: Runtime::Load() and CudaStager::Open() load this one.
 [[maybe_unused]] const bool kEmulated = setenv("STRATA_CUDART", STRATA_EMULATED_CUDART, 1) == 0;
 #endif
-
-// A function the emulated runtime offers tests (harness/emulated_cudart*.cc);
-// null on a real runtime.
-template <typename Fn>
-Fn* EmulatorHook(const char* name) {
-#ifdef STRATA_EMULATED_CUDART
-  if (void* lib = dlopen(STRATA_EMULATED_CUDART, RTLD_NOW | RTLD_NOLOAD)) {
-    return reinterpret_cast<Fn*>(dlsym(lib, name));
-  }
-#endif
-  static_cast<void>(name);
-  return nullptr;
-}
-
-// The bytes the emulated runtime holds page-locked; nullopt on a real one
-// (which cannot tell).
-std::optional<size_t> EmulatedLockedBytes() {
-  if (auto* fn = EmulatorHook<size_t()>("strata_emulated_cuda_locked_bytes")) return fn();
-  return std::nullopt;
-}
 
 TEST(CudaStagerTest, WithoutTheRuntimeOpenIsUnavailableNamingWhatWasTried) {
   ScratchDir d("cuda");
@@ -72,180 +48,6 @@ TEST(CudaStagerTest, WithoutTheRuntimeOpenIsUnavailableNamingWhatWasTried) {
       << stager.status().ToString();
   EXPECT_FALSE(CudaStager::Open(nullptr).ok());
 }
-
-// Device memory for a test, freed with it.
-class DeviceBuffer {
- public:
-  DeviceBuffer(const cuda::Runtime& rt, size_t size) : rt_(rt), size_(size) {
-    EXPECT_TRUE(rt_.Check(rt_.cudaMalloc(&p_, std::max<size_t>(size, 1)), "cudaMalloc", "").ok());
-  }
-  ~DeviceBuffer() { rt_.cudaFree(p_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-
-  void* data() const { return p_; }
-  size_t size() const { return size_; }
-  void Upload(const std::vector<uint8_t>& bytes) {
-    ASSERT_EQ(bytes.size(), size_);
-    ASSERT_EQ(rt_.cudaMemcpy(p_, bytes.data(), size_, cuda::kMemcpyHostToDevice), 0);
-  }
-  void Fill(int value) {
-    ASSERT_EQ(rt_.cudaMemsetAsync(p_, value, size_, nullptr), 0);
-    ASSERT_EQ(rt_.cudaDeviceSynchronize(), 0);
-  }
-  std::vector<uint8_t> Download() const {
-    std::vector<uint8_t> out(size_);
-    EXPECT_EQ(rt_.cudaMemcpy(out.data(), p_, size_, cuda::kMemcpyDeviceToHost), 0);
-    return out;
-  }
-
- private:
-  const cuda::Runtime& rt_;
-  size_t size_;
-  void* p_ = nullptr;
-};
-
-// A CUDA graph captured in the global mode (the runtime's default, and
-// torch.cuda.graph's) on a thread of its own while the object lives: on a
-// real runtime a stream's capture of a memset of `target`, on the emulated
-// one its stand-in. End() ends it: 0, or the runtime's error when a call
-// another thread made meanwhile broke the capture's rules.
-class GraphCapture {
- public:
-  GraphCapture(const cuda::Runtime& rt, const DeviceBuffer& target) {
-    thread_ = std::thread([this, &rt, &target] { Run(rt, target); });
-    MutexLock l(&mu_);
-    while (!begun_) cv_.Wait(&mu_);
-  }
-  ~GraphCapture() { End(); }
-  GraphCapture(const GraphCapture&) = delete;
-  GraphCapture& operator=(const GraphCapture&) = delete;
-
-  int End() {
-    {
-      MutexLock l(&mu_);
-      stop_ = true;
-    }
-    cv_.SignalAll();
-    if (thread_.joinable()) thread_.join();
-    return ended_;
-  }
-
- private:
-  void Run(const cuda::Runtime& rt, const DeviceBuffer& target) {
-    auto* begin_emulated = EmulatorHook<void()>("strata_emulated_cuda_begin_capture");
-    auto* end_emulated = EmulatorHook<int()>("strata_emulated_cuda_end_capture");
-    void* lib = dlopen(rt.path().c_str(), RTLD_NOW | RTLD_NOLOAD);
-    using Begin = int(void*, int);
-    using EndCapture = int(void*, void**);
-    using Destroy = int(void*);
-    auto* begin = lib ? reinterpret_cast<Begin*>(dlsym(lib, "cudaStreamBeginCapture")) : nullptr;
-    auto* end = lib ? reinterpret_cast<EndCapture*>(dlsym(lib, "cudaStreamEndCapture")) : nullptr;
-    auto* destroy = lib ? reinterpret_cast<Destroy*>(dlsym(lib, "cudaGraphDestroy")) : nullptr;
-    cuda::Stream stream = nullptr;
-    if (begin_emulated != nullptr) {
-      begin_emulated();
-    } else {
-      EXPECT_TRUE(begin != nullptr && end != nullptr && destroy != nullptr) << rt.path();
-      EXPECT_EQ(rt.cudaSetDevice(0), 0);
-      EXPECT_EQ(rt.cudaStreamCreateWithFlags(&stream, cuda::kStreamNonBlocking), 0);
-      EXPECT_EQ(begin(stream, /*cudaStreamCaptureModeGlobal=*/0), 0);
-      EXPECT_EQ(rt.cudaMemsetAsync(target.data(), 1, target.size(), stream), 0);
-    }
-    MutexLock l(&mu_);
-    begun_ = true;
-    cv_.SignalAll();
-    while (!stop_) cv_.Wait(&mu_);
-    if (begin_emulated != nullptr) {
-      ended_ = end_emulated();
-      return;
-    }
-    void* graph = nullptr;
-    ended_ = end(stream, &graph);
-    if (graph != nullptr) destroy(graph);
-    rt.cudaGetLastError();
-    rt.cudaStreamDestroy(stream);
-  }
-
-  std::thread thread_;
-  Mutex mu_;
-  CondVar cv_;
-  bool begun_ GUARDED_BY(mu_) = false;
-  bool stop_ GUARDED_BY(mu_) = false;
-  int ended_ = 0;  // written by the capturing thread before it ends
-};
-
-class CudaStagerGpuTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    auto rt = cuda::Runtime::Load();
-    if (!rt.ok()) GTEST_SKIP() << "no CUDA runtime: " << rt.status().ToString();
-    int count = 0;
-    const int err = (*rt)->cudaGetDeviceCount(&count);
-    if (err != 0 || count == 0) {
-      GTEST_SKIP() << "no CUDA device: " << (*rt)->Check(err, "cudaGetDeviceCount", "").ToString();
-    }
-    rt_ = std::move(*rt);
-    devices_ = count;
-    CheckpointerOptions o;
-    o.preemption_signals = {};
-    o.max_to_keep = 3;
-    auto ckpt = Checkpointer::Open(dir_.path(), o);
-    ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
-    ckpt_ = std::move(*ckpt);
-    OpenStager({});
-  }
-  void TearDown() override {
-    stager_.reset();
-    ckpt_.reset();
-  }
-  // The checkpointer opened again, keeping `max_to_keep` steps, with a
-  // stager of its own.
-  void ReopenKeeping(int max_to_keep) {
-    CheckpointerOptions o;
-    o.preemption_signals = {};
-    o.max_to_keep = max_to_keep;
-    stager_.reset();
-    ckpt_.reset();
-    auto ckpt = Checkpointer::Open(dir_.path(), o);
-    ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
-    ckpt_ = std::move(*ckpt);
-    OpenStager({});
-  }
-  void OpenStager(const CudaStagerOptions& options) {
-    stager_.reset();
-    auto stager = CudaStager::Open(ckpt_.get(), options);
-    ASSERT_TRUE(stager.ok()) << stager.status().ToString();
-    stager_ = std::move(*stager);
-  }
-  // The bytes of `name` in committed step `step`, read back from the files
-  // by the engine alone.
-  std::vector<uint8_t> OnDisk(int64_t step, const std::string& name) {
-    auto restored = RestoreStep(dir_.path(), step);
-    EXPECT_TRUE(restored.ok()) << restored.status().ToString();
-    if (!restored.ok()) return {};
-    const RestoredItem* item = restored->Find(name);
-    EXPECT_NE(item, nullptr) << name;
-    if (item == nullptr) return {};
-    auto* p = reinterpret_cast<const uint8_t*>(item->data.data());
-    return std::vector<uint8_t>(p, p + item->data.size());
-  }
-  static DeviceItem Saved(const std::string& name, const DeviceBuffer& b, int device = 0,
-                          void* stream = nullptr) {
-    return {name,   DType::kUInt8, {static_cast<int64_t>(b.size())}, b.data(), b.size(),
-            device, stream};
-  }
-  static MutableDeviceItem Target(const std::string& name, const DeviceBuffer& b, int device = 0) {
-    return {name,   DType::kUInt8, {static_cast<int64_t>(b.size())}, b.data(), b.size(),
-            device, nullptr};
-  }
-
-  ScratchDir dir_{"cuda"};
-  std::unique_ptr<cuda::Runtime> rt_;
-  int devices_ = 0;
-  std::unique_ptr<Checkpointer> ckpt_;
-  std::unique_ptr<CudaStager> stager_;
-};
 
 TEST_F(CudaStagerGpuTest, BlockingSaveAndRestoreAreBitExactForEverySize) {
   const std::vector<size_t> sizes = {1, 0, 666, 4 << 20, (9 << 20) + 5};
@@ -663,127 +465,6 @@ TEST_F(CudaStagerGpuTest, APlannedRestoreCopiesEachItemToItsDevice) {
   auto refused = CopyToHost(std::vector<DeviceItem>{Saved("a", a, devices_)}, dst);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.message().find("\"a\""), std::string::npos) << refused.ToString();
-}
-
-// A trainer that captures CUDA graphs (torch.cuda.graph, in the global mode
-// by default) on one thread while Strata works on others: the step files
-// page-locked on the engine's thread, the checksums' waits for the copies,
-// retention recycling the files, a restore. Strata's calls are made in the
-// relaxed mode, so none of them is refused or breaks the capture.
-TEST_F(CudaStagerGpuTest, AGraphCapturedOnAnotherThreadIsNotBrokenBySavesAndRestores) {
-  ReopenKeeping(2);
-  DeviceBuffer a(*rt_, (5 << 20) + 3), b(*rt_, a.size()), scratch(*rt_, 4096);
-  const auto abytes = RandomData(a.size(), 4);
-  a.Upload(abytes);
-  b.Fill(0);
-  DeviceItem item = Saved("a", a);
-  {
-    GraphCapture capture(*rt_, scratch);
-    ASSERT_TRUE(stager_->Reserve({&item, 1}).ok());
-    for (int v = 1; v <= 4; ++v) {  // from the third, the files are recycled
-      const auto mode = v % 2 ? DeviceSaveMode::kBlocking : DeviceSaveMode::kOverlapped;
-      auto saved = stager_->Save(v, {&item, 1}, mode);
-      ASSERT_TRUE(saved.ok()) << "step " << v << ": " << saved.status().ToString();
-      Status committed = ckpt_->Wait();
-      ASSERT_TRUE(committed.ok()) << "step " << v << ": " << committed.ToString();
-      EXPECT_TRUE(stager_->status().staging_pinned) << "step " << v;
-    }
-    MutableDeviceItem target = Target("a", b);
-    auto step = stager_->RestoreInto({&target, 1});
-    ASSERT_TRUE(step.ok()) << step.status().ToString();
-    EXPECT_EQ(capture.End(), 0) << "a call of Strata's broke the other thread's capture";
-  }
-  EXPECT_EQ(OnDisk(4, "a"), abytes);
-  EXPECT_EQ(b.Download(), abytes);
-}
-
-// Step files on a disk are not page-locked: a device's writes to
-// page-locked file pages are not seen by the kernel, and the step's sync
-// could miss them. Saves there copy into a page-locked block, reserved
-// ahead like the files, and the engine writes the files from it.
-TEST_F(CudaStagerGpuTest, StepFilesOnADiskAreWrittenFromAPageLockedBlock) {
-  const std::string root = "/var/tmp";
-  if (OnMemoryFilesystem(root)) GTEST_SKIP() << root << " is not on a disk here";
-  ScratchDir disk("cuda-disk", root);
-  CheckpointerOptions o;
-  o.preemption_signals = {};
-  o.max_to_keep = 2;
-  auto ckpt = Checkpointer::Open(disk.path(), o);
-  ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
-  auto stager = CudaStager::Open(ckpt->get());
-  ASSERT_TRUE(stager.ok()) << stager.status().ToString();
-  CudaStager& st = **stager;
-  EXPECT_FALSE(st.status().in_place);
-  DeviceBuffer a(*rt_, (3 << 20) + 5), b(*rt_, a.size());
-  DeviceItem item = Saved("a", a);
-  ASSERT_TRUE(st.Reserve({&item, 1}).ok());
-  for (int i = 0; i < 2000 && st.status().reserving; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  ASSERT_FALSE(st.status().reserving);
-  const uint64_t block = st.status().staging_bytes;
-  EXPECT_GE(block, a.size());
-  EXPECT_TRUE(st.status().staging_pinned);
-  for (int v = 1; v <= 3; ++v) {
-    const auto bytes = RandomData(a.size(), 20 + v);
-    a.Upload(bytes);
-    auto saved = st.Save(v, {&item, 1}, DeviceSaveMode::kOverlapped);
-    ASSERT_TRUE(saved.ok()) << "step " << v << ": " << saved.status().ToString();
-    ASSERT_TRUE((*ckpt)->Wait().ok());
-    auto restored = RestoreStep(disk.path(), v);
-    ASSERT_TRUE(restored.ok()) << restored.status().ToString();
-    const auto* p = reinterpret_cast<const uint8_t*>(restored->Find("a")->data.data());
-    EXPECT_EQ(std::vector<uint8_t>(p, p + a.size()), bytes) << "step " << v;
-    EXPECT_EQ(st.status().staging_bytes, block) << "step " << v;  // the reserved block
-    if (auto locked = EmulatedLockedBytes()) {
-      EXPECT_EQ(*locked, block) << "step " << v;  // no step file
-    }
-  }
-  MutableDeviceItem target = Target("a", b);
-  auto step = st.RestoreInto({&target, 1});
-  ASSERT_TRUE(step.ok()) << step.status().ToString();
-  EXPECT_EQ(*step, 3);
-  EXPECT_EQ(b.Download(), a.Download());
-}
-
-// A host thread waiting for copies sleeps: on a device, a wait on an event
-// made without cudaEventBlockingSync, or on a stream or the device, spins a
-// core for as long as the copies take (seconds a save, beside the trainer's
-// data loaders and communication threads). Only the emulated runtime
-// counts such waits.
-TEST_F(CudaStagerGpuTest, WaitsForCopiesSleep) {
-  auto* spins = EmulatorHook<uint64_t()>("strata_emulated_cuda_spin_waits");
-  if (spins == nullptr) GTEST_SKIP() << "a real runtime does not tell how a wait waits";
-  DeviceBuffer a(*rt_, (300 << 20) + 1), b(*rt_, a.size());  // more than one lane mark
-  a.Fill(0x5c);
-  b.Fill(0);
-  DeviceItem item = Saved("a", a);
-  MutableDeviceItem target = Target("a", b);
-  const uint64_t before = spins();
-  ASSERT_TRUE(stager_->Save(1, {&item, 1}, DeviceSaveMode::kBlocking).ok());
-  ASSERT_TRUE(stager_->Save(2, {&item, 1}, DeviceSaveMode::kOverlapped).ok());
-  ASSERT_TRUE(ckpt_->Wait().ok());
-  ASSERT_TRUE(stager_->WaitStaged().ok());
-  ASSERT_TRUE(stager_->RestoreInto({&target, 1}).ok());
-  EXPECT_EQ(spins() - before, 0u);
-  EXPECT_EQ(b.Download(), std::vector<uint8_t>(b.size(), 0x5c));
-}
-
-// A copy the runtime refuses fails the save, and the error is not left as
-// the calling thread's last error, where the trainer's next check after a
-// kernel (torch's) would report it. The emulated runtime refuses the copy
-// at once; a device might fault later and lose the context, so only there.
-TEST_F(CudaStagerGpuTest, AFailedCopyLeavesTheThreadNoErrorToReport) {
-  if (EmulatorHook<size_t()>("strata_emulated_cuda_locked_bytes") == nullptr) {
-    GTEST_SKIP() << "a copy past an allocation may fault a device";
-  }
-  DeviceBuffer a(*rt_, 4096);
-  DeviceItem item = Saved("a", a);
-  item.size = item.shape[0] = 8192;  // past the allocation's end
-  auto saved = stager_->Save(1, {&item, 1}, DeviceSaveMode::kBlocking);
-  ASSERT_FALSE(saved.ok());
-  EXPECT_NE(saved.status().message().find("\"a\""), std::string::npos) << saved.status().ToString();
-  EXPECT_EQ(rt_->cudaGetLastError(), 0);
 }
 
 }  // namespace

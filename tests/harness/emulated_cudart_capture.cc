@@ -49,7 +49,11 @@ using strata::emulated_cuda::capture_mode;
 
 extern "C" {
 
+// Makes the current device's context, as most runtime calls do (the
+// runtime does not say this one makes none): a caller must be on the
+// device it works on first.
 int cudaThreadExchangeStreamCaptureMode(int* mode) {
+  strata::emulated_cuda::UseContext();
   if (mode == nullptr || *mode < 0 || *mode > strata::emulated_cuda::kCaptureRelaxed) {
     return strata::emulated_cuda::Fail(strata::emulated_cuda::kInvalidValue,
                                        "cudaThreadExchangeStreamCaptureMode: no such mode");
