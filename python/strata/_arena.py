@@ -134,9 +134,10 @@ def stage_state_dict(state_dict: Any) -> Any:
                 raw = buffer[node.offset:node.offset + n]
                 return raw.view(node.source.dtype).view(node.source.shape).view(node.dtype)
             if isinstance(node, _StagedDTensor):
+                # Over the staged shard itself: from_local() would move it to
+                # the mesh's device (a copy of the state in GPU memory again).
                 d = node.dtensor
-                return type(d).from_local(build(node.local), d.device_mesh, d.placements,
-                                          shape=d.shape, stride=d.stride(), run_check=False)
+                return type(d)(build(node.local), d._spec, requires_grad=False)
             return _map_containers(node, build)
 
         return build(plan)

@@ -3,7 +3,7 @@ save() returned, and the gate that fails the save when a copied tensor
 changed under its copy."""
 
 import threading
-from typing import Optional
+from typing import Optional, Set, Tuple
 
 import torch
 
@@ -24,7 +24,9 @@ class _Pending:
         self._tensors = encoder.deferred
         self._versions = [t._version for t in self._tensors]
         self._devices = sorted(encoder.devices)
-        self._ordered = False
+        self._ordered = False  # some stream was ordered after the copies
+        self._streams: Set[Tuple[int, int]] = set()  # (device, stream) ordered so far
+        self._done = False  # the copies were waited for on the host
         self._error: Optional[str] = None
         self._lock = threading.Lock()
 
@@ -38,21 +40,32 @@ class _Pending:
 
     def order(self) -> None:
         """Orders every later kernel of the devices' current streams after the
-        copies (no host wait). Idempotent."""
+        copies (no host wait), each stream once: an optimizer that steps on
+        another stream is ordered too. While the current stream captures a
+        CUDA graph, the copies are waited for on the host instead (a captured
+        stream may not wait on an event recorded outside the capture)."""
         with self._lock:
-            if self._ordered:
+            if self._done:
                 return
-            self._changed("their staging copy was ordered")
-        for device in self._devices:
+            if not self._ordered:
+                self._changed("their staging copy was ordered")
+        if torch.cuda.is_current_stream_capturing():
+            self._ckpt.wait_staged()
+            with self._lock:
+                self._ordered = self._done = True
+            return
+        todo = [(d, torch.cuda.current_stream(d).cuda_stream) for d in self._devices]
+        todo = [s for s in todo if s not in self._streams]
+        for device, stream in todo:
             try:
-                self._ckpt.order_after_staging(torch.cuda.current_stream(device).cuda_stream,
-                                               device)
+                self._ckpt.order_after_staging(stream, device)
             except strata.FailedPreconditionError:
                 if not self._ckpt.closed:
                     raise
                 break  # closed (another thread's close()): it waited for the copies
         with self._lock:
             self._ordered = True
+            self._streams.update(todo)
 
     def gate(self) -> None:
         """The save's gate: raises (the save then fails) if a copied tensor may

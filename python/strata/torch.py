@@ -153,10 +153,10 @@ class Checkpointer:
                                        streams=streams, overlap=pending is not None,
                                        gate=pending.gate if pending else None)
         self._keep = encoder.keep  # the last save's copies are done: its tensors may go
+        self._pending = pending  # the last save's were waited for by this one
         if pending is not None:
             for o in optimizers:
                 self._hook(o)
-            self._pending = pending
         return result
 
     def reserve(self, state: Dict[str, Any]) -> None:
@@ -206,10 +206,12 @@ class Checkpointer:
         overlapped save (a wait on the device, not on the host), so any work
         enqueued afterwards may change the saved tensors. The pre-step hook
         calls it; a loop that changes saved tensors outside optimizer.step()
-        calls it first. Cheap when there is nothing to wait for."""
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.order()
+        calls it first. Each stream is ordered once per save, so optimizers
+        stepping on different streams are each ordered. During a CUDA graph
+        capture it waits for the copies on the host instead. Cheap when
+        there is nothing to wait for."""
+        if self._pending is not None:
+            self._pending.order()
 
     @property
     def staging_bytes(self) -> int:
@@ -249,6 +251,7 @@ class Checkpointer:
         this returns."""
         planner = _Planner(state)
         restored = self._ckpt.restore_planned(TREE_ITEM, planner, step=step)
+        self._pending = None  # the restore waited for the last save's copies
         if restored is None:
             return None
         decoded, self._pipelined = finish_planned(planner, restored, state) or \

@@ -439,9 +439,81 @@ def one_device_of_two(directory):
     assert not has_context(0), "a context was made on device 0, which the state is not on"
 
 
+def two_optimizers_on_two_streams(directory):
+    """Two optimizers of one state that step on different streams after an
+    overlapped save: each one's pre-step hook orders its own current streams
+    after the copies, so the second's writes (on side streams, which nothing
+    holds back) do not reach the copies either, and the save commits the
+    state as it was at save()."""
+    def made(seed):
+        m = model(seed)
+        params = list(m.parameters())
+        o1, o2 = CopyAdam(params[:len(params) // 2]), CopyAdam(params[len(params) // 2:])
+        o1.step()
+        o2.step()
+        return m, o1, o2
+
+    def values(m, o1, o2):
+        for d in range(2):
+            torch.cuda.synchronize(d)
+        out = [v.detach().cpu().clone() for v in m.state_dict().values()]
+        for o in (o1, o2):
+            out += [t.detach().cpu().clone() for s in o.state_dict()["state"].values()
+                    for t in s.values()]
+        return out
+
+    m, o1, o2 = made(5)
+    expected = values(m, o1, o2)
+    side = [torch.cuda.Stream(d) for d in range(2)]
+    with strata.torch.Checkpointer(directory, preemption_signals=[], overlap=True) as ckpt:
+        hold([torch.cuda.current_stream(d) for d in range(2)])  # the copies wait behind it
+        ckpt.save(1, {"model": m, "o1": o1, "o2": o2})
+        o1.step()  # on the default streams
+        with contextlib.ExitStack() as on_side:
+            for s in side:
+                on_side.enter_context(torch.cuda.stream(s))
+            o2.step()
+        ckpt.wait()
+        m2, p1, p2 = made(9)
+        assert ckpt.restore({"model": m2, "o1": p1, "o2": p2}) == 1
+        got = values(m2, p1, p2)
+        assert len(got) == len(expected), (len(got), len(expected))
+        bad = [i for i, (a, b) in enumerate(zip(got, expected)) if not same_bits(a, b)]
+        assert not bad, f"{len(bad)} tensors of the committed step are not the state at save()"
+
+
+def staging_a_dtensor_on_a_cuda_mesh(directory):
+    """stage_state_dict() (what StrataStorageWriter.stage() gives DCP's
+    async save) of DTensors on a CUDA mesh: each is rebuilt over its staged
+    shard on the host, bit for bit, and no GPU memory is taken for it
+    (DTensor.from_local would move the shard back to the mesh's device)."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Replicate, Shard
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        mesh = init_device_mesh("cuda", (1,))
+        sd = {"w": DTensor.from_local(torch.arange(4096).to(torch.bfloat16).cuda(), mesh,
+                                      [Shard(0)]),
+              "b": DTensor.from_local(torch.arange(64.0).cuda(), mesh, [Replicate()])}
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        staged = strata.torch.stage_state_dict(sd)
+        assert torch.cuda.memory_allocated() == before, "staging took GPU memory"
+        for k, v in sd.items():
+            s = staged[k]
+            assert isinstance(s, DTensor) and s.placements == v.placements, k
+            assert s.to_local().device.type == "cpu", f"{k}'s staged shard is on {s.device}"
+            assert s.shape == v.shape and same_bits(s.to_local(), v.to_local().cpu()), k
+        strata.torch.release_staged()
+    finally:
+        dist.destroy_process_group()
+
+
 CASES = {f.__name__: f for f in (devices_as_torch_sees_them, blocking_save, overlapped_save,
                                  overlapped_save_on_side_streams, a_change_outside_the_step,
-                                 a_wait_from_another_thread, dcp_round_trip, one_device_of_two)}
+                                 a_wait_from_another_thread, dcp_round_trip, one_device_of_two,
+                                 two_optimizers_on_two_streams, staging_a_dtensor_on_a_cuda_mesh)}
 
 if __name__ == "__main__":
     CASES[sys.argv[1]](sys.argv[2])
