@@ -248,6 +248,16 @@ class CudaStager {
 // take turns).
 Status CopyToHost(std::span<const DeviceItem> items, std::span<std::byte* const> dst);
 
+// Page-locks `n` bytes of host memory at `p` for every device
+// (cudaHostRegister, portable) with the process's CUDA runtime, as the
+// calling thread's current device sees it; UNAVAILABLE without a runtime
+// that sees a device, INTERNAL naming the call when the runtime refuses.
+// Exactly the pages asked for, released by PageUnlock(): for memory a
+// caller owns (strata.torch.stage_state_dict's arena). A refusal is not
+// left as the thread's last CUDA error.
+Status PageLock(void* p, size_t n);
+void PageUnlock(void* p);
+
 // CudaStager::RestorePlanned of `dir/<step>`, read without a Checkpointer
 // (no lock, no fallback), as RestoreStep: for steps another component
 // manages, such as the node agent's directory or another rank's. Device

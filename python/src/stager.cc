@@ -310,6 +310,19 @@ void DefineStager(py::module_& m, py::class_<PyCheckpointer>& checkpointer) {
         py::arg("destinations"), py::kw_only(), py::arg("streams") = py::none(),
         "Copies each source's bytes to host memory at its destination (device sources on a "
         "stream per device after the stream given for it); returns when all are done.");
+  m.def(
+      "page_lock",
+      [](uintptr_t address, size_t nbytes) {
+        ThrowIfError(
+            WithoutGil([&] { return PageLock(reinterpret_cast<void*>(address), nbytes); }));
+      },
+      py::arg("address"), py::arg("nbytes"),
+      "Page-locks nbytes of host memory at address for every CUDA device (cudaHostRegister); "
+      "page_unlock(address) releases it.");
+  m.def(
+      "page_unlock",
+      [](uintptr_t address) { WithoutGil([&] { PageUnlock(reinterpret_cast<void*>(address)); }); },
+      py::arg("address"));
   m.def("restore_step_items", &RestoreStepItemsPy, py::arg("directory"), py::arg("step"),
         py::arg("names"), py::kw_only(), py::arg("threads") = 0,
         "Reads and verifies only the named items of directory/<step>.");

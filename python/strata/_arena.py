@@ -18,13 +18,18 @@ _warned_unpinned = False
 
 class _Arena:
     """Host memory that tensors are copied into: one uint8 tensor, grown
-    (never shrunk) when a state needs more. Page-locked (pinned) when CUDA
-    is available, so device->host copies run at full speed; when pinning
-    fails it is ordinary memory and a RuntimeWarning says so once per
-    process."""
+    (never shrunk) when a state needs more. Page-locked when CUDA is
+    available, so device->host copies run at full speed: the tensor's own
+    pages, registered with the CUDA runtime (cudaHostRegister) and released
+    with it. (torch's pinned allocator would round the size up to a power of
+    two and keep freed blocks page-locked for reuse: a 20 GiB state would
+    hold 32 GiB, and a grown arena the old block beside the new one.) When
+    page-locking fails it is ordinary memory and a RuntimeWarning says so
+    once per process."""
 
     def __init__(self) -> None:
         self.buffer: Optional[torch.Tensor] = None
+        self._registered = 0  # the address page-locked, or 0
 
     @property
     def nbytes(self) -> int:
@@ -34,21 +39,27 @@ class _Arena:
         if nbytes <= self.nbytes:
             return
         nbytes = (max(nbytes, 1) + (1 << 16) - 1) & ~((1 << 16) - 1)
-        self.buffer = None  # free the old one first
+        self.release()  # the old one first
+        buffer = torch.empty(nbytes, dtype=torch.uint8)
         if torch.cuda.is_available():
             try:
-                self.buffer = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
-            except RuntimeError as e:
+                strata.page_lock(buffer.data_ptr(), nbytes)
+                self._registered = buffer.data_ptr()
+            except strata.Error as e:
                 global _warned_unpinned
                 if not _warned_unpinned:
                     _warned_unpinned = True
-                    warnings.warn(f"strata.torch: cannot pin {nbytes} bytes of host memory "
-                                  f"({e}); staging in pageable memory, device copies will be "
-                                  "slower and synchronous", RuntimeWarning, stacklevel=4)
-        if self.buffer is None:
-            self.buffer = torch.empty(nbytes, dtype=torch.uint8)
+                    warnings.warn(f"strata.torch: cannot page-lock {nbytes} bytes of host "
+                                  f"memory ({e}); staging in pageable memory, device copies "
+                                  "will be slower and synchronous", RuntimeWarning, stacklevel=4)
+        self.buffer = buffer
 
     def release(self) -> None:
+        """Unlocks the pages and drops the arena; tensors staged over it keep
+        its memory alive as ordinary memory."""
+        if self._registered:
+            strata.page_unlock(self._registered)
+            self._registered = 0
         self.buffer = None
 
 

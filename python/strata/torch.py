@@ -152,7 +152,11 @@ class Checkpointer:
         result = self._ckpt.save_batch(step, batch, encoder.pointers,
                                        streams=streams, overlap=pending is not None,
                                        gate=pending.gate if pending else None)
-        self._keep = encoder.keep  # the last save's copies are done: its tensors may go
+        # What the copies still read: nothing once a blocking save returned.
+        # Contiguous copies made for the save (on the GPU for a strided CUDA
+        # tensor) go with it; the encoder keeps only its records.
+        self._keep = encoder.keep if pending is not None else []
+        encoder.keep = []
         self._pending = pending  # the last save's were waited for by this one
         if pending is not None:
             for o in optimizers:
@@ -166,7 +170,9 @@ class Checkpointer:
         state is restored, and after a fresh start the first optimizer step
         does; call it yourself when the state's size changes."""
         with gc_paused():
-            batch = self._batch_for(self._encode(state, []).specs)
+            encoder = self._encode(state, [])
+            encoder.keep = []  # nothing is copied: contiguous copies made for it go now
+            batch = self._batch_for(encoder.specs)
         self._ckpt.reserve_batch(batch)
 
     def _reserve_after_first_step(self, state: Dict[str, Any]) -> None:

@@ -486,26 +486,30 @@ def staging_a_dtensor_on_a_cuda_mesh(directory):
     """stage_state_dict() (what StrataStorageWriter.stage() gives DCP's
     async save) of DTensors on a CUDA mesh: each is rebuilt over its staged
     shard on the host, bit for bit, and no GPU memory is taken for it
-    (DTensor.from_local would move the shard back to the mesh's device)."""
+    (DTensor.from_local would move the shard back to the mesh's device).
+    The arena page-locks exactly its own size (in 64 KiB steps, not torch's
+    pinned allocator's powers of two) and release_staged() unlocks it."""
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor, Replicate, Shard
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
         mesh = init_device_mesh("cuda", (1,))
-        sd = {"w": DTensor.from_local(torch.arange(4096).to(torch.bfloat16).cuda(), mesh,
+        sd = {"w": DTensor.from_local(torch.arange(19 * 4096).to(torch.bfloat16).cuda(), mesh,
                                       [Shard(0)]),
               "b": DTensor.from_local(torch.arange(64.0).cuda(), mesh, [Replicate()])}
         torch.cuda.synchronize()
-        before = torch.cuda.memory_allocated()
+        before, locked = torch.cuda.memory_allocated(), locked_bytes()
         staged = strata.torch.stage_state_dict(sd)
         assert torch.cuda.memory_allocated() == before, "staging took GPU memory"
+        assert locked_bytes() - locked == 3 << 16, locked_bytes() - locked  # 152.25 KiB staged
         for k, v in sd.items():
             s = staged[k]
             assert isinstance(s, DTensor) and s.placements == v.placements, k
             assert s.to_local().device.type == "cpu", f"{k}'s staged shard is on {s.device}"
             assert s.shape == v.shape and same_bits(s.to_local(), v.to_local().cpu()), k
         strata.torch.release_staged()
+        assert locked_bytes() == locked, "release_staged() left the arena page-locked"
     finally:
         dist.destroy_process_group()
 

@@ -456,6 +456,25 @@ def test_every_dtype_view_and_non_contiguous_tensor_round_trips(scratch):
     assert (target["arr"] == np.arange(5)).all()
 
 
+def test_copies_made_for_a_blocking_save_or_a_reservation_are_not_kept(scratch):
+    """A non-contiguous tensor is saved from a contiguous copy (on the GPU,
+    for a CUDA tensor: memory the caching allocator would keep taken until
+    the next save). Once a blocking save returned, or a reservation was
+    made, nothing reads it, and the checkpointer holds none: the encoder it
+    keeps for the next save keeps only how it encoded."""
+    base = torch.arange(4096.0).reshape(64, 64)
+    state = {"t": base.t(), "arr": np.arange(3)}
+    with strata.torch.Checkpointer(str(scratch)) as ckpt:
+        ckpt.reserve(state)
+        assert ckpt._encoded.keep == []
+        ckpt.save(1, state)
+        assert ckpt._keep == [] and ckpt._encoded.keep == []
+        ckpt.save(2, state)  # encoded from the last save's records
+        target = {"t": None, "arr": None}
+        assert ckpt.restore(target) == 2
+    assert torch.equal(target["t"], base.t()) and (target["arr"] == np.arange(3)).all()
+
+
 @contextlib.contextmanager
 def planner_calls():
     """The (step, items planned) of each call of the restore's planner while

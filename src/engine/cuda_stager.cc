@@ -671,6 +671,23 @@ Status CopyToHost(std::span<const DeviceItem> items, std::span<std::byte* const>
   return s.ok() ? synced : s;
 }
 
+Status PageLock(void* p, size_t n) {
+  int devices = 0;
+  const cuda::Runtime* rt = ProcessRuntime(&devices);
+  if (rt == nullptr) return UnavailableError("page-locking host memory: no CUDA device");
+  cuda::CaptureRelaxed relaxed(*rt);
+  return rt->Check(rt->cudaHostRegister(p, n, cuda::kHostRegisterPortable), "cudaHostRegister",
+                   std::to_string(n) + " bytes of host memory");
+}
+
+void PageUnlock(void* p) {
+  int devices = 0;
+  const cuda::Runtime* rt = ProcessRuntime(&devices);
+  if (rt == nullptr || p == nullptr) return;
+  cuda::CaptureRelaxed relaxed(*rt);
+  rt->Check(rt->cudaHostUnregister(p), "cudaHostUnregister", "host memory").IgnoreError();
+}
+
 StatusOr<RestoredStep> RestoreStepPlanned(const std::string& dir, int64_t step,
                                           const std::string& key,
                                           const CudaStager::RestorePlan& plan, int threads) {
