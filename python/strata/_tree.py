@@ -170,7 +170,12 @@ class _Encoder:
     negative), a non-contiguous tensor made contiguous, a tensor on another
     accelerator than CUDA copied to the host first."""
 
-    def __init__(self, previous: Optional["_Encoder"] = None) -> None:
+    def __init__(self, previous: Optional["_Encoder"] = None, sizing: bool = False) -> None:
+        # `sizing`: only the specs are wanted (a reservation): no copy is
+        # made of a tensor that would be saved from one (a lazy view, a
+        # non-contiguous tensor: on the GPU, memory the step may not have),
+        # and its pointer is not one to copy from.
+        self.sizing = sizing
         self.names: set = {TREE_ITEM}
         self.specs: List[Tuple[str, str, List[int], int, int, bool]] = []
         self.pointers: List[int] = []
@@ -272,7 +277,7 @@ class _Encoder:
             raise TypeError(f"cannot save {path}: only dense tensors are supported")
         source = t
         tree_dtype, item_dtype = _dtype_info(dtype)
-        if t.is_conj() or t.is_neg():  # lazy views: a float tensor can carry the neg bit
+        if (t.is_conj() or t.is_neg()) and not self.sizing:  # lazy views: a float can be neg
             with torch.no_grad():
                 t = t.resolve_conj().resolve_neg()
         name = self._item_name(path)
@@ -281,10 +286,10 @@ class _Encoder:
         if t.is_cuda:
             device = t.get_device()
             self.devices.add(device)
-        elif not t.is_cpu:
+        elif not t.is_cpu and not self.sizing:
             with torch.no_grad():
                 t = _bits(t).cpu()  # another accelerator: through host memory
-        if not t.is_contiguous():
+        if not t.is_contiguous() and not self.sizing:
             with torch.no_grad():
                 t = _bits(t).contiguous()  # as integers: some dtypes have no copy kernel
         nbytes = t.nbytes

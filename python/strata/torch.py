@@ -80,13 +80,15 @@ class Checkpointer:
     def should_save(self, step: int) -> bool:
         return self._ckpt.should_save(step)
 
-    def _encode(self, state: Dict[str, Any], optimizers: List[Any]) -> _Encoder:
+    def _encode(self, state: Dict[str, Any], optimizers: List[Any],
+                sizing: bool = False) -> _Encoder:
         """The items and tree of `state`; with `optimizers` (an overlapped
         save), the CUDA tensors only they change are deferrable. What is as
         the last encode had it (the layout, each tensor's memory, dtype and
-        shape; the tree) is taken from it rather than asked of torch again."""
+        shape; the tree) is taken from it rather than asked of torch again.
+        `sizing`: for a reservation (see _Encoder)."""
         previous = self._encoded
-        encoder = _Encoder(previous)
+        encoder = _Encoder(previous, sizing=sizing)
         params = {(p.to_local() if _is_dtensor(p) else p).data_ptr()
                   for o in optimizers for g in o.param_groups for p in g["params"]
                   if p.is_cuda} if optimizers else set()
@@ -170,8 +172,8 @@ class Checkpointer:
         state is restored, and after a fresh start the first optimizer step
         does; call it yourself when the state's size changes."""
         with gc_paused():
-            encoder = self._encode(state, [])
-            encoder.keep = []  # nothing is copied: contiguous copies made for it go now
+            encoder = self._encode(state, [], sizing=True)  # no copy made to size it
+            encoder.keep = []
             batch = self._batch_for(encoder.specs)
         self._ckpt.reserve_batch(batch)
 

@@ -457,22 +457,32 @@ def test_every_dtype_view_and_non_contiguous_tensor_round_trips(scratch):
 
 
 def test_copies_made_for_a_blocking_save_or_a_reservation_are_not_kept(scratch):
-    """A non-contiguous tensor is saved from a contiguous copy (on the GPU,
-    for a CUDA tensor: memory the caching allocator would keep taken until
-    the next save). Once a blocking save returned, or a reservation was
-    made, nothing reads it, and the checkpointer holds none: the encoder it
-    keeps for the next save keeps only how it encoded."""
+    """A non-contiguous tensor or a lazy view is saved from a copy (on the
+    GPU, for a CUDA tensor: memory the caching allocator would keep taken
+    until the next save). A reservation, which only sizes the state, makes
+    none; once a blocking save returned nothing reads its copies, and the
+    checkpointer holds none: the encoder it keeps for the next save keeps
+    only how it encoded."""
     base = torch.arange(4096.0).reshape(64, 64)
-    state = {"t": base.t(), "arr": np.arange(3)}
+    state = {"t": base.t(), "arr": np.arange(3), "neg": torch.tensor([1.0, 2.0])._neg_view()}
     with strata.torch.Checkpointer(str(scratch)) as ckpt:
-        ckpt.reserve(state)
+        copies = []
+        contiguous, resolve_neg = torch.Tensor.contiguous, torch.Tensor.resolve_neg
+        torch.Tensor.contiguous = lambda t, *a, **k: copies.append(t) or contiguous(t, *a, **k)
+        torch.Tensor.resolve_neg = lambda t: copies.append(t) or resolve_neg(t)
+        try:
+            ckpt.reserve(state)  # sized without a copy
+        finally:
+            torch.Tensor.contiguous, torch.Tensor.resolve_neg = contiguous, resolve_neg
+        assert not copies, f"{len(copies)} copies made to size a reservation"
         assert ckpt._encoded.keep == []
         ckpt.save(1, state)
         assert ckpt._keep == [] and ckpt._encoded.keep == []
         ckpt.save(2, state)  # encoded from the last save's records
-        target = {"t": None, "arr": None}
+        target = {"t": None, "arr": None, "neg": None}
         assert ckpt.restore(target) == 2
     assert torch.equal(target["t"], base.t()) and (target["arr"] == np.arange(3)).all()
+    assert torch.equal(target["neg"], torch.tensor([-1.0, -2.0]))
 
 
 @contextlib.contextmanager
