@@ -447,8 +447,8 @@ void CudaStagerImpl::ReserveBlockAhead(const std::vector<Item>& meta) {
       ckpt_->AwaitIdle();            // a save in flight may read the block being replaced
       Status s = ReserveStaging(n);  // nothing when the block is large enough
       if (!s.ok()) {
-        Log()->warn("CUDA staging: reserving {} bytes ahead: {}; the next save tries again", n,
-                    s.message());
+        Log()->warn("CUDA staging for {}: reserving {} bytes ahead: {}; the next save tries again",
+                    ckpt_->dir(), n, s.message());
       }
     }
   };

@@ -138,10 +138,13 @@ StatusOr<std::string> ReadFileToString(Env* env, const std::string& path, uint64
   return out;
 }
 
-bool OnMemoryFilesystem(const std::string& path) {
+unsigned long FilesystemType(const std::string& path) {
   struct statfs fs {};
-  if (::statfs(path.c_str(), &fs) != 0) return false;
-  switch (static_cast<unsigned long>(fs.f_type)) {
+  return ::statfs(path.c_str(), &fs) == 0 ? static_cast<unsigned long>(fs.f_type) : 0;
+}
+
+bool OnMemoryFilesystem(const std::string& path) {
+  switch (FilesystemType(path)) {
     case TMPFS_MAGIC:
     case RAMFS_MAGIC:
     case HUGETLBFS_MAGIC:

@@ -67,6 +67,10 @@ Status CommitFileAt(int dir_fd, int file_fd, const std::string& tmp_name,
 // Reads a whole file; RESOURCE_EXHAUSTED if it is larger than `max_size`.
 StatusOr<std::string> ReadFileToString(Env* env, const std::string& path, uint64_t max_size);
 
+// The type of the filesystem `path` is on (statfs's f_type, a *_MAGIC of
+// <linux/magic.h>); 0 when it cannot be read.
+unsigned long FilesystemType(const std::string& path);
+
 // Whether `path` is on a filesystem whose pages live only in memory (tmpfs,
 // ramfs, hugetlbfs): nothing is written back from them. False when it
 // cannot tell.

@@ -4,11 +4,12 @@
 #include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <sys/vfs.h>
 
 #include <fstream>
 #include <sstream>
 #include <vector>
+
+#include "util/file_util.h"
 
 namespace strata::agent {
 namespace {
@@ -64,10 +65,7 @@ std::string TmpfsHugeOption(std::string_view mountinfo, std::string_view device)
   return "";
 }
 
-bool IsTmpfs(const std::string& dir) {
-  struct statfs fs {};
-  return ::statfs(dir.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC;
-}
+bool IsTmpfs(const std::string& dir) { return FilesystemType(dir) == TMPFS_MAGIC; }
 
 RamDisk DescribeRamDisk(const std::string& dir) {
   RamDisk d;
