@@ -186,6 +186,14 @@ struct RestoreOptions {
   // an older step (RestoreAllocator is called again first) or fails, so
   // what was done with reported items must be redone or undone.
   std::function<void(const RestoredStep& reading, size_t item)> item_verified = nullptr;
+  // As item_verified, per chunk of an item: called with the item's index
+  // and the range of its bytes, [offset, offset + size), just verified
+  // (while they are likely still in the CPU's cache), before item_verified
+  // reports the item whose last chunk it was. Every chunk of a step read is
+  // reported once. The same caveats: concurrent, and a later failure of
+  // the step undoes nothing.
+  std::function<void(const RestoredStep& reading, size_t item, uint64_t offset, uint64_t size)>
+      chunk_verified = nullptr;
 };
 
 // Memory for a restored step, instead of a fresh mapping (RestoreToMemory).

@@ -78,10 +78,13 @@ StatusOr<StepInfo> WriteStep(Env* env, ThreadPool* pool, const WriteStepRequest&
 // corruption is DATA_LOSS naming the step, item, chunk and file.
 // `verified`, if set, is called with an item's index once all its bytes are
 // in dst and verified (from the reading threads, concurrently, at most once
-// per item); with it the smallest items are read first.
-Status ReadStepData(Env* env, ThreadPool* pool, const std::string& step_dir, const StepInfo& info,
-                    std::span<std::byte* const> dst,
-                    const std::function<void(size_t item)>& verified = {});
+// per item); with it the smallest items are read first. `chunk_verified`,
+// if set, is called likewise with each chunk's range of its item once the
+// chunk is in dst and verified, before `verified` reports the item.
+Status ReadStepData(
+    Env* env, ThreadPool* pool, const std::string& step_dir, const StepInfo& info,
+    std::span<std::byte* const> dst, const std::function<void(size_t item)>& verified = {},
+    const std::function<void(size_t item, uint64_t offset, uint64_t size)>& chunk_verified = {});
 
 // Pairs every item of `info` with the caller's buffer of the same name,
 // dtype, shape and size, appending each item's buffer to `dst` in the order
@@ -93,7 +96,7 @@ Status MatchBuffers(const StepInfo& info, std::span<const MutableItem> into,
 // Reads `steps_dir/<info.step>` (every item of `info`, verified) into one
 // allocation, each item at a 64-byte aligned offset: `allocate`'s memory if
 // it gives enough, aligned, else a mapping `out` owns. Calls
-// options.item_verified as items verify.
+// options.chunk_verified and item_verified as chunks and items verify.
 Status ReadOwned(Env* env, ThreadPool* pool, const std::string& steps_dir, const StepInfo& info,
                  const RestoreAllocator& allocate, RestoredStep* out,
                  const RestoreOptions& options = {});
@@ -102,8 +105,9 @@ Status ReadOwned(Env* env, ThreadPool* pool, const std::string& steps_dir, const
 // are, without reading them into other memory: in `held` (the region a
 // StepSlot keeps the step's files mapped in, with the offset of each file
 // in it), or else in a read-only mapping of its data files made here. Each
-// chunk is checksummed in place on `pool`, smallest items first; an item is
-// reported to options.item_verified as soon as its chunks verify. The
+// chunk is checksummed in place on `pool`, smallest items first, and
+// reported to options.chunk_verified; an item is reported to
+// options.item_verified as soon as its chunks verify. The
 // returned step's items point into that memory: a mapping its storage
 // unmaps, or the slot's region, which it does not own. UNIMPLEMENTED where
 // the Env cannot map files (read them instead). The first corruption is

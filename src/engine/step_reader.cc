@@ -60,9 +60,10 @@ uint64_t ChunkLen(const StepInfo& info, const ChunkRef& t) {
 
 }  // namespace
 
-Status ReadStepData(Env* env, ThreadPool* pool, const std::string& step_dir, const StepInfo& info,
-                    std::span<std::byte* const> dst,
-                    const std::function<void(size_t item)>& verified) {
+Status ReadStepData(
+    Env* env, ThreadPool* pool, const std::string& step_dir, const StepInfo& info,
+    std::span<std::byte* const> dst, const std::function<void(size_t item)>& verified,
+    const std::function<void(size_t item, uint64_t offset, uint64_t size)>& chunk_verified) {
   std::vector<std::unique_ptr<ReadableFile>> files;
   STRATA_RETURN_IF_ERROR(OpenDataFiles(env, step_dir, info, &files));
   std::vector<ChunkRef> tasks = ChunkRefs(info);
@@ -89,9 +90,10 @@ Status ReadStepData(Env* env, ThreadPool* pool, const std::string& step_dir, con
     if (!s.ok()) {
       std::lock_guard<std::mutex> l(mu);
       if (first_error.ok()) first_error = s;
-    } else if (verified && left[t.item].fetch_sub(1) == 1) {
-      verified(t.item);
+      return;
     }
+    if (chunk_verified) chunk_verified(t.item, t.chunk * info.chunk_size, ChunkLen(info, t));
+    if (verified && left[t.item].fetch_sub(1) == 1) verified(t.item);
   });
   return first_error;
 }
@@ -178,6 +180,9 @@ StatusOr<RestoredStep> VerifyMapped(Env* env, ThreadPool* pool, const std::strin
         first_error = DataLossError(ChunkError(step_dir, info, t, "checksum mismatch"));
       }
       return;
+    }
+    if (options.chunk_verified) {
+      options.chunk_verified(out, t.item, t.chunk * info.chunk_size, ChunkLen(info, t));
     }
     if (left[t.item].fetch_sub(1) == 1 && options.item_verified) options.item_verified(out, t.item);
   });

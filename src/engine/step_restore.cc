@@ -54,7 +54,14 @@ Status ReadOwned(Env* env, ThreadPool* pool, const std::string& steps_dir, const
   out->step = info.step;
   std::function<void(size_t)> verified;
   if (options.item_verified) verified = [&](size_t i) { options.item_verified(*out, i); };
-  return ReadStepData(env, pool, JoinPath(steps_dir, StepDirName(info.step)), info, dst, verified);
+  std::function<void(size_t, uint64_t, uint64_t)> chunk;
+  if (options.chunk_verified) {
+    chunk = [&](size_t i, uint64_t offset, uint64_t size) {
+      options.chunk_verified(*out, i, offset, size);
+    };
+  }
+  return ReadStepData(env, pool, JoinPath(steps_dir, StepDirName(info.step)), info, dst, verified,
+                      chunk);
 }
 
 StatusOr<int64_t> RestoreStepInto(const std::string& dir, int64_t step,
