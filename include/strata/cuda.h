@@ -7,8 +7,11 @@
 // land in the pages the RAM tier keeps: the state is in host memory once,
 // and committing it checksums those pages in place, while later buffers
 // are still being copied). A restore reads and verifies into host memory
-// and copies each item to its buffer as soon as it verifies. strata.torch
-// and strata.dcp save and restore through it too.
+// and copies each chunk to its buffer as soon as it verifies, on the thread
+// that verified it; from memory nobody page-locked (the step files after a
+// restart) through a few page-locked chunks of the stager's, so the copies
+// still run at the page-locked speed. strata.torch and strata.dcp save and
+// restore through it too.
 //
 //   auto ckpt = strata::Checkpointer::Open("/local", options);
 //   auto stager = strata::CudaStager::Open(ckpt->get());  // UNAVAILABLE: no CUDA
@@ -38,7 +41,8 @@
 //
 // Host memory: a state of S bytes with k steps kept holds at most (k + 1) * S
 // (the steps, and at most one set of step files prepared for the next
-// save); see docs/python.md, "Host memory".
+// save), and while a restore runs, at most 16 page-locked chunks of 4 MiB
+// per device it copies to; see docs/python.md, "Host memory".
 //
 // In place only in memory: step files on a filesystem that writes pages back
 // to a disk are not page-locked (the kernel does not see a device's writes
@@ -119,7 +123,8 @@ struct CudaStagerOptions {
   // Page-lock the staging memory (cudaHostAlloc). When it cannot be pinned
   // it is ordinary memory: saves and restores still work, the copies are
   // slower and synchronous, and a warning says so once. false: ordinary
-  // memory from the start, without a warning.
+  // memory from the start, without a warning, and restores copy to the
+  // devices from pageable memory (not through page-locked chunks).
   bool pin = true;
   // Without a CUDA runtime or device, Open() is UNAVAILABLE (false) or
   // returns a stager of host buffers (true; a device item is then

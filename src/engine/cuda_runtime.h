@@ -13,6 +13,7 @@
 #define STRATA_ENGINE_CUDA_RUNTIME_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,6 +34,21 @@ inline constexpr unsigned kStreamNonBlocking = 0x01;     // no implicit sync wit
 inline constexpr unsigned kEventBlockingSync = 0x01;     // a host wait sleeps, not spins
 inline constexpr unsigned kEventDisableTiming = 0x02;
 inline constexpr int kStreamCaptureModeRelaxed = 2;  // cudaStreamCaptureMode
+inline constexpr int kMemoryTypeHost = 1;            // cudaMemoryType: page-locked host memory
+
+// struct cudaPointerAttributes, whose leading fields every runtime since
+// CUDA 11 lays out alike (`type` is cudaMemoryTypeUnregistered, 0, for
+// ordinary host memory). The runtime writes the whole struct of its own
+// release: CUDA 13's ends in `long reserved[8]` (88 bytes), and `spare`
+// leaves room for what a later release adds.
+struct PointerAttributes {
+  int type = 0;
+  int device = -1;
+  void* device_pointer = nullptr;
+  void* host_pointer = nullptr;
+  int64_t reserved[8] = {};
+  unsigned char spare[168] = {};
+};
 
 // X(name, parameter list): every entry point, resolved by Load().
 #define STRATA_CUDA_CALLS(X)                                                             \
@@ -57,7 +73,8 @@ inline constexpr int kStreamCaptureModeRelaxed = 2;  // cudaStreamCaptureMode
   X(cudaEventRecord, (Event event, Stream stream))                                       \
   X(cudaEventSynchronize, (Event event))                                                 \
   X(cudaDeviceSynchronize, ())                                                           \
-  X(cudaThreadExchangeStreamCaptureMode, (int* mode))
+  X(cudaThreadExchangeStreamCaptureMode, (int* mode))                                    \
+  X(cudaPointerGetAttributes, (void* attributes, const void* ptr))
 
 // One loaded runtime. Thread-safe (the runtime is). The library stays loaded
 // for the life of the process: unloading a CUDA runtime under a framework

@@ -83,7 +83,7 @@ class CudaStagerImpl final : public CudaStager, public MemoryRegistrar {
       : ckpt_(ckpt),
         rt_(std::move(rt)),
         lanes_(rt_ ? std::make_unique<DeviceLanes>(*rt_) : nullptr),
-        restore_(lanes_.get(), devices),
+        restore_(lanes_.get(), devices, options.pin),
         devices_(devices),
         options_(options),
         saver_(InPlaceSaver(ckpt, rt_ != nullptr && options.pin)) {}

@@ -31,7 +31,7 @@ Status DeviceLanes::Use(int device, std::optional<cuda::CaptureRelaxed>& relaxed
   return Status::Ok();
 }
 
-StatusOr<cuda::Event> DeviceLanes::NewEvent(int device) {
+StatusOr<cuda::Event> DeviceLanes::NewEvent(int device) const {
   cuda::Event e = nullptr;
   // Blocking: a thread that waits for one sleeps until the copies are done
   // (the default spins a core for as long, beside the trainer's threads).
@@ -90,6 +90,30 @@ Status DeviceLanes::Copy(int device, void* caller, void* dst, const void* src, s
   lane->dirty = lane->used = true;
   if (n == 0) return Status::Ok();
   return rt_.Check(rt_.cudaMemcpyAsync(dst, src, n, kind, lane->stream), "cudaMemcpyAsync", what);
+}
+
+Status DeviceLanes::Record(int device, cuda::Event event) {
+  auto it = lanes_.find(device);
+  if (it == lanes_.end()) return InternalError("no copies on " + DeviceName(device) + " to follow");
+  std::optional<cuda::CaptureRelaxed> relaxed;
+  STRATA_RETURN_IF_ERROR(Use(device, relaxed));
+  return rt_.Check(rt_.cudaEventRecord(event, it->second.stream), "cudaEventRecord",
+                   DeviceName(device));
+}
+
+StatusOr<bool> DeviceLanes::PageLocked(int device, const void* p) const {
+  std::optional<cuda::CaptureRelaxed> relaxed;
+  STRATA_RETURN_IF_ERROR(Use(device, relaxed));
+  cuda::PointerAttributes attributes;
+  STRATA_RETURN_IF_ERROR(rt_.Check(rt_.cudaPointerGetAttributes(&attributes, p),
+                                   "cudaPointerGetAttributes", "host memory to copy from"));
+  return attributes.type == cuda::kMemoryTypeHost;
+}
+
+StatusOr<cuda::Event> DeviceLanes::EventOn(int device) const {
+  std::optional<cuda::CaptureRelaxed> relaxed;
+  STRATA_RETURN_IF_ERROR(Use(device, relaxed));
+  return NewEvent(device);
 }
 
 StatusOr<int> DeviceLanes::Mark() {

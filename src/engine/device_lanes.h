@@ -47,6 +47,9 @@ class DeviceLanes {
   // this call. `what` names the item in errors.
   Status Copy(int device, void* caller, void* dst, const void* src, size_t n, int kind,
               const std::string& what);
+  // Records `event` (made on `device`) on `device`'s lane, after the copies
+  // enqueued there so far. REQUIRES: a Copy on `device` in this batch.
+  Status Record(int device, cuda::Event event);
   // Records a mark on every lane that copied since the last mark; returns
   // its index (-1: nothing was copied since, nothing to wait for).
   StatusOr<int> Mark();
@@ -72,6 +75,19 @@ class DeviceLanes {
   // whatever thread makes it.
   bool pending() const { return pending_; }
 
+  // Whether host memory `p` is page-locked (copies from it run at full
+  // speed and do not hold the host), asked on `device` (made the calling
+  // thread's). Thread-safe.
+  StatusOr<bool> PageLocked(int device, const void* p) const;
+  // Makes `device` the calling thread's and a fresh event there
+  // (blocking-sync, no timing). Thread-safe.
+  StatusOr<cuda::Event> EventOn(int device) const;
+  // Makes `device` the calling thread's, then its calls relaxed (`relaxed`
+  // replaced): the capture mode is set only once the thread is on the
+  // device, so a runtime that makes a context for the call makes it there.
+  Status Use(int device, std::optional<cuda::CaptureRelaxed>& relaxed) const;
+  const cuda::Runtime& runtime() const { return rt_; }
+
  private:
   struct Lane {
     cuda::Stream stream = nullptr;
@@ -83,12 +99,8 @@ class DeviceLanes {
     bool used = false;     // copied in this batch
     bool pending = false;  // `done` recorded, not yet waited for by the host
   };
-  // Makes `device` the calling thread's, then its calls relaxed (`relaxed`
-  // replaced): the capture mode is set only once the thread is on the
-  // device, so a runtime that makes a context for the call makes it there.
-  Status Use(int device, std::optional<cuda::CaptureRelaxed>& relaxed) const;
   StatusOr<Lane*> LaneFor(int device);
-  StatusOr<cuda::Event> NewEvent(int device);
+  StatusOr<cuda::Event> NewEvent(int device) const;
 
   const cuda::Runtime& rt_;
   std::map<int, Lane> lanes_;                // by device

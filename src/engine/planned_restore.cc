@@ -1,16 +1,20 @@
 // Copyright 2026 The Strata Authors.
 #include "engine/planned_restore.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <unordered_map>
 
+#include "engine/host_bounce.h"
+#include "util/logging.h"
 #include "util/mutex.h"
 
 namespace strata {
 
 // The state of one attempt (one step tried), shared with the reading
-// threads through RestoreOptions::item_verified.
+// threads through RestoreOptions::chunk_verified and item_verified.
 struct PlannedRestore::Attempt {
   Mutex mu;
   bool planned GUARDED_BY(mu) = false;  // `dest` is known for this attempt's step
@@ -19,10 +23,25 @@ struct PlannedRestore::Attempt {
   // not restored in its place, as with Checkpointer::RestoreInto).
   Status error GUARDED_BY(mu);
   // By item of the step read: its destination (data null: none), whether it
-  // is verified and whether it was copied.
+  // is verified, and how many of its bytes were handed to copies.
   std::vector<MutableDeviceItem> dest GUARDED_BY(mu);
   std::vector<bool> verified GUARDED_BY(mu);
-  std::vector<bool> copied GUARDED_BY(mu);
+  std::vector<uint64_t> handed GUARDED_BY(mu);
+  // Chunks verified before the plan was made: copied once it is.
+  std::vector<Range> waiting GUARDED_BY(mu);
+  // Page-locked chunks for copies from pageable memory (with lanes).
+  std::optional<HostBounce> bounce;
+  std::atomic<bool> warned{false};  // that the chunks could not be page-locked
+};
+
+// An item's verified range, and once planned where it goes. The pointers
+// stay valid while the attempt lasts: `dest` is not changed once planned.
+struct PlannedRestore::Range {
+  size_t item = 0;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  const std::byte* from = nullptr;
+  const MutableDeviceItem* to = nullptr;
 };
 
 Status PlannedRestore::CheckDevice(int device, const std::string& name) const {
@@ -35,41 +54,95 @@ Status PlannedRestore::CheckDevice(int device, const std::string& name) const {
                               " does not exist (" + std::to_string(devices_) + " visible)");
 }
 
-Status PlannedRestore::CopyOut(int64_t step, const RestoredItem& from,
-                               const MutableDeviceItem& to) {
-  if (from.data.empty()) return Status::Ok();
-  if (to.device < 0) {
-    std::memcpy(to.data, from.data.data(), from.data.size());
-    return Status::Ok();
-  }
-  return lanes_->Copy(to.device, to.stream, to.data, from.data.data(), from.data.size(),
-                      cuda::kMemcpyHostToDevice,
-                      "restoring step " + std::to_string(step) + " item \"" + to.name + "\"");
+// REQUIRES: a.mu held.
+void PlannedRestore::Grow(const RestoredStep& reading, Attempt& a) NO_THREAD_SAFETY_ANALYSIS {
+  a.verified.resize(reading.items.size(), false);
+  a.handed.resize(reading.items.size(), 0);
+}
+
+// REQUIRES: a.mu held, a.planned.
+void PlannedRestore::Take(const RestoredStep& reading, Attempt& a, Range r,
+                          std::vector<Range>* out) NO_THREAD_SAFETY_ANALYSIS {
+  const MutableDeviceItem& to = a.dest[r.item];
+  if (to.data == nullptr || r.size == 0) return;
+  r.from = reading.items[r.item].data.data() + r.offset;
+  r.to = &to;
+  a.handed[r.item] += r.size;
+  out->push_back(r);
 }
 
 // REQUIRES: a.mu held.
-void PlannedRestore::Advance(const Planner& planner, const RestoredStep& reading, Attempt& a,
-                             size_t index) NO_THREAD_SAFETY_ANALYSIS {
-  if (!a.error.ok()) return;
-  if (!a.planned) {
-    auto dest = planner(reading, a.verified);
-    if (!dest.ok()) {
-      a.error = dest.status();
+void PlannedRestore::Plan(const Planner& planner, const RestoredStep& reading, Attempt& a,
+                          std::vector<Range>* out) NO_THREAD_SAFETY_ANALYSIS {
+  if (a.planned || !a.error.ok()) return;
+  auto dest = planner(reading, a.verified);
+  if (!dest.ok()) {
+    a.error = dest.status();
+    return;
+  }
+  if (!dest->has_value()) return;
+  a.dest = std::move(**dest);
+  a.dest.resize(reading.items.size());
+  a.planned = true;
+  for (const Range& r : a.waiting) Take(reading, a, r, out);
+  a.waiting.clear();
+}
+
+void PlannedRestore::CopyAll(int64_t step, Attempt& a, const std::vector<Range>& ranges) {
+  for (const Range& r : ranges) {
+    Status s = Copy(step, a, r);
+    if (!s.ok()) {
+      MutexLock l(&a.mu);
+      if (a.error.ok()) a.error = s;
       return;
     }
-    if (!dest->has_value()) return;
-    a.dest = std::move(**dest);
-    a.dest.resize(reading.items.size());
-    a.planned = true;
-    index = std::string::npos;  // the items verified before the plan too
   }
-  const size_t first = index == std::string::npos ? 0 : index;
-  const size_t end = index == std::string::npos ? reading.items.size() : index + 1;
-  for (size_t i = first; i < end && a.error.ok(); ++i) {
-    if (!a.verified[i] || a.copied[i] || a.dest[i].data == nullptr) continue;
-    a.error = CopyOut(reading.step, reading.items[i], a.dest[i]);
-    a.copied[i] = a.error.ok();
+}
+
+Status PlannedRestore::Copy(int64_t step, Attempt& a, const Range& r) {
+  const MutableDeviceItem& to = *r.to;
+  std::byte* dst = static_cast<std::byte*>(to.data) + r.offset;
+  if (to.device < 0) {
+    std::memcpy(dst, r.from, r.size);
+    return Status::Ok();
   }
+  const std::string what = "restoring step " + std::to_string(step) + " item \"" + to.name + "\"";
+  bool locked = true;
+  if (a.bounce) {
+    STRATA_ASSIGN_OR_RETURN(locked, lanes_->PageLocked(to.device, r.from));
+  }
+  for (uint64_t done = 0; !locked && done < r.size;) {
+    STRATA_ASSIGN_OR_RETURN(HostBounce::Chunk* const chunk, a.bounce->Acquire(to.device));
+    if (chunk == nullptr) {  // nothing can be page-locked
+      if (!a.warned.exchange(true)) {
+        Log()->warn("{}: copying from pageable memory, at a fraction of the speed: {}", what,
+                    a.bounce->Refused(to.device).message());
+      }
+      MutexLock l(&a.mu);
+      return lanes_->Copy(to.device, to.stream, dst + done, r.from + done, r.size - done,
+                          cuda::kMemcpyHostToDevice, what);
+    }
+    const uint64_t n = std::min<uint64_t>(r.size - done, a.bounce->chunk_bytes());
+    std::memcpy(chunk->data, r.from + done, n);
+    Status s;
+    bool recorded = false;
+    {
+      MutexLock l(&a.mu);
+      s = lanes_->Copy(to.device, to.stream, dst + done, chunk->data, n, cuda::kMemcpyHostToDevice,
+                       what);
+      if (s.ok()) {
+        s = lanes_->Record(to.device, chunk->copied);
+        recorded = s.ok();
+        if (!s.ok()) lanes_->Sync().IgnoreError();  // the chunk is free once the lane is idle
+      }
+    }
+    a.bounce->Release(chunk, recorded);
+    STRATA_RETURN_IF_ERROR(s);
+    done += n;
+  }
+  if (!locked) return Status::Ok();
+  MutexLock l(&a.mu);
+  return lanes_->Copy(to.device, to.stream, dst, r.from, r.size, cuda::kMemcpyHostToDevice, what);
 }
 
 StatusOr<RestoredStep> PlannedRestore::Run(const Reader& read, const Planner& planner,
@@ -77,6 +150,7 @@ StatusOr<RestoredStep> PlannedRestore::Run(const Reader& read, const Planner& pl
                                            const RestoreOptions& options) {
   if (lanes_) lanes_->Begin();
   Attempt a;
+  if (lanes_ && page_lock_) a.bounce.emplace(*lanes_);
   RestoreAllocator allocate = [&](size_t size) -> StatusOr<std::span<std::byte>> {
     // An older step is about to be read over the memory the last attempt's
     // copies read from.
@@ -91,32 +165,66 @@ StatusOr<RestoredStep> PlannedRestore::Run(const Reader& read, const Planner& pl
     a.planned = false;
     a.dest.clear();
     a.verified.clear();
-    a.copied.clear();
+    a.handed.clear();
+    a.waiting.clear();
     if (block.size() < size) return std::span<std::byte>();
     return block.first(size);
   };
+  // Each chunk is copied by the thread that verified it, as soon as the
+  // plan is known (while its bytes are likely still in that CPU's cache).
   RestoreOptions opts = options;
-  opts.item_verified = [&](const RestoredStep& reading, size_t index) {
+  opts.chunk_verified = [&](const RestoredStep& reading, size_t item, uint64_t offset,
+                            uint64_t size) {
+    std::vector<Range> now;
     {
       MutexLock l(&a.mu);
-      a.verified.resize(reading.items.size(), false);
-      a.copied.resize(reading.items.size(), false);
-      a.verified[index] = true;
-      Advance(planner, reading, a, index);
+      Grow(reading, a);
+      Plan(planner, reading, a, &now);
+      const Range r{item, offset, size};
+      if (!a.error.ok()) {
+        now.clear();
+      } else if (a.planned) {
+        Take(reading, a, r, &now);
+      } else {
+        a.waiting.push_back(r);
+      }
     }
+    CopyAll(reading.step, a, now);
+    if (options.chunk_verified) options.chunk_verified(reading, item, offset, size);
+  };
+  opts.item_verified = [&](const RestoredStep& reading, size_t index) {
+    std::vector<Range> now;
+    {
+      MutexLock l(&a.mu);
+      Grow(reading, a);
+      a.verified[index] = true;
+      Plan(planner, reading, a, &now);
+    }
+    CopyAll(reading.step, a, now);
     if (options.item_verified) options.item_verified(reading, index);
   };
   auto restored = read(allocate, opts);
   Status done;
+  std::vector<Range> now;
   {
     MutexLock l(&a.mu);
     done = a.error.ok() ? restored.status() : a.error;
     if (done.ok()) {  // every item is verified now (a step with none was never reported)
+      Grow(*restored, a);
       a.verified.assign(restored->items.size(), true);
-      a.copied.resize(restored->items.size(), false);
-      Advance(planner, *restored, a, std::string::npos);
+      Plan(planner, *restored, a, &now);
+      // What no chunk report covered (a reader that reports items only).
+      for (size_t i = 0; i < restored->items.size() && a.planned; ++i) {
+        const uint64_t size = restored->items[i].data.size();
+        if (a.handed[i] < size) Take(*restored, a, Range{i, 0, size}, &now);
+      }
       done = a.error;
     }
+  }
+  CopyAll(restored.ok() ? restored->step : -1, a, now);
+  {
+    MutexLock l(&a.mu);
+    if (done.ok()) done = a.error;
   }
   // Later work on each destination's stream follows the copies, and the
   // host returns with them done (the memory read into is free again).

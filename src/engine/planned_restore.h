@@ -1,9 +1,12 @@
 // Copyright 2026 The Strata Authors.
 //
-// PlannedRestore: a restore that copies each item of the step being read to
-// its destination -- a CUDA buffer (host->device on the device's lane,
-// engine/device_lanes.h) or host memory -- as soon as the item is verified,
-// while the rest of the step is still read. Where each item goes is known
+// PlannedRestore: a restore that copies each chunk of the step being read
+// to its destination -- a CUDA buffer (host->device on the device's lane,
+// engine/device_lanes.h) or host memory -- as soon as the chunk is verified,
+// on the thread that verified it, while the rest of the step is still read.
+// A chunk in pageable memory (a step mapped from files no one page-locked,
+// as after a restart) goes through page-locked chunks (engine/host_bounce.h),
+// so the copies run at the page-locked speed and in parallel. Where each item goes is known
 // once a planner says so: at once (CudaStager::RestoreInto matches the step
 // to the caller's buffers) or once a key item is in (a state tree stored in
 // the step: CudaStager::RestorePlanned, strata.torch, strata.dcp).
@@ -39,10 +42,13 @@ class PlannedRestore {
                                                       const RestoreOptions& options)>;
 
   // `lanes` null: host destinations only. `devices`: the CUDA devices seen.
-  PlannedRestore(DeviceLanes* lanes, int devices) : lanes_(lanes), devices_(devices) {}
+  // `page_lock` false: copies from pageable memory are made from it, not
+  // through page-locked chunks (nothing is page-locked).
+  PlannedRestore(DeviceLanes* lanes, int devices, bool page_lock = true)
+      : lanes_(lanes), devices_(devices), page_lock_(page_lock) {}
 
   // Reads through `read` into the engine's memory, or `block` when it is
-  // large enough; copies each planned item as soon as it is verified and
+  // large enough; copies each planned chunk as soon as it is verified and
   // planned; then orders each destination's stream after its copies and
   // waits for them all. Returns the step read.
   StatusOr<RestoredStep> Run(const Reader& read, const Planner& planner, std::span<std::byte> block,
@@ -59,13 +65,26 @@ class PlannedRestore {
 
  private:
   struct Attempt;
-  // Plans `reading` if it can (copying, once planned, every item verified
-  // before), else copies item `index` if it is planned (npos: every one).
-  void Advance(const Planner& planner, const RestoredStep& reading, Attempt& a, size_t index);
-  Status CopyOut(int64_t step, const RestoredItem& from, const MutableDeviceItem& to);
+  struct Range;
+  // The bookkeeping of `reading`'s items sized. REQUIRES: a.mu.
+  static void Grow(const RestoredStep& reading, Attempt& a);
+  // Adds `r` to `out` if its item has a destination (where it goes filled
+  // in). REQUIRES: a.mu, the attempt planned.
+  static void Take(const RestoredStep& reading, Attempt& a, Range r, std::vector<Range>* out);
+  // Plans `reading` if it is not yet and the planner can; the chunks
+  // verified before go to `out`. REQUIRES: a.mu.
+  static void Plan(const Planner& planner, const RestoredStep& reading, Attempt& a,
+                   std::vector<Range>* out);
+  // Copies each range (the first failure becomes the attempt's error).
+  // Without a.mu: the copies from pageable memory run in parallel.
+  void CopyAll(int64_t step, Attempt& a, const std::vector<Range>& ranges);
+  // One range to its destination: host memory by memcpy; to a device on its
+  // lane, from page-locked memory directly, else through a.bounce.
+  Status Copy(int64_t step, Attempt& a, const Range& r);
 
   DeviceLanes* const lanes_;
   const int devices_;
+  const bool page_lock_;
 };
 
 }  // namespace strata

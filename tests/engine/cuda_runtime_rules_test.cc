@@ -4,19 +4,23 @@
 // only the emulated runtime shows (harness/emulated_cudart_capture.cc):
 // another thread's graph capture that Strata's calls must not break, host
 // waits that must sleep rather than spin, a refused call whose error must
-// not stay with the thread, and step files on a disk that must not be
-// page-locked. Built into cuda_tests and cuda_emulated_tests with
+// not stay with the thread, step files on a disk that must not be
+// page-locked, and page-locked chunks a copy still reads that must not be
+// handed out. Built into cuda_tests and cuda_emulated_tests with
 // cuda_stager_test.cc.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <thread>
 #include <vector>
 
 #include "cuda_stager_fixture.h"
 #include "engine/cuda_runtime.h"
+#include "engine/device_lanes.h"
+#include "engine/host_bounce.h"
 #include "strata/checkpointer.h"
 #include "strata/cuda.h"
 #include "test_util.h"
@@ -243,6 +247,49 @@ TEST_F(CudaStagerGpuTest, AFailedCopyLeavesTheThreadNoErrorToReport) {
   ASSERT_FALSE(saved.ok());
   EXPECT_NE(saved.status().message().find("\"a\""), std::string::npos) << saved.status().ToString();
   EXPECT_EQ(rt_->cudaGetLastError(), 0);
+}
+
+// The chunks a restore copies pageable bytes through: at most the bound
+// per device exist (a further Acquire waits for a Release), and a chunk
+// released with a copy still to read it is handed out again only once that
+// copy is done (the emulator runs each copy late: writing the chunk before
+// it ran would change what lands on the device).
+TEST_F(CudaStagerGpuTest, BounceChunksAreBoundedAndReusedOnlyOnceTheirCopiesAreDone) {
+  DeviceLanes lanes(*rt_);
+  HostBounce bounce(lanes, 1 << 20, 2);
+  DeviceBuffer target(*rt_, 1 << 20);
+  auto first = bounce.Acquire(0);
+  auto second = bounce.Acquire(0);
+  ASSERT_TRUE(first.ok() && second.ok() && *first != nullptr && *second != nullptr);
+  EXPECT_NE((*first)->data, (*second)->data);
+  const std::vector<uint8_t> bytes = RandomData(1 << 20, 41);
+  std::memcpy((*first)->data, bytes.data(), bytes.size());
+
+  std::atomic<bool> got{false};
+  std::thread third([&] {
+    auto chunk = bounce.Acquire(0);
+    if (!chunk.ok() || *chunk == nullptr) {
+      ADD_FAILURE() << "no chunk: " << chunk.status().ToString();
+      return;
+    }
+    EXPECT_EQ((*chunk)->data, (*first)->data);
+    got = true;
+    std::memset((*chunk)->data, 0xff, 1 << 20);  // the copy must have read it already
+    bounce.Release(*chunk, false);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(got.load()) << "a third chunk was handed out beyond the bound of two";
+  lanes.Begin();
+  Status copied = lanes.Copy(0, nullptr, target.data(), (*first)->data, bytes.size(),
+                             cuda::kMemcpyHostToDevice, "a chunk");
+  if (copied.ok()) copied = lanes.Record(0, (*first)->copied);
+  bounce.Release(*first, copied.ok());  // whatever happened: the thread must get a chunk
+  third.join();
+  ASSERT_TRUE(copied.ok()) << copied.ToString();
+  EXPECT_TRUE(got.load());
+  ASSERT_TRUE(lanes.Sync().ok());
+  EXPECT_EQ(target.Download(), bytes);
+  bounce.Release(*second, false);
 }
 
 }  // namespace

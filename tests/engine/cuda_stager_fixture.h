@@ -42,6 +42,13 @@ inline std::optional<size_t> EmulatedLockedBytes() {
   return std::nullopt;
 }
 
+// The asynchronous copies so far between a device and pageable host memory
+// on the emulated runtime; nullopt on a real one.
+inline std::optional<size_t> EmulatedPageableCopies() {
+  if (auto* fn = EmulatorHook<size_t()>("strata_emulated_cuda_pageable_copies")) return fn();
+  return std::nullopt;
+}
+
 // Device memory for a test, freed with it.
 class DeviceBuffer {
  public:

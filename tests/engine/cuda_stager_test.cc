@@ -86,9 +86,12 @@ TEST_F(CudaStagerGpuTest, BlockingSaveAndRestoreAreBitExactForEverySize) {
   into.push_back({"w", DType::kFloat32, {10, 100}, floats.data(), floats.size(), 0, nullptr});
   std::vector<uint8_t> host_back(host.size());
   into.push_back({"host", DType::kInt64, {17}, host_back.data(), host_back.size(), -1, nullptr});
+  const std::optional<size_t> pageable = EmulatedPageableCopies();
   auto step = stager_->RestoreInto(into);
   ASSERT_TRUE(step.ok()) << step.status().ToString();
   EXPECT_EQ(*step, 1);
+  // The step's files are the page-locked ones the save copied into.
+  EXPECT_EQ(EmulatedPageableCopies(), pageable);
   for (size_t i = 0; i < sizes.size(); ++i) EXPECT_EQ(buffers[i]->Download(), bytes[i]) << i;
   EXPECT_EQ(floats.Download(), float_bytes);
   EXPECT_EQ(host_back, host);
@@ -237,8 +240,12 @@ TEST_F(CudaStagerGpuTest, PageableStagingStillSavesAndRestores) {
   EXPECT_EQ(OnDisk(1, "a"), bytes);
   a.Fill(0);
   MutableDeviceItem target = Target("a", a);
+  const std::optional<size_t> pageable = EmulatedPageableCopies();
   ASSERT_TRUE(stager_->RestoreInto({&target, 1}).ok());
   EXPECT_EQ(a.Download(), bytes);
+  if (pageable) {
+    EXPECT_GT(EmulatedPageableCopies(), pageable);  // no page-locked chunks either
+  }
 }
 
 TEST_F(CudaStagerGpuTest, ItemsOnSeveralDevicesAndBadOrdinalsAreRefused) {
@@ -454,9 +461,16 @@ TEST_F(CudaStagerGpuTest, APlannedRestoreCopiesEachItemToItsDevice) {
   // The same without a checkpointer (a directory another component owns),
   // and the snapshot copy DCP's stager makes.
   a.Fill(0);
+  ASSERT_EQ(rt_->cudaSetDevice(last), 0);
+  b.Fill(0);
+  ASSERT_EQ(rt_->cudaSetDevice(0), 0);
+  const std::optional<size_t> pageable = EmulatedPageableCopies();
   auto again = RestoreStepPlanned(dir_.path(), 3, "tree", plan, 2);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(a.Download(), abytes);
+  EXPECT_EQ(b.Download(), bbytes);
+  EXPECT_EQ(EmulatedPageableCopies(),
+            pageable);  // read into ordinary memory, copied through chunks
   std::vector<std::byte> ahost(a.size()), bhost(b.size());
   std::vector<std::byte*> dst = {ahost.data(), bhost.data()};
   ASSERT_TRUE(CopyToHost(std::vector<DeviceItem>{Saved("a", a, 0), Saved("b", b, last)}, dst).ok());
@@ -465,6 +479,89 @@ TEST_F(CudaStagerGpuTest, APlannedRestoreCopiesEachItemToItsDevice) {
   auto refused = CopyToHost(std::vector<DeviceItem>{Saved("a", a, devices_)}, dst);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.message().find("\"a\""), std::string::npos) << refused.ToString();
+}
+
+// The restore of a restarted job: the step's files are mapped by a
+// checkpointer that never page-locked them (as in a fresh process). Every
+// copy to a device goes through page-locked chunks, none from the pageable
+// mapping (such a copy holds the reading thread and runs at a fraction of
+// the speed); the bytes are exact, on each device, and the chunks are
+// freed once the restore returns.
+TEST_F(CudaStagerGpuTest, ARestartedJobRestoresThroughPageLockedChunks) {
+  const int last = devices_ - 1;
+  const std::vector<size_t> sizes = {(9 << 20) + 5, 4096, 100, 1, 0};
+  std::vector<std::unique_ptr<DeviceBuffer>> buffers;
+  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<DeviceItem> items;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    buffers.push_back(std::make_unique<DeviceBuffer>(*rt_, sizes[i]));
+    bytes.push_back(RandomData(sizes[i], 20 + static_cast<uint32_t>(i)));
+    buffers.back()->Upload(bytes.back());
+    items.push_back(Saved("d" + std::to_string(i), *buffers.back()));
+  }
+  ASSERT_EQ(rt_->cudaSetDevice(last), 0);
+  DeviceBuffer other(*rt_, (5 << 20) + 3);
+  const auto other_bytes = RandomData(other.size(), 30);
+  other.Upload(other_bytes);
+  ASSERT_EQ(rt_->cudaSetDevice(0), 0);
+  items.push_back(Saved("other", other, last));
+  std::vector<uint8_t> host = RandomData(777, 31);
+  items.push_back({"host", DType::kUInt8, {777}, host.data(), host.size(), -1, nullptr});
+  ASSERT_TRUE(stager_->Save(1, items).ok());
+  ASSERT_TRUE(ckpt_->Wait().ok());
+
+  ReopenKeeping(3);
+  CudaStagerOptions options;
+  options.reserve_after_restore = false;  // nothing page-locked for a next save
+  OpenStager(options);
+  std::vector<MutableDeviceItem> into;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    buffers[i]->Fill(0);
+    into.push_back(Target("d" + std::to_string(i), *buffers[i]));
+  }
+  ASSERT_EQ(rt_->cudaSetDevice(last), 0);
+  other.Fill(0);
+  ASSERT_EQ(rt_->cudaSetDevice(0), 0);
+  into.push_back(Target("other", other, last));
+  std::vector<uint8_t> host_back(host.size());
+  into.push_back({"host", DType::kUInt8, {777}, host_back.data(), host_back.size(), -1, nullptr});
+  const std::optional<size_t> locked = EmulatedLockedBytes();
+  const std::optional<size_t> pageable = EmulatedPageableCopies();
+  auto step = stager_->RestoreInto(into);
+  ASSERT_TRUE(step.ok()) << step.status().ToString();
+  EXPECT_EQ(*step, 1);
+  EXPECT_EQ(EmulatedPageableCopies(), pageable);
+  EXPECT_EQ(EmulatedLockedBytes(), locked);
+  for (size_t i = 0; i < sizes.size(); ++i) EXPECT_EQ(buffers[i]->Download(), bytes[i]) << i;
+  ASSERT_EQ(rt_->cudaSetDevice(last), 0);
+  EXPECT_EQ(other.Download(), other_bytes);
+  ASSERT_EQ(rt_->cudaSetDevice(0), 0);
+  EXPECT_EQ(host_back, host);
+}
+
+// Where nothing can be page-locked (a process past its RLIMIT_MEMLOCK), a
+// restart's restore copies from pageable memory instead, bit for bit.
+TEST_F(CudaStagerGpuTest, ARestoreThatCannotPageLockCopiesFromPageableMemory) {
+  auto* refuse = EmulatorHook<void(bool)>("strata_emulated_cuda_refuse_page_locking");
+  if (refuse == nullptr) GTEST_SKIP() << "needs the emulated runtime to refuse page-locking";
+  DeviceBuffer a(*rt_, (5 << 20) + 1);
+  const auto bytes = RandomData(a.size(), 50);
+  a.Upload(bytes);
+  ASSERT_TRUE(stager_->Save(1, std::vector<DeviceItem>{Saved("a", a)}).ok());
+  ASSERT_TRUE(ckpt_->Wait().ok());
+  ReopenKeeping(3);
+  CudaStagerOptions options;
+  options.reserve_after_restore = false;
+  OpenStager(options);
+  a.Fill(0);
+  const std::optional<size_t> pageable = EmulatedPageableCopies();
+  refuse(true);
+  MutableDeviceItem target = Target("a", a);
+  auto step = stager_->RestoreInto({&target, 1});
+  refuse(false);
+  ASSERT_TRUE(step.ok()) << step.status().ToString();
+  EXPECT_EQ(a.Download(), bytes);
+  EXPECT_GT(EmulatedPageableCopies(), pageable);
 }
 
 }  // namespace

@@ -49,7 +49,11 @@
 //    use (on a GPU, hundreds of MiB of that device's memory).
 //  * strata_emulated_cuda_locked_bytes(), not the runtime's, tells a test
 //    how much memory is page-locked, so it can see that what was locked is
-//    released.
+//    released; strata_emulated_cuda_pageable_copies() how many asynchronous
+//    copies touched pageable memory, so it can see that a path meant to
+//    copy from page-locked memory does; and
+//    strata_emulated_cuda_refuse_page_locking() makes page-locking fail, so
+//    it can see what works without.
 //  * Stream capture's rules for other threads and host waits that would
 //    spin a core: emulated_cudart_capture.cc.
 //
@@ -88,6 +92,8 @@ thread_local bool context_current = false;
 
 namespace {
 std::atomic<uint64_t> contexts_made{0};  // bit d: device d's primary context
+// Set by a test: page-locking fails, as past RLIMIT_MEMLOCK.
+std::atomic<bool> refuse_page_locking{false};
 }  // namespace
 
 void UseContext() {
@@ -187,6 +193,7 @@ class Runtime {
     for (const auto& [start, region] : locked_) n += region.size;
     return n;
   }
+  size_t PageableAsyncCopies() const { return pageable_async_copies_.load(); }
 
  private:
   // Where `n` bytes at `p` are, in this library's view: the bytes to touch,
@@ -222,6 +229,7 @@ class Runtime {
   std::map<int, std::unique_ptr<Stream>> defaults_ GUARDED_BY(mu_);  // by device
   std::map<Event*, std::unique_ptr<Event>> events_ GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Event>> retired_events_ GUARDED_BY(mu_);
+  std::atomic<size_t> pageable_async_copies_{0};
 };
 
 // The process's runtime: made on first use, never destroyed (the default
@@ -341,6 +349,9 @@ int Runtime::Free(void* p) {
 
 int Runtime::HostAlloc(void** out, size_t size) {
   if (out == nullptr) return Fail(kInvalidValue, "cudaHostAlloc: null result pointer");
+  if (refuse_page_locking.load()) {
+    return Fail(kMemoryAllocation, "cudaHostAlloc(" + std::to_string(size) + "): refused (test)");
+  }
   void* p = mmap(nullptr, std::max<size_t>(size, 1), PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
@@ -373,6 +384,9 @@ int Runtime::FreeHost(void* p) {
 }
 
 int Runtime::HostRegister(void* p, size_t size) {
+  if (refuse_page_locking.load()) {
+    return Fail(kMemoryAllocation, "cudaHostRegister(" + Hex(p) + "): refused (test)");
+  }
   if (p == nullptr || size == 0) {
     return Fail(kInvalidValue, "cudaHostRegister(" + Hex(p) + ", " + std::to_string(size) + ")");
   }
@@ -464,6 +478,7 @@ int Runtime::Memcpy(void* dst, const void* src, size_t n, int kind, void* stream
       if (locked != 0) ReleaseLocked(locked);
     });
   }
+  if (async && pageable) pageable_async_copies_.fetch_add(1);
   if (!async || pageable) s->Synchronize(ticket);
   return kSuccess;
 }
@@ -622,19 +637,22 @@ int Runtime::LaunchHostFunc(void* stream, void (*fn)(void*), void* data) {
 
 int Runtime::PointerAttributes(void* attributes, const void* p) {
   if (attributes == nullptr) return Fail(kInvalidValue, "cudaPointerGetAttributes: null result");
-  // struct cudaPointerAttributes {type; device; devicePointer; hostPointer}.
+  // struct cudaPointerAttributes {type; device; devicePointer; hostPointer;
+  // reserved[8]}: all 88 bytes written, as CUDA 13's runtime writes them, so
+  // a caller that passes less memory overflows it under ASan as on a GPU.
   struct {
     int type;  // cudaMemoryType: 0 unregistered, 1 host (page-locked), 2 device
     int device;
     void* device_pointer;
     void* host_pointer;
-  } out{0, -2, nullptr, nullptr};
+    long reserved[8];
+  } out{0, -2, nullptr, nullptr, {}};
   MutexLock l(&mu_);
   const auto a = reinterpret_cast<uintptr_t>(p);
   if (const auto* found = DeviceAt(a)) {
-    out = {2, found->second.device, const_cast<void*>(p), nullptr};
+    out = {2, found->second.device, const_cast<void*>(p), nullptr, {}};
   } else if (LockedAt(a) != locked_.end()) {
-    out = {1, current_device, const_cast<void*>(p), const_cast<void*>(p)};
+    out = {1, current_device, const_cast<void*>(p), const_cast<void*>(p), {}};
   }
   std::memcpy(attributes, &out, sizeof out);
   return kSuccess;
@@ -733,11 +751,12 @@ int cudaDeviceSynchronize() {
   return Unsafe("cudaDeviceSynchronize", [&] { return Used().DeviceSynchronize(); });
 }
 
-// Calls torch makes beyond Strata's that need the runtime's state; the
-// rest of torch's are in emulated_cudart_queries.cc.
 int cudaPointerGetAttributes(void* attributes, const void* ptr) {
   return Used().PointerAttributes(attributes, ptr);
 }
+
+// Calls torch makes beyond Strata's that need the runtime's state; the
+// rest of torch's are in emulated_cudart_queries.cc.
 int cudaStreamQuery(void* stream) {
   return Unsafe("cudaStreamQuery", [&] { return Used().StreamQuery(stream); });
 }
@@ -751,5 +770,15 @@ int cudaLaunchHostFunc(void* stream, void (*fn)(void*), void* data) {
 // Not the runtime's: for tests, the bytes page-locked now (cudaHostAlloc's
 // and cudaHostRegister's).
 size_t strata_emulated_cuda_locked_bytes() { return TheRuntime().LockedBytes(); }
+// Not the runtime's: cudaMemcpyAsync calls so far between a device and
+// pageable host memory (synchronous for the host, and on a GPU a fraction
+// of a page-locked copy's speed).
+size_t strata_emulated_cuda_pageable_copies() { return TheRuntime().PageableAsyncCopies(); }
+// Not the runtime's: while `refuse` is set, cudaHostAlloc and
+// cudaHostRegister fail with cudaErrorMemoryAllocation (as a process past
+// its RLIMIT_MEMLOCK sees), so a test can check what works without.
+void strata_emulated_cuda_refuse_page_locking(bool refuse) {
+  strata::emulated_cuda::refuse_page_locking.store(refuse);
+}
 
 }  // extern "C"
