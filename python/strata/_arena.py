@@ -27,8 +27,9 @@ class _Arena:
     page-locking fails it is ordinary memory and a RuntimeWarning says so
     once per process."""
 
-    def __init__(self) -> None:
+    def __init__(self, pin: bool = True) -> None:
         self.buffer: Optional[torch.Tensor] = None
+        self._pin = pin  # False: ordinary memory (a one-off copy, freed with the tensors)
         self._registered = 0  # the address page-locked, or 0
 
     @property
@@ -41,7 +42,7 @@ class _Arena:
         nbytes = (max(nbytes, 1) + (1 << 16) - 1) & ~((1 << 16) - 1)
         self.release()  # the old one first
         buffer = torch.empty(nbytes, dtype=torch.uint8)
-        if torch.cuda.is_available():
+        if self._pin and torch.cuda.is_available():
             try:
                 strata.page_lock(buffer.data_ptr(), nbytes)
                 self._registered = buffer.data_ptr()
@@ -115,43 +116,48 @@ def stage_state_dict(state_dict: Any) -> Any:
     process, shared by all callers of this function; thread-safe, callers
     take turns."""
     with _stage_lock:
-        staged: List[_StagedTensor] = []
+        return _stage(state_dict, _arena)
 
-        def collect(value: Any) -> Any:
-            if _is_dtensor(value):
-                return _StagedDTensor(value, collect(value.to_local()))
-            if isinstance(value, torch.Tensor):
-                t = value.detach().resolve_conj().resolve_neg()
-                if t.layout != torch.strided or t.is_quantized:
-                    raise TypeError("stage_state_dict: only dense tensors are supported")
-                bits = _bits(t)
-                if not bits.is_contiguous():
-                    bits = bits.contiguous()  # on its device; the copy reads one block
-                if not (bits.is_cuda or bits.is_cpu):
-                    bits = bits.cpu()
-                staged.append(_StagedTensor(bits, t.dtype, tuple(t.shape)))
-                return staged[-1]
-            return _map_containers(value, collect)
 
-        plan = collect(state_dict)
-        _copy(_arena, staged)
-        buffer = _arena.buffer
+def _stage(state_dict: Any, arena: _Arena) -> Any:
+    """stage_state_dict()'s work, into `arena`."""
+    staged: List[_StagedTensor] = []
 
-        def build(node: Any) -> Any:
-            if isinstance(node, _StagedTensor):
-                n = node.source.numel() * node.source.element_size()
-                if n == 0:
-                    return torch.empty(node.shape, dtype=node.dtype)
-                raw = buffer[node.offset:node.offset + n]
-                return raw.view(node.source.dtype).view(node.source.shape).view(node.dtype)
-            if isinstance(node, _StagedDTensor):
-                # Over the staged shard itself: from_local() would move it to
-                # the mesh's device (a copy of the state in GPU memory again).
-                d = node.dtensor
-                return type(d)(build(node.local), d._spec, requires_grad=False)
-            return _map_containers(node, build)
+    def collect(value: Any) -> Any:
+        if _is_dtensor(value):
+            return _StagedDTensor(value, collect(value.to_local()))
+        if isinstance(value, torch.Tensor):
+            t = value.detach().resolve_conj().resolve_neg()
+            if t.layout != torch.strided or t.is_quantized:
+                raise TypeError("stage_state_dict: only dense tensors are supported")
+            bits = _bits(t)
+            if not bits.is_contiguous():
+                bits = bits.contiguous()  # on its device; the copy reads one block
+            if not (bits.is_cuda or bits.is_cpu):
+                bits = bits.cpu()
+            staged.append(_StagedTensor(bits, t.dtype, tuple(t.shape)))
+            return staged[-1]
+        return _map_containers(value, collect)
 
-        return build(plan)
+    plan = collect(state_dict)
+    _copy(arena, staged)
+    buffer = arena.buffer
+
+    def build(node: Any) -> Any:
+        if isinstance(node, _StagedTensor):
+            n = node.source.numel() * node.source.element_size()
+            if n == 0:
+                return torch.empty(node.shape, dtype=node.dtype)
+            raw = buffer[node.offset:node.offset + n]
+            return raw.view(node.source.dtype).view(node.source.shape).view(node.dtype)
+        if isinstance(node, _StagedDTensor):
+            # Over the staged shard itself: from_local() would move it to
+            # the mesh's device (a copy of the state in GPU memory again).
+            d = node.dtensor
+            return type(d)(build(node.local), d._spec, requires_grad=False)
+        return _map_containers(node, build)
+
+    return build(plan)
 
 
 def release_staged() -> None:

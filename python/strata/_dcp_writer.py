@@ -8,6 +8,7 @@ import os
 from collections import ChainMap
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
+import torch
 from torch.distributed.checkpoint.default_planner import create_default_global_save_plan
 from torch.distributed.checkpoint.filesystem import CURRENT_DCP_VERSION
 from torch.distributed.checkpoint.metadata import Metadata, MetadataIndex
@@ -18,7 +19,7 @@ from torch.futures import Future
 
 import strata
 from strata import dcp_metadata
-from strata._arena import stage_state_dict
+from strata._arena import _Arena, _stage, stage_state_dict
 from strata._dcp_copies import METADATA_ITEM, _group_rank, _handshake
 from strata._dcp_items import _hashed_name, _item_name, _nbytes, _parse_step, _to_item
 
@@ -91,6 +92,7 @@ class StrataStorageWriter(StorageWriter, AsyncStager):
         self._step: Optional[int] = None    # from reset(checkpoint_id)
         self._saving: Optional[int] = None  # the step of the save under way
         self._writing: Optional[int] = None  # the step write_data is writing, in DCP's thread
+        self._staged = False  # stage() filled the arena for an async save not yet written
         self._rank: Optional[int] = None     # from set_up_storage_writer, else the default group
         self._local_items: List[Any] = []    # the rank's whole local plan, for write_data
         self.last_result: Optional[strata.SaveResult] = None
@@ -165,10 +167,11 @@ class StrataStorageWriter(StorageWriter, AsyncStager):
         planner gave this rank."""
         metadata, world = plan.storage_data
         _check_planner(planner, metadata)
+        resolved, live = self._on_host([planner.resolve_data(i) for i in self._local_items])
         items, sizes = {}, {}
-        for item in self._local_items:
+        for item, data in zip(self._local_items, resolved):
             name = metadata.storage_data[item.index][0]
-            items[name] = _to_item(planner.resolve_data(item))
+            items[name] = _to_item(data)
             sizes[item.index] = _nbytes(items[name])
         results = [WriteResult(index=item.index, size_in_bytes=sizes[item.index],
                                storage_data=metadata.storage_data[item.index][0])
@@ -182,9 +185,26 @@ class StrataStorageWriter(StorageWriter, AsyncStager):
             self.last_result = self._checkpointer().save(self._saving, items)
         finally:
             self._writing = None
+            if not live:
+                self._staged = False  # an async save's snapshot, written (or failed)
         future: Future = Future()
         future.set_result(results)
         return future
+
+    def _on_host(self, resolved: List[Any]) -> Tuple[List[Any], bool]:
+        """A synchronous save's CUDA tensors copied to host memory in one
+        batch (strata.copy_to_host: each on a stream of Strata's own per
+        device, after the device's current stream), not one synchronous
+        .cpu() each: into stage()'s page-locked arena, or, while that holds
+        an async save's snapshot still to be written, into ordinary memory
+        freed after the save. Returns the items and whether any was live
+        on a device (an async save's items are staged already)."""
+        live = {i: d for i, d in enumerate(resolved)
+                if isinstance(d, torch.Tensor) and d.is_cuda}
+        if not live:
+            return resolved, False
+        staged = _stage(live, _Arena(pin=False)) if self._staged else stage_state_dict(live)
+        return [staged.get(i, d) for i, d in enumerate(resolved)], True
 
     def finish(self, metadata: Metadata, results: List[List[WriteResult]]) -> None:
         """Nothing is left: each rank's write_data committed its step with the
@@ -202,7 +222,9 @@ class StrataStorageWriter(StorageWriter, AsyncStager):
             raise strata.FailedPreconditionError(
                 f"dcp.async_save: step {writing} is still being written from the staging "
                 "memory this save would reuse; wait for its future first")
-        return stage_state_dict(state_dict)
+        staged = stage_state_dict(state_dict)
+        self._staged = True
+        return staged
 
     def synchronize_staging(self) -> None:
         """Nothing to wait for: stage() returns a finished copy."""

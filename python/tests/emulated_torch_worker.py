@@ -28,6 +28,7 @@ from test_torch_staging import await_reserved, data_files  # this file's folder 
 
 EMULATOR = ctypes.CDLL(os.environ["STRATA_CUDART"])
 EMULATOR.strata_emulated_cuda_locked_bytes.restype = ctypes.c_size_t
+EMULATOR.strata_emulated_cuda_pageable_copies.restype = ctypes.c_size_t
 
 
 def locked_bytes():
@@ -395,6 +396,38 @@ def dcp_round_trip(directory):
             assert same_bits(v, expected[k]), f"step {step}: {k}"
 
 
+def a_synchronous_dcp_save_copies_in_one_batch(directory):
+    """A synchronous dcp.save of CUDA tensors through StrataStorageWriter
+    copies them into the page-locked arena in one batch: no copy from a
+    device into pageable memory (a .cpu() per tensor makes one each). While
+    an async save's snapshot is still in the arena, it copies into ordinary
+    memory instead and leaves the snapshot as it was."""
+    g = torch.Generator().manual_seed(8)
+    expected = {f"w{i}": torch.randn(32, 16, generator=g) for i in range(8)}
+    expected["h"] = torch.randn(64, generator=g).to(torch.bfloat16)
+    sd = {k: v.to(f"cuda:{i % 2}") for i, (k, v) in enumerate(expected.items())}
+    sd["step"] = expected["step"] = torch.tensor(3.0)
+    writer = strata.dcp.StrataStorageWriter(directory)
+    before = EMULATOR.strata_emulated_cuda_pageable_copies()
+    dcp.save(sd, storage_writer=writer, checkpoint_id=1)
+    assert EMULATOR.strata_emulated_cuda_pageable_copies() == before, \
+        "a synchronous save copied from a device into pageable memory"
+
+    snapshot = writer.stage(sd)  # an async save's, not yet written
+    kept = {k: v.clone() for k, v in snapshot.items()}
+    doubled = {k: (v * 2).to(sd[k].device) for k, v in expected.items()}
+    dcp.save(doubled, storage_writer=writer, checkpoint_id=2)
+    for k, v in kept.items():
+        assert same_bits(snapshot[k], v), f"the synchronous save overwrote the snapshot's {k}"
+    writer.close()
+    for step, want in ((1, expected), (2, {k: v * 2 for k, v in expected.items()})):
+        target = {k: torch.zeros_like(v) for k, v in want.items()}
+        dcp.load(target, storage_reader=strata.dcp.StrataStorageReader(directory),
+                 checkpoint_id=step)
+        for k, v in want.items():
+            assert same_bits(target[k], v), f"step {step}: {k}"
+
+
 def has_context(device):
     return torch._C._cuda_hasPrimaryContext(device)
 
@@ -517,7 +550,8 @@ def staging_a_dtensor_on_a_cuda_mesh(directory):
 CASES = {f.__name__: f for f in (devices_as_torch_sees_them, blocking_save, overlapped_save,
                                  overlapped_save_on_side_streams, a_change_outside_the_step,
                                  a_wait_from_another_thread, dcp_round_trip, one_device_of_two,
-                                 two_optimizers_on_two_streams, staging_a_dtensor_on_a_cuda_mesh)}
+                                 two_optimizers_on_two_streams, staging_a_dtensor_on_a_cuda_mesh,
+                                 a_synchronous_dcp_save_copies_in_one_batch)}
 
 if __name__ == "__main__":
     CASES[sys.argv[1]](sys.argv[2])

@@ -43,7 +43,8 @@ def test_stager_binding_on_the_emulated_runtime(case, scratch):
 TORCH_CASES = ["devices_as_torch_sees_them", "blocking_save", "overlapped_save",
                "overlapped_save_on_side_streams", "a_change_outside_the_step",
                "a_wait_from_another_thread", "dcp_round_trip", "one_device_of_two",
-               "two_optimizers_on_two_streams", "staging_a_dtensor_on_a_cuda_mesh"]
+               "two_optimizers_on_two_streams", "staging_a_dtensor_on_a_cuda_mesh",
+               "a_synchronous_dcp_save_copies_in_one_batch"]
 
 
 @pytest.mark.parametrize("case", TORCH_CASES)
