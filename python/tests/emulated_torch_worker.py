@@ -188,7 +188,8 @@ def blocking_save(directory):
     step's page-locked files; a restore puts each tensor back into the live model and
     optimizer on its device. The staging is reserved ahead
     (by the first optimizer step of a fresh start), page-locked, and the
-    first save's files are those; closing releases every page it locked."""
+    first save's files are those; closing releases every page it locked.
+    A restart's restore copies through page-locked chunks."""
     m = model(0)
     opt = CopyAdam(m.parameters())
     values = odd_values()
@@ -234,6 +235,15 @@ def blocking_save(directory):
         check_state(m3, opt3, snapshot(*trained(0, 2)), "restored onto the other devices")
     torch._C._host_emptyCache()  # torch's own page-locked blocks (pin_memory, copies)
     assert locked_bytes() == 0, locked_bytes()  # and every step file Strata locked
+    # A restarted job's restore: a checkpointer opened anew, whose step
+    # files nobody page-locked. Every copy to a device goes through
+    # page-locked chunks, none from the pageable files.
+    m4, opt4 = trained(9, 1)
+    with strata.torch.Checkpointer(directory, preemption_signals=[]) as ckpt:
+        pageable = EMULATOR.strata_emulated_cuda_pageable_copies()
+        assert ckpt.restore({"model": m4, "optimizer": opt4, "values": None}) == 2
+        assert EMULATOR.strata_emulated_cuda_pageable_copies() == pageable
+        check_state(m4, opt4, snapshot(*trained(0, 2)), "restored after a restart")
 
 
 def overlapped_save(directory, side_streams=False):
