@@ -118,9 +118,11 @@ class CudaStagerImpl final : public CudaStager, public MemoryRegistrar {
         std::to_string(n) + " bytes of step files, on device " + std::to_string(home_.load()));
   }
   void Unregister(void* p) override {
-    rt_->Check(OnHome([&] { return rt_->cudaHostUnregister(p); }, /*release=*/true),
-               "cudaHostUnregister", "step files")
-        .IgnoreError();  // the pages are unmapped next whatever it says
+    // The pages are unmapped next whatever it says; a refusal is logged (the
+    // runtime may keep them locked until the process exits).
+    Status s = rt_->Check(OnHome([&] { return rt_->cudaHostUnregister(p); }, /*release=*/true),
+                          "cudaHostUnregister", "step files");
+    if (!s.ok()) Log()->warn("unlocking step files mapped at {}: {}", p, s.message());
   }
 
  private:
@@ -685,7 +687,8 @@ void PageUnlock(void* p) {
   const cuda::Runtime* rt = ProcessRuntime(&devices);
   if (rt == nullptr || p == nullptr) return;
   cuda::CaptureRelaxed relaxed(*rt);
-  rt->Check(rt->cudaHostUnregister(p), "cudaHostUnregister", "host memory").IgnoreError();
+  Status s = rt->Check(rt->cudaHostUnregister(p), "cudaHostUnregister", "host memory");
+  if (!s.ok()) Log()->warn("unlocking host memory at {}: {}", p, s.message());
 }
 
 StatusOr<RestoredStep> RestoreStepPlanned(const std::string& dir, int64_t step,
