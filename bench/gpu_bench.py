@@ -24,7 +24,8 @@ run's pinned copy of the same state:
              disk; restore into the live model and optimizer, in the process
              that saved and after a restart (a checkpointer opened anew, the
              step files not page-locked)
-  dcp        dcp.async_save and dcp.load through Strata (StrataStorageWriter,
+  dcp        dcp.async_save, a synchronous dcp.save (until committed) and
+             dcp.load through Strata (StrataStorageWriter,
              StrataStorageReader); DCP's own dcp.load and torch.load +
              load_state_dict as baselines
 
@@ -368,14 +369,21 @@ def dcp_rows(r, scratch, model, opt, reps, device, lim_d2h, lim_h2d):
         futures.append(dcp.async_save({"model": model.state_dict(), "optimizer": opt.state_dict()},
                                       storage_writer=writer, checkpoint_id=next(steps)))
 
+    def save_now():  # TorchTitan's async_mode "disabled", and its on-demand step
+        dcp.save({"model": model.state_dict(), "optimizer": opt.state_dict()},
+                 storage_writer=writer, checkpoint_id=next(steps))
+
     try:
         save()
         drain()
         t = r.row("dcp.async_save through Strata returns", timed(save, reps, before=drain))
         drain()
+        sync_s = r.row("dcp.save (synchronous) through Strata, committed",
+                       timed(save_now, reps, device=device))
     finally:
         writer.close()
     r.ratio("dcp_async_save_vs_d2h", t / lim_d2h, "<= 1.1")
+    r.ratio("dcp_save_sync_vs_d2h", sync_s / lim_d2h, "report")
 
     def strata_load():
         target = {"model": model.state_dict(), "optimizer": opt.state_dict()}
