@@ -39,8 +39,8 @@ StatusOr<std::unique_ptr<HostBounce::Chunk>> HostBounce::Make(int device) const 
   Status s = lanes_.Use(device, relaxed);
   if (s.ok()) {
     s = rt.Check(rt.cudaHostAlloc(&p, chunk_bytes_, cuda::kHostAllocPortable), "cudaHostAlloc",
-                 std::to_string(chunk_bytes_) + " bytes to copy to device " +
-                     std::to_string(device) + " through");
+                 "a page-locked chunk of " + std::to_string(chunk_bytes_) + " bytes for device " +
+                     std::to_string(device));
   }
   if (!s.ok()) {
     if (rt.cudaEventDestroy(chunk->copied) != 0) rt.cudaGetLastError();

@@ -109,10 +109,14 @@ Status PlannedRestore::Copy(int64_t step, Attempt& a, const Range& r) {
   const std::string what = "restoring step " + std::to_string(step) + " item \"" + to.name + "\"";
   bool locked = true;
   if (a.bounce) {
-    STRATA_ASSIGN_OR_RETURN(locked, lanes_->PageLocked(to.device, r.from));
+    auto asked = lanes_->PageLocked(to.device, r.from);
+    if (!asked.ok()) return asked.status().WithContext(what);
+    locked = *asked;
   }
   for (uint64_t done = 0; !locked && done < r.size;) {
-    STRATA_ASSIGN_OR_RETURN(HostBounce::Chunk* const chunk, a.bounce->Acquire(to.device));
+    auto acquired = a.bounce->Acquire(to.device);
+    if (!acquired.ok()) return acquired.status().WithContext(what);
+    HostBounce::Chunk* const chunk = *acquired;
     if (chunk == nullptr) {  // nothing can be page-locked
       if (!a.warned.exchange(true)) {
         Log()->warn("{}: copying from pageable memory, at a fraction of the speed: {}", what,
@@ -221,7 +225,7 @@ StatusOr<RestoredStep> PlannedRestore::Run(const Reader& read, const Planner& pl
       done = a.error;
     }
   }
-  CopyAll(restored.ok() ? restored->step : -1, a, now);
+  if (!now.empty()) CopyAll(restored->step, a, now);  // only when the step was read
   {
     MutexLock l(&a.mu);
     if (done.ok()) done = a.error;
