@@ -40,9 +40,9 @@
 #include <string>
 #include <vector>
 
-#include "agent/store/ram_disk.h"
 #include "util/file_util.h"
 #include "util/logging.h"
+#include "util/ram_disk.h"
 
 namespace strata::agent_bench {
 
@@ -277,7 +277,7 @@ Status SetUpAndRun(Bench& b, uint64_t state_bytes, const std::vector<std::string
       peer->endpoint().ToString().c_str(), b.trust.Describe().c_str(), b.scratch.c_str());
   // The ratios depend on the scratch's page size (docs/performance.md has
   // both); say which one this run has.
-  const agent::RamDisk disk = agent::DescribeRamDisk(b.scratch);
+  const RamDisk disk = DescribeRamDisk(b.scratch);
   std::printf(
       "agent_bench: scratch pages: %s\n",
       disk.HugePages()

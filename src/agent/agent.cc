@@ -10,10 +10,10 @@
 #include <sys/socket.h>
 
 #include "agent/plan/planner.h"
-#include "agent/store/ram_disk.h"
 #include "format/naming.h"
 #include "util/file_util.h"
 #include "util/logging.h"
+#include "util/ram_disk.h"
 
 namespace strata::agent {
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/file_region.h"
 #include "strata/catalog.h"
 #include "strata/checkpointer.h"
 #include "strata/env.h"
@@ -112,10 +113,6 @@ Status ReadOwned(Env* env, ThreadPool* pool, const std::string& steps_dir, const
 // unmaps, or the slot's region, which it does not own. UNIMPLEMENTED where
 // the Env cannot map files (read them instead). The first corruption is
 // DATA_LOSS naming the step, item, chunk and file.
-struct HeldRegion {
-  std::span<std::byte> region;
-  std::vector<size_t> file_offset;
-};
 StatusOr<RestoredStep> VerifyMapped(Env* env, ThreadPool* pool, const std::string& step_dir,
                                     const StepInfo& info, const HeldRegion* held,
                                     const RestoreOptions& options);

@@ -100,42 +100,23 @@ Status ReadStepData(
 
 namespace {
 
-size_t RoundToPage(uint64_t n) {
-  static const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  return (n + page - 1) & ~(page - 1);
-}
-
-// Maps every data file of `info` read-only into one region, at
-// page-aligned offsets (`held->file_offset`), and faults its pages in on
-// `pool`. The region is unmapped on failure.
+// Maps every data file of `info` read-only into one region
+// (engine/file_region.h), and faults its pages in on `pool`. The region is
+// unmapped on failure.
 Status MapDataFiles(Env* env, ThreadPool* pool, const std::string& step_dir, const StepInfo& info,
                     HeldRegion* out) {
   std::vector<std::unique_ptr<ReadableFile>> files;
   STRATA_RETURN_IF_ERROR(OpenDataFiles(env, step_dir, info, &files));
-  size_t total = 0;
-  for (const FileInfo& f : info.files) {
-    out->file_offset.push_back(total);
-    total += RoundToPage(f.size);
-  }
-  if (total == 0) return Status::Ok();
-  void* base =
-      ::mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (base == MAP_FAILED) return ErrnoToStatus(errno, "reserving address space for " + step_dir);
-  out->region = std::span<std::byte>(static_cast<std::byte*>(base), total);
+  STRATA_ASSIGN_OR_RETURN(*out, ReserveFileRegion(info.files, "the data files of " + step_dir));
   for (size_t f = 0; f < files.size(); ++f) {
     if (info.files[f].size == 0) continue;
     auto mapped = files[f]->MapShared(info.files[f].size, out->region.data() + out->file_offset[f]);
     if (!mapped.ok()) {
-      ::munmap(base, total);
+      if (!out->region.empty()) ::munmap(out->region.data(), out->region.size());
       return mapped.status();
     }
   }
-  constexpr size_t kPiece = 64 << 20;
-  pool->ParallelFor((total + kPiece - 1) / kPiece, [&](size_t i) {
-    ::madvise(out->region.data() + i * kPiece, std::min(kPiece, total - i * kPiece),
-              22 /* MADV_POPULATE_READ, Linux 5.14; advisory */);
-  });
-  return Status::Ok();
+  return Populate(pool, FileSpans(*out, info.files), /*write=*/false, step_dir);
 }
 
 }  // namespace

@@ -6,42 +6,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <mutex>
 #include <set>
 
 #include "util/file_util.h"
 #include "util/logging.h"
-
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23  // Linux 5.14; older kernels answer EINVAL
-#endif
+#include "util/ram_disk.h"
 
 namespace strata {
 namespace {
-
-size_t PageSize() {
-  static const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  return page;
-}
-
-size_t PageRound(uint64_t n) { return (n + PageSize() - 1) & ~(PageSize() - 1); }
-
-// Faults in every page of `region` for writing, in 64 MiB pieces on `pool`:
-// a copy into fresh tmpfs pages otherwise takes a fault per page on the
-// copying thread. Where the kernel has no MADV_POPULATE_WRITE, a store of
-// each page's first byte (its own value) does it.
-void Populate(ThreadPool* pool, std::span<std::byte> region) {
-  constexpr size_t kPiece = 64 << 20;
-  const size_t pieces = (region.size() + kPiece - 1) / kPiece;
-  pool->ParallelFor(pieces, [&](size_t i) {
-    std::byte* p = region.data() + i * kPiece;
-    const size_t n = std::min(kPiece, region.size() - i * kPiece);
-    if (::madvise(p, n, MADV_POPULATE_WRITE) == 0) return;
-    for (size_t off = 0; off < n; off += PageSize()) {
-      auto* b = reinterpret_cast<volatile std::byte*>(p + off);
-      *b = *b;
-    }
-  });
-}
 
 // Makes `dir` hold exactly the data files of `layout` at their sizes.
 Status ShapeFiles(Env* env, const std::string& dir, const StepInfo& layout) {
@@ -60,6 +33,21 @@ Status ShapeFiles(Env* env, const std::string& dir, const StepInfo& layout) {
   return Status::Ok();
 }
 
+// Says once per process when the step files are on a tmpfs that gives them
+// 4 KiB pages (engine/file_region.h).
+void LogRamDisk(const std::string& dir) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    const RamDisk ram = DescribeRamDisk(dir);
+    if (!ram.tmpfs || ram.HugePages() || ram.huge == "advise") return;
+    Log()->info(
+        "the step files in {} are on a tmpfs with 4 KiB pages (huge={}): mounted with "
+        "huge=within_size, they are made, mapped after a restart and unmapped several times "
+        "faster (docs/python.md, \"The RAM disk\")",
+        dir, ram.huge.empty() ? "unknown" : ram.huge);
+  });
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<StepSlot>> StepSlot::Prepare(Env* env, ThreadPool* pool, std::string dir,
@@ -67,6 +55,7 @@ StatusOr<std::unique_ptr<StepSlot>> StepSlot::Prepare(Env* env, ThreadPool* pool
                                                       MemoryRegistrar* registrar) {
   std::unique_ptr<StepSlot> slot(new StepSlot(std::move(dir), layout));
   Status s = ShapeFiles(env, slot->dir_, layout);
+  if (s.ok()) LogRamDisk(Dirname(slot->dir_));
   if (s.ok()) s = slot->Map(env, pool);
   if (!s.ok()) return s.WithContext("preparing the step files in " + slot->dir_);
   slot->Register(registrar);
@@ -74,18 +63,9 @@ StatusOr<std::unique_ptr<StepSlot>> StepSlot::Prepare(Env* env, ThreadPool* pool
 }
 
 Status StepSlot::Map(Env* env, ThreadPool* pool) {
-  size_t total = 0;
-  for (const FileInfo& f : layout_.files) {
-    file_offset_.push_back(total);
-    total += PageRound(f.size);
-  }
-  if (total == 0) return Status::Ok();
-  void* base =
-      ::mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (base == MAP_FAILED) {
-    return ErrnoToStatus(errno, "reserving " + std::to_string(total) + " bytes of address space");
-  }
-  region_ = std::span<std::byte>(static_cast<std::byte*>(base), total);
+  STRATA_ASSIGN_OR_RETURN(HeldRegion held, ReserveFileRegion(layout_.files, "step files"));
+  region_ = held.region;
+  file_offset_ = held.file_offset;
   for (size_t f = 0; f < layout_.files.size(); ++f) {
     const std::string path = JoinPath(dir_, layout_.files[f].name);
     STRATA_ASSIGN_OR_RETURN(FileIdentity id, env->Identify(path));
@@ -95,8 +75,13 @@ Status StepSlot::Map(Env* env, ThreadPool* pool) {
     STRATA_RETURN_IF_ERROR(
         file->MapShared(layout_.files[f].size, region_.data() + file_offset_[f]).status());
   }
-  Populate(pool, region_);
-  return Status::Ok();
+  files_ = FileSpans(held, layout_.files);
+  for (std::span<std::byte> s : files_) {
+    mapped_ += s.size();
+    // A tmpfs mounted with huge=advise backs them with huge pages (advisory).
+    ::madvise(s.data(), s.size(), MADV_HUGEPAGE);
+  }
+  return Populate(pool, files_, /*write=*/true, "the step files");
 }
 
 StepSlot::~StepSlot() {
@@ -132,16 +117,21 @@ bool StepSlot::Intact(Env* env) const {
 }
 
 void StepSlot::Register(MemoryRegistrar* registrar) {
-  if (registered_ == registrar || region_.empty()) return;
-  if (registered_ != nullptr) registered_->Unregister(region_.data());
+  if (registered_ == registrar || files_.empty()) return;
+  if (registered_ != nullptr) {
+    for (std::span<std::byte> s : files_) registered_->Unregister(s.data());
+  }
   registered_ = nullptr;
   if (registrar == nullptr) return;
-  Status s = registrar->Register(region_.data(), region_.size());
-  if (!s.ok()) {
+  // File by file: the region's gaps between them are not memory.
+  for (size_t f = 0; f < files_.size(); ++f) {
+    Status s = registrar->Register(files_[f].data(), files_[f].size());
+    if (s.ok()) continue;
+    while (f > 0) registrar->Unregister(files_[--f].data());
     Log()->warn(
         "cannot page-lock the {} bytes of the step files in {} ({}); device copies into "
         "them will be slower",
-        region_.size(), dir_, s.message());
+        mapped_, dir_, s.message());
     return;
   }
   registered_ = registrar;

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/file_region.h"
 #include "strata/catalog.h"
 #include "strata/env.h"
 #include "strata/status.h"
@@ -67,8 +68,10 @@ class StepSlot {
   const StepInfo& layout() const { return layout_; }
   StepInfo& mutable_layout() { return layout_; }
   std::byte* data(size_t item) const;
-  // The bytes mapped (page-rounded files), and where each file is in them.
-  size_t bytes() const { return region_.size(); }
+  // The bytes of memory mapped (the files, each rounded up to the page),
+  // the region holding them (engine/file_region.h: gaps between files are
+  // address space only), and where each file is in it.
+  size_t bytes() const { return mapped_; }
   std::span<std::byte> region() const { return region_; }
   const std::vector<size_t>& file_offsets() const { return file_offset_; }
   bool registered() const { return registered_ != nullptr; }
@@ -83,8 +86,8 @@ class StepSlot {
   // replaced them (a step the node agent pruned, say).
   bool Intact(Env* env) const;
 
-  // Page-locks the region with `registrar` (nullptr: unlocks it). A failure
-  // is logged and leaves it unlocked.
+  // Page-locks the files' mappings with `registrar`, one call each
+  // (nullptr: unlocks them). A failure is logged and leaves them unlocked.
   void Register(MemoryRegistrar* registrar);
 
  private:
@@ -93,10 +96,12 @@ class StepSlot {
 
   std::string dir_;
   StepInfo layout_;
-  std::span<std::byte> region_;            // one reservation holding every file's mapping
-  std::vector<size_t> file_offset_;        // of each file in region_ (page-aligned)
-  std::vector<FileIdentity> identity_;     // of each file, when mapped
-  MemoryRegistrar* registered_ = nullptr;  // non-null iff the region is page-locked
+  std::span<std::byte> region_;              // one reservation holding every file's mapping
+  std::vector<size_t> file_offset_;          // of each file in region_ (2 MiB-aligned)
+  std::vector<std::span<std::byte>> files_;  // each non-empty file's mapping in region_
+  size_t mapped_ = 0;                        // their bytes
+  std::vector<FileIdentity> identity_;       // of each file, when mapped
+  MemoryRegistrar* registered_ = nullptr;    // non-null iff the region is page-locked
 };
 
 }  // namespace strata

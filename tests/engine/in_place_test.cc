@@ -7,12 +7,18 @@
 // nothing up, the host memory held stays within (k + 1) state sizes, and a
 // step another process removed is never written through an old mapping.
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <string>
 #include <thread>
+#include <utility>
 
 #include "engine/slot_saver.h"
 #include "fault_env.h"
@@ -35,6 +41,50 @@ constexpr size_t kBigItem = (3 << 20) + 123;
 constexpr uint64_t kTestPage = 4096;
 uint64_t TestPageRound(uint64_t n) { return (n + kTestPage - 1) / kTestPage * kTestPage; }
 constexpr size_t kSmallItem = 4000;
+
+// The kB of huge pages (ShmemPmdMapped in /proc/self/smaps) mapped from
+// files under `dir`.
+uint64_t HugeKbMappedFrom(const std::string& dir) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool ours = false;
+  uint64_t kb = 0;
+  while (std::getline(smaps, line)) {
+    const size_t colon = line.find(':');
+    if (colon != std::string::npos && line.find(' ') > colon) {  // "Field:   N kB"
+      if (ours && line.compare(0, colon, "ShmemPmdMapped") == 0) {
+        kb += std::stoull(line.substr(colon + 1));
+      }
+      continue;
+    }
+    const size_t slash = line.find('/');  // a mapping's header; its file last
+    ours = slash != std::string::npos && line.compare(slash, dir.size() + 1, dir + "/") == 0;
+  }
+  return kb;
+}
+
+// A tmpfs mounted over `path` (options as mount(8)'s -o) while it lives;
+// why() says why not (not root, refused), empty once mounted.
+class TestMount {
+ public:
+  TestMount(std::string path, const std::string& options) : path_(std::move(path)) {
+    if (::geteuid() != 0) {
+      why_ = "mounting a tmpfs needs root";
+    } else if (::mount("tmpfs", path_.c_str(), "tmpfs", 0, options.c_str()) != 0) {
+      why_ = "cannot mount a tmpfs on " + path_ + ": " + std::strerror(errno);
+    }
+  }
+  ~TestMount() {
+    if (why_.empty()) ::umount2(path_.c_str(), MNT_DETACH);
+  }
+  TestMount(const TestMount&) = delete;
+  TestMount& operator=(const TestMount&) = delete;
+  const std::string& why() const { return why_; }
+
+ private:
+  std::string path_;
+  std::string why_;
+};
 
 // A state of three host buffers whose bytes depend on a version.
 struct HostState {
@@ -315,6 +365,75 @@ TEST_F(InPlaceTest, FilesThatCannotBeMappedFailTheSaveNamingTheDirectory) {
   Save(2, HostState(2));
   ExpectStep(2, HostState(2));
   stager_.reset();  // before the Env they use
+  ckpt_.reset();
+}
+
+// On a tmpfs that backs files with huge pages (huge=within_size, as
+// deploy/ mounts the RAM disk), a save's step files are made of huge pages
+// and mapped with them, and so is a restarted job's mapping of the step
+// (engine/file_region.h): without it each is 4 KiB pages, a fault each.
+TEST_F(InPlaceTest, StepFilesOnAHugePageTmpfsAreMappedWithHugePages) {
+  std::ifstream shmem("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
+  std::string modes;
+  if (!std::getline(shmem, modes) || modes.find("[deny]") != std::string::npos) {
+    GTEST_SKIP() << "this kernel gives no tmpfs huge pages";
+  }
+  const TestMount ram(dir_.path(), "size=64m,huge=within_size");
+  if (!ram.why().empty()) GTEST_SKIP() << ram.why();
+  Open(2);
+  const HostState s(1);  // its big item's file is one huge page and 1 MiB more
+  Save(1, s);
+  EXPECT_GE(HugeKbMappedFrom(dir_.path()), 2048u) << "the step files are mapped by 4 KiB pages";
+
+  // A restart: the step's files mapped by a checkpointer of their own.
+  stager_.reset();
+  ckpt_.reset();
+  ASSERT_EQ(HugeKbMappedFrom(dir_.path()), 0u);
+  Open(2);
+  std::vector<uint8_t> big(kBigItem), small(kSmallItem);
+  std::vector<int64_t> step(1);
+  const std::vector<MutableDeviceItem> into = {
+      {"big", DType::kUInt8, {static_cast<int64_t>(kBigItem)}, big.data(), kBigItem, -1, nullptr},
+      {"small",
+       DType::kUInt8,
+       {static_cast<int64_t>(kSmallItem)},
+       small.data(),
+       kSmallItem,
+       -1,
+       nullptr},
+      {"step", DType::kInt64, {}, step.data(), 8, -1, nullptr}};
+  RestoreOptions options;
+  std::atomic<uint64_t> seen{0};  // while the step is mapped
+  options.item_verified = [&](const RestoredStep&, size_t) {
+    if (seen.load() == 0) seen = HugeKbMappedFrom(dir_.path());
+  };
+  auto restored = stager_->RestoreInto(into, options);
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_EQ(*restored, 1);
+  EXPECT_GE(seen.load(), 2048u) << "the restart's mapping is made of 4 KiB pages";
+  EXPECT_EQ(big, s.big);
+  EXPECT_EQ(small, s.small);
+  stager_.reset();
+  ckpt_.reset();
+}
+
+// A RAM disk with no room for the step files: the save fails naming the
+// directory, rather than the process dying of SIGBUS at its first copy into
+// a page the tmpfs cannot give; the step before stays.
+TEST_F(InPlaceTest, ARamDiskWithoutRoomFailsTheSaveClearly) {
+  const TestMount ram(dir_.path(), "size=6m");
+  if (!ram.why().empty()) GTEST_SKIP() << ram.why();
+  Open(2);
+  Save(1, HostState(1));  // 3 MiB: the second step's files do not fit
+  const HostState s(2);
+  auto items = s.Items();
+  auto r = stager_->Save(2, items);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted) << r.status().ToString();
+  EXPECT_NE(r.status().message().find(dir_.path()), std::string::npos) << r.status().ToString();
+  EXPECT_EQ(ListSteps(dir_.path()).value(), std::vector<int64_t>{1});
+  ExpectStep(1, HostState(1));
+  stager_.reset();
   ckpt_.reset();
 }
 

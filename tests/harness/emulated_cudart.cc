@@ -36,8 +36,9 @@
 //    An event is recorded only on a stream of its own device, as the
 //    runtime's cudaEventRecord requires (invalid resource handle).
 //  * Page-locking: cudaHostRegister refuses a range that overlaps one
-//    already page-locked (cudaErrorHostMemoryAlreadyRegistered) or is not
-//    mapped; cudaHostUnregister refuses an address it did not register
+//    already page-locked (cudaErrorHostMemoryAlreadyRegistered), is not
+//    mapped, or has a page it cannot pin for writing (no access: a gap in
+//    a reservation; read-only); cudaHostUnregister refuses an address it did not register
 //    (cudaErrorHostMemoryNotRegistered). Unregistering or freeing
 //    page-locked memory that a queued copy still uses is undefined on a
 //    device; here it aborts, naming the call.
@@ -74,6 +75,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -383,6 +385,22 @@ int Runtime::FreeHost(void* p) {
   return kSuccess;
 }
 
+// True if every byte of [first, end) is mapped readable and writable (by
+// /proc/self/maps, whose mappings are in address order).
+bool Writable(uintptr_t first, uintptr_t end) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  uintptr_t at = first;
+  while (at < end && std::getline(maps, line)) {
+    uintptr_t lo = 0, hi = 0;
+    char perms[5] = {};
+    if (std::sscanf(line.c_str(), "%lx-%lx %4s", &lo, &hi, perms) != 3 || hi <= at) continue;
+    if (lo > at || perms[0] != 'r' || perms[1] != 'w') break;
+    at = hi;
+  }
+  return at >= end;
+}
+
 int Runtime::HostRegister(void* p, size_t size) {
   if (refuse_page_locking.load()) {
     return Fail(kMemoryAllocation, "cudaHostRegister(" + Hex(p) + "): refused (test)");
@@ -397,6 +415,12 @@ int Runtime::HostRegister(void* p, size_t size) {
   if (mincore(reinterpret_cast<void*>(first), end - first, resident.data()) != 0) {
     return Fail(kInvalidValue,
                 "cudaHostRegister(" + Hex(p) + ", " + std::to_string(size) + "): not mapped");
+  }
+  // The runtime pins every page for writing (get_user_pages): a range with
+  // a page that cannot be written (no access, read-only) is refused.
+  if (!Writable(first, end)) {
+    return Fail(kInvalidValue, "cudaHostRegister(" + Hex(p) + ", " + std::to_string(size) +
+                                   "): not writable memory");
   }
   MutexLock l(&mu_);
   auto after = locked_.lower_bound(a);

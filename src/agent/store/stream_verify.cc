@@ -11,11 +11,11 @@
 #include <memory>
 #include <system_error>
 
-#include "agent/store/ram_disk.h"
 #include "format/manifest.h"
 #include "format/naming.h"
 #include "util/file_util.h"
 #include "util/hash.h"
+#include "util/ram_disk.h"
 
 namespace strata::agent {
 namespace {

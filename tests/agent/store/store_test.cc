@@ -14,7 +14,6 @@
 
 #include "agent/rpc/client.h"
 #include "agent/rpc/step_stream.h"
-#include "agent/store/ram_disk.h"
 #include "agent/store/step_seal.h"
 #include "fault_env.h"
 #include "net/socket.h"
@@ -132,17 +131,6 @@ TEST_F(StoreTest, ATransferReceivesIntoSpareFilesAndVerifies) {
   EXPECT_TRUE(store_->Verify(sent).ok());
   EXPECT_EQ(testing::ReadFile(JoinPath(store_->StepPath(sent), "a.bin")), std::string(4000, 'p'));
 }
-
-// --- RamDisk ---
-
-constexpr char kMountinfo[] =
-    "22 1 0:21 / / rw,relatime - ext4 /dev/vda rw\n"
-    "25 22 0:23 / /dev/shm rw,relatime shared:5 - tmpfs tmpfs rw,size=1024k\n"
-    "26 22 0:24 / /local rw - tmpfs tmpfs rw,size=64g,huge=within_size,mode=750\n"
-    "27 22 0:25 / /mnt/ram\\040disk rw master:1 shared:2 - tmpfs  rw,huge=always\n"
-    "28 26 0:26 / /local/disk rw - ext4 /dev/vdb rw\n"
-    "29 22 0:24 /node0 /srv/node0 rw - tmpfs tmpfs rw,size=64g,huge=within_size,mode=750\n"
-    "30 22 0:27 / /run/a rw - tmpfs tmpfs rw,huge=advise\n";
 
 // Lets the file-time clock tick past the files just written: a file
 // modified in the tick a listing began in is never proven by a seal.
@@ -298,26 +286,6 @@ TEST(StorePowerCutTest, AcknowledgedCopiesSurviveAndNoneIsCorrupt) {
     if (past_the_end || ::testing::Test::HasFailure()) break;
   }
   EXPECT_GT(cuts, 20) << "the scenario should make many changing calls";
-}
-
-TEST(RamDiskTest, HugeOptionOfTheTmpfsWithTheDevice) {
-  EXPECT_EQ(TmpfsHugeOption(kMountinfo, "0:24"), "within_size");  // also bind-mounted
-  EXPECT_EQ(TmpfsHugeOption(kMountinfo, "0:23"), "never");
-  EXPECT_EQ(TmpfsHugeOption(kMountinfo, "0:25"), "always");  // empty source field
-  EXPECT_EQ(TmpfsHugeOption(kMountinfo, "0:27"), "advise");
-  EXPECT_EQ(TmpfsHugeOption(kMountinfo, "0:21"), "");  // not a tmpfs
-  EXPECT_EQ(TmpfsHugeOption(kMountinfo, "0:99"), "");
-  EXPECT_EQ(TmpfsHugeOption("garbage\n\n1 2 0:5 - -\n", "0:5"), "");
-  EXPECT_FALSE((RamDisk{.tmpfs = true, .huge = "advise"}.HugePages()));  // only for madvise
-  EXPECT_TRUE((RamDisk{.tmpfs = true, .huge = "within_size"}.HugePages()));
-}
-
-TEST(RamDiskTest, DescribesTheTestsTmpfs) {
-  testing::ScratchDir dir("ramdisk");
-  RamDisk d = DescribeRamDisk(dir.path());
-  EXPECT_TRUE(d.tmpfs) << dir.path();
-  EXPECT_FALSE(d.huge.empty());
-  EXPECT_FALSE(DescribeRamDisk("/proc/self").tmpfs);
 }
 
 // A seal read back: the same identities; another index's seal is

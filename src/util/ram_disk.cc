@@ -1,5 +1,5 @@
 // Copyright 2026 The Strata Authors.
-#include "agent/store/ram_disk.h"
+#include "util/ram_disk.h"
 
 #include <linux/magic.h>
 #include <sys/stat.h>
@@ -11,7 +11,7 @@
 
 #include "util/file_util.h"
 
-namespace strata::agent {
+namespace strata {
 namespace {
 
 // The fields of a mountinfo line, split on single spaces (a field may be
@@ -83,4 +83,4 @@ RamDisk DescribeRamDisk(const std::string& dir) {
   return d;
 }
 
-}  // namespace strata::agent
+}  // namespace strata

@@ -1,17 +1,18 @@
 // Copyright 2026 The Strata Authors.
 //
-// What backs the agent's local directory. A tmpfs gives every file 4 KiB
-// pages unless it is mounted with huge=within_size (or huge=always); with
-// huge pages, writing a received step into new files and reading it back
-// to verify take a fraction of the time (docs/performance.md), so the agent
-// says at start when its directory could use them.
-#ifndef STRATA_AGENT_STORE_RAM_DISK_H_
-#define STRATA_AGENT_STORE_RAM_DISK_H_
+// What backs a checkpoint directory (the agent's, a checkpointer's). A
+// tmpfs gives every file 4 KiB pages unless it is mounted with
+// huge=within_size (or huge=always); with huge pages, writing a step into
+// new files, mapping it and reading it back take a fraction of the time
+// (docs/performance.md), so the agent and the checkpointer say at start
+// when their directory could use them.
+#ifndef STRATA_UTIL_RAM_DISK_H_
+#define STRATA_UTIL_RAM_DISK_H_
 
 #include <string>
 #include <string_view>
 
-namespace strata::agent {
+namespace strata {
 
 struct RamDisk {
   bool tmpfs = false;
@@ -20,7 +21,8 @@ struct RamDisk {
   // ("deny", "force"). Empty when not a tmpfs or unknown.
   std::string huge;
   // Would files written here get huge pages? ("advise" only gives them to
-  // memory mapped with madvise, not to written files.)
+  // memory mapped with madvise, not to written files: the checkpointer's
+  // step files get them, engine/step_slot.h.)
   bool HugePages() const {
     return tmpfs && (huge == "within_size" || huge == "always" || huge == "force");
   }
@@ -38,6 +40,6 @@ bool IsTmpfs(const std::string& dir);
 // tests.
 std::string TmpfsHugeOption(std::string_view mountinfo, std::string_view device);
 
-}  // namespace strata::agent
+}  // namespace strata
 
-#endif  // STRATA_AGENT_STORE_RAM_DISK_H_
+#endif  // STRATA_UTIL_RAM_DISK_H_

@@ -1,0 +1,62 @@
+// Copyright 2026 The Strata Authors.
+//
+// A step's data files mapped side by side into one region of address space:
+// a StepSlot's (the pages a save copies into) and a restore's
+// (VerifyMapped, after a restart).
+//
+// Each file starts at a 2 MiB boundary. A tmpfs that backs files with huge
+// pages (mounted with huge=within_size or huge=always, or huge=advise and
+// asked through madvise) does so for a shared mapping only where the
+// mapping's addresses line up with the file's 2 MiB pages; elsewhere it
+// allocates and maps 4 KiB pages, one fault each. Lined up, making a step's
+// files, faulting a restarted step in and unmapping it cost a fraction
+// (docs/performance.md, "Huge pages for the step files"). The gaps between
+// files are address space only: no memory, no access.
+#ifndef STRATA_ENGINE_FILE_REGION_H_
+#define STRATA_ENGINE_FILE_REGION_H_
+
+#include <cstddef>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "strata/catalog.h"
+#include "strata/status.h"
+#include "util/thread_pool.h"
+
+namespace strata {
+
+// The boundary each file is placed at (x86-64's and arm64's PMD size with
+// 4 KiB base pages).
+inline constexpr size_t kFileAlignment = size_t{2} << 20;
+
+// A region holding a step's data files, and the offset of each file in it.
+struct HeldRegion {
+  std::span<std::byte> region;
+  std::vector<size_t> file_offset;
+};
+
+// Reserves address space for `files` (no memory, no access until a file is
+// mapped over it): the region starts at a kFileAlignment boundary and each
+// file at the next one after the previous file. Empty when every file is.
+// `what` names the files for the error.
+StatusOr<HeldRegion> ReserveFileRegion(const std::vector<FileInfo>& files, const std::string& what);
+
+// Where each non-empty file of `files` is mapped in `held`: its size
+// rounded up to the page.
+std::vector<std::span<std::byte>> FileSpans(const HeldRegion& held,
+                                            const std::vector<FileInfo>& files);
+
+// Faults in every page of `spans` on `pool`, in 64 MiB pieces, for reading
+// (advisory: always OK) or for writing (a copy into fresh tmpfs pages
+// otherwise takes a fault per page on the copying thread). Where the kernel
+// has no MADV_POPULATE_WRITE (before Linux 5.14) a store of each page's
+// first byte (its own value) does it. A write's pages the file system has
+// no room for are RESOURCE_EXHAUSTED naming `what`, rather than the SIGBUS
+// a store into them would raise.
+Status Populate(ThreadPool* pool, std::span<const std::span<std::byte>> spans, bool write,
+                const std::string& what);
+
+}  // namespace strata
+
+#endif  // STRATA_ENGINE_FILE_REGION_H_
