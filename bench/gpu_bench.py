@@ -436,11 +436,31 @@ def bench_state(args, kind, scratch, results):
         torch.cuda.empty_cache()
 
 
+def file_system(path: str) -> str:
+    """The type of the file system holding `path`, and for a tmpfs its
+    huge= option (step files get huge pages with within_size or always)."""
+    best, kind = "", "unknown"
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            dash = fields.index("-")
+            point = fields[4].replace("\\040", " ")
+            if path.startswith(point.rstrip("/") + "/") and len(point) >= len(best):
+                best, kind = point, fields[dash + 1]
+                if kind == "tmpfs":
+                    options = dict(o.split("=", 1) if "=" in o else (o, "")
+                                   for o in fields[dash + 3].split(","))
+                    kind = f"tmpfs, huge={options.get('huge', 'never')}"
+    return kind
+
+
 def main() -> int:
     args = parse_args()
     gpu = torch.cuda.get_device_name() if args.device.startswith("cuda") else "none"
+    where = file_system(os.path.realpath(args.tmpfs) + "/")
     print(f"== gpu_bench on {args.device} ({gpu}), torch {torch.__version__}, strata "
-          f"{strata.__version__}, {args.reps} reps (median), scratch {args.tmpfs}", flush=True)
+          f"{strata.__version__}, {args.reps} reps (median), scratch {args.tmpfs} ({where})",
+          flush=True)
     scratch = os.path.join(args.tmpfs, f"strata-gpu-bench-{os.getpid()}")
     os.mkdir(scratch)
     results = []
@@ -460,6 +480,7 @@ def main() -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": args.device, "gpu": gpu, "torch": torch.__version__,
+                       "scratch": f"{args.tmpfs} ({where})",
                        "states": {r.kind: {"nbytes": r.nbytes, "rows": r.rows,
                                            "ratios": r.ratios} for r in results}}, f, indent=1)
     return 0

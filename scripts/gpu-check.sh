@@ -9,6 +9,8 @@
 #   cuda_unit.log  tests/engine/cuda_stager_test.cc, cuda_runtime_rules_test.cc (CudaStager)
 #   cuda_contexts.log  its two tests of which CUDA contexts exist, each run alone
 #   cuda_bench.log $BUILD/bench/cuda_bench --size-mib ${STRATA_GPU_BENCH_MIB:-4096}
+#                  (both benchmarks on a tmpfs mounted huge=within_size, as
+#                  deploy/ mounts the RAM disk, where root can; else /dev/shm)
 #   pytest.log     python/tests/test_torch_staging.py test_torch.py test_api.py
 #                  test_torch_dtensor.py (CUDA tests run, none skipped for lack of CUDA)
 #   per_tensor.log bench/torch_bench.py torch_per_tensor_cuda: the Python time per
@@ -33,6 +35,7 @@
 # archive for the machine's Python, and so are the C++ CUDA test and bench.
 # Env:   OUT, STRATA_GPU_BENCH_MIB (default 4096 for cuda_bench, 6144 for gpu_bench),
 #        STRATA_GPU_BENCH_REPS (5), STRATA_GPU_BENCH_STATES (linear,transformer),
+#        STRATA_GPU_BENCH_TMPFS (the benchmarks' scratch: say /dev/shm for 4 KiB pages),
 #        STRATA_GPU_BENCH_SKIP (gpu_bench.py --skip: torch,dcp),
 #        STRATA_GPU_PREBUILT=1 (skip the cmake attempt: use .gpu-carry at once),
 #        STRATA_GPU_ONLY=cuda-tests (stop after the C++ CUDA tests),
@@ -140,8 +143,23 @@ for t in PrimaryContextMadeTellsWhatTheDriverHas NoContextIsMadeOnADeviceTheStat
   summary "cuda_tests $t rc=$? ($(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$OUT/cuda_contexts.log" | tail -1))"
 done
 [ "${STRATA_GPU_ONLY:-}" = cuda-tests ] && exit 0
+# The benchmarks' scratch: a RAM disk as deploy/ mounts a node's (a tmpfs
+# with huge=within_size) where this user may mount one, else /dev/shm.
+SCRATCH=${STRATA_GPU_BENCH_TMPFS:-}
+if [ -z "$SCRATCH" ]; then
+  SCRATCH=/dev/shm
+  ramdisk=$(mktemp -d /tmp/strata-gpu-ramdisk.XXXXXX)
+  if mount -t tmpfs -o size=96g,huge=within_size,mode=0700 tmpfs "$ramdisk" 2>/dev/null; then
+    SCRATCH=$ramdisk
+    trap 'umount -l "$ramdisk"; rmdir "$ramdisk"' EXIT
+  else
+    rmdir "$ramdisk"
+  fi
+fi
+summary "benchmark scratch: $SCRATCH ($(findmnt -no FSTYPE,OPTIONS -T "$SCRATCH" 2>/dev/null))"
 timeout 150 "$CUDA_BENCH" --size-mib "${STRATA_GPU_BENCH_MIB:-4096}" \
-  --reps "${STRATA_GPU_BENCH_REPS:-5}" > "$OUT/cuda_bench.log" 2>&1
+  --reps "${STRATA_GPU_BENCH_REPS:-5}" --dir "$SCRATCH/strata-cuda-bench-$$" \
+  > "$OUT/cuda_bench.log" 2>&1
 summary "cuda_bench rc=$?"
 grep '^ratio ' "$OUT/cuda_bench.log" | tee -a "$OUT/summary.txt"
 
@@ -158,6 +176,7 @@ grep '^ratio ' "$OUT/per_tensor.log" | tee -a "$OUT/summary.txt"
 PYTHONUNBUFFERED=1 timeout 420 "$PY" bench/gpu_bench.py --size-mib "${STRATA_GPU_BENCH_MIB:-6144}" \
   --states "${STRATA_GPU_BENCH_STATES:-linear,transformer}" \
   --reps "${STRATA_GPU_BENCH_REPS:-5}" ${STRATA_GPU_BENCH_SKIP:+--skip "$STRATA_GPU_BENCH_SKIP"} \
+  --tmpfs "$SCRATCH" \
   --json "$OUT/bench.json" > "$OUT/bench.log" 2>&1
 summary "bench rc=$?"
 grep '^ratio ' "$OUT/bench.log" | tee -a "$OUT/summary.txt"
