@@ -11,11 +11,8 @@
 
 #include "util/file_util.h"
 
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22  // Linux 5.14; older kernels answer EINVAL
-#endif
 #ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
+#define MADV_POPULATE_WRITE 23  // Linux 5.14; older kernels answer EINVAL
 #endif
 
 namespace strata {
@@ -65,8 +62,8 @@ std::vector<std::span<std::byte>> FileSpans(const HeldRegion& held,
   return spans;
 }
 
-Status Populate(ThreadPool* pool, std::span<const std::span<std::byte>> spans, bool write,
-                const std::string& what) {
+Status PopulateForWriting(ThreadPool* pool, std::span<const std::span<std::byte>> spans,
+                          const std::string& what) {
   constexpr size_t kPiece = 64 << 20;
   std::vector<std::span<std::byte>> pieces;
   for (std::span<std::byte> s : spans) {
@@ -74,13 +71,10 @@ Status Populate(ThreadPool* pool, std::span<const std::span<std::byte>> spans, b
       pieces.push_back(s.subspan(off, std::min(kPiece, s.size() - off)));
     }
   }
-  std::atomic<int> failed{0};  // the first errno of a write's population
+  std::atomic<int> failed{0};  // the first errno
   pool->ParallelFor(pieces.size(), [&](size_t i) {
     std::span<std::byte> p = pieces[i];
-    if (::madvise(p.data(), p.size(), write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ) == 0 ||
-        !write) {
-      return;
-    }
+    if (::madvise(p.data(), p.size(), MADV_POPULATE_WRITE) == 0) return;
     if (errno != EINVAL) {  // e.g. EFAULT: a store would raise SIGBUS (a full tmpfs)
       int none = 0;
       failed.compare_exchange_strong(none, errno);

@@ -47,15 +47,14 @@ StatusOr<HeldRegion> ReserveFileRegion(const std::vector<FileInfo>& files, const
 std::vector<std::span<std::byte>> FileSpans(const HeldRegion& held,
                                             const std::vector<FileInfo>& files);
 
-// Faults in every page of `spans` on `pool`, in 64 MiB pieces, for reading
-// (advisory: always OK) or for writing (a copy into fresh tmpfs pages
-// otherwise takes a fault per page on the copying thread). Where the kernel
-// has no MADV_POPULATE_WRITE (before Linux 5.14) a store of each page's
-// first byte (its own value) does it. A write's pages the file system has
-// no room for are RESOURCE_EXHAUSTED naming `what`, rather than the SIGBUS
-// a store into them would raise.
-Status Populate(ThreadPool* pool, std::span<const std::span<std::byte>> spans, bool write,
-                const std::string& what);
+// Faults in every page of `spans` for writing on `pool`, in 64 MiB pieces:
+// a copy into fresh tmpfs pages otherwise takes a fault per page on the
+// copying thread. Where the kernel has no MADV_POPULATE_WRITE (before Linux
+// 5.14) a store of each page's first byte (its own value) does it. Pages
+// the file system has no room for are RESOURCE_EXHAUSTED naming `what`,
+// rather than the SIGBUS a store into them would raise.
+Status PopulateForWriting(ThreadPool* pool, std::span<const std::span<std::byte>> spans,
+                          const std::string& what);
 
 }  // namespace strata
 

@@ -105,8 +105,10 @@ Status ReadOwned(Env* env, ThreadPool* pool, const std::string& steps_dir, const
 // Verifies `step_dir` (a committed step, manifest `info`) where its bytes
 // are, without reading them into other memory: in `held` (the region a
 // StepSlot keeps the step's files mapped in, with the offset of each file
-// in it), or else in a read-only mapping of its data files made here. Each
-// chunk is checksummed in place on `pool`, smallest items first, and
+// in it), or else in a read-only mapping of its data files made here
+// (engine/file_region.h), whose pages each chunk's thread faults in just
+// before it reads them. Each chunk is checksummed in place on `pool`,
+// smallest items first, and
 // reported to options.chunk_verified; an item is reported to
 // options.item_verified as soon as its chunks verify. The
 // returned step's items point into that memory: a mapping its storage

@@ -81,7 +81,7 @@ Status StepSlot::Map(Env* env, ThreadPool* pool) {
     // A tmpfs mounted with huge=advise backs them with huge pages (advisory).
     ::madvise(s.data(), s.size(), MADV_HUGEPAGE);
   }
-  return Populate(pool, files_, /*write=*/true, "the step files");
+  return PopulateForWriting(pool, files_, "the step files");
 }
 
 StepSlot::~StepSlot() {

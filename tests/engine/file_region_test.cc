@@ -88,7 +88,7 @@ TEST(FileRegionTest, PopulatingAFileAFullTmpfsCannotHoldIsAnError) {
   ASSERT_TRUE(held.ok());
   ASSERT_TRUE((*file)->MapShared(4 << 20, held->region.data()).ok());
   ThreadPool pool(1);
-  Status s = Populate(&pool, FileSpans(*held, files), /*write=*/true, "the step files in here");
+  Status s = PopulateForWriting(&pool, FileSpans(*held, files), "the step files in here");
   ::munmap(held->region.data(), held->region.size());
   ASSERT_TRUE((*file)->Close().ok());
   ::umount2(d.path().c_str(), MNT_DETACH);
