@@ -27,6 +27,12 @@ class WritableFile {
   virtual Status PWrite(uint64_t offset, const void* data, size_t n) = 0;
   // Sets the file's size to exactly `size` bytes.
   virtual Status Truncate(uint64_t size) = 0;
+  // Gives the file's first `size` bytes their storage now (fallocate), so
+  // that writes into them, also through a mapping, cannot find the file
+  // system full: RESOURCE_EXHAUSTED naming the file when it has no room
+  // (a tmpfs then keeps nothing of it). Default: UNIMPLEMENTED (the caller
+  // goes on without).
+  virtual Status Allocate(uint64_t size);
   // Makes the written data durable (fdatasync), including what was stored
   // through a mapping (MapShared).
   virtual Status Sync() = 0;

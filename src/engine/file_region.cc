@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <fstream>
 
 #include "util/file_util.h"
 
@@ -27,24 +28,34 @@ size_t RoundUp(uint64_t n, size_t to) { return (n + to - 1) / to * to; }
 
 }  // namespace
 
+size_t FileAlignment() {
+  static const size_t alignment = [] {
+    size_t n = 0;
+    std::ifstream("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size") >> n;
+    const bool power_of_two = n != 0 && (n & (n - 1)) == 0;
+    return power_of_two && n >= PageSize() && n <= (size_t{1} << 30) ? n : size_t{2} << 20;
+  }();
+  return alignment;
+}
+
 StatusOr<HeldRegion> ReserveFileRegion(const std::vector<FileInfo>& files,
                                        const std::string& what) {
   HeldRegion out;
   size_t total = 0;
   for (const FileInfo& f : files) {
     out.file_offset.push_back(total);
-    total += RoundUp(f.size, kFileAlignment);
+    total += RoundUp(f.size, FileAlignment());
   }
   if (total == 0) return out;
   // Over-reserved by one boundary, then trimmed to start at one.
-  const size_t asked = total + kFileAlignment;
+  const size_t asked = total + FileAlignment();
   void* p = ::mmap(nullptr, asked, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
     return ErrnoToStatus(
         errno, "reserving " + std::to_string(total) + " bytes of address space for " + what);
   }
   const auto at = reinterpret_cast<uintptr_t>(p);
-  const uintptr_t start = RoundUp(at, kFileAlignment);
+  const uintptr_t start = RoundUp(at, FileAlignment());
   if (start > at) ::munmap(p, start - at);
   const size_t tail = at + asked - (start + total);
   if (tail > 0) ::munmap(reinterpret_cast<void*>(start + total), tail);
@@ -87,8 +98,9 @@ Status PopulateForWriting(ThreadPool* pool, std::span<const std::span<std::byte>
   });
   if (failed.load() == 0) return Status::Ok();
   if (failed.load() == EFAULT) {
-    return ResourceExhaustedError("no memory for the pages of " + what +
-                                  " (the file system is full, or its memory limit reached)");
+    return ResourceExhaustedError("no page for " + what +
+                                  " (the file system is full or at its memory limit, or the "
+                                  "file cannot be written)");
   }
   return ErrnoToStatus(failed.load(), "faulting in the pages of " + what);
 }

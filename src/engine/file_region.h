@@ -4,7 +4,7 @@
 // a StepSlot's (the pages a save copies into) and a restore's
 // (VerifyMapped, after a restart).
 //
-// Each file starts at a 2 MiB boundary. A tmpfs that backs files with huge
+// Each file starts at a huge page's boundary (2 MiB on x86-64). A tmpfs that backs files with huge
 // pages (mounted with huge=within_size or huge=always, or huge=advise and
 // asked through madvise) does so for a shared mapping only where the
 // mapping's addresses line up with the file's 2 MiB pages; elsewhere it
@@ -26,9 +26,11 @@
 
 namespace strata {
 
-// The boundary each file is placed at (x86-64's and arm64's PMD size with
-// 4 KiB base pages).
-inline constexpr size_t kFileAlignment = size_t{2} << 20;
+// The boundary each file is placed at: the size of the huge page a tmpfs
+// maps with one page-table entry (2 MiB with 4 KiB base pages, as on
+// x86-64; 512 MiB with arm64's 64 KiB pages), read once from
+// /sys/kernel/mm/transparent_hugepage/hpage_pmd_size; 2 MiB when unknown.
+size_t FileAlignment();
 
 // A region holding a step's data files, and the offset of each file in it.
 struct HeldRegion {
@@ -37,7 +39,7 @@ struct HeldRegion {
 };
 
 // Reserves address space for `files` (no memory, no access until a file is
-// mapped over it): the region starts at a kFileAlignment boundary and each
+// mapped over it): the region starts at a FileAlignment() boundary and each
 // file at the next one after the previous file. Empty when every file is.
 // `what` names the files for the error.
 StatusOr<HeldRegion> ReserveFileRegion(const std::vector<FileInfo>& files, const std::string& what);

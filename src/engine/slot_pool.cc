@@ -94,7 +94,9 @@ StatusOr<std::unique_ptr<StepSlot>> SlotPool::RetireOldest(int64_t step, const S
     return slot;
   }
   // Not mapped yet (a step of an earlier process): its files, reshaped.
-  return Make(tmp, layout);
+  auto made = Make(tmp, layout);
+  if (!made.ok()) env_->RemoveAll(tmp).IgnoreError();  // retired: nothing committed lives there
+  return made;
 }
 
 void SlotPool::GiveBack(std::unique_ptr<StepSlot> slot) {

@@ -101,7 +101,7 @@ class StepSlot {
   std::vector<std::span<std::byte>> files_;  // each non-empty file's mapping in region_
   size_t mapped_ = 0;                        // their bytes
   std::vector<FileIdentity> identity_;       // of each file, when mapped
-  MemoryRegistrar* registered_ = nullptr;    // non-null iff the region is page-locked
+  MemoryRegistrar* registered_ = nullptr;    // non-null iff every file is page-locked
 };
 
 }  // namespace strata

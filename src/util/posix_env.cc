@@ -49,6 +49,13 @@ class PosixWritableFile final : public WritableFile {
     return Status::Ok();
   }
 
+  Status Allocate(uint64_t size) override {
+    if (size == 0) return Status::Ok();
+    if (::fallocate(fd_, 0, 0, static_cast<off_t>(size)) == 0) return Status::Ok();
+    if (errno == EOPNOTSUPP) return UnimplementedError("fallocate on " + path_);
+    return PathError("allocate " + std::to_string(size) + " bytes of", path_, errno);
+  }
+
   Status Sync() override {
     if (::fdatasync(fd_) != 0) return PathError("fsync", path_, errno);
     return Status::Ok();
@@ -226,6 +233,10 @@ class PosixEnv final : public Env {
 };
 
 }  // namespace
+
+Status WritableFile::Allocate(uint64_t) {
+  return UnimplementedError("allocating a file's storage");
+}
 
 StatusOr<std::byte*> WritableFile::MapShared(uint64_t, void*) {
   return UnimplementedError("this Env's files cannot be mapped");

@@ -6,8 +6,9 @@
 // are set up once and recycled, a reservation makes the first save set
 // nothing up, the host memory held stays within (k + 1) state sizes, and a
 // step another process removed is never written through an old mapping.
+#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -36,6 +37,7 @@ using testing::FaultInjectionEnv;
 using testing::Op;
 using testing::RandomData;
 using testing::ScratchDir;
+using testing::TestMount;
 
 constexpr size_t kBigItem = (3 << 20) + 123;
 constexpr uint64_t kTestPage = 4096;
@@ -63,28 +65,31 @@ uint64_t HugeKbMappedFrom(const std::string& dir) {
   return kb;
 }
 
-// A tmpfs mounted over `path` (options as mount(8)'s -o) while it lives;
-// why() says why not (not root, refused), empty once mounted.
-class TestMount {
- public:
-  TestMount(std::string path, const std::string& options) : path_(std::move(path)) {
-    if (::geteuid() != 0) {
-      why_ = "mounting a tmpfs needs root";
-    } else if (::mount("tmpfs", path_.c_str(), "tmpfs", 0, options.c_str()) != 0) {
-      why_ = "cannot mount a tmpfs on " + path_ + ": " + std::strerror(errno);
+// The kB of /proc/meminfo's `field`.
+uint64_t MeminfoKb(const std::string& field) {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string line;
+  while (std::getline(meminfo, line)) {
+    if (line.compare(0, field.size() + 1, field + ":") == 0) {
+      return std::stoull(line.substr(field.size() + 1));
     }
   }
-  ~TestMount() {
-    if (why_.empty()) ::umount2(path_.c_str(), MNT_DETACH);
-  }
-  TestMount(const TestMount&) = delete;
-  TestMount& operator=(const TestMount&) = delete;
-  const std::string& why() const { return why_; }
+  return 0;
+}
 
- private:
-  std::string path_;
-  std::string why_;
-};
+// Whether the tmpfs at `dir` gives a new file a huge page now (the kernel
+// falls back to small pages when no free 2 MiB block is left).
+bool GivesHugePages(const std::string& dir) {
+  const std::string probe = dir + "/huge-page-probe";
+  const int fd = ::open(probe.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) return false;
+  const uint64_t before = MeminfoKb("ShmemHugePages");
+  const bool given = ::ftruncate(fd, 4 << 20) == 0 && ::fallocate(fd, 0, 0, 4 << 20) == 0 &&
+                     MeminfoKb("ShmemHugePages") >= before + 2048;
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return given;
+}
 
 // A state of three host buffers whose bytes depend on a version.
 struct HostState {
@@ -378,8 +383,12 @@ TEST_F(InPlaceTest, StepFilesOnAHugePageTmpfsAreMappedWithHugePages) {
   if (!std::getline(shmem, modes) || modes.find("[deny]") != std::string::npos) {
     GTEST_SKIP() << "this kernel gives no tmpfs huge pages";
   }
+  if (::prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0) == 1) GTEST_SKIP() << "huge pages are off for us";
   const TestMount ram(dir_.path(), "size=64m,huge=within_size");
   if (!ram.why().empty()) GTEST_SKIP() << ram.why();
+  if (!GivesHugePages(dir_.path())) {
+    GTEST_SKIP() << "the tmpfs gives no huge page now (no free 2 MiB block?)";
+  }
   Open(2);
   const HostState s(1);  // its big item's file is one huge page and 1 MiB more
   Save(1, s);
@@ -433,6 +442,28 @@ TEST_F(InPlaceTest, ARamDiskWithoutRoomFailsTheSaveClearly) {
   EXPECT_NE(r.status().message().find(dir_.path()), std::string::npos) << r.status().ToString();
   EXPECT_EQ(ListSteps(dir_.path()).value(), std::vector<int64_t>{1});
   ExpectStep(1, HostState(1));
+  stager_.reset();
+  ckpt_.reset();
+}
+
+// The oldest step retired for a larger state its files cannot take on a
+// full RAM disk: the save fails, and no temporary directory is left holding
+// the retired step's pages (nothing frees them until the next Open).
+TEST_F(InPlaceTest, ARetiredStepThatCannotGrowLeavesNoFilesBehind) {
+  const TestMount ram(dir_.path(), "size=8m");
+  if (!ram.why().empty()) GTEST_SKIP() << ram.why();
+  Open(2);
+  Save(1, HostState(1));
+  Save(2, HostState(2));
+  Open(2);  // a new process: step 1's files are not mapped, so they are reshaped
+  std::vector<uint8_t> bigger(6 << 20, 7);
+  const std::vector<DeviceItem> items = {
+      {"big", DType::kUInt8, {static_cast<int64_t>(bigger.size())}, bigger.data(), bigger.size()}};
+  auto r = stager_->Save(3, items);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted) << r.status().ToString();
+  EXPECT_TRUE(TempDirs().empty());
+  ExpectStep(2, HostState(2));
   stager_.reset();
   ckpt_.reset();
 }

@@ -229,6 +229,12 @@ class FaultWritableFile : public WritableFile {
     env_->Wrote(path_);
     return f_->Truncate(size);
   }
+  // Giving the file its storage is a write (unsynced until Sync()).
+  Status Allocate(uint64_t size) override {
+    STRATA_RETURN_IF_ERROR(env_->Check(Op::kWrite, "allocate " + path_));
+    env_->Wrote(path_);
+    return f_->Allocate(size);
+  }
   Status Sync() override {
     STRATA_RETURN_IF_ERROR(env_->Check(Op::kSync, "fsync " + path_));
     STRATA_RETURN_IF_ERROR(f_->Sync());

@@ -9,6 +9,7 @@
 #include <pwd.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -24,6 +25,7 @@
 #include <random>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "strata/env.h"
 
@@ -48,6 +50,18 @@ ScratchDir::ScratchDir(const std::string& tag, const std::string& root) {
 }
 
 ScratchDir::~ScratchDir() { Env::Default()->RemoveAll(path_).IgnoreError(); }
+
+TestMount::TestMount(std::string path, const std::string& options) : path_(std::move(path)) {
+  if (::geteuid() != 0) {
+    why_ = "mounting a tmpfs needs root";
+  } else if (::mount("tmpfs", path_.c_str(), "tmpfs", 0, options.c_str()) != 0) {
+    why_ = "cannot mount a tmpfs on " + path_ + ": " + std::strerror(errno);
+  }
+}
+
+TestMount::~TestMount() {
+  if (why_.empty()) ::umount2(path_.c_str(), MNT_DETACH);
+}
 
 namespace {
 

@@ -42,6 +42,22 @@ class ScratchDir {
   std::string path_;
 };
 
+// A tmpfs mounted over `path` (options as mount(8)'s -o), unmounted
+// (lazily) when the object goes away; why() says why not (not root,
+// refused), empty once mounted. Declare it after the ScratchDir it covers.
+class TestMount {
+ public:
+  TestMount(std::string path, const std::string& options);
+  ~TestMount();
+  TestMount(const TestMount&) = delete;
+  TestMount& operator=(const TestMount&) = delete;
+  const std::string& why() const { return why_; }
+
+ private:
+  std::string path_;
+  std::string why_;
+};
+
 // n bytes of a fixed pseudo-random sequence (the same for the same seed).
 inline std::vector<uint8_t> RandomData(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
