@@ -73,6 +73,18 @@ std::vector<std::span<std::byte>> FileSpans(const HeldRegion& held,
   return spans;
 }
 
+bool PopulatesForWriting() {
+  static const bool supported = [] {
+    void* p =
+        ::mmap(nullptr, PageSize(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return false;
+    const bool ok = ::madvise(p, PageSize(), MADV_POPULATE_WRITE) == 0;
+    ::munmap(p, PageSize());
+    return ok;
+  }();
+  return supported;
+}
+
 Status PopulateForWriting(ThreadPool* pool, std::span<const std::span<std::byte>> spans,
                           const std::string& what) {
   constexpr size_t kPiece = 64 << 20;

@@ -49,12 +49,18 @@ StatusOr<HeldRegion> ReserveFileRegion(const std::vector<FileInfo>& files, const
 std::vector<std::span<std::byte>> FileSpans(const HeldRegion& held,
                                             const std::vector<FileInfo>& files);
 
+// Whether this kernel has MADV_POPULATE_WRITE (Linux 5.14), so that
+// PopulateForWriting reports a full file system rather than leaving a
+// store to raise SIGBUS.
+bool PopulatesForWriting();
+
 // Faults in every page of `spans` for writing on `pool`, in 64 MiB pieces:
 // a copy into fresh tmpfs pages otherwise takes a fault per page on the
 // copying thread. Where the kernel has no MADV_POPULATE_WRITE (before Linux
-// 5.14) a store of each page's first byte (its own value) does it. Pages
-// the file system has no room for are RESOURCE_EXHAUSTED naming `what`,
-// rather than the SIGBUS a store into them would raise.
+// 5.14) a store of each page's first byte (its own value) does it. With
+// the advice, pages the file system has no room for are RESOURCE_EXHAUSTED
+// naming `what`; without it a store into one raises SIGBUS, so the files
+// must have their room first (WritableFile::Allocate).
 Status PopulateForWriting(ThreadPool* pool, std::span<const std::span<std::byte>> spans,
                           const std::string& what);
 

@@ -80,11 +80,7 @@ TEST(FileRegionTest, PopulatingAFileAFullTmpfsCannotHoldIsAnError) {
   // Without MADV_POPULATE_WRITE (before Linux 5.14) the stores that stand
   // in for it would raise the SIGBUS; step files get their room first
   // there (WritableFile::Allocate), so it is never reached.
-  void* probe = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  ASSERT_NE(probe, MAP_FAILED);
-  const bool populates = ::madvise(probe, 4096, 23 /* MADV_POPULATE_WRITE */) == 0;
-  ::munmap(probe, 4096);
-  if (!populates) GTEST_SKIP() << "this kernel has no MADV_POPULATE_WRITE";
+  if (!PopulatesForWriting()) GTEST_SKIP() << "this kernel has no MADV_POPULATE_WRITE";
   ScratchDir d("region-full");
   const TestMount ram(d.path(), "size=1m");
   if (!ram.why().empty()) GTEST_SKIP() << ram.why();
@@ -103,8 +99,9 @@ TEST(FileRegionTest, PopulatingAFileAFullTmpfsCannotHoldIsAnError) {
   EXPECT_NE(s.message().find("the step files in here"), std::string::npos) << s.ToString();
 }
 
-// Room asked for first (as StepSlot does): a full tmpfs answers at once,
-// and keeps nothing of what it could not give.
+// Room asked for first (as StepSlot does on a kernel without
+// MADV_POPULATE_WRITE): a full tmpfs answers at once, and keeps nothing of
+// what it could not give.
 TEST(FileRegionTest, AllocatingMoreThanATmpfsHoldsFailsAndKeepsNothing) {
   ScratchDir d("region-room");
   const TestMount ram(d.path(), "size=1m");
