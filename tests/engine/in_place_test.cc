@@ -412,9 +412,11 @@ TEST_F(InPlaceTest, StepFilesOnAHugePageTmpfsAreMappedWithHugePages) {
        nullptr},
       {"step", DType::kInt64, {}, step.data(), 8, -1, nullptr}};
   RestoreOptions options;
-  std::atomic<uint64_t> seen{0};  // while the step is mapped
-  options.item_verified = [&](const RestoredStep&, size_t) {
-    if (seen.load() == 0) seen = HugeKbMappedFrom(dir_.path());
+  // Read once the big item verified: its pages are faulted in by then (a
+  // chunk's just before it is checksummed), and still mapped.
+  std::atomic<uint64_t> seen{0};
+  options.item_verified = [&](const RestoredStep& reading, size_t index) {
+    if (reading.items[index].name == "big") seen = HugeKbMappedFrom(dir_.path());
   };
   auto restored = stager_->RestoreInto(into, options);
   ASSERT_TRUE(restored.ok()) << restored.status().ToString();
