@@ -12,8 +12,11 @@
 
 #include "util/file_util.h"
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22  // Linux 5.14; older kernels answer EINVAL
+#endif
 #ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23  // Linux 5.14; older kernels answer EINVAL
+#define MADV_POPULATE_WRITE 23
 #endif
 
 namespace strata {
@@ -71,6 +74,12 @@ std::vector<std::span<std::byte>> FileSpans(const HeldRegion& held,
     spans.push_back(held.region.subspan(held.file_offset[f], RoundUp(files[f].size, PageSize())));
   }
   return spans;
+}
+
+void FaultInForReading(const std::byte* p, uint64_t n) {
+  const auto first = reinterpret_cast<uintptr_t>(p) / PageSize() * PageSize();
+  const uintptr_t end = RoundUp(reinterpret_cast<uintptr_t>(p) + n, PageSize());
+  ::madvise(reinterpret_cast<void*>(first), end - first, MADV_POPULATE_READ);
 }
 
 bool PopulatesForWriting() {

@@ -4,11 +4,12 @@
 // a StepSlot's (the pages a save copies into) and a restore's
 // (VerifyMapped, after a restart).
 //
-// Each file starts at a huge page's boundary (2 MiB on x86-64). A tmpfs that backs files with huge
-// pages (mounted with huge=within_size or huge=always, or huge=advise and
-// asked through madvise) does so for a shared mapping only where the
-// mapping's addresses line up with the file's 2 MiB pages; elsewhere it
-// allocates and maps 4 KiB pages, one fault each. Lined up, making a step's
+// Each file starts at a huge page's boundary (2 MiB on x86-64). A tmpfs
+// that backs files with huge pages (mounted with huge=within_size or
+// huge=always, or huge=advise and asked through madvise) does so for a
+// shared mapping only where the mapping's addresses line up with the
+// file's huge pages; elsewhere it allocates and maps 4 KiB pages, one
+// fault each. Lined up, making a step's
 // files, faulting a restarted step in and unmapping it cost a fraction
 // (docs/performance.md, "Huge pages for the step files"). The gaps between
 // files are address space only: no memory, no access.
@@ -16,6 +17,7 @@
 #define STRATA_ENGINE_FILE_REGION_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -48,6 +50,10 @@ StatusOr<HeldRegion> ReserveFileRegion(const std::vector<FileInfo>& files, const
 // rounded up to the page.
 std::vector<std::span<std::byte>> FileSpans(const HeldRegion& held,
                                             const std::vector<FileInfo>& files);
+
+// Faults in the pages holding [p, p + n) of a mapping for reading, at once
+// rather than a fault per few pages as they are read (advisory).
+void FaultInForReading(const std::byte* p, uint64_t n);
 
 // Whether this kernel has MADV_POPULATE_WRITE (Linux 5.14), so that
 // PopulateForWriting reports a full file system rather than leaving a

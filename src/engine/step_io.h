@@ -108,9 +108,8 @@ Status ReadOwned(Env* env, ThreadPool* pool, const std::string& steps_dir, const
 // in it), or else in a read-only mapping of its data files made here
 // (engine/file_region.h), whose pages each chunk's thread faults in just
 // before it reads them. Each chunk is checksummed in place on `pool`,
-// smallest items first, and
-// reported to options.chunk_verified; an item is reported to
-// options.item_verified as soon as its chunks verify. The
+// smallest items first, and reported to options.chunk_verified; an item is
+// reported to options.item_verified as soon as its chunks verify. The
 // returned step's items point into that memory: a mapping its storage
 // unmaps, or the slot's region, which it does not own. UNIMPLEMENTED where
 // the Env cannot map files (read them instead). The first corruption is

@@ -13,10 +13,6 @@
 #include "util/file_util.h"
 #include "util/hash.h"
 
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22  // Linux 5.14; older kernels answer EINVAL
-#endif
-
 namespace strata {
 namespace {
 
@@ -121,15 +117,6 @@ Status MapDataFiles(Env* env, const std::string& step_dir, const StepInfo& info,
   return Status::Ok();
 }
 
-// Faults in the pages of [p, p + n) of a fresh mapping at once, rather than
-// a fault per few pages as they are read (advisory).
-void FaultIn(const std::byte* p, uint64_t n) {
-  static const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const auto first = reinterpret_cast<uintptr_t>(p) / page * page;
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n + page - 1) / page * page;
-  ::madvise(reinterpret_cast<void*>(first), end - first, MADV_POPULATE_READ);
-}
-
 }  // namespace
 
 StatusOr<RestoredStep> VerifyMapped(Env* env, ThreadPool* pool, const std::string& step_dir,
@@ -170,7 +157,7 @@ StatusOr<RestoredStep> VerifyMapped(Env* env, ThreadPool* pool, const std::strin
     // Each chunk's pages are faulted in by the thread that verifies it, so
     // the first chunks are verified (and copied on) while later ones are
     // still being mapped, not after the whole step is.
-    if (fresh) FaultIn(chunk, ChunkLen(info, t));
+    if (fresh) FaultInForReading(chunk, ChunkLen(info, t));
     if (Xxh3(chunk, ChunkLen(info, t)) != info.items[t.item].chunk_xxh3[t.chunk]) {
       std::lock_guard<std::mutex> l(mu);
       if (first_error.ok()) {

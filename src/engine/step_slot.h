@@ -97,7 +97,7 @@ class StepSlot {
   std::string dir_;
   StepInfo layout_;
   std::span<std::byte> region_;              // one reservation holding every file's mapping
-  std::vector<size_t> file_offset_;          // of each file in region_ (2 MiB-aligned)
+  std::vector<size_t> file_offset_;          // of each file in region_ (huge-page-aligned)
   std::vector<std::span<std::byte>> files_;  // each non-empty file's mapping in region_
   size_t mapped_ = 0;                        // their bytes
   std::vector<FileIdentity> identity_;       // of each file, when mapped

@@ -75,7 +75,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -385,22 +384,6 @@ int Runtime::FreeHost(void* p) {
   return kSuccess;
 }
 
-// True if every byte of [first, end) is mapped readable and writable (by
-// /proc/self/maps, whose mappings are in address order).
-bool Writable(uintptr_t first, uintptr_t end) {
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  uintptr_t at = first;
-  while (at < end && std::getline(maps, line)) {
-    uintptr_t lo = 0, hi = 0;
-    char perms[5] = {};
-    if (std::sscanf(line.c_str(), "%lx-%lx %4s", &lo, &hi, perms) != 3 || hi <= at) continue;
-    if (lo > at || perms[0] != 'r' || perms[1] != 'w') break;
-    at = hi;
-  }
-  return at >= end;
-}
-
 int Runtime::HostRegister(void* p, size_t size) {
   if (refuse_page_locking.load()) {
     return Fail(kMemoryAllocation, "cudaHostRegister(" + Hex(p) + "): refused (test)");
@@ -408,20 +391,12 @@ int Runtime::HostRegister(void* p, size_t size) {
   if (p == nullptr || size == 0) {
     return Fail(kInvalidValue, "cudaHostRegister(" + Hex(p) + ", " + std::to_string(size) + ")");
   }
-  const auto a = reinterpret_cast<uintptr_t>(p);
-  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t first = a / page * page, end = (a + size + page - 1) / page * page;
-  std::vector<unsigned char> resident((end - first) / page);
-  if (mincore(reinterpret_cast<void*>(first), end - first, resident.data()) != 0) {
+  const std::string why = Unpinnable(p, size);
+  if (!why.empty()) {
     return Fail(kInvalidValue,
-                "cudaHostRegister(" + Hex(p) + ", " + std::to_string(size) + "): not mapped");
+                "cudaHostRegister(" + Hex(p) + ", " + std::to_string(size) + "): " + why);
   }
-  // The runtime pins every page for writing (get_user_pages): a range with
-  // a page that cannot be written (no access, read-only) is refused.
-  if (!Writable(first, end)) {
-    return Fail(kInvalidValue, "cudaHostRegister(" + Hex(p) + ", " + std::to_string(size) +
-                                   "): not writable memory");
-  }
+  const auto a = reinterpret_cast<uintptr_t>(p);
   MutexLock l(&mu_);
   auto after = locked_.lower_bound(a);
   const bool overlaps =

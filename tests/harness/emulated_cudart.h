@@ -48,6 +48,13 @@ bool ContextMade(int device);
 // Whether the calling thread has a current context.
 extern thread_local bool context_current;
 
+// Why the runtime could not page-lock [p, p + size) of host memory
+// (emulated_cudart_queries.cc): it pins every page for writing
+// (get_user_pages), so a range with a page not mapped, or not readable and
+// writable (a gap in a reservation, a read-only mapping), is refused. Empty
+// when it could.
+std::string Unpinnable(const void* p, size_t size);
+
 // Stream capture and host waits (emulated_cudart_capture.cc). kSuccess, or
 // cudaErrorStreamCaptureUnsupported (recorded as Fail does) when the calling
 // thread may not make the potentially unsafe `call` now: a test's capture

@@ -5,14 +5,21 @@
 // rules): errors, and what PyTorch's CUDA build makes besides Strata's calls
 // -- device properties and attributes, versions, driver entry points, memory
 // sizes, stream priorities and capture status (the rest through the C ABI)
-// -- and the few driver calls torch makes by opening libcuda.so.1 itself. Preloaded (LD_PRELOAD)
+// -- and the few driver calls torch makes by opening libcuda.so.1 itself,
+// and which host memory could be page-locked. Preloaded (LD_PRELOAD)
 // and found as libcuda.so.1, the library runs torch's CUDA tensors, and strata.torch and strata.dcp
 // above them, unchanged (python/tests/test_emulated_cuda.py). Kernels are not emulated: a launch
 // fails with cudaErrorNotSupported.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
 
 #include "emulated_cudart.h"
 
@@ -230,3 +237,29 @@ int cuGetErrorName(int error, const char** text) {
 }
 
 }  // extern "C"
+
+namespace strata::emulated_cuda {
+
+std::string Unpinnable(const void* p, size_t size) {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto first = reinterpret_cast<uintptr_t>(p) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + size + page - 1) / page * page;
+  std::vector<unsigned char> resident((end - first) / page);
+  if (::mincore(reinterpret_cast<void*>(first), end - first, resident.data()) != 0) {
+    return "not mapped";
+  }
+  // /proc/self/maps lists the mappings in address order.
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  uintptr_t at = first;
+  while (at < end && std::getline(maps, line)) {
+    uintptr_t lo = 0, hi = 0;
+    char perms[5] = {};
+    if (std::sscanf(line.c_str(), "%lx-%lx %4s", &lo, &hi, perms) != 3 || hi <= at) continue;
+    if (lo > at || perms[0] != 'r' || perms[1] != 'w') break;
+    at = hi;
+  }
+  return at >= end ? "" : "not writable memory";
+}
+
+}  // namespace strata::emulated_cuda
