@@ -95,17 +95,22 @@ def _read_info(copy: _Copy) -> Dict[str, Any]:
     return info
 
 
-def _readable(copies: List[_Copy], checked: Dict[_Copy, Dict[str, Any]]) -> List[int]:
-    """The steps of `copies` whose metadata item decodes (kept in
-    `checked`); a refused one is skipped with a RuntimeWarning saying why,
-    as a corrupt step is."""
+def _readable(copies: List[_Copy], checked: Dict[_Copy, Dict[str, Any]],
+              newest_only: bool = False) -> List[int]:
+    """The steps of `copies` (oldest first) whose metadata item decodes
+    (kept in `checked`); a refused one is skipped with a RuntimeWarning
+    saying why, as a corrupt step is. `newest_only`: the newest such step
+    alone, read newest first (the older ones are not read)."""
     steps = []
-    for c in copies:
+    for c in reversed(copies) if newest_only else copies:
         try:
             checked[c] = _read_info(c)
             steps.append(c.step)
         except strata.DataLossError as e:
             warnings.warn(f"{e}; an older step is used", RuntimeWarning, stacklevel=3)
+            continue
+        if newest_only:
+            break
     return steps
 
 

@@ -23,6 +23,7 @@ from strata._dcp_copies import (_ANCHOR, _DIR, _backup_copies, _backup_root, _ba
 from strata._dcp_items import _from_item, _narrow, _parse_step
 from strata._dcp_planner import _Route, _route
 from strata._dcp_writer import StrataStorageWriter
+from strata._gc import gc_paused
 
 _UNCHOSEN = object()  # the reader has not chosen its step yet
 
@@ -98,6 +99,7 @@ class StrataStorageReader(StorageReader):
     def validate_checkpoint_id(cls, checkpoint_id: Any) -> bool:
         return StrataStorageWriter.validate_checkpoint_id(checkpoint_id)
 
+    @gc_paused()
     def read_metadata(self) -> Metadata:
         anchor = self._choose()
         if anchor is None:
@@ -111,6 +113,7 @@ class StrataStorageReader(StorageReader):
         self._copies = {info["rank"]: anchor}
         return info["metadata"]
 
+    @gc_paused()
     def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool,
                               *args: Any, **kwargs: Any) -> None:
         self._locations = metadata.storage_data
@@ -119,6 +122,7 @@ class StrataStorageReader(StorageReader):
             for chunk in getattr(md, "chunks", ()):
                 self._chunks[(fqn, tuple(chunk.offsets))] = (md.properties.dtype, chunk.sizes)
 
+    @gc_paused()
     def prepare_local_plan(self, plan: LoadPlan) -> LoadPlan:
         """Adds this rank's inventory: the saved ranks whose step it can read
         here, and from which tier."""
@@ -138,11 +142,13 @@ class StrataStorageReader(StorageReader):
         inventory[anchor_rank] = _ANCHOR
         return dataclasses.replace(plan, storage_data=inventory)
 
+    @gc_paused()
     def prepare_global_plan(self, plans: List[LoadPlan]) -> List[LoadPlan]:
         inventories = [p.storage_data for p in plans]
         routes = _route(inventories, plans, self._locations, self._info["step"])
         return [dataclasses.replace(p, storage_data=r) for p, r in zip(plans, routes)]
 
+    @gc_paused()
     def read_data(self, plan: LoadPlan, planner: Any) -> Future:
         """Reads each saved rank's step this rank needs once: the items that
         fill a whole destination tensor of the same dtype are copied into it
@@ -277,6 +283,9 @@ class StrataStorageReader(StorageReader):
         if self._anchor is _UNCHOSEN:
             self._anchor = self._choose_with_agent() if self._agent_job is not None \
                 else self._choose_locally()
+            # Only the anchor's Metadata is used: the others' are freed now,
+            # not held (and walked by the collector) through the load.
+            self._checked = {c: i for c, i in self._checked.items() if c == self._anchor}
         return self._anchor
 
     def _choose_with_agent(self) -> Optional[_Copy]:
@@ -290,7 +299,7 @@ class StrataStorageReader(StorageReader):
             # older step every rank can read in its directory, else a backup.
             older = [_Copy(_ANCHOR, point[0], s) for s in _committed_steps(point[0])
                      if s < point[1]]
-            step = self._agree(_readable(older, self._checked))
+            step = self._newest_readable(older)
             if step is not None:
                 return _Copy(_ANCHOR, point[0], step)
             return self._backup_anchor(lambda c: c["step"] < point[1])
@@ -303,7 +312,7 @@ class StrataStorageReader(StorageReader):
         own = self._directory()
         steps = _committed_steps(own)
         step = self._asked if self._asked is not None else \
-            self._agree(_readable([_Copy(_DIR, own, s) for s in steps], self._checked))
+            self._newest_readable([_Copy(_DIR, own, s) for s in steps])
         if step is None:
             return self._backup_anchor(lambda c: True)
         if step in steps:
@@ -321,6 +330,13 @@ class StrataStorageReader(StorageReader):
         every = [ok] * world
         dist.all_gather_object(every, ok, group=self._group)
         return all(every)
+
+    def _newest_readable(self, copies: List[_Copy]) -> Optional[int]:
+        """The newest step of `copies` (this rank's, oldest first) whose
+        metadata decodes, on every rank that has such a step (collective).
+        Alone, the steps newer than it are the only others read."""
+        alone = _group_rank(self._group)[1] == 1
+        return self._agree(_readable(copies, self._checked, newest_only=alone))
 
     def _agree(self, steps: List[int]) -> Optional[int]:
         """The newest step in the own directory of every rank that has any."""

@@ -22,6 +22,7 @@ from strata import dcp_metadata
 from strata._arena import _Arena, _stage, stage_state_dict
 from strata._dcp_copies import METADATA_ITEM, _group_rank, _handshake
 from strata._dcp_items import _hashed_name, _item_name, _nbytes, _parse_step, _to_item
+from strata._gc import gc_paused
 
 
 class _Held(NamedTuple):
@@ -125,6 +126,7 @@ class StrataStorageWriter(StorageWriter, AsyncStager):
         if kwargs.get("rank") is not None:
             self._rank = kwargs["rank"]
 
+    @gc_paused()
     def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
         """Keeps the rank's whole local plan (the rank writes every item of
         it, whatever the planner deduplicates) and tells the coordinator
@@ -136,6 +138,7 @@ class StrataStorageWriter(StorageWriter, AsyncStager):
         self._local_items = list(plan.items)
         return dataclasses.replace(plan, storage_data=_Held(tuple(i.index for i in plan.items)))
 
+    @gc_paused()
     def prepare_global_plan(self, plans: List[SavePlan]) -> List[SavePlan]:
         """Builds the Metadata from the planner's deduplicated plans, as
         DCP's default planner does, names every item and records in it
@@ -165,6 +168,25 @@ class StrataStorageWriter(StorageWriter, AsyncStager):
         """Commits the rank's step: every item of its local plan (replicated
         ones included) and the Metadata. WriteResults are for the items the
         planner gave this rank."""
+        items, results, live = self._items(plan, planner)
+        self._writing = self._saving
+        try:
+            self.last_result = self._checkpointer().save(self._saving, items)
+        finally:
+            self._writing = None
+            if not live:
+                self._staged = False  # an async save's snapshot, written (or failed)
+        future: Future = Future()
+        future.set_result(results)
+        return future
+
+    @gc_paused()
+    def _items(self, plan: SavePlan,
+               planner: Any) -> Tuple[Dict[str, Any], List[WriteResult], bool]:
+        """The step's items by name (the Metadata's among them), the
+        WriteResults, and whether any item was live on a device (see
+        _on_host). The collector is paused here, not while the step is
+        committed: in an async save, training runs meanwhile."""
         metadata, world = plan.storage_data
         _check_planner(planner, metadata)
         resolved, live = self._on_host([planner.resolve_data(i) for i in self._local_items])
@@ -180,16 +202,7 @@ class StrataStorageWriter(StorageWriter, AsyncStager):
         items[METADATA_ITEM] = (dcp_metadata.encode(
             metadata, step=self._saving, rank=self._own_rank(), world_size=world,
             locations=metadata.storage_data), "bytes")
-        self._writing = self._saving
-        try:
-            self.last_result = self._checkpointer().save(self._saving, items)
-        finally:
-            self._writing = None
-            if not live:
-                self._staged = False  # an async save's snapshot, written (or failed)
-        future: Future = Future()
-        future.set_result(results)
-        return future
+        return items, results, live
 
     def _on_host(self, resolved: List[Any]) -> Tuple[List[Any], bool]:
         """A synchronous save's CUDA tensors copied to host memory in one
@@ -216,7 +229,10 @@ class StrataStorageWriter(StorageWriter, AsyncStager):
         stage(): one async save in flight at a time. A stage() while the
         previous save is still being written is refused (it would change
         what that save writes); one while it is still planning is not
-        detected: wait for the previous save's future first."""
+        detected: wait for the previous save's future first. The collector
+        is not paused here, on the training thread: the collection a pause
+        defers would start there as it ended (measured: full collections
+        moved into async_save's return)."""
         writing = self._writing
         if writing is not None:
             raise strata.FailedPreconditionError(

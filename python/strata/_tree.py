@@ -13,8 +13,6 @@ saves and how it is read back.
 """
 
 import base64
-import contextlib
-import gc
 import json
 import math
 import re
@@ -663,23 +661,6 @@ def _plan(node: Any, live: Any, path: str, decoder: _Decoder,
     generic[0] += 1
     fitted = _fit(decoder.decode(node), live, path, decoder.step, check=True)
     return _place(fitted, live, False, pairs)
-
-
-@contextlib.contextmanager
-def gc_paused():
-    """Python's cyclic garbage collector paused for the block (and resumed
-    after it if it ran before). Encoding or planning a state of thousands of
-    tensors allocates tens of thousands of small containers; every few
-    hundred of them would start a collection, and the older generations'
-    walk every object of the process, the model's included: two thirds of
-    the per-tensor time of a save (bench/torch_bench.py torch_per_tensor)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class _Unplanned(Exception):

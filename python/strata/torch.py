@@ -40,11 +40,12 @@ import torch
 
 import strata
 from strata._arena import release_staged, stage_state_dict
+from strata._gc import gc_paused
 from strata._overlap import _Pending
 from strata._restore import _Planner, decode_again, finish_planned, load_entry
 from strata._rng import RNGState, _device_generators  # noqa: F401 (tests call the latter)
 from strata._tree import (TREE_ITEM, _FORMAT, _TORCH_DTYPES, _bits, _Encoder,  # noqa: F401
-                          _is_dtensor, _is_stateful, gc_paused, tree_item)
+                          _is_dtensor, _is_stateful, tree_item)
 
 __all__ = ["Checkpointer", "RNGState", "TREE_ITEM", "stage_state_dict", "release_staged"]
 

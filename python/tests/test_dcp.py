@@ -23,12 +23,16 @@ dtypes, item names, staging, refused saves, and tampered steps (a pickle
 as the metadata item or as a bytes item is refused and never runs).
 """
 
+import collections
+import gc
 import json
 import os
 import pickle
 import re
 import shutil
+import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -43,6 +47,7 @@ import strata
 import strata.dcp
 import strata.export
 from strata import dcp_metadata
+from strata._gc import gc_paused
 import conftest
 from conftest import Agents
 from strata._dcp_copies import (_backup_copies, _backups, _committed_steps, _read_info,
@@ -454,9 +459,110 @@ def test_a_pickle_in_a_bytes_item_is_refused_and_nothing_of_it_runs(scratch):
                                                   r"refused: torch's weights_only unpickler"):
         dcp.load(target, storage_reader=reader, no_dist=True)
     assert not ran.exists()
+    assert gc.isenabled()  # read_data failed inside a pause of the collector
     # Step 1's plain values pass the check and load.
     reader = StrataStorageReader(d)
     reader.reset(checkpoint_id=1)
     dcp.load(target, storage_reader=reader, checkpoint_id=1, no_dist=True)
     assert target["extra"] == {"epoch": 3, "betas": (0.9, 0.95)}
     assert torch.equal(target["w"], torch.arange(3.0))
+
+
+def test_alone_the_reader_decodes_the_newest_readable_metadata_only(scratch, monkeypatch):
+    d = str(scratch / "d")
+    writer = StrataStorageWriter(d, max_to_keep=3)
+    for step in (1, 2, 3):
+        dcp.save({"w": torch.full((2,), float(step))}, storage_writer=writer,
+                 checkpoint_id=step, no_dist=True)
+    writer.close()
+    read = []
+    decode = strata._dcp_copies._read_info
+    monkeypatch.setattr(strata._dcp_copies, "_read_info",
+                        lambda c: read.append(c.step) or decode(c))
+    assert StrataStorageReader(d).step == 3
+    assert read == [3]
+    # Step 4: step 3's items with a garbled metadata item, committed so (checksums
+    # and all): step 3 is the newest readable, and the only older one read.
+    items = dict(strata.restore_step(d, 3).items)
+    items[METADATA_ITEM] = (b"garbled", "bytes")
+    with strata.Checkpointer(d, max_to_keep=0, preemption_signals=[], async_save=False) as c:
+        c.save(4, items)
+    read.clear()
+    reader = StrataStorageReader(d)
+    with pytest.warns(RuntimeWarning, match=r"step 4 in .*: the DCP metadata item is refused"):
+        assert reader.step == 3
+    assert read == [4, 3]
+    target = {"w": torch.zeros(2)}
+    dcp.load(target, storage_reader=reader, no_dist=True)
+    assert torch.equal(target["w"], torch.full((2,), 3.0)) and read == [4, 3]
+
+
+# The reader's and writer's Python that runs once per item of a save or a
+# load (strata/_gc.py says why the collector is paused there).
+_PAUSED = {"_dcp_writer.py": {"prepare_local_plan", "prepare_global_plan", "_items"},
+           "_dcp_reader.py": {"read_metadata", "set_up_storage_reader", "prepare_local_plan",
+                              "prepare_global_plan", "read_data"}}
+
+
+def test_no_collection_starts_while_a_many_tensor_state_is_planned_or_decoded(scratch):
+    """A thousand tensors: every collection that starts is traced back
+    through the Python stack to the reader's or writer's method it started
+    in, if any."""
+    state = {f"layer{i}.{part}": torch.full((4,), float(i)) for i in range(250)
+             for part in ("weight", "bias", "norm", "scale")}
+    started_in = collections.Counter()
+
+    def on_collection(phase, info):
+        frame = sys._getframe(1)
+        while phase == "start" and frame is not None:
+            code = frame.f_code
+            if code.co_name in _PAUSED.get(os.path.basename(code.co_filename), ()):
+                started_in[code.co_name] += 1
+                return
+            frame = frame.f_back
+
+    threshold = gc.get_threshold()
+    gc.set_threshold(100)  # a collection every 100 new containers
+    gc.callbacks.append(on_collection)
+    try:
+        writer = StrataStorageWriter(str(scratch / "d"))
+        dcp.save(state, storage_writer=writer, checkpoint_id=1, no_dist=True)
+        dcp.async_save(state, storage_writer=writer, checkpoint_id=2, no_dist=True).result()
+        writer.close()
+        loaded = {k: torch.zeros(4) for k in state}
+        dcp.load(loaded, storage_reader=StrataStorageReader(str(scratch / "d")), no_dist=True)
+    finally:
+        gc.callbacks.remove(on_collection)
+        gc.set_threshold(*threshold)
+    assert not started_in, started_in
+    assert gc.isenabled()
+    assert all(torch.equal(loaded[k], v) for k, v in state.items())
+
+
+def test_pauses_in_several_threads_resume_the_collector_once_all_ended():
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def second():
+        first_in.wait()
+        with gc_paused():
+            second_in.set()
+            first_out.wait()
+            seen["after the first ended"] = gc.isenabled()
+        seen["after both ended"] = gc.isenabled()
+
+    thread = threading.Thread(target=second)
+    thread.start()
+    with gc_paused():
+        first_in.set()
+        second_in.wait()
+    first_out.set()
+    thread.join()
+    assert seen == {"after the first ended": False, "after both ended": True}
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()  # it was paused before: it stays so
+    finally:
+        gc.enable()
