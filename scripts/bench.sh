@@ -37,7 +37,7 @@ agent_benchmarks=" peer_replication restore_from_peer restart_check tls_cost "
 storage_benchmarks=" backup_upload backup_restore "
 ec_benchmarks=" ec_encode ec_ram ec_rebuild "
 coded_benchmarks=" coded_ram coded_restore dedup "
-torch_benchmarks=" torch_save_blocking torch_load torch_per_tensor torch_per_tensor_cuda "
+torch_benchmarks=" torch_save_blocking torch_load torch_per_tensor torch_per_tensor_cuda dcp_per_tensor "
 run_scale=0
 run_cuda=0
 flags=()
@@ -102,7 +102,7 @@ run_torch_bench() {
     if [ "$n" = torch_per_tensor_cuda ]; then cuda=1; else cpu+=("$n"); fi
   done
   if [ ${#torch_names[@]} -eq 0 ]; then
-    cpu=(torch_save_blocking torch_load torch_per_tensor)
+    cpu=(torch_save_blocking torch_load torch_per_tensor dcp_per_tensor)
     cuda=1
   fi
   if [ ${#cpu[@]} -gt 0 ]; then
