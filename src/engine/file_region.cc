@@ -22,14 +22,14 @@
 namespace strata {
 namespace {
 
+size_t RoundUp(uint64_t n, size_t to) { return (n + to - 1) / to * to; }
+
+}  // namespace
+
 size_t PageSize() {
   static const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   return page;
 }
-
-size_t RoundUp(uint64_t n, size_t to) { return (n + to - 1) / to * to; }
-
-}  // namespace
 
 size_t FileAlignment() {
   static const size_t alignment = [] {

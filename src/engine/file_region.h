@@ -28,6 +28,9 @@
 
 namespace strata {
 
+// The system's base page size.
+size_t PageSize();
+
 // The boundary each file is placed at: the size of the huge page a tmpfs
 // maps with one page-table entry (2 MiB with 4 KiB base pages, as on
 // x86-64; 512 MiB with arm64's 64 KiB pages), read once from

@@ -3,8 +3,10 @@
 
 #include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 
+#include <cerrno>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -63,6 +65,24 @@ std::string TmpfsHugeOption(std::string_view mountinfo, std::string_view device)
     return huge.empty() ? "never" : huge;
   }
   return "";
+}
+
+Status CheckFreeSpace(const std::string& dir, uint64_t bytes, const std::string& what,
+                      uint64_t margin) {
+  struct statvfs st {};
+  if (::statvfs(dir.c_str(), &st) != 0) return ErrnoToStatus(errno, "statvfs " + dir);
+  const uint64_t free_bytes = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+  if (bytes + margin <= free_bytes) return Status::Ok();
+  return ResourceExhaustedError(
+      "no room for " + what + " in " + dir + ": " + std::to_string(bytes) + " bytes needed" +
+      (margin > 0 ? " and " + std::to_string(margin) + " kept free" : std::string()) + ", " +
+      std::to_string(free_bytes) + " free");
+}
+
+uint64_t BytesHeld(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return 0;
+  return static_cast<uint64_t>(st.st_blocks) * 512;
 }
 
 bool IsTmpfs(const std::string& dir) { return FilesystemType(dir) == TMPFS_MAGIC; }

@@ -9,8 +9,11 @@
 #ifndef STRATA_UTIL_RAM_DISK_H_
 #define STRATA_UTIL_RAM_DISK_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
+
+#include "strata/status.h"
 
 namespace strata {
 
@@ -32,6 +35,17 @@ struct RamDisk {
 RamDisk DescribeRamDisk(const std::string& dir);
 // Whether `dir` is on a tmpfs (false when it cannot be told).
 bool IsTmpfs(const std::string& dir);
+
+// Refuses `bytes` more, and `margin` bytes besides, than `dir`'s file
+// system has free for a non-root user, before any of them is written: a
+// RAM disk filled even for a moment fails the writes of everything else on
+// it (the node's saves, the agent's replicas), where it would not fit
+// anyway. RESOURCE_EXHAUSTED naming `what`, `dir` and both figures.
+Status CheckFreeSpace(const std::string& dir, uint64_t bytes, const std::string& what,
+                      uint64_t margin = 0);
+// The bytes of storage `path` holds (its allocated blocks: a file's pages
+// on a tmpfs); 0 when it does not exist.
+uint64_t BytesHeld(const std::string& path);
 
 // The huge= option of the tmpfs with device `device` ("major:minor", as
 // stat's st_dev) in /proc/self/mountinfo text: "never" when it has none,

@@ -442,6 +442,8 @@ TEST_F(InPlaceTest, ARamDiskWithoutRoomFailsTheSaveClearly) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted) << r.status().ToString();
   EXPECT_NE(r.status().message().find(dir_.path()), std::string::npos) << r.status().ToString();
+  // Refused before a page was made, not once the RAM disk was full.
+  EXPECT_NE(r.status().message().find("bytes needed"), std::string::npos) << r.status().ToString();
   EXPECT_EQ(ListSteps(dir_.path()).value(), std::vector<int64_t>{1});
   ExpectStep(1, HostState(1));
   stager_.reset();
@@ -466,6 +468,31 @@ TEST_F(InPlaceTest, ARetiredStepThatCannotGrowLeavesNoFilesBehind) {
   EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted) << r.status().ToString();
   EXPECT_TRUE(TempDirs().empty());
   ExpectStep(2, HostState(2));
+  stager_.reset();
+  ckpt_.reset();
+}
+
+// The room a save needs is counted beside the pages of the files it
+// reshapes: the retired step's 3 MiB grown to 4 MiB fit an 8 MiB RAM disk
+// holding two steps, where 4 MiB more would not.
+TEST_F(InPlaceTest, TheFilesOfARetiredStepCountTowardTheRoomItsSaveNeeds) {
+  const TestMount ram(dir_.path(), "size=8m");
+  if (!ram.why().empty()) GTEST_SKIP() << ram.why();
+  Open(2);
+  Save(1, HostState(1));
+  Save(2, HostState(2));
+  Open(2);  // a new process: step 1's files are not mapped, so they are reshaped
+  const std::vector<uint8_t> bigger = RandomData(4 << 20, 9);
+  const std::vector<DeviceItem> items = {
+      {"big", DType::kUInt8, {static_cast<int64_t>(bigger.size())}, bigger.data(), bigger.size()}};
+  auto r = stager_->Save(3, items);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(ckpt_->Wait().ok());
+  EXPECT_EQ(ListSteps(dir_.path()).value(), (std::vector<int64_t>{2, 3}));
+  auto step = RestoreStep(dir_.path(), 3);
+  ASSERT_TRUE(step.ok()) << step.status().ToString();
+  ASSERT_EQ(step->Find("big")->data.size(), bigger.size());
+  EXPECT_EQ(std::memcmp(step->Find("big")->data.data(), bigger.data(), bigger.size()), 0);
   stager_.reset();
   ckpt_.reset();
 }

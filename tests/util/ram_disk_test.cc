@@ -5,6 +5,10 @@
 #include "util/ram_disk.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
 
 #include "test_util.h"
 
@@ -38,6 +42,28 @@ TEST(RamDiskTest, DescribesTheTestsTmpfs) {
   EXPECT_TRUE(d.tmpfs) << dir.path();
   EXPECT_FALSE(d.huge.empty());
   EXPECT_FALSE(DescribeRamDisk("/proc/self").tmpfs);
+}
+
+TEST(RamDiskTest, RoomIsCheckedAgainstWhatTheFileSystemHasFree) {
+  testing::ScratchDir dir("ramdisk");
+  EXPECT_TRUE(CheckFreeSpace(dir.path(), 4096, "a page").ok());
+  Status s = CheckFreeSpace(dir.path(), uint64_t{1} << 60, "an exbibyte");
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+  EXPECT_NE(s.message().find("no room for an exbibyte in " + dir.path()), std::string::npos)
+      << s.ToString();
+  s = CheckFreeSpace(dir.path(), 4096, "a page", uint64_t{1} << 60);  // the margin counts
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+  EXPECT_NE(s.message().find("kept free"), std::string::npos) << s.ToString();
+  EXPECT_EQ(CheckFreeSpace(dir.path() + "/missing", 1, "a byte").code(), StatusCode::kNotFound);
+}
+
+TEST(RamDiskTest, BytesHeldAreTheFilesPages) {
+  testing::ScratchDir dir("ramdisk");
+  const std::string path = dir.path() + "/f";
+  std::ofstream(path) << std::string(5000, 'x');
+  const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  EXPECT_EQ(BytesHeld(path), (5000 + page - 1) / page * page);  // the tmpfs's pages
+  EXPECT_EQ(BytesHeld(dir.path() + "/missing"), 0u);
 }
 
 }  // namespace

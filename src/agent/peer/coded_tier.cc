@@ -240,7 +240,7 @@ StatusOr<json> CodedTier::HandlePutShard(const wire::PutShardRequest& request, n
   // The new shard is written beside the old one before it replaces it.
   uint64_t bytes = request.length;
   if (auto held = parity_->Get(key); held.ok()) bytes = std::max(bytes, held->length);
-  STRATA_RETURN_IF_ERROR(CheckFreeSpace(options_.local_dir, bytes, "parity " + key.ToString()));
+  STRATA_RETURN_IF_ERROR(CheckRoomToReceive(options_.local_dir, bytes, "parity " + key.ToString()));
   STRATA_RETURN_IF_ERROR(SendReply(socket, wire::PutShardReady{false}.ToJson()));
   wire::Contribution c{request.key.rank, request.chunk,  request.length,
                        request.xxh3,     request.digest, request.index};

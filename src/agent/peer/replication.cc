@@ -587,7 +587,7 @@ StatusOr<json> Replication::HandlePutStep(const wire::PutStepRequest& request,
   const StepIndex& index = request.index;
   auto held = store_->GetIndex(key);
   if (held.ok() && held->digest == index.digest) return wire::PutStepReady{true, {}, {}}.ToJson();
-  STRATA_RETURN_IF_ERROR(CheckFreeSpace(options_.local_dir, index.total_bytes, key.ToString()));
+  STRATA_RETURN_IF_ERROR(CheckRoomToReceive(options_.local_dir, index.total_bytes, key.ToString()));
   STRATA_ASSIGN_OR_RETURN(std::string dir, store_->NewIncomingDir());
   uint64_t taken = 0;
   Status s = request.dedup ? ReceiveByContent(request, socket, dir, &taken)

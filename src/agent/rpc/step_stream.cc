@@ -14,6 +14,7 @@
 #include "util/crash_point.h"
 #include "util/file_util.h"
 #include "util/json_bounded.h"
+#include "util/ram_disk.h"
 #include "wire/json.h"
 
 namespace strata::agent {
@@ -72,16 +73,8 @@ Status RecvFile(net::Socket& socket, int fd, const IndexedFile& f, StreamVerifie
 
 }  // namespace
 
-Status CheckFreeSpace(const std::string& dir, uint64_t bytes, const std::string& what) {
-  struct statvfs st;
-  if (::statvfs(dir.c_str(), &st) != 0) return ErrnoToStatus(errno, "statvfs " + dir);
-  const uint64_t free_bytes = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
-  if (bytes + (bytes >> 4) > free_bytes) {  // keep a 1/16 margin
-    return ResourceExhaustedError("no room for " + what + " in " + dir + ": " +
-                                  std::to_string(bytes) + " bytes needed, " +
-                                  std::to_string(free_bytes) + " free");
-  }
-  return Status::Ok();
+Status CheckRoomToReceive(const std::string& dir, uint64_t bytes, const std::string& what) {
+  return CheckFreeSpace(dir, bytes, what, bytes >> 4);
 }
 
 std::optional<double> FillOf(const std::string& dir) {

@@ -22,10 +22,10 @@
 
 namespace strata::agent {
 
-// Refuses `bytes` that would not fit in `dir`'s file system with a 1/16
-// margin, before any of them is received: filling the RAM disk would make
-// the node's own saves fail. RESOURCE_EXHAUSTED naming `what`.
-Status CheckFreeSpace(const std::string& dir, uint64_t bytes, const std::string& what);
+// Refuses `bytes` of step data that would not fit in `dir`'s file system
+// with a 1/16 margin, before any of them is received: filling the RAM disk
+// would make the node's own saves fail (strata::CheckFreeSpace).
+Status CheckRoomToReceive(const std::string& dir, uint64_t bytes, const std::string& what);
 // How full `dir`'s file system is, from 0 to 1 (space a non-root user cannot
 // take counts as used); none when statvfs fails.
 std::optional<double> FillOf(const std::string& dir);
