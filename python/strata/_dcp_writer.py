@@ -186,7 +186,8 @@ class StrataStorageWriter(StorageWriter, AsyncStager):
         """The step's items by name (the Metadata's among them), the
         WriteResults, and whether any item was live on a device (see
         _on_host). The collector is paused here, not while the step is
-        committed: in an async save, training runs meanwhile."""
+        committed, the longest part: in an async save (DCP's thread)
+        training runs meanwhile."""
         metadata, world = plan.storage_data
         _check_planner(planner, metadata)
         resolved, live = self._on_host([planner.resolve_data(i) for i in self._local_items])

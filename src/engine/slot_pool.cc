@@ -85,9 +85,21 @@ StatusOr<std::unique_ptr<StepSlot>> SlotPool::RetireOldest(int64_t step, const S
     }
   }
   if (slot && !slot->Intact(env_)) slot.reset();  // another process replaced its files
+  const std::string step_dir = JoinPath(dir_, StepDirName(oldest));
+  if (!slot || !slot->Fits(layout)) {  // reshaped: checked before the step is retired
+    Status room = StepSlot::CheckRoom(env_, step_dir, layout);
+    if (!room.ok()) {
+      if (slot) {
+        MutexLock l(&mu_);
+        held_[oldest] = std::move(slot);
+      }
+      return room.WithContext("saving step " + std::to_string(step) + " (step " +
+                              std::to_string(oldest) + " is kept)");
+    }
+  }
   const std::string tmp = JoinPath(dir_, TempDirName(oldest));
-  STRATA_RETURN_IF_ERROR(env_->Rename(JoinPath(dir_, StepDirName(oldest)), tmp)
-                             .WithContext("recycling step " + std::to_string(oldest)));
+  STRATA_RETURN_IF_ERROR(
+      env_->Rename(step_dir, tmp).WithContext("recycling step " + std::to_string(oldest)));
   CrashPoint("save.after_retire");
   if (slot) {
     slot->Moved(tmp);

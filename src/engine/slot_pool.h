@@ -101,7 +101,9 @@ class SlotPool {
   StatusOr<std::unique_ptr<StepSlot>> Make(std::string dir, const StepInfo& layout) EXCLUDES(mu_);
   // The oldest committed step's directory renamed to a temporary one, as a
   // slot (its own if held, else its files reshaped); null when a save of
-  // `step` retires nothing.
+  // `step` retires nothing. RESOURCE_EXHAUSTED, the step kept, when its
+  // files would have to grow beyond the RAM disk's room
+  // (StepSlot::CheckRoom).
   StatusOr<std::unique_ptr<StepSlot>> RetireOldest(int64_t step, const StepInfo& layout)
       EXCLUDES(mu_);
   // Unmaps `slot` and removes its (temporary) directory.

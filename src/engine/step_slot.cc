@@ -16,26 +16,11 @@
 namespace strata {
 namespace {
 
-// Refuses `layout` when its pages would not fit beside what the RAM disk
-// holds, counting those of the files already in `dir` (reshaped or
-// removed): before a page is made, not once populating the files filled
-// it for everything else on it.
-Status CheckRoom(const std::string& dir, const std::vector<DirEntry>& entries,
-                 const StepInfo& layout) {
-  uint64_t needed = 0;
-  uint64_t held = 0;
-  const uint64_t page = PageSize();
-  for (const FileInfo& f : layout.files) needed += (f.size + page - 1) / page * page;
-  for (const DirEntry& e : entries) held += BytesHeld(JoinPath(dir, e.name));
-  if (needed <= held) return Status::Ok();
-  return CheckFreeSpace(Dirname(dir), needed - held, "the step files");
-}
-
 // Makes `dir` hold exactly the data files of `layout` at their sizes.
 Status ShapeFiles(Env* env, const std::string& dir, const StepInfo& layout) {
   STRATA_RETURN_IF_ERROR(env->CreateDir(dir));
+  STRATA_RETURN_IF_ERROR(StepSlot::CheckRoom(env, dir, layout));
   STRATA_ASSIGN_OR_RETURN(auto entries, env->ListDir(dir));
-  STRATA_RETURN_IF_ERROR(CheckRoom(dir, entries, layout));
   std::set<std::string> wanted;
   for (const FileInfo& f : layout.files) wanted.insert(f.name);
   for (const DirEntry& e : entries) {
@@ -73,6 +58,23 @@ void LogRamDisk(const std::string& dir) {
 }
 
 }  // namespace
+
+Status StepSlot::CheckRoom(Env* env, const std::string& dir, const StepInfo& layout) {
+  if (!OnMemoryFilesystem(Dirname(dir))) return Status::Ok();  // a disk's room is its own
+  uint64_t needed = 0;
+  const uint64_t page = PageSize();
+  for (const FileInfo& f : layout.files) needed += (f.size + page - 1) / page * page;
+  uint64_t held = 0;
+  if (env->Exists(dir)) {
+    STRATA_ASSIGN_OR_RETURN(auto entries, env->ListDir(dir));
+    for (const DirEntry& e : entries) held += BytesHeld(JoinPath(dir, e.name));
+  }
+  if (needed <= held) return Status::Ok();
+  Status s = CheckFreeSpace(Dirname(dir), needed - held, "the step files");
+  if (s.ok() || held == 0) return s;
+  return s.WithContext(std::to_string(held) + " of their " + std::to_string(needed) +
+                       " bytes held already");
+}
 
 StatusOr<std::unique_ptr<StepSlot>> StepSlot::Prepare(Env* env, ThreadPool* pool, std::string dir,
                                                       const StepInfo& layout,

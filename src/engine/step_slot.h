@@ -42,6 +42,13 @@ class MemoryRegistrar {
 
 class StepSlot {
  public:
+  // RESOURCE_EXHAUSTED when the memory file system holding `dir` has no
+  // room for the pages of `layout` beyond those the files already in `dir`
+  // (which need not exist) hold: checked before a page is made, so that a
+  // save that cannot fit does not fill a RAM disk others write to. OK on a
+  // disk, and where the file system reports no size.
+  static Status CheckRoom(Env* env, const std::string& dir, const StepInfo& layout);
+
   // Makes `dir` (a temporary directory in the checkpoint directory, created
   // if missing) hold exactly the data files of `layout`, at their sizes
   // (files already there are reused: their pages are overwritten, not

@@ -71,8 +71,9 @@ Status CheckFreeSpace(const std::string& dir, uint64_t bytes, const std::string&
                       uint64_t margin) {
   struct statvfs st {};
   if (::statvfs(dir.c_str(), &st) != 0) return ErrnoToStatus(errno, "statvfs " + dir);
+  if (st.f_blocks == 0) return Status::Ok();  // no size to fill
   const uint64_t free_bytes = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
-  if (bytes + margin <= free_bytes) return Status::Ok();
+  if (bytes <= free_bytes && margin <= free_bytes - bytes) return Status::Ok();
   return ResourceExhaustedError(
       "no room for " + what + " in " + dir + ": " + std::to_string(bytes) + " bytes needed" +
       (margin > 0 ? " and " + std::to_string(margin) + " kept free" : std::string()) + ", " +

@@ -40,7 +40,9 @@ bool IsTmpfs(const std::string& dir);
 // system has free for a non-root user, before any of them is written: a
 // RAM disk filled even for a moment fails the writes of everything else on
 // it (the node's saves, the agent's replicas), where it would not fit
-// anyway. RESOURCE_EXHAUSTED naming `what`, `dir` and both figures.
+// anyway. RESOURCE_EXHAUSTED naming `what`, `dir` and both figures. OK on
+// a file system that reports no size (ramfs, a tmpfs mounted size=0):
+// nothing but memory limits it.
 Status CheckFreeSpace(const std::string& dir, uint64_t bytes, const std::string& what,
                       uint64_t margin = 0);
 // The bytes of storage `path` holds (its allocated blocks: a file's pages

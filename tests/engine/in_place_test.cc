@@ -450,25 +450,54 @@ TEST_F(InPlaceTest, ARamDiskWithoutRoomFailsTheSaveClearly) {
   ckpt_.reset();
 }
 
-// The oldest step retired for a larger state its files cannot take on a
-// full RAM disk: the save fails, and no temporary directory is left holding
-// the retired step's pages (nothing frees them until the next Open).
-TEST_F(InPlaceTest, ARetiredStepThatCannotGrowLeavesNoFilesBehind) {
+// A larger state the oldest step's files cannot grow into on a full RAM
+// disk: the save is refused before that step is retired, so both steps
+// kept stay, and no temporary directory holds pages.
+TEST_F(InPlaceTest, AStateTooBigForTheRamDiskKeepsTheStepItWouldRecycle) {
   const TestMount ram(dir_.path(), "size=8m");
   if (!ram.why().empty()) GTEST_SKIP() << ram.why();
   Open(2);
   Save(1, HostState(1));
   Save(2, HostState(2));
-  Open(2);  // a new process: step 1's files are not mapped, so they are reshaped
+  Open(2);  // a new process: step 1's files are not mapped, so they would be reshaped
   std::vector<uint8_t> bigger(6 << 20, 7);
   const std::vector<DeviceItem> items = {
       {"big", DType::kUInt8, {static_cast<int64_t>(bigger.size())}, bigger.data(), bigger.size()}};
   auto r = stager_->Save(3, items);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("step 1 is kept"), std::string::npos)
+      << r.status().ToString();
   EXPECT_TRUE(TempDirs().empty());
+  EXPECT_EQ(ListSteps(dir_.path()).value(), (std::vector<int64_t>{1, 2}));
+  ExpectStep(1, HostState(1));
   ExpectStep(2, HostState(2));
   stager_.reset();
+  ckpt_.reset();
+}
+
+// The oldest step retired, its files cannot be reshaped (an I/O error
+// past the room check): the save fails and no temporary directory is left
+// holding the retired step's pages (nothing frees them until the next
+// Open).
+TEST_F(InPlaceTest, ARetiredStepWhoseFilesCannotBeReshapedLeavesNoFilesBehind) {
+  FaultInjectionEnv env;
+  Open(2, &env);
+  Save(1, HostState(1));
+  Save(2, HostState(2));
+  Open(2, &env);  // a new process: step 1's files are not mapped, so they are reshaped
+  env.FailAt(Op::kTruncate, 1, EIO, /*sticky=*/true);
+  std::vector<uint8_t> bigger(6 << 20, 7);
+  const std::vector<DeviceItem> items = {
+      {"big", DType::kUInt8, {static_cast<int64_t>(bigger.size())}, bigger.data(), bigger.size()}};
+  auto r = stager_->Save(3, items);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("injected fault"), std::string::npos)
+      << r.status().ToString();
+  EXPECT_TRUE(TempDirs().empty());
+  EXPECT_EQ(ListSteps(dir_.path()).value(), std::vector<int64_t>{2});
+  ExpectStep(2, HostState(2));
+  stager_.reset();  // before the Env they use
   ckpt_.reset();
 }
 
