@@ -131,6 +131,21 @@ class InPlaceTest : public ::testing::Test {
     stager_.reset();
     ckpt_.reset();
   }
+  // Steps 1 and 2 saved, then the checkpointer opened anew, as by a new
+  // process: step 1's files are not mapped by it, so a save that recycles
+  // them reshapes them.
+  void SaveTwoStepsAndReopen(Env* env = nullptr) {
+    Open(2, env);
+    Save(1, HostState(1));
+    Save(2, HostState(2));
+    Open(2, env);
+  }
+  // Saves `bytes` as the one item ("big") of `step`.
+  StatusOr<SaveResult> SaveBytes(int64_t step, const std::vector<uint8_t>& bytes) {
+    const std::vector<DeviceItem> items = {
+        {"big", DType::kUInt8, {static_cast<int64_t>(bytes.size())}, bytes.data(), bytes.size()}};
+    return stager_->Save(step, items);
+  }
   void Save(int64_t step, const HostState& s) {
     auto items = s.Items();
     auto r = stager_->Save(step, items, DeviceSaveMode::kBlocking);
@@ -456,14 +471,8 @@ TEST_F(InPlaceTest, ARamDiskWithoutRoomFailsTheSaveClearly) {
 TEST_F(InPlaceTest, AStateTooBigForTheRamDiskKeepsTheStepItWouldRecycle) {
   const TestMount ram(dir_.path(), "size=8m");
   if (!ram.why().empty()) GTEST_SKIP() << ram.why();
-  Open(2);
-  Save(1, HostState(1));
-  Save(2, HostState(2));
-  Open(2);  // a new process: step 1's files are not mapped, so they would be reshaped
-  std::vector<uint8_t> bigger(6 << 20, 7);
-  const std::vector<DeviceItem> items = {
-      {"big", DType::kUInt8, {static_cast<int64_t>(bigger.size())}, bigger.data(), bigger.size()}};
-  auto r = stager_->Save(3, items);
+  SaveTwoStepsAndReopen();
+  auto r = SaveBytes(3, std::vector<uint8_t>(6 << 20, 7));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted) << r.status().ToString();
   EXPECT_NE(r.status().message().find("step 1 is kept"), std::string::npos)
@@ -482,15 +491,9 @@ TEST_F(InPlaceTest, AStateTooBigForTheRamDiskKeepsTheStepItWouldRecycle) {
 // Open).
 TEST_F(InPlaceTest, ARetiredStepWhoseFilesCannotBeReshapedLeavesNoFilesBehind) {
   FaultInjectionEnv env;
-  Open(2, &env);
-  Save(1, HostState(1));
-  Save(2, HostState(2));
-  Open(2, &env);  // a new process: step 1's files are not mapped, so they are reshaped
+  SaveTwoStepsAndReopen(&env);
   env.FailAt(Op::kTruncate, 1, EIO, /*sticky=*/true);
-  std::vector<uint8_t> bigger(6 << 20, 7);
-  const std::vector<DeviceItem> items = {
-      {"big", DType::kUInt8, {static_cast<int64_t>(bigger.size())}, bigger.data(), bigger.size()}};
-  auto r = stager_->Save(3, items);
+  auto r = SaveBytes(3, std::vector<uint8_t>(6 << 20, 7));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("injected fault"), std::string::npos)
       << r.status().ToString();
@@ -507,14 +510,9 @@ TEST_F(InPlaceTest, ARetiredStepWhoseFilesCannotBeReshapedLeavesNoFilesBehind) {
 TEST_F(InPlaceTest, TheFilesOfARetiredStepCountTowardTheRoomItsSaveNeeds) {
   const TestMount ram(dir_.path(), "size=8m");
   if (!ram.why().empty()) GTEST_SKIP() << ram.why();
-  Open(2);
-  Save(1, HostState(1));
-  Save(2, HostState(2));
-  Open(2);  // a new process: step 1's files are not mapped, so they are reshaped
+  SaveTwoStepsAndReopen();
   const std::vector<uint8_t> bigger = RandomData(4 << 20, 9);
-  const std::vector<DeviceItem> items = {
-      {"big", DType::kUInt8, {static_cast<int64_t>(bigger.size())}, bigger.data(), bigger.size()}};
-  auto r = stager_->Save(3, items);
+  auto r = SaveBytes(3, bigger);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_TRUE(ckpt_->Wait().ok());
   EXPECT_EQ(ListSteps(dir_.path()).value(), (std::vector<int64_t>{2, 3}));
