@@ -267,8 +267,8 @@ def bench_dcp_per_tensor(scratch, reps) -> None:
     def state():
         return {"model": model.state_dict(), "optimizer": opt.state_dict()}
 
-    writer = StrataStorageWriter(os.path.join(scratch, "strata-dcp"), max_to_keep=2)
-    own = os.path.join(scratch, "dcp-own")
+    ours_dir, own = os.path.join(scratch, "strata-dcp"), os.path.join(scratch, "dcp-own")
+    writer = StrataStorageWriter(ours_dir, max_to_keep=2)
 
     def strata_save(i):
         dcp.save(state(), storage_writer=writer, checkpoint_id=i + 1)
@@ -277,7 +277,7 @@ def bench_dcp_per_tensor(scratch, reps) -> None:
         dcp.save(state(), checkpoint_id=os.path.join(own, str(i % 2)))
 
     def strata_load(i):
-        dcp.load(state(), storage_reader=StrataStorageReader(os.path.join(scratch, "strata-dcp")))
+        dcp.load(state(), storage_reader=StrataStorageReader(ours_dir))
 
     def own_load(i):
         dcp.load(state(), checkpoint_id=os.path.join(own, "0"))

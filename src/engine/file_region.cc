@@ -31,6 +31,8 @@ size_t PageSize() {
   return page;
 }
 
+uint64_t PageRound(uint64_t n) { return RoundUp(n, PageSize()); }
+
 size_t FileAlignment() {
   static const size_t alignment = [] {
     size_t n = 0;
@@ -71,14 +73,14 @@ std::vector<std::span<std::byte>> FileSpans(const HeldRegion& held,
   std::vector<std::span<std::byte>> spans;
   for (size_t f = 0; f < files.size(); ++f) {
     if (files[f].size == 0) continue;
-    spans.push_back(held.region.subspan(held.file_offset[f], RoundUp(files[f].size, PageSize())));
+    spans.push_back(held.region.subspan(held.file_offset[f], PageRound(files[f].size)));
   }
   return spans;
 }
 
 void FaultInForReading(const std::byte* p, uint64_t n) {
   const auto first = reinterpret_cast<uintptr_t>(p) / PageSize() * PageSize();
-  const uintptr_t end = RoundUp(reinterpret_cast<uintptr_t>(p) + n, PageSize());
+  const uintptr_t end = PageRound(reinterpret_cast<uintptr_t>(p) + n);
   ::madvise(reinterpret_cast<void*>(first), end - first, MADV_POPULATE_READ);
 }
 

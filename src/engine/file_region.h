@@ -28,8 +28,9 @@
 
 namespace strata {
 
-// The system's base page size.
+// The system's base page size, and `n` rounded up to a multiple of it.
 size_t PageSize();
+uint64_t PageRound(uint64_t n);
 
 // The boundary each file is placed at: the size of the huge page a tmpfs
 // maps with one page-table entry (2 MiB with 4 KiB base pages, as on

@@ -16,11 +16,26 @@
 namespace strata {
 namespace {
 
+// StepSlot::CheckRoom, `entries` being what `dir` holds.
+Status CheckRoomBeside(const std::string& dir, const std::vector<DirEntry>& entries,
+                       const StepInfo& layout) {
+  if (!OnMemoryFilesystem(Dirname(dir))) return Status::Ok();  // a disk's room is its own
+  uint64_t needed = 0;
+  for (const FileInfo& f : layout.files) needed += PageRound(f.size);
+  uint64_t held = 0;
+  for (const DirEntry& e : entries) held += BytesHeld(JoinPath(dir, e.name));
+  if (needed <= held) return Status::Ok();
+  Status s = CheckFreeSpace(Dirname(dir), needed - held, "the step files");
+  if (s.ok() || held == 0) return s;
+  return s.WithContext(std::to_string(held) + " of their " + std::to_string(needed) +
+                       " bytes held already");
+}
+
 // Makes `dir` hold exactly the data files of `layout` at their sizes.
 Status ShapeFiles(Env* env, const std::string& dir, const StepInfo& layout) {
   STRATA_RETURN_IF_ERROR(env->CreateDir(dir));
-  STRATA_RETURN_IF_ERROR(StepSlot::CheckRoom(env, dir, layout));
   STRATA_ASSIGN_OR_RETURN(auto entries, env->ListDir(dir));
+  STRATA_RETURN_IF_ERROR(CheckRoomBeside(dir, entries, layout));
   std::set<std::string> wanted;
   for (const FileInfo& f : layout.files) wanted.insert(f.name);
   for (const DirEntry& e : entries) {
@@ -60,20 +75,11 @@ void LogRamDisk(const std::string& dir) {
 }  // namespace
 
 Status StepSlot::CheckRoom(Env* env, const std::string& dir, const StepInfo& layout) {
-  if (!OnMemoryFilesystem(Dirname(dir))) return Status::Ok();  // a disk's room is its own
-  uint64_t needed = 0;
-  const uint64_t page = PageSize();
-  for (const FileInfo& f : layout.files) needed += (f.size + page - 1) / page * page;
-  uint64_t held = 0;
+  std::vector<DirEntry> entries;
   if (env->Exists(dir)) {
-    STRATA_ASSIGN_OR_RETURN(auto entries, env->ListDir(dir));
-    for (const DirEntry& e : entries) held += BytesHeld(JoinPath(dir, e.name));
+    STRATA_ASSIGN_OR_RETURN(entries, env->ListDir(dir));
   }
-  if (needed <= held) return Status::Ok();
-  Status s = CheckFreeSpace(Dirname(dir), needed - held, "the step files");
-  if (s.ok() || held == 0) return s;
-  return s.WithContext(std::to_string(held) + " of their " + std::to_string(needed) +
-                       " bytes held already");
+  return CheckRoomBeside(dir, entries, layout);
 }
 
 StatusOr<std::unique_ptr<StepSlot>> StepSlot::Prepare(Env* env, ThreadPool* pool, std::string dir,
@@ -103,7 +109,6 @@ Status StepSlot::Map(Env* env, ThreadPool* pool) {
   }
   files_ = FileSpans(held, layout_.files);
   for (std::span<std::byte> s : files_) {
-    mapped_ += s.size();
     // A tmpfs mounted with huge=advise backs them with huge pages (advisory).
     ::madvise(s.data(), s.size(), MADV_HUGEPAGE);
   }
@@ -113,6 +118,12 @@ Status StepSlot::Map(Env* env, ThreadPool* pool) {
 StepSlot::~StepSlot() {
   Register(nullptr);
   if (!region_.empty()) ::munmap(region_.data(), region_.size());
+}
+
+size_t StepSlot::bytes() const {
+  size_t n = 0;
+  for (std::span<std::byte> s : files_) n += s.size();
+  return n;
 }
 
 std::byte* StepSlot::data(size_t item) const {
@@ -157,7 +168,7 @@ void StepSlot::Register(MemoryRegistrar* registrar) {
     Log()->warn(
         "cannot page-lock the {} bytes of the step files in {} ({}); device copies into "
         "them will be slower",
-        mapped_, dir_, s.message());
+        bytes(), dir_, s.message());
     return;
   }
   registered_ = registrar;

@@ -78,7 +78,7 @@ class StepSlot {
   // The bytes of memory mapped (the files, each rounded up to the page),
   // the region holding them (engine/file_region.h: gaps between files are
   // address space only), and where each file is in it.
-  size_t bytes() const { return mapped_; }
+  size_t bytes() const;
   std::span<std::byte> region() const { return region_; }
   const std::vector<size_t>& file_offsets() const { return file_offset_; }
   bool registered() const { return registered_ != nullptr; }
@@ -106,7 +106,6 @@ class StepSlot {
   std::span<std::byte> region_;              // one reservation holding every file's mapping
   std::vector<size_t> file_offset_;          // of each file in region_ (huge-page-aligned)
   std::vector<std::span<std::byte>> files_;  // each non-empty file's mapping in region_
-  size_t mapped_ = 0;                        // their bytes
   std::vector<FileIdentity> identity_;       // of each file, when mapped
   MemoryRegistrar* registered_ = nullptr;    // non-null iff every file is page-locked
 };

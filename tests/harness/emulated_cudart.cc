@@ -38,10 +38,10 @@
 //  * Page-locking: cudaHostRegister refuses a range that overlaps one
 //    already page-locked (cudaErrorHostMemoryAlreadyRegistered), is not
 //    mapped, or has a page it cannot pin for writing (no access: a gap in
-//    a reservation; read-only); cudaHostUnregister refuses an address it did not register
-//    (cudaErrorHostMemoryNotRegistered). Unregistering or freeing
-//    page-locked memory that a queued copy still uses is undefined on a
-//    device; here it aborts, naming the call.
+//    a reservation; read-only); cudaHostUnregister refuses an address it
+//    did not register (cudaErrorHostMemoryNotRegistered). Unregistering
+//    or freeing page-locked memory that a queued copy still uses is
+//    undefined on a device; here it aborts, naming the call.
 //  * STRATA_EMU_CUDA_DEVICES devices (default 2; 0: cudaErrorNoDevice);
 //    the current device is per thread, as is cudaGetLastError's error.
 //  * Primary contexts are made as the runtime makes them (emulated_cudart.h,
