@@ -30,6 +30,7 @@ malformed JSON, an unknown dtype -- is refused with DataLossError, as any
 corrupt step is.
 """
 
+import dataclasses
 import json
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -49,6 +50,7 @@ _MEMORY_FORMATS = {"contiguous_format": torch.contiguous_format,
                    "channels_last": torch.channels_last,
                    "preserve_format": torch.preserve_format}
 _LAYOUTS = {"strided": torch.strided, "sparse_coo": torch.sparse_coo}
+_PROPERTIES_HAVE_STRIDES = "strides" in {f.name for f in dataclasses.fields(TensorProperties)}
 
 
 class _Refused(Exception):
@@ -164,12 +166,15 @@ def _decode_tensor(t: Any, fqn: str) -> TensorStorageMetadata:
     if t["layout"] not in _LAYOUTS or t["memory_format"] not in _MEMORY_FORMATS:
         raise _Refused(f"{what} has layout {t['layout']!r}, memory format "
                        f"{t['memory_format']!r}")
-    properties = TensorProperties(
+    fields = dict(
         dtype=dtype, layout=_LAYOUTS[t["layout"]],
         requires_grad=_want(t["requires_grad"], bool, what),
         memory_format=_MEMORY_FORMATS[t["memory_format"]],
-        pin_memory=_want(t["pin_memory"], bool, what),
-        strides=None if t["strides"] is None else tuple(_int_list(t["strides"], what)))
+        pin_memory=_want(t["pin_memory"], bool, what))
+    strides = None if t["strides"] is None else tuple(_int_list(t["strides"], what))
+    if _PROPERTIES_HAVE_STRIDES:  # an older torch (2.11) keeps none: they are dropped
+        fields["strides"] = strides
+    properties = TensorProperties(**fields)
     chunks = []
     for chunk in _want(t["chunks"], list, what):
         if not isinstance(chunk, list) or len(chunk) != 2:
