@@ -265,9 +265,12 @@ void PageUnlock(void* p);
 
 // CudaStager::RestorePlanned of `dir/<step>`, read without a Checkpointer
 // (no lock, no fallback), as RestoreStep: for steps another component
-// manages, such as the node agent's directory or another rank's. Device
-// destinations take the CUDA runtime (loaded once per process; without it,
-// a device destination is INVALID_ARGUMENT). `threads` 0 = one per CPU.
+// manages, such as the node agent's directory or another rank's. On a
+// tmpfs (the RAM disk) the step is verified and copied where its files
+// are, through a read-only mapping the returned step owns, not read into
+// other memory first; elsewhere it is read. Device destinations take the
+// CUDA runtime (loaded once per process; without it, a device destination
+// is INVALID_ARGUMENT). `threads` 0 = one per CPU.
 StatusOr<RestoredStep> RestoreStepPlanned(const std::string& dir, int64_t step,
                                           const std::string& key,
                                           const CudaStager::RestorePlan& plan, int threads = 0);

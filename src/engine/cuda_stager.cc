@@ -702,7 +702,7 @@ StatusOr<RestoredStep> RestoreStepPlanned(const std::string& dir, int64_t step,
   if (rt) guard.emplace(*rt);
   return restore.Run(
       [&](const RestoreAllocator& allocate, const RestoreOptions& o) {
-        return ReadStepToMemory(dir, step, allocate, o, threads);
+        return ReadStepInPlace(dir, step, allocate, o, threads);
       },
       PlannedRestore::FromPlan(restore, key, plan), {}, RestoreOptions());
 }

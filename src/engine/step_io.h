@@ -124,6 +124,18 @@ StatusOr<RestoredStep> ReadStepToMemory(const std::string& dir, int64_t step,
                                         const RestoreAllocator& allocate,
                                         const RestoreOptions& options, int threads);
 
+// As ReadStepToMemory, but a step on a memory file system (a tmpfs: the
+// RAM disk) is verified where its files are, in a read-only mapping
+// (VerifyMapped), not read into other memory; `allocate(0)` is called
+// first (its memory is not used). Elsewhere -- on a disk, where a read
+// error under a mapping would be a signal, not a Status -- or where the
+// file system cannot map, it is read as ReadStepToMemory reads it. The
+// returned step owns its memory; its files must not be rewritten while it
+// is held.
+StatusOr<RestoredStep> ReadStepInPlace(const std::string& dir, int64_t step,
+                                       const RestoreAllocator& allocate,
+                                       const RestoreOptions& options, int threads);
+
 // Verifies every chunk of `step_dir` without keeping the data; appends one
 // problem per corrupt chunk or unreadable file to `report`.
 void VerifyStepData(Env* env, ThreadPool* pool, const std::string& step_dir, const StepInfo& info,

@@ -10,6 +10,7 @@
 #include "format/naming.h"
 #include "util/file_util.h"
 #include "util/logging.h"
+#include "util/ram_disk.h"
 #include "util/thread_pool.h"
 
 namespace strata {
@@ -106,6 +107,22 @@ StatusOr<RestoredStep> ReadStepToMemory(const std::string& dir, int64_t step,
                                         const RestoreOptions& options, int threads) {
   STRATA_ASSIGN_OR_RETURN(StepInfo info, ReadStepInfo(dir, step));
   ThreadPool pool((threads > 0 ? threads : ThreadPool::DefaultThreads(1 << 10)) - 1);
+  RestoredStep out;
+  STRATA_RETURN_IF_ERROR(ReadOwned(Env::Default(), &pool, dir, info, allocate, &out, options));
+  out.step = step;
+  return out;
+}
+
+StatusOr<RestoredStep> ReadStepInPlace(const std::string& dir, int64_t step,
+                                       const RestoreAllocator& allocate,
+                                       const RestoreOptions& options, int threads) {
+  if (!IsTmpfs(dir)) return ReadStepToMemory(dir, step, allocate, options, threads);
+  STRATA_ASSIGN_OR_RETURN(StepInfo info, ReadStepInfo(dir, step));
+  ThreadPool pool((threads > 0 ? threads : ThreadPool::DefaultThreads(1 << 10)) - 1);
+  if (allocate) STRATA_RETURN_IF_ERROR(allocate(0).status());
+  auto mapped =
+      VerifyMapped(Env::Default(), &pool, JoinPath(dir, StepDirName(step)), info, nullptr, options);
+  if (mapped.status().code() != StatusCode::kUnimplemented) return mapped;
   RestoredStep out;
   STRATA_RETURN_IF_ERROR(ReadOwned(Env::Default(), &pool, dir, info, allocate, &out, options));
   out.step = step;

@@ -470,7 +470,7 @@ TEST_F(CudaStagerGpuTest, APlannedRestoreCopiesEachItemToItsDevice) {
   EXPECT_EQ(a.Download(), abytes);
   EXPECT_EQ(b.Download(), bbytes);
   EXPECT_EQ(EmulatedPageableCopies(),
-            pageable);  // read into ordinary memory, copied through chunks
+            pageable);  // mapped from the tmpfs, copied through chunks
   std::vector<std::byte> ahost(a.size()), bhost(b.size());
   std::vector<std::byte*> dst = {ahost.data(), bhost.data()};
   ASSERT_TRUE(CopyToHost(std::vector<DeviceItem>{Saved("a", a, 0), Saved("b", b, last)}, dst).ok());

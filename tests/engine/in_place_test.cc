@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -29,6 +30,7 @@
 #include "strata/cuda.h"
 #include "test_util.h"
 #include "util/file_util.h"
+#include "util/ram_disk.h"
 
 namespace strata {
 namespace {
@@ -567,6 +569,77 @@ TEST_F(InPlaceTest, APlannedRestoreCopiesWhatThePlanNamesAndKeepsTheRest) {
   });
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(planned, 0);
+}
+
+// The file mapped at `p`, from /proc/self/maps ("" if none is).
+std::string FileMappedAt(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    std::istringstream in(line);
+    uintptr_t lo = 0, hi = 0;
+    char dash = 0;
+    std::string perms, offset, device, inode, file;
+    in >> std::hex >> lo >> dash >> hi >> perms >> offset >> device >> inode >> file;
+    if (lo <= a && a < hi) return file;
+  }
+  return "";
+}
+
+// A step of a directory restored without a checkpointer (strata.dcp's
+// reader, another rank's copy): on a tmpfs it is verified and copied where
+// its files are, through a mapping of them, and not read into other memory
+// first; on a disk it is read. The bytes are the step's either way, and a
+// corrupt chunk is found.
+TEST_F(InPlaceTest, APlannedRestoreOfADirectoryOnATmpfsVerifiesTheStepWhereItsFilesAre) {
+  if (!IsTmpfs(dir_.path())) GTEST_SKIP() << dir_.path() << " is not on a tmpfs";
+  Open(2);
+  HostState s(1);
+  Save(1, s);
+  std::vector<uint8_t> big(kBigItem);
+  auto plan = [&](const RestoredStep&, const RestoredItem&) {
+    return StatusOr<std::vector<MutableDeviceItem>>(
+        std::vector<MutableDeviceItem>{{"big",
+                                        DType::kUInt8,
+                                        {static_cast<int64_t>(kBigItem)},
+                                        big.data(),
+                                        kBigItem,
+                                        -1,
+                                        nullptr}});
+  };
+  auto mapped = RestoreStepPlanned(dir_.path(), 1, "step", plan, 2);
+  ASSERT_TRUE(mapped.ok()) << mapped.status().ToString();
+  EXPECT_EQ(big, s.big);
+  const RestoredItem* small = mapped->Find("small");
+  ASSERT_NE(small, nullptr);
+  EXPECT_EQ(std::memcmp(small->data.data(), s.small.data(), kSmallItem), 0);
+  EXPECT_EQ(FileMappedAt(small->data.data()).rfind(dir_.Sub("1/"), 0), 0u)
+      << FileMappedAt(small->data.data());
+
+  ScratchDir disk("in-place-disk", std::filesystem::current_path().string());
+  if (IsTmpfs(disk.path())) GTEST_SKIP() << disk.path() << " is on a tmpfs too";
+  std::filesystem::copy(dir_.Sub("1"), disk.Sub("1"), std::filesystem::copy_options::recursive);
+  big.assign(kBigItem, 0);
+  auto read = RestoreStepPlanned(disk.path(), 1, "step", plan, 2);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(big, s.big);
+  EXPECT_EQ(FileMappedAt(read->Find("small")->data.data()), "");  // anonymous memory
+
+  mapped = Status::Ok();  // the mapping is let go before the file is changed
+  auto info = ReadStepInfo(dir_.path(), 1);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  const ItemInfo& item = info->items[0];
+  const std::string file = dir_.Sub("1/" + info->files[item.file].name);
+  const int fd = ::open(file.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0) << file;
+  char byte = 0;
+  ASSERT_EQ(::pread(fd, &byte, 1, static_cast<off_t>(item.offset)), 1);
+  byte = static_cast<char>(~byte);
+  ASSERT_EQ(::pwrite(fd, &byte, 1, static_cast<off_t>(item.offset)), 1);
+  ::close(fd);
+  auto corrupt = RestoreStepPlanned(dir_.path(), 1, "step", plan, 2);
+  EXPECT_EQ(corrupt.status().code(), StatusCode::kDataLoss) << corrupt.status().ToString();
 }
 
 }  // namespace
