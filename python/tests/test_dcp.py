@@ -434,6 +434,32 @@ def test_the_metadata_item_is_json_and_anything_else_is_refused(scratch):
             dcp_metadata.decode(bad, "step 1")
 
 
+def test_metadata_decodes_on_a_torch_whose_tensor_properties_keep_no_strides(monkeypatch):
+    """torch 2.11's TensorProperties has no `strides` field (newer ones do):
+    a step saved by either decodes, the strides dropped there. The stand-in
+    is that dataclass's fields; the real torch 2.11 was run on the GPU
+    machine (docs/performance.md)."""
+    import dataclasses
+    from torch.distributed.checkpoint.metadata import TensorProperties
+    old = dataclasses.make_dataclass("TensorProperties", [
+        (f.name, f.type, dataclasses.field(default=f.default))
+        for f in dataclasses.fields(TensorProperties) if f.name != "strides"])
+    w = torch.arange(6.0).reshape(2, 3)
+    md = dcp.metadata.Metadata(state_dict_metadata={"w": dcp.metadata.TensorStorageMetadata(
+        properties=TensorProperties.create_from_tensor(w), size=w.size(),
+        chunks=[dcp.metadata.ChunkStorageMetadata(offsets=torch.Size([0, 0]),
+                                                  sizes=w.size())])})
+    blob = dcp_metadata.encode(md, step=1, rank=0, world_size=1, locations={})
+    monkeypatch.setattr(dcp_metadata, "TensorProperties", old)
+    monkeypatch.setattr(dcp_metadata, "_PROPERTIES_HAVE_STRIDES", True)
+    with pytest.raises(TypeError, match="strides"):  # what every load on torch 2.11 met
+        dcp_metadata.decode(blob, "step 1")
+    monkeypatch.setattr(dcp_metadata, "_PROPERTIES_HAVE_STRIDES", False)
+    decoded = dcp_metadata.decode(blob, "step 1")["metadata"].state_dict_metadata["w"]
+    assert isinstance(decoded.properties, old) and decoded.properties.dtype == torch.float32
+    assert decoded.size == torch.Size([2, 3])
+
+
 def test_a_pickle_in_a_bytes_item_is_refused_and_nothing_of_it_runs(scratch):
     d = str(scratch / "d")
     writer = StrataStorageWriter(d)
