@@ -217,7 +217,7 @@ class StrataStorageWriter(StorageWriter, AsyncStager):
                 if isinstance(d, torch.Tensor) and d.is_cuda}
         if not live:
             return resolved, False
-        staged = _stage(live, _Arena(pin=False)) if self._staged else stage_state_dict(live)
+        staged = _stage(live, _Arena(pin=False))[0] if self._staged else stage_state_dict(live)
         return [staged.get(i, d) for i, d in enumerate(resolved)], True
 
     def finish(self, metadata: Metadata, results: List[List[WriteResult]]) -> None:

@@ -674,6 +674,42 @@ def test_stage_state_dict_snapshots_into_the_arena_until_the_next_call():
     assert arena.nbytes == 0
 
 
+def test_stage_state_dict_reuses_its_layout_while_the_tensors_are_the_same_ones():
+    """A state staged again with the same tensors (a fresh state_dict() of
+    the same model) reuses the views of the last call and only copies
+    again; a tensor replaced, resized or re-typed, another order, or one
+    that had to be copied first (not contiguous) makes a new layout."""
+    strata.torch.release_staged()
+    w, b = torch.arange(12, dtype=torch.float32).reshape(3, 4), torch.zeros(4)
+    first = strata.torch.stage_state_dict({"w": w, "b": b, "n": 3})
+    w.add_(1)
+    again = strata.torch.stage_state_dict({"w": w, "b": b, "n": 3})
+    assert again["w"] is first["w"] and again["b"] is first["b"]  # the same views
+    assert torch.equal(again["w"], w) and again["n"] == 3  # the copy was made again
+
+    def staged_anew(sd):
+        before = strata._arena._last
+        out = strata.torch.stage_state_dict(sd)
+        for k, v in sd.items():
+            assert torch.equal(out[k], v) and out[k].dtype == v.dtype, k
+        return strata._arena._last is not before
+
+    w2 = w.clone()
+    assert staged_anew({"w": w2, "b": b})  # replaced (other memory)
+    w2.resize_(2, 4)
+    assert staged_anew({"w": w2, "b": b})  # resized in place
+    assert staged_anew({"w": w2.view(torch.int32), "b": b})  # re-typed
+    assert staged_anew({"b": b, "w": w2})  # another order
+    assert not staged_anew({"b": b, "w": w2})  # the same again
+    t = torch.arange(6.0).reshape(2, 3).t()  # copied to a contiguous block first
+    assert staged_anew({"t": t}) and strata._arena._last is None
+    t.add_(1)
+    staged_anew({"t": t})  # checks the values
+    assert strata._arena._last is None
+    strata.torch.release_staged()
+    assert strata._arena._last is None
+
+
 def test_gpu_bench_runs_on_cpu(tmp_path):
     """The GPU benchmark's CPU path at a small size, so it keeps working."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
