@@ -14,8 +14,6 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "test_util.h"
 #include "util/file_util.h"
@@ -24,25 +22,9 @@
 namespace strata {
 namespace {
 
+using testing::MappingAt;
 using testing::ScratchDir;
 using testing::TestMount;
-
-// The permissions of the mapping holding `p`, from /proc/self/maps ("" if
-// none does).
-std::string PermissionsAt(const void* p) {
-  const auto a = reinterpret_cast<uintptr_t>(p);
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  while (std::getline(maps, line)) {
-    std::istringstream in(line);
-    uintptr_t lo = 0, hi = 0;
-    char dash = 0;
-    std::string perms;
-    in >> std::hex >> lo >> dash >> hi >> perms;
-    if (lo <= a && a < hi) return perms;
-  }
-  return "";
-}
 
 TEST(FileRegionTest, EachFileStartsAtAHugePageBoundaryAndTheGapsAreNoMemory) {
   const std::vector<FileInfo> files = {
@@ -63,8 +45,8 @@ TEST(FileRegionTest, EachFileStartsAtAHugePageBoundaryAndTheGapsAreNoMemory) {
   EXPECT_EQ(spans[1].data(), held->region.data() + first);
   EXPECT_EQ(spans[1].size(), page);
   // Reserved, not accessible: nothing is mapped over it yet.
-  EXPECT_EQ(PermissionsAt(held->region.data()), "---p");
-  EXPECT_EQ(PermissionsAt(held->region.data() + held->region.size() - 1), "---p");
+  EXPECT_EQ(MappingAt(held->region.data()).perms, "---p");
+  EXPECT_EQ(MappingAt(held->region.data() + held->region.size() - 1).perms, "---p");
   ASSERT_EQ(::munmap(held->region.data(), held->region.size()), 0);
 
   auto empty = ReserveFileRegion({{"data-00000.bin", 0}}, "an empty file");

@@ -17,7 +17,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -36,6 +35,8 @@ namespace strata {
 namespace {
 
 using testing::FaultInjectionEnv;
+using testing::FlipByte;
+using testing::MappingAt;
 using testing::Op;
 using testing::RandomData;
 using testing::ScratchDir;
@@ -91,6 +92,13 @@ bool GivesHugePages(const std::string& dir) {
   ::close(fd);
   ::unlink(probe.c_str());
   return given;
+}
+
+// A restore plan's destinations: item "big" into `big` (kBigItem bytes of
+// host memory).
+std::vector<MutableDeviceItem> BigInto(std::vector<uint8_t>& big) {
+  return {
+      {"big", DType::kUInt8, {static_cast<int64_t>(kBigItem)}, big.data(), kBigItem, -1, nullptr}};
 }
 
 // A state of three host buffers whose bytes depend on a version.
@@ -537,14 +545,7 @@ TEST_F(InPlaceTest, APlannedRestoreCopiesWhatThePlanNamesAndKeepsTheRest) {
         ++planned;
         EXPECT_EQ(reading.step, 1);
         EXPECT_EQ(*reinterpret_cast<const int64_t*>(key.data.data()), 1);
-        return StatusOr<std::vector<MutableDeviceItem>>(
-            std::vector<MutableDeviceItem>{{"big",
-                                            DType::kUInt8,
-                                            {static_cast<int64_t>(kBigItem)},
-                                            big.data(),
-                                            kBigItem,
-                                            -1,
-                                            nullptr}});
+        return StatusOr<std::vector<MutableDeviceItem>>(BigInto(big));
       });
   ASSERT_TRUE(restored.ok()) << restored.status().ToString();
   EXPECT_EQ(planned, 1);
@@ -571,22 +572,6 @@ TEST_F(InPlaceTest, APlannedRestoreCopiesWhatThePlanNamesAndKeepsTheRest) {
   EXPECT_EQ(planned, 0);
 }
 
-// The file mapped at `p`, from /proc/self/maps ("" if none is).
-std::string FileMappedAt(const void* p) {
-  const auto a = reinterpret_cast<uintptr_t>(p);
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  while (std::getline(maps, line)) {
-    std::istringstream in(line);
-    uintptr_t lo = 0, hi = 0;
-    char dash = 0;
-    std::string perms, offset, device, inode, file;
-    in >> std::hex >> lo >> dash >> hi >> perms >> offset >> device >> inode >> file;
-    if (lo <= a && a < hi) return file;
-  }
-  return "";
-}
-
 // A step of a directory restored without a checkpointer (strata.dcp's
 // reader, another rank's copy): on a tmpfs it is verified and copied where
 // its files are, through a mapping of them, and not read into other memory
@@ -599,14 +584,7 @@ TEST_F(InPlaceTest, APlannedRestoreOfADirectoryOnATmpfsVerifiesTheStepWhereItsFi
   Save(1, s);
   std::vector<uint8_t> big(kBigItem);
   auto plan = [&](const RestoredStep&, const RestoredItem&) {
-    return StatusOr<std::vector<MutableDeviceItem>>(
-        std::vector<MutableDeviceItem>{{"big",
-                                        DType::kUInt8,
-                                        {static_cast<int64_t>(kBigItem)},
-                                        big.data(),
-                                        kBigItem,
-                                        -1,
-                                        nullptr}});
+    return StatusOr<std::vector<MutableDeviceItem>>(BigInto(big));
   };
   auto mapped = RestoreStepPlanned(dir_.path(), 1, "step", plan, 2);
   ASSERT_TRUE(mapped.ok()) << mapped.status().ToString();
@@ -614,8 +592,8 @@ TEST_F(InPlaceTest, APlannedRestoreOfADirectoryOnATmpfsVerifiesTheStepWhereItsFi
   const RestoredItem* small = mapped->Find("small");
   ASSERT_NE(small, nullptr);
   EXPECT_EQ(std::memcmp(small->data.data(), s.small.data(), kSmallItem), 0);
-  EXPECT_EQ(FileMappedAt(small->data.data()).rfind(dir_.Sub("1/"), 0), 0u)
-      << FileMappedAt(small->data.data());
+  EXPECT_EQ(MappingAt(small->data.data()).file.rfind(dir_.Sub("1/"), 0), 0u)
+      << MappingAt(small->data.data()).file;
 
   ScratchDir disk("in-place-disk", std::filesystem::current_path().string());
   if (IsTmpfs(disk.path())) GTEST_SKIP() << disk.path() << " is on a tmpfs too";
@@ -624,20 +602,13 @@ TEST_F(InPlaceTest, APlannedRestoreOfADirectoryOnATmpfsVerifiesTheStepWhereItsFi
   auto read = RestoreStepPlanned(disk.path(), 1, "step", plan, 2);
   ASSERT_TRUE(read.ok()) << read.status().ToString();
   EXPECT_EQ(big, s.big);
-  EXPECT_EQ(FileMappedAt(read->Find("small")->data.data()), "");  // anonymous memory
+  EXPECT_EQ(MappingAt(read->Find("small")->data.data()).file, "");  // anonymous memory
 
   mapped = Status::Ok();  // the mapping is let go before the file is changed
   auto info = ReadStepInfo(dir_.path(), 1);
   ASSERT_TRUE(info.ok()) << info.status().ToString();
   const ItemInfo& item = info->items[0];
-  const std::string file = dir_.Sub("1/" + info->files[item.file].name);
-  const int fd = ::open(file.c_str(), O_RDWR);
-  ASSERT_GE(fd, 0) << file;
-  char byte = 0;
-  ASSERT_EQ(::pread(fd, &byte, 1, static_cast<off_t>(item.offset)), 1);
-  byte = static_cast<char>(~byte);
-  ASSERT_EQ(::pwrite(fd, &byte, 1, static_cast<off_t>(item.offset)), 1);
-  ::close(fd);
+  FlipByte(dir_.Sub("1/" + info->files[item.file].name), item.offset);
   auto corrupt = RestoreStepPlanned(dir_.path(), 1, "step", plan, 2);
   EXPECT_EQ(corrupt.status().code(), StatusCode::kDataLoss) << corrupt.status().ToString();
 }

@@ -254,6 +254,21 @@ void FlipByte(const std::string& path, uint64_t offset) {
   ::close(fd);
 }
 
+Mapping MappingAt(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    std::istringstream in(line);
+    uintptr_t lo = 0, hi = 0;
+    char dash = 0;
+    std::string perms, offset, device, inode, file;
+    in >> std::hex >> lo >> dash >> hi >> perms >> offset >> device >> inode >> file;
+    if (lo <= a && a < hi) return {perms, file};
+  }
+  return {};
+}
+
 size_t Count(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + what.size()))

@@ -120,6 +120,15 @@ void WriteSecretFile(const std::string& path, const std::string& data);
 // Flips one bit of the byte at `offset` in `path`.
 void FlipByte(const std::string& path, uint64_t offset);
 
+// The mapping of this process that holds `p`, from /proc/self/maps: its
+// permissions ("r--s") and the file it maps ("" for anonymous memory);
+// both "" when no mapping holds `p`.
+struct Mapping {
+  std::string perms;
+  std::string file;
+};
+Mapping MappingAt(const void* p);
+
 // Occurrences of `what` in `text` (not overlapping).
 size_t Count(const std::string& text, const std::string& what);
 
