@@ -604,7 +604,7 @@ TEST_F(InPlaceTest, APlannedRestoreOfADirectoryOnATmpfsVerifiesTheStepWhereItsFi
   EXPECT_EQ(big, s.big);
   EXPECT_EQ(MappingAt(read->Find("small")->data.data()).file, "");  // anonymous memory
 
-  mapped = Status::Ok();  // the mapping is let go before the file is changed
+  *mapped = RestoredStep();  // the mapping is let go before the file is changed
   auto info = ReadStepInfo(dir_.path(), 1);
   ASSERT_TRUE(info.ok()) << info.status().ToString();
   const ItemInfo& item = info->items[0];
