@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
@@ -50,39 +51,54 @@ TEST(ThreadPoolTest, ConcurrentLoopsFromSeveralThreads) {
     !defined(__SANITIZE_THREAD__)
 // A process that cannot start threads (its address space limited to what
 // it maps now and 512 KiB, too little for a thread's stack): the pool works
-// with the caller alone, and RunParallel says why it failed. In a child
-// process, which the limit would otherwise outlive. (Not under the
-// sanitizers, whose shadow memory the limit does not allow for.)
+// with the caller alone, and RunParallel says why it failed. In a fresh
+// process (this test binary run again for this test alone), which the
+// limit would otherwise outlive, and which has no stacks of threads joined
+// by earlier tests that glibc could reuse without a new mapping. (Not
+// under the sanitizers, whose shadow memory the limit does not allow for.)
+constexpr char kNoThreadsChild[] = "STRATA_TEST_NO_THREADS_CHILD";
+
+int RunWithoutThreads() {
+  long pages = 0;
+  if (FILE* f = fopen("/proc/self/statm", "r")) {
+    if (fscanf(f, "%ld", &pages) != 1) pages = 0;
+    fclose(f);
+  }
+  if (pages == 0) return 10;
+  const rlim_t limit = static_cast<rlim_t>(pages) * sysconf(_SC_PAGESIZE) + (512 << 10);
+  const rlimit r{limit, limit};
+  if (setrlimit(RLIMIT_AS, &r) != 0) return 11;
+  ThreadPool pool(4);
+  if (pool.parallelism() != 1) return 12;
+  std::vector<int> hits(100);
+  pool.ParallelFor(hits.size(), [&](size_t i) { ++hits[i]; });
+  for (int h : hits) {
+    if (h != 1) return 13;
+  }
+  Status s = RunParallel(10, 4, [](size_t, const std::atomic<bool>&) { return Status::Ok(); });
+  if (s.code() != StatusCode::kResourceExhausted) return 14;
+  if (s.message().find("starting a thread") == std::string::npos) return 15;
+  return 0;
+}
+
 TEST(ThreadPoolTest, ThreadsThatCannotStartLeaveAWorkingPool) {
+  if (getenv(kNoThreadsChild) != nullptr) _exit(RunWithoutThreads());  // the child
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    long pages = 0;
-    if (FILE* f = fopen("/proc/self/statm", "r")) {
-      if (fscanf(f, "%ld", &pages) != 1) pages = 0;
-      fclose(f);
-    }
-    if (pages == 0) _exit(10);
-    const rlim_t limit = static_cast<rlim_t>(pages) * sysconf(_SC_PAGESIZE) + (512 << 10);
-    const rlimit r{limit, limit};
-    if (setrlimit(RLIMIT_AS, &r) != 0) _exit(11);
-    ThreadPool pool(4);
-    if (pool.parallelism() != 1) _exit(12);
-    std::vector<int> hits(100);
-    pool.ParallelFor(hits.size(), [&](size_t i) { ++hits[i]; });
-    for (int h : hits) {
-      if (h != 1) _exit(13);
-    }
-    Status s = RunParallel(10, 4, [](size_t, const std::atomic<bool>&) { return Status::Ok(); });
-    if (s.code() != StatusCode::kResourceExhausted) _exit(14);
-    if (s.message().find("starting a thread") == std::string::npos) _exit(15);
-    _exit(0);
+    setenv(kNoThreadsChild, "1", 1);
+    const char* argv[] = {"unit_tests",
+                          "--gtest_filter=ThreadPoolTest.ThreadsThatCannotStartLeaveAWorkingPool",
+                          nullptr};
+    execv("/proc/self/exe", const_cast<char* const*>(argv));
+    _exit(16);
   }
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 0) << "10: statm, 11: setrlimit, 12: workers started, "
-                                       "13: an index not run once, 14/15: RunParallel's error";
+                                       "13: an index not run once, 14/15: RunParallel's error, "
+                                       "16: exec";
 }
 #endif
 
