@@ -10,8 +10,9 @@
 #                  $BUILD/bench/cuda_bench --size-mib ${STRATA_GPU_CUDA_BENCH_MIB:-4096}
 #                  (the benchmarks run on a tmpfs mounted huge=within_size, as
 #                  deploy/ mounts the RAM disk, where root can; else /dev/shm)
-#   pytest.log     python/tests/test_torch_staging.py test_torch.py test_api.py
-#                  test_torch_dtensor.py (CUDA tests run, none skipped for lack of CUDA)
+#   pytest.log     python/tests/test_torch_staging.py test_torch_stage.py test_torch.py
+#                  test_api.py test_torch_dtensor.py (CUDA tests run, none skipped for
+#                  lack of CUDA)
 #   bench.log      bench/gpu_bench.py --size-mib ${STRATA_GPU_BENCH_MIB:-6144}: both states
 #                  (big Linear layers; a ~1,000-tensor bf16 transformer), first and
 #                  warm saves, overlapped, committed, restore, DCP
@@ -87,7 +88,7 @@ else {
   cmake --build "$BUILD" -j"$JOBS" --target strata_python unit_tests strata
 } > "$OUT/build.log" 2>&1; fi
 rc=$?; cmake_rc=$rc; summary "cmake build rc=$rc"
-TESTS="python/tests/test_torch_staging.py python/tests/test_torch.py python/tests/test_api.py python/tests/test_torch_dtensor.py"
+TESTS="python/tests/test_torch_staging.py python/tests/test_torch_stage.py python/tests/test_torch.py python/tests/test_api.py python/tests/test_torch_dtensor.py"
 if [ $rc -eq 0 ]; then
   timeout "$(budget 300)" "$BUILD/tests/unit_tests" --gtest_filter='Checkpointer*:Staging*' \
     > "$OUT/unit.log" 2>&1
@@ -116,7 +117,7 @@ elif [ -f .gpu-carry/libstrata.a ]; then
   rc=$?; summary "prebuilt-engine build rc=$rc"
   [ $rc -ne 0 ] && { tail -30 "$OUT/build.log"; exit 1; }
   export LD_LIBRARY_PATH="$PWD/.gpu-carry${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  TESTS="python/tests/test_torch_staging.py python/tests/test_torch.py"  # no CLI binary here
+  TESTS="python/tests/test_torch_staging.py python/tests/test_torch_stage.py python/tests/test_torch.py"  # no CLI binary here
 else
   tail -30 "$OUT/build.log"; summary "no build (and no .gpu-carry: run --pack here first)"
   exit 1
