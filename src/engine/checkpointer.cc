@@ -249,14 +249,16 @@ Status CheckpointerImpl::Init() {
 CheckpointerImpl::~CheckpointerImpl() {
   Status s = Wait();
   if (!s.ok()) Log()->error("{}", s.message());
-  sync_.reset();
   {
     MutexLock l(&mu_);
     stop_ = true;
   }
   cv_.SignalAll();
+  // A reservation the saver is preparing ends first: it reports through
+  // sync_, so the agent link goes only once no thread of ours is left.
   if (saver_.joinable()) saver_.join();
   if (timer_.joinable()) timer_.join();
+  sync_.reset();
   ::close(lock_fd_);
 }
 
