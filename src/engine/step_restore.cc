@@ -14,6 +14,15 @@
 #include "util/thread_pool.h"
 
 namespace strata {
+namespace {
+
+// A reading pool of `threads` threads in all, the caller's among them (0:
+// one per CPU).
+int Workers(int threads) {
+  return (threads > 0 ? threads : ThreadPool::DefaultThreads(1 << 10)) - 1;
+}
+
+}  // namespace
 
 // Reads `steps_dir/<info.step>` into one allocation: `allocate`'s memory if
 // it gives enough, aligned, else a mapping owned by `out`.
@@ -70,7 +79,7 @@ StatusOr<int64_t> RestoreStepInto(const std::string& dir, int64_t step,
   STRATA_ASSIGN_OR_RETURN(StepInfo info, ReadStepInfo(dir, step));
   std::vector<std::byte*> dst;
   STRATA_RETURN_IF_ERROR(MatchBuffers(info, into, &dst));
-  ThreadPool pool((threads > 0 ? threads : ThreadPool::DefaultThreads(1 << 10)) - 1);
+  ThreadPool pool(Workers(threads));
   STRATA_RETURN_IF_ERROR(
       ReadStepData(Env::Default(), &pool, JoinPath(dir, StepDirName(step)), info, dst));
   return step;
@@ -95,38 +104,44 @@ StatusOr<RestoredStep> RestoreStepItems(const std::string& dir, int64_t step,
     }
   }
   info.items = std::move(wanted);
-  ThreadPool pool((threads > 0 ? threads : ThreadPool::DefaultThreads(1 << 10)) - 1);
+  ThreadPool pool(Workers(threads));
   RestoredStep out;
   STRATA_RETURN_IF_ERROR(ReadOwned(Env::Default(), &pool, dir, info, RestoreAllocator(), &out));
   out.step = step;
   return out;
 }
 
+namespace {
+
+// ReadStepToMemory, or with `in_place` ReadStepInPlace's mapping first.
+StatusOr<RestoredStep> ReadStep(const std::string& dir, int64_t step,
+                                const RestoreAllocator& allocate, const RestoreOptions& options,
+                                int threads, bool in_place) {
+  STRATA_ASSIGN_OR_RETURN(StepInfo info, ReadStepInfo(dir, step));
+  ThreadPool pool(Workers(threads));
+  if (in_place) {
+    if (allocate) STRATA_RETURN_IF_ERROR(allocate(0).status());
+    auto mapped = VerifyMapped(Env::Default(), &pool, JoinPath(dir, StepDirName(step)), info,
+                               nullptr, options);
+    if (mapped.status().code() != StatusCode::kUnimplemented) return mapped;
+  }
+  RestoredStep out;  // ReadOwned sets its step
+  STRATA_RETURN_IF_ERROR(ReadOwned(Env::Default(), &pool, dir, info, allocate, &out, options));
+  return out;
+}
+
+}  // namespace
+
 StatusOr<RestoredStep> ReadStepToMemory(const std::string& dir, int64_t step,
                                         const RestoreAllocator& allocate,
                                         const RestoreOptions& options, int threads) {
-  STRATA_ASSIGN_OR_RETURN(StepInfo info, ReadStepInfo(dir, step));
-  ThreadPool pool((threads > 0 ? threads : ThreadPool::DefaultThreads(1 << 10)) - 1);
-  RestoredStep out;
-  STRATA_RETURN_IF_ERROR(ReadOwned(Env::Default(), &pool, dir, info, allocate, &out, options));
-  out.step = step;
-  return out;
+  return ReadStep(dir, step, allocate, options, threads, /*in_place=*/false);
 }
 
 StatusOr<RestoredStep> ReadStepInPlace(const std::string& dir, int64_t step,
                                        const RestoreAllocator& allocate,
                                        const RestoreOptions& options, int threads) {
-  if (!IsTmpfs(dir)) return ReadStepToMemory(dir, step, allocate, options, threads);
-  STRATA_ASSIGN_OR_RETURN(StepInfo info, ReadStepInfo(dir, step));
-  ThreadPool pool((threads > 0 ? threads : ThreadPool::DefaultThreads(1 << 10)) - 1);
-  if (allocate) STRATA_RETURN_IF_ERROR(allocate(0).status());
-  auto mapped =
-      VerifyMapped(Env::Default(), &pool, JoinPath(dir, StepDirName(step)), info, nullptr, options);
-  if (mapped.status().code() != StatusCode::kUnimplemented) return mapped;
-  RestoredStep out;
-  STRATA_RETURN_IF_ERROR(ReadOwned(Env::Default(), &pool, dir, info, allocate, &out, options));
-  out.step = step;
-  return out;
+  return ReadStep(dir, step, allocate, options, threads, /*in_place=*/IsTmpfs(dir));
 }
 
 }  // namespace strata
