@@ -8,6 +8,8 @@
 //                      cudaMemcpyAsync, one call per buffer (the limit)
 //   pageable D2H       the same into ordinary memory (what a naive copy pays)
 //   blocking save      CudaStager::Save(kBlocking): until the copies are done
+//   committed          the same, then Checkpointer::Wait(): until the step is
+//                      checksummed and committed on the RAM disk
 //   overlapped save    CudaStager::Save(kOverlapped): until it returns
 //   step cost          what an overlapped save adds to a training step whose
 //                      "forward/backward" (device-to-device copies on the
@@ -195,6 +197,13 @@ int Run(const Args& args) {
   };
   Samples blocking = Time(
       args.reps, [&] { save(DeviceSaveMode::kBlocking); }, settle);
+  Samples committed = Time(
+      args.reps,
+      [&] {
+        save(DeviceSaveMode::kBlocking);
+        if (Status s = (*ckpt)->Wait(); !s.ok()) Die(s);
+      },
+      settle);
   Samples overlapped = Time(
       args.reps, [&] { save(DeviceSaveMode::kOverlapped); }, settle);
   settle();
@@ -275,6 +284,7 @@ int Run(const Args& args) {
 
   std::printf("\n[strata]\n");
   PrintSamples("blocking save (returns)", blocking, total);
+  PrintSamples("blocking save, committed", committed, total);
   PrintSamples("overlapped save (returns)", overlapped, 0);
   PrintSamples("training step", plain, 0);
   PrintSamples("training step with an overlapped save", saving, 0);
@@ -285,6 +295,7 @@ int Run(const Args& args) {
               static_cast<double>(held.staging_bytes) / kMiB, held.staging_pinned ? 1 : 0);
   std::printf("\n");
   PrintRatio("cuda_save_blocking_vs_pinned_d2h", blocking.Median() / d2h_s, "1.25", true);
+  PrintRatio("cuda_save_committed_vs_pinned_d2h", committed.Median() / d2h_s, "2.0", true);
   PrintRatio("cuda_save_overlapped_vs_pinned_d2h", overlapped.Median() / d2h_s, "0.2", true);
   PrintRatio("cuda_overlapped_step_cost_vs_pinned_d2h", cost / d2h_s, "0.2", true);
   PrintRatio("cuda_restore_vs_pinned_h2d", restore.Median() / h2d.Median(), "2.0", true);

@@ -67,6 +67,7 @@ struct PointerAttributes {
   X(cudaStreamCreateWithFlags, (Stream * stream, unsigned flags))                        \
   X(cudaStreamDestroy, (Stream stream))                                                  \
   X(cudaStreamSynchronize, (Stream stream))                                              \
+  X(cudaStreamQuery, (Stream stream))                                                    \
   X(cudaStreamWaitEvent, (Stream stream, Event event, unsigned flags))                   \
   X(cudaEventCreateWithFlags, (Event * event, unsigned flags))                           \
   X(cudaEventDestroy, (Event event))                                                     \

@@ -141,12 +141,15 @@ class CudaStagerImpl final : public CudaStager, public MemoryRegistrar {
                                    const std::vector<Item>& meta, DeviceSaveMode mode,
                                    std::function<Status()> gate);
   // Copies every item to `dst[i]`: host items at once, device items
-  // enqueued on their lanes, those that are not deferrable first, with a
-  // mark every kMarkBytes (mark_of_[i]: the mark to wait for). Then waits
-  // for the copies `mode` says Save() returns after: all (blocking), or
-  // those that are not deferrable.
+  // enqueued on their lanes (for an overlapped save those that are not
+  // deferrable first), with a mark every kMarkBytes (mark_of_[i]: the mark
+  // to wait for). Sets in_flight_ when copies are pending and `*urgent` to
+  // the mark after those an overlapped save waits for.
   Status CopyIn(int64_t step, std::span<const DeviceItem> items, const std::vector<std::byte*>& dst,
-                DeviceSaveMode mode);
+                DeviceSaveMode mode, int* urgent);
+  // Waits for the copies `mode` says Save() returns after: all (blocking),
+  // or those before mark `urgent` (overlapped).
+  Status AwaitCopies(DeviceSaveMode mode, int urgent);
   void CopyHost(std::byte* dst, const void* src, size_t n);
   StatusOr<SaveResult> SaveThroughStaging(int64_t step, std::span<const DeviceItem> items,
                                           std::vector<Item> meta, DeviceSaveMode mode,
@@ -283,7 +286,9 @@ void CudaStagerImpl::CopyHost(std::byte* dst, const void* src, size_t n) {
 }
 
 Status CudaStagerImpl::CopyIn(int64_t step, std::span<const DeviceItem> items,
-                              const std::vector<std::byte*>& dst, DeviceSaveMode mode) {
+                              const std::vector<std::byte*>& dst, DeviceSaveMode mode,
+                              int* urgent) {
+  *urgent = -1;
   mark_of_.assign(items.size(), -1);
   in_flight_ = false;
   for (size_t i = 0; i < items.size(); ++i) {
@@ -293,7 +298,6 @@ Status CudaStagerImpl::CopyIn(int64_t step, std::span<const DeviceItem> items,
   lanes_->Begin();
   std::vector<size_t> unmarked;  // device items copied since the last mark
   size_t since_mark = 0;
-  int urgent = -1;  // the mark after the copies Save() must wait for
   auto mark = [&]() -> Status {
     STRATA_ASSIGN_OR_RETURN(int m, lanes_->Mark());
     for (size_t i : unmarked) mark_of_[i] = m;
@@ -315,13 +319,17 @@ Status CudaStagerImpl::CopyIn(int64_t step, std::span<const DeviceItem> items,
     }
     if (!unmarked.empty()) STRATA_RETURN_IF_ERROR(mark());
     if (!deferred && !mark_of_.empty()) {
-      urgent = *std::max_element(mark_of_.begin(), mark_of_.end());
+      *urgent = *std::max_element(mark_of_.begin(), mark_of_.end());
     }
   }
   STRATA_RETURN_IF_ERROR(lanes_->Finish());
   in_flight_ = lanes_->pending();
-  if (!overlap) return WaitStaged();
-  return lanes_->WaitMark(urgent);
+  return Status::Ok();
+}
+
+Status CudaStagerImpl::AwaitCopies(DeviceSaveMode mode, int urgent) {
+  if (mode == DeviceSaveMode::kBlocking) return WaitStaged();
+  return lanes_ ? lanes_->WaitMark(urgent) : Status::Ok();
 }
 
 StatusOr<SaveResult> CudaStagerImpl::Save(int64_t step, std::span<const DeviceItem> items,
@@ -346,7 +354,8 @@ StatusOr<SaveResult> CudaStagerImpl::SaveInPlace(int64_t step, std::span<const D
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<StepSlot> slot, saver_->AcquireSlot(step, layout));
   std::vector<std::byte*> dst(items.size());
   for (size_t i = 0; i < items.size(); ++i) dst[i] = slot->data(i);
-  Status copied = CopyIn(step, items, dst, mode);
+  int urgent = -1;
+  Status copied = CopyIn(step, items, dst, mode, &urgent);
   if (!copied.ok()) {
     if (lanes_) lanes_->Sync().IgnoreError();  // nothing may still write the slot
     in_flight_ = false;
@@ -359,10 +368,24 @@ StatusOr<SaveResult> CudaStagerImpl::SaveInPlace(int64_t step, std::span<const D
       return lanes->WaitMark((*marks)[i]);
     };
   }
+  // The save is handed over while its copies still land, in either mode:
+  // the checksums follow them mark by mark, so a blocking save is committed
+  // about one checksum of a mark after its last copy, not a whole pass
+  // over the state later. Save() then waits for what `mode` says.
   auto saved = saver_->SaveSlot(step, std::move(slot), std::move(item_ready), std::move(gate));
   if (!saved.ok() && lanes_) {  // refused: the slot went back, nothing may still write it
     lanes_->Sync().IgnoreError();
     in_flight_ = false;
+  }
+  if (!saved.ok()) return saved;
+  Status waited = AwaitCopies(mode, urgent);
+  if (!waited.ok()) {
+    // The save fails with the copies' error too (its checksums wait on
+    // them): reported once, here, not again by the next save.
+    if (!saved->committed) ckpt_->Wait().IgnoreError();
+    if (lanes_) lanes_->Sync().IgnoreError();
+    in_flight_ = false;
+    return waited;
   }
   return saved;
 }
@@ -381,7 +404,9 @@ StatusOr<SaveResult> CudaStagerImpl::SaveThroughStaging(int64_t step,
     it.data = dst.back();  // the checkpointer reads the staged copy
     offset += Padded(it.size);
   }
-  Status copied = CopyIn(step, items, dst, mode);
+  int urgent = -1;
+  Status copied = CopyIn(step, items, dst, mode, &urgent);
+  if (copied.ok()) copied = AwaitCopies(mode, urgent);
   if (!copied.ok()) {
     if (lanes_) lanes_->Sync().IgnoreError();
     in_flight_ = false;

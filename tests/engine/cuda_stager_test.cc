@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "cuda_stager_fixture.h"
@@ -139,6 +140,44 @@ TEST_F(CudaStagerGpuTest, ARestoreFollowsWorkQueuedOnTheBuffersStream) {
   ASSERT_TRUE(stager_->RestoreInto({&target, 1}).ok());
   ASSERT_EQ(rt_->cudaStreamSynchronize(stream), 0);
   EXPECT_EQ(big.Download(), std::vector<uint8_t>(big.size(), 0x21));
+  rt_->cudaStreamDestroy(stream);
+}
+
+// A blocking save hands its step over while its copies are still queued,
+// so that the checksums follow the copies instead of starting once the last
+// byte landed; Save() itself still returns with every copy done. Here the
+// copies wait behind a chain of device-to-device copies on the item's
+// stream: the save must be in flight while that stream still works.
+TEST_F(CudaStagerGpuTest, ABlockingSaveIsCommittingWhileItsCopiesLand) {
+  cuda::Stream stream = nullptr;
+  ASSERT_EQ(rt_->cudaStreamCreateWithFlags(&stream, cuda::kStreamNonBlocking), 0);
+  DeviceBuffer saved_buffer(*rt_, 1 << 20), from(*rt_, 64 << 20), to(*rt_, 64 << 20);
+  saved_buffer.Fill(0x3c);
+  for (int i = 0; i < 64; ++i) {
+    ASSERT_EQ(rt_->cudaMemcpyAsync(to.data(), from.data(), from.size(), 3, stream), 0);
+  }
+  std::atomic<bool> returned{false};
+  std::optional<int> query;  // of the item's stream, when the save was first seen in flight
+  std::thread watcher([&] {
+    while (!returned.load()) {
+      if (ckpt_->status().in_flight_step == 1) {
+        query = rt_->cudaStreamQuery(stream);
+        rt_->cudaGetLastError();  // cudaErrorNotReady is no error of the test's
+        return;
+      }
+      std::this_thread::yield();
+    }
+  });
+  DeviceItem item = Saved("x", saved_buffer, 0, stream);
+  auto saved = stager_->Save(1, {&item, 1}, DeviceSaveMode::kBlocking);
+  returned = true;
+  watcher.join();
+  ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+  EXPECT_FALSE(stager_->status().copies_in_flight);
+  ASSERT_TRUE(query.has_value()) << "the save was not in flight before Save() returned";
+  EXPECT_EQ(*query, 600) << "the save was handed over only once the stream was done";
+  ASSERT_TRUE(ckpt_->Wait().ok());
+  EXPECT_EQ(OnDisk(1, "x"), std::vector<uint8_t>(saved_buffer.size(), 0x3c));
   rt_->cudaStreamDestroy(stream);
 }
 
