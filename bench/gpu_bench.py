@@ -34,12 +34,20 @@ the copy "limits" are memcpy into / from a preallocated buffer.
 
 Usage: gpu_bench.py [--size-mib N] [--reps N] [--tmpfs DIR] [--device cpu|cuda]
                     [--states linear,transformer] [--skip torch,dcp] [--json FILE]
+                    [--profile FILE]
+
+--profile appends to FILE, for each row a target is set for, a cProfile of
+one more call after the timed ones: the Python functions by own time and by
+cumulative time (where a GPU row's time goes, in one file).
 """
 
 import argparse
+import cProfile
+import io
 import json
 import math
 import os
+import pstats
 import shutil
 import statistics
 import sys
@@ -64,6 +72,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--states", default="linear,transformer")
     p.add_argument("--json", default="", help="also write the results here")
     p.add_argument("--skip", default="", help="comma-separated groups to skip: torch,dcp")
+    p.add_argument("--profile", default="", help="append a cProfile of each target row here")
     return p.parse_args()
 
 
@@ -166,8 +175,31 @@ def timed(fn, reps, before=None, device="cpu"):
 
 
 class Results:
-    def __init__(self, kind, nbytes):
+    def __init__(self, kind, nbytes, profile="", device="cpu"):
         self.kind, self.nbytes, self.rows, self.ratios = kind, nbytes, [], []
+        self.profile_path, self.device = profile, device
+
+    def profile(self, name, fn, before=None):
+        """With --profile, one more call of `fn` (after `before`) under
+        cProfile, its top functions appended to the profile file."""
+        if not self.profile_path:
+            return
+        if before:
+            before()
+        sync(self.device)
+        prof = cProfile.Profile()
+        start = time.perf_counter()
+        prof.enable()
+        fn()
+        sync(self.device)
+        prof.disable()
+        took = time.perf_counter() - start
+        out = io.StringIO()
+        for order in ("tottime", "cumulative"):
+            pstats.Stats(prof, stream=out).sort_stats(order).print_stats(30)
+        with open(self.profile_path, "a") as f:
+            f.write(f"\n#### {self.kind}: {name} ({took * 1e3:.1f} ms profiled, "
+                    f"{self.nbytes / 2**20:.0f} MiB)\n{out.getvalue()}")
 
     def row(self, name, seconds, note=""):
         self.rows.append((name, seconds, note))
@@ -256,13 +288,18 @@ def strata_rows(r, scratch, kind, model, opt, batch, lim_d2h, lim_h2d, reps, dev
         blocking = r.row("strata.torch save() blocking, warm",
                          timed(lambda: ckpt.save(next(steps), state), reps,
                                before=ckpt.wait, device="cpu"))
+        r.profile("blocking save, warm", lambda: ckpt.save(next(steps), state), ckpt.wait)
         ckpt.wait()
         committed = r.row("save -> committed on the RAM disk",
                           timed(lambda: (ckpt.save(next(steps), state), ckpt.wait()), reps,
                                 before=ckpt.wait, device="cpu"))
+        r.profile("save -> committed", lambda: (ckpt.save(next(steps), state), ckpt.wait()),
+                  ckpt.wait)
         overlapped = r.row("strata.torch save(overlap=True) returns",
                            timed(lambda: ckpt.save(next(steps), state, overlap=True), reps,
                                  before=ckpt.wait, device="cpu"))
+        r.profile("save(overlap=True) returns",
+                  lambda: ckpt.save(next(steps), state, overlap=True), ckpt.wait)
         ckpt.wait()
         adds = overlapped_step_cost(r, ckpt, state, model, opt, batch, lim_d2h, reps, device,
                                     steps)
@@ -270,10 +307,13 @@ def strata_rows(r, scratch, kind, model, opt, batch, lim_d2h, lim_h2d, reps, dev
         restore = r.row("strata.torch restore() into the live state",
                         timed(lambda: ckpt.restore(state), reps, device=device),
                         f"{ckpt._pipelined} tensors copied by the stager")
+        r.profile("restore() into the live state", lambda: ckpt.restore(state))
         staging = ckpt._ckpt.staging
         print(f"  host memory held: {staging['bytes'] / 2**20:.0f} MiB, "
               f"pinned={staging['pinned']}, steps kept 2")
     restarted = restart_restores(r, os.path.join(scratch, "strata"), state, reps, device)
+    r.profile("restore() after a restart (opening included)",
+              lambda: restart_restores(None, os.path.join(scratch, "strata"), state, 1, device))
     r.ratio("save_blocking_warm_vs_d2h", blocking / lim_d2h, "<= 1.1")
     r.ratio("save_blocking_first_vs_d2h", first / lim_d2h, "<= 1.25")
     r.ratio("save_overlapped_returns_vs_d2h", overlapped / lim_d2h, "<= 0.1")
@@ -287,7 +327,8 @@ def strata_rows(r, scratch, kind, model, opt, batch, lim_d2h, lim_h2d, reps, dev
 def restart_restores(r, path, state, reps, device):
     """restore() as a restarted job makes it: the first of a checkpointer
     opened anew over the directory, whose step files no process has
-    page-locked (they are copied through page-locked chunks)."""
+    page-locked (they are copied through page-locked chunks). With `r`
+    None, only runs them (to be profiled)."""
     times = []
     for _ in range(reps):
         with strata.torch.Checkpointer(path) as ckpt:
@@ -296,6 +337,8 @@ def restart_restores(r, path, state, reps, device):
             ckpt.restore(state)
             sync(device)
             times.append(time.perf_counter() - start)
+    if r is None:
+        return None
     return r.row("strata.torch restore() after a restart",
                  statistics.median(times))
 
@@ -377,6 +420,7 @@ def dcp_rows(r, scratch, model, opt, reps, device, lim_d2h, lim_h2d):
         save()
         drain()
         t = r.row("dcp.async_save through Strata returns", timed(save, reps, before=drain))
+        r.profile("dcp.async_save returns", save, drain)
         drain()
         sync_s = r.row("dcp.save (synchronous) through Strata, committed",
                        timed(save_now, reps, device=device))
@@ -393,6 +437,7 @@ def dcp_rows(r, scratch, model, opt, reps, device, lim_d2h, lim_h2d):
 
     load_s = r.row("dcp.load through Strata (StrataStorageReader)",
                    timed(strata_load, reps, device=device))
+    r.profile("dcp.load through Strata", strata_load)
     r.ratio("dcp_load_vs_h2d", load_s / lim_h2d, "<= 2")
     own = os.path.join(scratch, "dcp-own")
     dcp.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, checkpoint_id=own)
@@ -416,7 +461,7 @@ def bench_state(args, kind, scratch, results):
     nbytes = sum(t.numel() * t.element_size() for t in ts)
     print(f"\n== {kind}: {nbytes / 2**20:.0f} MiB in {len(ts)} tensors ({on_device} on "
           f"{device}, {len(ts) - on_device} on the CPU)", flush=True)
-    r = Results(kind, nbytes)
+    r = Results(kind, nbytes, args.profile, device)
     results.append(r)
     lim_d2h, lim_h2d = limits(r, ts, reps, device)
     restore = strata_rows(r, scratch, kind, model, opt, batch, lim_d2h, lim_h2d, reps, device)

@@ -17,6 +17,7 @@
 #                  (big Linear layers; a ~1,000-tensor bf16 transformer), first and
 #                  warm saves, overlapped, committed, restore, DCP
 #   bench.json     the same figures as JSON
+#   profile.txt    with STRATA_GPU_PROFILE=1: where each target row's time goes (cProfile)
 #   per_tensor.log bench/torch_bench.py torch_per_tensor_cuda: the Python time per
 #                  tensor of a save and a restore of 2,000 tensors on the GPU
 #   summary.txt    the exit status of each part and the `ratio` lines
@@ -38,6 +39,8 @@
 #        STRATA_GPU_BENCH_REPS (5), STRATA_GPU_BENCH_STATES (linear,transformer),
 #        STRATA_GPU_BENCH_TMPFS (the benchmarks' scratch: say /dev/shm for 4 KiB pages),
 #        STRATA_GPU_BENCH_SKIP (gpu_bench.py --skip: torch,dcp),
+#        STRATA_GPU_PROFILE=1 (gpu_bench.py --profile $OUT/profile.txt: a cProfile of each
+#        target row, one more call each),
 #        STRATA_GPU_PREBUILT=1 (skip the cmake attempt: use .gpu-carry at once),
 #        STRATA_GPU_ONLY=cuda-tests (stop after the C++ CUDA tests),
 #        STRATA_GPU_BUILD (build dir, default build-gpu), JOBS (default nproc)
@@ -190,7 +193,8 @@ grep -n "SKIPPED.*CUDA" "$OUT/pytest.log" && summary "WARNING: CUDA tests were s
 PYTHONUNBUFFERED=1 timeout "$(budget 420)" "$PY" bench/gpu_bench.py \
   --size-mib "${STRATA_GPU_BENCH_MIB:-6144}" --states "${STRATA_GPU_BENCH_STATES:-linear,transformer}" \
   --reps "${STRATA_GPU_BENCH_REPS:-5}" ${STRATA_GPU_BENCH_SKIP:+--skip "$STRATA_GPU_BENCH_SKIP"} \
-  --tmpfs "$SCRATCH" --json "$OUT/bench.json" > "$OUT/bench.log" 2>&1
+  --tmpfs "$SCRATCH" --json "$OUT/bench.json" \
+  ${STRATA_GPU_PROFILE:+--profile "$OUT/profile.txt"} > "$OUT/bench.log" 2>&1
 summary "bench rc=$?"
 grep '^ratio ' "$OUT/bench.log" | tee -a "$OUT/summary.txt"
 

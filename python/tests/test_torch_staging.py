@@ -649,17 +649,27 @@ def test_a_mismatch_found_later_loads_nothing_into_live_tensors(scratch):
 
 
 def test_gpu_bench_runs_on_cpu(tmp_path):
-    """The GPU benchmark's CPU path at a small size, so it keeps working."""
+    """The GPU benchmark's CPU path at a small size, so it keeps working,
+    with the profile of each target row that a GPU run can ask for."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    profile = tmp_path / "profile.txt"
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
     out = subprocess.run([sys.executable, os.path.join(REPO, "bench", "gpu_bench.py"),
-                          "--size-mib", "8", "--reps", "1", "--tmpfs", str(tmp_path),
-                          "--device", "cpu"],
+                          "--size-mib", "8", "--reps", "1", "--tmpfs", str(scratch),
+                          "--device", "cpu", "--profile", str(profile)],
                          env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
     for state in ("linear", "transformer"):
         for ratio in ("save_blocking_warm_vs_d2h", "save_blocking_first_vs_d2h",
                       "save_to_committed_vs_d2h", "restore_vs_h2d", "dcp_load_vs_h2d"):
             assert f"ratio {state}_{ratio}" in out.stdout, out.stdout
+    profiled = profile.read_text()
+    for row in ("save -> committed", "restore() after a restart", "dcp.async_save returns",
+                "dcp.load through Strata"):
+        section = profiled.split(f"#### transformer: {row} (")[1].split("####")[0]
+        assert "Ordered by: cumulative time" in section, profiled
+    assert "StrataStorageReader.read_data" in profiled or "_dcp_reader.py" in profiled
 
 
 # --- CUDA ---------------------------------------------------------------------
