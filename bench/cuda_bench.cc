@@ -19,6 +19,11 @@
 //                      the process that saved, and after a restart (the
 //                      first of a checkpointer opened anew, whose step files
 //                      nobody page-locked)
+//   page-locking       cudaHostRegister of the newest step's data files,
+//                      mapped shared and already in the RAM disk's pages
+//                      (nothing read or written): what a restarted job
+//                      would pay to copy straight from them rather than
+//                      through page-locked bounce chunks
 //
 // and prints `ratio <name> <value> target <t>` lines with the targets of
 // docs/performance.md ("C++ trainers on GPU"). The checkpoint directory is on
@@ -26,18 +31,23 @@
 // Without a CUDA runtime or device it says so and exits 0.
 //
 // Usage: cuda_bench [--size-mib 4096] [--tensors 64] [--reps 5] [--dir D]
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_util.h"
 #include "engine/cuda_runtime.h"
+#include "format/naming.h"
 #include "strata/checkpointer.h"
 #include "strata/cuda.h"
 
@@ -93,6 +103,32 @@ void Die(const Status& s) {
     std::filesystem::remove_all(scratch_dir, ignored);
   }
   std::exit(1);
+}
+
+// Seconds to page-lock the data files of step `step` in `dir`, each mapped
+// shared (as the engine maps a slot), `reps` times; each is unlocked and
+// unmapped after its timing.
+Samples PageLockStepFiles(const cuda::Runtime& rt, const std::string& dir, int64_t step, int reps) {
+  std::vector<std::pair<void*, size_t>> maps;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/" + StepDirName(step))) {
+    const size_t n = e.is_regular_file() ? e.file_size() : 0;
+    if (e.path().filename() == kManifestFileName || n == 0) continue;
+    const int fd = ::open(e.path().c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) Die(ErrnoToStatus(errno, "opening " + e.path().string()));
+    void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (p == MAP_FAILED) Die(ErrnoToStatus(errno, "mapping " + e.path().string()));
+    maps.emplace_back(p, n);
+  }
+  Samples locked;
+  for (int r = 0; r < reps; ++r) {
+    const auto start = Clock::now();
+    for (auto [p, n] : maps) CUDA_OK(rt.cudaHostRegister(p, n, cuda::kHostRegisterPortable));
+    locked.Add(SecondsSince(start));
+    for (auto [p, n] : maps) CUDA_OK(rt.cudaHostUnregister(p));
+  }
+  for (auto [p, n] : maps) ::munmap(p, n);
+  return locked;
 }
 
 // Median seconds of `reps` runs of `op` after one warm-up; `before` runs
@@ -282,6 +318,8 @@ int Run(const Args& args) {
     restarted.Add(SecondsSince(start));
   }
 
+  const Samples page_lock = PageLockStepFiles(rt, dir, step, args.reps);
+
   std::printf("\n[strata]\n");
   PrintSamples("blocking save (returns)", blocking, total);
   PrintSamples("blocking save, committed", committed, total);
@@ -290,6 +328,7 @@ int Run(const Args& args) {
   PrintSamples("training step with an overlapped save", saving, 0);
   PrintSamples("restore into the device buffers", restore, total);
   PrintSamples("restore after a restart", restarted, total);
+  PrintSamples("page-locking the newest step's files", page_lock, total);
   const double cost = std::max(0.0, saving.Median() - plain.Median());
   std::printf("  staging memory %.0f MiB, pinned=%d\n",
               static_cast<double>(held.staging_bytes) / kMiB, held.staging_pinned ? 1 : 0);
@@ -302,6 +341,7 @@ int Run(const Args& args) {
   PrintRatio("cuda_restore_after_restart_vs_pinned_h2d", restarted.Median() / h2d.Median(), "2.0",
              true);
   PrintRatio("cuda_pageable_d2h_vs_pinned_d2h", slow.Median() / d2h_s, "");
+  PrintRatio("cuda_page_lock_step_files_vs_pinned_h2d", page_lock.Median() / h2d.Median(), "");
   opened->reset();
   ckpt->reset();
   std::filesystem::remove_all(dir);
