@@ -429,7 +429,11 @@ def test_the_metadata_item_is_json_and_anything_else_is_refused(scratch):
     for bad, why in [(b"not json", "is not JSON"),
                      (json.dumps(dict(doc, version=1)).encode(), "version 1"),
                      (blob.replace(b'"bfloat16"', b'"os.system"'), "dtype 'os.system'"),
-                     (blob.replace(b'"size":[3]', b'"size":["3"]'), "is str, not int")]:
+                     (blob.replace(b'"size":[3]', b'"size":["3"]'), "is str, not int"),
+                     (blob.replace(b'"size":[3]', b'"size":[true]'), "is bool, not int"),
+                     (blob.replace(b'"size":[3]', b'"size":3'), "is int, not list"),
+                     (blob.replace(b'"requires_grad":false', b'"requires_grad":0'),
+                      "is int, not bool")]:
         with pytest.raises(strata.DataLossError, match=why):
             dcp_metadata.decode(bad, "step 1")
 
