@@ -332,20 +332,28 @@ class StrataStorageReader(StorageReader):
         return all(every)
 
     def _newest_readable(self, copies: List[_Copy]) -> Optional[int]:
-        """The newest step of `copies` (this rank's, oldest first) whose
-        metadata decodes, on every rank that has such a step (collective).
-        Alone, the steps newer than it are the only others read."""
-        alone = _group_rank(self._group)[1] == 1
-        return self._agree(_readable(copies, self._checked, newest_only=alone))
+        """The newest step of `copies` (this rank's, oldest first) that every
+        rank with steps has and whose metadata decodes on each of them
+        (collective). Only the steps tried are read: alone, newest first
+        until one decodes; in a group, the newest step every such rank has,
+        then the next older one while some rank refuses its metadata."""
+        if _group_rank(self._group)[1] == 1:
+            steps = _readable(copies, self._checked, newest_only=True)
+            return steps[0] if steps else None
+        mine = {c.step: c for c in copies}
+        for step in self._common_steps(sorted(mine)):
+            readable = step not in mine or bool(_readable([mine[step]], self._checked))
+            if self._every_rank(readable):
+                return step
+        return None
 
-    def _agree(self, steps: List[int]) -> Optional[int]:
-        """The newest step in the own directory of every rank that has any."""
-        rank, world = _group_rank(self._group)
-        every = [steps] * world
-        if world > 1:
-            dist.all_gather_object(every, steps, group=self._group)
+    def _common_steps(self, steps: List[int]) -> List[int]:
+        """The steps in the own directory of every rank that has any, newest
+        first (collective)."""
+        every = [steps] * _group_rank(self._group)[1]
+        dist.all_gather_object(every, steps, group=self._group)
         common = set.intersection(*[set(s) for s in every if s] or [set()])
-        return max(common) if common else None
+        return sorted(common, reverse=True)
 
     def _backup_anchor(self, wanted: Any) -> Optional[_Copy]:
         if self._backup is None or self._job is None:

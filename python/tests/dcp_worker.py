@@ -107,7 +107,11 @@ def main() -> int:
     if args.job:
         job = strata.AgentJob(args.job, node_rank=args.rank, nodes=args.world, timeout=60,
                               backup_interval_steps=args.backup_interval_steps)
-    result = {"rank": args.rank, "restored": None, "saved": []}
+    result = {"rank": args.rank, "restored": None, "saved": [], "decoded": []}
+    # The steps whose DCP metadata this rank decodes (choosing and loading).
+    decode = strata._dcp_copies._read_info
+    for module in (strata._dcp_copies, strata._dcp_reader):  # both names of it
+        module._read_info = lambda c: result["decoded"].append(c.step) or decode(c)
 
     reader = StrataStorageReader(args.dir, agent_job=job, job=args.job or None,
                                  backup=args.backup)

@@ -273,11 +273,27 @@ def test_local_directories_without_an_agent(scratch):
     one = run_ranks(scratch, 1, "load-one", *dirs)
     assert_loaded(one, 4)
     assert one[0]["sources"] == {"0": "anchor", "1": "dir"}, one
-    # Rank 1 lost its step 4: the newest step both have is 2.
+    # Two ranks load step 4, each reading its own; each decodes step 4's
+    # metadata only, not step 2's too.
+    both = run_ranks(scratch, 2, "load", *dirs)
+    assert_loaded(both, 4)
+    assert [r["decoded"] for r in both] == [[4], [4]], both
+    # Rank 1's step 4 has a metadata item it refuses (committed so, checksums
+    # and all): both ranks go to step 2, the next one they have.
+    items = dict(strata.restore_step(str(scratch / "rank1"), 4).items)
+    items[METADATA_ITEM] = (b"garbled", "bytes")
+    with strata.Checkpointer(str(scratch / "rank1"), max_to_keep=0, preemption_signals=[],
+                             async_save=False) as c:
+        c.save(4, items)
+    both = run_ranks(scratch, 2, "load", *dirs)
+    assert_loaded(both, 2)
+    assert [r["decoded"] for r in both] == [[4, 2], [4, 2]], both
+    # Rank 1 lost its step 4: the newest step both have is 2, the only one read.
     shutil.rmtree(scratch / "rank1" / "4")
     both = run_ranks(scratch, 2, "load", *dirs)
     assert_loaded(both, 2)
     assert [r["sources"] for r in both] == [{"0": "anchor"}, {"1": "anchor"}], both
+    assert [r["decoded"] for r in both] == [[2], [2]], both
 
 
 # ---- in one process (no process group) -------------------------------------
