@@ -181,6 +181,35 @@ TEST_F(CudaStagerGpuTest, ABlockingSaveIsCommittingWhileItsCopiesLand) {
   rt_->cudaStreamDestroy(stream);
 }
 
+// A copy that fails after the save was handed over (a device fault the
+// host's waits report) fails the blocking Save() with its error, once: the
+// step is not committed, and the next save neither reports it again nor
+// finds anything amiss.
+TEST_F(CudaStagerGpuTest, ACopyThatFailsAfterTheHandOverFailsTheBlockingSaveOnce) {
+  auto* fail = EmulatorHook<void(bool)>("strata_emulated_cuda_fail_event_waits");
+  if (fail == nullptr) GTEST_SKIP() << "needs the emulated runtime to fail a host wait";
+  DeviceBuffer a(*rt_, 3 << 20);
+  a.Fill(0x17);
+  DeviceItem item = Saved("a", a);
+  ASSERT_TRUE(stager_->Save(1, {&item, 1}).ok());
+  ASSERT_TRUE(ckpt_->Wait().ok());
+  fail(true);
+  auto failed = stager_->Save(2, {&item, 1});
+  fail(false);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("unspecified launch failure"), std::string::npos)
+      << failed.status().ToString();
+  EXPECT_FALSE(stager_->status().copies_in_flight);
+  Status again = ckpt_->Wait();
+  EXPECT_TRUE(again.ok()) << "reported again: " << again.ToString();
+  a.Fill(0x18);
+  auto saved = stager_->Save(3, {&item, 1});
+  ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+  ASSERT_TRUE(ckpt_->Wait().ok());
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(dir_.path()) / StepDirName(2)));
+  EXPECT_EQ(OnDisk(3, "a"), std::vector<uint8_t>(a.size(), 0x18));
+}
+
 TEST_F(CudaStagerGpuTest, AnOverlappedSaveIsNotReachedByWritesOrderedAfterStaging) {
   cuda::Stream stream = nullptr;
   ASSERT_EQ(rt_->cudaStreamCreateWithFlags(&stream, cuda::kStreamNonBlocking), 0);

@@ -54,7 +54,11 @@
 //    copies touched pageable memory, so it can see that a path meant to
 //    copy from page-locked memory does; and
 //    strata_emulated_cuda_refuse_page_locking() makes page-locking fail, so
-//    it can see what works without.
+//    it can see what works without; strata_emulated_cuda_fail_event_waits()
+//    makes cudaEventSynchronize report cudaErrorLaunchFailure once the
+//    event's work is done, as a host wait does after a device fault in
+//    that work, so it can see how a copy that fails after it was enqueued
+//    is reported.
 //  * Stream capture's rules for other threads and host waits that would
 //    spin a core: emulated_cudart_capture.cc.
 //
@@ -95,6 +99,8 @@ namespace {
 std::atomic<uint64_t> contexts_made{0};  // bit d: device d's primary context
 // Set by a test: page-locking fails, as past RLIMIT_MEMLOCK.
 std::atomic<bool> refuse_page_locking{false};
+// Set by a test: event waits report a fault in the work they waited for.
+std::atomic<bool> fail_event_waits{false};
 }  // namespace
 
 void UseContext() {
@@ -596,6 +602,7 @@ int Runtime::EventSynchronize(void* event) {
   if (e == nullptr) return Fail(kInvalidResourceHandle, "cudaEventSynchronize");
   if ((e->flags() & kEventBlockingSync) == 0) NoteSpinWait();
   e->Wait(e->recorded());
+  if (fail_event_waits.load()) return Fail(kLaunchFailure, "cudaEventSynchronize: a test's fault");
   return kSuccess;
 }
 
@@ -778,6 +785,13 @@ size_t strata_emulated_cuda_pageable_copies() { return TheRuntime().PageableAsyn
 // its RLIMIT_MEMLOCK sees), so a test can check what works without.
 void strata_emulated_cuda_refuse_page_locking(bool refuse) {
   strata::emulated_cuda::refuse_page_locking.store(refuse);
+}
+// Not the runtime's: while `fail` is set, cudaEventSynchronize waits as
+// ever, then returns cudaErrorLaunchFailure (a fault in the work waited
+// for), so a test can check how a failure seen only after an asynchronous
+// copy was enqueued is reported.
+void strata_emulated_cuda_fail_event_waits(bool fail) {
+  strata::emulated_cuda::fail_event_waits.store(fail);
 }
 
 }  // extern "C"

@@ -22,6 +22,7 @@ inline constexpr int kNoDevice = 100;
 inline constexpr int kInvalidDevice = 101;
 inline constexpr int kInvalidResourceHandle = 400;
 inline constexpr int kNotReady = 600;
+inline constexpr int kLaunchFailure = 719;
 inline constexpr int kAlreadyRegistered = 712;
 inline constexpr int kNotRegistered = 713;
 inline constexpr int kNotSupported = 801;

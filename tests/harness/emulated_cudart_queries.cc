@@ -43,6 +43,7 @@ constexpr ErrorText kErrors[] = {
      "part or all of the requested memory range is already mapped"},
     {713, "cudaErrorHostMemoryNotRegistered",
      "pointer does not correspond to a registered memory region"},
+    {719, "cudaErrorLaunchFailure", "unspecified launch failure"},
     {801, "cudaErrorNotSupported", "operation not supported"},
     {900, "cudaErrorStreamCaptureUnsupported", "operation not permitted when stream is capturing"},
     {901, "cudaErrorStreamCaptureInvalidated",
