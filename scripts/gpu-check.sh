@@ -16,8 +16,9 @@
 #   bench.log      bench/gpu_bench.py --size-mib ${STRATA_GPU_BENCH_MIB:-6144}: both states
 #                  (big Linear layers; a ~1,000-tensor bf16 transformer), first and
 #                  warm saves, overlapped, committed, restore, DCP
+#                  and, after them, where each target row's time goes (a cProfile of
+#                  one more call of each; STRATA_GPU_PROFILE=0: none)
 #   bench.json     the same figures as JSON
-#   profile.txt    with STRATA_GPU_PROFILE=1: where each target row's time goes (cProfile)
 #   per_tensor.log bench/torch_bench.py torch_per_tensor_cuda: the Python time per
 #                  tensor of a save and a restore of 2,000 tensors on the GPU
 #   summary.txt    the exit status of each part and the `ratio` lines
@@ -39,8 +40,7 @@
 #        STRATA_GPU_BENCH_REPS (5), STRATA_GPU_BENCH_STATES (linear,transformer),
 #        STRATA_GPU_BENCH_TMPFS (the benchmarks' scratch: say /dev/shm for 4 KiB pages),
 #        STRATA_GPU_BENCH_SKIP (gpu_bench.py --skip: torch,dcp),
-#        STRATA_GPU_PROFILE=1 (gpu_bench.py --profile $OUT/profile.txt: a cProfile of each
-#        target row, one more call each),
+#        STRATA_GPU_PROFILE (1: gpu_bench.py --profile, appended to bench.log; 0: none),
 #        STRATA_GPU_PREBUILT=1 (skip the cmake attempt: use .gpu-carry at once),
 #        STRATA_GPU_ONLY=cuda-tests (stop after the C++ CUDA tests),
 #        STRATA_GPU_BUILD (build dir, default build-gpu), JOBS (default nproc)
@@ -190,12 +190,19 @@ timeout "$(budget 150)" "$PY" -m pytest -q -rs -p no:cacheprovider $TESTS > "$OU
 summary "pytest rc=$? ($(tail -1 "$OUT/pytest.log"))"
 grep -n "SKIPPED.*CUDA" "$OUT/pytest.log" && summary "WARNING: CUDA tests were skipped"
 
+PROFILE=()
+PROFILE_FILE="$SCRATCH/strata-gpu-profile-$$.txt"
+[ "${STRATA_GPU_PROFILE:-1}" = 1 ] && PROFILE=(--profile "$PROFILE_FILE")
 PYTHONUNBUFFERED=1 timeout "$(budget 420)" "$PY" bench/gpu_bench.py \
   --size-mib "${STRATA_GPU_BENCH_MIB:-6144}" --states "${STRATA_GPU_BENCH_STATES:-linear,transformer}" \
   --reps "${STRATA_GPU_BENCH_REPS:-5}" ${STRATA_GPU_BENCH_SKIP:+--skip "$STRATA_GPU_BENCH_SKIP"} \
   --tmpfs "$SCRATCH" --json "$OUT/bench.json" \
-  ${STRATA_GPU_PROFILE:+--profile "$OUT/profile.txt"} > "$OUT/bench.log" 2>&1
+  ${PROFILE[@]+"${PROFILE[@]}"} > "$OUT/bench.log" 2>&1
 summary "bench rc=$?"
+if [ -f "$PROFILE_FILE" ]; then  # in bench.log: the tool returns eight files at most
+  { echo; echo "== profile (gpu_bench.py --profile)"; cat "$PROFILE_FILE"; } >> "$OUT/bench.log"
+  rm -f "$PROFILE_FILE"
+fi
 grep '^ratio ' "$OUT/bench.log" | tee -a "$OUT/summary.txt"
 
 timeout "$(budget 90)" "$PY" bench/torch_bench.py torch_per_tensor_cuda > "$OUT/per_tensor.log" 2>&1
