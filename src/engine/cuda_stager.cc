@@ -228,7 +228,8 @@ class CudaStagerImpl final : public CudaStager, public MemoryRegistrar {
   StagingBuffer pageable_;  // when pinning is off or failed
   bool warned_unpinned_ = false;
   // For status(), which may be read from any thread.
-  std::atomic<bool> in_flight_{false};  // an overlapped save's copies not yet waited for
+  std::atomic<bool> in_flight_{false};  // a save's copies not yet waited for (an overlapped
+                                        // save's after it returned; a blocking one's inside it)
   std::atomic<uint64_t> block_bytes_{0};
   std::atomic<bool> block_pinned_{false};
   std::atomic<int> home_{-1};   // see OnHome; set once
@@ -379,14 +380,17 @@ StatusOr<SaveResult> CudaStagerImpl::SaveInPlace(int64_t step, std::span<const D
   }
   if (!saved.ok()) return saved;
   Status waited = AwaitCopies(mode, urgent);
-  if (!waited.ok()) {
-    // The save fails with the copies' error too (its checksums wait on
-    // them): reported once, here, not again by the next save.
-    if (!saved->committed) ckpt_->Wait().IgnoreError();
-    if (lanes_) lanes_->Sync().IgnoreError();
-    in_flight_ = false;
-    return waited;
-  }
+  if (waited.ok()) return saved;
+  // A failed copy fails the save too (its checksums wait on every copy):
+  // the save's outcome is collected, so that the next save does not report
+  // it again. A save that committed all the same (a committing save, or
+  // one whose copies all completed before the wait failed) stands.
+  const Status save = saved->committed ? Status::Ok() : ckpt_->Wait();
+  if (lanes_) lanes_->Sync().IgnoreError();
+  in_flight_ = false;
+  if (!save.ok()) return waited;
+  Log()->warn("step {} in {} is committed, but waiting for its copies afterwards failed: {}", step,
+              ckpt_->dir(), waited.message());
   return saved;
 }
 

@@ -182,32 +182,72 @@ TEST_F(CudaStagerGpuTest, ABlockingSaveIsCommittingWhileItsCopiesLand) {
 }
 
 // A copy that fails after the save was handed over (a device fault the
-// host's waits report) fails the blocking Save() with its error, once: the
-// step is not committed, and the next save neither reports it again nor
-// finds anything amiss.
-TEST_F(CudaStagerGpuTest, ACopyThatFailsAfterTheHandOverFailsTheBlockingSaveOnce) {
+// host's waits report) fails Save() with its error, once, blocking or
+// overlapped (for a buffer Save() waits for in either mode: one that is not
+// deferrable): the step is not committed, and the next save neither
+// reports it again nor finds anything amiss.
+TEST_F(CudaStagerGpuTest, ACopyThatFailsAfterTheHandOverFailsTheSaveOnce) {
   auto* fail = EmulatorHook<void(bool)>("strata_emulated_cuda_fail_event_waits");
   if (fail == nullptr) GTEST_SKIP() << "needs the emulated runtime to fail a host wait";
   DeviceBuffer a(*rt_, 3 << 20);
-  a.Fill(0x17);
   DeviceItem item = Saved("a", a);
-  ASSERT_TRUE(stager_->Save(1, {&item, 1}).ok());
-  ASSERT_TRUE(ckpt_->Wait().ok());
+  item.deferrable = false;
+  int64_t step = 0;
+  for (DeviceSaveMode mode : {DeviceSaveMode::kBlocking, DeviceSaveMode::kOverlapped}) {
+    SCOPED_TRACE(mode == DeviceSaveMode::kBlocking ? "blocking" : "overlapped");
+    a.Fill(0x17);
+    ASSERT_TRUE(stager_->Save(++step, {&item, 1}, mode).ok());
+    ASSERT_TRUE(stager_->WaitStaged().ok());
+    ASSERT_TRUE(ckpt_->Wait().ok());
+    fail(true);
+    const int64_t failing = ++step;
+    auto failed = stager_->Save(failing, {&item, 1}, mode);
+    fail(false);
+    ASSERT_FALSE(failed.ok());
+    EXPECT_NE(failed.status().message().find("unspecified launch failure"), std::string::npos)
+        << failed.status().ToString();
+    EXPECT_FALSE(stager_->status().copies_in_flight);
+    Status again = ckpt_->Wait();
+    EXPECT_TRUE(again.ok()) << "reported again: " << again.ToString();
+    a.Fill(0x18);
+    auto saved = stager_->Save(++step, {&item, 1}, mode);
+    ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+    ASSERT_TRUE(stager_->WaitStaged().ok());
+    ASSERT_TRUE(ckpt_->Wait().ok());
+    EXPECT_FALSE(
+        std::filesystem::exists(std::filesystem::path(dir_.path()) / StepDirName(failing)));
+    EXPECT_EQ(OnDisk(step, "a"), std::vector<uint8_t>(a.size(), 0x18));
+  }
+}
+
+// The same for a checkpointer that commits before Save() returns: the save
+// fails with the copy's error, and only once.
+TEST_F(CudaStagerGpuTest, ACopyThatFailsFailsACommittingSaveOnce) {
+  auto* fail = EmulatorHook<void(bool)>("strata_emulated_cuda_fail_event_waits");
+  if (fail == nullptr) GTEST_SKIP() << "needs the emulated runtime to fail a host wait";
+  stager_.reset();
+  ckpt_.reset();
+  CheckpointerOptions o;
+  o.preemption_signals = {};
+  o.async = false;
+  auto ckpt = Checkpointer::Open(dir_.path(), o);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
+  ckpt_ = std::move(*ckpt);
+  OpenStager({});
+  DeviceBuffer a(*rt_, 3 << 20);
+  a.Fill(0x27);
+  DeviceItem item = Saved("a", a);
   fail(true);
-  auto failed = stager_->Save(2, {&item, 1});
+  auto failed = stager_->Save(1, {&item, 1});
   fail(false);
   ASSERT_FALSE(failed.ok());
   EXPECT_NE(failed.status().message().find("unspecified launch failure"), std::string::npos)
       << failed.status().ToString();
-  EXPECT_FALSE(stager_->status().copies_in_flight);
-  Status again = ckpt_->Wait();
-  EXPECT_TRUE(again.ok()) << "reported again: " << again.ToString();
-  a.Fill(0x18);
-  auto saved = stager_->Save(3, {&item, 1});
-  ASSERT_TRUE(saved.ok()) << saved.status().ToString();
-  ASSERT_TRUE(ckpt_->Wait().ok());
-  EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(dir_.path()) / StepDirName(2)));
-  EXPECT_EQ(OnDisk(3, "a"), std::vector<uint8_t>(a.size(), 0x18));
+  auto saved = stager_->Save(2, {&item, 1});
+  ASSERT_TRUE(saved.ok()) << "reported again: " << saved.status().ToString();
+  EXPECT_TRUE(saved->committed);
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(dir_.path()) / StepDirName(1)));
+  EXPECT_EQ(OnDisk(2, "a"), std::vector<uint8_t>(a.size(), 0x27));
 }
 
 TEST_F(CudaStagerGpuTest, AnOverlappedSaveIsNotReachedByWritesOrderedAfterStaging) {
