@@ -293,7 +293,7 @@ class StrataStorageReader(StorageReader):
         point = _handshake(self._directory(), self._agent_job)
         if point is not None:
             anchor = _Copy(_ANCHOR, point[0], point[1])
-            if self._every_rank(bool(_readable([anchor], self._checked))):
+            if self._readable_everywhere(anchor, point[1]):
                 return anchor
             # Some rank's copy of the agents' step is refused: the newest
             # older step every rank can read in its directory, else a backup.
@@ -322,14 +322,29 @@ class StrataStorageReader(StorageReader):
             return copies[min(copies)]
         return self._backup_anchor(lambda c: c["step"] == step)
 
-    def _every_rank(self, ok: bool) -> bool:
-        """Whether `ok` holds on every rank of the group (collective)."""
-        rank, world = _group_rank(self._group)
-        if world == 1:
-            return ok
-        every = [ok] * world
-        dist.all_gather_object(every, ok, group=self._group)
-        return all(every)
+    def _readable_everywhere(self, copy: Optional[_Copy], step: int) -> bool:
+        """Whether the metadata of `copy` (this rank's copy of `step`; None:
+        it has none, which stands in no one's way) decodes, on every rank of
+        the group (collective). A rank that cannot read its copy for another
+        reason (a step StrataStorageWriter did not save, an I/O error) fails
+        every rank at once: itself with its error, the others saying which
+        rank and why, rather than leaving them waiting for it."""
+        error: Optional[Exception] = None
+        try:
+            ok = copy is None or bool(_readable([copy], self._checked))
+        except Exception as e:  # noqa: BLE001 - raised once every rank has voted
+            error, ok = e, False
+        vote = (ok, None if error is None else f"{type(error).__name__}: {error}")
+        votes = [vote] * _group_rank(self._group)[1]
+        if len(votes) > 1:
+            dist.all_gather_object(votes, vote, group=self._group)
+        if error is not None:
+            raise error
+        failed = [(rank, why) for rank, (_, why) in enumerate(votes) if why]
+        if failed:
+            raise strata.UnavailableError(
+                f"step {step}: rank {failed[0][0]} could not read its copy: {failed[0][1]}")
+        return all(ok for ok, _ in votes)
 
     def _newest_readable(self, copies: List[_Copy]) -> Optional[int]:
         """The newest step of `copies` (this rank's, oldest first) that every
@@ -342,8 +357,7 @@ class StrataStorageReader(StorageReader):
             return steps[0] if steps else None
         mine = {c.step: c for c in copies}
         for step in self._common_steps(sorted(mine)):
-            readable = step not in mine or bool(_readable([mine[step]], self._checked))
-            if self._every_rank(readable):
+            if self._readable_everywhere(mine.get(step), step):
                 return step
         return None
 

@@ -288,6 +288,17 @@ def test_local_directories_without_an_agent(scratch):
     both = run_ranks(scratch, 2, "load", *dirs)
     assert_loaded(both, 2)
     assert [r["decoded"] for r in both] == [[4, 2], [4, 2]], both
+    # Rank 1's step 4 is not a DCP step at all: every rank fails at once, rank
+    # 1 saying why and rank 0 naming rank 1, rather than waiting for it.
+    with strata.Checkpointer(str(scratch / "rank1"), max_to_keep=0, preemption_signals=[],
+                             async_save=False) as c:
+        c.save(4, {"w": numpy.ones(2)})
+    both = run_ranks(scratch, 2, "load", *dirs)
+    assert [r["restored"] for r in both] == [None, None], both
+    assert both[1]["error"].startswith("InvalidArgumentError: step 4 in "), both
+    assert "not saved by StrataStorageWriter" in both[1]["error"], both
+    assert both[0]["error"].startswith(
+        "UnavailableError: step 4: rank 1 could not read its copy: InvalidArgumentError"), both
     # Rank 1 lost its step 4: the newest step both have is 2, the only one read.
     shutil.rmtree(scratch / "rank1" / "4")
     both = run_ranks(scratch, 2, "load", *dirs)
