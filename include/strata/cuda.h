@@ -143,7 +143,8 @@ struct CudaStagerStatus {
   // without in-place saves, the staging block.
   uint64_t staging_bytes = 0;
   bool staging_pinned = false;    // all of it page-locked
-  bool copies_in_flight = false;  // an overlapped save's copies not yet waited for
+  bool copies_in_flight = false;  // a save's copies not yet waited for (an overlapped
+                                  // save's after it returned; a blocking one's inside it)
   bool reserving = false;         // memory for the next save is being prepared
   bool in_place = false;          // saves copy into the step's files (else into staging)
   int devices = 0;                // CUDA devices seen (0: host buffers only)
