@@ -91,9 +91,9 @@
 
 namespace strata::emulated_cuda {
 
-thread_local int current_device = 0;
-thread_local int last_error = kSuccess;
-thread_local bool context_current = false;
+STRATA_EMU_TLS thread_local int current_device = 0;
+STRATA_EMU_TLS thread_local int last_error = kSuccess;
+STRATA_EMU_TLS thread_local bool context_current = false;
 
 namespace {
 std::atomic<uint64_t> contexts_made{0};  // bit d: device d's primary context

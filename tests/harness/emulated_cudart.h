@@ -12,6 +12,13 @@
 #include <cstddef>
 #include <string>
 
+// The runtime's per-thread state lives in the static TLS block (initial-exec)
+// rather than in a dlopen'd library's dynamic TLS: ThreadSanitizer's
+// handling of __tls_get_addr for a dynamic block can compute a bogus range
+// and abort ("failed to allocate ... bytes") once enough threads have used
+// the library. The few bytes fit the surplus glibc keeps for dlopen.
+#define STRATA_EMU_TLS __attribute__((tls_model("initial-exec")))
+
 namespace strata::emulated_cuda {
 
 // The runtime's codes (cudaError_t).
@@ -31,8 +38,8 @@ inline constexpr int kStreamCaptureInvalidated = 901;
 
 // Per thread, as the runtime keeps them: the current device, and the error
 // cudaGetLastError returns (and clears).
-extern thread_local int current_device;
-extern thread_local int last_error;
+extern STRATA_EMU_TLS thread_local int current_device;
+extern STRATA_EMU_TLS thread_local int last_error;
 
 // Records `code` as the calling thread's error, prints `why` to stderr,
 // returns `code`.
@@ -47,7 +54,7 @@ void UseContext();
 // Whether `device`'s primary context was made.
 bool ContextMade(int device);
 // Whether the calling thread has a current context.
-extern thread_local bool context_current;
+extern STRATA_EMU_TLS thread_local bool context_current;
 
 // Why the runtime could not page-lock [p, p + size) of host memory
 // (emulated_cudart_queries.cc): it pins every page for writing

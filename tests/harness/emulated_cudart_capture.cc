@@ -22,8 +22,8 @@ namespace {
 constexpr int kCaptureGlobal = 0;
 constexpr int kCaptureRelaxed = 2;
 
-thread_local int capture_mode = kCaptureGlobal;
-thread_local bool capturing = false;  // this thread began the test's capture
+STRATA_EMU_TLS thread_local int capture_mode = kCaptureGlobal;
+STRATA_EMU_TLS thread_local bool capturing = false;  // this thread began the test's capture
 std::atomic<int> global_captures{0};
 std::atomic<bool> invalidated{false};
 std::atomic<uint64_t> spin_waits{0};
