@@ -111,6 +111,10 @@ class CudaStagerGpuTest : public ::testing::Test {
     CheckpointerOptions o;
     o.preemption_signals = {};
     o.max_to_keep = max_to_keep;
+    Reopen(o);
+  }
+  // The checkpointer opened again with `o`, with a stager of its own.
+  void Reopen(const CheckpointerOptions& o) {
     stager_.reset();
     ckpt_.reset();
     auto ckpt = Checkpointer::Open(dir_.path(), o);

@@ -225,15 +225,10 @@ TEST_F(CudaStagerGpuTest, ACopyThatFailsAfterTheHandOverFailsTheSaveOnce) {
 TEST_F(CudaStagerGpuTest, ACopyThatFailsFailsACommittingSaveOnce) {
   auto* fail = EmulatorHook<void(bool)>("strata_emulated_cuda_fail_event_waits");
   if (fail == nullptr) GTEST_SKIP() << "needs the emulated runtime to fail a host wait";
-  stager_.reset();
-  ckpt_.reset();
   CheckpointerOptions o;
   o.preemption_signals = {};
   o.async = false;
-  auto ckpt = Checkpointer::Open(dir_.path(), o);
-  ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
-  ckpt_ = std::move(*ckpt);
-  OpenStager({});
+  Reopen(o);
   DeviceBuffer a(*rt_, 3 << 20);
   a.Fill(0x27);
   DeviceItem item = Saved("a", a);
