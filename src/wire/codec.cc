@@ -83,4 +83,78 @@ StatusOr<StepIndex> ReadStepIndex(const json& v, const std::string& what) {
 
 json WriteStepIndex(const StepIndex& index) { return StepIndexToJson(index); }
 
+CodecBase::CodecBase(Op op) : name_(OpName(op)), op_(op) {}
+
+Status CodecBase::Error(const std::string& key, const std::string& want) const {
+  return Invalid(": \"" + key + "\" must be " + want);
+}
+
+Status CodecBase::Missing(const std::string& key) const {
+  return Invalid(": \"" + key + "\" is missing");
+}
+
+Status CodecBase::Invalid(const std::string& text) const {
+  return InvalidArgumentError(name_ + text);
+}
+
+Status CodecBase::Failed(const char* key, const FieldError& e) const {
+  if (!e.want.empty()) return Error(key, e.want);
+  return Invalid(": \"" + std::string(key) + "\": " + e.detail);
+}
+
+Status CodecBase::NotAnObject() const {
+  return Invalid(op_ ? ": the request is not an object" : " is not an object");
+}
+
+json CodecBase::Begin() const {
+  json j = json::object();
+  if (op_) j["op"] = OpName(*op_);
+  return j;
+}
+
+namespace codec_internal {
+
+const json* Find(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it == j.end() || it->is_null() ? nullptr : &*it;
+}
+
+void Put(json* j, const char* key, json value) { (*j)[key] = std::move(value); }
+
+std::optional<int64_t> ReadIntIn(const json& v, int64_t lo, int64_t hi, FieldError* e) {
+  StatusOr<int64_t> n = ReadInt(v, lo, hi, e);
+  if (!n.ok()) return std::nullopt;
+  return *n;
+}
+
+std::optional<uint64_t> ReadUnsigned(const json& v, FieldError* e) {
+  if (IsNonNegativeInteger(v)) return v.get<uint64_t>();
+  e->want = "a non-negative integer";
+  return std::nullopt;
+}
+
+ReadFn<std::string> TextReader(size_t max_bytes) {
+  return [max_bytes](const json& v, FieldError* e) -> std::optional<std::string> {
+    if (v.is_string() && v.get_ref<const std::string&>().size() <= max_bytes) {
+      return v.get<std::string>();
+    }
+    e->want = "a string of at most " + std::to_string(max_bytes) + " bytes";
+    return std::nullopt;
+  };
+}
+
+std::optional<double> ReadNumber(const json& v, FieldError* e) {
+  if (v.is_number()) return v.get<double>();
+  e->want = "a number";
+  return std::nullopt;
+}
+
+std::optional<bool> ReadBool(const json& v, FieldError* e) {
+  if (v.is_boolean()) return v.get<bool>();
+  e->want = "true or false";
+  return std::nullopt;
+}
+
+}  // namespace codec_internal
+
 }  // namespace strata::wire

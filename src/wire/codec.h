@@ -120,6 +120,44 @@ inline std::string EntryWant(std::string_view want, size_t entry) {
   return std::string(want) + " (entry " + std::to_string(entry) + " is not one)";
 }
 
+template <typename M>
+class Codec;
+
+// The readers and writers every codec shares, one per value type rather
+// than one per message (each std::function target type is code of its own).
+namespace codec_internal {
+// The key's value; null when it is absent or JSON null.
+const json* Find(const json& j, const char* key);
+// Sets `key` to `value`.
+void Put(json* j, const char* key, json value);
+template <typename T>
+json Plain(const T& v) {
+  return json(v);
+}
+std::optional<int64_t> ReadIntIn(const json& v, int64_t lo, int64_t hi, FieldError* e);
+template <typename T>
+ReadFn<T> IntReader(int64_t lo, int64_t hi) {
+  return [lo, hi](const json& v, FieldError* e) -> std::optional<T> {
+    std::optional<int64_t> n = ReadIntIn(v, lo, hi, e);
+    if (!n) return std::nullopt;
+    return static_cast<T>(*n);
+  };
+}
+std::optional<uint64_t> ReadUnsigned(const json& v, FieldError* e);
+ReadFn<std::string> TextReader(size_t max_bytes);
+std::optional<double> ReadNumber(const json& v, FieldError* e);
+std::optional<bool> ReadBool(const json& v, FieldError* e);
+// An object, or a list of objects, with a codec of its own (defined below).
+template <typename T>
+ReadFn<T> ObjectReader(const Codec<T>& inner);
+template <typename T>
+WriteFn<T> ObjectWriter(const Codec<T>& inner);
+template <typename T>
+ReadFn<std::vector<T>> ListReader(const Codec<T>& inner);
+template <typename T>
+WriteFn<std::vector<T>> ListWriter(const Codec<T>& inner);
+}  // namespace codec_internal
+
 // Whether a member can be compared with its default (Presence::kOmitted):
 // std::equality_comparable looks no further than a container's operator==.
 template <typename T>
@@ -132,13 +170,38 @@ template <typename K, typename V, typename C, typename A>
 struct Comparable<std::map<K, V, C, A>>
     : std::bool_constant<Comparable<K>::value && Comparable<V>::value> {};
 
+// What every codec has that does not depend on its message: its name, the
+// call it is for, and the errors it reports (compiled once, not per message).
+class CodecBase {
+ public:
+  const std::string& name() const { return name_; }
+
+  Status Error(const std::string& key, const std::string& want) const;
+  Status Missing(const std::string& key) const;
+  Status Invalid(const std::string& text) const;
+
+ protected:
+  explicit CodecBase(Op op);
+  explicit CodecBase(std::string what) : name_(std::move(what)) {}
+  // What a field's reader found wrong, as an error naming `key`.
+  Status Failed(const char* key, const FieldError& e) const;
+  // "not an object", in the words of a request or of a reply.
+  Status NotAnObject() const;
+  // Starts a written message: {"op": name} for a request, else {}.
+  json Begin() const;
+
+ private:
+  std::string name_;
+  std::optional<Op> op_;
+};
+
 template <typename M>
-class Codec {
+class Codec : public CodecBase {
  public:
   // A request: errors name the call, and Write adds {"op": name}.
-  explicit Codec(Op op) : name_(OpName(op)), op_(op) {}
+  explicit Codec(Op op) : CodecBase(op) {}
   // A reply or a part of one: errors name `what` ("the plan").
-  explicit Codec(std::string what) : name_(std::move(what)) {}
+  explicit Codec(std::string what) : CodecBase(std::move(what)) {}
   Codec(const Codec&) = delete;  // fields refer to codecs by address
   Codec& operator=(const Codec&) = delete;
 
@@ -148,14 +211,15 @@ class Codec {
              Presence presence = Presence::kRequired) {
     static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool>);
     const auto [l, h] = Clamp<T>(lo, hi);
-    return Add<T>(key, member, presence, IntReader<T>(l, h), [](const T& v) { return json(v); },
+    return Add<T>(key, member, presence, codec_internal::IntReader<T>(l, h),
+                  &codec_internal::Plain<T>,
                   {key, presence == Presence::kRequired, FieldInfo::Kind::kInteger, l, h});
   }
   template <typename T>
   Codec& Int(const char* key, std::optional<T> M::*member, int64_t lo, int64_t hi) {
     const auto [l, h] = Clamp<T>(lo, hi);
-    return AddOptional<T>(key, member, IntReader<T>(l, h), [](const T& v) { return json(v); },
-                          {key, false, FieldInfo::Kind::kInteger, l, h});
+    return AddOptional<T>(key, member, codec_internal::IntReader<T>(l, h),
+                          &codec_internal::Plain<T>, {key, false, FieldInfo::Kind::kInteger, l, h});
   }
   // An optional integer written as null when it has no value (a plan
   // without a step). With Presence::kRequired the key must be there, null
@@ -183,42 +247,38 @@ class Codec {
   // A uint64_t: any JSON integer >= 0 (wire/op.h, IsNonNegativeInteger).
   Codec& Unsigned(const char* key, uint64_t M::*member, Presence presence = Presence::kRequired) {
     return Add<uint64_t>(
-        key, member, presence, UnsignedReader(), [](const uint64_t& v) { return json(v); },
+        key, member, presence, &codec_internal::ReadUnsigned, &codec_internal::Plain<uint64_t>,
         {key, presence == Presence::kRequired, FieldInfo::Kind::kInteger, 0, kInt64Max, true});
   }
   Codec& Unsigned(const char* key, std::optional<uint64_t> M::*member) {
-    return AddOptional<uint64_t>(key, member, UnsignedReader(),
-                                 [](const uint64_t& v) { return json(v); },
+    return AddOptional<uint64_t>(key, member, &codec_internal::ReadUnsigned,
+                                 &codec_internal::Plain<uint64_t>,
                                  {key, false, FieldInfo::Kind::kInteger, 0, kInt64Max, true});
   }
   Codec& Text(const char* key, std::string M::*member, Presence presence = Presence::kRequired,
               size_t max_bytes = kMaxTextBytes) {
-    return Add<std::string>(key, member, presence, TextReader(max_bytes),
-                            [](const std::string& v) { return json(v); },
+    return Add<std::string>(key, member, presence, codec_internal::TextReader(max_bytes),
+                            &codec_internal::Plain<std::string>,
                             {key, presence == Presence::kRequired, FieldInfo::Kind::kText});
   }
   Codec& Text(const char* key, std::optional<std::string> M::*member,
               size_t max_bytes = kMaxTextBytes) {
-    return AddOptional<std::string>(key, member, TextReader(max_bytes),
-                                    [](const std::string& v) { return json(v); },
+    return AddOptional<std::string>(key, member, codec_internal::TextReader(max_bytes),
+                                    &codec_internal::Plain<std::string>,
                                     {key, false, FieldInfo::Kind::kText});
   }
   Codec& Bool(const char* key, bool M::*member, Presence presence = Presence::kRequired) {
-    ReadFn<bool> read = [](const json& v, FieldError* e) -> std::optional<bool> {
-      if (v.is_boolean()) return v.get<bool>();
-      e->want = "true or false";
-      return std::nullopt;
-    };
-    return Add<bool>(key, member, presence, std::move(read), [](const bool& v) { return json(v); },
+    return Add<bool>(key, member, presence, &codec_internal::ReadBool, &codec_internal::Plain<bool>,
                      {key, presence == Presence::kRequired, FieldInfo::Kind::kBool});
   }
   Codec& Number(const char* key, double M::*member, Presence presence = Presence::kRequired) {
-    return Add<double>(key, member, presence, NumberReader(),
-                       [](const double& v) { return json(v); },
+    return Add<double>(key, member, presence, &codec_internal::ReadNumber,
+                       &codec_internal::Plain<double>,
                        {key, presence == Presence::kRequired, FieldInfo::Kind::kNumber});
   }
   Codec& Number(const char* key, std::optional<double> M::*member) {
-    return AddOptional<double>(key, member, NumberReader(), [](const double& v) { return json(v); },
+    return AddOptional<double>(key, member, &codec_internal::ReadNumber,
+                               &codec_internal::Plain<double>,
                                {key, false, FieldInfo::Kind::kNumber});
   }
   // A 64-bit digest as 16 hex digits.
@@ -227,7 +287,7 @@ class Codec {
   // The job's name, validated as a path component (format/naming.h).
   Codec& Job(std::string M::*member, const char* key = "job") {
     return Add<std::string>(key, member, Presence::kRequired, &ReadJobName,
-                            [](const std::string& v) { return json(v); },
+                            &codec_internal::Plain<std::string>,
                             {key, true, FieldInfo::Kind::kText});
   }
   // Any other value, with its own reader and writer.
@@ -252,7 +312,7 @@ class Codec {
     required_if_.emplace_back();
     readers_.push_back(
         [key, member, presence, read, at = readers_.size()](const Codec& c, const json& j, M& m) {
-          const json* v = Find(j, key);
+          const json* v = codec_internal::Find(j, key);
           if (v == nullptr) return c.Required(at, presence, m) ? c.Missing(key) : Status::Ok();
           STRATA_ASSIGN_OR_RETURN(m.*member, read(*v, c.name()));
           return Status::Ok();
@@ -267,13 +327,13 @@ class Codec {
                 WriteFn<T> write) {
     required_if_.emplace_back();
     readers_.push_back([key, member, read](const Codec& c, const json& j, M& m) {
-      const json* v = Find(j, key);
+      const json* v = codec_internal::Find(j, key);
       if (v == nullptr) return Status::Ok();
       STRATA_ASSIGN_OR_RETURN(m.*member, read(*v, c.name()));
       return Status::Ok();
     });
     writers_.push_back([key, member, write](const M& m, json* j) {
-      if (m.*member) (*j)[key] = write(*(m.*member));
+      if (m.*member) codec_internal::Put(j, key, write(*(m.*member)));
     });
     write_if_.emplace_back();
     fields_.push_back({key, false, FieldInfo::Kind::kOther});
@@ -296,39 +356,19 @@ class Codec {
   // error names this message, the key, then what the inner codec says.
   template <typename T>
   Codec& Object(const char* key, T M::*member, Presence presence, const Codec<T>& inner) {
-    return Value<T>(key, member, presence, ObjectReader(inner), ObjectWriter(inner));
+    return Value<T>(key, member, presence, codec_internal::ObjectReader(inner),
+                    codec_internal::ObjectWriter(inner));
   }
   template <typename T>
   Codec& Object(const char* key, std::optional<T> M::*member, const Codec<T>& inner) {
-    return Value<T>(key, member, ObjectReader(inner), ObjectWriter(inner));
+    return Value<T>(key, member, codec_internal::ObjectReader(inner),
+                    codec_internal::ObjectWriter(inner));
   }
   template <typename T>
   Codec& List(const char* key, std::vector<T> M::*member, Presence presence,
               const Codec<T>& inner) {
-    ReadFn<std::vector<T>> read = [&inner](const json& v,
-                                           FieldError* e) -> std::optional<std::vector<T>> {
-      if (!v.is_array() || v.size() > kMaxListEntries) {
-        e->want = "a list";
-        return std::nullopt;
-      }
-      std::vector<T> out;
-      out.reserve(v.size());
-      for (size_t i = 0; i < v.size(); ++i) {
-        StatusOr<T> t = inner.Parse(v[i]);
-        if (!t.ok()) {
-          e->detail = EntryError(i, t.status().message());
-          return std::nullopt;
-        }
-        out.push_back(std::move(*t));
-      }
-      return out;
-    };
-    WriteFn<std::vector<T>> write = [&inner](const std::vector<T>& list) {
-      json out = json::array();
-      for (const T& t : list) out.push_back(inner.Write(t));
-      return out;
-    };
-    return Value<std::vector<T>>(key, member, presence, std::move(read), std::move(write));
+    return Value<std::vector<T>>(key, member, presence, codec_internal::ListReader(inner),
+                                 codec_internal::ListWriter(inner));
   }
 
   // A key written with a constant value and ignored when parsed (a reply's
@@ -379,8 +419,7 @@ class Codec {
   }
 
   StatusOr<M> Parse(const json& j) const {
-    if (!j.is_object())
-      return Invalid(op_ ? ": the request is not an object" : " is not an object");
+    if (!j.is_object()) return NotAnObject();
     M m;
     for (const auto& read : readers_) STRATA_RETURN_IF_ERROR(read(*this, j, m));
     for (const auto& check : checks_) STRATA_RETURN_IF_ERROR(check(*this, m));
@@ -388,8 +427,7 @@ class Codec {
   }
 
   json Write(const M& m) const {
-    json j = json::object();
-    if (op_) j["op"] = OpName(*op_);
+    json j = Begin();
     for (size_t i = 0; i < writers_.size(); ++i) {
       if (!write_if_[i] || write_if_[i](m)) writers_[i](m, &j);
     }
@@ -397,13 +435,6 @@ class Codec {
   }
 
   const std::vector<FieldInfo>& fields() const { return fields_; }
-  const std::string& name() const { return name_; }
-
-  Status Error(const std::string& key, const std::string& want) const {
-    return Invalid(": \"" + key + "\" must be " + want);
-  }
-  Status Missing(const std::string& key) const { return Invalid(": \"" + key + "\" is missing"); }
-  Status Invalid(const std::string& text) const { return InvalidArgumentError(name_ + text); }
 
  private:
   using Reader = std::function<Status(const Codec&, const json&, M&)>;
@@ -418,67 +449,12 @@ class Codec {
     return {std::max(lo, tlo), std::min(hi, thi)};
   }
   template <typename T>
-  static ReadFn<T> IntReader(int64_t lo, int64_t hi) {
-    return [lo, hi](const json& v, FieldError* e) -> std::optional<T> {
-      StatusOr<int64_t> n = ReadInt(v, lo, hi, e);
-      if (!n.ok()) return std::nullopt;
-      return static_cast<T>(*n);
-    };
-  }
-  static ReadFn<uint64_t> UnsignedReader() {
-    return [](const json& v, FieldError* e) -> std::optional<uint64_t> {
-      if (IsNonNegativeInteger(v)) return v.get<uint64_t>();
-      e->want = "a non-negative integer";
-      return std::nullopt;
-    };
-  }
-  static ReadFn<std::string> TextReader(size_t max_bytes) {
-    return [max_bytes](const json& v, FieldError* e) -> std::optional<std::string> {
-      if (v.is_string() && v.get_ref<const std::string&>().size() <= max_bytes) {
-        return v.get<std::string>();
-      }
-      e->want = "a string of at most " + std::to_string(max_bytes) + " bytes";
-      return std::nullopt;
-    };
-  }
-  static ReadFn<double> NumberReader() {
-    return [](const json& v, FieldError* e) -> std::optional<double> {
-      if (v.is_number()) return v.get<double>();
-      e->want = "a number";
-      return std::nullopt;
-    };
-  }
-
-  template <typename T>
-  static ReadFn<T> ObjectReader(const Codec<T>& inner) {
-    return [&inner](const json& v, FieldError* e) -> std::optional<T> {
-      StatusOr<T> t = inner.Parse(v);
-      if (t.ok()) return std::move(*t);
-      e->detail = t.status().message();
-      return std::nullopt;
-    };
-  }
-  template <typename T>
-  static WriteFn<T> ObjectWriter(const Codec<T>& inner) {
-    return [&inner](const T& t) { return inner.Write(t); };
-  }
-
-  static const json* Find(const json& j, const char* key) {
-    auto it = j.find(key);
-    return it == j.end() || it->is_null() ? nullptr : &*it;
-  }
-  Status Failed(const char* key, const FieldError& e) const {
-    if (!e.want.empty()) return Error(key, e.want);
-    return Invalid(": \"" + std::string(key) + "\": " + e.detail);
-  }
-
-  template <typename T>
   Codec& Add(const char* key, T M::*member, Presence presence, ReadFn<T> read, WriteFn<T> write,
              FieldInfo info) {
     required_if_.emplace_back();
     readers_.push_back(
         [key, member, presence, read, at = readers_.size()](const Codec& c, const json& j, M& m) {
-          const json* v = Find(j, key);
+          const json* v = codec_internal::Find(j, key);
           if (v == nullptr) return c.Required(at, presence, m) ? c.Missing(key) : Status::Ok();
           FieldError e;
           std::optional<T> value = read(*v, &e);
@@ -495,13 +471,14 @@ class Codec {
     if constexpr (Comparable<T>::value) {
       writers_.push_back([key, member, presence, write](const M& m, json* j) {
         if (presence == Presence::kOmitted && m.*member == M().*member) return;
-        (*j)[key] = write(m.*member);
+        codec_internal::Put(j, key, write(m.*member));
       });
     } else {
       // kOmitted compares with the default: T needs an operator==.
       if (presence == Presence::kOmitted) std::abort();
-      writers_.push_back(
-          [key, member, write](const M& m, json* j) { (*j)[key] = write(m.*member); });
+      writers_.push_back([key, member, write](const M& m, json* j) {
+        codec_internal::Put(j, key, write(m.*member));
+      });
     }
     write_if_.emplace_back();
   }
@@ -510,7 +487,7 @@ class Codec {
                      FieldInfo info) {
     required_if_.emplace_back();
     readers_.push_back([key, member, read](const Codec& c, const json& j, M& m) {
-      const json* v = Find(j, key);
+      const json* v = codec_internal::Find(j, key);
       if (v == nullptr) return Status::Ok();
       FieldError e;
       std::optional<T> value = read(*v, &e);
@@ -519,15 +496,13 @@ class Codec {
       return Status::Ok();
     });
     writers_.push_back([key, member, write](const M& m, json* j) {
-      if (m.*member) (*j)[key] = write(*(m.*member));
+      if (m.*member) codec_internal::Put(j, key, write(*(m.*member)));
     });
     write_if_.emplace_back();
     fields_.push_back(std::move(info));
     return *this;
   }
 
-  std::string name_;
-  std::optional<Op> op_;
   bool Required(size_t reader, Presence presence, const M& m) const {
     return presence == Presence::kRequired || (required_if_[reader] && required_if_[reader](m));
   }
@@ -539,6 +514,50 @@ class Codec {
   std::vector<std::function<Status(const Codec&, const M&)>> checks_;
   std::vector<FieldInfo> fields_;
 };
+
+namespace codec_internal {
+template <typename T>
+ReadFn<T> ObjectReader(const Codec<T>& inner) {
+  return [&inner](const json& v, FieldError* e) -> std::optional<T> {
+    StatusOr<T> t = inner.Parse(v);
+    if (t.ok()) return std::move(*t);
+    e->detail = t.status().message();
+    return std::nullopt;
+  };
+}
+template <typename T>
+WriteFn<T> ObjectWriter(const Codec<T>& inner) {
+  return [&inner](const T& t) { return inner.Write(t); };
+}
+template <typename T>
+ReadFn<std::vector<T>> ListReader(const Codec<T>& inner) {
+  return [&inner](const json& v, FieldError* e) -> std::optional<std::vector<T>> {
+    if (!v.is_array() || v.size() > kMaxListEntries) {
+      e->want = "a list";
+      return std::nullopt;
+    }
+    std::vector<T> out;
+    out.reserve(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+      StatusOr<T> t = inner.Parse(v[i]);
+      if (!t.ok()) {
+        e->detail = EntryError(i, t.status().message());
+        return std::nullopt;
+      }
+      out.push_back(std::move(*t));
+    }
+    return out;
+  };
+}
+template <typename T>
+WriteFn<std::vector<T>> ListWriter(const Codec<T>& inner) {
+  return [&inner](const std::vector<T>& list) {
+    json out = json::array();
+    for (const T& t : list) out.push_back(inner.Write(t));
+    return out;
+  };
+}
+}  // namespace codec_internal
 
 template <typename M>
 Codec<M>& Codec<M>::Digest(const char* key, uint64_t M::*member, Presence presence) {
