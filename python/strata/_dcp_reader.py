@@ -28,6 +28,14 @@ from strata._gc import gc_paused
 _UNCHOSEN = object()  # the reader has not chosen its step yet
 
 
+def _common(step_lists: List[List[int]], every_rank: bool) -> List[int]:
+    """The steps in every list (newest first). Without `every_rank` an empty
+    list is left out: a rank with no steps of its own reads another rank's
+    directory (local mode), so it stands in no one's way."""
+    lists = [set(s) for s in step_lists if s or every_rank]
+    return sorted(set.intersection(*lists) if lists else set(), reverse=True)
+
+
 class StrataStorageReader(StorageReader):
     """A DCP StorageReader for checkpoints StrataStorageWriter saved.
 
@@ -297,9 +305,12 @@ class StrataStorageReader(StorageReader):
                 return anchor
             # Some rank's copy of the agents' step is refused: the newest
             # older step every rank can read in its directory, else a backup.
+            # Each rank reads its Metadata from its own store, so a rank
+            # that holds no older step (a node restored with the newest
+            # only) leaves no older step to agree on.
             older = [_Copy(_ANCHOR, point[0], s) for s in _committed_steps(point[0])
                      if s < point[1]]
-            step = self._newest_readable(older)
+            step = self._newest_readable(older, every_rank=True)
             if step is not None:
                 return _Copy(_ANCHOR, point[0], step)
             return self._backup_anchor(lambda c: c["step"] < point[1])
@@ -346,28 +357,28 @@ class StrataStorageReader(StorageReader):
                 f"step {step}: rank {failed[0][0]} could not read its copy: {failed[0][1]}")
         return all(ok for ok, _ in votes)
 
-    def _newest_readable(self, copies: List[_Copy]) -> Optional[int]:
+    def _newest_readable(self, copies: List[_Copy], every_rank: bool = False) -> Optional[int]:
         """The newest step of `copies` (this rank's, oldest first) that every
-        rank with steps has and whose metadata decodes on each of them
-        (collective). Only the steps tried are read: alone, newest first
-        until one decodes; in a group, the newest step every such rank has,
-        then the next older one while some rank refuses its metadata."""
+        rank with steps has (with `every_rank`: every rank) and whose
+        metadata decodes on each of them (collective). Only the steps tried
+        are read: alone, newest first until one decodes; in a group, the
+        newest step every such rank has, then the next older one while some
+        rank refuses its metadata."""
         if _group_rank(self._group)[1] == 1:
             steps = _readable(copies, self._checked, newest_only=True)
             return steps[0] if steps else None
         mine = {c.step: c for c in copies}
-        for step in self._common_steps(sorted(mine)):
+        for step in self._common_steps(sorted(mine), every_rank):
             if self._readable_everywhere(mine.get(step), step):
                 return step
         return None
 
-    def _common_steps(self, steps: List[int]) -> List[int]:
-        """The steps in the own directory of every rank that has any, newest
-        first (collective)."""
+    def _common_steps(self, steps: List[int], every_rank: bool) -> List[int]:
+        """The steps in the own directory of every rank that has any (with
+        `every_rank`: of every rank), newest first (collective)."""
         every = [steps] * _group_rank(self._group)[1]
         dist.all_gather_object(every, steps, group=self._group)
-        common = set.intersection(*[set(s) for s in every if s] or [set()])
-        return sorted(common, reverse=True)
+        return _common(every, every_rank)
 
     def _backup_anchor(self, wanted: Any) -> Optional[_Copy]:
         if self._backup is None or self._job is None:

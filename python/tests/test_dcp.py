@@ -52,6 +52,7 @@ import conftest
 from conftest import Agents
 from strata._dcp_copies import (_backup_copies, _backups, _committed_steps, _read_info,
                                 _store_copies)
+from strata._dcp_reader import _common
 from strata.dcp import METADATA_ITEM, StrataStorageReader, StrataStorageWriter
 
 if not (torch.distributed.is_available() and torch.distributed.is_gloo_available()):
@@ -523,6 +524,21 @@ def test_a_pickle_in_a_bytes_item_is_refused_and_nothing_of_it_runs(scratch):
     dcp.load(target, storage_reader=reader, checkpoint_id=1, no_dist=True)
     assert target["extra"] == {"epoch": 3, "betas": (0.9, 0.95)}
     assert torch.equal(target["w"], torch.arange(3.0))
+
+
+def test_ranks_agree_on_an_older_step_only_where_each_reads_it_from_its_own_copy():
+    # The steps each rank of a group holds, as the reader gathers them when
+    # the newest step is refused on some rank. Without an agent a rank with
+    # no steps reads the Metadata from another rank's directory: it stands
+    # in no one's way.
+    assert _common([[2, 4], [], [4, 2]], every_rank=False) == [4, 2]
+    assert _common([[2], [2, 3]], every_rank=False) == [2]
+    assert _common([[], []], every_rank=False) == []
+    # With agents each rank reads its own store's copy: a node restored with
+    # the newest step only leaves no older step to agree on (the backup is
+    # next), rather than a step that rank then fails to load.
+    assert _common([[2], [], [2]], every_rank=True) == []
+    assert _common([[2, 3], [3]], every_rank=True) == [3]
 
 
 def test_alone_the_reader_decodes_the_newest_readable_metadata_only(scratch, monkeypatch):
