@@ -245,6 +245,32 @@ TEST_F(CudaStagerGpuTest, ACopyThatFailsFailsACommittingSaveOnce) {
   EXPECT_EQ(OnDisk(2, "a"), std::vector<uint8_t>(a.size(), 0x27));
 }
 
+// A blocking save whose own wait fails while its checksums' waits did not
+// (the copies landed for the threads that commit it; only Save()'s wait
+// after them failed) stands once committed: Save() collects the save,
+// returns it and logs the failed wait, and the next save finds nothing
+// amiss. (A checkpointer that commits before Save() returns waits for the
+// copies on Save()'s own thread, so there the wait fails the save.)
+TEST_F(CudaStagerGpuTest, ASaveCommittedDespiteItsFailedWaitStands) {
+  auto* fail = EmulatorHook<void(bool)>("strata_emulated_cuda_fail_event_waits_here");
+  if (fail == nullptr) GTEST_SKIP() << "needs the emulated runtime to fail one thread's waits";
+  DeviceBuffer a(*rt_, 3 << 20);
+  DeviceItem item = Saved("a", a);
+  a.Fill(0x41);
+  fail(true);
+  auto saved = stager_->Save(1, {&item, 1}, DeviceSaveMode::kBlocking);
+  fail(false);
+  ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+  EXPECT_FALSE(stager_->status().copies_in_flight);
+  ASSERT_TRUE(ckpt_->Wait().ok());
+  EXPECT_EQ(OnDisk(1, "a"), std::vector<uint8_t>(a.size(), 0x41));
+  a.Fill(0x4f);
+  auto next = stager_->Save(2, {&item, 1}, DeviceSaveMode::kBlocking);
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  ASSERT_TRUE(ckpt_->Wait().ok());
+  EXPECT_EQ(OnDisk(2, "a"), std::vector<uint8_t>(a.size(), 0x4f));
+}
+
 TEST_F(CudaStagerGpuTest, AnOverlappedSaveIsNotReachedByWritesOrderedAfterStaging) {
   cuda::Stream stream = nullptr;
   ASSERT_EQ(rt_->cudaStreamCreateWithFlags(&stream, cuda::kStreamNonBlocking), 0);

@@ -58,7 +58,8 @@
 //    makes cudaEventSynchronize report cudaErrorLaunchFailure once the
 //    event's work is done, as a host wait does after a device fault in
 //    that work, so it can see how a copy that fails after it was enqueued
-//    is reported.
+//    is reported (strata_emulated_cuda_fail_event_waits_here(): the
+//    calling thread's waits only).
 //  * Stream capture's rules for other threads and host waits that would
 //    spin a core: emulated_cudart_capture.cc.
 //
@@ -101,6 +102,8 @@ std::atomic<uint64_t> contexts_made{0};  // bit d: device d's primary context
 std::atomic<bool> refuse_page_locking{false};
 // Set by a test: event waits report a fault in the work they waited for.
 std::atomic<bool> fail_event_waits{false};
+// The same for the waits of one thread only.
+STRATA_EMU_TLS thread_local bool fail_event_waits_here = false;
 }  // namespace
 
 void UseContext() {
@@ -602,7 +605,9 @@ int Runtime::EventSynchronize(void* event) {
   if (e == nullptr) return Fail(kInvalidResourceHandle, "cudaEventSynchronize");
   if ((e->flags() & kEventBlockingSync) == 0) NoteSpinWait();
   e->Wait(e->recorded());
-  if (fail_event_waits.load()) return Fail(kLaunchFailure, "cudaEventSynchronize: a test's fault");
+  if (fail_event_waits.load() || fail_event_waits_here) {
+    return Fail(kLaunchFailure, "cudaEventSynchronize: a test's fault");
+  }
   return kSuccess;
 }
 
@@ -792,6 +797,12 @@ void strata_emulated_cuda_refuse_page_locking(bool refuse) {
 // copy was enqueued is reported.
 void strata_emulated_cuda_fail_event_waits(bool fail) {
   strata::emulated_cuda::fail_event_waits.store(fail);
+}
+// The same for the calling thread's waits only: the work waited for
+// completed for every other thread (a test of a wait that fails after the
+// step its copies fed was committed).
+void strata_emulated_cuda_fail_event_waits_here(bool fail) {
+  strata::emulated_cuda::fail_event_waits_here = fail;
 }
 
 }  // extern "C"
