@@ -194,6 +194,11 @@ struct RestoreOptions {
   // the step undoes nothing.
   std::function<void(const RestoredStep& reading, size_t item, uint64_t offset, uint64_t size)>
       chunk_verified = nullptr;
+  // The item whose chunks are verified (and reported) before every other
+  // item's (empty: none): the one a caller needs to use the rest, such as
+  // a state tree that says where each item goes, so that it can act on it
+  // while the rest is still read. A step without it is read as ever.
+  std::string first_item = {};
 };
 
 // Memory for a restored step, instead of a fresh mapping (RestoreToMemory).

@@ -224,8 +224,10 @@ class CudaStager {
 
   // A restore whose destinations are known only once part of the step is
   // read: a state tree saved as one item of the step (`key`) says where
-  // every other item goes. As soon as `key` is read and verified, `plan` is
-  // called (from a reading thread) with the step being read and that item;
+  // every other item goes. `key` is read and verified first (unless
+  // options.first_item names another item); as soon as it is, `plan` is
+  // called (from a reading thread, while the others read on) with the step
+  // being read and that item;
   // it returns the destination of each item that has one (by name; the
   // others stay in host memory only). From then on every planned item is
   // copied to its destination as soon as it is verified, and those verified

@@ -617,8 +617,11 @@ StatusOr<RestoredStep> CudaStagerImpl::RestorePlanned(const std::string& key,
     if (items.ok()) NoteHome(*items);
     return items;
   };
+  // The key item is verified first: the plan is made while the rest is read.
+  RestoreOptions first = options;
+  if (first.first_item.empty()) first.first_item = key;
   auto restored =
-      RestoreWith(PlannedRestore::FromPlan(restore_, key, noting), /*lend_block=*/false, options);
+      RestoreWith(PlannedRestore::FromPlan(restore_, key, noting), /*lend_block=*/false, first);
   StartRegistering();
   return restored;
 }
@@ -729,11 +732,13 @@ StatusOr<RestoredStep> RestoreStepPlanned(const std::string& dir, int64_t step,
   PlannedRestore restore(lanes.get(), devices);
   std::optional<cuda::DeviceGuard> guard;
   if (rt) guard.emplace(*rt);
+  RestoreOptions options;
+  options.first_item = key;  // the plan is made while the rest is read
   return restore.Run(
       [&](const RestoreAllocator& allocate, const RestoreOptions& o) {
         return ReadStepInPlace(dir, step, allocate, o, threads);
       },
-      PlannedRestore::FromPlan(restore, key, plan), {}, RestoreOptions());
+      PlannedRestore::FromPlan(restore, key, plan), {}, options);
 }
 
 StatusOr<std::unique_ptr<CudaStager>> CudaStager::Open(Checkpointer* ckpt,

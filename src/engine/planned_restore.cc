@@ -18,6 +18,13 @@ namespace strata {
 struct PlannedRestore::Attempt {
   Mutex mu;
   bool planned GUARDED_BY(mu) = false;  // `dest` is known for this attempt's step
+  // A thread is asking the planner now (outside `mu`: a planner may take
+  // long, as strata.torch's does, while the other threads read on).
+  bool planning GUARDED_BY(mu) = false;
+  // Bumped whenever `verified` changes; `asked`: its value the planner was
+  // last asked with (the planner's answer changes only with `verified`).
+  uint64_t verified_version GUARDED_BY(mu) = 0;
+  uint64_t asked GUARDED_BY(mu) = UINT64_MAX;
   // A mismatch, a failed copy or a failed allocation, from any attempt: the
   // restore returns it (a mismatch is not corruption, so an older step is
   // not restored in its place, as with Checkpointer::RestoreInto).
@@ -71,21 +78,34 @@ void PlannedRestore::Take(const RestoredStep& reading, Attempt& a, Range r,
   out->push_back(r);
 }
 
-// REQUIRES: a.mu held.
 void PlannedRestore::Plan(const Planner& planner, const RestoredStep& reading, Attempt& a,
-                          std::vector<Range>* out) NO_THREAD_SAFETY_ANALYSIS {
-  if (a.planned || !a.error.ok()) return;
-  auto dest = planner(reading, a.verified);
-  if (!dest.ok()) {
-    a.error = dest.status();
-    return;
+                          std::vector<Range>* out) {
+  for (;;) {
+    std::vector<bool> verified;
+    {
+      MutexLock l(&a.mu);
+      if (a.planned || a.planning || !a.error.ok() || a.asked == a.verified_version) return;
+      a.planning = true;
+      a.asked = a.verified_version;
+      verified = a.verified;
+    }
+    auto dest = planner(reading, verified);
+    MutexLock l(&a.mu);
+    a.planning = false;
+    if (!dest.ok()) {
+      if (a.error.ok()) a.error = dest.status();
+      return;
+    }
+    if (dest->has_value()) {
+      a.dest = std::move(**dest);
+      a.dest.resize(reading.items.size());
+      a.planned = true;
+      for (const Range& r : a.waiting) Take(reading, a, r, out);
+      a.waiting.clear();
+      return;
+    }
+    // Not yet: asked again if more items were verified while it was asked.
   }
-  if (!dest->has_value()) return;
-  a.dest = std::move(**dest);
-  a.dest.resize(reading.items.size());
-  a.planned = true;
-  for (const Range& r : a.waiting) Take(reading, a, r, out);
-  a.waiting.clear();
 }
 
 void PlannedRestore::CopyAll(int64_t step, Attempt& a, const std::vector<Range>& ranges) {
@@ -167,6 +187,7 @@ StatusOr<RestoredStep> PlannedRestore::Run(const Reader& read, const Planner& pl
       return ready;
     }
     a.planned = false;
+    a.asked = UINT64_MAX;
     a.dest.clear();
     a.verified.clear();
     a.handed.clear();
@@ -183,16 +204,16 @@ StatusOr<RestoredStep> PlannedRestore::Run(const Reader& read, const Planner& pl
     {
       MutexLock l(&a.mu);
       Grow(reading, a);
-      Plan(planner, reading, a, &now);
       const Range r{item, offset, size};
       if (!a.error.ok()) {
-        now.clear();
+        // Nothing more is copied.
       } else if (a.planned) {
         Take(reading, a, r, &now);
       } else {
-        a.waiting.push_back(r);
+        a.waiting.push_back(r);  // taken by whoever makes the plan
       }
     }
+    Plan(planner, reading, a, &now);
     CopyAll(reading.step, a, now);
     if (options.chunk_verified) options.chunk_verified(reading, item, offset, size);
   };
@@ -202,8 +223,9 @@ StatusOr<RestoredStep> PlannedRestore::Run(const Reader& read, const Planner& pl
       MutexLock l(&a.mu);
       Grow(reading, a);
       a.verified[index] = true;
-      Plan(planner, reading, a, &now);
+      ++a.verified_version;
     }
+    Plan(planner, reading, a, &now);
     CopyAll(reading.step, a, now);
     if (options.item_verified) options.item_verified(reading, index);
   };
@@ -216,14 +238,18 @@ StatusOr<RestoredStep> PlannedRestore::Run(const Reader& read, const Planner& pl
     if (done.ok()) {  // every item is verified now (a step with none was never reported)
       Grow(*restored, a);
       a.verified.assign(restored->items.size(), true);
-      Plan(planner, *restored, a, &now);
-      // What no chunk report covered (a reader that reports items only).
-      for (size_t i = 0; i < restored->items.size() && a.planned; ++i) {
-        const uint64_t size = restored->items[i].data.size();
-        if (a.handed[i] < size) Take(*restored, a, Range{i, 0, size}, &now);
-      }
-      done = a.error;
+      ++a.verified_version;
     }
+  }
+  if (done.ok()) {  // the reading threads are done: no one else plans or takes
+    Plan(planner, *restored, a, &now);
+    MutexLock l(&a.mu);
+    // What no chunk report covered (a reader that reports items only).
+    for (size_t i = 0; i < restored->items.size() && a.planned; ++i) {
+      const uint64_t size = restored->items[i].data.size();
+      if (a.handed[i] < size) Take(*restored, a, Range{i, 0, size}, &now);
+    }
+    done = a.error;
   }
   if (!now.empty()) CopyAll(restored->step, a, now);  // only when the step was read
   {

@@ -72,7 +72,9 @@ class PlannedRestore {
   // in). REQUIRES: a.mu, the attempt planned.
   static void Take(const RestoredStep& reading, Attempt& a, Range r, std::vector<Range>* out);
   // Plans `reading` if it is not yet and the planner can; the chunks
-  // verified before go to `out`. REQUIRES: a.mu.
+  // verified before go to `out`. The planner is asked without a.mu, by one
+  // thread at a time, at most once per change of what is verified; the
+  // other threads read on meanwhile. EXCLUDES: a.mu.
   static void Plan(const Planner& planner, const RestoredStep& reading, Attempt& a,
                    std::vector<Range>* out);
   // Copies each range (the first failure becomes the attempt's error).

@@ -79,13 +79,15 @@ StatusOr<StepInfo> WriteStep(Env* env, ThreadPool* pool, const WriteStepRequest&
 // corruption is DATA_LOSS naming the step, item, chunk and file.
 // `verified`, if set, is called with an item's index once all its bytes are
 // in dst and verified (from the reading threads, concurrently, at most once
-// per item); with it the smallest items are read first. `chunk_verified`,
-// if set, is called likewise with each chunk's range of its item once the
-// chunk is in dst and verified, before `verified` reports the item.
+// per item); with it the smallest items are read first, after the item
+// named `first_item` (if any). `chunk_verified`, if set, is called likewise
+// with each chunk's range of its item once the chunk is in dst and
+// verified, before `verified` reports the item.
 Status ReadStepData(
     Env* env, ThreadPool* pool, const std::string& step_dir, const StepInfo& info,
     std::span<std::byte* const> dst, const std::function<void(size_t item)>& verified = {},
-    const std::function<void(size_t item, uint64_t offset, uint64_t size)>& chunk_verified = {});
+    const std::function<void(size_t item, uint64_t offset, uint64_t size)>& chunk_verified = {},
+    const std::string& first_item = "");
 
 // Pairs every item of `info` with the caller's buffer of the same name,
 // dtype, shape and size, appending each item's buffer to `dst` in the order

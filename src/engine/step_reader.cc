@@ -58,12 +58,25 @@ uint64_t ChunkLen(const StepInfo& info, const ChunkRef& t) {
   return std::min(info.chunk_size, ii.nbytes - t.chunk * info.chunk_size);
 }
 
+// The order chunks are verified in: the chunks of `first_item` (when the
+// step has it), then the smallest items' first, so that whole items are
+// reported early.
+void SortChunks(const StepInfo& info, const std::string& first_item, std::vector<ChunkRef>* tasks) {
+  std::stable_sort(tasks->begin(), tasks->end(), [&](const ChunkRef& a, const ChunkRef& b) {
+    return info.items[a.item].nbytes < info.items[b.item].nbytes;
+  });
+  if (first_item.empty()) return;
+  std::stable_partition(tasks->begin(), tasks->end(),
+                        [&](const ChunkRef& t) { return info.items[t.item].name == first_item; });
+}
+
 }  // namespace
 
 Status ReadStepData(
     Env* env, ThreadPool* pool, const std::string& step_dir, const StepInfo& info,
     std::span<std::byte* const> dst, const std::function<void(size_t item)>& verified,
-    const std::function<void(size_t item, uint64_t offset, uint64_t size)>& chunk_verified) {
+    const std::function<void(size_t item, uint64_t offset, uint64_t size)>& chunk_verified,
+    const std::string& first_item) {
   std::vector<std::unique_ptr<ReadableFile>> files;
   STRATA_RETURN_IF_ERROR(OpenDataFiles(env, step_dir, info, &files));
   std::vector<ChunkRef> tasks = ChunkRefs(info);
@@ -71,9 +84,7 @@ Status ReadStepData(
   // reaches zero (empty items at once).
   std::unique_ptr<std::atomic<uint64_t>[]> left;
   if (verified) {
-    std::stable_sort(tasks.begin(), tasks.end(), [&](const ChunkRef& a, const ChunkRef& b) {
-      return info.items[a.item].nbytes < info.items[b.item].nbytes;
-    });
+    SortChunks(info, first_item, &tasks);
     left = std::make_unique<std::atomic<uint64_t>[]>(info.items.size());
     for (size_t i = 0; i < info.items.size(); ++i) left[i] = 0;
     for (const ChunkRef& t : tasks) ++left[t.item];
@@ -140,9 +151,7 @@ StatusOr<RestoredStep> VerifyMapped(Env* env, ThreadPool* pool, const std::strin
     out.items.push_back({ii.name, ii.dtype, ii.shape, std::span<std::byte>(p, ii.nbytes)});
   }
   std::vector<ChunkRef> tasks = ChunkRefs(info);
-  std::stable_sort(tasks.begin(), tasks.end(), [&](const ChunkRef& a, const ChunkRef& b) {
-    return info.items[a.item].nbytes < info.items[b.item].nbytes;
-  });
+  SortChunks(info, options.first_item, &tasks);
   auto left = std::make_unique<std::atomic<uint64_t>[]>(info.items.size());
   for (size_t i = 0; i < info.items.size(); ++i) left[i] = 0;
   for (const ChunkRef& t : tasks) ++left[t.item];

@@ -71,7 +71,7 @@ Status ReadOwned(Env* env, ThreadPool* pool, const std::string& steps_dir, const
     };
   }
   return ReadStepData(env, pool, JoinPath(steps_dir, StepDirName(info.step)), info, dst, verified,
-                      chunk);
+                      chunk, options.first_item);
 }
 
 StatusOr<int64_t> RestoreStepInto(const std::string& dir, int64_t step,

@@ -12,11 +12,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -592,6 +595,44 @@ TEST_F(InPlaceTest, APlannedRestoreCopiesWhatThePlanNamesAndKeepsTheRest) {
   });
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(planned, 0);
+}
+
+// The key item is read first, even when it is not the smallest, and the
+// other reading threads go on verifying while `plan` runs (strata.torch's
+// planner is Python, walking the whole state): the chunks they verify
+// meanwhile are copied once the plan is made.
+TEST_F(InPlaceTest, APlannedRestoreReadsTheKeyFirstAndReadsOnWhileItPlans) {
+  Open(2);
+  HostState s(3);
+  Save(1, s);
+  std::mutex mu;
+  std::condition_variable reported;
+  std::vector<std::string> order;  // the items of the chunks reported, in turn
+  RestoreOptions options;
+  options.chunk_verified = [&](const RestoredStep& r, size_t item, uint64_t, uint64_t) {
+    std::lock_guard<std::mutex> l(mu);
+    order.push_back(r.items[item].name);
+    reported.notify_all();
+  };
+  std::vector<uint8_t> big(kBigItem);
+  bool read_on = false;
+  auto restored = stager_->RestorePlanned(
+      "small",
+      [&](const RestoredStep&, const RestoredItem&) {
+        // Waits (bounded: the planner used to hold every reading thread)
+        // for a chunk of "big" to be verified by another thread.
+        std::unique_lock<std::mutex> l(mu);
+        read_on = reported.wait_for(l, std::chrono::seconds(30), [&] {
+          return std::count(order.begin(), order.end(), "big") > 0;
+        });
+        return StatusOr<std::vector<MutableDeviceItem>>(BigInto(big));
+      },
+      options);
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  ASSERT_FALSE(order.empty());
+  EXPECT_EQ(order.front(), "small") << "the key item was not read first";
+  EXPECT_TRUE(read_on) << "no other chunk was verified while the plan was made";
+  EXPECT_EQ(big, s.big);
 }
 
 // A step of a directory restored without a checkpointer (strata.dcp's
