@@ -52,14 +52,9 @@
 //    how much memory is page-locked, so it can see that what was locked is
 //    released; strata_emulated_cuda_pageable_copies() how many asynchronous
 //    copies touched pageable memory, so it can see that a path meant to
-//    copy from page-locked memory does; and
-//    strata_emulated_cuda_refuse_page_locking() makes page-locking fail, so
-//    it can see what works without; strata_emulated_cuda_fail_event_waits()
-//    makes cudaEventSynchronize report cudaErrorLaunchFailure once the
-//    event's work is done, as a host wait does after a device fault in
-//    that work, so it can see how a copy that fails after it was enqueued
-//    is reported (strata_emulated_cuda_fail_event_waits_here(): the
-//    calling thread's waits only).
+//    copy from page-locked memory does; and the faults a test sets
+//    (emulated_cudart_faults.cc) make page-locking fail, or host waits
+//    report a fault in the work they waited for.
 //  * Stream capture's rules for other threads and host waits that would
 //    spin a core: emulated_cudart_capture.cc.
 //
@@ -98,12 +93,6 @@ STRATA_EMU_TLS thread_local bool context_current = false;
 
 namespace {
 std::atomic<uint64_t> contexts_made{0};  // bit d: device d's primary context
-// Set by a test: page-locking fails, as past RLIMIT_MEMLOCK.
-std::atomic<bool> refuse_page_locking{false};
-// Set by a test: event waits report a fault in the work they waited for.
-std::atomic<bool> fail_event_waits{false};
-// The same for the waits of one thread only.
-STRATA_EMU_TLS thread_local bool fail_event_waits_here = false;
 }  // namespace
 
 void UseContext() {
@@ -359,7 +348,7 @@ int Runtime::Free(void* p) {
 
 int Runtime::HostAlloc(void** out, size_t size) {
   if (out == nullptr) return Fail(kInvalidValue, "cudaHostAlloc: null result pointer");
-  if (refuse_page_locking.load()) {
+  if (PageLockingRefused()) {
     return Fail(kMemoryAllocation, "cudaHostAlloc(" + std::to_string(size) + "): refused (test)");
   }
   void* p = mmap(nullptr, std::max<size_t>(size, 1), PROT_READ | PROT_WRITE,
@@ -394,7 +383,7 @@ int Runtime::FreeHost(void* p) {
 }
 
 int Runtime::HostRegister(void* p, size_t size) {
-  if (refuse_page_locking.load()) {
+  if (PageLockingRefused()) {
     return Fail(kMemoryAllocation, "cudaHostRegister(" + Hex(p) + "): refused (test)");
   }
   if (p == nullptr || size == 0) {
@@ -605,7 +594,7 @@ int Runtime::EventSynchronize(void* event) {
   if (e == nullptr) return Fail(kInvalidResourceHandle, "cudaEventSynchronize");
   if ((e->flags() & kEventBlockingSync) == 0) NoteSpinWait();
   e->Wait(e->recorded());
-  if (fail_event_waits.load() || fail_event_waits_here) {
+  if (EventWaitsFail()) {
     return Fail(kLaunchFailure, "cudaEventSynchronize: a test's fault");
   }
   return kSuccess;
@@ -785,24 +774,4 @@ size_t strata_emulated_cuda_locked_bytes() { return TheRuntime().LockedBytes(); 
 // pageable host memory (synchronous for the host, and on a GPU a fraction
 // of a page-locked copy's speed).
 size_t strata_emulated_cuda_pageable_copies() { return TheRuntime().PageableAsyncCopies(); }
-// Not the runtime's: while `refuse` is set, cudaHostAlloc and
-// cudaHostRegister fail with cudaErrorMemoryAllocation (as a process past
-// its RLIMIT_MEMLOCK sees), so a test can check what works without.
-void strata_emulated_cuda_refuse_page_locking(bool refuse) {
-  strata::emulated_cuda::refuse_page_locking.store(refuse);
-}
-// Not the runtime's: while `fail` is set, cudaEventSynchronize waits as
-// ever, then returns cudaErrorLaunchFailure (a fault in the work waited
-// for), so a test can check how a failure seen only after an asynchronous
-// copy was enqueued is reported.
-void strata_emulated_cuda_fail_event_waits(bool fail) {
-  strata::emulated_cuda::fail_event_waits.store(fail);
-}
-// The same for the calling thread's waits only: the work waited for
-// completed for every other thread (a test of a wait that fails after the
-// step its copies fed was committed).
-void strata_emulated_cuda_fail_event_waits_here(bool fail) {
-  strata::emulated_cuda::fail_event_waits_here = fail;
-}
-
 }  // extern "C"

@@ -3,9 +3,9 @@
 // What the emulated CUDA runtime's files share (emulated_cudart.cc: the
 // runtime and Strata's calls; emulated_cudart_queries.cc: the calls torch
 // makes besides; emulated_cudart_capture.cc: stream capture's rules and
-// host waits): the runtime's error codes, the calling thread's error and
-// device, its primary contexts, and the C ABI calls one file answers with
-// the other's. The streams and events are in emulated_cudart_queues.h.
+// host waits; emulated_cudart_faults.cc: the faults a test sets): the runtime's error codes, the
+// calling thread's error and device, its primary contexts, and the C ABI calls one file answers
+// with the other's. The streams and events are in emulated_cudart_queues.h.
 #ifndef STRATA_TESTS_HARNESS_EMULATED_CUDART_H_
 #define STRATA_TESTS_HARNESS_EMULATED_CUDART_H_
 
@@ -74,6 +74,11 @@ int CaptureForbids(const char* call);
 void NoteSpinWait();
 // cudaEventBlockingSync.
 inline constexpr unsigned kEventBlockingSync = 0x01;
+
+// The faults a test sets (emulated_cudart_faults.cc): whether page-locking
+// is refused now, and whether the calling thread's event waits fail.
+bool PageLockingRefused();
+bool EventWaitsFail();
 
 }  // namespace strata::emulated_cuda
 
