@@ -78,13 +78,18 @@ void PlannedRestore::Take(const RestoredStep& reading, Attempt& a, Range r,
   out->push_back(r);
 }
 
+// REQUIRES: a.mu held.
+bool PlannedRestore::PlanDue(const Attempt& a) NO_THREAD_SAFETY_ANALYSIS {
+  return !a.planned && !a.planning && a.error.ok() && a.asked != a.verified_version;
+}
+
 void PlannedRestore::Plan(const Planner& planner, const RestoredStep& reading, Attempt& a,
                           std::vector<Range>* out) {
   for (;;) {
     std::vector<bool> verified;
     {
       MutexLock l(&a.mu);
-      if (a.planned || a.planning || !a.error.ok() || a.asked == a.verified_version) return;
+      if (!PlanDue(a)) return;
       a.planning = true;
       a.asked = a.verified_version;
       verified = a.verified;
@@ -201,19 +206,19 @@ StatusOr<RestoredStep> PlannedRestore::Run(const Reader& read, const Planner& pl
   opts.chunk_verified = [&](const RestoredStep& reading, size_t item, uint64_t offset,
                             uint64_t size) {
     std::vector<Range> now;
+    bool due = false;
     {
       MutexLock l(&a.mu);
       Grow(reading, a);
       const Range r{item, offset, size};
-      if (!a.error.ok()) {
-        // Nothing more is copied.
-      } else if (a.planned) {
+      if (a.error.ok() && a.planned) {
         Take(reading, a, r, &now);
-      } else {
+      } else if (a.error.ok()) {
         a.waiting.push_back(r);  // taken by whoever makes the plan
       }
+      due = PlanDue(a);
     }
-    Plan(planner, reading, a, &now);
+    if (due) Plan(planner, reading, a, &now);
     CopyAll(reading.step, a, now);
     if (options.chunk_verified) options.chunk_verified(reading, item, offset, size);
   };

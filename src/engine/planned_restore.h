@@ -71,6 +71,10 @@ class PlannedRestore {
   // Adds `r` to `out` if its item has a destination (where it goes filled
   // in). REQUIRES: a.mu, the attempt planned.
   static void Take(const RestoredStep& reading, Attempt& a, Range r, std::vector<Range>* out);
+  // Whether the planner is to be asked: nothing is planned, no one is
+  // asking, no error, and more is verified than when it was last asked.
+  // REQUIRES: a.mu.
+  static bool PlanDue(const Attempt& a);
   // Plans `reading` if it is not yet and the planner can; the chunks
   // verified before go to `out`. The planner is asked without a.mu, by one
   // thread at a time, at most once per change of what is verified; the

@@ -121,12 +121,6 @@ const json* Find(const json& j, const char* key) {
 
 void Put(json* j, const char* key, json value) { (*j)[key] = std::move(value); }
 
-std::optional<int64_t> ReadIntIn(const json& v, int64_t lo, int64_t hi, FieldError* e) {
-  StatusOr<int64_t> n = ReadInt(v, lo, hi, e);
-  if (!n.ok()) return std::nullopt;
-  return *n;
-}
-
 std::optional<uint64_t> ReadUnsigned(const json& v, FieldError* e) {
   if (IsNonNegativeInteger(v)) return v.get<uint64_t>();
   e->want = "a non-negative integer";

@@ -134,12 +134,11 @@ template <typename T>
 json Plain(const T& v) {
   return json(v);
 }
-std::optional<int64_t> ReadIntIn(const json& v, int64_t lo, int64_t hi, FieldError* e);
 template <typename T>
 ReadFn<T> IntReader(int64_t lo, int64_t hi) {
   return [lo, hi](const json& v, FieldError* e) -> std::optional<T> {
-    std::optional<int64_t> n = ReadIntIn(v, lo, hi, e);
-    if (!n) return std::nullopt;
+    StatusOr<int64_t> n = ReadInt(v, lo, hi, e);
+    if (!n.ok()) return std::nullopt;
     return static_cast<T>(*n);
   };
 }
