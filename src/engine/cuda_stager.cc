@@ -375,8 +375,14 @@ StatusOr<SaveResult> CudaStagerImpl::SaveInPlace(int64_t step, std::span<const D
   // over the state later. Save() then waits for what `mode` says.
   auto saved = saver_->SaveSlot(step, std::move(slot), std::move(item_ready), std::move(gate));
   if (!saved.ok() && lanes_) {  // refused: the slot went back, nothing may still write it
-    lanes_->Sync().IgnoreError();
+    // The refusal is what Save() returns; a copy of this save that failed
+    // as well is said here, or nothing would tell of it.
+    Status synced = lanes_->Sync();
     in_flight_ = false;
+    if (!synced.ok()) {
+      Log()->warn("step {} in {} was refused ({}), and its copies failed as well: {}", step,
+                  ckpt_->dir(), saved.status().message(), synced.message());
+    }
   }
   if (!saved.ok()) return saved;
   Status waited = AwaitCopies(mode, urgent);

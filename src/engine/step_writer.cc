@@ -47,10 +47,26 @@ Status SyncFiles(ThreadPool* pool, std::vector<std::unique_ptr<WritableFile>>& f
   return first_error;
 }
 
+// `refs` reordered to take the files in turn: a write holds its file's
+// lock (a tmpfs file's inode lock, for the whole copy), so threads taking
+// consecutive chunks of one file would wait on each other, spinning.
+std::vector<ChunkRef> AlternateFiles(const StepInfo& info, const std::vector<ChunkRef>& refs) {
+  std::vector<std::vector<ChunkRef>> by_file(info.files.size());
+  for (const ChunkRef& r : refs) by_file[info.items[r.item].file].push_back(r);
+  std::vector<ChunkRef> out;
+  out.reserve(refs.size());
+  for (size_t k = 0; out.size() < refs.size(); ++k) {
+    for (const auto& chunks : by_file) {
+      if (k < chunks.size()) out.push_back(chunks[k]);
+    }
+  }
+  return out;
+}
+
 // Checksums and writes every chunk in parallel, then syncs every file.
 Status WriteData(ThreadPool* pool, std::span<const Item> items, StepInfo* info,
                  std::vector<std::unique_ptr<WritableFile>>& files) {
-  std::vector<ChunkRef> tasks = ChunkRefs(*info);
+  std::vector<ChunkRef> tasks = AlternateFiles(*info, ChunkRefs(*info));
   std::mutex mu;
   Status first_error;
   const size_t crash_at = tasks.size() / 2;
