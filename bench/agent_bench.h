@@ -71,22 +71,15 @@ Status WritePayload(const std::string& path, const std::byte* data, uint64_t n);
 // --- The agents' side ---
 
 // An agent running in this process as `strata agent` runs it: Start(), then
-// Run() on its own thread until stopped.
+// Run() on its own thread until stopped. It serves kJob as node 1 of 2 (a
+// replicator.yaml in `dir`; the start never completes, as node 0 never
+// comes), so that it takes the sender's steps (rank 0) as a peer's: an
+// agent takes put_step only for a job it serves.
 class LiveAgent {
  public:
   static StatusOr<std::unique_ptr<LiveAgent>> Start(const std::string& dir,
-                                                    const std::string& secret, net::TlsMode tls) {
-    agent::AgentConfig config;
-    config.local_dir = dir;
-    config.listen = {"127.0.0.1", 0};  // port 0: any free port, see endpoint()
-    config.advertise = {"127.0.0.1", 0};
-    config.secret = secret;
-    config.tls.mode = tls;
-    auto live = std::make_unique<LiveAgent>();
-    STRATA_ASSIGN_OR_RETURN(live->agent_, agent::Agent::Start(std::move(config)));
-    live->loop_ = std::thread([p = live.get()] { p->run_status_ = p->agent_->Run(p->stop_); });
-    return live;
-  }
+                                                    const std::string& secret, net::TlsMode tls);
+
   ~LiveAgent() {
     stop_ = true;
     if (loop_.joinable()) loop_.join();

@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "agent/rpc/client.h"
@@ -116,6 +118,35 @@ Status RawSend(const sockaddr_in& to, const RawEnds& ends, uint64_t bytes) {
 }
 
 }  // namespace
+
+StatusOr<std::unique_ptr<LiveAgent>> LiveAgent::Start(const std::string& dir,
+                                                      const std::string& secret, net::TlsMode tls) {
+  agent::AgentConfig config;
+  config.local_dir = dir;
+  config.listen = {"127.0.0.1", 0};  // port 0: any free port, see endpoint()
+  config.advertise = {"127.0.0.1", 0};
+  config.secret = secret;
+  config.tls.mode = tls;
+  auto live = std::make_unique<LiveAgent>();
+  STRATA_ASSIGN_OR_RETURN(live->agent_, agent::Agent::Start(std::move(config)));
+  live->loop_ = std::thread([p = live.get()] { p->run_status_ = p->agent_->Run(p->stop_); });
+  // Its own coordinator (every agent runs one; rank 0's is the job's) waits
+  // for node 0 to register.
+  STRATA_RETURN_IF_ERROR(WriteFileAtomic(
+      Env::Default(), JoinPath(dir, "replicator.yaml"),
+      std::string("job-name: ") + kJob + "\nframework: orbax\nnode-rank: 1\nnodes: 2\nmaster: " +
+          live->endpoint().ToString() + "\n"));
+  // Serving once its start began (the restore of the job's step).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!live->agent_->StatusReport().restore_state) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      return DeadlineExceededError("the agent in " + dir + " did not start serving job " + kJob +
+                                   " within 30 s");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return live;
+}
 
 StatusOr<std::string> WriteCheckpoint(const std::string& dir, const std::byte* state,
                                       uint64_t bytes) {

@@ -108,14 +108,14 @@ run_torch_bench() {
   if [ ${#cpu[@]} -gt 0 ]; then
     echo
     PYTHONPATH="$build_dir/python" "$python" "$script" "${flags[@]+"${flags[@]}"}" "${cpu[@]}" |
-      tee -a "$out" || status=$?
+      tee -a "$out" || { status=$?; failed+=(torch_bench); }
   fi
   [ "$cuda" -eq 1 ] || return 0
   echo
   if PYTHONPATH="$build_dir/python" "$python" -c \
     'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
     PYTHONPATH="$build_dir/python" "$python" "$script" "${flags[@]+"${flags[@]}"}" \
-      torch_per_tensor_cuda | tee -a "$out" || status=$?
+      torch_per_tensor_cuda | tee -a "$out" || { status=$?; failed+=(torch_bench_cuda); }
     return 0
   fi
   local emulated
@@ -129,7 +129,7 @@ run_torch_bench() {
   PYTHONPATH="$build_dir/python" STRATA_CUDART=$emulated LD_PRELOAD=$emulated \
     LD_LIBRARY_PATH="$driver${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" STRATA_EMU_CUDA_DELAY_US=0 \
     "$python" "$script" "${flags[@]+"${flags[@]}"}" torch_per_tensor_cuda |
-    tee -a "$out" || status=$?
+    tee -a "$out" || { status=$?; failed+=(torch_bench_cuda); }
   rm -rf "$driver"
 }
 
@@ -184,6 +184,7 @@ echo "scratch: $STRATA_BENCH_TMPFS ($(findmnt -no FSTYPE,OPTIONS -T "$STRATA_BEN
 
 out=$(mktemp)
 status=0
+failed=()  # the benchmark programs that exited with an error
 for b in "${runs[@]}"; do
   if [ "$b" = engine_bench ]; then
     names=("${engine_names[@]+"${engine_names[@]}"}")
@@ -196,12 +197,12 @@ for b in "${runs[@]}"; do
   elif [ "$b" = scale_bench ]; then
     echo
     "$build_dir/bench/scale_bench" --nodes "${STRATA_SCALE_NODES:-100,1000,10000}" |
-      tee -a "$out" || status=$?
+      tee -a "$out" || { status=$?; failed+=(scale_bench); }
     continue
   elif [ "$b" = cuda_bench ]; then
     echo
     "$build_dir/bench/cuda_bench" --size-mib "${STRATA_CUDA_BENCH_SIZE_MIB:-4096}" \
-      --reps "${STRATA_BENCH_REPS:-5}" | tee -a "$out" || status=$?
+      --reps "${STRATA_BENCH_REPS:-5}" | tee -a "$out" || { status=$?; failed+=(cuda_bench); }
     continue
   elif [ "$b" = torch_bench ]; then
     run_torch_bench
@@ -211,12 +212,18 @@ for b in "${runs[@]}"; do
   fi
   echo
   "$build_dir/bench/$b" "${flags[@]+"${flags[@]}"}" "${names[@]+"${names[@]}"}" |
-    tee -a "$out" || status=$?
+    tee -a "$out" || { status=$?; failed+=("$b"); }
 done
 
 echo
 echo "== Summary"
 grep -E '^(ratio|scale) ' "$out" || true
+# A benchmark that failed printed no figure: said here, at the end, so
+# that its absence from the summary is not taken for a figure left out.
+if [ ${#failed[@]} -gt 0 ]; then
+  echo
+  echo "== FAILED (their errors are above): ${failed[*]}"
+fi
 
 # Each figure against the last committed results (bench/results.txt): the
 # ones worse by more than their run-to-run spread are listed, and fail the
