@@ -41,7 +41,7 @@ LOCKS_DIR ?= build-locks
 # and rate limiter. Every test this matches has its file in tests/CMakeLists.txt's
 # STRATA_CONCURRENT_TESTS, and each of those files has a test it matches
 # (`make test` checks: scripts/check-tsan-list.py).
-TSAN_FILTER ?= InPlace*:ServerTest*:Tls*:Certificate*:Tamper*:Coordinator*:CodedTier*:ParityStore*:NodeBackup*:Replication*:OnDemandSync*:Restore*:MaintenanceEvent*:Store*:Wire*:ThreadPool*:RunParallel*:Mutex*:Checkpointer*:Hash*:Copy*:Net*:Frame*:Auth*:SyncMap*:AgentSync*:StreamVerify*:StrataStep*:ChunkReports*:RestoredMemory*:FileRegion*
+TSAN_FILTER ?= InPlace*:ServerTest*:Tls*:Certificate*:Tamper*:Coordinator*:CodedTier*:ParityStore*:NodeBackup*:Replication*:OnDemandSync*:Restore*:MaintenanceEvent*:Store*:Wire*:ThreadPool*:RunParallel*:Mutex*:Checkpointer*:Hash*:Copy*:Net*:Frame*:Auth*:SyncMap*:AgentSync*:StreamVerify*:StrataStep*:ChunkReports*:RestoredMemory*:FileRegion*:StepLock*
 TSAN_STORAGE_FILTER ?= FileStore*:S3Pieces*:Backends/BackendTest.*
 
 .PHONY: all deps deps-system distclean build test build-asan test-asan build-tsan test-tsan check-locks lock-violations demo chaos bench fuzz format clean

@@ -168,6 +168,11 @@ struct RestoredMemoryDeleter {
 struct RestoredStep {
   int64_t step = 0;
   std::vector<RestoredItem> items;
+  // Where `storage` maps the step's own files (a step verified in place on
+  // a RAM disk): what keeps a save from recycling those files while the
+  // step is held (a shared lock on its directory, released after `storage`
+  // is unmapped). Empty otherwise.
+  std::shared_ptr<const void> hold;
   std::unique_ptr<std::byte[], RestoredMemoryDeleter> storage;
   const RestoredItem* Find(std::string_view name) const;
 };

@@ -210,7 +210,11 @@ PyRestored ToPython(RestoredStep&& restored, py::object memory_owner) {
     base = py::capsule(new std::shared_ptr<RestoredStep>(owner),
                        [](void* p) { delete static_cast<std::shared_ptr<RestoredStep>*>(p); });
   }
-  const bool lent = !memory_owner && owner->storage && !owner->storage.get_deleter().owned;
+  // Lent: the arrays view step files, a slot's (a later save writes them)
+  // or a mapping of a step's own (held from recycling while it lives: what
+  // is kept is copied, so that the files are let go once the restore ends).
+  const bool lent = !memory_owner && owner->storage &&
+                    (!owner->storage.get_deleter().owned || owner->hold != nullptr);
   return PyRestored(std::move(owner), std::move(base), lent);
 }
 

@@ -55,8 +55,9 @@ class PyRestored {
 
   int64_t step() const { return step_->step; }
   size_t size() const { return step_->items.size(); }
-  // The arrays are views of memory the step does not own (a slot's step
-  // files, reused by a later save): copy what is kept.
+  // The arrays are views of step files: a slot's (reused by a later save)
+  // or a mapping of the step's own (kept from recycling while held): copy
+  // what is kept.
   bool lent() const { return lent_; }
   const pybind11::dict& items();   // name -> numpy.ndarray
   const pybind11::dict& dtypes();  // name -> Strata dtype name

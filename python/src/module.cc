@@ -385,7 +385,8 @@ void DefineResults(py::module_& m) {
       .def_property_readonly("items", &PyRestored::items, "name -> numpy.ndarray")
       .def_property_readonly("dtypes", &PyRestored::dtypes, "name -> Strata dtype name")
       .def_property_readonly("lent", &PyRestored::lent,
-                             "The arrays view memory a later save reuses: copy what is kept.")
+                             "The arrays view step files, which a later save reuses once the step\n"
+                             "is let go: copy what is kept.")
       .def("owned_copy", &PyRestored::OwnedCopy, py::arg("names"),
            "name -> array for each named item, copied (in parallel) into one block of\n"
            "memory of their own: what is kept of a lent step.")

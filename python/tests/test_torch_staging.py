@@ -7,6 +7,7 @@ test_torch_stage.py). The CUDA tests are skipped without a CUDA device;
 scripts/gpu-check.sh runs them on a GPU machine."""
 
 import contextlib
+import fcntl
 import os
 import subprocess
 import sys
@@ -603,6 +604,50 @@ def test_a_restored_plain_value_outlives_the_step_files_it_came_from(scratch):
     kept, expected = target["v"], values(1)
     assert torch.equal(kept["w"], expected["w"]) and torch.equal(kept["b"], expected["b"])
     assert np.array_equal(kept["a"], expected["a"]) and kept["n"] == 1
+
+
+def unheld(step_dir):
+    """Whether a save could take `step_dir`'s files now: nobody reading it
+    holds its lock (engine/step_lock.h), as a save asks, without waiting."""
+    fd = os.open(step_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def test_a_restart_holds_the_step_it_restores_only_while_it_reads_it(scratch):
+    """After a restart a step is verified in a mapping of its files. While a
+    Restored of it lives, its directory is locked against a save taking
+    its files; what a restore keeps is copied out of them, so the lock goes
+    with the restore and later saves recycle the files as usual, the values
+    staying as restored."""
+    def values(seed):
+        g = torch.Generator().manual_seed(seed)
+        return {"w": torch.randn(512, 256, generator=g), "n": seed}
+
+    with strata.torch.Checkpointer(str(scratch), max_to_keep=2) as ckpt:
+        for step in (1, 2):
+            ckpt.save(step, {"v": values(step)})
+            ckpt.wait()
+    with strata.torch.Checkpointer(str(scratch), max_to_keep=2) as ckpt:  # a new process's
+        restored = ckpt._ckpt.restore_planned(strata.torch.TREE_ITEM, lambda step, key: [])
+        assert restored.step == 2 and restored.lent  # views of the step files
+        assert not unheld(scratch / "2")
+        del restored
+        assert unheld(scratch / "2")
+        target = {"v": None}
+        assert ckpt.restore(target) == 2
+        assert unheld(scratch / "2")
+        for step in range(3, 7):
+            ckpt.save(step, {"v": values(step)})
+            ckpt.wait()
+        assert not (scratch / "2").exists()
+    kept, expected = target["v"], values(2)
+    assert torch.equal(kept["w"], expected["w"]) and kept["n"] == 2
 
 
 def test_restoring_through_the_arena_fills_the_live_tensors(scratch):

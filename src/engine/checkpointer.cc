@@ -15,6 +15,7 @@
 #include "engine/slot_saver.h"
 #include "engine/staging.h"
 #include "engine/step_io.h"
+#include "engine/step_lock.h"
 #include "format/manifest.h"
 #include "format/naming.h"
 #include "util/copy.h"
@@ -472,6 +473,9 @@ StatusOr<std::string> CheckpointerImpl::RetireForRecycling(int64_t new_step) {
   std::string oldest = StepDirName(steps.front());
   for (const auto& e : entries) {
     if (e.name != oldest || e.type != DirEntry::Type::kDirectory) continue;
+    // Held until renamed; a step being read is removed by retention instead.
+    STRATA_ASSIGN_OR_RETURN(auto lock, StepLock::ForRecycling(JoinPath(dir_, oldest)));
+    if (!lock) return std::string();
     std::string tmp = JoinPath(dir_, TempDirName(new_step));
     STRATA_RETURN_IF_ERROR(env_->Rename(JoinPath(dir_, oldest), tmp));
     CrashPoint("save.after_retire");

@@ -1,6 +1,7 @@
 // Copyright 2026 The Strata Authors.
 #include "engine/slot_pool.h"
 
+#include "engine/step_lock.h"
 #include "format/naming.h"
 #include "util/crash_point.h"
 #include "util/file_util.h"
@@ -85,14 +86,24 @@ StatusOr<std::unique_ptr<StepSlot>> SlotPool::RetireOldest(int64_t step, const S
     }
   }
   if (slot && !slot->Intact(env_)) slot.reset();  // another process replaced its files
+  auto keep = [&] {
+    if (!slot) return;
+    MutexLock l(&mu_);
+    held_[oldest] = std::move(slot);
+  };
   const std::string step_dir = JoinPath(dir_, StepDirName(oldest));
+  // Held until the step is renamed away; none while a reader holds it.
+  auto lock = StepLock::ForRecycling(step_dir);
+  if (!lock.ok() || !*lock) {
+    keep();
+    if (!lock.ok()) return lock.status().WithContext("saving step " + std::to_string(step));
+    Log()->info("step {} in {} is being read: step {} is saved to new files", oldest, dir_, step);
+    return std::unique_ptr<StepSlot>();
+  }
   if (!slot || !slot->Fits(layout)) {  // reshaped: checked before the step is retired
     Status room = StepSlot::CheckRoom(env_, step_dir, layout);
     if (!room.ok()) {
-      if (slot) {
-        MutexLock l(&mu_);
-        held_[oldest] = std::move(slot);
-      }
+      keep();
       return room.WithContext("saving step " + std::to_string(step) + " (step " +
                               std::to_string(oldest) + " is kept)");
     }
@@ -138,8 +149,13 @@ StatusOr<bool> SlotPool::TakeRetired(int64_t step) {
     if (free_) return false;  // `slot` is unmapped on return; the caller removes the step
   }
   if (!slot->Intact(env_)) return false;
+  const std::string step_dir = JoinPath(dir_, StepDirName(step));
+  // Held until the step is renamed away; a step being read is removed as
+  // usual instead (its readers keep their pages).
+  STRATA_ASSIGN_OR_RETURN(auto lock, StepLock::ForRecycling(step_dir));
+  if (!lock) return false;
   const std::string tmp = JoinPath(dir_, TempDirName(step));
-  STRATA_RETURN_IF_ERROR(env_->Rename(JoinPath(dir_, StepDirName(step)), tmp));
+  STRATA_RETURN_IF_ERROR(env_->Rename(step_dir, tmp));
   CrashPoint("retention.after_rename");
   slot->Moved(tmp);
   MutexLock l(&mu_);

@@ -62,8 +62,9 @@ class SlotPool {
   // A slot laid out as `layout` for saving `step`: the free one if it fits
   // (or reshaped), else the files of the oldest committed step when
   // retention would retire it at this save's commit (recycle_space, at
-  // least max_to_keep >= 2 steps committed, all older than `step`), else
-  // new files. REQUIRES: no save of this directory is in flight.
+  // least max_to_keep >= 2 steps committed, all older than `step`) and no
+  // reader holds it (engine/step_lock.h), else new files. REQUIRES: no save
+  // of this directory is in flight.
   StatusOr<std::unique_ptr<StepSlot>> Acquire(int64_t step, const StepInfo& layout) EXCLUDES(mu_);
 
   // A slot that was not committed (its copies failed, its save was refused,
@@ -75,10 +76,11 @@ class SlotPool {
   // when the directory is another's.
   void Committed(int64_t step, std::unique_ptr<StepSlot> slot) EXCLUDES(mu_);
 
-  // Retention drops `step`: if its slot is held and no free slot exists, the
-  // step is renamed out of the step namespace and becomes the free slot
-  // (returns true: the caller must not remove it); else its slot, if any,
-  // is unmapped and false returned.
+  // Retention drops `step`: if its slot is held, no free slot exists and no
+  // reader holds the step (engine/step_lock.h), the step is renamed out of
+  // the step namespace and becomes the free slot (returns true: the caller
+  // must not remove it); else its slot, if any, is unmapped and false
+  // returned.
   StatusOr<bool> TakeRetired(int64_t step) EXCLUDES(mu_);
 
   // Where committed `step`'s files are mapped, if a slot holds them still

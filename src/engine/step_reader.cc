@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "engine/step_io.h"
+#include "engine/step_lock.h"
 #include "format/manifest.h"
 #include "util/file_util.h"
 #include "util/hash.h"
@@ -77,6 +78,7 @@ Status ReadStepData(
     std::span<std::byte* const> dst, const std::function<void(size_t item)>& verified,
     const std::function<void(size_t item, uint64_t offset, uint64_t size)>& chunk_verified,
     const std::string& first_item) {
+  STRATA_ASSIGN_OR_RETURN(StepLock lock, StepLock::ForReading(step_dir));
   std::vector<std::unique_ptr<ReadableFile>> files;
   STRATA_RETURN_IF_ERROR(OpenDataFiles(env, step_dir, info, &files));
   std::vector<ChunkRef> tasks = ChunkRefs(info);
@@ -138,7 +140,9 @@ StatusOr<RestoredStep> VerifyMapped(Env* env, ThreadPool* pool, const std::strin
   out.step = info.step;
   const bool fresh = held == nullptr;
   if (fresh) {
+    STRATA_ASSIGN_OR_RETURN(StepLock lock, StepLock::ForReading(step_dir));
     STRATA_RETURN_IF_ERROR(MapDataFiles(env, step_dir, info, &mapped));
+    out.hold = std::make_shared<StepLock>(std::move(lock));
     out.storage = std::unique_ptr<std::byte[], RestoredMemoryDeleter>(
         mapped.region.data(), RestoredMemoryDeleter{mapped.region.size(), true});
     held = &mapped;
@@ -185,8 +189,9 @@ StatusOr<RestoredStep> VerifyMapped(Env* env, ThreadPool* pool, const std::strin
 
 void VerifyStepData(Env* env, ThreadPool* pool, const std::string& step_dir, const StepInfo& info,
                     VerifyReport* report) {
+  auto lock = StepLock::ForReading(step_dir);
   std::vector<std::unique_ptr<ReadableFile>> files;
-  Status opened = OpenDataFiles(env, step_dir, info, &files);
+  Status opened = lock.ok() ? OpenDataFiles(env, step_dir, info, &files) : lock.status();
   if (!opened.ok()) {
     report->problems.push_back({"", -1, opened.message()});
     return;

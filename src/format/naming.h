@@ -6,6 +6,8 @@
 //   <dir>/<step>/                      committed step (decimal, no padding)
 //   <dir>/<step>/strata.manifest       its manifest
 //   <dir>/<step>/data-NNNNN.bin        its data files
+//   (<dir>/<step>/ itself is flock'ed: shared by its readers, exclusively by
+//   a save renaming it away to reuse its files; engine/step_lock.h)
 //   <dir>/.strata-tmp-<step>-<pid>-<n> a step being written (never a checkpoint)
 //   <dir>/.strata-lock                 held (flock) by the open Checkpointer
 //   <dir>/.strata-run.lock             held (flock) by `strata run` (never by

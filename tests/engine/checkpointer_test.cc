@@ -13,11 +13,13 @@
 #include <set>
 #include <thread>
 
+#include "engine/step_io.h"
 #include "fault_env.h"
 #include "format/naming.h"
 #include "strata/catalog.h"
 #include "test_util.h"
 #include "util/file_util.h"
+#include "util/ram_disk.h"
 
 namespace strata {
 namespace {
@@ -503,6 +505,40 @@ TEST(CheckpointerTest, RecyclingReusesTheRetiredStepsFiles) {
   ASSERT_EQ(*c->RestoreInto(into), 3);
   State expected;
   expected.Fill(3);
+  EXPECT_TRUE(restored == expected);
+}
+
+// A step another process maps to read in place (engine/step_lock.h) is not
+// the one whose files a save overwrites: the reader's bytes stay the step's.
+TEST(CheckpointerTest, RecyclingTakesNoStepBeingRead) {
+  ScratchDir d;
+  if (!IsTmpfs(d.path())) GTEST_SKIP() << d.path() << " is not on a tmpfs";
+  auto c = MustOpen(d.path());  // max_to_keep 2, recycle_space on
+  SaveVersion(*c, 1);
+  SaveVersion(*c, 2);
+  const ino_t first = Inode(d.path() + "/1/" + DataFileName(0));
+  auto held = ReadStepInPlace(d.path(), 1, RestoreAllocator(), RestoreOptions(), 2);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  ASSERT_TRUE(held->hold);
+  State one;
+  one.Fill(1);
+  auto same = [&] {
+    return std::memcmp(held->Find("w")->data.data(), one.w.data(), one.w.size() * 4) == 0 &&
+           std::memcmp(held->Find("ids")->data.data(), one.ids.data(), one.ids.size() * 4) == 0;
+  };
+  SaveVersion(*c, 3);
+  EXPECT_TRUE(same()) << "step 1 changed under its reader";
+  EXPECT_EQ(Steps(d.path()), (std::vector<int64_t>{2, 3}));
+  EXPECT_NE(Inode(d.path() + "/3/" + DataFileName(0)), first);
+  *held = RestoredStep();
+  const ino_t second = Inode(d.path() + "/2/" + DataFileName(0));
+  SaveVersion(*c, 4);  // nobody reads step 2: recycled
+  EXPECT_EQ(Inode(d.path() + "/4/" + DataFileName(0)), second);
+  State restored;
+  auto into = restored.Mutable();
+  ASSERT_EQ(*c->RestoreInto(into), 4);
+  State expected;
+  expected.Fill(4);
   EXPECT_TRUE(restored == expected);
 }
 

@@ -676,5 +676,60 @@ TEST_F(InPlaceTest, APlannedRestoreOfADirectoryOnATmpfsVerifiesTheStepWhereItsFi
   EXPECT_EQ(corrupt.status().code(), StatusCode::kDataLoss) << corrupt.status().ToString();
 }
 
+// A step another reader holds mapped (strata.dcp's reader, a restore of the
+// directory in another process) while saves go on: no save takes its files,
+// so the bytes the reader verified stay the step's. Retention removes the
+// step all the same, the saves in the meantime make new files, and once the
+// reader lets go recycling resumes. Both with the saver's own mapping of
+// the step's files (`reopen` false) and without (a new process: the files
+// would be reshaped).
+void ExpectHeldStepIntact(const RestoredStep& held, const HostState& s) {
+  const RestoredItem* big = held.Find("big");
+  const RestoredItem* small = held.Find("small");
+  ASSERT_TRUE(big != nullptr && small != nullptr);
+  EXPECT_EQ(std::memcmp(big->data.data(), s.big.data(), kBigItem), 0)
+      << "big changed under its reader";
+  EXPECT_EQ(std::memcmp(small->data.data(), s.small.data(), kSmallItem), 0);
+}
+
+class InPlaceReaderTest : public InPlaceTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(InPlaceReaderTest, AStepBeingReadIsNotRecycledUnderItsReader) {
+  if (!IsTmpfs(dir_.path())) GTEST_SKIP() << dir_.path() << " is not on a tmpfs";
+  if (GetParam()) {
+    SaveTwoStepsAndReopen();
+  } else {
+    Open(2);
+    Save(1, HostState(1));
+    Save(2, HostState(2));
+  }
+  std::vector<uint8_t> big(kBigItem);
+  auto plan = [&](const RestoredStep&, const RestoredItem&) {
+    return StatusOr<std::vector<MutableDeviceItem>>(BigInto(big));
+  };
+  auto held = RestoreStepPlanned(dir_.path(), 1, "step", plan, 2);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  ASSERT_EQ(MappingAt(held->Find("small")->data.data()).file.rfind(dir_.Sub("1/"), 0), 0u);
+  const auto first = Inodes(dir_.Sub("1"));
+  for (int v = 3; v <= 4; ++v) {
+    Save(v, HostState(v));
+    ExpectHeldStepIntact(*held, HostState(1));
+    ExpectStep(v, HostState(v));
+    EXPECT_EQ(ListSteps(dir_.path()).value(), (std::vector<int64_t>{v - 1, v}));
+  }
+  for (const auto& [name, inode] : Inodes(dir_.Sub("4"))) {
+    EXPECT_NE(first.at(name), inode) << "step 4 took the held step's " << name;
+  }
+  *held = RestoredStep();  // the reader lets go
+  Save(5, HostState(5));
+  Save(6, HostState(6));
+  ExpectStep(6, HostState(6));
+  EXPECT_EQ(ListSteps(dir_.path()).value(), (std::vector<int64_t>{5, 6}));
+  EXPECT_LE(TempDirs().size(), 1u);  // at most the free slot
+}
+
+INSTANTIATE_TEST_SUITE_P(InPlace, InPlaceReaderTest, ::testing::Values(false, true),
+                         [](const auto& p) { return p.param ? "Reopened" : "Mapped"; });
+
 }  // namespace
 }  // namespace strata

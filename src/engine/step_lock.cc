@@ -1,0 +1,74 @@
+// Copyright 2026 The Strata Authors.
+#include "engine/step_lock.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace strata {
+namespace {
+
+StatusOr<int> OpenDir(const std::string& step_dir) {
+  const int fd = ::open(step_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoToStatus(errno, "open step directory " + step_dir);
+  return fd;
+}
+
+// flock(2), retried when a signal interrupts it; errno on failure.
+int Flock(int fd, int operation) {
+  int r;
+  do {
+    r = ::flock(fd, operation);
+  } while (r != 0 && errno == EINTR);
+  return r == 0 ? 0 : errno;
+}
+
+// The file system has no flock: nobody can lock there.
+bool Unsupported(int err) { return err == ENOLCK || err == EOPNOTSUPP || err == ENOSYS; }
+
+}  // namespace
+
+StepLock::~StepLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the lock
+}
+
+StepLock& StepLock::operator=(StepLock&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = other.fd_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+StatusOr<StepLock> StepLock::ForReading(const std::string& step_dir) {
+  STRATA_ASSIGN_OR_RETURN(const int fd, OpenDir(step_dir));
+  StepLock lock(fd);
+  const int err = Flock(fd, LOCK_SH);
+  if (Unsupported(err)) return StepLock();
+  if (err != 0) return ErrnoToStatus(err, "lock step directory " + step_dir + " for reading");
+  // A save that held the lock when it was asked for renamed the directory
+  // away meanwhile: what is at the path now, if anything, is another.
+  struct stat held, now;
+  if (::fstat(fd, &held) != 0) return ErrnoToStatus(errno, "stat step directory " + step_dir);
+  if (::stat(step_dir.c_str(), &now) != 0 || now.st_dev != held.st_dev ||
+      now.st_ino != held.st_ino) {
+    return NotFoundError(step_dir + " was taken by a save (its files recycled) as it was opened");
+  }
+  return lock;
+}
+
+StatusOr<std::optional<StepLock>> StepLock::ForRecycling(const std::string& step_dir) {
+  STRATA_ASSIGN_OR_RETURN(const int fd, OpenDir(step_dir));
+  StepLock lock(fd);
+  const int err = Flock(fd, LOCK_EX | LOCK_NB);
+  if (err == EWOULDBLOCK) return std::optional<StepLock>();
+  if (Unsupported(err)) return std::optional<StepLock>(StepLock());
+  if (err != 0) return ErrnoToStatus(err, "lock step directory " + step_dir + " for recycling");
+  return std::optional<StepLock>(std::move(lock));
+}
+
+}  // namespace strata
