@@ -112,6 +112,7 @@ StatusOr<std::unique_ptr<StepSlot>> SlotPool::RetireOldest(int64_t step, const S
   STRATA_RETURN_IF_ERROR(
       env_->Rename(step_dir, tmp).WithContext("recycling step " + std::to_string(oldest)));
   CrashPoint("save.after_retire");
+  lock->reset();  // renamed: a reader that opened it before is told it is gone
   if (slot) {
     slot->Moved(tmp);
     return slot;
