@@ -473,11 +473,10 @@ StatusOr<std::string> CheckpointerImpl::RetireForRecycling(int64_t new_step) {
   std::string oldest = StepDirName(steps.front());
   for (const auto& e : entries) {
     if (e.name != oldest || e.type != DirEntry::Type::kDirectory) continue;
-    // Held until renamed; a step being read is removed by retention instead.
-    STRATA_ASSIGN_OR_RETURN(auto lock, StepLock::ForRecycling(JoinPath(dir_, oldest)));
-    if (!lock) return std::string();
     std::string tmp = JoinPath(dir_, TempDirName(new_step));
-    STRATA_RETURN_IF_ERROR(env_->Rename(JoinPath(dir_, oldest), tmp));
+    // A step being read is removed by retention instead.
+    STRATA_ASSIGN_OR_RETURN(bool renamed, RenameUnlessRead(env_, JoinPath(dir_, oldest), tmp));
+    if (!renamed) return std::string();
     CrashPoint("save.after_retire");
     return tmp;
   }

@@ -92,14 +92,6 @@ StatusOr<std::unique_ptr<StepSlot>> SlotPool::RetireOldest(int64_t step, const S
     held_[oldest] = std::move(slot);
   };
   const std::string step_dir = JoinPath(dir_, StepDirName(oldest));
-  // Held until the step is renamed away; none while a reader holds it.
-  auto lock = StepLock::ForRecycling(step_dir);
-  if (!lock.ok() || !*lock) {
-    keep();
-    if (!lock.ok()) return lock.status().WithContext("saving step " + std::to_string(step));
-    Log()->info("step {} in {} is being read: step {} is saved to new files", oldest, dir_, step);
-    return std::unique_ptr<StepSlot>();
-  }
   if (!slot || !slot->Fits(layout)) {  // reshaped: checked before the step is retired
     Status room = StepSlot::CheckRoom(env_, step_dir, layout);
     if (!room.ok()) {
@@ -109,10 +101,15 @@ StatusOr<std::unique_ptr<StepSlot>> SlotPool::RetireOldest(int64_t step, const S
     }
   }
   const std::string tmp = JoinPath(dir_, TempDirName(oldest));
-  STRATA_RETURN_IF_ERROR(
-      env_->Rename(step_dir, tmp).WithContext("recycling step " + std::to_string(oldest)));
+  auto renamed = RenameUnlessRead(env_, step_dir, tmp);
+  if (!renamed.ok())
+    return renamed.status().WithContext("recycling step " + std::to_string(oldest));
+  if (!*renamed) {
+    keep();
+    Log()->info("step {} in {} is being read: step {} is saved to new files", oldest, dir_, step);
+    return std::unique_ptr<StepSlot>();
+  }
   CrashPoint("save.after_retire");
-  lock->reset();  // renamed: a reader that opened it before is told it is gone
   if (slot) {
     slot->Moved(tmp);
     return slot;
@@ -150,13 +147,11 @@ StatusOr<bool> SlotPool::TakeRetired(int64_t step) {
     if (free_) return false;  // `slot` is unmapped on return; the caller removes the step
   }
   if (!slot->Intact(env_)) return false;
-  const std::string step_dir = JoinPath(dir_, StepDirName(step));
-  // Held until the step is renamed away; a step being read is removed as
-  // usual instead (its readers keep their pages).
-  STRATA_ASSIGN_OR_RETURN(auto lock, StepLock::ForRecycling(step_dir));
-  if (!lock) return false;
   const std::string tmp = JoinPath(dir_, TempDirName(step));
-  STRATA_RETURN_IF_ERROR(env_->Rename(step_dir, tmp));
+  // A step being read is removed as usual instead (its readers keep their pages).
+  STRATA_ASSIGN_OR_RETURN(bool renamed,
+                          RenameUnlessRead(env_, JoinPath(dir_, StepDirName(step)), tmp));
+  if (!renamed) return false;
   CrashPoint("retention.after_rename");
   slot->Moved(tmp);
   MutexLock l(&mu_);

@@ -54,8 +54,9 @@ StatusOr<StepLock> StepLock::ForReading(const std::string& step_dir) {
   // away meanwhile: what is at the path now, if anything, is another.
   struct stat held, now;
   if (::fstat(fd, &held) != 0) return ErrnoToStatus(errno, "stat step directory " + step_dir);
-  if (::stat(step_dir.c_str(), &now) != 0 || now.st_dev != held.st_dev ||
-      now.st_ino != held.st_ino) {
+  const bool there = ::stat(step_dir.c_str(), &now) == 0;
+  if (!there && errno != ENOENT) return ErrnoToStatus(errno, "stat step directory " + step_dir);
+  if (!there || now.st_dev != held.st_dev || now.st_ino != held.st_ino) {
     return NotFoundError(step_dir + " was taken by a save (its files recycled) as it was opened");
   }
   return lock;
@@ -69,6 +70,13 @@ StatusOr<std::optional<StepLock>> StepLock::ForRecycling(const std::string& step
   if (Unsupported(err)) return std::optional<StepLock>(StepLock());
   if (err != 0) return ErrnoToStatus(err, "lock step directory " + step_dir + " for recycling");
   return std::optional<StepLock>(std::move(lock));
+}
+
+StatusOr<bool> RenameUnlessRead(Env* env, const std::string& step_dir, const std::string& to) {
+  STRATA_ASSIGN_OR_RETURN(auto lock, StepLock::ForRecycling(step_dir));
+  if (!lock) return false;
+  STRATA_RETURN_IF_ERROR(env->Rename(step_dir, to));
+  return true;  // the lock goes: a reader that opened the step before is told it is gone
 }
 
 }  // namespace strata

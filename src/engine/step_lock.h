@@ -26,6 +26,7 @@
 #include <optional>
 #include <string>
 
+#include "strata/env.h"
 #include "strata/status.h"
 
 namespace strata {
@@ -54,6 +55,11 @@ class StepLock {
   explicit StepLock(int fd) : fd_(fd) {}
   int fd_ = -1;
 };
+
+// Renames committed `step_dir` to `to` (a temporary name whose files a
+// save reuses) holding its lock for recycling: false, nothing renamed,
+// while a reader holds the step.
+StatusOr<bool> RenameUnlessRead(Env* env, const std::string& step_dir, const std::string& to);
 
 }  // namespace strata
 

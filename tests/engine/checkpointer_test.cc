@@ -485,6 +485,16 @@ TEST(CheckpointerTest, MaxToKeepZeroKeepsAll) {
   EXPECT_EQ(Steps(d.path()), (std::vector<int64_t>{1, 2, 3, 4}));
 }
 
+// The newest step `c` restores is version `v`'s.
+void ExpectRestores(Checkpointer& c, int v) {
+  State restored;
+  auto into = restored.Mutable();
+  ASSERT_EQ(*c.RestoreInto(into), v);
+  State expected;
+  expected.Fill(v);
+  EXPECT_TRUE(restored == expected);
+}
+
 ino_t Inode(const std::string& path) {
   struct stat st;
   EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
@@ -500,12 +510,7 @@ TEST(CheckpointerTest, RecyclingReusesTheRetiredStepsFiles) {
   SaveVersion(*c, 3);
   EXPECT_EQ(Steps(d.path()), (std::vector<int64_t>{2, 3}));
   EXPECT_EQ(Inode(d.path() + "/3/" + DataFileName(0)), first);
-  State restored;
-  auto into = restored.Mutable();
-  ASSERT_EQ(*c->RestoreInto(into), 3);
-  State expected;
-  expected.Fill(3);
-  EXPECT_TRUE(restored == expected);
+  ExpectRestores(*c, 3);
 }
 
 // A step another process maps to read in place (engine/step_lock.h) is not
@@ -534,12 +539,7 @@ TEST(CheckpointerTest, RecyclingTakesNoStepBeingRead) {
   const ino_t second = Inode(d.path() + "/2/" + DataFileName(0));
   SaveVersion(*c, 4);  // nobody reads step 2: recycled
   EXPECT_EQ(Inode(d.path() + "/4/" + DataFileName(0)), second);
-  State restored;
-  auto into = restored.Mutable();
-  ASSERT_EQ(*c->RestoreInto(into), 4);
-  State expected;
-  expected.Fill(4);
-  EXPECT_TRUE(restored == expected);
+  ExpectRestores(*c, 4);
 }
 
 TEST(CheckpointerTest, ResavingAStepReplacesIt) {
