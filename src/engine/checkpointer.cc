@@ -48,37 +48,19 @@ Status ValidateOptions(const CheckpointerOptions& o) {
   return Status::Ok();
 }
 
-// Takes an exclusive flock on dir/.strata-lock; returns the descriptor.
-StatusOr<int> LockDirectory(const std::string& dir) {
-  std::string path = JoinPath(dir, std::string(kLockFileName));
-  // A link planted at the name is not followed (the lock file is truncated).
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoToStatus(errno, "open lock file " + path);
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    int err = errno;
-    char holder[32] = {0};
-    ssize_t n = ::pread(fd, holder, sizeof holder - 1, 0);
-    ::close(fd);
-    if (err == EWOULDBLOCK) {
-      return FailedPreconditionError(dir + " is in use by another Strata checkpointer (pid " +
-                                     std::string(holder, n > 0 ? static_cast<size_t>(n) : 0) + ")");
-    }
-    return ErrnoToStatus(err, "lock " + path);
-  }
-  std::string pid = std::to_string(::getpid());
-  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
-    // The pid is informational only; the lock itself is held.
-  }
-  return fd;
+// Takes the exclusive flock on dir/.strata-lock.
+StatusOr<UniqueFd> LockDirectory(const std::string& dir) {
+  return LockFileExclusive(JoinPath(dir, std::string(kLockFileName)),
+                           dir + " is in use by another Strata checkpointer", /*write_pid=*/true);
 }
 
 class CheckpointerImpl final : public Checkpointer, public SlotSaver {
  public:
-  CheckpointerImpl(std::string dir, CheckpointerOptions options, int lock_fd)
+  CheckpointerImpl(std::string dir, CheckpointerOptions options, UniqueFd lock_fd)
       : dir_(std::move(dir)),
         options_(std::move(options)),
         env_(options_.env != nullptr ? options_.env : Env::Default()),
-        lock_fd_(lock_fd),
+        lock_fd_(std::move(lock_fd)),
         pool_((options_.io_threads > 0 ? options_.io_threads : ThreadPool::DefaultThreads()) - 1),
         slots_(env_, &pool_, dir_, {options_.max_to_keep, options_.recycle_space}),
         served_notices_(PreemptionNotices()),
@@ -184,7 +166,9 @@ class CheckpointerImpl final : public Checkpointer, public SlotSaver {
   const std::string dir_;
   const CheckpointerOptions options_;
   Env* const env_;
-  const int lock_fd_;
+  // The directory's lock: let go last, once nothing of this checkpointer
+  // touches the directory (its members below are gone).
+  const UniqueFd lock_fd_;
   ThreadPool pool_;
 
   // The threads a restore reads and verifies with: with io_threads left at 0,
@@ -260,7 +244,6 @@ CheckpointerImpl::~CheckpointerImpl() {
   if (saver_.joinable()) saver_.join();
   if (timer_.joinable()) timer_.join();
   sync_.reset();
-  ::close(lock_fd_);
 }
 
 Status CheckpointerImpl::RemoveLeftovers() {
@@ -782,9 +765,9 @@ StatusOr<std::unique_ptr<Checkpointer>> Checkpointer::Open(const std::string& di
   STRATA_RETURN_IF_ERROR(ValidateOptions(options).WithContext("opening " + dir));
   Env* env = options.env != nullptr ? options.env : Env::Default();
   STRATA_RETURN_IF_ERROR(CreateDirs(env, dir));
-  STRATA_ASSIGN_OR_RETURN(int fd, LockDirectory(dir));
+  STRATA_ASSIGN_OR_RETURN(UniqueFd lock, LockDirectory(dir));
   if (options.agent_job) options.max_to_keep = 0;  // the agent owns the directory
-  auto impl = std::make_unique<CheckpointerImpl>(dir, std::move(options), fd);
+  auto impl = std::make_unique<CheckpointerImpl>(dir, std::move(options), std::move(lock));
   STRATA_RETURN_IF_ERROR(impl->Init());
   return std::unique_ptr<Checkpointer>(std::move(impl));
 }

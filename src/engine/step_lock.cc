@@ -11,9 +11,9 @@
 namespace strata {
 namespace {
 
-StatusOr<int> OpenDir(const std::string& step_dir) {
-  const int fd = ::open(step_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoToStatus(errno, "open step directory " + step_dir);
+StatusOr<UniqueFd> OpenDir(const std::string& step_dir) {
+  UniqueFd fd(::open(step_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoToStatus(errno, "open step directory " + step_dir);
   return fd;
 }
 
@@ -31,22 +31,10 @@ bool Unsupported(int err) { return err == ENOLCK || err == EOPNOTSUPP || err == 
 
 }  // namespace
 
-StepLock::~StepLock() {
-  if (fd_ >= 0) ::close(fd_);  // releases the lock
-}
-
-StepLock& StepLock::operator=(StepLock&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = other.fd_;
-    other.fd_ = -1;
-  }
-  return *this;
-}
-
 StatusOr<StepLock> StepLock::ForReading(const std::string& step_dir) {
-  STRATA_ASSIGN_OR_RETURN(const int fd, OpenDir(step_dir));
-  StepLock lock(fd);
+  STRATA_ASSIGN_OR_RETURN(UniqueFd opened, OpenDir(step_dir));
+  const int fd = opened.get();
+  StepLock lock(std::move(opened));
   const int err = Flock(fd, LOCK_SH);
   if (Unsupported(err)) return StepLock();
   if (err != 0) return ErrnoToStatus(err, "lock step directory " + step_dir + " for reading");
@@ -63,8 +51,9 @@ StatusOr<StepLock> StepLock::ForReading(const std::string& step_dir) {
 }
 
 StatusOr<std::optional<StepLock>> StepLock::ForRecycling(const std::string& step_dir) {
-  STRATA_ASSIGN_OR_RETURN(const int fd, OpenDir(step_dir));
-  StepLock lock(fd);
+  STRATA_ASSIGN_OR_RETURN(UniqueFd opened, OpenDir(step_dir));
+  const int fd = opened.get();
+  StepLock lock(std::move(opened));
   const int err = Flock(fd, LOCK_EX | LOCK_NB);
   if (err == EWOULDBLOCK) return std::optional<StepLock>();
   if (Unsupported(err)) return std::optional<StepLock>(StepLock());

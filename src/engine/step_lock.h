@@ -25,20 +25,17 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "strata/env.h"
 #include "strata/status.h"
+#include "util/unique_fd.h"
 
 namespace strata {
 
 class StepLock {
  public:
   StepLock() = default;  // holds nothing
-  ~StepLock();
-  StepLock(StepLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
-  StepLock& operator=(StepLock&& other) noexcept;
-  StepLock(const StepLock&) = delete;
-  StepLock& operator=(const StepLock&) = delete;
 
   // Shared, for reading `step_dir`: waits while a save holds it (for the
   // length of a rename). NOT_FOUND when `step_dir` is gone, or was renamed
@@ -49,11 +46,11 @@ class StepLock {
   // waiting: nullopt while a reader holds it. Held until the object goes.
   static StatusOr<std::optional<StepLock>> ForRecycling(const std::string& step_dir);
 
-  bool held() const { return fd_ >= 0; }
+  bool held() const { return fd_.valid(); }
 
  private:
-  explicit StepLock(int fd) : fd_(fd) {}
-  int fd_ = -1;
+  explicit StepLock(UniqueFd fd) : fd_(std::move(fd)) {}
+  UniqueFd fd_;  // closing it releases the lock
 };
 
 // Renames committed `step_dir` to `to` (a temporary name whose files a

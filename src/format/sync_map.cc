@@ -15,6 +15,7 @@
 
 #include "util/file_util.h"
 #include "util/process.h"
+#include "util/unique_fd.h"
 
 namespace strata {
 namespace {
@@ -65,9 +66,9 @@ SyncMap::~SyncMap() {
 namespace {
 
 // Opens the map at `path` without following a final symbolic link.
-StatusOr<int> OpenMapFile(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return ErrnoToStatus(errno, "open sync map " + path);
+StatusOr<UniqueFd> OpenMapFile(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoToStatus(errno, "open sync map " + path);
   return fd;
 }
 
@@ -104,23 +105,19 @@ StatusOr<SyncMap> Validated(SyncMap map) {
 }  // namespace
 
 StatusOr<SyncMap> SyncMap::Open(const std::string& path) {
-  STRATA_ASSIGN_OR_RETURN(int fd, OpenMapFile(path));
-  auto p = MapFile(path, fd);
-  ::close(fd);
-  if (!p.ok()) return p.status();
-  return Validated(SyncMap(path, *p));
+  STRATA_ASSIGN_OR_RETURN(const UniqueFd fd, OpenMapFile(path));
+  STRATA_ASSIGN_OR_RETURN(void* p, MapFile(path, fd.get()));
+  return Validated(SyncMap(path, p));
 }
 
 // The agent's existing map, if it is the agent's own and valid; it is made
 // 0660 with the job's group (a map of an older release was 0666).
 StatusOr<SyncMap> SyncMap::OpenOwned(const std::string& path, gid_t group) {
-  STRATA_ASSIGN_OR_RETURN(int fd, OpenMapFile(path));
-  Status s = Owned(fd) ? Restrict(fd, group, path)
-                       : PermissionDeniedError(path + " belongs to another user");
-  StatusOr<void*> p = s.ok() ? MapFile(path, fd) : StatusOr<void*>(s);
-  ::close(fd);
-  if (!p.ok()) return p.status();
-  return Validated(SyncMap(path, *p));
+  STRATA_ASSIGN_OR_RETURN(const UniqueFd fd, OpenMapFile(path));
+  if (!Owned(fd.get())) return PermissionDeniedError(path + " belongs to another user");
+  STRATA_RETURN_IF_ERROR(Restrict(fd.get(), group, path));
+  STRATA_ASSIGN_OR_RETURN(void* p, MapFile(path, fd.get()));
+  return Validated(SyncMap(path, p));
 }
 
 StatusOr<SyncMap> SyncMap::OpenOrCreate(const std::string& path, gid_t group) {

@@ -14,44 +14,39 @@
 #include <cstring>
 
 #include "net/socket.h"
+#include "util/unique_fd.h"
 
 namespace strata::net {
 namespace {
 
 // The address of the socket file `path`. One longer than sun_path takes is
-// reached through its directory, opened here (*dir_fd, to be closed by the
-// caller once bound or connected) as /proc/self/fd/N/<name>: the kernel
+// reached through its directory, opened here (*dir_fd, to be held by the
+// caller until bound or connected) as /proc/self/fd/N/<name>: the kernel
 // resolves that link to the directory itself.
-StatusOr<sockaddr_un> UnixAddress(const std::string& path, int* dir_fd) {
+StatusOr<sockaddr_un> UnixAddress(const std::string& path, UniqueFd* dir_fd) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::string name = path;
-  *dir_fd = -1;
+  dir_fd->Reset();
   if (path.size() >= sizeof addr.sun_path) {
     const size_t slash = path.rfind('/');
     if (slash == std::string::npos)
       return InvalidArgumentError("local socket name too long: " + path);
     const std::string dir = slash == 0 ? "/" : path.substr(0, slash);
-    *dir_fd = ::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (*dir_fd < 0) return ErrnoToStatus(errno, "open the directory of the local socket " + path);
-    name = "/proc/self/fd/" + std::to_string(*dir_fd) + path.substr(slash);
+    *dir_fd = UniqueFd(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!dir_fd->valid()) {
+      return ErrnoToStatus(errno, "open the directory of the local socket " + path);
+    }
+    name = "/proc/self/fd/" + std::to_string(dir_fd->get()) + path.substr(slash);
   }
   if (name.empty() || name.size() >= sizeof addr.sun_path) {
-    if (*dir_fd >= 0) ::close(*dir_fd);
+    dir_fd->Reset();
     return InvalidArgumentError("the local socket path " + path +
                                 " is empty, or its name too long");
   }
   std::memcpy(addr.sun_path, name.data(), name.size());
   return addr;
 }
-
-// Closes a descriptor UnixAddress opened, if any.
-struct DirFd {
-  int fd = -1;
-  ~DirFd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 // A socket file at `path` left by an earlier process goes; anything else
 // there is not ours to remove.
@@ -84,8 +79,8 @@ StatusOr<LocalPeer> LocalPeerOf(int fd) {
 
 StatusOr<Socket> Socket::ListenLocal(const std::string& path, int backlog, unsigned mode,
                                      gid_t group) {
-  DirFd dir;
-  STRATA_ASSIGN_OR_RETURN(sockaddr_un addr, UnixAddress(path, &dir.fd));
+  UniqueFd dir;
+  STRATA_ASSIGN_OR_RETURN(sockaddr_un addr, UnixAddress(path, &dir));
   STRATA_RETURN_IF_ERROR(RemoveStaleSocket(path));
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return ErrnoToStatus(errno, "socket to listen on " + path);
@@ -106,8 +101,8 @@ StatusOr<Socket> Socket::ListenLocal(const std::string& path, int backlog, unsig
 }
 
 StatusOr<Socket> Socket::ConnectLocal(const std::string& path, std::chrono::milliseconds timeout) {
-  DirFd dir;
-  STRATA_ASSIGN_OR_RETURN(sockaddr_un addr, UnixAddress(path, &dir.fd));
+  UniqueFd dir;
+  STRATA_ASSIGN_OR_RETURN(sockaddr_un addr, UnixAddress(path, &dir));
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return ErrnoToStatus(errno, "socket to connect to " + path);
   Socket s(fd, path);

@@ -21,6 +21,7 @@
 #include <memory>
 
 #include "net/endpoint.h"
+#include "util/unique_fd.h"
 
 namespace strata::net {
 namespace {
@@ -36,22 +37,6 @@ constexpr uint64_t kMaxSendfileChunk = 1 << 30;
 
 std::atomic<bool> g_sendfile_disabled{false};
 std::atomic<bool> g_splice_disabled{false};
-
-// Closes the descriptor unless released.
-class UniqueFd {
- public:
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  ~UniqueFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  int get() const { return fd_; }
-  int Release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
 
 struct AddrInfoDeleter {
   void operator()(addrinfo* a) const { ::freeaddrinfo(a); }

@@ -15,9 +15,9 @@
 #include <shared_mutex>
 #include <vector>
 
-#include "storage/fd.h"
 #include "storage/rate_limiter.h"
 #include "util/file_util.h"
+#include "util/unique_fd.h"
 
 namespace strata::storage {
 namespace {
@@ -91,7 +91,7 @@ Status CopyFd(int in, int out, uint64_t size, RateLimiter* limiter = nullptr) {
 
 class FileStore : public ObjectStore {
  public:
-  FileStore(std::string url, std::string root, Fd root_fd, uint64_t upload_bytes_per_second)
+  FileStore(std::string url, std::string root, UniqueFd root_fd, uint64_t upload_bytes_per_second)
       : url_(std::move(url)), root_(std::move(root)), root_fd_(std::move(root_fd)) {
     if (upload_bytes_per_second > 0) {
       limiter_ = std::make_unique<RateLimiter>(upload_bytes_per_second);
@@ -105,7 +105,7 @@ class FileStore : public ObjectStore {
   }
 
   Status PutFile(const std::string& key, const std::string& path) override {
-    Fd in(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    UniqueFd in(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     struct stat st;
     if (!in.valid() || ::fstat(in.get(), &st) != 0) {
       return ErrnoToStatus(errno, Context("PutFile", key) + ": open " + path);
@@ -117,7 +117,7 @@ class FileStore : public ObjectStore {
   }
 
   StatusOr<std::string> Get(const std::string& key) override {
-    STRATA_ASSIGN_OR_RETURN(Fd in, OpenObject("Get", key));
+    STRATA_ASSIGN_OR_RETURN(UniqueFd in, OpenObject("Get", key));
     struct stat st;
     if (::fstat(in.get(), &st) != 0) return ErrnoToStatus(errno, Context("Get", key));
     std::string out(static_cast<size_t>(st.st_size), '\0');
@@ -133,10 +133,10 @@ class FileStore : public ObjectStore {
   }
 
   StatusOr<uint64_t> GetFile(const std::string& key, const std::string& path) override {
-    STRATA_ASSIGN_OR_RETURN(Fd in, OpenObject("GetFile", key));
+    STRATA_ASSIGN_OR_RETURN(UniqueFd in, OpenObject("GetFile", key));
     struct stat st;
     if (::fstat(in.get(), &st) != 0) return ErrnoToStatus(errno, Context("GetFile", key));
-    Fd out(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    UniqueFd out(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     if (!out.valid()) return ErrnoToStatus(errno, Context("GetFile", key) + ": create " + path);
     auto size = static_cast<uint64_t>(st.st_size);
     Status s = CopyFd(in.get(), out.get(), size);
@@ -157,9 +157,9 @@ class FileStore : public ObjectStore {
   // Opens the directories of `parts` except the last, from the root down,
   // never following a symbolic link; with `create`, makes missing ones (and
   // fsyncs their parents). dirs[0] is the root; dirs[i] is parts[i - 1].
-  Status OpenDirs(const std::vector<std::string>& parts, bool create, std::vector<Fd>* dirs);
+  Status OpenDirs(const std::vector<std::string>& parts, bool create, std::vector<UniqueFd>* dirs);
   // The object file of `key`, opened for reading (no symlink followed).
-  StatusOr<Fd> OpenObject(std::string_view op, const std::string& key);
+  StatusOr<UniqueFd> OpenObject(std::string_view op, const std::string& key);
   // The commit protocol around `fill`, which writes the temp file's bytes.
   template <typename Fill>
   Status Write(std::string_view op, const std::string& key, Fill fill);
@@ -168,7 +168,7 @@ class FileStore : public ObjectStore {
 
   const std::string url_;
   const std::string root_;
-  const Fd root_fd_;
+  const UniqueFd root_fd_;
   std::unique_ptr<RateLimiter> limiter_;  // null: uploads are not limited
   std::atomic<uint64_t> temp_seq_{0};
   // Shared by writers between creating directories and the rename; exclusive
@@ -177,7 +177,7 @@ class FileStore : public ObjectStore {
 };
 
 Status FileStore::OpenDirs(const std::vector<std::string>& parts, bool create,
-                           std::vector<Fd>* dirs) {
+                           std::vector<UniqueFd>* dirs) {
   dirs->clear();
   dirs->emplace_back(::dup(root_fd_.get()));
   if (!dirs->back().valid()) return ErrnoToStatus(errno, "dup " + root_);
@@ -207,16 +207,16 @@ Status FileStore::OpenDirs(const std::vector<std::string>& parts, bool create,
   return Status::Ok();
 }
 
-StatusOr<Fd> FileStore::OpenObject(std::string_view op, const std::string& key) {
+StatusOr<UniqueFd> FileStore::OpenObject(std::string_view op, const std::string& key) {
   Status s = ValidateObjectKey(key);
   if (!s.ok()) return s.WithContext(url_ + ": " + std::string(op));
   std::vector<std::string> parts = SplitKey(key);
-  std::vector<Fd> dirs;
+  std::vector<UniqueFd> dirs;
   s = OpenDirs(parts, /*create=*/false, &dirs);
   if (s.code() == StatusCode::kNotFound)
     return NotFoundError(Context(op, key) + ": no such object");
   if (!s.ok()) return s.WithContext(Context(op, key));
-  Fd fd(::openat(dirs.back().get(), parts.back().c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd fd(::openat(dirs.back().get(), parts.back().c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd.valid()) {
     if (errno == ENOENT) return NotFoundError(Context(op, key) + ": no such object");
     if (errno == ELOOP) {
@@ -237,13 +237,14 @@ Status FileStore::Write(std::string_view op, const std::string& key, Fill fill) 
   if (!s.ok()) return s.WithContext(url_ + ": " + std::string(op));
   std::vector<std::string> parts = SplitKey(key);
   std::shared_lock lock(dirs_mu_);
-  std::vector<Fd> dirs;
+  std::vector<UniqueFd> dirs;
   s = OpenDirs(parts, /*create=*/true, &dirs);
   if (!s.ok()) return s.WithContext(Context(op, key));
   int dir = dirs.back().get();
   std::string tmp = std::string(kReservedTempPrefix) + std::to_string(::getpid()) + "-" +
                     std::to_string(temp_seq_.fetch_add(1));
-  Fd fd(::openat(dir, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+  UniqueFd fd(
+      ::openat(dir, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
   if (!fd.valid()) return ErrnoToStatus(errno, Context(op, key) + ": create " + tmp);
   s = fill(fd.get());
   if (!s.ok()) {
@@ -279,7 +280,7 @@ Status FileStore::Walk(int dir, const std::string& rel, const std::string& prefi
     } else if (S_ISDIR(st.st_mode)) {
       std::string sub = key + "/";
       if (!sub.starts_with(prefix) && !prefix.starts_with(sub)) continue;
-      Fd child(::openat(dir, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      UniqueFd child(::openat(dir, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (!child.valid()) {
         if (errno == ENOENT) continue;
         return ErrnoToStatus(errno, "open directory " + root_ + "/" + key);
@@ -294,7 +295,7 @@ StatusOr<std::vector<ObjectInfo>> FileStore::List(const std::string& prefix) {
   // Start at the deepest directory the prefix names completely.
   std::string dir_part = prefix.substr(0, prefix.rfind('/') + 1);  // "" or "a/b/"
   std::vector<ObjectInfo> out;
-  std::vector<Fd> dirs;
+  std::vector<UniqueFd> dirs;
   if (!dir_part.empty()) {
     Status s = ValidateObjectKey(std::string_view(dir_part).substr(0, dir_part.size() - 1));
     if (!s.ok()) return s.WithContext(url_ + ": List");
@@ -313,7 +314,7 @@ Status FileStore::Delete(const std::string& key) {
   if (!s.ok()) return s.WithContext(url_ + ": Delete");
   std::vector<std::string> parts = SplitKey(key);
   std::unique_lock lock(dirs_mu_);
-  std::vector<Fd> dirs;
+  std::vector<UniqueFd> dirs;
   s = OpenDirs(parts, /*create=*/false, &dirs);
   if (s.code() == StatusCode::kNotFound) return Status::Ok();
   if (!s.ok()) return s.WithContext(Context("Delete", key));
@@ -345,7 +346,7 @@ StatusOr<std::unique_ptr<ObjectStore>> OpenFileStore(const std::string& url,
                                                      const StoreOptions& options) {
   Status s = CreateDirs(Env::Default(), root);
   if (!s.ok()) return s.WithContext(url);
-  Fd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  UniqueFd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd.valid()) return ErrnoToStatus(errno, url + ": open " + root);
   return std::unique_ptr<ObjectStore>(
       new FileStore(url, root, std::move(fd), options.upload_bytes_per_second));

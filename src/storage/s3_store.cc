@@ -15,9 +15,9 @@
 #include <thread>
 
 #include "storage/crc32c.h"
-#include "storage/fd.h"
 #include "util/logging.h"
 #include "util/thread_pool.h"
+#include "util/unique_fd.h"
 
 namespace strata::storage {
 namespace {
@@ -143,7 +143,7 @@ Status S3Store::Put(const std::string& key, std::string_view data) {
 Status S3Store::PutFile(const std::string& key, const std::string& path) {
   Status s = ValidateObjectKey(key);
   if (!s.ok()) return s.WithContext(url() + ": PutObject");
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   struct stat st;
   if (!fd.valid() || ::fstat(fd.get(), &st) != 0) {
     return ErrnoToStatus(errno, DescribeOp(Op("PutObject", key)) + ": open " + path);
@@ -261,7 +261,7 @@ StatusOr<std::string> S3Store::Get(const std::string& key) {
 StatusOr<uint64_t> S3Store::GetFile(const std::string& key, const std::string& path) {
   Status s = ValidateObjectKey(key);
   if (!s.ok()) return s.WithContext(url() + ": GetObject");
-  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (!fd.valid())
     return ErrnoToStatus(errno, DescribeOp(Op("GetObject", key)) + ": create " + path);
   uint64_t part = client_.config().options.part_bytes;

@@ -21,6 +21,7 @@
 #include "format/naming.h"
 #include "strata/catalog.h"
 #include "util/file_util.h"
+#include "util/unique_fd.h"
 
 extern char** environ;
 
@@ -95,44 +96,6 @@ std::optional<int64_t> NewestStep(const std::string& dir) {
   if (!steps.ok() || steps->empty()) return std::nullopt;
   return steps->back();
 }
-
-// Holds flock(LOCK_EX) on `path` while alive; fd < 0 iff not held.
-class FileLock {
- public:
-  static StatusOr<FileLock> Take(const std::string& path, const std::string& what) {
-    FileLock l;
-    l.fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (l.fd_ < 0) return ErrnoToStatus(errno, "open lock file " + path);
-    if (::flock(l.fd_, LOCK_EX | LOCK_NB) != 0) {
-      int err = errno;
-      char holder[32] = {0};
-      ssize_t n = ::pread(l.fd_, holder, sizeof holder - 1, 0);
-      if (err != EWOULDBLOCK) return ErrnoToStatus(err, "lock " + path);
-      return FailedPreconditionError(what + " (pid " +
-                                     std::string(holder, n > 0 ? static_cast<size_t>(n) : 0) +
-                                     " holds " + path + ")");
-    }
-    return l;
-  }
-  FileLock() = default;
-  FileLock(FileLock&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  FileLock& operator=(FileLock&& o) noexcept {
-    std::swap(fd_, o.fd_);
-    return *this;
-  }
-  ~FileLock() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  void WritePid() {
-    std::string pid = std::to_string(::getpid());
-    if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) < 0) {
-      // Informational only; the lock is held.
-    }
-  }
-
- private:
-  int fd_ = -1;
-};
 
 // The environment the command starts with: this process's, less the job's
 // secret (STRATA_SECRET, STRATA_SECRET_FILE). The trainer never needs it
@@ -286,7 +249,7 @@ class Supervisor {
   const SupervisorOptions& o_;
   std::ostream& log_;
   std::mt19937_64 rng_;
-  FileLock run_lock_;
+  UniqueFd run_lock_;    // flock(LOCK_EX) on the run lock file
   int no_progress_ = 0;  // failed runs in a row without progress
   // Quarantines since training last got past the newest quarantined step
   // (NoteProgressPast): each crash loop of a long job has the whole budget.
@@ -303,9 +266,9 @@ Status Supervisor::LockDir() {
   std::filesystem::create_directories(o_.checkpoint_dir, ec);
   if (ec) return ErrnoToStatus(ec.value(), "create " + o_.checkpoint_dir);
   STRATA_ASSIGN_OR_RETURN(
-      run_lock_, FileLock::Take(JoinPath(o_.checkpoint_dir, kRunLockFileName),
-                                o_.checkpoint_dir + " is supervised by another strata run"));
-  run_lock_.WritePid();
+      run_lock_, LockFileExclusive(JoinPath(o_.checkpoint_dir, kRunLockFileName),
+                                   o_.checkpoint_dir + " is supervised by another strata run",
+                                   /*write_pid=*/true));
   return Status::Ok();
 }
 
@@ -487,9 +450,10 @@ StatusOr<milliseconds> ParseDuration(std::string_view text) {
 StatusOr<std::string> QuarantineStep(const std::string& dir, int64_t step) {
   // The command is gone, but an orphan of it, or someone else, might still
   // have the directory open in a Checkpointer: never rename under it.
-  STRATA_ASSIGN_OR_RETURN(FileLock lock,
-                          FileLock::Take(JoinPath(dir, kLockFileName),
-                                         dir + " is still in use by a Strata checkpointer"));
+  STRATA_ASSIGN_OR_RETURN(const UniqueFd lock,
+                          LockFileExclusive(JoinPath(dir, kLockFileName),
+                                            dir + " is still in use by a Strata checkpointer",
+                                            /*write_pid=*/false));
   Env* env = Env::Default();
   std::string name;
   for (int n = 0; name.empty() || env->Exists(JoinPath(dir, name)); ++n) {

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -73,6 +74,27 @@ std::string TempPathFor(const std::string& path) {
   std::snprintf(random, sizeof random, "%016llx", static_cast<unsigned long long>(RandomBits()));
   return JoinPath(Dirname(path), ".strata-tmp-" + base + "-" + std::to_string(::getpid()) + "-" +
                                      std::to_string(seq.fetch_add(1)) + "-" + random);
+}
+
+StatusOr<UniqueFd> LockFileExclusive(const std::string& path, const std::string& busy,
+                                     bool write_pid) {
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!fd.valid()) return ErrnoToStatus(errno, "open lock file " + path);
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    if (err != EWOULDBLOCK) return ErrnoToStatus(err, "lock " + path);
+    char holder[32] = {0};
+    const ssize_t n = ::pread(fd.get(), holder, sizeof holder - 1, 0);
+    return FailedPreconditionError(busy + " (pid " +
+                                   std::string(holder, n > 0 ? static_cast<size_t>(n) : 0) +
+                                   " holds " + path + ")");
+  }
+  const std::string pid = std::to_string(::getpid());
+  if (write_pid &&
+      (::ftruncate(fd.get(), 0) != 0 || ::pwrite(fd.get(), pid.data(), pid.size(), 0) < 0)) {
+    // The pid is informational only; the lock itself is held.
+  }
+  return fd;
 }
 
 StatusOr<int> CreateExclusive(const std::string& path, unsigned mode, bool read_write) {

@@ -13,6 +13,7 @@
 
 #include "strata/env.h"
 #include "strata/status.h"
+#include "util/unique_fd.h"
 
 namespace strata {
 
@@ -51,6 +52,14 @@ std::string TempPathFor(const std::string& path);
 // `read_write`; close-on-exec), created with `mode` (less the umask).
 // ALREADY_EXISTS names `path` when anything is there.
 StatusOr<int> CreateExclusive(const std::string& path, unsigned mode, bool read_write = false);
+
+// Takes flock(LOCK_EX) on the lock file `path` without waiting (made 0644
+// when missing; a symbolic link planted at the name is not followed) and,
+// with `write_pid`, writes this process's pid into it, for the error of
+// whoever asks next. The lock is held while the descriptor is open. While
+// another holds it: FAILED_PRECONDITION "<busy> (pid N holds <path>)".
+StatusOr<UniqueFd> LockFileExclusive(const std::string& path, const std::string& busy,
+                                     bool write_pid);
 
 // Replaces `path` atomically with `data` (temp file, fsync, rename, fsync dir).
 Status WriteFileAtomic(Env* env, const std::string& path, std::string_view data);

@@ -12,6 +12,7 @@
 
 #include "strata/env.h"
 #include "util/file_util.h"
+#include "util/unique_fd.h"
 
 namespace strata {
 namespace {
@@ -23,14 +24,10 @@ Status PathError(const std::string& op, const std::string& path, int err) {
 class PosixWritableFile final : public WritableFile {
  public:
   PosixWritableFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
-  ~PosixWritableFile() override {
-    if (fd_ >= 0) ::close(fd_);
-  }
-
   Status PWrite(uint64_t offset, const void* data, size_t n) override {
     const char* p = static_cast<const char*>(data);
     while (n > 0) {
-      ssize_t w = ::pwrite(fd_, p, n, static_cast<off_t>(offset));
+      ssize_t w = ::pwrite(fd_.get(), p, n, static_cast<off_t>(offset));
       if (w < 0) {
         if (errno == EINTR) continue;
         return PathError("write", path_, errno);
@@ -43,7 +40,7 @@ class PosixWritableFile final : public WritableFile {
   }
 
   Status Truncate(uint64_t size) override {
-    if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) {
+    if (::ftruncate(fd_.get(), static_cast<off_t>(size)) != 0) {
       return PathError("truncate", path_, errno);
     }
     return Status::Ok();
@@ -51,26 +48,25 @@ class PosixWritableFile final : public WritableFile {
 
   Status Allocate(uint64_t size) override {
     if (size == 0) return Status::Ok();
-    if (::fallocate(fd_, 0, 0, static_cast<off_t>(size)) == 0) return Status::Ok();
+    if (::fallocate(fd_.get(), 0, 0, static_cast<off_t>(size)) == 0) return Status::Ok();
     if (errno == EOPNOTSUPP) return UnimplementedError("fallocate on " + path_);
     return PathError("allocate " + std::to_string(size) + " bytes of", path_, errno);
   }
 
   Status Sync() override {
-    if (::fdatasync(fd_) != 0) return PathError("fsync", path_, errno);
+    if (::fdatasync(fd_.get()) != 0) return PathError("fsync", path_, errno);
     return Status::Ok();
   }
 
   Status Close() override {
-    int fd = fd_;
-    fd_ = -1;
+    const int fd = fd_.Release();
     if (fd >= 0 && ::close(fd) != 0) return PathError("close", path_, errno);
     return Status::Ok();
   }
 
   StatusOr<std::byte*> MapShared(uint64_t size, void* at) override {
     const int flags = MAP_SHARED | (at != nullptr ? MAP_FIXED : 0);
-    void* p = ::mmap(at, size, PROT_READ | PROT_WRITE, flags, fd_, 0);
+    void* p = ::mmap(at, size, PROT_READ | PROT_WRITE, flags, fd_.get(), 0);
     if (p == MAP_FAILED)
       return PathError("map " + std::to_string(size) + " bytes of", path_, errno);
     return static_cast<std::byte*>(p);
@@ -78,18 +74,16 @@ class PosixWritableFile final : public WritableFile {
 
  private:
   std::string path_;
-  int fd_;
+  UniqueFd fd_;
 };
 
 class PosixReadableFile final : public ReadableFile {
  public:
   PosixReadableFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
-  ~PosixReadableFile() override { ::close(fd_); }
-
   Status PRead(uint64_t offset, size_t n, void* dst) const override {
     char* p = static_cast<char*>(dst);
     while (n > 0) {
-      ssize_t r = ::pread(fd_, p, n, static_cast<off_t>(offset));
+      ssize_t r = ::pread(fd_.get(), p, n, static_cast<off_t>(offset));
       if (r < 0) {
         if (errno == EINTR) continue;
         return PathError("read", path_, errno);
@@ -107,13 +101,13 @@ class PosixReadableFile final : public ReadableFile {
 
   StatusOr<uint64_t> Size() const override {
     struct stat st;
-    if (::fstat(fd_, &st) != 0) return PathError("stat", path_, errno);
+    if (::fstat(fd_.get(), &st) != 0) return PathError("stat", path_, errno);
     return static_cast<uint64_t>(st.st_size);
   }
 
   StatusOr<const std::byte*> MapShared(uint64_t size, void* at) const override {
     const int flags = MAP_SHARED | (at != nullptr ? MAP_FIXED : 0);
-    void* p = ::mmap(at, size, PROT_READ, flags, fd_, 0);
+    void* p = ::mmap(at, size, PROT_READ, flags, fd_.get(), 0);
     if (p == MAP_FAILED)
       return PathError("map " + std::to_string(size) + " bytes of", path_, errno);
     return static_cast<const std::byte*>(p);
@@ -121,7 +115,7 @@ class PosixReadableFile final : public ReadableFile {
 
  private:
   std::string path_;
-  int fd_;
+  UniqueFd fd_;
 };
 
 class PosixEnv final : public Env {
@@ -159,12 +153,9 @@ class PosixEnv final : public Env {
   }
 
   Status SyncDir(const std::string& path) override {
-    int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return PathError("open directory", path, errno);
-    int rc = ::fsync(fd);
-    int err = errno;
-    ::close(fd);
-    if (rc != 0) return PathError("fsync directory", path, err);
+    const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!fd.valid()) return PathError("open directory", path, errno);
+    if (::fsync(fd.get()) != 0) return PathError("fsync directory", path, errno);
     return Status::Ok();
   }
 

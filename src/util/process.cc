@@ -56,11 +56,9 @@ std::optional<char> ProcessStateFromStat(int fd) {
 std::optional<char> ProcessState(int64_t pid) {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%lld/stat", static_cast<long long>(pid));
-  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  const std::optional<char> state = ProcessStateFromStat(fd);
-  ::close(fd);
-  return state;
+  const UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return std::nullopt;
+  return ProcessStateFromStat(fd.get());
 }
 
 bool ProcessCredentials::RunsAs(uid_t uid) const {
@@ -116,12 +114,12 @@ StatusOr<PinnedProcess> PinnedProcess::Open(int64_t pid) {
   if (pid <= 0 || pid == ::getpid()) {
     return FailedPreconditionError("pid " + std::to_string(pid) + " is not another process");
   }
-  const int fd = PidfdOpen(pid);
-  if (fd < 0) {
+  UniqueFd fd(PidfdOpen(pid));
+  if (!fd.valid()) {
     if (errno == ESRCH) return NotFoundError("no process " + std::to_string(pid));
     return ErrnoToStatus(errno, "pidfd_open " + std::to_string(pid));
   }
-  PinnedProcess p(pid, fd);
+  PinnedProcess p(pid, std::move(fd));
   STRATA_ASSIGN_OR_RETURN(p.credentials_, ReadCredentials(pid));
   // The pid may have changed hands between pidfd_open and the read: what
   // was read is the pinned process's only if it still lives now.
@@ -129,36 +127,16 @@ StatusOr<PinnedProcess> PinnedProcess::Open(int64_t pid) {
   return p;
 }
 
-PinnedProcess::PinnedProcess(PinnedProcess&& o) noexcept
-    : pid_(o.pid_), fd_(o.fd_), credentials_(std::move(o.credentials_)) {
-  o.fd_ = -1;
-}
-
-PinnedProcess& PinnedProcess::operator=(PinnedProcess&& o) noexcept {
-  if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
-    pid_ = o.pid_;
-    fd_ = o.fd_;
-    credentials_ = std::move(o.credentials_);
-    o.fd_ = -1;
-  }
-  return *this;
-}
-
-PinnedProcess::~PinnedProcess() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
 bool PinnedProcess::Alive() const {
   // Signal 0 through the pidfd: ESRCH once the process has been reaped.
   // While it succeeds the pid is still the pinned process's, so /proc
   // speaks of it.
   // EPERM: it lives, as a user this process may not signal.
-  return fd_ >= 0 && (PidfdSendSignal(fd_, 0) == 0 || errno == EPERM) && !Exited(pid_);
+  return fd_.valid() && (PidfdSendSignal(fd_.get(), 0) == 0 || errno == EPERM) && !Exited(pid_);
 }
 
 Status PinnedProcess::Signal(int sig) const {
-  if (PidfdSendSignal(fd_, sig) == 0) return Status::Ok();
+  if (PidfdSendSignal(fd_.get(), sig) == 0) return Status::Ok();
   if (errno == ESRCH) return NotFoundError("process " + std::to_string(pid_) + " exited");
   return ErrnoToStatus(errno,
                        "signal " + std::to_string(sig) + " to process " + std::to_string(pid_));

@@ -13,9 +13,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "strata/status.h"
+#include "util/unique_fd.h"
 
 namespace strata {
 
@@ -59,12 +61,6 @@ class PinnedProcess {
   // negative pids (process groups) and this process itself.
   static StatusOr<PinnedProcess> Open(int64_t pid);
 
-  PinnedProcess(PinnedProcess&& o) noexcept;
-  PinnedProcess& operator=(PinnedProcess&& o) noexcept;
-  PinnedProcess(const PinnedProcess&) = delete;
-  PinnedProcess& operator=(const PinnedProcess&) = delete;
-  ~PinnedProcess();
-
   int64_t pid() const { return pid_; }
   const ProcessCredentials& credentials() const { return credentials_; }
   // True while the process exists and has not exited (a zombie has).
@@ -73,9 +69,9 @@ class PinnedProcess {
   Status Signal(int sig) const;
 
  private:
-  PinnedProcess(int64_t pid, int fd) : pid_(pid), fd_(fd) {}
+  PinnedProcess(int64_t pid, UniqueFd fd) : pid_(pid), fd_(std::move(fd)) {}
   int64_t pid_ = 0;
-  int fd_ = -1;
+  UniqueFd fd_;
   ProcessCredentials credentials_;
 };
 

@@ -135,6 +135,37 @@ TEST(FileUtilTest, CreatingAFileNeverWritesThroughAPlantedLink) {
   EXPECT_EQ(Env::Default()->CreateWritable(victim).status().code(), StatusCode::kAlreadyExists);
 }
 
+// A lock file is held while its descriptor is open: a second taker is told
+// who holds it, and takes it once the first lets go. A link planted at the
+// name is not followed.
+TEST(FileUtilTest, ALockFileIsHeldUntilItsDescriptorGoes) {
+  testing::ScratchDir d("lock");
+  const std::string path = d.Sub("lock");
+  auto first = LockFileExclusive(path, "busy", /*write_pid=*/true);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(testing::ReadFile(path), std::to_string(::getpid()));
+  // flock(2) belongs to the open file: a second open in this process
+  // conflicts as another process would.
+  auto second = LockFileExclusive(path, "busy", /*write_pid=*/false);
+  EXPECT_EQ(second.status().code(), StatusCode::kFailedPrecondition) << second.status().ToString();
+  EXPECT_EQ(second.status().message(),
+            "busy (pid " + std::to_string(::getpid()) + " holds " + path + ")");
+  first->Reset();
+  auto third = LockFileExclusive(path, "busy", /*write_pid=*/false);
+  ASSERT_TRUE(third.ok()) << third.status().ToString();
+  EXPECT_TRUE(third->valid());
+  EXPECT_EQ(testing::ReadFile(path), std::to_string(::getpid()));  // left as it was
+
+  testing::WriteFile(d.Sub("victim"), "precious");
+  ASSERT_EQ(::symlink(d.Sub("victim").c_str(), d.Sub("planted").c_str()), 0);
+  auto planted = LockFileExclusive(d.Sub("planted"), "busy", /*write_pid=*/true);
+  ASSERT_FALSE(planted.ok());
+  EXPECT_NE(planted.status().message().find("open lock file " + d.Sub("planted")),
+            std::string::npos)
+      << planted.status().ToString();
+  EXPECT_EQ(testing::ReadFile(d.Sub("victim")), "precious");
+}
+
 // Temp names carry 64 random bits after the pid and the sequence number:
 // another user cannot tell the next one in advance.
 TEST(FileUtilTest, TempNamesAreNotPredictable) {

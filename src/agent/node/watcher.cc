@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string_view>
 #include <thread>
+#include <utility>
 
 namespace strata::agent {
 
@@ -30,26 +31,21 @@ int InotifyInit() {
 StatusOr<DirWatcher> DirWatcher::Open(const std::string& dir) {
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0) return ErrnoToStatus(errno, "watching " + dir);
-  int fd = InotifyInit();
-  if (fd < 0) {
+  UniqueFd fd(InotifyInit());
+  if (!fd.valid()) {
     const int err = errno;  // before anything below may change it
-    return DirWatcher(-1, dir,
+    return DirWatcher(UniqueFd(), dir,
                       std::string("inotify_init1: ") + std::strerror(err) +
                           (err == EMFILE ? " (the limit fs.inotify.max_user_instances)" : ""));
   }
-  if (::inotify_add_watch(fd, dir.c_str(), IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE) < 0) {
-    int err = errno;
-    ::close(fd);
+  if (::inotify_add_watch(fd.get(), dir.c_str(), IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE) < 0) {
+    const int err = errno;
     if (err != ENOSPC && err != ENOMEM) return ErrnoToStatus(err, "watching " + dir);
-    return DirWatcher(-1, dir,
+    return DirWatcher(UniqueFd(), dir,
                       std::string("inotify_add_watch: ") + std::strerror(err) +
                           (err == ENOSPC ? " (the limit fs.inotify.max_user_watches)" : ""));
   }
-  return DirWatcher(fd, dir, "");
-}
-
-DirWatcher::~DirWatcher() {
-  if (fd_ >= 0) ::close(fd_);
+  return DirWatcher(std::move(fd), dir, "");
 }
 
 StatusOr<std::vector<DirEvent>> DirWatcher::Wait(std::chrono::milliseconds timeout) {
@@ -58,13 +54,13 @@ StatusOr<std::vector<DirEvent>> DirWatcher::Wait(std::chrono::milliseconds timeo
     std::this_thread::sleep_for(timeout);
     return events;
   }
-  struct pollfd p = {fd_, POLLIN, 0};
+  struct pollfd p = {fd_.get(), POLLIN, 0};
   int rc = ::poll(&p, 1, static_cast<int>(timeout.count()));
   if (rc < 0 && errno != EINTR) return ErrnoToStatus(errno, "waiting for events in " + dir_);
   if (rc <= 0) return events;
   alignas(struct inotify_event) char buf[64 * 1024];
   for (;;) {
-    ssize_t n = ::read(fd_, buf, sizeof buf);
+    ssize_t n = ::read(fd_.get(), buf, sizeof buf);
     if (n < 0) {
       if (errno == EAGAIN || errno == EINTR) break;
       return ErrnoToStatus(errno, "reading events for " + dir_);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "strata/status.h"
+#include "util/unique_fd.h"
 
 namespace strata::agent {
 
@@ -32,23 +33,19 @@ struct DirEvent {
 class DirWatcher {
  public:
   static StatusOr<DirWatcher> Open(const std::string& dir);
-  DirWatcher(DirWatcher&& o) noexcept
-      : fd_(o.fd_), dir_(std::move(o.dir_)), reason_(std::move(o.reason_)) {
-    o.fd_ = -1;
-  }
+  DirWatcher(DirWatcher&& o) noexcept = default;
   DirWatcher& operator=(DirWatcher&&) = delete;
-  ~DirWatcher();
   // Waits up to `timeout` for events; empty on timeout (always, polling).
   StatusOr<std::vector<DirEvent>> Wait(std::chrono::milliseconds timeout);
   // No inotify: events are never reported.
-  bool polling() const { return fd_ < 0; }
+  bool polling() const { return !fd_.valid(); }
   // Why it is polling ("inotify_init1: Too many open files ..."), or "".
   const std::string& reason() const { return reason_; }
 
  private:
-  DirWatcher(int fd, std::string dir, std::string reason)
-      : fd_(fd), dir_(std::move(dir)), reason_(std::move(reason)) {}
-  int fd_;
+  DirWatcher(UniqueFd fd, std::string dir, std::string reason)
+      : fd_(std::move(fd)), dir_(std::move(dir)), reason_(std::move(reason)) {}
+  UniqueFd fd_;  // none: polling
   std::string dir_;
   std::string reason_;
 };

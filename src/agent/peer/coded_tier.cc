@@ -16,6 +16,7 @@
 #include "util/logging.h"
 #include "util/scratch.h"
 #include "util/thread_pool.h"
+#include "util/unique_fd.h"
 
 namespace strata::agent {
 namespace {
@@ -31,12 +32,12 @@ StatusOr<uint64_t> HashRanges(const std::string& dir, const StepIndex& index,
   Xxh3Stream hash;
   for (const wire::FileRange& r : ranges) {
     const std::string path = JoinPath(dir, index.files[r.file].path);
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ErrnoToStatus(errno, "open " + path);
+    const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.valid()) return ErrnoToStatus(errno, "open " + path);
     Status s;
     for (uint64_t done = 0; done < r.length && s.ok();) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), r.length - done));
-      ssize_t got = ::pread(fd, buf.get(), n, static_cast<off_t>(r.offset + done));
+      ssize_t got = ::pread(fd.get(), buf.get(), n, static_cast<off_t>(r.offset + done));
       if (got < 0 && errno == EINTR) continue;
       if (got <= 0) {
         s = got < 0 ? ErrnoToStatus(errno, "read " + path) : DataLossError(path + " is short");
@@ -45,7 +46,6 @@ StatusOr<uint64_t> HashRanges(const std::string& dir, const StepIndex& index,
       hash.Update(buf.get(), static_cast<size_t>(got));
       done += static_cast<uint64_t>(got);
     }
-    ::close(fd);
     STRATA_RETURN_IF_ERROR(s);
   }
   return hash.Digest();
@@ -280,10 +280,9 @@ StatusOr<json> CodedTier::HandleGetShard(const wire::GetShardRequest& request,
     STRATA_RETURN_IF_ERROR(SendReply(socket, reply.ToJson()));
     if (request.header_only) return json{{"closed", true}};
     const std::string path = parity_->PathOf(key);
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ErrnoToStatus(errno, "open " + path);
-    Status s = socket.SendFile(fd, 0, h.length, DataDeadline());
-    ::close(fd);
+    const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.valid()) return ErrnoToStatus(errno, "open " + path);
+    Status s = socket.SendFile(fd.get(), 0, h.length, DataDeadline());
     if (!s.ok()) return s.WithContext("serving parity " + key.ToString() + " to " + socket.peer());
     return json{{"closed", true}};  // the data was the answer
   }

@@ -29,11 +29,10 @@ Status SendStepFiles(net::Socket& socket, const std::string& dir, const StepInde
   const net::Deadline deadline = DataDeadline();
   for (const auto& f : index.files) {
     std::string path = JoinPath(dir, f.path);
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ErrnoToStatus(errno, "open " + path);
-    Status s = socket.SendFile(fd, 0, f.size, deadline);
-    ::close(fd);
-    STRATA_RETURN_IF_ERROR(s.WithContext("sending " + path + " to " + socket.peer()));
+    const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.valid()) return ErrnoToStatus(errno, "open " + path);
+    STRATA_RETURN_IF_ERROR(socket.SendFile(fd.get(), 0, f.size, deadline)
+                               .WithContext("sending " + path + " to " + socket.peer()));
   }
   return Status::Ok();
 }
@@ -92,23 +91,22 @@ Status AwaitCommitted(net::Socket& socket, const std::string& peer) {
   return wire::StatusFromJson(ParseBounded(ack.payload), peer);
 }
 
-StatusOr<int> CreateReceiveFile(Store* store, const std::string& path, uint64_t size) {
+StatusOr<UniqueFd> CreateReceiveFile(Store* store, const std::string& path, uint64_t size) {
   Env* const env = store != nullptr ? store->env() : Env::Default();
   STRATA_RETURN_IF_ERROR(CreateDirs(env, Dirname(path)));
   // A spare file's pages are already there: overwriting them is faster
   // than allocating new ones. It was renamed to `path` without replacing
   // anything, so it is ours.
   const bool spare = store != nullptr && size > 0 && store->TakeSpare(size, path);
-  int fd = spare ? ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW)
-                 : ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) return ErrnoToStatus(errno, "create " + path);
+  UniqueFd fd(
+      spare ? ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW)
+            : ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644));
+  if (!fd.valid()) return ErrnoToStatus(errno, "create " + path);
   // The final size first: it frees a larger spare's tail, and a tmpfs
   // mounted with huge=within_size backs a file with huge pages only where
   // its size already reaches.
-  if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
-    Status s = ErrnoToStatus(errno, "truncate " + path);
-    ::close(fd);
-    return s;
+  if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) {
+    return ErrnoToStatus(errno, "truncate " + path);
   }
   return fd;
 }
@@ -120,10 +118,9 @@ Status RecvStepFiles(net::Socket& socket, const std::string& dir, const StepInde
   for (const auto& f : index.files) {
     STRATA_RETURN_IF_ERROR(ValidateRelativePath(f.path));  // never write outside `dir`
     std::string path = JoinPath(dir, f.path);
-    STRATA_ASSIGN_OR_RETURN(int fd, CreateReceiveFile(store, path, f.size));
-    Status s = RecvFile(socket, fd, f, verifier, deadline);
-    if (s.ok() && ::fdatasync(fd) != 0) s = ErrnoToStatus(errno, "fsync " + path);
-    ::close(fd);
+    STRATA_ASSIGN_OR_RETURN(const UniqueFd fd, CreateReceiveFile(store, path, f.size));
+    Status s = RecvFile(socket, fd.get(), f, verifier, deadline);
+    if (s.ok() && ::fdatasync(fd.get()) != 0) s = ErrnoToStatus(errno, "fsync " + path);
     STRATA_RETURN_IF_ERROR(s.WithContext("receiving " + path + " from " + socket.peer()));
     CrashPoint("transfer.mid_receive");  // a file in, more may follow
   }
@@ -133,8 +130,7 @@ Status RecvStepFiles(net::Socket& socket, const std::string& dir, const StepInde
 Status CreateStepFiles(const std::string& dir, const StepIndex& index, Store* store) {
   for (const auto& f : index.files) {
     STRATA_RETURN_IF_ERROR(ValidateRelativePath(f.path));  // never write outside `dir`
-    STRATA_ASSIGN_OR_RETURN(int fd, CreateReceiveFile(store, JoinPath(dir, f.path), f.size));
-    ::close(fd);
+    STRATA_RETURN_IF_ERROR(CreateReceiveFile(store, JoinPath(dir, f.path), f.size).status());
   }
   return Status::Ok();
 }
@@ -154,15 +150,16 @@ Status EachRange(const std::string& dir, const StepIndex& index,
   for (size_t i = 0; i < ranges.size();) {
     STRATA_RETURN_IF_ERROR(ValidateRelativePath(index.files[ranges[i].file].path));
     const std::string path = JoinPath(dir, index.files[ranges[i].file].path);
-    int fd = ::open(path.c_str(), flags | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) return ErrnoToStatus(errno, "open " + path);
+    const UniqueFd fd(::open(path.c_str(), flags | O_CLOEXEC | O_NOFOLLOW));
+    if (!fd.valid()) return ErrnoToStatus(errno, "open " + path);
     Status s;
     for (const size_t file = ranges[i].file; s.ok() && i < ranges.size() && ranges[i].file == file;
          ++i) {
-      s = io(fd, ranges[i]);
+      s = io(fd.get(), ranges[i]);
     }
-    if (s.ok() && receiving && ::fdatasync(fd) != 0) s = ErrnoToStatus(errno, "fsync " + path);
-    ::close(fd);
+    if (s.ok() && receiving && ::fdatasync(fd.get()) != 0) {
+      s = ErrnoToStatus(errno, "fsync " + path);
+    }
     STRATA_RETURN_IF_ERROR(s.WithContext(verb + " " + path + " " + peer_phrase));
     if (receiving) CrashPoint("transfer.mid_receive");  // a file's ranges in, more may follow
   }

@@ -18,6 +18,7 @@
 #include "format/step_index.h"
 #include "net/socket.h"
 #include "strata/status.h"
+#include "util/unique_fd.h"
 #include "wire/vocabulary.h"
 
 namespace strata::agent {
@@ -44,7 +45,7 @@ inline constexpr std::chrono::seconds kDataStallLimit{120};
 // Creates `path` (and its missing parent directories) at its final `size`
 // to receive into, from a spare file of `store` where it has one (see
 // Store::TakeSpare); the open descriptor, for writing.
-StatusOr<int> CreateReceiveFile(Store* store, const std::string& path, uint64_t size);
+StatusOr<UniqueFd> CreateReceiveFile(Store* store, const std::string& path, uint64_t size);
 // Creates every file of `index` under `dir` (made by the caller) at its
 // final size, nothing written yet (spare files of `store` where it has them).
 Status CreateStepFiles(const std::string& dir, const StepIndex& index, Store* store = nullptr);

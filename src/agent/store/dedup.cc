@@ -20,6 +20,7 @@
 #include "util/mutex.h"
 #include "util/scratch.h"
 #include "util/thread_pool.h"
+#include "util/unique_fd.h"
 
 namespace strata::agent {
 namespace {
@@ -58,14 +59,6 @@ std::map<RangeId, std::vector<HeldRange>> IndexHeld(const Store& store, const st
   return held;
 }
 
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
 // Copies `length` bytes at `from_offset` of `from` to `to_offset` of the
 // open `to`, hashing them. Returns their XXH3-64; a failure to write sets
 // *write_failed (the incoming copy's error), one to read does not (the held
@@ -73,12 +66,12 @@ struct Fd {
 StatusOr<uint64_t> CopyHashed(const std::string& from, uint64_t from_offset, int to,
                               uint64_t to_offset, uint64_t length, std::span<char> buf,
                               bool* write_failed) {
-  Fd in(::open(from.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (in.fd < 0) return ErrnoToStatus(errno, "open " + from);
+  UniqueFd in(::open(from.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!in.valid()) return ErrnoToStatus(errno, "open " + from);
   Xxh3Stream hash;
   for (uint64_t done = 0; done < length;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), length - done));
-    ssize_t got = ::pread(in.fd, buf.data(), n, static_cast<off_t>(from_offset + done));
+    ssize_t got = ::pread(in.get(), buf.data(), n, static_cast<off_t>(from_offset + done));
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) return ErrnoToStatus(errno, "read " + from);
     if (got == 0) return DataLossError(from + " is shorter than its index says");
@@ -130,13 +123,14 @@ StatusOr<Taken> TakeHeldRanges(const Store& store, const std::string& job, const
   Taken taken;
   Mutex mu;
   std::vector<int> fds(index.files.size(), -1);
-  std::vector<std::unique_ptr<Fd>> open;
+  std::vector<UniqueFd> open;
   for (const Task& t : tasks) {
     if (fds[t.to.file] >= 0) continue;
     const std::string path = JoinPath(dir, index.files[t.to.file].path);
-    open.push_back(std::make_unique<Fd>(::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW)));
-    if (open.back()->fd < 0) return ErrnoToStatus(errno, "open " + path);
-    fds[t.to.file] = open.back()->fd;
+    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (!fd.valid()) return ErrnoToStatus(errno, "open " + path);
+    fds[t.to.file] = fd.get();
+    open.push_back(std::move(fd));
   }
   const size_t workers = std::max<size_t>(1, std::min<size_t>(tasks.size(), threads));
   // A buffer per worker, for the largest range: every receive by content

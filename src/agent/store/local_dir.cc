@@ -15,6 +15,7 @@
 #include "format/naming.h"
 #include "util/file_util.h"
 #include "util/logging.h"
+#include "util/unique_fd.h"
 
 namespace strata::agent {
 namespace {
@@ -125,19 +126,17 @@ Status SecureAgentDir(const std::string& local, gid_t group) {
   STRATA_RETURN_IF_ERROR(
       OwnDirectory(dir, st, "the agent's directory",
                    "Remove it (rm -rf " + dir + ") and let the agent create it again."));
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return ErrnoToStatus(errno, "open " + dir);
-  Status s;
-  if (::fstat(fd, &st) != 0) s = ErrnoToStatus(errno, "stat " + dir);
-  if (s.ok() && st.st_gid != group && ::fchown(fd, static_cast<uid_t>(-1), group) != 0) {
-    s = ErrnoToStatus(errno,
-                      "give " + dir + " to the local directory's group " + std::to_string(group));
+  const UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoToStatus(errno, "open " + dir);
+  if (::fstat(fd.get(), &st) != 0) return ErrnoToStatus(errno, "stat " + dir);
+  if (st.st_gid != group && ::fchown(fd.get(), static_cast<uid_t>(-1), group) != 0) {
+    return ErrnoToStatus(
+        errno, "give " + dir + " to the local directory's group " + std::to_string(group));
   }
-  if (s.ok() && (st.st_mode & 07777) != 0750 && ::fchmod(fd, 0750) != 0) {
-    s = ErrnoToStatus(errno, "chmod 0750 " + dir);
+  if ((st.st_mode & 07777) != 0750 && ::fchmod(fd.get(), 0750) != 0) {
+    return ErrnoToStatus(errno, "chmod 0750 " + dir);
   }
-  ::close(fd);
-  return s;
+  return Status::Ok();
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "util/file_util.h"
 #include "util/hash.h"
 #include "util/ram_disk.h"
+#include "util/unique_fd.h"
 
 namespace strata::agent {
 namespace {
@@ -197,11 +198,9 @@ Status StreamVerifier::Mismatch(const std::string& path, const wire::RangeCheck&
 Status StreamVerifier::Run(const Task& t) const {
   const std::string& path = paths_[t.file];
   const std::string full = JoinPath(dir_, path);
-  int fd = ::open(full.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return ErrnoToStatus(errno, "open " + full + " to verify it");
-  Status s = mapped_ ? HashMapped(fd, t, path) : HashRead(fd, t, path);
-  ::close(fd);
-  return s;
+  const UniqueFd fd(::open(full.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd.valid()) return ErrnoToStatus(errno, "open " + full + " to verify it");
+  return mapped_ ? HashMapped(fd.get(), t, path) : HashRead(fd.get(), t, path);
 }
 
 // The checks of `t` from one mapping of the span they cover: the pages
