@@ -166,8 +166,9 @@ class CheckpointerImpl final : public Checkpointer, public SlotSaver {
   const std::string dir_;
   const CheckpointerOptions options_;
   Env* const env_;
-  // The directory's lock: let go last, once nothing of this checkpointer
-  // touches the directory (its members below are gone).
+  // The directory's lock: let go after the members declared below it (the
+  // threads, the slots, the pool), once nothing of this checkpointer
+  // touches the directory.
   const UniqueFd lock_fd_;
   ThreadPool pool_;
 

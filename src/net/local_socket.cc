@@ -33,10 +33,9 @@ StatusOr<sockaddr_un> UnixAddress(const std::string& path, UniqueFd* dir_fd) {
     if (slash == std::string::npos)
       return InvalidArgumentError("local socket name too long: " + path);
     const std::string dir = slash == 0 ? "/" : path.substr(0, slash);
-    *dir_fd = UniqueFd(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (!dir_fd->valid()) {
-      return ErrnoToStatus(errno, "open the directory of the local socket " + path);
-    }
+    const int fd = ::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return ErrnoToStatus(errno, "open the directory of the local socket " + path);
+    *dir_fd = UniqueFd(fd);
     name = "/proc/self/fd/" + std::to_string(dir_fd->get()) + path.substr(slash);
   }
   if (name.empty() || name.size() >= sizeof addr.sun_path) {

@@ -5,11 +5,14 @@
 // from raw bytes.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -273,6 +276,35 @@ TEST(NetIpv6Test, LoopbackRoundTrip) {
   auto frame = RecvFrame(*server, kLimit, Soon());
   ASSERT_TRUE(frame.ok()) << frame.status().ToString();
   EXPECT_EQ(frame->payload, "over v6");
+}
+
+// A socket file whose path is longer than sun_path holds is reached
+// through its directory; the directory's descriptor does not outlive the
+// call (no descriptor is left open by a listen or a connect).
+TEST(NetLocalTest, ALongSocketPathIsReachedThroughItsDirectory) {
+  testing::ScratchDir dir("net-local");
+  std::string deep = dir.path();
+  while (deep.size() < 150) deep += "/" + std::string(40, 'd');
+  std::filesystem::create_directories(deep);
+  const std::string path = deep + "/agent.sock";
+  ASSERT_GT(path.size(), sizeof(sockaddr_un::sun_path));
+  auto open_fds = [] {
+    return std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                         std::filesystem::directory_iterator());
+  };
+  const auto before = open_fds();
+  auto listener = Socket::ListenLocal(path, 4, 0600, ::getegid());
+  ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+  EXPECT_TRUE(std::filesystem::is_socket(path));
+  auto client = Socket::ConnectLocal(path, 5s);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  auto server = listener->Accept(5s);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  ASSERT_TRUE(SendFrame(*client, 20, "by a long name", Soon()).ok());
+  auto frame = RecvFrame(*server, kLimit, Soon());
+  ASSERT_TRUE(frame.ok()) << frame.status().ToString();
+  EXPECT_EQ(frame->payload, "by a long name");
+  EXPECT_EQ(open_fds(), before + 3);  // the listener, the client and the accepted end
 }
 
 // ---- Bulk data: SendFile / RecvToFile ----
