@@ -1,8 +1,6 @@
 // Copyright 2026 The Strata Authors.
 #include "strata/checkpointer.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>

@@ -258,12 +258,10 @@ Status FileStore::Write(std::string_view op, const std::string& key, Fill fill) 
 
 Status FileStore::Walk(int dir, const std::string& rel, const std::string& prefix,
                        std::vector<ObjectInfo>* out) {
-  int fd = ::dup(dir);
-  DIR* d = fd < 0 ? nullptr : ::fdopendir(fd);
-  if (d == nullptr) {
-    if (fd >= 0) ::close(fd);
-    return ErrnoToStatus(errno, "list " + root_ + "/" + rel);
-  }
+  UniqueFd fd(::dup(dir));
+  DIR* d = fd.valid() ? ::fdopendir(fd.get()) : nullptr;
+  if (d == nullptr) return ErrnoToStatus(errno, "list " + root_ + "/" + rel);
+  fd.Release();  // the stream's now
   std::unique_ptr<DIR, int (*)(DIR*)> closer(d, ::closedir);
   ::rewinddir(d);
   while (struct dirent* e = ::readdir(d)) {

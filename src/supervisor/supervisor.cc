@@ -1,11 +1,9 @@
 // Copyright 2026 The Strata Authors.
 #include "supervisor/supervisor.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>

@@ -89,10 +89,11 @@ StatusOr<UniqueFd> LockFileExclusive(const std::string& path, const std::string&
                                    std::string(holder, n > 0 ? static_cast<size_t>(n) : 0) +
                                    " holds " + path + ")");
   }
-  const std::string pid = std::to_string(::getpid());
-  if (write_pid &&
-      (::ftruncate(fd.get(), 0) != 0 || ::pwrite(fd.get(), pid.data(), pid.size(), 0) < 0)) {
-    // The pid is informational only; the lock itself is held.
+  if (write_pid) {
+    const std::string pid = std::to_string(::getpid());
+    if (::ftruncate(fd.get(), 0) != 0 || ::pwrite(fd.get(), pid.data(), pid.size(), 0) < 0) {
+      // The pid is informational only; the lock itself is held.
+    }
   }
   return fd;
 }

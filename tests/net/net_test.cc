@@ -71,6 +71,14 @@ double Seconds(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// A frame sent on `from` arrives whole on `to`.
+void ExpectFrameCrosses(Socket& from, Socket& to, const std::string& payload) {
+  ASSERT_TRUE(SendFrame(from, 20, payload, Soon()).ok());
+  auto frame = RecvFrame(to, kLimit, Soon());
+  ASSERT_TRUE(frame.ok()) << frame.status().ToString();
+  EXPECT_EQ(frame->payload, payload);
+}
+
 // A connected pair over 127.0.0.1: client_ (made by Connect) and server_
 // (made by Accept).
 class Loopback : public ::testing::Test {
@@ -272,10 +280,7 @@ TEST(NetIpv6Test, LoopbackRoundTrip) {
   EXPECT_EQ(client->peer(), "[::1]:" + std::to_string(*port));
   auto server = listener->Accept(5s);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
-  ASSERT_TRUE(SendFrame(*client, 20, "over v6", Soon()).ok());
-  auto frame = RecvFrame(*server, kLimit, Soon());
-  ASSERT_TRUE(frame.ok()) << frame.status().ToString();
-  EXPECT_EQ(frame->payload, "over v6");
+  ExpectFrameCrosses(*client, *server, "over v6");
 }
 
 // A socket file whose path is longer than sun_path holds is reached
@@ -300,10 +305,7 @@ TEST(NetLocalTest, ALongSocketPathIsReachedThroughItsDirectory) {
   ASSERT_TRUE(client.ok()) << client.status().ToString();
   auto server = listener->Accept(5s);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
-  ASSERT_TRUE(SendFrame(*client, 20, "by a long name", Soon()).ok());
-  auto frame = RecvFrame(*server, kLimit, Soon());
-  ASSERT_TRUE(frame.ok()) << frame.status().ToString();
-  EXPECT_EQ(frame->payload, "by a long name");
+  ExpectFrameCrosses(*client, *server, "by a long name");
   EXPECT_EQ(open_fds(), before + 3);  // the listener, the client and the accepted end
 }
 

@@ -16,6 +16,7 @@
 #include "util/hash.h"
 #include "util/logging.h"
 #include "util/thread_pool.h"
+#include "util/unique_fd.h"
 
 namespace strata::agent {
 namespace {
@@ -62,9 +63,6 @@ struct Reading {
 class Output {
  public:
   Output(std::string dir, const StepIndex& index) : dir_(std::move(dir)), index_(index) {}
-  ~Output() {
-    for (auto& [f, fd] : fds_) ::close(fd);
-  }
   // Writes `n` bytes at `offset` of the step's stream.
   Status Write(uint64_t offset, const uint8_t* data, uint64_t n) {
     for (const wire::FileRange& r : wire::StreamSlice(index_, offset, n)) {
@@ -83,7 +81,7 @@ class Output {
   }
   Status Sync() {
     for (auto& [f, fd] : fds_) {
-      if (::fdatasync(fd) != 0) {
+      if (::fdatasync(fd.get()) != 0) {
         return ErrnoToStatus(errno, "fsync " + JoinPath(dir_, index_.files[f].path));
       }
     }
@@ -93,16 +91,15 @@ class Output {
  private:
   StatusOr<int> Fd(size_t file) {
     auto it = fds_.find(file);
-    if (it != fds_.end()) return it->second;
+    if (it != fds_.end()) return it->second.get();
     const std::string path = JoinPath(dir_, index_.files[file].path);
-    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) return ErrnoToStatus(errno, "open " + path);
-    fds_[file] = fd;
-    return fd;
+    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (!fd.valid()) return ErrnoToStatus(errno, "open " + path);
+    return fds_.emplace(file, std::move(fd)).first->second.get();
   }
   const std::string dir_;
   const StepIndex& index_;
-  std::map<size_t, int> fds_;
+  std::map<size_t, UniqueFd> fds_;
 };
 
 }  // namespace
